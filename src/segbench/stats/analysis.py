@@ -1,0 +1,379 @@
+"""SPEC §4 analysis of one dataset: ``analyze`` (rows -> results dict) and ``reanalyze`` (results -> diffs).
+
+Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, dicts; NaN is None)::
+
+    {
+      "settings": {n_resamples, confidence, seed, ci_method, multiple_comparison, alpha,
+                   subgroup_min_cases, power},
+      "subgroup_fields": [field, ...],
+      "models": {model: {"contaminated": bool}},
+      "structures": {structure: {
+        "n_cases": n,            # shared cases: reference present and scored for every model
+        "n_absent": k,           # cases whose reference is absent (excluded for every model)
+        "n_unshared": u,         # reference present but missing for at least one model (excluded)
+        "case_ids": [...],       # the n shared cases, sorted; every per-case list is aligned to it
+        "flags": {"prediction_missing": {model: [case_id, ...]}, "worst_case": {model: [...]}},
+        "case_meta": {field: [group label or None, ...]},
+        "metrics": {metric: {
+          "higher_is_better": bool,
+          "per_case": {model: [value, ...]},
+          "models": {model: {"mean", "sd", "median", "n", "ci_low", "ci_high",
+                             "n_missing_prediction", "n_worst_case", "contaminated"}},
+          "ranking": None | {"order": [model, ...],            # full-data rank order, then name
+                             "rank": {model: full-data rank},
+                             "p_rank1", "mean_rank", "median_rank": {model: x},
+                             "rank_interval": {model: [lo, hi]},   # (1-confidence) central interval
+                             "rank_frequency": {model: [count of rank 1, ..., rank K]},
+                             "kendall_tau": {"mean", "median", "q25", "q75"}},
+          "pairwise": [{"a", "b", "mean_diff", "ci_low", "ci_high", "ci_level", "p_bootstrap",
+                        "separable"}, ...],                     # a ranked above b; diff = a - b
+        }}
+      }}
+    }
+
+Contaminated models (SPEC §4.7) appear in "models" and "per_case" with "contaminated": true and are
+left out of "ranking" and "pairwise". Ranks are 'min' competition ranks among the K ranked models.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .pairwise import pair_indices, separability
+from .ranking import rank_min, ranking_stability
+from .resampling import bootstrap_means, intervals, jackknife_means, rng_for
+from .settings import StatsSettings
+
+_REQUIRED = ("model", "case_id", "structure", "reference_present")
+_FLAGS = ("prediction_missing", "worst_case")
+
+
+@dataclass(frozen=True)
+class _Structure:
+    """Everything the statistics need about one structure: the shared-case matrices and their context."""
+
+    case_ids: list[str]
+    n_absent: int
+    n_unshared: int
+    values: dict[str, np.ndarray]  # metric -> (K models, n cases)
+    flags: dict[str, dict[str, list[str]]]
+    case_meta: dict[str, list[str | None]]
+
+
+def analyze(
+    rows: pd.DataFrame,
+    *,
+    metrics: Mapping[str, bool],
+    settings: StatsSettings,
+    subgroup_fields: Sequence[str] = (),
+    contaminated: Mapping[str, bool] = {},
+) -> dict:
+    """Full SPEC §4 analysis of one dataset's per-case rows; see the module docstring for the output."""
+    metrics, subgroup_fields, models, contaminated = _validate(rows, metrics, settings, subgroup_fields, contaminated)
+    structures = _prepare(rows, metrics, models, subgroup_fields)
+    return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated)
+
+
+def reanalyze(results: Mapping) -> list[str]:
+    """Recompute every statistic from the per-case values stored in ``results``; list the differences.
+
+    Empty list = the stored statistics are exactly what the stored rows and settings give.
+    """
+    try:
+        settings = StatsSettings(**results["settings"])
+        models = sorted(results["models"])
+        contaminated = {m: bool(results["models"][m]["contaminated"]) for m in models}
+        subgroup_fields = list(results["subgroup_fields"])
+        structures: dict[str, _Structure] = {}
+        metrics: dict[str, bool] = {}
+        for name, s in results["structures"].items():
+            values = {}
+            for metric, cell in s["metrics"].items():
+                metrics[metric] = bool(cell["higher_is_better"])
+                values[metric] = np.array(
+                    [cell["per_case"][m] for m in models], dtype=np.float64
+                ).reshape(len(models), len(s["case_ids"]))
+            structures[name] = _Structure(
+                case_ids=list(s["case_ids"]),
+                n_absent=int(s["n_absent"]),
+                n_unshared=int(s["n_unshared"]),
+                values=values,
+                flags=s["flags"],
+                case_meta=s["case_meta"],
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"not a segbench results dict: {exc!r}") from exc
+    recomputed = _run(structures, models, metrics, settings, subgroup_fields, contaminated)
+    return _differences(_to_json(dict(results)), recomputed, "")
+
+
+def _validate(
+    rows: pd.DataFrame,
+    metrics: Mapping[str, bool],
+    settings: StatsSettings,
+    subgroup_fields: Sequence[str],
+    contaminated: Mapping[str, bool],
+) -> tuple[dict[str, bool], list[str], list[str], dict[str, bool]]:
+    if not isinstance(rows, pd.DataFrame):
+        raise ValueError(f"rows must be a pandas DataFrame, got {type(rows).__name__}")
+    if not isinstance(settings, StatsSettings):
+        raise ValueError(f"settings must be a StatsSettings, got {type(settings).__name__}")
+    if not isinstance(metrics, Mapping) or not metrics:
+        raise ValueError("metrics must be a non-empty mapping metric -> higher_is_better")
+    for metric, higher in metrics.items():
+        if not isinstance(higher, (bool, np.bool_)):
+            raise ValueError(f"metrics[{metric!r}] must be a bool (higher_is_better), got {higher!r}")
+    if isinstance(subgroup_fields, str):
+        raise ValueError("subgroup_fields must be a sequence of field names, not a string")
+    missing = [c for c in (*_REQUIRED, *metrics, *(f"meta.{f}" for f in subgroup_fields)) if c not in rows.columns]
+    if missing:
+        raise ValueError(f"rows lack column(s) {missing}")
+    for column in ("model", "case_id", "structure"):
+        if rows[column].isna().any():
+            raise ValueError(f"rows column {column!r} has empty cells, first at row {_first(rows[column].isna())}")
+    for column in ("reference_present", *(f for f in _FLAGS if f in rows.columns)):
+        if not pd.api.types.is_bool_dtype(rows[column]):
+            raise ValueError(f"rows column {column!r} must be boolean, got dtype {rows[column].dtype}")
+    for metric in metrics:
+        col = rows[metric]
+        if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
+            raise ValueError(f"metric column {metric!r} must be numeric, got dtype {col.dtype}")
+        bad = rows["reference_present"] & ~np.isfinite(col.to_numpy(dtype=np.float64, na_value=np.nan))
+        if bad.any():
+            r = rows.loc[bad].iloc[0]
+            raise ValueError(
+                f"metric {metric!r} is not a finite number where the reference is present: row "
+                f"{_first(bad)} (model {r['model']!r}, case {r['case_id']!r}, structure {r['structure']!r})"
+            )
+    dup = rows.duplicated(["model", "case_id", "structure"])
+    if dup.any():
+        r = rows.loc[dup].iloc[0]
+        raise ValueError(
+            f"duplicate row {_first(dup)}: model {r['model']!r}, case {r['case_id']!r}, structure {r['structure']!r}"
+        )
+    presence = rows.groupby(["structure", "case_id"], sort=True)["reference_present"].nunique()
+    if (presence > 1).any():
+        structure, case = presence.index[(presence > 1).to_numpy()][0]
+        raise ValueError(f"reference_present differs between models for case {case!r}, structure {structure!r}")
+    for field in subgroup_fields:
+        per_case = rows.groupby("case_id", sort=True)[f"meta.{field}"].nunique()
+        if (per_case > 1).any():
+            raise ValueError(f"meta.{field} has several values for case {per_case.index[(per_case > 1).to_numpy()][0]!r}")
+    models = sorted(rows["model"].astype(str).unique())
+    unknown = sorted(set(contaminated) - set(models))
+    if unknown:
+        raise ValueError(f"contaminated names model(s) not in rows: {unknown}")
+    flags = {m: bool(contaminated.get(m, False)) for m in models}
+    return {str(k): bool(v) for k, v in metrics.items()}, [str(f) for f in subgroup_fields], models, flags
+
+
+def _first(mask: pd.Series) -> object:
+    return mask.index[mask.to_numpy()][0]
+
+
+def _group_labels(column: pd.Series) -> pd.Series:
+    """Subgroup label per case: the value as text, or for numeric fields a quartile band.
+
+    Numeric fields (e.g. age) are banded at the quartiles of the dataset's cases: '<q1', 'q1-<q2',
+    'q2-<q3', '>=q3' with the edges written out (repeated edges merge bands). Fixed clinical bands are
+    the reader's job (see segbench.published.age_band, exported as meta.age_band).
+    """
+    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+        values = column.astype(np.float64)
+        edges = np.unique(np.quantile(values.dropna(), [0.25, 0.5, 0.75])) if values.notna().any() else []
+        bounds = [-np.inf, *edges, np.inf]
+        labels = [
+            f"<{hi:g}" if lo == -np.inf else (f">={lo:g}" if hi == np.inf else f"{lo:g}-<{hi:g}")
+            for lo, hi in zip(bounds[:-1], bounds[1:])
+        ]
+        banded = pd.cut(values, bounds, right=False, labels=labels)
+        return banded.astype(object).where(values.notna(), None)
+    return column.astype(object).where(column.notna(), None).map(lambda v: v if v is None else str(v))
+
+
+def _prepare(
+    rows: pd.DataFrame, metrics: Mapping[str, bool], models: list[str], subgroup_fields: list[str]
+) -> dict[str, _Structure]:
+    """Split the rows per structure into shared-case (K, n) matrices (SPEC §4 preamble, §3)."""
+    rows = rows.assign(model=rows["model"].astype(str), case_id=rows["case_id"].astype(str),
+                       structure=rows["structure"].astype(str))
+    meta = rows.groupby("case_id", sort=True)[[f"meta.{f}" for f in subgroup_fields]].first()
+    labels = {f: _group_labels(meta[f"meta.{f}"]) for f in subgroup_fields}
+    out = {}
+    for structure, sub in rows.groupby("structure", sort=True):
+        present = sub[sub["reference_present"]]
+        absent = set(sub.loc[~sub["reference_present"], "case_id"])
+        per_model = [set(present.loc[present["model"] == m, "case_id"]) for m in models]
+        shared = sorted(set.intersection(*per_model))
+        table = present.set_index(["case_id", "model"])
+        values = {
+            metric: table[metric].unstack("model").reindex(index=shared, columns=models)
+            .to_numpy(dtype=np.float64).T.copy()
+            for metric in metrics
+        }
+        shared_rows = present[present["case_id"].isin(shared)]
+        flags = {
+            flag: {
+                m: sorted(shared_rows.loc[(shared_rows["model"] == m) & shared_rows[flag], "case_id"])
+                if flag in shared_rows.columns else []
+                for m in models
+            }
+            for flag in _FLAGS
+        }
+        out[structure] = _Structure(
+            case_ids=shared,
+            n_absent=len(absent),
+            n_unshared=len(set.union(*per_model)) - len(shared),
+            values=values,
+            flags=flags,
+            case_meta={f: [labels[f].get(c) for c in shared] for f in subgroup_fields},
+        )
+    return out
+
+
+def _run(
+    structures: Mapping[str, _Structure],
+    models: list[str],
+    metrics: Mapping[str, bool],
+    settings: StatsSettings,
+    subgroup_fields: list[str],
+    contaminated: Mapping[str, bool],
+) -> dict:
+    ranked = np.array([not contaminated[m] for m in models], dtype=bool)
+    out = {}
+    for name, s in structures.items():
+        out[name] = {
+            "n_cases": len(s.case_ids),
+            "n_absent": s.n_absent,
+            "n_unshared": s.n_unshared,
+            "case_ids": s.case_ids,
+            "flags": s.flags,
+            "case_meta": s.case_meta,
+            "metrics": {
+                metric: _analyze_metric(s, name, metric, higher, models, ranked, settings)
+                for metric, higher in metrics.items()
+            },
+        }
+    return _to_json({
+        "settings": settings.to_dict(),
+        "subgroup_fields": subgroup_fields,
+        "models": {m: {"contaminated": bool(contaminated[m])} for m in models},
+        "structures": out,
+    })
+
+
+def _analyze_metric(
+    s: _Structure,
+    structure: str,
+    metric: str,
+    higher: bool,
+    models: list[str],
+    ranked: np.ndarray,
+    settings: StatsSettings,
+) -> dict:
+    """SPEC §4.1-4.3 for one structure and metric."""
+    values = s.values[metric]
+    n = values.shape[1]
+    result: dict = {
+        "higher_is_better": higher,
+        "per_case": {m: values[k] for k, m in enumerate(models)},
+        "ranking": None,
+        "pairwise": [],
+    }
+    counts = {flag: [len(s.flags[flag][m]) for m in models] for flag in _FLAGS}
+    model_stats = {
+        m: {
+            "n": n,
+            "n_missing_prediction": counts["prediction_missing"][k],
+            "n_worst_case": counts["worst_case"][k],
+            "contaminated": not bool(ranked[k]),
+        }
+        for k, m in enumerate(models)
+    }
+    result["models"] = model_stats
+    if n == 0:
+        for m in models:
+            model_stats[m].update(mean=None, sd=None, median=None, ci_low=None, ci_high=None)
+        return result
+    means = values.mean(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sds = values.std(axis=1, ddof=1) if n > 1 else np.full(len(models), np.nan)
+    medians = np.median(values, axis=1)
+    boot = bootstrap_means(values, settings.n_resamples, rng_for(settings.seed, structure, metric))
+    jack = jackknife_means(values) if n > 1 else None
+    alpha = 1.0 - settings.confidence
+    low, high = intervals(boot, means, jack, np.full(len(models), alpha), settings.ci_method)
+    for k, m in enumerate(models):
+        model_stats[m].update(mean=means[k], sd=sds[k], median=medians[k], ci_low=low[k], ci_high=high[k])
+
+    idx = np.flatnonzero(ranked)
+    if idx.size == 0:
+        return result
+    full_ranks = rank_min(means[idx][None, :], higher)[0]
+    order = sorted(range(idx.size), key=lambda k: (full_ranks[k], models[idx[k]]))
+    idx, full_ranks = idx[order], full_ranks[order]
+    names = [models[k] for k in idx]
+    stab = ranking_stability(boot[:, idx], full_ranks, higher, settings.confidence)
+    result["ranking"] = {
+        "order": names,
+        "rank": dict(zip(names, full_ranks)),
+        "p_rank1": dict(zip(names, stab["p_rank1"])),
+        "mean_rank": dict(zip(names, stab["mean_rank"])),
+        "median_rank": dict(zip(names, stab["median_rank"])),
+        "rank_interval": {m: [lo, hi] for m, lo, hi in zip(names, stab["rank_low"], stab["rank_high"])},
+        "rank_frequency": dict(zip(names, stab["rank_frequency"])),
+        "kendall_tau": dict(zip(("q25", "median", "q75"), stab["tau_q"]), mean=stab["tau_mean"]),
+    }
+    a, b = pair_indices(idx.size)
+    if a.size:
+        ia, ib = idx[a], idx[b]
+        sep = separability(
+            boot[:, ia] - boot[:, ib],
+            means[ia] - means[ib],
+            None if jack is None else jack[:, ia] - jack[:, ib],
+            alpha=settings.alpha,
+            correction=settings.multiple_comparison,
+            ci_method=settings.ci_method,
+        )
+        result["pairwise"] = [
+            {"a": names[i], "b": names[j], "mean_diff": means[idx[i]] - means[idx[j]],
+             **{key: sep[key][p] for key in sep}}
+            for p, (i, j) in enumerate(zip(a, b))
+        ]
+    return result
+
+
+def _to_json(obj: object) -> object:
+    """Plain-Python copy: numpy scalars/arrays -> float/int/bool/list, non-finite floats -> None."""
+    if isinstance(obj, Mapping):
+        return {str(k): _to_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [_to_json(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        value = float(obj)
+        return value if math.isfinite(value) else None
+    return obj
+
+
+def _differences(stored: object, new: object, path: str) -> list[str]:
+    """Human-readable differences between two JSON trees, in document order (sorted keys)."""
+    if isinstance(stored, dict) and isinstance(new, dict):
+        out = [f"{path}/{k}: missing in recomputed results" for k in sorted(set(stored) - set(new))]
+        out += [f"{path}/{k}: not in stored results" for k in sorted(set(new) - set(stored))]
+        for key in sorted(set(stored) & set(new)):
+            out += _differences(stored[key], new[key], f"{path}/{key}")
+        return out
+    if isinstance(stored, list) and isinstance(new, list) and len(stored) == len(new):
+        return [d for i, (x, y) in enumerate(zip(stored, new)) for d in _differences(x, y, f"{path}[{i}]")]
+    if type(stored) is not type(new) or stored != new:
+        return [f"{path or '/'}: stored {stored!r}, recomputed {new!r}"]
+    return []

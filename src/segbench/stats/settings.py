@@ -1,0 +1,47 @@
+"""Settings of the statistics engine (SPEC §4), validated once at construction."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+CI_METHODS = ("percentile", "bca")
+MULTIPLE_COMPARISONS = ("holm", "bonferroni")
+
+
+@dataclass(frozen=True)
+class StatsSettings:
+    """Knobs of SPEC §4; the defaults are the SPEC's protocol (B=10,000, 95 %, Holm, alpha 0.05)."""
+
+    n_resamples: int = 10_000
+    confidence: float = 0.95
+    seed: int = 0
+    ci_method: str = "percentile"
+    multiple_comparison: str = "holm"
+    alpha: float = 0.05
+    subgroup_min_cases: int = 10
+    power: float = 0.80
+
+    def __post_init__(self) -> None:
+        _check_int(self.n_resamples, "n_resamples", minimum=1)
+        _check_int(self.seed, "seed", minimum=0)
+        _check_int(self.subgroup_min_cases, "subgroup_min_cases", minimum=2)
+        for name in ("confidence", "alpha", "power"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
+                raise ValueError(f"StatsSettings.{name} must be a number in (0, 1), got {value!r}")
+        if self.ci_method not in CI_METHODS:
+            raise ValueError(f"StatsSettings.ci_method must be one of {CI_METHODS}, got {self.ci_method!r}")
+        if self.multiple_comparison not in MULTIPLE_COMPARISONS:
+            raise ValueError(
+                f"StatsSettings.multiple_comparison must be one of {MULTIPLE_COMPARISONS}, "
+                f"got {self.multiple_comparison!r}"
+            )
+
+    def to_dict(self) -> dict:
+        """Plain-JSON form, stored in the results so they can be re-derived."""
+        return {key: (float(v) if isinstance(v, float) else v) for key, v in asdict(self).items()}
+
+
+def _check_int(value: object, name: str, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"StatsSettings.{name} must be an integer >= {minimum}, got {value!r}")
