@@ -34,7 +34,7 @@ def age_band(ages: pd.Series) -> pd.Series:
     values = pd.to_numeric(ages, errors="raise").astype(np.float64)
     bins = [lo for lo, _, _ in AGE_BANDS] + [np.inf]
     banded = pd.cut(values, bins, right=False, labels=[label for _, _, label in AGE_BANDS])
-    return banded.astype(object).where(values.notna(), None)
+    return pd.Series([None if pd.isna(v) else str(v) for v in banded], index=ages.index, dtype=object)
 
 
 def read_touchstone(folder: Path) -> pd.DataFrame:

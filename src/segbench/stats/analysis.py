@@ -44,10 +44,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .pairwise import pair_indices, separability
-from .ranking import rank_min, ranking_stability
+from .pairwise import pair_indices, separability, wilcoxon_map
+from .power import cases_needed
+from .ranking import leave_one_out, rank_min, ranking_stability
 from .resampling import bootstrap_means, intervals, jackknife_means, rng_for
 from .settings import StatsSettings
+from .subgroups import group_indices, group_tests
 
 _REQUIRED = ("model", "case_id", "structure", "reference_present")
 _FLAGS = ("prediction_missing", "worst_case")
@@ -191,9 +193,8 @@ def _group_labels(column: pd.Series) -> pd.Series:
             f"<{hi:g}" if lo == -np.inf else (f">={lo:g}" if hi == np.inf else f"{lo:g}-<{hi:g}")
             for lo, hi in zip(bounds[:-1], bounds[1:])
         ]
-        banded = pd.cut(values, bounds, right=False, labels=labels)
-        return banded.astype(object).where(values.notna(), None)
-    return column.astype(object).where(column.notna(), None).map(lambda v: v if v is None else str(v))
+        column = pd.cut(values, bounds, right=False, labels=labels)
+    return pd.Series([None if pd.isna(v) else str(v) for v in column], index=column.index, dtype=object)
 
 
 def _prepare(
@@ -254,10 +255,7 @@ def _run(
             "case_ids": s.case_ids,
             "flags": s.flags,
             "case_meta": s.case_meta,
-            "metrics": {
-                metric: _analyze_metric(s, name, metric, higher, models, ranked, settings)
-                for metric, higher in metrics.items()
-            },
+            "metrics": _analyze_structure(s, name, models, metrics, ranked, settings),
         }
     return _to_json({
         "settings": settings.to_dict(),
@@ -267,59 +265,128 @@ def _run(
     })
 
 
-def _analyze_metric(
+@dataclass(frozen=True)
+class _Boot:
+    """Resampled means of every (metric, model) row of one case set, and what their CIs need."""
+
+    means: np.ndarray  # (M*K,)
+    boot: np.ndarray  # (B, M*K)
+    jack: np.ndarray | None  # (n, M*K); None when n < 2
+
+    @classmethod
+    def of(cls, stacked: np.ndarray, settings: StatsSettings, *keys: str) -> _Boot:
+        n = stacked.shape[1]
+        boot = bootstrap_means(stacked, settings.n_resamples, rng_for(settings.seed, *keys))
+        return cls(stacked.mean(axis=1), boot, jackknife_means(stacked) if n > 1 else None)
+
+    def ci(self, confidence: float, method: str) -> tuple[np.ndarray, np.ndarray]:
+        alpha = np.full(self.means.size, 1.0 - confidence)
+        return intervals(self.boot, self.means, self.jack, alpha, method)
+
+
+def _analyze_structure(
     s: _Structure,
     structure: str,
-    metric: str,
-    higher: bool,
     models: list[str],
+    metrics: Mapping[str, bool],
     ranked: np.ndarray,
     settings: StatsSettings,
 ) -> dict:
-    """SPEC §4.1-4.3 for one structure and metric."""
-    values = s.values[metric]
-    n = values.shape[1]
-    result: dict = {
-        "higher_is_better": higher,
-        "per_case": {m: values[k] for k, m in enumerate(models)},
-        "ranking": None,
-        "pairwise": [],
+    """SPEC §4.1-4.8 for every metric of one structure.
+
+    One resample matrix per structure serves all metrics and models (paired across both), and one per
+    (structure, field, group) for the subgroup CIs.
+    """
+    n, n_models = len(s.case_ids), len(models)
+    stacked = np.concatenate([s.values[m] for m in metrics]) if n else None
+    full = _Boot.of(stacked, settings, structure) if n else None
+    ci = full.ci(settings.confidence, settings.ci_method) if n else None
+    groups = {f: group_indices(s.case_meta[f]) for f in s.case_meta} if n else {}
+    group_boot = {
+        f: {g: _Boot.of(stacked[:, idx], settings, structure, f, g) for g, idx in gs.items()}
+        for f, gs in groups.items()
     }
-    counts = {flag: [len(s.flags[flag][m]) for m in models] for flag in _FLAGS}
-    model_stats = {
+    group_ci = {
+        f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()
+    }
+    out = {}
+    for i, (metric, higher) in enumerate(metrics.items()):
+        cols = slice(i * n_models, (i + 1) * n_models)
+        values = s.values[metric]
+        result = {
+            "higher_is_better": higher,
+            "per_case": {m: values[k] for k, m in enumerate(models)},
+            "models": _estimates(s, values, models, ranked, full, ci, cols),
+            "ranking": None,
+            "pairwise": [],
+            "significance": None,
+            "loo": None,
+            "power": None,
+            "subgroups": {
+                f: _subgroups(values, models, gs, group_boot[f], group_ci[f], cols, settings)
+                for f, gs in groups.items()
+            },
+        }
+        idx = np.flatnonzero(ranked)
+        if n and idx.size:
+            result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings))
+        out[metric] = result
+    return out
+
+
+def _estimates(
+    s: _Structure,
+    values: np.ndarray,
+    models: list[str],
+    ranked: np.ndarray,
+    full: _Boot | None,
+    ci: tuple[np.ndarray, np.ndarray] | None,
+    cols: slice,
+) -> dict:
+    """SPEC §4.1 per model: mean, SD, median, n, CI, failure counts, contamination mark."""
+    n = values.shape[1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sds = values.std(axis=1, ddof=1) if n > 1 else np.full(len(models), np.nan)
+    means = values.mean(axis=1) if n else np.full(len(models), np.nan)
+    medians = np.median(values, axis=1) if n else np.full(len(models), np.nan)
+    low, high = (ci[0][cols], ci[1][cols]) if ci is not None else (means, means)
+    return {
         m: {
+            "mean": means[k],
+            "sd": sds[k],
+            "median": medians[k],
             "n": n,
-            "n_missing_prediction": counts["prediction_missing"][k],
-            "n_worst_case": counts["worst_case"][k],
+            "ci_low": low[k],
+            "ci_high": high[k],
+            "n_missing_prediction": len(s.flags["prediction_missing"][m]),
+            "n_worst_case": len(s.flags["worst_case"][m]),
             "contaminated": not bool(ranked[k]),
         }
         for k, m in enumerate(models)
     }
-    result["models"] = model_stats
-    if n == 0:
-        for m in models:
-            model_stats[m].update(mean=None, sd=None, median=None, ci_low=None, ci_high=None)
-        return result
-    means = values.mean(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sds = values.std(axis=1, ddof=1) if n > 1 else np.full(len(models), np.nan)
-    medians = np.median(values, axis=1)
-    boot = bootstrap_means(values, settings.n_resamples, rng_for(settings.seed, structure, metric))
-    jack = jackknife_means(values) if n > 1 else None
-    alpha = 1.0 - settings.confidence
-    low, high = intervals(boot, means, jack, np.full(len(models), alpha), settings.ci_method)
-    for k, m in enumerate(models):
-        model_stats[m].update(mean=means[k], sd=sds[k], median=medians[k], ci_low=low[k], ci_high=high[k])
 
-    idx = np.flatnonzero(ranked)
-    if idx.size == 0:
-        return result
-    full_ranks = rank_min(means[idx][None, :], higher)[0]
-    order = sorted(range(idx.size), key=lambda k: (full_ranks[k], models[idx[k]]))
-    idx, full_ranks = idx[order], full_ranks[order]
-    names = [models[k] for k in idx]
-    stab = ranking_stability(boot[:, idx], full_ranks, higher, settings.confidence)
-    result["ranking"] = {
+
+def _compare(
+    values: np.ndarray,
+    names: list[str],
+    higher: bool,
+    full: _Boot,
+    cols: slice,
+    idx: np.ndarray,
+    settings: StatsSettings,
+) -> dict:
+    """SPEC §4.2-4.5 and §4.8 among the ranked (uncontaminated) models."""
+    cols = np.arange(cols.start, cols.stop)[idx]
+    means, boot = full.means[cols], full.boot[:, cols]
+    jack = None if full.jack is None else full.jack[:, cols]
+    full_ranks = rank_min(means[None, :], higher)[0]
+    order = sorted(range(len(names)), key=lambda k: (full_ranks[k], names[k]))
+    names = [names[k] for k in order]
+    values, means, boot, full_ranks = values[order], means[order], boot[:, order], full_ranks[order]
+    jack = None if jack is None else jack[:, order]
+
+    stab = ranking_stability(boot, full_ranks, higher, settings.confidence)
+    ranking = {
         "order": names,
         "rank": dict(zip(names, full_ranks)),
         "p_rank1": dict(zip(names, stab["p_rank1"])),
@@ -329,23 +396,87 @@ def _analyze_metric(
         "rank_frequency": dict(zip(names, stab["rank_frequency"])),
         "kendall_tau": dict(zip(("q25", "median", "q75"), stab["tau_q"]), mean=stab["tau_mean"]),
     }
-    a, b = pair_indices(idx.size)
+    a, b = pair_indices(len(names))
+    pairwise = []
     if a.size:
-        ia, ib = idx[a], idx[b]
         sep = separability(
-            boot[:, ia] - boot[:, ib],
-            means[ia] - means[ib],
-            None if jack is None else jack[:, ia] - jack[:, ib],
+            boot[:, a] - boot[:, b],
+            means[a] - means[b],
+            None if jack is None else jack[:, a] - jack[:, b],
             alpha=settings.alpha,
             correction=settings.multiple_comparison,
             ci_method=settings.ci_method,
         )
-        result["pairwise"] = [
-            {"a": names[i], "b": names[j], "mean_diff": means[idx[i]] - means[idx[j]],
-             **{key: sep[key][p] for key in sep}}
+        pairwise = [
+            {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}
             for p, (i, j) in enumerate(zip(a, b))
         ]
-    return result
+    wil = wilcoxon_map(values, higher, settings.alpha)
+    beaten = wil["significant"].any(axis=0)
+    significance = {
+        key: {x: {y: wil[key][i, j] for j, y in enumerate(names) if i != j} for i, x in enumerate(names)}
+        for key in ("p_value", "p_adjusted", "significant")
+    }
+    significance["co_winners"] = [m for m, lost in zip(names, beaten) if not lost]
+    loo = None
+    if jack is not None:
+        winner, any_rank = leave_one_out(jack, full_ranks, higher)
+        loo = {"winner_change_share": winner, "any_rank_change_share": any_rank}
+    power = None
+    if len(names) > 1:
+        power = {
+            "first": names[0],
+            "second": names[1],
+            "n_cases": values.shape[1],
+            "alpha": settings.alpha,
+            "power": settings.power,
+            "separable": bool(pairwise[0]["separable"]),
+            "significant": bool(wil["significant"][0, 1]),
+            **cases_needed(values[0] - values[1], settings.alpha, settings.power),
+        }
+    return {"ranking": ranking, "pairwise": pairwise, "significance": significance, "loo": loo, "power": power}
+
+
+def _subgroups(
+    values: np.ndarray,
+    models: list[str],
+    groups: dict[str, np.ndarray],
+    boots: dict[str, _Boot],
+    cis: dict[str, tuple[np.ndarray, np.ndarray]],
+    cols: slice,
+    settings: StatsSettings,
+) -> dict:
+    """SPEC §4.6 for one metadata field: every model (contaminated ones too, marked in "models")."""
+    tests = group_tests(values, groups, min_cases=settings.subgroup_min_cases, alpha=settings.alpha)
+    out = {
+        "n_missing_value": values.shape[1] - sum(idx.size for idx in groups.values()),
+        "groups": {
+            g: {
+                "n": idx.size,
+                "tested": g in tests["tested"],
+                "models": {
+                    m: {"mean": boots[g].means[cols][k], "ci_low": cis[g][0][cols][k], "ci_high": cis[g][1][cols][k]}
+                    for k, m in enumerate(models)
+                },
+            }
+            for g, idx in groups.items()
+        },
+        "kruskal": None,
+        "mann_whitney": {},
+    }
+    if tests["kruskal"] is not None:
+        stat, p = tests["kruskal"]
+        out["kruskal"] = {m: {"statistic": stat[k], "p_value": p[k]} for k, m in enumerate(models)}
+        out["mann_whitney"] = {
+            m: [
+                {"a": ga, "b": gb, "statistic": st[k], "p_value": pv[k], "p_bonferroni": pb[k],
+                 "significant": bool(pb[k] < settings.alpha)}
+                for ga, gb, st, pv, pb in tests["mann_whitney"]
+            ]
+            for k, m in enumerate(models)
+            if p[k] < settings.alpha
+        }
+    return out
 
 
 def _to_json(obj: object) -> object:

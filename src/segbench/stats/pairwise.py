@@ -1,8 +1,9 @@
-"""Pairwise comparisons of ranked models: bootstrap separability (SPEC §4.3)."""
+"""Pairwise comparisons of ranked models: bootstrap separability (SPEC §4.3), Wilcoxon map (§4.4)."""
 
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
 
 from .resampling import intervals
 
@@ -72,3 +73,48 @@ def separability(
         "p_bootstrap": p_boot,
         "separable": separable,
     }
+
+
+def holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm step-down adjusted p-values: max over j <= i of min(1, (m - j + 1) p_(j)), ties by position.
+
+    Hand-written (five lines) rather than pulling in statsmodels for multipletests.
+    """
+    m = p_values.size
+    order = np.argsort(p_values, kind="stable")
+    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p_values[order]))
+    out = np.empty(m)
+    out[order] = adjusted
+    return out
+
+
+def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> dict[str, np.ndarray]:
+    """SPEC §4.4 significance map of K models' (K, n) shared-case values -> (K, K) matrices.
+
+    Cell (a, b): one-sided Wilcoxon signed-rank test 'a better than b' (alternative 'greater' for
+    higher-is-better metrics, 'less' for distances), scipy's defaults otherwise. All K(K-1) p-values are
+    Holm-adjusted together. A pair whose differences are all zero gets p = 1 (never significant).
+    The diagonal is NaN.
+    """
+    n_models, n_cases = values.shape
+    a, b = np.nonzero(~np.eye(n_models, dtype=bool))
+    diffs = values[a] - values[b]
+    alternative = "greater" if higher_is_better else "less"
+    all_zero = ~(diffs != 0).any(axis=1)
+    p = np.ones(a.size)
+    test = np.flatnonzero(~all_zero)
+    if test.size and n_cases > 50:
+        # One vectorised call. For n > 50 scipy's method='auto' is the normal approximation for every
+        # pair, so this equals per-pair calls exactly (ties and zeros are handled per row).
+        p[test] = stats.wilcoxon(diffs[test], axis=1, alternative=alternative).pvalue
+    else:
+        # n <= 50: 'auto' picks exact / permutation / normal from the ties and zeros of the whole
+        # batch when vectorised; per-pair calls keep each pair's own choice, as a per-pair protocol does.
+        for k in test:
+            p[k] = stats.wilcoxon(diffs[k], alternative=alternative).pvalue
+    adjusted = holm(p)
+    raw_m, adj_m = np.full((n_models, n_models), np.nan), np.full((n_models, n_models), np.nan)
+    raw_m[a, b], adj_m[a, b] = p, adjusted
+    significant = np.zeros((n_models, n_models), dtype=bool)
+    significant[a, b] = adjusted < alpha
+    return {"p_value": raw_m, "p_adjusted": adj_m, "significant": significant}

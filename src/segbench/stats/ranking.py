@@ -63,3 +63,16 @@ def ranking_stability(
         "tau_mean": finite.mean() if finite.size else np.nan,
         "tau_q": tau_q,
     }
+
+
+def leave_one_out(jackknife: np.ndarray, full_ranks: np.ndarray, higher_is_better: bool) -> tuple[float, float]:
+    """SPEC §4.5: share of cases whose removal changes the winner(s), and changes any rank.
+
+    ``jackknife`` (n, K) holds the means without case i, computed as (sum - x_i) / (n - 1), so all n
+    rankings come from one vectorised rank_min call. The winner changes when the set of rank-1 models
+    differs from the full-data set.
+    """
+    ranks = rank_min(jackknife, higher_is_better)
+    winner_change = ((ranks == 1) != (full_ranks == 1)[None, :]).any(axis=1)
+    any_change = (ranks != full_ranks[None, :]).any(axis=1)
+    return float(winner_change.mean()), float(any_change.mean())
