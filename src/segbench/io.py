@@ -1,0 +1,86 @@
+"""Atomic file writes and validated label-map loading.
+
+Every file segbench produces is written to a temporary name in the target directory and renamed
+into place, so an interrupted stage never leaves a half-written file that a later stage could read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nibabel as nib
+import numpy as np
+
+
+@contextlib.contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``target``; rename it onto ``target`` only on success."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text_atomic(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` atomically (UTF-8)."""
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json_atomic(target: Path, data: Any) -> None:
+    """Write ``data`` as canonical JSON (sorted keys, fixed indentation) so equal data is byte-equal."""
+    write_text_atomic(target, json.dumps(data, sort_keys=True, indent=1, allow_nan=False) + "\n")
+
+
+def save_label_map_atomic(target: Path, labels: np.ndarray, like: nib.Nifti1Image) -> None:
+    """Save an integer label map on the grid of ``like`` (same affine and header), atomically."""
+    header = like.header.copy()
+    header.set_data_dtype(np.uint8 if labels.max(initial=0) < 256 else np.int16)
+    image = nib.Nifti1Image(labels.astype(header.get_data_dtype(), copy=False), like.affine, header)
+    # The temp name must keep the .nii.gz suffix: nibabel picks compression from it.
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".nii.gz", dir=target.parent)
+    os.close(fd)
+    try:
+        nib.save(image, tmp_name)
+        os.replace(tmp_name, target)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+
+
+def load_label_map(path: Path) -> tuple[np.ndarray, nib.Nifti1Image]:
+    """Load a NIfTI label map as an integer array; errors name the file and what is wrong."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such label map")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path}: file is empty (0 bytes)")
+    try:
+        image = nib.load(path)
+        data = np.asanyarray(image.dataobj)
+    except Exception as exc:  # nibabel raises many types for corrupt files
+        raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
+    if data.ndim != 3:
+        raise ValueError(f"{path}: expected a 3D label map, got shape {data.shape}")
+    if not np.issubdtype(data.dtype, np.integer):
+        if not np.all(np.isfinite(data)):
+            raise ValueError(f"{path}: label map contains NaN or infinite values")
+        if not np.all(np.mod(data, 1) == 0):
+            raise ValueError(f"{path}: label map contains non-integer values")
+        data = data.astype(np.int16)
+    return data, image

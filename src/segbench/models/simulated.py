@@ -1,0 +1,200 @@
+"""Simulated models: seeded, realistic error models applied to the reference label map.
+
+SIMULATED, NOT REAL MODELS. They exist so the whole pipeline (predict -> score -> compare -> report)
+runs on real reference data without a GPU, and so the statistics can be checked against errors of
+known, graded severity. Every run they produce is tagged ``segbench.kind=simulated``.
+
+Run as the model's own subprocess, exactly like a real adapter::
+
+    python -m segbench.models.simulated --input labels/ --output out/ --cases cases.txt \
+        --boundary-mm 1.0 --seed 0
+
+Error components (all in world millimetres, seeded per case from ``--seed`` and the case id, so a
+case's prediction does not depend on which other cases run):
+- ``--boundary-mm D``: every structure's boundary displaced outward by D mm (inward if D < 0), with
+  a per-case jitter of +-``--jitter`` x D;
+- ``--shift-mm S``: the whole prediction translated by S mm in a random direction;
+- ``--miss-lesion-prob P``: with probability P the largest tumor component is missed (read as kidney);
+- ``--blob-prob P --blob-radius-mm R``: with probability P a spurious sphere of radius R mm labelled
+  tumor is added next to the kidney.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+from scipy import ndimage
+
+from segbench.io import load_label_map, save_label_map_atomic
+
+KIDNEY, TUMOR = 1, 2
+
+
+def case_rng(seed: int, case_id: str) -> np.random.Generator:
+    """A generator seeded by (seed, case id): stable whatever the order cases are processed in."""
+    digest = hashlib.sha256(f"{seed}:{case_id}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def _bbox(mask: np.ndarray, margin: tuple[int, ...]) -> tuple[slice, ...]:
+    """Bounding box of ``mask`` grown by ``margin`` voxels per axis, clipped to the array."""
+    slices = []
+    for axis in range(mask.ndim):
+        others = tuple(a for a in range(mask.ndim) if a != axis)
+        hits = np.flatnonzero(mask.any(axis=others))
+        lo = max(int(hits[0]) - margin[axis], 0)
+        hi = min(int(hits[-1]) + margin[axis] + 1, mask.shape[axis])
+        slices.append(slice(lo, hi))
+    return tuple(slices)
+
+
+def _boxes(mask: np.ndarray, margin: tuple[int, ...]) -> list[tuple[slice, ...]]:
+    """Bounding boxes of the parts of ``mask`` separated by an empty gap of > 2 margins along the last axis.
+
+    Left and right kidneys fall into separate boxes, so distance transforms never run over the
+    empty space between them.
+    """
+    columns = np.flatnonzero(mask.any(axis=(0, 1)))
+    breaks = np.flatnonzero(np.diff(columns) > 2 * margin[2] + 1)
+    boxes = []
+    for part in np.split(columns, breaks + 1):
+        cols = slice(part[0], part[-1] + 1)
+        box = _bbox(mask[:, :, cols], margin)
+        lo = max(part[0] - margin[2], 0)
+        hi = min(part[-1] + margin[2] + 1, mask.shape[2])
+        boxes.append((box[0], box[1], slice(lo, hi)))
+    return boxes
+
+
+def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float) -> np.ndarray:
+    """Move every structure's boundary by ``mm`` millimetres (outward > 0, inward < 0), in world space.
+
+    Outward: a background voxel within ``mm`` of the foreground takes the label of its nearest
+    foreground voxel. Inward: a foreground voxel within ``mm`` of the background becomes background.
+    Work is done inside the foreground's bounding boxes plus the displacement.
+    """
+    foreground = labels > 0
+    out = labels.copy(order="K")
+    if mm == 0 or not foreground.any():
+        return out
+    margin = tuple(int(np.ceil(abs(mm) / s)) + 1 for s in spacing)
+    for box in _boxes(foreground, margin):
+        crop = labels[box]
+        if mm > 0:
+            dist, (iz, iy, ix) = ndimage.distance_transform_edt(crop == 0, sampling=spacing, return_indices=True)
+            out[box] = np.where(dist <= mm, crop[iz, iy, ix], 0)
+        else:
+            dist = ndimage.distance_transform_edt(crop > 0, sampling=spacing)
+            out[box] = np.where(dist > -mm, crop, 0)
+    return out
+
+
+def shift(labels: np.ndarray, spacing: tuple[float, ...], mm: float, rng: np.random.Generator) -> np.ndarray:
+    """Translate the label map by ``mm`` in a random direction (rounded to whole voxels per axis)."""
+    direction = rng.normal(size=3)
+    direction /= np.linalg.norm(direction)
+    offsets = np.round(direction * mm / np.asarray(spacing)).astype(int)
+    out = np.zeros_like(labels)
+    target = tuple(slice(max(o, 0), n + min(o, 0)) for o, n in zip(offsets, labels.shape))
+    source = tuple(slice(max(-o, 0), n - max(o, 0)) for o, n in zip(offsets, labels.shape))
+    out[target] = labels[source]
+    return out
+
+
+def miss_largest_lesion(labels: np.ndarray) -> np.ndarray:
+    """Relabel the largest tumor component as kidney: the lesion is missed, the organ is not."""
+    tumor = labels == TUMOR
+    out = labels.copy(order="K")
+    if not tumor.any():
+        return out
+    box = _bbox(tumor, (1, 1, 1))
+    components, _ = ndimage.label(tumor[box])
+    sizes = np.bincount(components.ravel())[1:]
+    out[box][components == int(np.argmax(sizes)) + 1] = KIDNEY
+    return out
+
+
+def add_blob(labels: np.ndarray, spacing: tuple[float, ...], radius_mm: float, rng: np.random.Generator) -> np.ndarray:
+    """Add a spurious tumor-labelled sphere of ``radius_mm`` just outside the kidney's bounding box."""
+    kidney = labels > 0
+    if not kidney.any():
+        return labels.copy(order="K")
+    box = _bbox(kidney, (0, 0, 0))
+    spacing_arr = np.asarray(spacing)
+    radius_vox = np.ceil(radius_mm / spacing_arr).astype(int)
+    # centre: one radius beyond a randomly chosen face of the box along a random in-plane axis
+    axis = int(rng.integers(1, 3))
+    side = int(rng.integers(0, 2))
+    centre = np.array([(s.start + s.stop) // 2 for s in box])
+    edge = box[axis].stop + radius_vox[axis] if side else box[axis].start - radius_vox[axis]
+    centre[axis] = int(np.clip(edge, 0, labels.shape[axis] - 1))
+    lo = np.maximum(centre - radius_vox, 0)
+    hi = np.minimum(centre + radius_vox + 1, labels.shape)
+    grid = np.ogrid[tuple(slice(a, b) for a, b in zip(lo, hi))]
+    dist2 = sum(((g - c) * s) ** 2 for g, c, s in zip(grid, centre, spacing_arr))
+    out = labels.copy(order="K")
+    region = out[tuple(slice(a, b) for a, b in zip(lo, hi))]
+    region[(dist2 <= radius_mm**2) & (region == 0)] = TUMOR
+    return out
+
+
+def simulate(labels: np.ndarray, spacing: tuple[float, ...], case_id: str, args: argparse.Namespace) -> np.ndarray:
+    """Apply the configured error components to one reference label map."""
+    rng = case_rng(args.seed, case_id)
+    out = labels
+    if args.boundary_mm:
+        jitter = 1.0 + args.jitter * rng.uniform(-1.0, 1.0)
+        out = displace_boundary(out, spacing, args.boundary_mm * jitter)
+    if args.shift_mm:
+        out = shift(out, spacing, args.shift_mm, rng)
+    if args.miss_lesion_prob and rng.uniform() < args.miss_lesion_prob:
+        out = miss_largest_lesion(out)
+    if args.blob_prob and rng.uniform() < args.blob_prob:
+        out = add_blob(out, spacing, args.blob_radius_mm, rng)
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m segbench.models.simulated",
+        description="SIMULATED model: writes predictions by applying seeded errors to reference label maps.",
+    )
+    parser.add_argument("--input", type=Path, required=True, help="folder of reference label maps <case>.nii.gz")
+    parser.add_argument("--output", type=Path, required=True, help="folder to write <case>.nii.gz predictions")
+    parser.add_argument("--cases", type=Path, required=True, help="text file, one case id per line")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--boundary-mm", type=float, default=0.0, help="boundary displacement in mm (negative: inward)")
+    parser.add_argument("--jitter", type=float, default=0.25, help="relative per-case jitter of the displacement")
+    parser.add_argument("--shift-mm", type=float, default=0.0, help="rigid translation in mm, random direction")
+    parser.add_argument("--miss-lesion-prob", type=float, default=0.0)
+    parser.add_argument("--blob-prob", type=float, default=0.0)
+    parser.add_argument("--blob-radius-mm", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=1, help="cases processed in parallel")
+    return parser
+
+
+def predict_case(case_id: str, args: argparse.Namespace) -> str:
+    """Write the simulated prediction of one case; returns the case id."""
+    labels, image = load_label_map(args.input / f"{case_id}.nii.gz")
+    spacing = tuple(float(z) for z in image.header.get_zooms()[:3])
+    save_label_map_atomic(args.output / f"{case_id}.nii.gz", simulate(labels, spacing, case_id, args), image)
+    return case_id
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cases = [c.strip() for c in args.cases.read_text(encoding="utf-8").splitlines() if c.strip()]
+    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        jobs = [pool.submit(predict_case, case_id, args) for case_id in cases]
+        for done, job in enumerate(as_completed(jobs), start=1):
+            print(f"[simulated model] {job.result()} ({done}/{len(cases)})", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
