@@ -1,0 +1,224 @@
+"""Per-case scoring: every region of a case from one decode of each label map (SPEC §3)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from segauge.metrics.detection import detection_scores
+from segauge.metrics.distance import SurfaceDistances, assd, hausdorff, hausdorff95, masd, nsd
+from segauge.metrics.overlap import dice, iou
+
+from segbench.scoring.geometry import GeometryError, check_same_grid, check_spacing, resample_to_reference
+from segbench.scoring.labelmaps import is_dicom, load_label_map, load_nifti
+from segbench.scoring.surface import surface_distances
+
+METRICS: tuple[str, ...] = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
+DISTANCE_METRICS: tuple[str, ...] = ("hd", "hd95", "assd", "masd")
+DETECTION_METRICS: tuple[str, ...] = ("det_precision", "det_recall", "det_f1")
+HIGHER_IS_BETTER: dict[str, bool] = {
+    **{m: m in ("dice", "iou", "nsd") for m in METRICS},
+    **{m: True for m in DETECTION_METRICS},
+}
+HD95_DEFINITION = "segauge_pooled_area_weighted"
+COLUMNS: tuple[str, ...] = (
+    "case_id",
+    "structure",
+    "reference_present",
+    "prediction_present",
+    "prediction_missing",
+    *METRICS,
+    *DETECTION_METRICS,
+    "worst_case",
+    "worst_case_value_mm",
+    "nsd_tolerance_mm",
+    "hd95_definition",
+)
+
+
+@dataclass(frozen=True)
+class Region:
+    """A structure scored from a label map: the union of ``labels``."""
+
+    name: str
+    labels: tuple[int, ...]
+    nsd_tolerance_mm: float
+    detection: bool = False
+
+
+def _bounding_box(*arrays: np.ndarray) -> tuple[slice, ...] | None:
+    """Smallest box holding every non-zero voxel of all arrays (None if all are zero)."""
+    planes = np.zeros(arrays[0].shape[1:], dtype=bool)
+    slices = np.zeros(arrays[0].shape[0], dtype=bool)
+    for a in arrays:
+        nz = a.astype(bool, copy=False) if a.dtype == np.bool_ else a != 0
+        slices |= nz.any(axis=(1, 2))
+        planes |= nz.any(axis=0)
+    if not slices.any():
+        return None
+    box = []
+    for proj in (slices, planes.any(axis=1), planes.any(axis=0)):
+        idx = np.flatnonzero(proj)
+        box.append(slice(int(idx[0]), int(idx[-1]) + 1))
+    return tuple(box)
+
+
+def _region_mask(labels: np.ndarray, region: Region) -> np.ndarray:
+    """Boolean mask of the union of the region's label ids."""
+    if len(region.labels) == 1:
+        return labels == region.labels[0]
+    return np.isin(labels, region.labels)
+
+
+def _check_allowed(case_id: str, path: object, labels: np.ndarray, allowed: set[int]) -> None:
+    present = np.unique(labels)
+    bad = sorted(int(v) for v in present if int(v) != 0 and int(v) not in allowed)
+    if bad:
+        raise ValueError(f"case {case_id}: {path}: label values {bad} are not in the allowed set {sorted(allowed)}")
+
+
+def _worst_case_row(base: dict, worst: float) -> dict:
+    return base | {"dice": 0.0, "iou": 0.0, "nsd": 0.0, **{m: worst for m in DISTANCE_METRICS}, "worst_case": True}
+
+
+def _score_region(
+    ref: np.ndarray, pred: np.ndarray, spacing: tuple[float, float, float], region: Region, base: dict, worst: float
+) -> dict:
+    """Metrics of one region from its (cropped) boolean masks, SPEC §3 conventions for empty masks."""
+    ref_present, pred_present = bool(ref.any()), bool(pred.any())
+    row = base | {"reference_present": ref_present, "prediction_present": pred_present}
+    if region.detection:
+        det = detection_scores(pred, ref)
+        row |= {"det_precision": det.precision, "det_recall": det.recall, "det_f1": det.f1}
+    if not ref_present and not pred_present:
+        return row | {"dice": 1.0, "iou": 1.0, "nsd": 1.0, **{m: 0.0 for m in DISTANCE_METRICS}}
+    if ref_present != pred_present:
+        return _worst_case_row(row, worst)
+    sd: SurfaceDistances = surface_distances(pred, ref, spacing)
+    return row | {
+        "dice": float(dice(pred, ref)),
+        "iou": float(iou(pred, ref)),
+        "hd": hausdorff(sd),
+        "hd95": hausdorff95(sd),
+        "assd": assd(sd),
+        "masd": masd(sd),
+        "nsd": nsd(sd, region.nsd_tolerance_mm),
+    }
+
+
+def score_case(
+    case_id: str,
+    reference: Path,
+    prediction: Path | None,
+    regions: Sequence[Region],
+    *,
+    allowed_labels: set[int] | None = None,
+) -> list[dict]:
+    """Score one case: one row per region, from a single decode of each label map.
+
+    A missing prediction (``None``) scores as a failure: the worst-case row for every region.
+    Distances use the reference header spacing (array order), checked against both affines.
+    Raises :class:`GeometryError` if the prediction is not on the reference grid (DICOM predictions
+    are first resampled onto it through their DICOM geometry).
+    """
+    ref_labels, ref_img = load_nifti(Path(reference))
+    spacing = check_spacing(case_id, reference, ref_img)
+    worst = float(math.sqrt(sum((n * s) ** 2 for n, s in zip(ref_labels.shape, spacing, strict=True))))
+    if allowed_labels is not None:
+        _check_allowed(case_id, reference, ref_labels, allowed_labels)
+
+    rows = []
+    base_common = {
+        "case_id": case_id,
+        "prediction_missing": prediction is None,
+        "worst_case": False,
+        "worst_case_value_mm": worst,
+        "hd95_definition": HD95_DEFINITION,
+        **{m: math.nan for m in DETECTION_METRICS},
+    }
+    if prediction is None:
+        for region in regions:
+            base = base_common | {"structure": region.name, "nsd_tolerance_mm": float(region.nsd_tolerance_mm)}
+            row = base | {"reference_present": bool(_region_mask(ref_labels, region).any()), "prediction_present": False}
+            if region.detection:
+                row |= {m: 0.0 for m in DETECTION_METRICS}
+            rows.append(_worst_case_row(row, worst))
+        return [{c: r[c] for c in COLUMNS} for r in rows]
+
+    prediction = Path(prediction)
+    pred_labels, pred_img = load_label_map(prediction)
+    if is_dicom(prediction):
+        pred_img = resample_to_reference(pred_img, ref_img)
+        pred_labels = np.asanyarray(pred_img.dataobj)
+    else:
+        check_spacing(case_id, prediction, pred_img)
+    check_same_grid(case_id, reference, ref_img, prediction, pred_img)
+    if allowed_labels is not None:
+        _check_allowed(case_id, prediction, pred_labels, allowed_labels)
+
+    box = _bounding_box(ref_labels, pred_labels)
+    if box is not None:
+        ref_labels, pred_labels = ref_labels[box], pred_labels[box]
+    for region in regions:
+        base = base_common | {"structure": region.name, "nsd_tolerance_mm": float(region.nsd_tolerance_mm)}
+        ref = _region_mask(ref_labels, region)
+        pred = _region_mask(pred_labels, region)
+        rows.append(_score_region(ref, pred, spacing, region, base, worst))
+    return [{c: r[c] for c in COLUMNS} for r in rows]
+
+
+def _score_case_job(args: tuple) -> list[dict]:
+    case_id, reference, prediction, regions, allowed_labels = args
+    return score_case(case_id, reference, prediction, regions, allowed_labels=allowed_labels)
+
+
+def score_cases(
+    cases: Sequence[tuple[str, Path, Path | None]],
+    regions: Sequence[Region],
+    *,
+    workers: int = 1,
+    progress: bool = True,
+    allowed_labels: set[int] | None = None,
+) -> pd.DataFrame:
+    """Score every (case_id, reference, prediction) in input order; one row per case x region.
+
+    With ``workers > 1`` cases run in a process pool that hands out one case at a time
+    (``imap`` with chunksize 1), so at most ``workers`` cases are decoded at once.
+    """
+    from tqdm import tqdm
+
+    jobs = [(cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels) for cid, ref, pred in cases]
+    bar = tqdm(total=len(jobs), desc="scoring", unit="case", disable=not progress)
+    rows: list[dict] = []
+    try:
+        if workers <= 1:
+            for job in jobs:
+                rows.extend(_score_case_job(job))
+                bar.update()
+        else:
+            import multiprocessing as mp
+
+            with mp.get_context("fork").Pool(processes=workers) as pool:
+                for case_rows in pool.imap(_score_case_job, jobs, chunksize=1):
+                    rows.extend(case_rows)
+                    bar.update()
+    finally:
+        bar.close()
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+__all__ = [
+    "COLUMNS",
+    "DETECTION_METRICS",
+    "GeometryError",
+    "HD95_DEFINITION",
+    "HIGHER_IS_BETTER",
+    "METRICS",
+    "Region",
+    "score_case",
+    "score_cases",
+]
