@@ -9,8 +9,8 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from segbench.io import load_label_map
 from segbench.models import simulated
+from segbench.scoring.labelmaps import load_nifti
 
 
 def _args(**kw) -> argparse.Namespace:
@@ -61,7 +61,7 @@ def test_missed_lesion_turns_the_largest_tumor_into_kidney() -> None:
 
 
 def test_same_seed_same_prediction_other_seed_differs(kits_labels: Path) -> None:
-    labels, image = load_label_map(kits_labels / "case_00010.nii.gz")
+    labels, image = load_nifti(kits_labels / "case_00010.nii.gz")
     spacing = tuple(float(z) for z in image.header.get_zooms())
     a = simulated.simulate(labels, spacing, "case_00010", _args(shift_mm=3.0, seed=0))
     b = simulated.simulate(labels, spacing, "case_00010", _args(shift_mm=3.0, seed=0))

@@ -1,4 +1,4 @@
-"""Atomic file writes and validated label-map loading.
+"""Atomic file writes.
 
 Every file segbench produces is written to a temporary name in the target directory and renamed
 into place, so an interrupted stage never leaves a half-written file that a later stage could read.
@@ -61,26 +61,3 @@ def save_label_map_atomic(target: Path, labels: np.ndarray, like: nib.Nifti1Imag
     finally:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
-
-
-def load_label_map(path: Path) -> tuple[np.ndarray, nib.Nifti1Image]:
-    """Load a NIfTI label map as an integer array; errors name the file and what is wrong."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such label map")
-    if path.stat().st_size == 0:
-        raise ValueError(f"{path}: file is empty (0 bytes)")
-    try:
-        image = nib.load(path)
-        data = np.asanyarray(image.dataobj)
-    except Exception as exc:  # nibabel raises many types for corrupt files
-        raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
-    if data.ndim != 3:
-        raise ValueError(f"{path}: expected a 3D label map, got shape {data.shape}")
-    if not np.issubdtype(data.dtype, np.integer):
-        if not np.all(np.isfinite(data)):
-            raise ValueError(f"{path}: label map contains NaN or infinite values")
-        if not np.all(np.mod(data, 1) == 0):
-            raise ValueError(f"{path}: label map contains non-integer values")
-        data = data.astype(np.int16)
-    return data, image

@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage
 
-from segbench.io import load_label_map, save_label_map_atomic
+from segbench.io import save_label_map_atomic
+from segbench.scoring.labelmaps import load_nifti
 
 KIDNEY, TUMOR = 1, 2
 
@@ -180,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def predict_case(case_id: str, args: argparse.Namespace) -> str:
     """Write the simulated prediction of one case; returns the case id."""
-    labels, image = load_label_map(args.input / f"{case_id}.nii.gz")
+    labels, image = load_nifti(args.input / f"{case_id}.nii.gz")
     spacing = tuple(float(z) for z in image.header.get_zooms()[:3])
     save_label_map_atomic(args.output / f"{case_id}.nii.gz", simulate(labels, spacing, case_id, args), image)
     return case_id
