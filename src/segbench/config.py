@@ -1,0 +1,208 @@
+"""The pipeline's parameters: composed by Hydra from ``conf/`` into ``params.yaml``, validated here.
+
+DVC's Hydra integration writes ``params.yaml`` when an experiment is run with ``-S`` overrides;
+``dvc repro`` only reads it. Everything downstream receives these validated objects, never raw
+dictionaries, so an unknown dataset, model or structure fails at this boundary with a clear message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from segbench.scoring import Region
+
+ENVIRONMENT_TYPES = ("harness", "venv", "conda", "container")
+MODEL_KINDS = ("inference", "simulated")
+MODEL_INPUTS = ("images", "reference_labels")
+
+
+class ConfigError(ValueError):
+    """A parameter file that names something unknown or is missing a required field."""
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """A dataset: where its reference label maps live, its label schema and scored regions."""
+
+    name: str
+    title: str
+    reference_dir: Path
+    image_dir: Path | None
+    file_pattern: str
+    labels: dict[str, int]
+    regions: tuple[Region, ...]
+    metadata_file: Path | None
+    metadata_format: str | None
+    metadata_fields: tuple[str, ...]
+    subgroups: tuple[str, ...]
+    cases: tuple[str, ...] | None
+    licence: str
+    citation: str
+
+    def region_labels(self) -> set[int]:
+        """Every label id the schema knows, background included."""
+        return {0, *self.labels.values()}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A model adapter: the command run in its own environment and how to read its outputs."""
+
+    name: str
+    title: str
+    kind: str
+    environment: dict[str, Any]
+    command: tuple[str, ...]
+    input: str
+    output: str
+    label_map: dict[int, str]
+    trained_on: tuple[str, ...]
+    weights: dict[str, Any] | None
+    licence: str
+    device: str
+    version: str
+
+    @property
+    def is_simulated(self) -> bool:
+        return self.kind == "simulated"
+
+
+@dataclass(frozen=True)
+class Params:
+    """Everything ``dvc repro`` runs on: datasets x models, scoring, statistics and tracking settings."""
+
+    datasets: dict[str, DatasetConfig]
+    models: dict[str, ModelConfig]
+    stats: dict[str, Any]
+    scoring: dict[str, Any]
+    tracking: dict[str, Any]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    def dataset(self, name: str) -> DatasetConfig:
+        if name not in self.datasets:
+            raise ConfigError(f"unknown dataset {name!r}; params.yaml has {sorted(self.datasets)}")
+        return self.datasets[name]
+
+    def model(self, name: str) -> ModelConfig:
+        if name not in self.models:
+            raise ConfigError(f"unknown model {name!r}; params.yaml has {sorted(self.models)}")
+        return self.models[name]
+
+
+def _require(section: dict[str, Any], key: str, where: str) -> Any:
+    if key not in section:
+        raise ConfigError(f"{where}: missing required field {key!r}")
+    return section[key]
+
+
+def _dataset(name: str, raw: dict[str, Any], root: Path) -> DatasetConfig:
+    where = f"dataset {name!r}"
+    labels = {str(k): int(v) for k, v in _require(raw, "labels", where).items()}
+    regions = []
+    for region_name, spec in _require(raw, "regions", where).items():
+        unknown = [s for s in spec["structures"] if s not in labels]
+        if unknown:
+            raise ConfigError(f"{where}: region {region_name!r} names unknown structures {unknown}; schema has {sorted(labels)}")
+        regions.append(
+            Region(
+                name=region_name,
+                labels=tuple(sorted(labels[s] for s in spec["structures"])),
+                nsd_tolerance_mm=float(spec.get("nsd_tolerance_mm", 2.0)),
+                detection=bool(spec.get("detection", False)),
+            )
+        )
+    cases = raw.get("cases")
+    image_dir = raw.get("image_dir")
+    metadata_file = raw.get("metadata_file")
+    return DatasetConfig(
+        name=name,
+        title=str(raw.get("title", name)),
+        reference_dir=root / _require(raw, "reference_dir", where),
+        image_dir=root / image_dir if image_dir else None,
+        file_pattern=str(raw.get("file_pattern", "{case}.nii.gz")),
+        labels=labels,
+        regions=tuple(regions),
+        metadata_file=root / metadata_file if metadata_file else None,
+        metadata_format=raw.get("metadata_format"),
+        metadata_fields=tuple(raw.get("metadata_fields", ())),
+        subgroups=tuple(raw.get("subgroups", ())),
+        cases=tuple(str(c) for c in cases) if cases else None,
+        licence=str(raw.get("licence", "")),
+        citation=str(raw.get("citation", "")),
+    )
+
+
+def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
+    where = f"model {name!r}"
+    kind = str(_require(raw, "kind", where))
+    if kind not in MODEL_KINDS:
+        raise ConfigError(f"{where}: kind must be one of {MODEL_KINDS}, got {kind!r}")
+    environment = dict(_require(raw, "environment", where))
+    if environment.get("type") not in ENVIRONMENT_TYPES:
+        raise ConfigError(f"{where}: environment.type must be one of {ENVIRONMENT_TYPES}, got {environment.get('type')!r}")
+    model_input = str(raw.get("input", "images"))
+    if model_input not in MODEL_INPUTS:
+        raise ConfigError(f"{where}: input must be one of {MODEL_INPUTS}, got {model_input!r}")
+    return ModelConfig(
+        name=name,
+        title=str(raw.get("title", name)),
+        kind=kind,
+        environment=environment,
+        command=tuple(str(c) for c in _require(raw, "command", where)),
+        input=model_input,
+        output=str(raw.get("output", "{case}.nii.gz")),
+        label_map={int(k): str(v) for k, v in _require(raw, "label_map", where).items()},
+        trained_on=tuple(raw.get("trained_on", ())),
+        weights=raw.get("weights"),
+        licence=str(raw.get("licence", "")),
+        device=str(raw.get("device", "cpu")),
+        version=str(raw.get("version", "")),
+    )
+
+
+def parse_params(raw: dict[str, Any], root: Path) -> Params:
+    """Validate a composed parameter dictionary; paths are resolved against ``root``."""
+    for key in ("dataset", "model"):
+        if not isinstance(raw.get(key), dict) or not raw[key]:
+            raise ConfigError(f"params: {key!r} must map at least one name to its config")
+    datasets = {name: _dataset(name, spec, root) for name, spec in raw["dataset"].items()}
+    models = {name: _model(name, spec) for name, spec in raw["model"].items()}
+    for model in models.values():
+        for dataset in datasets.values():
+            unknown = sorted(set(model.label_map.values()) - set(dataset.labels))
+            if unknown and model.kind == "simulated":
+                raise ConfigError(
+                    f"model {model.name!r} labels {unknown} that dataset {dataset.name!r} does not have ({sorted(dataset.labels)})"
+                )
+    return Params(
+        datasets=datasets,
+        models=models,
+        stats=dict(raw.get("stats", {})),
+        scoring=dict(raw.get("scoring", {})),
+        tracking=dict(raw.get("tracking", {})),
+        raw=raw,
+    )
+
+
+def load_params(path: Path = Path("params.yaml")) -> Params:
+    """Read and validate ``params.yaml``; relative paths inside it are relative to its folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found (compose it with `dvc exp run` or `segbench params --write`)")
+    with path.open(encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh) or {}
+    return parse_params(raw, path.resolve().parent)
+
+
+def compose_params(conf_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Compose ``conf/config.yaml`` with Hydra exactly as DVC does for ``dvc exp run -S``."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base=None):
+        cfg = compose(config_name="config", overrides=overrides or [])
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]

@@ -1,0 +1,97 @@
+"""Case listing and metadata for a configured dataset.
+
+Metadata readers are registered per ``metadata_format`` so a new dataset adds a reader, not a branch
+in the pipeline. Every metadata value becomes a ``meta.<field>`` column on each per-case row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from segbench.config import ConfigError, DatasetConfig
+
+CaseList = list[str]
+
+
+def _suffix(pattern: str) -> str:
+    return pattern.split("{case}", 1)[1]
+
+
+def reference_path(dataset: DatasetConfig, case_id: str) -> Path:
+    """The reference label map of ``case_id``."""
+    return dataset.reference_dir / dataset.file_pattern.format(case=case_id)
+
+
+def case_ids(dataset: DatasetConfig) -> CaseList:
+    """The dataset's evaluated cases, sorted: the configured subset, or every reference file found.
+
+    A configured case without a reference file, or a duplicated case id, is an error.
+    """
+    if not dataset.reference_dir.is_dir():
+        raise ConfigError(f"dataset {dataset.name!r}: reference folder {dataset.reference_dir} does not exist (run `dvc pull`)")
+    suffix = _suffix(dataset.file_pattern)
+    prefix = dataset.file_pattern.split("{case}", 1)[0]
+    found = sorted(
+        p.name[len(prefix) : len(p.name) - len(suffix)]
+        for p in dataset.reference_dir.iterdir()
+        if p.name.startswith(prefix) and p.name.endswith(suffix)
+    )
+    if dataset.cases is None:
+        if not found:
+            raise ConfigError(f"dataset {dataset.name!r}: no reference files matching {dataset.file_pattern} in {dataset.reference_dir}")
+        return found
+    duplicates = sorted({c for c in dataset.cases if dataset.cases.count(c) > 1})
+    if duplicates:
+        raise ConfigError(f"dataset {dataset.name!r}: duplicate case ids in params: {duplicates}")
+    missing = sorted(set(dataset.cases) - set(found))
+    if missing:
+        raise ConfigError(f"dataset {dataset.name!r}: configured cases have no reference file in {dataset.reference_dir}: {missing}")
+    return sorted(dataset.cases)
+
+
+def _kits23_json(path: Path) -> pd.DataFrame:
+    records = json.loads(path.read_text(encoding="utf-8"))
+    return pd.DataFrame.from_records(records).set_index("case_id")
+
+
+METADATA_READERS: dict[str, Callable[[Path], pd.DataFrame]] = {"kits23_json": _kits23_json}
+
+
+def age_band(age: Any) -> str | None:
+    """Age band used for subgroup analysis: <40, 40-59, 60-74, >=75 (None when unknown)."""
+    if age is None or pd.isna(age):
+        return None
+    age = float(age)
+    if age < 40:
+        return "<40"
+    if age < 60:
+        return "40-59"
+    if age < 75:
+        return "60-74"
+    return ">=75"
+
+
+def load_metadata(dataset: DatasetConfig, cases: CaseList) -> pd.DataFrame:
+    """Configured metadata fields for ``cases`` as ``meta.<field>`` columns, indexed by case id.
+
+    ``age_band`` is derived from the first configured field whose name starts with ``age``.
+    """
+    if dataset.metadata_file is None or not dataset.metadata_fields:
+        return pd.DataFrame(index=pd.Index(cases, name="case_id"))
+    if dataset.metadata_format not in METADATA_READERS:
+        raise ConfigError(f"dataset {dataset.name!r}: unknown metadata_format {dataset.metadata_format!r}; known {sorted(METADATA_READERS)}")
+    table = METADATA_READERS[dataset.metadata_format](dataset.metadata_file)
+    unknown = [f for f in dataset.metadata_fields if f not in table.columns]
+    if unknown:
+        raise ConfigError(f"dataset {dataset.name!r}: metadata fields {unknown} not in {dataset.metadata_file}")
+    table = table.reindex(cases)[list(dataset.metadata_fields)]
+    ages = [f for f in dataset.metadata_fields if f.startswith("age")]
+    if ages:
+        table["age_band"] = table[ages[0]].map(age_band)
+    table.index.name = "case_id"
+    return table.add_prefix("meta.")

@@ -1,0 +1,55 @@
+"""params.yaml is the composition of conf/, and bad parameters fail at the boundary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from segbench.config import ConfigError, compose_params, load_params, parse_params
+
+
+def test_committed_params_equal_the_composition_of_conf(root: Path) -> None:
+    committed = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    assert committed == compose_params(root / "conf"), "params.yaml is stale: run `segbench params --write`"
+
+
+def test_default_experiment_is_kits23_with_simulated_models(root: Path) -> None:
+    params = load_params(root / "params.yaml")
+    assert list(params.datasets) == ["kits23"]
+    assert len(params.models) >= 3
+    assert all(m.kind == "simulated" for m in params.models.values())
+    regions = {r.name: r for r in params.dataset("kits23").regions}
+    assert regions["kidney_and_mass"].labels == (1, 2, 3)
+    assert regions["mass"].labels == (2, 3)
+    assert regions["tumor"].labels == (2,)
+    assert [regions[n].nsd_tolerance_mm for n in ("kidney_and_mass", "mass", "tumor")] == [1.0331, 1.1329, 1.1498]
+
+
+def test_override_selects_one_model(root: Path) -> None:
+    composed = compose_params(root / "conf", ["model=sim_erode_1mm"])
+    assert list(composed["model"]) == ["sim_erode_1mm"]
+
+
+def test_unknown_names_are_errors(root: Path) -> None:
+    params = load_params(root / "params.yaml")
+    with pytest.raises(ConfigError, match="unknown dataset 'amos'"):
+        params.dataset("amos")
+    with pytest.raises(ConfigError, match="unknown model 'nope'"):
+        params.model("nope")
+
+
+def test_region_naming_unknown_structure_is_an_error(root: Path) -> None:
+    raw = compose_params(root / "conf")
+    raw["dataset"]["kits23"]["regions"]["tumor"]["structures"] = ["liver"]
+    with pytest.raises(ConfigError, match="unknown structures \\['liver'\\]"):
+        parse_params(raw, root)
+
+
+def test_simulated_model_labelling_unknown_structure_is_an_error(root: Path) -> None:
+    raw = compose_params(root / "conf")
+    name = next(iter(raw["model"]))
+    raw["model"][name]["label_map"][4] = "liver"
+    with pytest.raises(ConfigError, match="does not have"):
+        parse_params(raw, root)
