@@ -1,0 +1,143 @@
+"""The ``segbench`` command: one subcommand per pipeline stage, plus parameter and results checks.
+
+``dvc repro`` calls these; they can also be run by hand, e.g. to re-score one model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import yaml
+
+from segbench import __version__
+
+DESCRIPTION = """\
+segbench: a reproducible, statistics-first benchmark for 3D medical image segmentation.
+
+Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
+  predict   run a model adapter on a dataset      -> predictions/<dataset>/<model>/
+  score     metrics per case and structure         -> scores/<dataset>/<model>/
+  track     log the scores as one MLflow run       -> mlruns/ (+ tracking/<dataset>/<model>.json)
+  compare   statistics from the MLflow runs        -> results/<dataset>.json
+  report    static leaderboard site                -> site/
+Usually run through `dvc repro`; every stage reads params.yaml (composed from conf/ by Hydra).
+"""
+
+
+def _params(args: argparse.Namespace):
+    from segbench.config import load_params
+
+    return load_params(args.params)
+
+
+def _cmd_predict(args: argparse.Namespace) -> None:
+    from segbench.stages import run_predict
+
+    run_predict(_params(args), args.dataset, args.model, device=args.device)
+
+
+def _cmd_score(args: argparse.Namespace) -> None:
+    from segbench.stages import run_score
+
+    run_score(_params(args), args.dataset, args.model, workers=args.workers)
+
+
+def _cmd_track(args: argparse.Namespace) -> None:
+    from segbench.stages import run_track
+
+    _params(args).model(args.model)  # validates the names
+    run_track(args.dataset, args.model)
+
+
+def _cmd_compare(args: argparse.Namespace) -> None:
+    from segbench.stages import run_compare
+
+    run_compare(_params(args), args.dataset)
+
+
+def _cmd_report(args: argparse.Namespace) -> None:
+    from segbench.report import build_site
+
+    files = sorted(Path(args.results).glob("*.json"))
+    if not files:
+        raise FileNotFoundError(f"{args.results}: no results JSON to report (run the compare stage)")
+    for page in build_site(files, Path(args.out)):
+        print(page)
+
+
+def _cmd_params(args: argparse.Namespace) -> None:
+    """Compose conf/ with Hydra; --check compares with params.yaml, --write replaces it."""
+    from segbench.config import compose_params
+    from segbench.io import write_text_atomic
+
+    composed = compose_params(Path(args.conf), args.overrides)
+    if args.write:
+        write_text_atomic(Path(args.params), yaml.safe_dump(composed, sort_keys=False))
+        return
+    current = yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))
+    if current != composed:
+        raise SystemExit(f"{args.params} differs from the composition of {args.conf}/ (run `segbench params --write`)")
+    if not args.check:
+        print(yaml.safe_dump(composed, sort_keys=False))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="segbench", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"segbench {__version__}")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="composed parameters (default: params.yaml)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def pair(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--dataset", required=True, help="dataset name from params.yaml (e.g. kits23)")
+        p.add_argument("--model", required=True, help="model name from params.yaml")
+
+    p = sub.add_parser("predict", help="run a model adapter on every case of a dataset")
+    pair(p)
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: the model's config)")
+    p.set_defaults(func=_cmd_predict)
+
+    p = sub.add_parser("score", help="score predictions against the reference (SPEC §3)")
+    pair(p)
+    p.add_argument("--workers", type=int, help="cases scored in parallel (default: params scoring.workers)")
+    p.set_defaults(func=_cmd_score)
+
+    p = sub.add_parser("track", help="log a (dataset, model) score bundle as one MLflow run")
+    pair(p)
+    p.set_defaults(func=_cmd_track)
+
+    p = sub.add_parser("compare", help="statistics of all models of a dataset, read from MLflow (SPEC §4)")
+    p.add_argument("--dataset", required=True)
+    p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("report", help="build the static leaderboard site from results/*.json")
+    p.add_argument("--results", default="results", help="folder of results JSON (default: results)")
+    p.add_argument("--out", default="site", help="site folder (default: site)")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("params", help="compose conf/ with Hydra (print, --check against params.yaml, or --write)")
+    p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="exit non-zero if params.yaml differs from the composition")
+    mode.add_argument("--write", action="store_true", help="write the composition to params.yaml")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. model=sim_dilate_1mm")
+    p.set_defaults(func=_cmd_params)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
+        print(f"segbench {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
