@@ -1,0 +1,98 @@
+"""The whole pipeline with real dvc, real MLflow, real segauge and real KiTS23 label maps.
+
+A small experiment (4 real cases, 2 simulated models, B = 500) is composed from conf/ exactly as
+`dvc exp run -S` would, run with `dvc repro`, pushed to a local remote, cloned, pulled and reproduced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from segbench.config import compose_params
+
+CASES = ["case_00030", "case_00110", "case_00210", "case_00425"]
+MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
+OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=500"]
+
+pytestmark = pytest.mark.slow
+
+
+def run(args: list[str], cwd: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout + result.stderr
+
+
+def mlflow_runs(project: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
+        return db.execute("SELECT name, status FROM runs ORDER BY name").fetchall()
+
+
+@pytest.fixture(scope="module")
+def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new project from this repo's pipeline files, with the data pulled from the shared remote."""
+    proj = tmp_path_factory.mktemp("pipeline") / "proj"
+    proj.mkdir()
+    for name in ("dvc.yaml", "data.dvc", ".gitignore"):
+        shutil.copy(root / name, proj / name)
+    for name in ("conf", "src"):
+        shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
+    run(["git", "init", "-q"], proj)
+    run(["dvc", "init", "-q"], proj)
+    run(["dvc", "remote", "add", "-d", "shared", str((root.parent / "shared" / "dvc-remote").resolve())], proj)
+    run(["dvc", "pull", "-q", "data.dvc"], proj)
+    params = compose_params(proj / "conf", OVERRIDES)
+    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    run(["dvc", "repro"], proj)
+    return proj
+
+
+def test_repro_produces_results_site_and_one_mlflow_run_per_pair(project: Path) -> None:
+    results = json.loads((project / "results" / "kits23.json").read_text())
+    assert sorted(results["models"]) == MODELS
+    assert all(m["simulated"] and m["kind"] == "simulated" for m in results["models"].values())
+    structures = results["analysis"]["structures"]
+    assert set(structures) == {"kidney_and_mass", "mass", "tumor"}
+    kidney = structures["kidney_and_mass"]["metrics"]["dice"]
+    assert kidney["models"]["sim_dilate_1mm"]["n"] == len(CASES)
+    assert 0 < kidney["models"]["sim_dilate_1mm"]["ci_low"] <= kidney["models"]["sim_dilate_1mm"]["mean"] <= kidney["models"]["sim_dilate_1mm"]["ci_high"] < 1
+    assert mlflow_runs(project) == [(m, "FINISHED") for m in MODELS]
+    page = (project / "site" / "index.html").read_text()
+    assert "SIMULATED" in page and "plotly.min.js" in page
+    assert (project / "site" / "plotly.min.js").stat().st_size > 1_000_000
+
+
+def test_second_repro_reruns_nothing(project: Path) -> None:
+    out = run(["dvc", "repro"], project)
+    assert "Running stage" not in out, out
+
+
+def test_compare_twice_is_byte_identical(project: Path) -> None:
+    before = (project / "results" / "kits23.json").read_bytes()
+    run(["segbench", "compare", "--dataset", "kits23"], project)
+    assert (project / "results" / "kits23.json").read_bytes() == before
+
+
+def test_fresh_clone_pulls_instead_of_recomputing(project: Path, tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    run(["dvc", "remote", "add", "cache_remote", str(remote)], project)
+    run(["dvc", "push", "-r", "cache_remote"], project)
+    run(["git", "add", "-A"], project)
+    run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "experiment"], project)
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
+    run(["dvc", "pull", "-q", "-r", "cache_remote"], clone)
+    out = run(["dvc", "repro"], clone)
+    assert "Running stage 'predict" not in out and "Running stage 'score" not in out, out
+    assert "Running stage 'track" in out
+    assert (clone / "results" / "kits23.json").read_bytes() == (project / "results" / "kits23.json").read_bytes()
+    assert mlflow_runs(clone) == [(m, "FINISHED") for m in MODELS]
