@@ -483,6 +483,10 @@ def _to_json(obj: object) -> object:
     """Plain-Python copy: numpy scalars/arrays -> float/int/bool/list, non-finite floats -> None."""
     if isinstance(obj, Mapping):
         return {str(k): _to_json(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":
+        return obj.tolist()
+    if isinstance(obj, np.ndarray) and obj.dtype.kind == "f" and np.isfinite(obj).all():
+        return obj.tolist()  # fast path for the per-case columns
     if isinstance(obj, (list, tuple, np.ndarray)):
         return [_to_json(v) for v in obj]
     if isinstance(obj, (bool, np.bool_)):

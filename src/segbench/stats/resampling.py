@@ -49,18 +49,24 @@ def jackknife_means(values: np.ndarray) -> np.ndarray:
     return (values.sum(axis=1)[None, :] - values.T) / (n_cases - 1)
 
 
-def column_quantiles(sorted_boot: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """Quantile ``probs[j]`` of column j of an axis-0-sorted array (numpy's default 'linear' rule).
+def column_quantiles(boot: np.ndarray, *probs: np.ndarray) -> list[np.ndarray]:
+    """For each array of levels in ``probs``: quantile ``p[j]`` of column j of ``boot`` (numpy 'linear').
 
     np.quantile takes one set of levels for all columns; Holm and BCa need a different level per column.
+    One sort serves all levels (a full sort along axis 0 measured faster here than np.partition or
+    np.quantile for B = 10,000).
     """
-    n_rows = sorted_boot.shape[0]
-    h = (n_rows - 1) * np.clip(probs, 0.0, 1.0)
-    lo = np.floor(h).astype(np.int64)
-    hi = np.minimum(lo + 1, n_rows - 1)
-    cols = np.arange(sorted_boot.shape[1])
-    low_val = sorted_boot[lo, cols]
-    return low_val + (h - lo) * (sorted_boot[hi, cols] - low_val)
+    n_rows = boot.shape[0]
+    ordered = np.sort(boot, axis=0)
+    cols = np.arange(boot.shape[1])
+    out = []
+    for p in probs:
+        h = (n_rows - 1) * np.clip(p, 0.0, 1.0)
+        lo = np.floor(h).astype(np.int64)
+        hi = np.minimum(lo + 1, n_rows - 1)
+        low_val = ordered[lo, cols]
+        out.append(low_val + (h - lo) * (ordered[hi, cols] - low_val))
+    return out
 
 
 def intervals(
@@ -77,7 +83,6 @@ def intervals(
     acceleration a (skewness of the jackknife statistics, ``jackknife`` (n, P)); a = 0 when the
     jackknife has no spread (e.g. n = 1 or constant values).
     """
-    sorted_boot = np.sort(boot, axis=0)
     lower = alpha / 2.0
     upper = 1.0 - alpha / 2.0
     if method == "bca":
@@ -91,4 +96,5 @@ def intervals(
         lower, upper = (
             ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z))) for z in (ndtri(lower), ndtri(upper))
         )
-    return column_quantiles(sorted_boot, lower), column_quantiles(sorted_boot, upper)
+    low, high = column_quantiles(boot, lower, upper)
+    return low, high
