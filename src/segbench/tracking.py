@@ -21,6 +21,8 @@ from typing import Any
 import pandas as pd
 
 FINGERPRINT_TAG = "segbench.fingerprint"
+# MLflow draws a progress bar per artifact download; compare downloads one small table per run.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 PER_CASE_ARTIFACT = "per_case.csv"
 
 
