@@ -98,7 +98,8 @@ def _score_region(
         return row | {"dice": 1.0, "iou": 1.0, "nsd": 1.0, **{m: 0.0 for m in DISTANCE_METRICS}}
     if ref_present != pred_present:
         return _worst_case_row(row, worst)
-    sd: SurfaceDistances = surface_distances(pred, ref, spacing)
+    box = _bounding_box(ref, pred)  # tighter than the case box for small regions; results unchanged
+    sd: SurfaceDistances = surface_distances(pred[box], ref[box], spacing)
     return row | {
         "dice": float(dice(pred, ref)),
         "iou": float(iou(pred, ref)),
