@@ -94,8 +94,8 @@ def _client(uri: str):
     """An MLflow client on ``uri`` whose store exists (schema created and migrated under the lock)."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri)
     with _store_lock(uri):
+        client = MlflowClient(tracking_uri=uri)
         client.search_experiments(max_results=1)
     return client
 
