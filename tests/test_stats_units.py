@@ -35,24 +35,25 @@ def test_rank_min_matches_rankdata_with_ties() -> None:
         np.testing.assert_array_equal(got, expected)
 
 
-def test_bootstrap_means_equal_index_gather_and_are_paired() -> None:
-    """Counts @ values is the mean of the resampled cases; chunking does not change the result."""
+def test_bootstrap_means_equal_index_gather_and_group_means() -> None:
+    """Counts @ values is the mean of the resampled cases; a group's entry is the mean of its resampled cases."""
     values = np.random.default_rng(2).normal(size=(4, 37))
-    boot = bootstrap_means(values, 50, rng_for(0, "x"))
-    idx = np.random.default_rng([0, *rng_for_entropy("x")]).integers(0, 37, size=(50, 37), dtype=np.int32)
+    group = np.array([0, 3, 4, 10, 36])
+    boot, (group_boot,) = bootstrap_means(values, 50, np.random.default_rng(9), [group])
+    idx = np.random.default_rng(9).integers(0, 37, size=(50, 37), dtype=np.int64)
     np.testing.assert_allclose(boot, values[:, idx].mean(axis=2).T, rtol=1e-12)
-
-
-def rng_for_entropy(key: str) -> list[int]:
-    import zlib
-
-    return [zlib.crc32(key.encode())]
+    for row, (draw, got) in enumerate(zip(idx, group_boot)):
+        chosen = draw[np.isin(draw, group)]
+        if chosen.size:
+            np.testing.assert_allclose(got, values[:, chosen].mean(axis=1), rtol=1e-12)
+        else:
+            assert np.isnan(got).all()
 
 
 def test_percentile_and_bca_agree_with_scipy_bootstrap() -> None:
     """Same method, independent resamples: CI ends agree to a few per cent of the CI width."""
     x = np.random.default_rng(3).lognormal(size=60)
-    boot = bootstrap_means(x[None, :], 20_000, rng_for(0, "ci"))
+    boot, _ = bootstrap_means(x[None, :], 20_000, rng_for(0, "ci"))
     for method, scipy_method in (("percentile", "percentile"), ("bca", "BCa")):
         low, high = intervals(boot, x.mean()[None], jackknife_means(x[None, :]), np.array([0.05]), method)
         ref = stats.bootstrap((x,), np.mean, n_resamples=20_000, method=scipy_method, rng=1).confidence_interval

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from .pairwise import pair_indices, separability, wilcoxon_map
 from .power import cases_needed
@@ -78,7 +79,8 @@ def analyze(
     """Full SPEC §4 analysis of one dataset's per-case rows; see the module docstring for the output."""
     metrics, subgroup_fields, models, contaminated = _validate(rows, metrics, settings, subgroup_fields, contaminated)
     structures = _prepare(rows, metrics, models, subgroup_fields)
-    return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated)
+    with _single_threaded_blas():
+        return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated)
 
 
 def reanalyze(results: Mapping) -> list[str]:
@@ -110,8 +112,19 @@ def reanalyze(results: Mapping) -> list[str]:
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a segbench results dict: {exc!r}") from exc
-    recomputed = _run(structures, models, metrics, settings, subgroup_fields, contaminated)
+    with _single_threaded_blas():
+        recomputed = _run(structures, models, metrics, settings, subgroup_fields, contaminated)
     return _differences(_to_json(dict(results)), recomputed, "")
+
+
+def _single_threaded_blas() -> threadpool_limits:
+    """BLAS on one thread while the statistics run.
+
+    The products here are small (chunk x n by n x K); threaded OpenBLAS measured 2-4x slower on them on
+    a shared 2-core machine, and one thread makes the summation order, hence the output bytes,
+    independent of the machine's core count.
+    """
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _validate(
@@ -200,39 +213,54 @@ def _group_labels(column: pd.Series) -> pd.Series:
 def _prepare(
     rows: pd.DataFrame, metrics: Mapping[str, bool], models: list[str], subgroup_fields: list[str]
 ) -> dict[str, _Structure]:
-    """Split the rows per structure into shared-case (K, n) matrices (SPEC §4 preamble, §3)."""
-    rows = rows.assign(model=rows["model"].astype(str), case_id=rows["case_id"].astype(str),
-                       structure=rows["structure"].astype(str))
-    meta = rows.groupby("case_id", sort=True)[[f"meta.{f}" for f in subgroup_fields]].first()
-    labels = {f: _group_labels(meta[f"meta.{f}"]) for f in subgroup_fields}
+    """Split the rows per structure into shared-case (K, n) matrices (SPEC §4 preamble, §3).
+
+    Works on integer codes (one factorisation of model, case and structure) so that a JHH-scale table
+    (~10^6 rows) is split without per-row Python work.
+    """
+    model_code = pd.Categorical(rows["model"].astype(str), categories=models).codes
+    case_ids, case_code = np.unique(rows["case_id"].astype(str).to_numpy(dtype=object).astype(str), return_inverse=True)
+    structures, structure_code = np.unique(rows["structure"].astype(str).to_numpy(dtype=object).astype(str),
+                                           return_inverse=True)
+    present = rows["reference_present"].to_numpy(dtype=bool)
+    metric_values = {m: rows[m].to_numpy(dtype=np.float64, na_value=np.nan) for m in metrics}
+    flag_values = {f: rows[f].to_numpy(dtype=bool) if f in rows.columns else np.zeros(len(rows), bool) for f in _FLAGS}
+    meta = rows.assign(case_id=rows["case_id"].astype(str)).groupby("case_id", sort=True)[
+        [f"meta.{f}" for f in subgroup_fields]
+    ].first()
+    labels = {
+        f: _group_labels(meta[f"meta.{f}"]).reindex(case_ids).to_numpy(dtype=object) for f in subgroup_fields
+    }
+    n_models, n_all = len(models), case_ids.size
     out = {}
-    for structure, sub in rows.groupby("structure", sort=True):
-        present = sub[sub["reference_present"]]
-        absent = set(sub.loc[~sub["reference_present"], "case_id"])
-        per_model = [set(present.loc[present["model"] == m, "case_id"]) for m in models]
-        shared = sorted(set.intersection(*per_model))
-        table = present.set_index(["case_id", "model"])
-        values = {
-            metric: table[metric].unstack("model").reindex(index=shared, columns=models)
-            .to_numpy(dtype=np.float64).T.copy()
-            for metric in metrics
-        }
-        shared_rows = present[present["case_id"].isin(shared)]
-        flags = {
-            flag: {
-                m: sorted(shared_rows.loc[(shared_rows["model"] == m) & shared_rows[flag], "case_id"])
-                if flag in shared_rows.columns else []
-                for m in models
-            }
-            for flag in _FLAGS
-        }
-        out[structure] = _Structure(
-            case_ids=shared,
-            n_absent=len(absent),
-            n_unshared=len(set.union(*per_model)) - len(shared),
+    for code, structure in enumerate(structures):
+        sel = np.flatnonzero(structure_code == code)
+        mc, cc, pr = model_code[sel], case_code[sel], present[sel]
+        scored = np.zeros((n_models, n_all), dtype=bool)
+        scored[mc[pr], cc[pr]] = True
+        shared = scored.all(axis=0)
+        column = np.cumsum(shared) - 1  # position of a shared case among the shared cases
+        keep = pr & shared[cc]
+        rows_k, cols_k = mc[keep], column[cc[keep]]
+        n = int(shared.sum())
+        values = {}
+        for metric, vals in metric_values.items():
+            matrix = np.empty((n_models, n))
+            matrix[rows_k, cols_k] = vals[sel][keep]
+            values[metric] = matrix
+        shared_ids = case_ids[shared]
+        flags = {}
+        for flag, vals in flag_values.items():
+            hit = np.zeros((n_models, n), dtype=bool)
+            hit[rows_k, cols_k] = vals[sel][keep]
+            flags[flag] = {m: shared_ids[hit[k]].tolist() for k, m in enumerate(models)}
+        out[str(structure)] = _Structure(
+            case_ids=shared_ids.tolist(),
+            n_absent=int(np.unique(cc[~pr]).size),
+            n_unshared=int(scored.any(axis=0).sum()) - n,
             values=values,
             flags=flags,
-            case_meta={f: [labels[f].get(c) for c in shared] for f in subgroup_fields},
+            case_meta={f: labels[f][shared].tolist() for f in subgroup_fields},
         )
     return out
 
@@ -274,10 +302,9 @@ class _Boot:
     jack: np.ndarray | None  # (n, M*K); None when n < 2
 
     @classmethod
-    def of(cls, stacked: np.ndarray, settings: StatsSettings, *keys: str) -> _Boot:
-        n = stacked.shape[1]
-        boot = bootstrap_means(stacked, settings.n_resamples, rng_for(settings.seed, *keys))
-        return cls(stacked.mean(axis=1), boot, jackknife_means(stacked) if n > 1 else None)
+    def of(cls, stacked: np.ndarray, boot: np.ndarray) -> _Boot:
+        jack = jackknife_means(stacked) if stacked.shape[1] > 1 else None
+        return cls(stacked.mean(axis=1), boot, jack)
 
     def ci(self, confidence: float, method: str) -> tuple[np.ndarray, np.ndarray]:
         alpha = np.full(self.means.size, 1.0 - confidence)
@@ -294,18 +321,20 @@ def _analyze_structure(
 ) -> dict:
     """SPEC §4.1-4.8 for every metric of one structure.
 
-    One resample matrix per structure serves all metrics and models (paired across both), and one per
-    (structure, field, group) for the subgroup CIs.
+    One resample matrix per structure serves all metrics, models and subgroups (paired across all).
     """
     n, n_models = len(s.case_ids), len(models)
-    stacked = np.concatenate([s.values[m] for m in metrics]) if n else None
-    full = _Boot.of(stacked, settings, structure) if n else None
-    ci = full.ci(settings.confidence, settings.ci_method) if n else None
     groups = {f: group_indices(s.case_meta[f]) for f in s.case_meta} if n else {}
-    group_boot = {
-        f: {g: _Boot.of(stacked[:, idx], settings, structure, f, g) for g, idx in gs.items()}
-        for f, gs in groups.items()
-    }
+    flat = [(f, g, idx) for f, gs in groups.items() for g, idx in gs.items()]
+    full, group_boot = None, {f: {} for f in groups}
+    if n:
+        stacked = np.concatenate([s.values[m] for m in metrics])
+        rng = rng_for(settings.seed, structure)
+        boot, boots = bootstrap_means(stacked, settings.n_resamples, rng, [idx for _, _, idx in flat])
+        full = _Boot.of(stacked, boot)
+        for (f, g, idx), b in zip(flat, boots):
+            group_boot[f][g] = _Boot.of(stacked[:, idx], b)
+    ci = full.ci(settings.confidence, settings.ci_method) if n else None
     group_ci = {
         f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()
     }

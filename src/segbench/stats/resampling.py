@@ -5,11 +5,18 @@ One resample is a multiset of case indices drawn with replacement. Instead of ga
 and multiplied with the (n, K) value matrix: one BLAS call gives every model's resampled mean, and every
 model sees the same resampled cases (paired, as challengeR requires). Chunking bounds memory by
 ``_CHUNK_ENTRIES`` regardless of n and B (n = 5,160, B = 10,000 would otherwise be 50M entries).
+
+Subgroup means come from the same resamples (domain estimation): a group's resampled mean is the mean
+of the resampled cases that belong to it, so its size varies between resamples as it varies between
+samples of cases. Drawing counts dominates the cost; reusing them makes subgroups nearly free instead of
+one more full bootstrap per metadata field. A resample holding no case of a group leaves that group's
+entry NaN (only plausible for groups of a few cases), and the CI uses the remaining resamples.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -26,21 +33,32 @@ def rng_for(seed: int, *keys: str) -> np.random.Generator:
     return np.random.default_rng([seed, *(zlib.crc32(key.encode("utf-8")) for key in keys)])
 
 
-def bootstrap_means(values: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Means of ``values`` (K models x n cases) over ``n_resamples`` paired case resamples -> (B, K)."""
-    n_models, n_cases = values.shape
-    out = np.empty((n_resamples, n_models))
+def bootstrap_means(
+    values: np.ndarray, n_resamples: int, rng: np.random.Generator, groups: Sequence[np.ndarray] = ()
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Means of ``values`` (K rows x n cases) over ``n_resamples`` paired case resamples -> (B, K).
+
+    Also, per array of case indices in ``groups``, the (B, K) means of the resampled cases in that group.
+    """
+    n_rows, n_cases = values.shape
+    out = np.empty((n_resamples, n_rows))
+    group_out = [np.empty((n_resamples, n_rows)) for _ in groups]
+    group_values = [np.ascontiguousarray(values[:, idx].T) for idx in groups]
+    values_t = np.ascontiguousarray(values.T)
     chunk = max(1, _CHUNK_ENTRIES // max(n_cases, 1))
-    offsets = None
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
-        idx = rng.integers(0, n_cases, size=(size, n_cases), dtype=np.int32)
-        if offsets is None or offsets.shape[0] != size:
-            offsets = (np.arange(size, dtype=np.int64) * n_cases)[:, None]
-        counts = np.bincount((idx + offsets).ravel(), minlength=size * n_cases).reshape(size, n_cases)
-        out[start : start + size] = counts.astype(np.float64) @ values.T
+        idx = rng.integers(0, n_cases, size=(size, n_cases), dtype=np.int64)
+        idx += (np.arange(size, dtype=np.int64) * n_cases)[:, None]
+        counts = np.bincount(idx.ravel(), minlength=size * n_cases).reshape(size, n_cases).astype(np.float64)
+        rows = slice(start, start + size)
+        np.matmul(counts, values_t, out=out[rows])
+        for members, member_values, dest in zip(groups, group_values, group_out):
+            member_counts = counts[:, members]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                dest[rows] = (member_counts @ member_values) / member_counts.sum(axis=1, keepdims=True)
     out /= n_cases
-    return out
+    return out, group_out
 
 
 def jackknife_means(values: np.ndarray) -> np.ndarray:
@@ -53,19 +71,20 @@ def column_quantiles(boot: np.ndarray, *probs: np.ndarray) -> list[np.ndarray]:
     """For each array of levels in ``probs``: quantile ``p[j]`` of column j of ``boot`` (numpy 'linear').
 
     np.quantile takes one set of levels for all columns; Holm and BCa need a different level per column.
-    One sort serves all levels (a full sort along axis 0 measured faster here than np.partition or
-    np.quantile for B = 10,000).
+    NaN entries (subgroup absent from a resample) are ignored. One sort serves all levels (a full sort
+    along axis 0 measured faster here than np.partition or np.quantile for B = 10,000).
     """
-    n_rows = boot.shape[0]
-    ordered = np.sort(boot, axis=0)
+    ordered = np.sort(boot, axis=0)  # NaN sorts last
+    n_valid = boot.shape[0] - np.isnan(boot).sum(axis=0)
+    top = np.maximum(n_valid - 1, 0)
     cols = np.arange(boot.shape[1])
     out = []
     for p in probs:
-        h = (n_rows - 1) * np.clip(p, 0.0, 1.0)
+        h = top * np.clip(p, 0.0, 1.0)
         lo = np.floor(h).astype(np.int64)
-        hi = np.minimum(lo + 1, n_rows - 1)
+        hi = np.minimum(lo + 1, top)
         low_val = ordered[lo, cols]
-        out.append(low_val + (h - lo) * (ordered[hi, cols] - low_val))
+        out.append(np.where(n_valid > 0, low_val + (h - lo) * (ordered[hi, cols] - low_val), np.nan))
     return out
 
 
@@ -86,9 +105,9 @@ def intervals(
     lower = alpha / 2.0
     upper = 1.0 - alpha / 2.0
     if method == "bca":
-        n_rows = boot.shape[0]
+        n_valid = np.maximum(boot.shape[0] - np.isnan(boot).sum(axis=0), 1)
         below = (boot < estimate).sum(axis=0) + 0.5 * (boot == estimate).sum(axis=0)
-        z0 = ndtri(np.clip(below / n_rows, 1.0 / (n_rows + 1), n_rows / (n_rows + 1)))
+        z0 = ndtri(np.clip(below / n_valid, 1.0 / (n_valid + 1), n_valid / (n_valid + 1)))
         dev = jackknife.mean(axis=0) - jackknife
         num = (dev**3).sum(axis=0)
         den = 6.0 * (dev**2).sum(axis=0) ** 1.5
