@@ -36,18 +36,21 @@ def test_rank_min_matches_rankdata_with_ties() -> None:
 
 
 def test_bootstrap_means_equal_index_gather_and_group_means() -> None:
-    """Counts @ values is the mean of the resampled cases; a group's entry is the mean of its resampled cases."""
+    """Overall and group means from the count products equal the means of the gathered resampled cases."""
     values = np.random.default_rng(2).normal(size=(4, 37))
-    group = np.array([0, 3, 4, 10, 36])
-    boot, (group_boot,) = bootstrap_means(values, 50, np.random.default_rng(9), [group])
+    groups = [np.array([0, 3, 4, 10, 36]), np.arange(0, 37, 2), np.arange(1, 37, 2)]
+    boot, group_boot = bootstrap_means(values, 50, np.random.default_rng(9), groups)
     idx = np.random.default_rng(9).integers(0, 37, size=(50, 37), dtype=np.int64)
     np.testing.assert_allclose(boot, values[:, idx].mean(axis=2).T, rtol=1e-12)
-    for row, (draw, got) in enumerate(zip(idx, group_boot)):
-        chosen = draw[np.isin(draw, group)]
-        if chosen.size:
-            np.testing.assert_allclose(got, values[:, chosen].mean(axis=1), rtol=1e-12)
-        else:
-            assert np.isnan(got).all()
+    plain, _ = bootstrap_means(values, 50, np.random.default_rng(9))
+    np.testing.assert_allclose(plain, boot, rtol=1e-12)
+    for k, g in enumerate(groups):
+        for row, draw in enumerate(idx):
+            chosen = draw[np.isin(draw, g)]
+            if chosen.size:
+                np.testing.assert_allclose(group_boot[row, k], values[:, chosen].mean(axis=1), rtol=1e-12)
+            else:
+                assert np.isnan(group_boot[row, k]).all()
 
 
 def test_percentile_and_bca_agree_with_scipy_bootstrap() -> None:

@@ -332,8 +332,8 @@ def _analyze_structure(
         rng = rng_for(settings.seed, structure)
         boot, boots = bootstrap_means(stacked, settings.n_resamples, rng, [idx for _, _, idx in flat])
         full = _Boot.of(stacked, boot)
-        for (f, g, idx), b in zip(flat, boots):
-            group_boot[f][g] = _Boot.of(stacked[:, idx], b)
+        for k, (f, g, idx) in enumerate(flat):
+            group_boot[f][g] = _Boot.of(stacked[:, idx], boots[:, k])
     ci = full.ci(settings.confidence, settings.ci_method) if n else None
     group_ci = {
         f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()

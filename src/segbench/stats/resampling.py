@@ -35,28 +35,36 @@ def rng_for(seed: int, *keys: str) -> np.random.Generator:
 
 def bootstrap_means(
     values: np.ndarray, n_resamples: int, rng: np.random.Generator, groups: Sequence[np.ndarray] = ()
-) -> tuple[np.ndarray, list[np.ndarray]]:
+) -> tuple[np.ndarray, np.ndarray]:
     """Means of ``values`` (K rows x n cases) over ``n_resamples`` paired case resamples -> (B, K).
 
-    Also, per array of case indices in ``groups``, the (B, K) means of the resampled cases in that group.
+    Second result (B, G, K): per array of case indices in ``groups``, the mean of the resampled cases
+    in that group. One product per chunk serves both: the counts multiply [values | values masked to
+    group 1 | ... | group indicators], which gives the overall sums, the group sums and the group
+    sizes (measured cheaper than gathering each group's count columns, or than per-cell products).
     """
     n_rows, n_cases = values.shape
+    n_groups = len(groups)
+    indicator = np.zeros((n_cases, n_groups))
+    for k, idx in enumerate(groups):
+        indicator[idx, k] = 1.0
+    masked = (values.T[:, None, :] * indicator[:, :, None]).reshape(n_cases, n_groups * n_rows)
+    design = np.ascontiguousarray(np.concatenate([values.T, masked, indicator], axis=1))
     out = np.empty((n_resamples, n_rows))
-    group_out = [np.empty((n_resamples, n_rows)) for _ in groups]
-    group_values = [np.ascontiguousarray(values[:, idx].T) for idx in groups]
-    values_t = np.ascontiguousarray(values.T)
-    chunk = max(1, _CHUNK_ENTRIES // max(n_cases, 1))
+    group_out = np.empty((n_resamples, n_groups, n_rows))
+    chunk = max(1, _CHUNK_ENTRIES // max(n_cases, design.shape[1], 1))
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
         idx = rng.integers(0, n_cases, size=(size, n_cases), dtype=np.int64)
         idx += (np.arange(size, dtype=np.int64) * n_cases)[:, None]
         counts = np.bincount(idx.ravel(), minlength=size * n_cases).reshape(size, n_cases).astype(np.float64)
+        sums = counts @ design
         rows = slice(start, start + size)
-        np.matmul(counts, values_t, out=out[rows])
-        for members, member_values, dest in zip(groups, group_values, group_out):
-            member_counts = counts[:, members]
+        out[rows] = sums[:, :n_rows]
+        if n_groups:
+            group_sums = sums[:, n_rows : n_rows * (n_groups + 1)].reshape(size, n_groups, n_rows)
             with np.errstate(invalid="ignore", divide="ignore"):
-                dest[rows] = (member_counts @ member_values) / member_counts.sum(axis=1, keepdims=True)
+                group_out[rows] = group_sums / sums[:, n_rows * (n_groups + 1) :, None]
     out /= n_cases
     return out, group_out
 
