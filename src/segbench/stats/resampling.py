@@ -116,10 +116,12 @@ def intervals(
         n_valid = np.maximum(boot.shape[0] - np.isnan(boot).sum(axis=0), 1)
         below = (boot < estimate).sum(axis=0) + 0.5 * (boot == estimate).sum(axis=0)
         z0 = ndtri(np.clip(below / n_valid, 1.0 / (n_valid + 1), n_valid / (n_valid + 1)))
-        dev = jackknife.mean(axis=0) - jackknife
-        num = (dev**3).sum(axis=0)
-        den = 6.0 * (dev**2).sum(axis=0) ** 1.5
-        accel = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+        accel = np.zeros(boot.shape[1])
+        if jackknife is not None:
+            dev = jackknife.mean(axis=0) - jackknife
+            num = (dev**3).sum(axis=0)
+            den = 6.0 * (dev**2).sum(axis=0) ** 1.5
+            accel = np.divide(num, den, out=accel, where=den > 0)
         lower, upper = (
             ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z))) for z in (ndtri(lower), ndtri(upper))
         )
