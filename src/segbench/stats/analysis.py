@@ -1,6 +1,7 @@
 """SPEC §4 analysis of one dataset: ``analyze`` (rows -> results dict) and ``reanalyze`` (results -> diffs).
 
-Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, dicts; NaN is None)::
+Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, dicts; NaN is None;
+``json.dumps(results, sort_keys=True)`` is byte-identical for identical inputs and settings)::
 
     {
       "settings": {n_resamples, confidence, seed, ci_method, multiple_comparison, alpha,
@@ -16,7 +17,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
         "case_meta": {field: [group label or None, ...]},
         "metrics": {metric: {
           "higher_is_better": bool,
-          "per_case": {model: [value, ...]},
+          "per_case": {model: [value, ...]},                    # the values every number derives from
           "models": {model: {"mean", "sd", "median", "n", "ci_low", "ci_high",
                              "n_missing_prediction", "n_worst_case", "contaminated"}},
           "ranking": None | {"order": [model, ...],            # full-data rank order, then name
@@ -27,12 +28,31 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                              "kendall_tau": {"mean", "median", "q25", "q75"}},
           "pairwise": [{"a", "b", "mean_diff", "ci_low", "ci_high", "ci_level", "p_bootstrap",
                         "separable"}, ...],                     # a ranked above b; diff = a - b
+          "significance": None | {"p_value", "p_adjusted": {a: {b: p}},   # 'a better than b'
+                                  "significant": {a: {b: bool}}, "co_winners": [model, ...]},
+          "loo": None | {"winner_change_share", "any_rank_change_share"},
+          "power": None | {"first", "second", "n_cases", "mean_diff", "sd_diff", "effect_size",
+                           "n_required", "alpha", "power", "separable", "significant"},
+          "subgroups": {field: {"n_missing_value": k,
+                                "groups": {group: {"n", "tested", "models": {model: {"mean", "ci_low",
+                                                                                     "ci_high"}}}},
+                                "kruskal": None | {model: {"statistic", "p_value"}},
+                                "mann_whitney": {model: [{"a", "b", "statistic", "p_value",
+                                                          "p_bonferroni", "significant"}, ...]}}},
         }}
       }}
     }
 
-Contaminated models (SPEC §4.7) appear in "models" and "per_case" with "contaminated": true and are
-left out of "ranking" and "pairwise". Ranks are 'min' competition ranks among the K ranked models.
+Conventions. Ranks are 'min' competition ranks among the ranked models, from the mean (higher better
+when higher_is_better). Contaminated models (SPEC §4.7) appear in "models", "per_case" and
+"subgroups" with "contaminated": true and are left out of "ranking", "pairwise", "significance",
+"loo" and "power". Pairwise CI levels: see ``pairwise.separability`` (Holm on CI levels). Wilcoxon
+one-sided 'a better than b' ('greater' for higher-is-better, 'less' for distances), K(K-1) p-values
+Holm-adjusted together. Subgroup groups: the field's values as text; numeric fields are cut at their
+quartiles (``_group_labels``); "mann_whitney" lists only models whose Kruskal-Wallis p < alpha; groups
+below ``subgroup_min_cases`` are reported with "tested": false. None marks what is undefined (n = 0,
+fewer than two ranked models, SD of one case, ...). Seeds: one resample matrix per structure, from
+(seed, structure name), shared by all metrics, models and subgroups.
 """
 
 from __future__ import annotations
