@@ -117,7 +117,7 @@ def reanalyze(results: Mapping) -> list[str]:
         metrics: dict[str, bool] = {}
         for name, s in results["structures"].items():
             values = {}
-            for metric, cell in s["metrics"].items():
+            for metric, cell in sorted(s["metrics"].items()):
                 metrics[metric] = bool(cell["higher_is_better"])
                 values[metric] = np.array(
                     [cell["per_case"][m] for m in models], dtype=np.float64
@@ -204,7 +204,10 @@ def _validate(
     if unknown:
         raise ValueError(f"contaminated names model(s) not in rows: {unknown}")
     flags = {m: bool(contaminated.get(m, False)) for m in models}
-    return {str(k): bool(v) for k, v in metrics.items()}, [str(f) for f in subgroup_fields], models, flags
+    # Metrics in sorted order: the column order of the shared resample products then does not depend
+    # on the caller's mapping order, nor on a JSON round trip with sort_keys (reanalyze).
+    canonical = {str(k): bool(metrics[k]) for k in sorted(metrics)}
+    return canonical, [str(f) for f in subgroup_fields], models, flags
 
 
 def _first(mask: pd.Series) -> object:
@@ -239,9 +242,8 @@ def _prepare(
     (~10^6 rows) is split without per-row Python work.
     """
     model_code = pd.Categorical(rows["model"].astype(str), categories=models).codes
-    case_ids, case_code = np.unique(rows["case_id"].astype(str).to_numpy(dtype=object).astype(str), return_inverse=True)
-    structures, structure_code = np.unique(rows["structure"].astype(str).to_numpy(dtype=object).astype(str),
-                                           return_inverse=True)
+    case_ids, case_code = np.unique(rows["case_id"].astype(str).to_numpy(dtype=str), return_inverse=True)
+    structures, structure_code = np.unique(rows["structure"].astype(str).to_numpy(dtype=str), return_inverse=True)
     present = rows["reference_present"].to_numpy(dtype=bool)
     metric_values = {m: rows[m].to_numpy(dtype=np.float64, na_value=np.nan) for m in metrics}
     flag_values = {f: rows[f].to_numpy(dtype=bool) if f in rows.columns else np.zeros(len(rows), bool) for f in _FLAGS}
@@ -344,7 +346,7 @@ def _analyze_structure(
     One resample matrix per structure serves all metrics, models and subgroups (paired across all).
     """
     n, n_models = len(s.case_ids), len(models)
-    groups = {f: group_indices(s.case_meta[f]) for f in s.case_meta} if n else {}
+    groups = {f: group_indices(s.case_meta[f]) for f in sorted(s.case_meta)} if n else {}
     flat = [(f, g, idx) for f, gs in groups.items() for g, idx in gs.items()]
     full, group_boot = None, {f: {} for f in groups}
     if n:

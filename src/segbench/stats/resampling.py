@@ -105,6 +105,9 @@ def intervals(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided (1 - alpha[j]) bootstrap CI per column of ``boot`` (B, P).
 
+    Hand-written rather than scipy.stats.bootstrap: that draws its own resamples per call, so it can
+    neither share one resample matrix across models (paired) nor take a different level per column.
+
     percentile: the alpha/2 and 1 - alpha/2 quantiles. bca (Efron 1987): the levels are shifted by the
     bias correction z0 (share of resampled statistics below the estimate, ties counted half) and the
     acceleration a (skewness of the jackknife statistics, ``jackknife`` (n, P)); a = 0 when the
