@@ -242,8 +242,9 @@ def _prepare(
     (~10^6 rows) is split without per-row Python work.
     """
     model_code = pd.Categorical(rows["model"].astype(str), categories=models).codes
-    case_ids, case_code = np.unique(rows["case_id"].astype(str).to_numpy(dtype=str), return_inverse=True)
-    structures, structure_code = np.unique(rows["structure"].astype(str).to_numpy(dtype=str), return_inverse=True)
+    case_code, case_ids = pd.factorize(rows["case_id"].astype(str), sort=True)
+    structure_code, structures = pd.factorize(rows["structure"].astype(str), sort=True)
+    case_ids = np.asarray(case_ids, dtype=object)
     present = rows["reference_present"].to_numpy(dtype=bool)
     metric_values = {m: rows[m].to_numpy(dtype=np.float64, na_value=np.nan) for m in metrics}
     flag_values = {f: rows[f].to_numpy(dtype=bool) if f in rows.columns else np.zeros(len(rows), bool) for f in _FLAGS}
