@@ -154,6 +154,7 @@ def _validate(
     subgroup_fields: Sequence[str],
     contaminated: Mapping[str, bool],
 ) -> tuple[dict[str, bool], list[str], list[str], dict[str, bool]]:
+    """Check the inputs once at the boundary (ValueError naming the row/column) and canonicalise them."""
     if not isinstance(rows, pd.DataFrame):
         raise ValueError(f"rows must be a pandas DataFrame, got {type(rows).__name__}")
     if not isinstance(settings, StatsSettings):
