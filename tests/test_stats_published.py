@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stats_data import KITS_META, SEGAUGE_KITS, TOUCHSTONE, touchstone_rows  # noqa: F401  (fixture)
+from conftest import KITS_META, SEGAUGE_KITS, TOUCHSTONE
 from segbench.published import read_segauge_results, read_touchstone
 from segbench.stats import StatsSettings, analyze
 

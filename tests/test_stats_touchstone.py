@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from stats_data import TOUCHSTONE, touchstone_rows  # noqa: F401  (fixture)
+from conftest import TOUCHSTONE
 from segbench.stats import StatsSettings, analyze, reanalyze
 
 METRICS = {"dice": True, "nsd": True}

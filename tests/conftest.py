@@ -1,7 +1,4 @@
-"""Paths of the real data bundle and a fixture reading the Touchstone scores (skips when not pulled).
-
-A plain module imported by the stats tests (not conftest.py), so it cannot collide with other suites' conftest.
-"""
+"""Shared fixtures: the real published Touchstone scores (tests skip when the data bundle is absent)."""
 
 from __future__ import annotations
 
