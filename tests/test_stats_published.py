@@ -106,3 +106,16 @@ def test_segauge_bad_value(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=r"bad\.json: duplicate row"):
         read_segauge_results(path)
+
+
+def test_reanalyze_after_sorted_json_round_trip() -> None:
+    """Files are written with sort_keys; metric and field order must not change any recomputed bit."""
+    if not SEGAUGE_KITS.is_file():
+        pytest.skip("data bundle not pulled")
+    rows = read_segauge_results(SEGAUGE_KITS, KITS_META)
+    res = analyze(rows, metrics={"nsd": True, "dice": True, "hd95": False, "assd": False},
+                  settings=StatsSettings(n_resamples=500, ci_method="bca"), subgroup_fields=["malignant", "gender"],
+                  contaminated={"TotalSegmentator": True})
+    from segbench.stats import reanalyze
+
+    assert reanalyze(json.loads(json.dumps(res, sort_keys=True))) == []

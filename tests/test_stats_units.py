@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from segbench.stats import StatsSettings, analyze
-from segbench.stats.pairwise import holm, wilcoxon_map
+from segbench.stats.pairwise import holm, separability, wilcoxon_map
 from segbench.stats.power import cases_needed, paired_t_power
 from segbench.stats.ranking import kendall_tau_b, leave_one_out, rank_min
 from segbench.stats.resampling import bootstrap_means, intervals, jackknife_means, rng_for
@@ -35,24 +35,28 @@ def test_rank_min_matches_rankdata_with_ties() -> None:
         np.testing.assert_array_equal(got, expected)
 
 
-def test_bootstrap_means_equal_index_gather_and_are_paired() -> None:
-    """Counts @ values is the mean of the resampled cases; chunking does not change the result."""
+def test_bootstrap_means_equal_index_gather_and_group_means() -> None:
+    """Overall and group means from the count products equal the means of the gathered resampled cases."""
     values = np.random.default_rng(2).normal(size=(4, 37))
-    boot = bootstrap_means(values, 50, rng_for(0, "x"))
-    idx = np.random.default_rng([0, *rng_for_entropy("x")]).integers(0, 37, size=(50, 37), dtype=np.int32)
+    groups = [np.array([0, 3, 4, 10, 36]), np.arange(0, 37, 2), np.arange(1, 37, 2)]
+    boot, group_boot = bootstrap_means(values, 50, np.random.default_rng(9), groups)
+    idx = np.random.default_rng(9).integers(0, 37, size=(50, 37), dtype=np.int64)
     np.testing.assert_allclose(boot, values[:, idx].mean(axis=2).T, rtol=1e-12)
-
-
-def rng_for_entropy(key: str) -> list[int]:
-    import zlib
-
-    return [zlib.crc32(key.encode())]
+    plain, _ = bootstrap_means(values, 50, np.random.default_rng(9))
+    np.testing.assert_allclose(plain, boot, rtol=1e-12)
+    for k, g in enumerate(groups):
+        for row, draw in enumerate(idx):
+            chosen = draw[np.isin(draw, g)]
+            if chosen.size:
+                np.testing.assert_allclose(group_boot[row, k], values[:, chosen].mean(axis=1), rtol=1e-12)
+            else:
+                assert np.isnan(group_boot[row, k]).all()
 
 
 def test_percentile_and_bca_agree_with_scipy_bootstrap() -> None:
     """Same method, independent resamples: CI ends agree to a few per cent of the CI width."""
     x = np.random.default_rng(3).lognormal(size=60)
-    boot = bootstrap_means(x[None, :], 20_000, rng_for(0, "ci"))
+    boot, _ = bootstrap_means(x[None, :], 20_000, rng_for(0, "ci"))
     for method, scipy_method in (("percentile", "percentile"), ("bca", "BCa")):
         low, high = intervals(boot, x.mean()[None], jackknife_means(x[None, :]), np.array([0.05]), method)
         ref = stats.bootstrap((x,), np.mean, n_resamples=20_000, method=scipy_method, rng=1).confidence_interval
@@ -164,3 +168,55 @@ def test_settings_are_validated() -> None:
     for bad in ({"ci_method": "normal"}, {"confidence": 1.5}, {"n_resamples": 0}, {"multiple_comparison": "fdr"}):
         with pytest.raises(ValueError):
             StatsSettings(**bad)
+
+
+def test_holm_separability_levels_and_stopping_rule() -> None:
+    """Step k gets level 1 - alpha/(P - k + 1); after the first CI containing 0 nothing is separable."""
+    rng = np.random.default_rng(10)
+    shifts = np.array([0.5, 0.0, 0.3, 0.02, 0.4])  # clear, null, clear, weak, clear
+    diff_boot = shifts + rng.normal(0, 0.1, size=(4000, 5))
+    diff = diff_boot.mean(axis=0)
+    holm_res = separability(diff_boot, diff, None, alpha=0.05, correction="holm", ci_method="percentile")
+    order = np.argsort(holm_res["p_bootstrap"], kind="stable")
+    steps = 0.05 / (5 - np.arange(5))
+    stop = int(np.argmin(holm_res["separable"][order]))
+    assert holm_res["separable"][order[:stop]].all() and not holm_res["separable"][order[stop:]].any()
+    np.testing.assert_allclose(holm_res["ci_level"][order[:stop + 1]], 1 - steps[:stop + 1])
+    np.testing.assert_allclose(holm_res["ci_level"][order[stop:]], 1 - steps[stop])
+    assert set(np.flatnonzero(holm_res["separable"])) == {0, 2, 4}
+    for k in range(5):
+        excludes = holm_res["ci_low"][k] > 0 or holm_res["ci_high"][k] < 0
+        assert excludes == holm_res["separable"][k]
+        lo, hi = np.quantile(diff_boot[:, k], [(1 - holm_res["ci_level"][k]) / 2, (1 + holm_res["ci_level"][k]) / 2])
+        assert (holm_res["ci_low"][k], holm_res["ci_high"][k]) == pytest.approx((lo, hi), rel=1e-12)
+    bonf = separability(diff_boot, diff, None, alpha=0.05, correction="bonferroni", ci_method="percentile")
+    np.testing.assert_allclose(bonf["ci_level"], 1 - 0.05 / 5)
+
+
+@pytest.mark.parametrize("ci_method", ["percentile", "bca"])
+@pytest.mark.parametrize("case", ["no_cases", "one_case", "two_cases", "constant", "one_model"])
+def test_degenerate_inputs_give_none_not_errors(case: str, ci_method: str) -> None:
+    import json
+    import warnings
+
+    from segbench.stats import reanalyze
+
+    data = {
+        "no_cases": ({"A": [0.5, 0.6], "B": [0.5, 0.7]}, {"c00", "c01"}),
+        "one_case": ({"A": [0.5], "B": [0.6]}, set()),
+        "two_cases": ({"A": [0.5, 0.6], "B": [0.6, 0.6]}, set()),
+        "constant": ({"A": [0.5] * 12, "B": [0.5] * 12, "C": [0.5] * 12}, set()),
+        "one_model": ({"A": [0.1, 0.5, 0.9]}, set()),
+    }[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = analyze(_rows(data[0], absent=data[1]), metrics={"dice": False},
+                      settings=StatsSettings(n_resamples=100, ci_method=ci_method), subgroup_fields=["sex"])
+    text = json.dumps(res, allow_nan=False, sort_keys=True)
+    assert reanalyze(json.loads(text)) == []
+    metric = res["structures"]["liver"]["metrics"]["dice"]
+    if case == "no_cases":
+        assert metric["models"]["A"]["mean"] is None and metric["ranking"] is None
+    if case == "constant":
+        assert metric["significance"]["co_winners"] == ["A", "B", "C"]
+        assert metric["power"]["n_required"] is None
