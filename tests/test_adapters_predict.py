@@ -71,7 +71,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _write(proj / "data/amos22/images/ct2.nii.gz", flipped(ct_image, ct))
     _write(proj / "data/amos22/labels/ct2.nii.gz", flipped(seg_image, reference))
     _write(proj / "data/btcv/images/mr1.nii.gz", mr_image)
-    _write(proj / "data/btcv/labels/mr1.nii.gz", nib.Nifti1Image(to_schema(seg_mr, classes("totalsegmentator_total_mr"), raw["dataset"]["btcv"]["labels"]), seg_mr_image.affine))
+    mr_reference = to_schema(seg_mr, classes("totalsegmentator_total_mr"), raw["dataset"]["btcv"]["labels"])
+    _write(proj / "data/btcv/labels/mr1.nii.gz", nib.Nifti1Image(mr_reference, seg_mr_image.affine))
     for model in REAL_MODELS:
         # the environment is a folder whose bin/ holds the stand-in; everything else is the real config
         raw["model"][model]["environment"]["path"] = f"envs/{model}"

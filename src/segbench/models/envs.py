@@ -44,7 +44,8 @@ def create_commands(model: ModelConfig, root: Path = Path(".")) -> list[list[str
     elif kind == "conda":
         name = str(env["name"])
         channels = [arg for ch in env.get("channels", ()) for arg in ("-c", str(ch))]
-        commands = [["conda", "create", "-y", "-n", name, *channels, f"python={env.get('python', '3.11')}"]]
+        version = str(env.get("python", "3.11")).removeprefix("python")  # "python3.11" (venv interpreter) or "3.11"
+        commands = [["conda", "create", "-y", "-n", name, *channels, f"python={version}"]]
         python = "python"
         if packages:
             commands.append(["conda", "run", "-n", name, "python", "-m", "pip", "install", *pip_args, *packages])

@@ -166,7 +166,8 @@ def applicability(model: ModelConfig, dataset: DatasetConfig) -> tuple[dict[str,
         needed = [ids[label] for label in region.labels if ids[label] not in dataset.region_optional.get(region.name, ())]
         missing = [name for name in needed if composition[name] is None]
         if missing or not any(composition[ids[label]] for label in region.labels):
-            regions[region.name] = {"status": "not_applicable", "reason": f"model does not segment {missing or [ids[l] for l in region.labels]}"}
+            missing = missing or [ids[label] for label in region.labels]
+            regions[region.name] = {"status": "not_applicable", "reason": f"model does not segment {missing}"}
         else:
             regions[region.name] = {"status": "scored", "reason": None}
     return structures, regions
