@@ -25,6 +25,7 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   import    published per-case scores (no masks)   -> scores/<published set>/<model>/
   compare   statistics from the MLflow runs        -> results/<dataset>.json
   report    static leaderboard site                -> site/
+Setup: `env create <model>` builds a real model's environment; `data fetch <dataset>` downloads a dataset.
 Usually run through `dvc repro`; every stage reads params.yaml (composed from conf/ by Hydra).
 """
 
@@ -38,7 +39,19 @@ def _params(args: argparse.Namespace):
 def _cmd_predict(args: argparse.Namespace) -> None:
     from segbench.stages import run_predict
 
-    run_predict(_params(args), args.dataset, args.model, device=args.device)
+    run_predict(_params(args), args.dataset, args.model, device=args.device, allow_unverified_weights=args.allow_unverified_weights)
+
+
+def _cmd_env(args: argparse.Namespace) -> None:
+    from segbench.models.envs import create
+
+    create(_params(args).model(args.model), dry_run=args.dry_run)
+
+
+def _cmd_data(args: argparse.Namespace) -> None:
+    from segbench.datasets.download import fetch
+
+    fetch(_params(args).dataset(args.dataset), source=args.source)
 
 
 def _cmd_score(args: argparse.Namespace) -> None:
@@ -122,7 +135,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="run a model adapter on every case of a dataset")
     pair(p)
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: the model's config)")
+    p.add_argument(
+        "--allow-unverified-weights",
+        action="store_true",
+        help="run although the weights are not verified against models/<model>.dvc (the manifest marks the results unpublishable)",
+    )
     p.set_defaults(func=_cmd_predict)
+
+    p = sub.add_parser("env", help="create a real model's own environment from the pins in its config")
+    p.add_argument("action", choices=["create"])
+    p.add_argument("model", help="model name from params.yaml")
+    p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
+    p.set_defaults(func=_cmd_env)
+
+    p = sub.add_parser("data", help="download (or verify a manual download of) a dataset into data/<dataset>/")
+    p.add_argument("action", choices=["fetch"])
+    p.add_argument("dataset", help="dataset name from params.yaml")
+    p.add_argument("--source", type=Path, help="an already downloaded archive or folder to verify and ingest")
+    p.set_defaults(func=_cmd_data)
 
     p = sub.add_parser("score", help="score predictions against the reference (SPEC §3)")
     pair(p)

@@ -61,10 +61,18 @@ def stats_settings(params: Params) -> stats.StatsSettings:
     return stats.StatsSettings(**params.stats)
 
 
-def run_predict(params: Params, dataset_name: str, model_name: str, device: str | None = None) -> None:
+def run_predict(
+    params: Params, dataset_name: str, model_name: str, device: str | None = None, allow_unverified_weights: bool = False
+) -> None:
     """Predict stage: run the model adapter on every case of the dataset."""
     model = params.model(model_name)
-    predict(params.dataset(dataset_name), model, predictions_dir(dataset_name, model_name), device=device or model.device)
+    predict(
+        params.dataset(dataset_name),
+        model,
+        predictions_dir(dataset_name, model_name),
+        device=device or model.device,
+        allow_unverified_weights=allow_unverified_weights,
+    )
 
 
 def _summary_metrics(rows: pd.DataFrame, metrics: dict[str, bool], settings: stats.StatsSettings) -> dict[str, dict[str, float]]:
