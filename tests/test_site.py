@@ -13,11 +13,11 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import Browser, find_chromium
-from site_data import TOUCHSTONE_SOURCE, kits_like_results, touchstone_results
 
+from browser import Browser, find_chromium
 from segbench.io import write_json_atomic
 from segbench.report import build_site
+from site_data import TOUCHSTONE_SOURCE, kits_like_results, touchstone_results
 
 TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
 KITS_META = Path(__file__).resolve().parents[1] / "data" / "kits23" / "kits23.json"

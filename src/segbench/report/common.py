@@ -32,8 +32,8 @@ def p_equals(name: str, p: float | None) -> str:
 
 
 def fmt_rank(rank: float) -> str:
-    """Ranks are whole numbers unless a bootstrap quantile falls between two."""
-    return f"{rank:.0f}" if float(rank).is_integer() else f"{rank:.1f}"
+    """Whole ranks as integers; a bootstrap quantile between two ranks with up to three digits."""
+    return f"{rank:.3g}"
 
 
 def digits(cell: Cell) -> int:

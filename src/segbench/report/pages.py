@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from string import Template
 from typing import Any
 
@@ -78,6 +79,14 @@ def _notes(results: Results) -> str:
     return "".join(f'<p class="note">{n}</p>' for n in notes)
 
 
+def _kinds(models: dict[str, Any]) -> str:
+    """'3 SIMULATED, 1 PUBLISHED' style count of model kinds."""
+    counts: dict[str, int] = {}
+    for model in models.values():
+        counts[kind(model)] = counts.get(kind(model), 0) + 1
+    return ", ".join(f"{n} {k.upper()}" for k, n in sorted(counts.items()))
+
+
 def index_page(all_results: list[Results]) -> str:
     """Entry page: one line per dataset."""
     items = []
@@ -85,7 +94,8 @@ def index_page(all_results: list[Results]) -> str:
         s = r["analysis"]["structures"]
         items.append(
             f'<li><a href="{dataset_page_name(r)}">{html.escape(r["dataset"]["title"])}</a>: '
-            f"{len(r['models'])} models, {len(s)} structures, metrics {html.escape(', '.join(r['metrics']))}</li>"
+            f"{len(r['models'])} models ({_kinds(r['models'])}), {len(s)} structures, "
+            f"metrics {html.escape(', '.join(r['metrics']))}</li>"
         )
     body = (
         "<h1>segbench leaderboards</h1>"
@@ -148,7 +158,12 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
 
 
 def _plots(figs: list, prefix: str) -> str:
-    return "".join(f'<figure class="plot">{figures.to_div(fig, f"{prefix}-{i}")}</figure>' for i, fig in enumerate(figs))
+    """Figures with fixed ids; each labelled with its title for screen readers."""
+    return "".join(
+        f'<figure class="plot" role="img" aria-label="{html.escape(re.sub("<[^>]+>", " ", fig.layout.title.text or ""))}">'
+        f'{figures.to_div(fig, f"{prefix}-{i}")}</figure>'
+        for i, fig in enumerate(figs)
+    )
 
 
 def _headline(cell: dict[str, Any]) -> str:
