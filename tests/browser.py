@@ -53,6 +53,7 @@ class Visit:
     remote_requests: list[str] = field(default_factory=list)
     screenshot: Path | None = None
     text: str = ""
+    result: Any = None
 
 
 class Browser:
@@ -133,6 +134,12 @@ class Browser:
             raise RuntimeError(f"{method}: {reply['error']}")
         return reply.get("result", {})
 
+    def _evaluate(self, expression: str, session: str) -> Any:
+        reply = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
+        if "exceptionDetails" in reply:
+            raise RuntimeError(f"{expression!r}: {reply['exceptionDetails']}")
+        return reply["result"].get("value")
+
     def _drain(self, session: str, visit: Visit) -> list[dict[str, Any]]:
         """Move pending events of this page into the visit's error lists; return them."""
         events = []
@@ -155,8 +162,11 @@ class Browser:
             elif method == "Network.requestWillBeSent" and not params["request"]["url"].startswith(LOCAL_SCHEMES):
                 visit.remote_requests.append(params["request"]["url"])
 
-    def visit(self, page: Path, screenshot: Path | None = None, width: int = 1280, max_height: int = 16000) -> Visit:
-        """Load a local page, wait for every plot, collect errors, optionally save a full-page screenshot."""
+    def visit(
+        self, page: Path, screenshot: Path | None = None, script: str | None = None, width: int = 1280, max_height: int = 16000
+    ) -> Visit:
+        """Load a local page, wait for every plot, collect errors; optionally run a script (its JSON-able
+        value goes to ``result``) and save a full-page screenshot."""
         url = page.resolve().as_uri()
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
@@ -170,16 +180,16 @@ class Browser:
             deadline = time.monotonic() + self.timeout
             while True:
                 self._drain(session, visit)
-                state = json.loads(self.send("Runtime.evaluate", {"expression": PLOTS_READY, "returnByValue": True},
-                                             session)["result"]["value"])
+                state = json.loads(self._evaluate(PLOTS_READY, session))
                 if state["ready"]:
                     visit.plots = state["plots"]
                     break
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{url}: plots not rendered after {self.timeout} s ({state})")
                 time.sleep(0.2)
-            visit.text = self.send("Runtime.evaluate", {"expression": "document.body.innerText", "returnByValue": True},
-                                   session)["result"]["value"]
+            visit.text = self._evaluate("document.body.innerText", session)
+            if script is not None:
+                visit.result = self._evaluate(script, session)
             if screenshot is not None:
                 size = self.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
                 height = min(int(size["height"]) + 1, max_height)

@@ -119,6 +119,21 @@ def test_methodology_reads_parameters_licences_and_citations(site: tuple[Path, l
     assert TOUCHSTONE_SOURCE in text
 
 
+# Click the 'rank' header of the first table twice; return the rank column after each click.
+SORT_BY_RANK = """(() => {
+  const table = document.querySelector('table.sortable');
+  if (!table) return null;
+  const col = Array.from(table.tHead.rows[0].cells).findIndex(th => th.textContent.trim() === 'rank');
+  if (col < 0) return null;
+  const column = () => Array.from(table.tBodies[0].rows, r => r.cells[col].getAttribute('data-sort'));
+  const button = table.tHead.rows[0].cells[col].querySelector('button');
+  button.click();
+  const ascending = column();
+  button.click();
+  return [ascending, column()];
+})()"""
+
+
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
 def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], tmp_path: Path) -> None:
     """Every plot draws, nothing logs an error, nothing is fetched from the network; screenshots saved."""
@@ -126,12 +141,16 @@ def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], 
     shots = Path(os.environ.get("SEGBENCH_SCREENSHOTS", tmp_path / "screens"))
     with Browser(find_chromium(), tmp_path / "profile", timeout=90) as browser:
         for page in pages:
-            visit = browser.visit(page, shots / f"{page.stem}.png")
+            visit = browser.visit(page, shots / f"{page.stem}.png", SORT_BY_RANK)
             assert visit.errors == [], f"{page.name}: {visit.errors}"
             assert visit.remote_requests == [], f"{page.name}: {visit.remote_requests}"
             assert visit.plots == page.read_text(encoding="utf-8").count('class="plotly-graph-div"')
             assert visit.screenshot is not None and visit.screenshot.stat().st_size > 10_000
             assert visit.plots > 0 or "--" not in page.name
+            if visit.result is not None:  # a leaderboard sorted by rank, both ways; unranked rows stay last
+                for keys, reverse in zip(visit.result, (False, True)):
+                    ranks = [float(k) for k in keys if k]
+                    assert ranks == sorted(ranks, reverse=reverse) and keys[len(ranks):] == [""] * (len(keys) - len(ranks))
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")

@@ -127,6 +127,9 @@ def verdict(cell: Cell, upper: str, lower: str) -> tuple[bool | None, str]:
     return None, f"{only}; {text}"
 
 
+VERDICT_ORDER = {True: "0", None: "1", False: "2"}  # table sort key: separable, borderline, not separable
+
+
 def verdict_word(separable: bool | None) -> str:
     """Symbol plus words, readable without colour."""
     return {True: "✔ separable", False: "✘ not separable", None: "≈ borderline"}[separable]

@@ -50,7 +50,7 @@ def _labels(names: list[str], models: Models) -> list[str]:
 def _model_axis(fig: go.Figure, labels: list[str]) -> None:
     """Models on the y axis, top to bottom in the given order."""
     fig.update_yaxes(categoryorder="array", categoryarray=labels, autorange="reversed", type="category")
-    fig.update_layout(height=110 + ROW_HEIGHT * len(labels))
+    fig.update_layout(height=120 + max(ROW_HEIGHT * len(labels), 40 * min(len(labels), 4)))
 
 
 def _finish(fig: go.Figure, title: str, x_title: str) -> go.Figure:
@@ -162,7 +162,7 @@ def significance_map(cell: Cell, models: Models) -> go.Figure:
         )
     )
     _model_axis(fig, labels)
-    fig.update_xaxes(type="category", tickangle=-40, side="bottom", showgrid=False)
+    fig.update_xaxes(type="category", tickangle=-40 if len(names) > 4 else 0, side="bottom", showgrid=False)
     fig.update_yaxes(showgrid=False)
     fig.update_layout(height=180 + ROW_HEIGHT * len(names) + 6 * max(len(s) for s in labels))
     what = "✔ = significant" if compact else "✔ = significant; numbers: Holm-adjusted p"
@@ -213,6 +213,9 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, min_cases: in
         ests = [block["groups"][g]["models"][name] for g in groups]
         test = kruskal.get(name)
         result = f"Kruskal-Wallis p = {fmt_p(test['p_value'])}" if test else "not tested"
+        pairs = (block.get("mann_whitney") or {}).get(name)
+        if pairs:
+            result += f", {sum(p['significant'] for p in pairs)} of {len(pairs)} group pairs differ (Mann-Whitney, Bonferroni)"
         fig.add_trace(
             go.Scatter(
                 x=[i + offset for i in range(len(groups))],
@@ -233,7 +236,7 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, min_cases: in
     ]
     fig.update_xaxes(tickvals=list(range(len(groups))), ticktext=ticks, range=[-0.6, len(groups) - 0.4], showgrid=False)
     fig.update_layout(
-        height=360 + 18 * len(names),
+        height=300 + 18 * len(names),
         yaxis_title=metric,
         legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.12, "yanchor": "top", "font": {"size": 11}},
     )

@@ -193,11 +193,8 @@ def _headline(cell: dict[str, Any]) -> str:
 
 PROTOCOL = Template("""
 <h3>Metrics (SPEC §3)</h3>
-<p>Metrics: $metrics. Per case and structure; both masks empty gives Dice 1, NSD 1 and distances 0;
-exactly one empty, or no prediction file for the case, gives Dice 0, NSD 0 and distances equal to the
-diagonal of the image volume in mm, flagged worst-case and kept in every aggregate (failures count against
-the model). A structure absent from the reference is excluded for every model and counted. HD95
-definition: <code>$hd95</code>. NSD tolerances: $tolerances.</p>
+<p>Metrics: $metrics. $scoring A structure absent from the reference is excluded for every model and
+counted. $hd95 NSD tolerances: $tolerances.</p>
 <h3>Statistics (SPEC §4)</h3>
 <ol>
 <li>Estimate per model: mean, SD, median and n over the cases every model has; $confidence% CI by $ci_method
@@ -226,6 +223,13 @@ Wilcoxon-Holm test (4); when only one of them separates a pair the verdict says 
 """)
 
 
+SCORED = ("Scored per case and structure by segbench: both masks empty gives Dice 1, NSD 1 and distances 0; exactly "
+          "one empty, or no prediction file for the case, gives Dice 0, NSD 0 and distances equal to the diagonal of "
+          "the image volume in mm, flagged worst-case and kept in every aggregate (failures count against the model).")
+IMPORTED = ("Per-case scores as published by the source (no masks were re-scored); its conventions for empty masks "
+            "and failures apply.")
+
+
 def _protocol(results: Results) -> str:
     """SPEC §3-§4 filled with the parameters this results file was computed with."""
     s = results["analysis"]["settings"]
@@ -236,7 +240,8 @@ def _protocol(results: Results) -> str:
     tolerances = ", ".join(f"{html.escape(r)} {v['nsd_tolerance_mm']:g} mm" for r, v in regions.items()) or "as in the source"
     return PROTOCOL.substitute(
         metrics=directions,
-        hd95=html.escape(str(results.get("hd95_definition") or "not given")),
+        scoring=IMPORTED if all(kind(m) == "published" for m in results["models"].values()) else SCORED,
+        hd95=f"HD95 definition: <code>{html.escape(str(results.get('hd95_definition')))}</code>." if "hd95" in results["metrics"] else "",
         tolerances=tolerances,
         confidence=f"{s['confidence'] * 100:g}",
         ci_method=html.escape(s["ci_method"]),

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .common import (
+    VERDICT_ORDER,
     Cell,
     Models,
     digits,
@@ -21,7 +22,8 @@ from .common import (
     verdict_word,
 )
 
-# A table cell: (HTML shown, sort key). The sort key is text or a number; None sorts last.
+# A table cell: (HTML shown, sort key); None sorts last. A number key right-aligns the cell (a numeric
+# column); a text key aligns left and still sorts numerically when it reads as a number.
 TableCell = tuple[str, str | float | int | None]
 
 
@@ -68,7 +70,7 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
             following = ranked[position + 1] if position + 1 < len(ranked) else None
             sep, sentence = verdict(cell, name, following) if following else (None, "")
             text = f"{verdict_word(sep)} from {html.escape(following)}: {html.escape(sentence)}" if following else "last ranked"
-            order_key = f"{ {True: 0, None: 1, False: 2}[sep] if following else 3}"
+            order_key = VERDICT_ORDER[sep] if following else "3"
             rank_cells: list[TableCell] = [
                 (str(ranking["rank"][name]), ranking["rank"][name]),
                 (fmt(ranking["p_rank1"][name], 2), ranking["p_rank1"][name]),
@@ -141,9 +143,9 @@ def overview(results: dict[str, Any], page_of: dict[str, str]) -> str:
                     (fmt(cell["ranking"]["p_rank1"][first], 2), cell["ranking"]["p_rank1"][first]),
                     (
                         f"{verdict_word(sep)} from {html.escape(order[1])}: {html.escape(sentence)}" if len(order) > 1 else "only one ranked model",
-                        f"{ {True: 0, None: 1, False: 2}[sep]}",
+                        VERDICT_ORDER[sep],
                     ),
-                    (f"{len(co)}: {html.escape(', '.join(co))}", len(co)),
+                    (f"{len(co)}: {html.escape(', '.join(co))}", str(len(co))),
                     (fmt(loo.get("winner_change_share"), 2), loo.get("winner_change_share")),
                     (f"{'–' if needed is None else needed} (have {block['n_cases']})", needed),
                 ]
