@@ -29,7 +29,7 @@ def results_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         pytest.fail("data/ missing: run `dvc pull data.dvc` first (the tests use the real data bundle)")
     folder = tmp_path_factory.mktemp("results")
     return [
-        touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("liver", "pancreas")),
+        touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("liver",)),
         kits_like_results(KITS_META, folder / "kits23.json"),
     ]
 
@@ -53,9 +53,8 @@ def test_pages_and_offline_assets(site: tuple[Path, list[Path]]) -> None:
     out, pages = site
     names = sorted(p.name for p in pages)
     assert names == sorted([
-        "index.html", "methodology.html", "kits23.html", "kits23--kidney_and_mass.html", "kits23--mass.html",
-        "kits23--tumor.html", "touchstone_totalsegmentator.html", "touchstone_totalsegmentator--liver.html",
-        "touchstone_totalsegmentator--pancreas.html",
+        "index.html", "methodology.html", "kits23.html", "kits23--kidney_and_mass.html", "kits23--tumor.html",
+        "touchstone_totalsegmentator.html", "touchstone_totalsegmentator--liver.html",
     ])
     assert (out / "plotly.min.js").stat().st_size > 1_000_000
     for page in pages:
@@ -86,7 +85,7 @@ def test_numbers_come_from_the_results_json(results_files: list[Path], tmp_path:
 
 def test_leaderboard_marks_ranks_and_verdicts(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
     out, _ = site
-    kits = page_text(out / "kits23--mass.html")
+    kits = page_text(out / "kits23--tumor.html")
     assert "TRAINED ON THIS DATA: unranked" in kits and "unranked: trained on this data" in kits
     assert "SIMULATED" in kits and "PUBLISHED: Example et al. 2025" in kits
     touchstone = page_text(out / "touchstone_totalsegmentator--liver.html")

@@ -79,17 +79,16 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
             ]
         else:
             rank_cells = [("–", None), ("–", None), ("–", None), ("unranked: trained on this data", None)]
-        failures = est["n_worst_case"] + est["n_missing_prediction"]
+        missing = f" ({est['n_missing_prediction']} without a prediction)" if est["n_missing_prediction"] else ""
         rows.append(
             [
                 rank_cells[0],
                 model_cell(name, models.get(name, {})),
                 (fmt_ci(est, n), est["mean"]),
                 (fmt(est["median"], n), est["median"]),
-                *rank_cells[1:3],
-                rank_cells[3],
+                *rank_cells[1:],
                 (str(est["n"]), est["n"]),
-                (str(failures), failures),
+                (f"{est['n_worst_case']}{missing}", est["n_worst_case"]),
             ]
         )
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
