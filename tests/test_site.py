@@ -107,6 +107,20 @@ def test_models_without_kind_or_source_still_render(results_files: list[Path], t
     assert "PUBLISHED" not in page_text(pages[-1])
 
 
+def test_cell_without_ranking_renders_every_model_unranked(results_files: list[Path], tmp_path: Path) -> None:
+    """All models contaminated (or no shared case): no ranking, tests or leave-one-out in the cell."""
+    results = load(results_files[1])
+    cell = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]
+    cell.update(ranking=None, pairwise=[], significance=None, loo=None, power=None)
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    text = page_text(tmp_path / "site" / "kits23--tumor.html")
+    assert "Fewer than two ranked models" in text
+    contaminated = sum(m["contaminated"] for m in cell["models"].values())
+    assert text.count("unranked: trained on this data") == contaminated
+    assert text.count("unranked: no ranking for this metric") == len(cell["models"]) - contaminated
+
+
 def test_methodology_reads_parameters_licences_and_citations(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
     out, _ = site
     text = page_text(out / "methodology.html")

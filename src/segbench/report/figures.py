@@ -74,7 +74,7 @@ def forest(cell: Cell, models: Models, metric: str) -> go.Figure:
                 x=[est[i]["mean"] for i in idx],
                 y=[labels[i] for i in idx],
                 mode="markers",
-                name="ranked" if ranked else "unranked (trained on this data)",
+                name="ranked" if ranked else "unranked",
                 marker={"symbol": "circle" if ranked else "diamond-open", "size": 9, "color": "#1f4e79" if ranked else "#b03a2e"},
                 error_x={
                     "type": "data",

@@ -78,7 +78,8 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
                 (text, order_key),
             ]
         else:
-            rank_cells = [("–", None), ("–", None), ("–", None), ("unranked: trained on this data", None)]
+            reason = "unranked: trained on this data" if est["contaminated"] else "unranked: no ranking for this metric"
+            rank_cells = [("–", None), ("–", None), ("–", None), (reason, None)]
         missing = f" ({est['n_missing_prediction']} without a prediction)" if est["n_missing_prediction"] else ""
         rows.append(
             [
