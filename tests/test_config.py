@@ -53,3 +53,11 @@ def test_simulated_model_labelling_unknown_structure_is_an_error(root: Path) -> 
     raw["model"][name]["label_map"][4] = "liver"
     with pytest.raises(ConfigError, match="does not have"):
         parse_params(raw, root)
+
+
+def test_dvc_composes_params_with_hydra(root: Path) -> None:
+    """`dvc exp run -S` must recompose params.yaml from conf/ (DVC's Hydra integration is on)."""
+    import subprocess
+
+    out = subprocess.run(["dvc", "config", "hydra.enabled"], cwd=root, capture_output=True, text=True, check=False).stdout
+    assert out.strip() == "true"

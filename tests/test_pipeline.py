@@ -20,7 +20,8 @@ from segbench.config import compose_params
 
 CASES = ["case_00030", "case_00110", "case_00210", "case_00425"]
 MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
-OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=500"]
+PUBLISHED = ["TotalSegmentator", "TotalSegmentator-fast"]  # the small segauge-benchmark published set
+OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=500", "published=[segauge_kits23_seed]"]
 
 pytestmark = pytest.mark.slow
 
@@ -32,9 +33,15 @@ def run(args: list[str], cwd: Path) -> str:
     return result.stdout + result.stderr
 
 
-def mlflow_runs(project: Path) -> list[tuple[str, str]]:
+def mlflow_runs(project: Path) -> list[tuple[str, str, str]]:
+    """(experiment, run name, status) of every run in the project's embedded store."""
     with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
-        return db.execute("SELECT name, status FROM runs ORDER BY name").fetchall()
+        return db.execute(
+            "SELECT e.name, r.name, r.status FROM runs r JOIN experiments e USING (experiment_id) ORDER BY e.name, r.name"
+        ).fetchall()
+
+
+EXPECTED_RUNS = [("segbench/kits23", m, "FINISHED") for m in MODELS] + [("segbench/segauge_kits23_seed", m, "FINISHED") for m in PUBLISHED]
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +55,7 @@ def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
     run(["git", "init", "-q"], proj)
     run(["dvc", "init", "-q"], proj)
+    run(["dvc", "config", "hydra.enabled", "true"], proj)
     run(["dvc", "remote", "add", "-d", "shared", str((root.parent / "shared" / "dvc-remote").resolve())], proj)
     run(["dvc", "pull", "-q", "data.dvc"], proj)
     params = compose_params(proj / "conf", OVERRIDES)
@@ -65,7 +73,9 @@ def test_repro_produces_results_site_and_one_mlflow_run_per_pair(project: Path) 
     kidney = structures["kidney_and_mass"]["metrics"]["dice"]
     assert kidney["models"]["sim_dilate_1mm"]["n"] == len(CASES)
     assert 0 < kidney["models"]["sim_dilate_1mm"]["ci_low"] <= kidney["models"]["sim_dilate_1mm"]["mean"] <= kidney["models"]["sim_dilate_1mm"]["ci_high"] < 1
-    assert mlflow_runs(project) == [(m, "FINISHED") for m in MODELS]
+    assert mlflow_runs(project) == EXPECTED_RUNS
+    published = json.loads((project / "results" / "segauge_kits23_seed.json").read_text())
+    assert all(m["kind"] == "published" for m in published["models"].values())
     assert "SIMULATED" in (project / "site" / "index.html").read_text()
     assert "plotly.min.js" in (project / "site" / "kits23--kidney_and_mass.html").read_text()
     assert (project / "site" / "plotly.min.js").stat().st_size > 1_000_000
@@ -95,4 +105,4 @@ def test_fresh_clone_pulls_instead_of_recomputing(project: Path, tmp_path: Path)
     assert "Running stage 'predict" not in out and "Running stage 'score" not in out, out
     assert "Running stage 'track" in out
     assert (clone / "results" / "kits23.json").read_bytes() == (project / "results" / "kits23.json").read_bytes()
-    assert mlflow_runs(clone) == [(m, "FINISHED") for m in MODELS]
+    assert mlflow_runs(clone) == EXPECTED_RUNS

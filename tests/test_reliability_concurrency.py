@@ -53,14 +53,16 @@ def test_queued_experiments_log_each_run_once_to_the_project_store(root: Path, t
     subprocess.run(["cp", "-r", str(root / "conf"), str(root / "src"), str(proj)], check=True)
     _run(["git", "init", "-q"], proj)
     _run(["dvc", "init", "-q"], proj)
+    _run(["dvc", "config", "hydra.enabled", "true"], proj)
     _run(["dvc", "remote", "add", "-d", "shared", str((root.parent / "shared" / "dvc-remote").resolve())], proj)
     _run(["dvc", "pull", "-q", "data.dvc"], proj)
-    raw = compose_params(proj / "conf", ["model=[sim_dilate_1mm]", "dataset.kits23.cases=[case_00110]", "stats.n_resamples=100", "published=[]"])
+    small = ["-S", "dataset.kits23.cases=[case_00110]", "-S", "stats.n_resamples=100", "-S", "published=[]"]
+    raw = compose_params(proj / "conf", ["model=[sim_dilate_1mm]", *small[1::2]])
     (proj / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     _run(["git", "add", "-A"], proj)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"], proj)
-    for model in ("sim_erode_1mm", "sim_shift_3mm"):
-        _run(["dvc", "exp", "run", "--queue", "-S", f"model=[{model}]"], proj)
+    for model in ("sim_erode_1mm", "sim_shift_3mm"):  # Hydra recomposes params.yaml from conf/ with these overrides
+        _run(["dvc", "exp", "run", "--queue", "-S", f"model=[{model}]", *small], proj)
     _run(["dvc", "queue", "start", "-j", "2"], proj)
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
