@@ -249,3 +249,18 @@ def compose_params(conf_dir: Path, overrides: list[str] | None = None) -> dict[s
     with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base=None):
         cfg = compose(config_name="config", overrides=overrides or [])
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def dataset_from_conf(conf_dir: Path, name: str, root: Path) -> DatasetConfig:
+    """One dataset's validated config straight from ``conf/dataset/<name>.yaml``, whatever params.yaml selects.
+
+    For setup commands (``segbench data fetch``) that act on a dataset before any experiment uses it.
+    """
+    composed = compose_params(conf_dir, [f"dataset={name}"])
+    return _dataset(name, composed["dataset"][name], root)
+
+
+def model_from_conf(conf_dir: Path, name: str) -> ModelConfig:
+    """One model's validated config straight from ``conf/model/<name>.yaml`` (for ``segbench env create``)."""
+    composed = compose_params(conf_dir, [f"model={name}"])
+    return _model(name, composed["model"][name])
