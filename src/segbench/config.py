@@ -75,6 +75,8 @@ class ModelConfig:
     licence: str
     device: str
     version: str
+    #: imaging modality the model segments (CT, MR); predict refuses a dataset of another modality
+    modality: str
     #: spot check of the predict stage: regions whose mean Dice over the first ``cases`` is below ``floor`` are flagged
     spot_check: dict[str, float]
 
@@ -197,6 +199,7 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
         licence=str(raw.get("licence", "")),
         device=str(raw.get("device", "cpu")),
         version=str(raw.get("version", "")),
+        modality=str(raw.get("modality", "CT")),
         spot_check={"floor": float(spot_check["floor"]), "cases": int(spot_check["cases"])},
     )
 
