@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   predict   run a model adapter on a dataset      -> predictions/<dataset>/<model>/
   score     metrics per case and structure         -> scores/<dataset>/<model>/
   track     log the scores as one MLflow run       -> mlruns/ (+ tracking/<dataset>/<model>.json)
+  import    published per-case scores (no masks)   -> scores/<published set>/<model>/
   compare   statistics from the MLflow runs        -> results/<dataset>.json
   report    static leaderboard site                -> site/
 Setup: `env create <model>` builds a real model's environment; `data fetch <dataset>` downloads a dataset.
@@ -60,10 +62,20 @@ def _cmd_score(args: argparse.Namespace) -> None:
     run_score(_params(args), args.dataset, args.model, workers=args.workers)
 
 
+def _cmd_import(args: argparse.Namespace) -> None:
+    from segbench.stages import run_import
+
+    run_import(_params(args), args.published)
+
+
 def _cmd_track(args: argparse.Namespace) -> None:
     from segbench.stages import run_track
 
-    _params(args).model(args.model)  # validates the names
+    params = _params(args)
+    if args.model:
+        params.dataset(args.dataset), params.model(args.model)  # validates the names
+    else:
+        params.published_set(args.dataset)
     run_track(args.dataset, args.model)
 
 
@@ -81,6 +93,18 @@ def _cmd_report(args: argparse.Namespace) -> None:
         raise FileNotFoundError(f"{args.results}: no results JSON to report (run the compare stage)")
     for page in build_site(files, Path(args.out)):
         print(page)
+
+
+def _cmd_reanalyze(args: argparse.Namespace) -> None:
+    """Recompute every statistic from the per-case rows a results file stores; fail on any difference."""
+    from segbench.stats import reanalyze
+
+    for path in args.results:
+        results = json.loads(Path(path).read_text(encoding="utf-8"))
+        differences = reanalyze(results["analysis"])
+        if differences:
+            raise ValueError(f"{path}: {len(differences)} statistic(s) differ from a recomputation; first: {differences[0]}")
+        print(f"{path}: every statistic re-derived from its per-case rows")
 
 
 def _cmd_params(args: argparse.Namespace) -> None:
@@ -139,18 +163,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="cases scored in parallel (default: params scoring.workers)")
     p.set_defaults(func=_cmd_score)
 
-    p = sub.add_parser("track", help="log a (dataset, model) score bundle as one MLflow run")
-    pair(p)
+    p = sub.add_parser("import", help="turn a published set of per-case scores into score bundles (kind=published)")
+    p.add_argument("--published", required=True, help="published set name from params.yaml (e.g. touchstone_totalsegmentator)")
+    p.set_defaults(func=_cmd_import)
+
+    p = sub.add_parser("track", help="log score bundles as MLflow runs (one per dataset x model)")
+    p.add_argument("--dataset", required=True, help="dataset or published set name")
+    p.add_argument("--model", help="one model; omitted: every bundle of a published set")
     p.set_defaults(func=_cmd_track)
 
     p = sub.add_parser("compare", help="statistics of all models of a dataset, read from MLflow (SPEC §4)")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help="dataset or published set name")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("report", help="build the static leaderboard site from results/*.json")
     p.add_argument("--results", default="results", help="folder of results JSON (default: results)")
     p.add_argument("--out", default="site", help="site folder (default: site)")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("reanalyze", help="re-derive every statistic of results JSON files from their own per-case rows")
+    p.add_argument("results", nargs="+", type=Path, help="results/<dataset>.json files")
+    p.set_defaults(func=_cmd_reanalyze)
 
     p = sub.add_parser("params", help="compose conf/ with Hydra (print, --check against params.yaml, or --write)")
     p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")

@@ -85,12 +85,34 @@ class ModelConfig:
         return self.kind == "simulated"
 
 
+PUBLISHED_FORMATS = ("touchstone", "segauge_results")
+
+
+@dataclass(frozen=True)
+class PublishedConfig:
+    """A published set of per-case scores (no masks), imported as one MLflow run per model."""
+
+    name: str
+    title: str
+    format: str
+    path: Path
+    evaluated_on: str
+    metadata_file: Path | None
+    source: str
+    metrics: dict[str, bool]
+    subgroups: tuple[str, ...]
+    trained_on: dict[str, tuple[str, ...]]
+    licence: str
+    citation: str
+
+
 @dataclass(frozen=True)
 class Params:
     """Everything ``dvc repro`` runs on: datasets x models, scoring, statistics and tracking settings."""
 
     datasets: dict[str, DatasetConfig]
     models: dict[str, ModelConfig]
+    published: dict[str, PublishedConfig]
     stats: dict[str, Any]
     scoring: dict[str, Any]
     tracking: dict[str, Any]
@@ -100,6 +122,11 @@ class Params:
         if name not in self.datasets:
             raise ConfigError(f"unknown dataset {name!r}; params.yaml has {sorted(self.datasets)}")
         return self.datasets[name]
+
+    def published_set(self, name: str) -> PublishedConfig:
+        if name not in self.published:
+            raise ConfigError(f"unknown published set {name!r}; params.yaml has {sorted(self.published)}")
+        return self.published[name]
 
     def model(self, name: str) -> ModelConfig:
         if name not in self.models:
@@ -204,6 +231,28 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
     )
 
 
+def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
+    where = f"published set {name!r}"
+    fmt = str(_require(raw, "format", where))
+    if fmt not in PUBLISHED_FORMATS:
+        raise ConfigError(f"{where}: format must be one of {PUBLISHED_FORMATS}, got {fmt!r}")
+    metadata_file = raw.get("metadata_file")
+    return PublishedConfig(
+        name=name,
+        title=str(raw.get("title", name)),
+        format=fmt,
+        path=root / _require(raw, "path", where),
+        evaluated_on=str(_require(raw, "evaluated_on", where)),
+        metadata_file=root / metadata_file if metadata_file else None,
+        source=str(_require(raw, "source", where)),
+        metrics={str(k): bool(v) for k, v in _require(raw, "metrics", where).items()},
+        subgroups=tuple(raw.get("subgroups", ())),
+        trained_on={str(m): tuple(d) for m, d in (raw.get("trained_on") or {}).items()},
+        licence=str(raw.get("licence", "")),
+        citation=str(raw.get("citation", "")),
+    )
+
+
 def parse_params(raw: dict[str, Any], root: Path) -> Params:
     """Validate a composed parameter dictionary; paths are resolved against ``root``."""
     for key in ("dataset", "model"):
@@ -224,9 +273,14 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
                 compose(model.label_map.values(), dataset.labels, where=f"model {model.name!r} on dataset {dataset.name!r}")
             except StructureError as exc:
                 raise ConfigError(str(exc)) from exc
+    published = {name: _published(name, spec, root) for name, spec in (raw.get("published") or {}).items()}
+    clash = sorted(set(published) & set(datasets))
+    if clash:
+        raise ConfigError(f"params: {clash} named both as a dataset and as a published set")
     return Params(
         datasets=datasets,
         models=models,
+        published=published,
         stats=dict(raw.get("stats", {})),
         scoring=dict(raw.get("scoring", {})),
         tracking=dict(raw.get("tracking", {})),

@@ -1,0 +1,58 @@
+"""Static files written once into the site: style sheet and the table-sorting script."""
+
+from __future__ import annotations
+
+CSS = """
+body { font-family: "DejaVu Sans", system-ui, sans-serif; margin: 0 auto; max-width: 78rem; padding: 0 1.5rem 3rem;
+       color: #1a1a1a; line-height: 1.45; }
+nav { border-bottom: 1px solid #ccc; padding: .6rem 0; margin-bottom: 1rem; font-size: .95rem; }
+nav a { margin-right: 1rem; }
+nav .sub a { margin-right: .6rem; }
+a { color: #1f4e79; }
+h1 { font-size: 1.6rem; margin: .8rem 0 .4rem; }
+h2 { font-size: 1.3rem; margin-top: 2.2rem; border-bottom: 2px solid #1f4e79; padding-bottom: .2rem; }
+h3 { font-size: 1.1rem; margin-top: 1.6rem; }
+p.note { background: #fff7d6; border-left: 4px solid #c9a200; padding: .5rem .8rem; }
+p.headline { font-size: 1.05rem; background: #eef3f8; border-left: 4px solid #1f4e79; padding: .5rem .8rem; }
+table { border-collapse: collapse; margin: .6rem 0 1.2rem; font-size: .9rem; }
+caption { text-align: left; font-weight: bold; padding: .3rem 0; }
+th, td { border: 1px solid #c8c8c8; padding: .25rem .5rem; text-align: left; vertical-align: top; }
+td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+th { background: #f0f0f0; }
+th button { font: inherit; font-weight: bold; background: none; border: 0; padding: 0; cursor: pointer; color: inherit; }
+th[aria-sort="ascending"] button::after { content: " ▲"; }
+th[aria-sort="descending"] button::after { content: " ▼"; }
+td .model { font-weight: 600; }
+table.overview td:nth-child(6), table.leaderboard td:nth-child(7) { min-width: 20rem; }
+.tag { display: inline-block; font-size: .72rem; font-weight: 600; padding: 0 .3rem; border-radius: .25rem;
+       border: 1px solid #888; background: #fff; margin-left: .2rem; white-space: nowrap; }
+.tag-simulated { background: #fff1b8; }
+.tag-published { background: #dbeafe; }
+figure.plot { margin: .4rem 0 1.2rem; }
+figure.plot figcaption { font-size: .85rem; color: #444; }
+code { background: #f3f3f3; padding: 0 .2rem; }
+"""
+
+JS = """
+"use strict";
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  var headers = table.querySelectorAll("thead th");
+  headers.forEach(function (th, col) {
+    th.querySelector("button").addEventListener("click", function () {
+      var ascending = th.getAttribute("aria-sort") !== "ascending";
+      headers.forEach(function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[col].getAttribute("data-sort"), y = b.cells[col].getAttribute("data-sort");
+        if (x === "" || y === "") { return (x === "") - (y === ""); }
+        var nx = Number(x), ny = Number(y);
+        var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+        return ascending ? c : -c;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""

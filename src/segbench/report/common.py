@@ -1,0 +1,140 @@
+"""What every part of the site says the same way: number formats, model markers, order, verdicts.
+
+Everything here reads the results JSON (see ``segbench.stats.analysis`` for the ``analysis`` layout);
+nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+Cell = dict[str, Any]  # analysis.structures.<s>.metrics.<m>
+Models = dict[str, Any]  # results["models"]
+
+
+def fmt(value: float | None, digits: int) -> str:
+    """Fixed-point number, or an en dash for a missing value."""
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def fmt_p(p: float | None) -> str:
+    """p-value with three decimals, '< 0.001' below that."""
+    if p is None:
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def p_equals(name: str, p: float | None) -> str:
+    """'p_adj = 0.325' or 'p_adj < 0.001'."""
+    text = fmt_p(p)
+    return f"{name} {text}" if text.startswith("<") else f"{name} = {text}"
+
+
+def fmt_rank(rank: float) -> str:
+    """Whole ranks as integers; a bootstrap quantile between two ranks with up to three digits."""
+    return f"{rank:.3g}"
+
+
+def digits(cell: Cell) -> int:
+    """Decimals for a metric: 3 for overlap scores in [0, 1], 2 for distances in mm."""
+    return 3 if cell["higher_is_better"] else 2
+
+
+def fmt_ci(est: dict[str, Any], n_digits: int) -> str:
+    """'mean [ci_low, ci_high]' of one estimate."""
+    return f"{fmt(est['mean'], n_digits)} [{fmt(est['ci_low'], n_digits)}, {fmt(est['ci_high'], n_digits)}]"
+
+
+def kind(model: dict[str, Any]) -> str:
+    """simulated | inference | published (older results without ``kind``: from ``simulated``)."""
+    return model.get("kind") or ("simulated" if model.get("simulated") else "inference")
+
+
+def markers(model: dict[str, Any]) -> list[str]:
+    """Plain-text marks a reader must see next to a model's name."""
+    marks = []
+    if kind(model) == "simulated":
+        marks.append("SIMULATED")
+    if kind(model) == "published":
+        marks.append(f"PUBLISHED: {model['source']}" if model.get("source") else "PUBLISHED")
+    if model.get("contaminated"):
+        marks.append("TRAINED ON THIS DATA: unranked")
+    return marks
+
+
+def short_mark(model: dict[str, Any]) -> str:
+    """Compact suffix for plot labels, e.g. ' [sim]' or ' [trained on this data]'."""
+    marks = {"simulated": "sim", "published": "pub"}.get(kind(model), "")
+    marks = [marks] if marks else []
+    if model.get("contaminated"):
+        marks.append("trained on this data")
+    return f" [{', '.join(marks)}]" if marks else ""
+
+
+def display_order(cell: Cell) -> list[str]:
+    """Ranked models in rank order, then the unranked (contaminated) ones by name."""
+    ranked = list((cell.get("ranking") or {}).get("order") or [])
+    return ranked + sorted(m for m in cell["models"] if m not in ranked)
+
+
+def is_ranked(cell: Cell, name: str) -> bool:
+    """True when the model takes part in the ranking of this cell."""
+    return name in ((cell.get("ranking") or {}).get("order") or [])
+
+
+def pair(cell: Cell, a: str, b: str) -> dict[str, Any] | None:
+    """The pairwise entry of models a and b (either orientation), or None."""
+    for entry in cell.get("pairwise") or []:
+        if {entry["a"], entry["b"]} == {a, b}:
+            return entry
+    return None
+
+
+def p_adjusted(cell: Cell, a: str, b: str) -> float | None:
+    """Holm-adjusted one-sided Wilcoxon p-value of 'a better than b'."""
+    significance = cell.get("significance") or {}
+    return (significance.get("p_adjusted") or {}).get(a, {}).get(b)
+
+
+def wilcoxon_significant(cell: Cell, a: str, b: str) -> bool:
+    """Whether the significance map says a is significantly better than b."""
+    significance = cell.get("significance") or {}
+    return bool((significance.get("significant") or {}).get(a, {}).get(b))
+
+
+def verdict(cell: Cell, upper: str, lower: str) -> tuple[bool | None, str]:
+    """Separability of two ranked neighbours: (separable?, the numbers behind it).
+
+    Separable means both SPEC §4.3 (Holm-adjusted paired bootstrap CI of the difference excludes 0)
+    and §4.4 (Wilcoxon-Holm significant) agree; when only one of them separates the pair the first
+    element is None (borderline) and the text names which one.
+    """
+    entry = pair(cell, upper, lower)
+    if entry is None:
+        return False, "no paired comparison"
+    n = digits(cell)
+    sign = 1.0 if entry["a"] == upper else -1.0
+    bounds = sorted(sign * v for v in (entry["ci_low"], entry["ci_high"])) if entry["ci_low"] is not None else [None, None]
+    wilcoxon = wilcoxon_significant(cell, upper, lower)
+    text = (f"{p_equals('p_adj', p_adjusted(cell, upper, lower))}; Δ = {fmt(sign * entry['mean_diff'], n)} "
+            f"[{fmt(bounds[0], n)}, {fmt(bounds[1], n)}]")
+    if bool(entry["separable"]) == wilcoxon:
+        return wilcoxon, text
+    only = "bootstrap CI excludes 0, Wilcoxon-Holm does not reject" if entry["separable"] else (
+        "Wilcoxon-Holm rejects, bootstrap CI includes 0"
+    )
+    return None, f"{only}; {text}"
+
+
+VERDICT_ORDER = {True: "0", None: "1", False: "2"}  # table sort key: separable, borderline, not separable
+
+
+def verdict_word(separable: bool | None) -> str:
+    """Symbol plus words, readable without colour."""
+    return {True: "✔ separable", False: "✘ not separable", None: "≈ borderline"}[separable]
+
+
+def slug(text: str) -> str:
+    """File- and id-safe form of a name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"

@@ -1,0 +1,271 @@
+"""plotly figures of the site, each drawn from one cell of the results JSON (nothing recomputed).
+
+Figures never rely on colour alone: marks are in the axis labels, significance in cell text, ranks as
+positions. ``to_div`` renders a figure with a fixed div id and no embedded plotly.js, so the same
+results give byte-identical HTML.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import plotly.graph_objects as go
+
+from .common import Cell, Models, digits, display_order, fmt, fmt_p, is_ranked, short_mark
+
+ROW_HEIGHT = 26
+# Per-case points are drawn individually up to this many cases; above it only the box and outliers.
+ALL_POINTS_MAX_CASES = 300
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "triangle-down", "star", "hexagon", "pentagon")
+TEMPLATE = go.layout.Template(
+    layout={
+        "font": {"family": "DejaVu Sans, Arial, sans-serif", "size": 12, "color": "#222"},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "xaxis": {"gridcolor": "#e5e5e5", "zeroline": False, "linecolor": "#888", "showline": True, "automargin": True},
+        "yaxis": {"gridcolor": "#e5e5e5", "zeroline": False, "linecolor": "#888", "showline": True, "automargin": True},
+        "colorway": ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"],
+        "hoverlabel": {"font": {"size": 12}},
+        "margin": {"l": 10, "r": 20, "t": 60, "b": 50},
+        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"},
+    }
+)
+
+
+def to_div(fig: go.Figure, div_id: str) -> str:
+    """Static-site HTML for one figure: fixed id, plotly.js loaded once by the page."""
+    return fig.to_html(
+        full_html=False,
+        include_plotlyjs=False,
+        div_id=div_id,
+        config={"displayModeBar": False, "responsive": True},
+    )
+
+
+def _labels(names: list[str], models: Models) -> list[str]:
+    return [f"{name}{short_mark(models.get(name, {}))}" for name in names]
+
+
+def _model_axis(fig: go.Figure, labels: list[str]) -> None:
+    """Models on the y axis, top to bottom in the given order."""
+    fig.update_yaxes(categoryorder="array", categoryarray=labels, autorange="reversed", type="category")
+    fig.update_layout(height=120 + max(ROW_HEIGHT * len(labels), 40 * min(len(labels), 4)))
+
+
+def _finish(fig: go.Figure, title: str, x_title: str) -> go.Figure:
+    fig.update_layout(template=TEMPLATE, title={"text": title, "x": 0, "xanchor": "left"}, xaxis_title=x_title)
+    return fig
+
+
+def forest(cell: Cell, models: Models, metric: str) -> go.Figure:
+    """Mean with 95% bootstrap CI per model in rank order; #1's CI shaded, unranked models hollow."""
+    names = display_order(cell)
+    labels = _labels(names, models)
+    est = [cell["models"][m] for m in names]
+    n = digits(cell)
+    fig = go.Figure()
+    for ranked in (True, False):
+        idx = [i for i, m in enumerate(names) if is_ranked(cell, m) == ranked]
+        if not idx:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[est[i]["mean"] for i in idx],
+                y=[labels[i] for i in idx],
+                mode="markers",
+                name="ranked" if ranked else "unranked",
+                marker={"symbol": "circle" if ranked else "diamond-open", "size": 9, "color": "#1f4e79" if ranked else "#b03a2e"},
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [_gap(est[i]["ci_high"], est[i]["mean"]) for i in idx],
+                    "arrayminus": [_gap(est[i]["mean"], est[i]["ci_low"]) for i in idx],
+                    "thickness": 1.5,
+                    "width": 4,
+                },
+                text=[f"{fmt(est[i]['mean'], n)} [{fmt(est[i]['ci_low'], n)}, {fmt(est[i]['ci_high'], n)}]" for i in idx],
+                hovertemplate="%{y}<br>mean [95% CI] %{text}<extra></extra>",
+            )
+        )
+    order = (cell.get("ranking") or {}).get("order") or []
+    if order and cell["models"][order[0]]["ci_low"] is not None:
+        first = cell["models"][order[0]]
+        fig.add_vrect(x0=first["ci_low"], x1=first["ci_high"], fillcolor="#1f4e79", opacity=0.1, line_width=0)
+    _model_axis(fig, labels)
+    fig.update_layout(showlegend=len(fig.data) > 1)
+    return _finish(fig, "Mean with 95% bootstrap CI (shaded: the CI of #1)", metric)
+
+
+def _gap(a: float | None, b: float | None) -> float:
+    return 0.0 if a is None or b is None else a - b
+
+
+def blob(cell: Cell, models: Models) -> go.Figure:
+    """challengeR blob plot: bootstrap rank frequencies (area), median rank and 95% rank interval."""
+    ranking = cell["ranking"]
+    names = ranking["order"]
+    labels = _labels(names, models)
+    total = sum(ranking["rank_frequency"][names[0]]) or 1
+    xs, ys, sizes, texts = [], [], [], []
+    for name, label in zip(names, labels):
+        for rank, count in enumerate(ranking["rank_frequency"][name], start=1):
+            if count:
+                xs.append(rank)
+                ys.append(label)
+                sizes.append(count / total)
+                texts.append(f"{count / total:.1%}")
+    segments_x: list[float | None] = []
+    segments_y: list[str | None] = []
+    for name, label in zip(names, labels):
+        lo, hi = ranking["rank_interval"][name]
+        segments_x += [lo, hi, None]
+        segments_y += [label, label, None]
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=xs, y=ys, mode="markers", name="share of bootstrap rankings",
+                marker={"size": [4 + 30 * s**0.5 for s in sizes], "color": "rgba(31,78,121,0.55)", "line": {"width": 0}},
+                text=texts, hovertemplate="%{y}: rank %{x} in %{text} of resamples<extra></extra>",
+            ),
+            go.Scatter(x=segments_x, y=segments_y, mode="lines", name="95% rank interval",
+                       line={"color": "#222", "width": 1.5}, hoverinfo="skip"),
+            go.Scatter(
+                x=[ranking["median_rank"][m] for m in names], y=labels, mode="markers", name="median rank",
+                marker={"symbol": "line-ns-open", "size": 14, "color": "#222", "line": {"width": 2}},
+                hovertemplate="%{y}: median rank %{x}<extra></extra>",
+            ),
+        ]
+    )
+    _model_axis(fig, labels)
+    fig.update_xaxes(dtick=1, range=[0.5, len(names) + 0.5])
+    return _finish(fig, f"Rank over bootstrap resamples (Kendall's τ to the full ranking: median {fmt(ranking['kendall_tau']['median'], 2)})", "rank")
+
+
+def significance_map(cell: Cell, models: Models) -> go.Figure:
+    """Wilcoxon-Holm map: cell (row, column) says whether row is significantly better than column."""
+    names = cell["ranking"]["order"]
+    labels = _labels(names, models)
+    sig = cell["significance"]
+    compact = len(names) > 8  # with many models the cells only hold the mark; p-values on hover
+    z, shown, p_text = [], [], []
+    for a in names:
+        marks = [False if a == b else bool(sig["significant"][a][b]) for b in names]
+        z.append([None if a == b else int(m) for b, m in zip(names, marks)])
+        p_text.append(["" if a == b else fmt_p(sig["p_adjusted"][a][b]) for b in names])
+        shown.append([("✔" if m else "") if compact else ("✔ " if m else "") + p for m, p in zip(marks, p_text[-1])])
+    fig = go.Figure(
+        go.Heatmap(
+            z=z, x=labels, y=labels, text=shown, customdata=p_text, texttemplate="%{text}",
+            textfont={"size": 12}, colorscale=[[0, "#f2f2f2"], [1, "#7fb77e"]], zmin=0, zmax=1, showscale=False,
+            xgap=1, ygap=1, hovertemplate="%{y} better than %{x}?<br>p_adj %{customdata}<extra></extra>",
+        )
+    )
+    _model_axis(fig, labels)
+    fig.update_xaxes(type="category", tickangle=-40 if len(names) > 4 else 0, side="bottom", showgrid=False)
+    fig.update_yaxes(showgrid=False)
+    fig.update_layout(height=180 + ROW_HEIGHT * len(names) + 6 * max(len(s) for s in labels))
+    what = "✔ = significant" if compact else "✔ = significant; numbers: Holm-adjusted p"
+    return _finish(fig, f"Is the row model significantly better than the column model? (one-sided Wilcoxon-Holm; {what})", "")
+
+
+def per_case(cell: Cell, models: Models, metric: str, case_ids: list[str]) -> go.Figure:
+    """Per-case values, one horizontal box per model; every case as a point when there are few cases."""
+    names = display_order(cell)
+    labels = _labels(names, models)
+    few = len(case_ids) <= ALL_POINTS_MAX_CASES
+    n = digits(cell) + 1
+    fig = go.Figure(
+        [
+            go.Box(
+                x=[None if v is None else round(v, n) for v in cell["per_case"][name]],
+                y=[label] * len(case_ids),
+                name=label,
+                orientation="h",
+                boxpoints="all" if few else "outliers",
+                jitter=0.4 if few else 0,
+                pointpos=0,
+                marker={"size": 4 if few else 3, "opacity": 0.6, "symbol": SYMBOLS[k % len(SYMBOLS)]},
+                line={"width": 1.2},
+                fillcolor="rgba(0,0,0,0)",
+                text=case_ids if few else None,
+                hovertemplate="%{text}: %{x}<extra></extra>" if few else None,
+                showlegend=False,
+            )
+            for k, (name, label) in enumerate(zip(names, labels))
+        ]
+    )
+    _model_axis(fig, labels)
+    what = "every case is a point" if few else f"{len(case_ids)} cases: box with outliers"
+    return _finish(fig, f"Per-case {metric} ({what})", metric)
+
+
+def subgroups(cell: Cell, models: Models, metric: str, field: str, min_cases: int) -> go.Figure:
+    """Estimates with 95% CIs per group of one metadata field, with each model's Kruskal-Wallis result."""
+    block = cell["subgroups"][field]
+    groups = list(block["groups"])
+    names = display_order(cell)
+    width = 0.8 / max(len(names), 1)
+    kruskal = block.get("kruskal") or {}
+    fig = go.Figure()
+    for k, name in enumerate(names):
+        offset = (k - (len(names) - 1) / 2) * width
+        ests = [block["groups"][g]["models"][name] for g in groups]
+        test = kruskal.get(name)
+        result = f"Kruskal-Wallis p = {fmt_p(test['p_value'])}" if test else "not tested"
+        pairs = (block.get("mann_whitney") or {}).get(name)
+        if pairs:
+            result += f", {sum(p['significant'] for p in pairs)} of {len(pairs)} group pairs differ (Mann-Whitney, Bonferroni)"
+        fig.add_trace(
+            go.Scatter(
+                x=[i + offset for i in range(len(groups))],
+                y=[e["mean"] for e in ests],
+                mode="markers",
+                name=f"{name}{short_mark(models.get(name, {}))}: {result}",
+                marker={"symbol": SYMBOLS[k % len(SYMBOLS)], "size": 7},
+                error_y={"type": "data", "symmetric": False, "thickness": 1, "width": 2,
+                         "array": [_gap(e["ci_high"], e["mean"]) for e in ests],
+                         "arrayminus": [_gap(e["mean"], e["ci_low"]) for e in ests]},
+                text=[f"{g}: {fmt(e['mean'], digits(cell))} [{fmt(e['ci_low'], digits(cell))}, {fmt(e['ci_high'], digits(cell))}]"
+                      for g, e in zip(groups, ests)],
+                hovertemplate=f"{name}<br>%{{text}}<extra></extra>",
+            )
+        )
+    ticks = [
+        f"{html.escape(g)}<br>n = {block['groups'][g]['n']}{'' if block['groups'][g]['tested'] else ' (untested)'}" for g in groups
+    ]
+    fig.update_xaxes(tickvals=list(range(len(groups))), ticktext=ticks, range=[-0.6, len(groups) - 0.4], showgrid=False)
+    fig.update_layout(
+        height=300 + 18 * len(names),
+        yaxis_title=metric,
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.12, "yanchor": "top", "font": {"size": 11}},
+    )
+    missing = f"; {block['n_missing_value']} cases without a value are left out" if block.get("n_missing_value") else ""
+    title = f"Subgroups by {html.escape(field)}: mean with 95% CI<br><sup>groups under {min_cases} cases are not tested{missing}</sup>"
+    return _finish(fig, title, "")
+
+
+def leave_one_out(block: dict[str, Any]) -> go.Figure:
+    """Share of cases whose removal changes the winner, or any rank, for every metric of one structure."""
+    metrics = [m for m, cell in block["metrics"].items() if cell.get("loo")]
+    fig = go.Figure(
+        [
+            go.Bar(
+                y=metrics,
+                x=[block["metrics"][m]["loo"][key] for m in metrics],
+                name=name,
+                orientation="h",
+                text=[f"{block['metrics'][m]['loo'][key]:.1%}" for m in metrics],
+                textposition="outside",
+                marker={"color": color, "pattern": {"shape": pattern}},
+            )
+            for key, name, color, pattern in (
+                ("winner_change_share", "winner changes", "#1f4e79", ""),
+                ("any_rank_change_share", "any rank changes", "#9ecae1", "/"),
+            )
+        ]
+    )
+    fig.update_xaxes(range=[0, 1.15], tickformat=".0%")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(barmode="group", height=160 + 50 * len(metrics))
+    return _finish(fig, "Leave-one-case-out: share of cases whose removal changes the ranking", "share of cases")

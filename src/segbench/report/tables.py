@@ -1,0 +1,156 @@
+"""HTML tables of the site: leaderboards, the dataset overview, models, settings. Sortable by header."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from .common import (
+    VERDICT_ORDER,
+    Cell,
+    Models,
+    digits,
+    display_order,
+    fmt,
+    fmt_ci,
+    fmt_rank,
+    is_ranked,
+    kind,
+    markers,
+    verdict,
+    verdict_word,
+)
+
+# A table cell: (HTML shown, sort key); None sorts last. A number key right-aligns the cell (a numeric
+# column); a text key aligns left and still sorts numerically when it reads as a number.
+TableCell = tuple[str, str | float | int | None]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[TableCell]], caption: str = "", css: str = "") -> str:
+    """A table whose columns sort on click (site.js), keyboard-reachable through header buttons."""
+    head = "".join(f'<th scope="col"><button type="button">{html.escape(h)}</button></th>' for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f'<td data-sort="{html.escape(_key(key))}"{_align(key)}>{shown}</td>' for shown, key in row) + "</tr>"
+        for row in rows
+    )
+    cap = f"<caption>{caption}</caption>" if caption else ""
+    return f'<table class="sortable {css}">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _align(key: str | float | int | None) -> str:
+    return ' class="num"' if isinstance(key, (int, float)) else ""
+
+
+def _key(key: str | float | int | None) -> str:
+    if key is None:
+        return ""
+    return repr(float(key)) if isinstance(key, (int, float)) else key
+
+
+def model_cell(name: str, model: dict[str, Any]) -> TableCell:
+    """Model name with its marks as text badges; the full title as a tooltip."""
+    tags = "".join(f' <span class="tag tag-{kind(model)}">{html.escape(m)}</span>' for m in markers(model))
+    title = html.escape(model.get("title") or name)
+    return f'<span class="model" title="{title}">{html.escape(name)}</span>{tags}', name
+
+
+def leaderboard(cell: Cell, models: Models, metric: str) -> str:
+    """Models in rank order: mean [95% CI], median, P(rank 1), rank interval, verdict versus the next one."""
+    n = digits(cell)
+    ranking = cell.get("ranking") or {}
+    order = display_order(cell)
+    ranked = [m for m in order if is_ranked(cell, m)]
+    rows = []
+    for name in order:
+        est = cell["models"][name]
+        if is_ranked(cell, name):
+            position = ranked.index(name)
+            lo, hi = ranking["rank_interval"][name]
+            following = ranked[position + 1] if position + 1 < len(ranked) else None
+            sep, sentence = verdict(cell, name, following) if following else (None, "")
+            text = f"{verdict_word(sep)} from {html.escape(following)}: {html.escape(sentence)}" if following else "last ranked"
+            order_key = VERDICT_ORDER[sep] if following else "3"
+            rank_cells: list[TableCell] = [
+                (str(ranking["rank"][name]), ranking["rank"][name]),
+                (fmt(ranking["p_rank1"][name], 2), ranking["p_rank1"][name]),
+                (f"{fmt_rank(lo)}–{fmt_rank(hi)}", ranking["mean_rank"][name]),
+                (text, order_key),
+            ]
+        else:
+            reason = "unranked: trained on this data" if est["contaminated"] else "unranked: no ranking for this metric"
+            rank_cells = [("–", None), ("–", None), ("–", None), (reason, None)]
+        missing = f" ({est['n_missing_prediction']} without a prediction)" if est["n_missing_prediction"] else ""
+        rows.append(
+            [
+                rank_cells[0],
+                model_cell(name, models.get(name, {})),
+                (fmt_ci(est, n), est["mean"]),
+                (fmt(est["median"], n), est["median"]),
+                *rank_cells[1:],
+                (str(est["n"]), est["n"]),
+                (f"{est['n_worst_case']}{missing}", est["n_worst_case"]),
+            ]
+        )
+    direction = "higher is better" if cell["higher_is_better"] else "lower is better"
+    headers = ["rank", "model", "mean [95% CI]", "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
+    return table(headers, rows, f"{html.escape(metric)} ({direction})", "leaderboard")
+
+
+def models_table(models: Models) -> str:
+    """Every model of a dataset: kind, source or licence, training data, versions."""
+    rows = []
+    for name in sorted(models):
+        model = models[name]
+        versions = model.get("versions") or {}
+        version = versions.get("model_version") or versions.get("weights_version") or ""
+        rows.append(
+            [
+                model_cell(name, model),
+                (html.escape(model.get("title") or ""), model.get("title") or ""),
+                (kind(model), kind(model)),
+                (html.escape(model.get("source") or "–"), model.get("source") or ""),
+                (html.escape(model.get("licence") or "–"), model.get("licence") or ""),
+                (html.escape(", ".join(model.get("trained_on") or []) or "–"), ", ".join(model.get("trained_on") or [])),
+                (html.escape(str(version) or "–"), str(version)),
+            ]
+        )
+    return table(["model", "title", "kind", "source", "licence", "trained on", "version"], rows, "Models")
+
+
+def overview(results: dict[str, Any], page_of: dict[str, str]) -> str:
+    """One row per structure and metric: #1, its estimate and P(rank 1), and whether #2 is separable."""
+    rows = []
+    for structure, block in sorted(results["analysis"]["structures"].items()):
+        for metric, cell in block["metrics"].items():
+            link = f'<a href="{page_of[structure]}#{html.escape(metric)}">{html.escape(structure)}</a>'
+            order = (cell.get("ranking") or {}).get("order") or []
+            if not order:
+                rows.append([(link, structure), (html.escape(metric), metric)] + [("–", None)] * 7)
+                continue
+            first = order[0]
+            sep, sentence = verdict(cell, first, order[1]) if len(order) > 1 else (None, "")
+            power = cell.get("power") or {}
+            needed = power.get("n_required")
+            co = (cell.get("significance") or {}).get("co_winners") or []
+            loo = cell.get("loo") or {}
+            rows.append(
+                [
+                    (link, structure),
+                    (html.escape(metric), metric),
+                    (model_cell(first, results["models"].get(first, {}))[0], first),
+                    (fmt_ci(cell["models"][first], digits(cell)), cell["models"][first]["mean"]),
+                    (fmt(cell["ranking"]["p_rank1"][first], 2), cell["ranking"]["p_rank1"][first]),
+                    (
+                        f"{verdict_word(sep)} from {html.escape(order[1])}: {html.escape(sentence)}" if len(order) > 1 else "only one ranked model",
+                        VERDICT_ORDER[sep],
+                    ),
+                    (f"{len(co)}: {html.escape(', '.join(co))}", str(len(co))),
+                    (fmt(loo.get("winner_change_share"), 2), loo.get("winner_change_share")),
+                    (f"{'–' if needed is None else needed} (have {block['n_cases']})", needed),
+                ]
+            )
+    headers = ["structure", "metric", "#1", "mean [95% CI]", "P(rank 1)", "#1 versus #2", "co-winners (Wilcoxon-Holm)",
+               "LOO: share of cases changing #1", "cases to separate #1, #2"]
+    return table(headers, rows, "At a glance: is #1 separable from #2?", "overview")
+

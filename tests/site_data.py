@@ -1,0 +1,113 @@
+"""Results files for the site tests, made by running ``segbench.stats.analyze`` on real data rows.
+
+- Touchstone: the published per-case Dice/NSD of 19 models on the TotalSegmentator scans (real), a few
+  organs, imported as ``kind: published`` with a ``source``.
+- KiTS-like: the real KiTS23 clinical metadata (78 cases) with seeded per-case scores of a simulated,
+  an inference (contaminated: trained on kits23) and a published model; tumour absent in some cases.
+The envelope has the keys ``segbench.stages.run_compare`` writes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from segbench.io import write_json_atomic
+from segbench.published import age_band, read_touchstone
+from segbench.stats import analyze
+from segbench.stats.settings import StatsSettings
+
+SETTINGS = StatsSettings(n_resamples=200)
+TOUCHSTONE_SOURCE = "Touchstone (Bassi et al. 2024)"
+
+
+def _envelope(name: str, title: str, models: dict[str, Any], metrics: dict[str, bool], analysis: dict, **dataset: Any) -> dict:
+    return {
+        "segbench_version": "0.1.0",
+        "dataset": {"name": name, "title": title, "version": "test", **dataset},
+        "models": models,
+        "metrics": {m: {"higher_is_better": h} for m, h in metrics.items()},
+        "hd95_definition": "segauge_pooled_area_weighted",
+        "analysis": analysis,
+    }
+
+
+def _model(title: str, kind: str, trained_on: tuple[str, ...] = (), dataset: str = "", **extra: Any) -> dict[str, Any]:
+    return {
+        "title": title,
+        "kind": kind,
+        "simulated": kind == "simulated",
+        "licence": "test licence",
+        "trained_on": list(trained_on),
+        "contaminated": dataset in trained_on,
+        "versions": {"model_version": "1"},
+        **extra,
+    }
+
+
+def touchstone_results(folder: Path, out: Path, organs: tuple[str, ...]) -> Path:
+    """Touchstone import of the given organs, every model and case."""
+    rows = read_touchstone(folder)
+    rows = rows[rows["structure"].isin(organs)]
+    metrics = {"dice": True, "nsd": True}
+    fields = ["gender", "age_band"]
+    analysis = analyze(rows, metrics=metrics, settings=SETTINGS, subgroup_fields=fields)
+    models = {
+        m: _model(m.replace("_", " "), "published", source=TOUCHSTONE_SOURCE) for m in sorted(rows["model"].unique())
+    }
+    results = _envelope(
+        "touchstone_totalsegmentator", "Touchstone on TotalSegmentator (published per-case scores)", models, metrics,
+        analysis, licence="CC BY 4.0", citation="Bassi et al., Touchstone Benchmark, NeurIPS 2024",
+    )
+    write_json_atomic(out, results)
+    return out
+
+
+def kits_like_results(metadata: Path, out: Path) -> Path:
+    """Seeded KiTS-like scores on the real KiTS23 case list and metadata."""
+    meta = pd.DataFrame(json.loads(metadata.read_text(encoding="utf-8")))
+    rng = np.random.default_rng(0)
+    cases = meta["case_id"].tolist()
+    tumor_present = rng.random(len(cases)) > 0.1
+    specs = {  # model: (kind, Dice shift, Dice spread, trained on)
+        "sim_dilate_1mm": ("simulated", 0.00, 0.03, ()),
+        "sim_erode_1mm": ("simulated", -0.005, 0.03, ()),
+        "sim_shift_3mm": ("simulated", -0.08, 0.05, ()),
+        "nnunet_kits": ("inference", 0.02, 0.02, ("kits23",)),
+        "published_model": ("published", -0.03, 0.04, ()),
+    }
+    base = {"kidney_and_mass": 0.93, "tumor": 0.80}
+    records = []
+    for model, (_, shift, spread, _) in specs.items():
+        for structure, level in base.items():
+            noise = rng.normal(0, spread, len(cases))
+            for i, case in enumerate(cases):
+                present = structure == "kidney_and_mass" or bool(tumor_present[i])
+                dice = float(np.clip(level + shift + noise[i], 0, 1)) if present else np.nan
+                records.append({
+                    "model": model, "case_id": case, "structure": structure, "reference_present": present,
+                    "dice": dice, "nsd": dice if not present else float(np.clip(dice + 0.05, 0, 1)),
+                    "hd95": np.nan if not present else float(30 * (1 - dice) + 1),
+                    "worst_case": bool(present and dice == 0),
+                    "meta.gender": meta["gender"][i], "meta.malignant": meta["malignant"][i],
+                })
+    rows = pd.DataFrame(records)
+    rows["meta.age_band"] = age_band(meta.set_index("case_id").loc[rows["case_id"], "age_at_nephrectomy"]).to_numpy()
+    metrics = {"dice": True, "hd95": False}
+    models = {
+        m: _model(m, kind, trained_on, "kits23", **({"source": "Example et al. 2025"} if kind == "published" else {}))
+        for m, (kind, _, _, trained_on) in specs.items()
+    }
+    analysis = analyze(rows, metrics=metrics, settings=SETTINGS, subgroup_fields=["gender", "malignant", "age_band"],
+                       contaminated={m: e["contaminated"] for m, e in models.items()})
+    results = _envelope(
+        "kits23", "KiTS23-like test data", models, metrics, analysis, licence="CC BY-NC-SA 4.0",
+        citation="Heller et al., The KiTS23 Challenge, 2023",
+        regions={"kidney_and_mass": {"labels": [1, 2, 3], "nsd_tolerance_mm": 1.0331}},
+    )
+    write_json_atomic(out, results)
+    return out

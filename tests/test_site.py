@@ -1,0 +1,177 @@
+"""The leaderboard site: pages, numbers read from the results JSON, marks, determinism, a real browser.
+
+Results files are made by ``segbench.stats.analyze`` on real rows (Touchstone's published per-case
+scores; KiTS-like scores on the real KiTS23 case list), see ``site_data``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from browser import Browser, find_chromium
+from segbench.io import write_json_atomic
+from segbench.report import build_site
+from site_data import TOUCHSTONE_SOURCE, kits_like_results, touchstone_results
+
+TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
+KITS_META = Path(__file__).resolve().parents[1] / "data" / "kits23" / "kits23.json"
+
+
+@pytest.fixture(scope="session")
+def results_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    if not TOUCHSTONE.is_dir() or not KITS_META.is_file():
+        pytest.fail("data/ missing: run `dvc pull data.dvc` first (the tests use the real data bundle)")
+    folder = tmp_path_factory.mktemp("results")
+    return [
+        touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("liver",)),
+        kits_like_results(KITS_META, folder / "kits23.json"),
+    ]
+
+
+@pytest.fixture(scope="session")
+def site(results_files: list[Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    out = tmp_path_factory.mktemp("site")
+    return out, build_site(results_files, out)
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def page_text(page: Path) -> str:
+    """The visible text of a page (tags stripped, entities kept), for simple assertions."""
+    return re.sub(r"<[^>]+>", " ", page.read_text(encoding="utf-8"))
+
+
+def test_pages_and_offline_assets(site: tuple[Path, list[Path]]) -> None:
+    out, pages = site
+    names = sorted(p.name for p in pages)
+    assert names == sorted([
+        "index.html", "methodology.html", "kits23.html", "kits23--kidney_and_mass.html", "kits23--tumor.html",
+        "touchstone_totalsegmentator.html", "touchstone_totalsegmentator--liver.html",
+    ])
+    assert (out / "plotly.min.js").stat().st_size > 1_000_000
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "cdn." not in text and "https://" not in text.replace("https://plotly.com", "")
+        assert text.count("plotly.min.js") == ("plotly-graph-div" in text)
+
+
+def test_same_json_gives_byte_identical_site(results_files: list[Path], site: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    out, pages = site
+    again = build_site(results_files, tmp_path)
+    for a, b in zip(pages, again, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_numbers_come_from_the_results_json(results_files: list[Path], tmp_path: Path) -> None:
+    results = load(results_files[1])
+    cell = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]
+    first = cell["ranking"]["order"][0]
+    cell["models"][first].update(mean=0.4321, ci_low=0.4111, ci_high=0.4999)
+    results["analysis"]["settings"]["n_resamples"] = 4321
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    assert "0.432 [0.411, 0.500]" in page_text(tmp_path / "site" / "kits23--tumor.html")
+    assert "0.432 [0.411, 0.500]" in page_text(tmp_path / "site" / "kits23.html")
+    assert "B = 4,321 resamples" in page_text(tmp_path / "site" / "methodology.html")
+
+
+def test_leaderboard_marks_ranks_and_verdicts(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
+    out, _ = site
+    kits = page_text(out / "kits23--tumor.html")
+    assert "TRAINED ON THIS DATA: unranked" in kits and "unranked: trained on this data" in kits
+    assert "SIMULATED" in kits and "PUBLISHED: Example et al. 2025" in kits
+    touchstone = page_text(out / "touchstone_totalsegmentator--liver.html")
+    assert f"PUBLISHED: {TOUCHSTONE_SOURCE}" in touchstone
+    cell = load(results_files[0])["analysis"]["structures"]["liver"]["metrics"]["dice"]
+    first, second = cell["ranking"]["order"][:2]
+    p = cell["significance"]["p_adjusted"][first][second]
+    assert f"not separable from {second}: p_adj = {p:.3f}" in touchstone
+    assert "mean [95% CI]" in touchstone and "P(rank 1)" in touchstone
+
+
+def test_models_without_kind_or_source_still_render(results_files: list[Path], tmp_path: Path) -> None:
+    results = load(results_files[0])
+    stripped = copy.deepcopy(results)
+    for model in stripped["models"].values():
+        model.pop("kind"), model.pop("source")
+    write_json_atomic(tmp_path / "old.json", stripped)
+    pages = build_site([tmp_path / "old.json"], tmp_path / "site")
+    assert "PUBLISHED" not in page_text(pages[-1])
+
+
+def test_cell_without_ranking_renders_every_model_unranked(results_files: list[Path], tmp_path: Path) -> None:
+    """All models contaminated (or no shared case): no ranking, tests or leave-one-out in the cell."""
+    results = load(results_files[1])
+    cell = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]
+    cell.update(ranking=None, pairwise=[], significance=None, loo=None, power=None)
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    text = page_text(tmp_path / "site" / "kits23--tumor.html")
+    assert "Fewer than two ranked models" in text
+    contaminated = sum(m["contaminated"] for m in cell["models"].values())
+    assert text.count("unranked: trained on this data") == contaminated
+    assert text.count("unranked: no ranking for this metric") == len(cell["models"]) - contaminated
+
+
+def test_methodology_reads_parameters_licences_and_citations(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
+    out, _ = site
+    text = page_text(out / "methodology.html")
+    for path in results_files:
+        results = load(path)
+        assert results["dataset"]["licence"] in text and results["dataset"]["citation"] in text
+    assert "B = 200 resamples, seed 0" in text
+    assert "kidney_and_mass 1.0331 mm" in text and "segauge_pooled_area_weighted" in text
+    assert TOUCHSTONE_SOURCE in text
+
+
+# Click the 'rank' header of the first table twice; return the rank column after each click.
+SORT_BY_RANK = """(() => {
+  const table = document.querySelector('table.sortable');
+  if (!table) return null;
+  const col = Array.from(table.tHead.rows[0].cells).findIndex(th => th.textContent.trim() === 'rank');
+  if (col < 0) return null;
+  const column = () => Array.from(table.tBodies[0].rows, r => r.cells[col].getAttribute('data-sort'));
+  const button = table.tHead.rows[0].cells[col].querySelector('button');
+  button.click();
+  const ascending = column();
+  button.click();
+  return [ascending, column()];
+})()"""
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
+def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    """Every plot draws, nothing logs an error, nothing is fetched from the network; screenshots saved."""
+    out, pages = site
+    shots = Path(os.environ.get("SEGBENCH_SCREENSHOTS", tmp_path / "screens"))
+    with Browser(find_chromium(), tmp_path / "profile", timeout=90) as browser:
+        for page in pages:
+            visit = browser.visit(page, shots / f"{page.stem}.png", SORT_BY_RANK)
+            assert visit.errors == [], f"{page.name}: {visit.errors}"
+            assert visit.remote_requests == [], f"{page.name}: {visit.remote_requests}"
+            assert visit.plots == page.read_text(encoding="utf-8").count('class="plotly-graph-div"')
+            assert visit.screenshot is not None and visit.screenshot.stat().st_size > 10_000
+            assert visit.plots > 0 or "--" not in page.name
+            if visit.result is not None:  # a leaderboard sorted by rank, both ways; unranked rows stay last
+                for keys, reverse in zip(visit.result, (False, True)):
+                    ranks = [float(k) for k in keys if k]
+                    assert ranks == sorted(ranks, reverse=reverse) and keys[len(ranks):] == [""] * (len(keys) - len(ranks))
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
+def test_browser_check_catches_errors_and_remote_requests(tmp_path: Path) -> None:
+    page = tmp_path / "bad.html"
+    page.write_text('<html><body><script>console.error("boom"); undefinedFunction();</script>'
+                    '<img src="http://192.0.2.1/x.png"></body></html>', encoding="utf-8")
+    with Browser(find_chromium(), tmp_path / "profile", timeout=30) as browser:
+        visit = browser.visit(page)
+    assert any("boom" in e for e in visit.errors) and any("undefinedFunction" in e for e in visit.errors)
+    assert visit.remote_requests == ["http://192.0.2.1/x.png"]
