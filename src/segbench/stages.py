@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 import segbench
 from segbench import published, scoring, stats, tracking
 from segbench.config import DatasetConfig, ModelConfig, Params, PublishedConfig
-from segbench.datasets import case_ids, load_metadata, reference_path
+from segbench.datasets import case_ids, data_version, load_metadata, reference_path
 from segbench.io import write_json_atomic, write_text_atomic
 from segbench.models.runner import predict
 
@@ -43,12 +42,6 @@ def tracking_marker(dataset: str, model: str) -> Path:
 
 def results_file(dataset: str) -> Path:
     return Path("results") / f"{dataset}.json"
-
-
-def data_version(root: Path = Path(".")) -> str:
-    """md5 of the pinned data bundle, from ``data.dvc``."""
-    pin = yaml.safe_load((root / "data.dvc").read_text(encoding="utf-8"))
-    return str(pin["outs"][0]["md5"])
 
 
 def git_commit() -> str:

@@ -12,10 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from segbench.config import ConfigError, DatasetConfig
 
 CaseList = list[str]
+
+
+def data_version(root: Path = Path(".")) -> str:
+    """md5 of the pinned data bundle, from ``data.dvc`` (the version every result records)."""
+    pin = yaml.safe_load((root / "data.dvc").read_text(encoding="utf-8"))
+    return str(pin["outs"][0]["md5"])
 
 
 def _suffix(pattern: str) -> str:

@@ -10,6 +10,9 @@ so an interrupted predict resumes where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import logging
 import os
 import shlex
@@ -22,7 +25,7 @@ import nibabel as nib
 import numpy as np
 
 from segbench.config import ConfigError, DatasetConfig, ModelConfig
-from segbench.datasets import case_ids, reference_path
+from segbench.datasets import case_ids, data_version, reference_path
 from segbench.io import save_label_map_atomic, write_json_atomic
 from segbench.models.layouts import INPUT_LAYOUTS, OUTPUT_READERS, find_output
 from segbench.models.structures import compose
@@ -35,6 +38,8 @@ log = logging.getLogger(__name__)
 
 #: scripts segbench ships for models without a command-line tool; run inside the model's environment
 ADAPTERS_DIR = Path(__file__).resolve().parent / "entrypoints"
+#: written first into a predictions folder: which inputs its files were made from (see _start_or_resume)
+INPUTS_STAMP = ".inputs.json"
 
 
 class ModelRunError(RuntimeError):
@@ -127,11 +132,19 @@ def postprocess(case_id: str, native_output: Path, target: Path, model: ModelCon
     """Bring one native output (file or mask folder) onto the dataset schema and reference grid, atomically."""
     mapping = native_to_dataset(model, dataset)
     reference = reference_path(dataset, case_id)
+    reference_image = nib.load(reference)  # header only: the grid to compare against
+    if native_output.is_file() and model.output_format == "multilabel" and all(k == v for k, v in mapping.items()):
+        try:  # already in the dataset schema: if it is on the reference grid, move it without decoding
+            check_same_grid(case_id, reference, reference_image, native_output, nib.load(native_output))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(native_output, target)  # label values are validated against the schema when scored
+            return
+        except GeometryError:
+            pass
     try:
         native, native_image = OUTPUT_READERS[model.output_format](native_output, model.label_map)
     except ValueError as exc:
         raise ModelRunError(f"model {model.name!r}, case {case_id}: {exc}") from exc
-    reference_image = nib.load(reference)  # header only: the grid to compare against
     try:
         check_same_grid(case_id, reference, reference_image, native_output, native_image)
         on_grid = True
@@ -139,10 +152,6 @@ def postprocess(case_id: str, native_output: Path, target: Path, model: ModelCon
         on_grid = False
         log.info("%s; resampling by affine onto the reference grid", difference)
     labels = remap_labels(native, mapping, native_output)  # validates the label values
-    if on_grid and native_output.is_file() and all(k == v for k, v in mapping.items()):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(native_output, target)
-        return
     if not on_grid:
         labels = np.asarray(resample_to_reference(nib.Nifti1Image(labels, native_image.affine), reference_image).dataobj)
     save_label_map_atomic(target, labels, reference_image)
@@ -202,6 +211,32 @@ def spot_check(model: ModelConfig, dataset: DatasetConfig, out_dir: Path, cases:
             log.warning("model %s on %s: region %s flagged and excluded: %s", model.name, dataset.name, name, regions[name]["reason"])
 
 
+def inputs_fingerprint(model: ModelConfig, dataset: DatasetConfig) -> str:
+    """Hash of what a model's predictions depend on besides the images: its config, the dataset's
+    config, the data bundle version and the adapter code. Paths are left out (a moved checkout is the same)."""
+    code = hashlib.sha256()
+    for source in sorted(Path(__file__).resolve().parent.rglob("*.py")):
+        code.update(source.read_bytes())
+    configs = {
+        kind: {k: v for k, v in dataclasses.asdict(config).items() if not isinstance(v, Path)}
+        for kind, config in (("model", model), ("dataset", dataset))
+    }
+    payload = json.dumps({**configs, "data": data_version(), "code": code.hexdigest()}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _start_or_resume(out_dir: Path, fingerprint: str) -> None:
+    """Keep predictions made from the same inputs (an interrupted run resumes); otherwise start over."""
+    stamp = out_dir / INPUTS_STAMP
+    if out_dir.exists():
+        recorded = json.loads(stamp.read_text(encoding="utf-8")).get("fingerprint") if stamp.is_file() else None
+        if recorded != fingerprint:
+            log.info("%s: made from other inputs (model, dataset, data or adapter code changed): starting over", out_dir)
+            shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(stamp, {"fingerprint": fingerprint})
+
+
 def _run(argv: list[str], variables: dict[str, str], model: ModelConfig, what: str) -> None:
     log.info("running %s%s on %s: %s", "SIMULATED model " if model.is_simulated else "", model.name, what, shlex.join(argv))
     result = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, env={**os.environ, **variables})
@@ -232,6 +267,7 @@ def predict(
             f"model {model.name!r}: weights are {weights['status']} ({model.weights.get('pin')}, {weights['file']}); "
             "pin and fetch them (README, Real models) or pass --allow-unverified-weights (results are then marked unpublishable)"
         )
+    _start_or_resume(out_dir, inputs_fingerprint(model, dataset))
     todo = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
     staging = out_dir.parent / f".{out_dir.name}.staging"
     if todo:

@@ -18,8 +18,10 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
         "metrics": {metric: {
           "higher_is_better": bool,
           "per_case": {model: [value, ...]},                    # the values every number derives from
+          "per_case_unshared": {model: {case_id: value}},       # scored outside the shared cases (published sets)
           "models": {model: {"mean", "sd", "median", "n", "ci_low", "ci_high",
-                             "n_missing_prediction", "n_worst_case", "contaminated"}},
+                             "n_missing_prediction", "n_worst_case", "contaminated",
+                             "all_reported": None | {"n", "mean", "sd", "median", "ci_low", "ci_high"}}},
           "ranking": None | {"order": [model, ...],            # full-data rank order, then name
                              "rank": {model: full-data rank},
                              "p_rank1", "mean_rank", "median_rank": {model: x},
@@ -86,6 +88,7 @@ class _Structure:
     values: dict[str, np.ndarray]  # metric -> (K models, n cases)
     flags: dict[str, dict[str, list[str]]]
     case_meta: dict[str, list[str | None]]
+    unshared: dict[str, dict[str, dict[str, float]]]  # metric -> model -> {case id: value} outside the shared cases
 
 
 def analyze(
@@ -116,9 +119,10 @@ def reanalyze(results: Mapping) -> list[str]:
         structures: dict[str, _Structure] = {}
         metrics: dict[str, bool] = {}
         for name, s in results["structures"].items():
-            values = {}
+            values, unshared = {}, {}
             for metric, cell in sorted(s["metrics"].items()):
                 metrics[metric] = bool(cell["higher_is_better"])
+                unshared[metric] = {m: {c: float(v) for c, v in cases.items()} for m, cases in cell["per_case_unshared"].items()}
                 values[metric] = np.array(
                     [cell["per_case"][m] for m in models], dtype=np.float64
                 ).reshape(len(models), len(s["case_ids"]))
@@ -129,6 +133,7 @@ def reanalyze(results: Mapping) -> list[str]:
                 values=values,
                 flags=s["flags"],
                 case_meta=s["case_meta"],
+                unshared=unshared,
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a segbench results dict: {exc!r}") from exc
@@ -273,6 +278,15 @@ def _prepare(
             matrix[rows_k, cols_k] = vals[sel][keep]
             values[metric] = matrix
         shared_ids = case_ids[shared]
+        extra = pr & ~shared[cc]
+        unshared = {
+            metric: {
+                m: dict(zip(case_ids[cc[extra & (mc == k)]].tolist(), vals[sel][extra & (mc == k)].tolist()))
+                for k, m in enumerate(models)
+                if (extra & (mc == k)).any()
+            }
+            for metric, vals in metric_values.items()
+        }
         flags = {}
         for flag, vals in flag_values.items():
             hit = np.zeros((n_models, n), dtype=bool)
@@ -285,6 +299,7 @@ def _prepare(
             values=values,
             flags=flags,
             case_meta={f: labels[f][shared].tolist() for f in subgroup_fields},
+            unshared=unshared,
         )
     return out
 
@@ -366,10 +381,12 @@ def _analyze_structure(
     for i, (metric, higher) in enumerate(metrics.items()):
         cols = slice(i * n_models, (i + 1) * n_models)
         values = s.values[metric]
+        reported = _all_reported(s, values, models, metric, structure, settings)
         result = {
             "higher_is_better": higher,
             "per_case": {m: values[k] for k, m in enumerate(models)},
-            "models": _estimates(s, values, models, ranked, full, ci, cols),
+            "per_case_unshared": s.unshared[metric],
+            "models": {m: {**e, "all_reported": reported.get(m)} for m, e in _estimates(s, values, models, ranked, full, ci, cols).items()},
             "ranking": None,
             "pairwise": [],
             "significance": None,
@@ -417,6 +434,36 @@ def _estimates(
         }
         for k, m in enumerate(models)
     }
+
+
+def _all_reported(
+    s: _Structure, values: np.ndarray, models: list[str], metric: str, structure: str, settings: StatsSettings
+) -> dict[str, dict]:
+    """Per model with scores outside the shared cases: mean, SD, median, n and CI over all its reported cases.
+
+    Published sets may score different case sets per model (Touchstone: two models report 656 of 743
+    scans). Ranks and paired tests need the shared cases (SPEC §4), but the source's own per-model
+    numbers are over every case the model reports; both are given, the latter here. Each model's
+    bootstrap has its own generator keyed by structure, metric and model.
+    """
+    out = {}
+    for k, model in enumerate(models):
+        extra = s.unshared[metric].get(model)
+        if not extra:
+            continue
+        own = np.concatenate([values[k], np.array([extra[c] for c in sorted(extra)])])[None, :]
+        boot, _ = bootstrap_means(own, settings.n_resamples, rng_for(settings.seed, structure, metric, model, "all_reported"))
+        estimate = _Boot.of(own, boot)
+        low, high = estimate.ci(settings.confidence, settings.ci_method)
+        out[model] = {
+            "n": int(own.shape[1]),
+            "mean": float(own.mean()),
+            "sd": float(own.std(ddof=1)) if own.shape[1] > 1 else None,
+            "median": float(np.median(own)),
+            "ci_low": float(low[0]),
+            "ci_high": float(high[0]),
+        }
+    return out
 
 
 def _compare(
