@@ -55,6 +55,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project whose amos22 (CT) and btcv (MR) datasets are built from data/totalseg_example."""
     proj = tmp_path_factory.mktemp("adapters") / "proj"
     shutil.copytree(ROOT / "models", proj / "models", ignore=shutil.ignore_patterns("*/"))
+    shutil.copy(ROOT / "data.dvc", proj / "data.dvc")  # predictions record the data bundle version they were made from
     raw = compose_params(ROOT / "conf", [f"model=[{','.join(REAL_MODELS)}]", "dataset=[amos22,btcv]"])
     total = classes("totalsegmentator_total")
     ct, ct_image = load("ct_sm.nii.gz")
