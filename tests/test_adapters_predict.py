@@ -55,6 +55,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project whose amos22 (CT) and btcv (MR) datasets are built from data/totalseg_example."""
     proj = tmp_path_factory.mktemp("adapters") / "proj"
     shutil.copytree(ROOT / "models", proj / "models", ignore=shutil.ignore_patterns("*/"))
+    shutil.copy(ROOT / "data.dvc", proj / "data.dvc")  # predictions record the data bundle version they were made from
     raw = compose_params(ROOT / "conf", [f"model=[{','.join(REAL_MODELS)}]", "dataset=[amos22,btcv]"])
     total = classes("totalsegmentator_total")
     ct, ct_image = load("ct_sm.nii.gz")
@@ -64,6 +65,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, cases in (("amos22", CT_CASES), ("btcv", MR_CASES)):
         spec = raw["dataset"][name]
         spec.update(reference_dir=f"data/{name}/labels", image_dir=f"data/{name}/images", file_pattern="{case}.nii.gz", image_pattern="{case}.nii.gz")
+    raw["dataset"]["btcv"]["modality"] = "MR"  # the MR case stands in for an MR dataset in BTCV's schema
     amos_labels = raw["dataset"]["amos22"]["labels"]
     reference = to_schema(seg, total, amos_labels)
     _write(proj / "data/amos22/images/ct1.nii.gz", ct_image)
@@ -160,6 +162,9 @@ def test_predict_remaps_resamples_and_scores(project: Path, model: str) -> None:
 
 
 def test_mr_adapter_on_an_mr_dataset(project: Path) -> None:
+    params = load_params(project / "params.yaml")
+    with pytest.raises(ModelRunError, match="segments MR images; dataset 'amos22' is CT"):
+        runner_predict(params.dataset("amos22"), params.model("totalsegmentator_mr"), project / "predictions" / "refused_mr")
     result = predict(project, "totalsegmentator_mr", "btcv", "--allow-unverified-weights")
     assert result.returncode == 0, result.stderr
     manifest, dice = scored(project, "totalsegmentator_mr", "btcv")

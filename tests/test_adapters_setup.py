@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from adapters_support import REAL_MODELS, ROOT, classes, load
-from segbench.config import ConfigError, Params, compose_params, parse_params
+from segbench.config import ConfigError, Params, compose_params, dataset_from_conf, parse_params
 from segbench.datasets.download import fetch
 from segbench.models.envs import create_commands
 from segbench.models.runner import model_command
@@ -62,11 +62,11 @@ def test_env_create_for_conda_and_container(params: Params) -> None:
         create_commands(dataclasses.replace(base, environment={"type": "container", "image": "wasserth/totalsegmentator"}))
 
 
-def test_cli_env_create_dry_run_prints_the_commands(tmp_path: Path, params: Params) -> None:
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params.raw, sort_keys=False), encoding="utf-8")
+def test_cli_env_create_dry_run_prints_the_commands(tmp_path: Path) -> None:
+    """Setup commands read conf/ directly: the model need not be in the current params.yaml."""
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, "-m", "segbench.cli", "env", "create", "monai_wholebody", "--dry-run"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    argv = [sys.executable, "-m", "segbench.cli", "env", "create", "monai_wholebody", "--conf", str(ROOT / "conf"), "--dry-run"]
+    result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "pip install --extra-index-url https://download.pytorch.org/whl/cu121 monai==1.4.0" in result.stderr
     assert "monai.bundle download --name wholeBody_ct_segmentation --version 0.2.7" in result.stderr
@@ -108,8 +108,8 @@ def _relocated(params: Params, name: str, root: Path):
     return dataclasses.replace(ds, reference_dir=root / ds.reference_dir.relative_to(ROOT), image_dir=root / ds.image_dir.relative_to(ROOT))
 
 
-def test_manual_download_prints_steps_then_ingests_a_local_copy(tmp_path: Path, params: Params) -> None:
-    btcv = _relocated(params, "btcv", tmp_path)
+def test_manual_download_prints_steps_then_ingests_a_local_copy(tmp_path: Path) -> None:
+    btcv = dataset_from_conf(ROOT / "conf", "btcv", tmp_path)  # as `segbench data fetch btcv` reads it
     with pytest.raises(ConfigError, match=r"(?s)Synapse.*1\. Create a Synapse account.*segbench data fetch btcv --source"):
         fetch(btcv)
     seg, image = load("seg_total.nii.gz")

@@ -43,15 +43,17 @@ def _cmd_predict(args: argparse.Namespace) -> None:
 
 
 def _cmd_env(args: argparse.Namespace) -> None:
+    from segbench.config import model_from_conf
     from segbench.models.envs import create
 
-    create(_params(args).model(args.model), dry_run=args.dry_run)
+    create(model_from_conf(Path(args.conf), args.model), dry_run=args.dry_run)
 
 
 def _cmd_data(args: argparse.Namespace) -> None:
+    from segbench.config import dataset_from_conf
     from segbench.datasets.download import fetch
 
-    fetch(_params(args).dataset(args.dataset), source=args.source)
+    fetch(dataset_from_conf(Path(args.conf), args.dataset, Path(".")), source=args.source)
 
 
 def _cmd_score(args: argparse.Namespace) -> None:
@@ -144,13 +146,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("env", help="create a real model's own environment from the pins in its config")
     p.add_argument("action", choices=["create"])
-    p.add_argument("model", help="model name from params.yaml")
+    p.add_argument("model", help="model name (conf/model/<model>.yaml)")
+    p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")
     p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
     p.set_defaults(func=_cmd_env)
 
     p = sub.add_parser("data", help="download (or verify a manual download of) a dataset into data/<dataset>/")
     p.add_argument("action", choices=["fetch"])
-    p.add_argument("dataset", help="dataset name from params.yaml")
+    p.add_argument("dataset", help="dataset name (conf/dataset/<dataset>.yaml)")
+    p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")
     p.add_argument("--source", type=Path, help="an already downloaded archive or folder to verify and ingest")
     p.set_defaults(func=_cmd_data)
 

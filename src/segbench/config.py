@@ -75,6 +75,8 @@ class ModelConfig:
     licence: str
     device: str
     version: str
+    #: imaging modality the model segments (CT, MR); predict refuses a dataset of another modality
+    modality: str
     #: spot check of the predict stage: regions whose mean Dice over the first ``cases`` is below ``floor`` are flagged
     spot_check: dict[str, float]
 
@@ -224,6 +226,7 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
         licence=str(raw.get("licence", "")),
         device=str(raw.get("device", "cpu")),
         version=str(raw.get("version", "")),
+        modality=str(raw.get("modality", "CT")),
         spot_check={"floor": float(spot_check["floor"]), "cases": int(spot_check["cases"])},
     )
 
@@ -303,3 +306,18 @@ def compose_params(conf_dir: Path, overrides: list[str] | None = None) -> dict[s
     with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base=None):
         cfg = compose(config_name="config", overrides=overrides or [])
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def dataset_from_conf(conf_dir: Path, name: str, root: Path) -> DatasetConfig:
+    """One dataset's validated config straight from ``conf/dataset/<name>.yaml``, whatever params.yaml selects.
+
+    For setup commands (``segbench data fetch``) that act on a dataset before any experiment uses it.
+    """
+    composed = compose_params(conf_dir, [f"dataset={name}"])
+    return _dataset(name, composed["dataset"][name], root)
+
+
+def model_from_conf(conf_dir: Path, name: str) -> ModelConfig:
+    """One model's validated config straight from ``conf/model/<name>.yaml`` (for ``segbench env create``)."""
+    composed = compose_params(conf_dir, [f"model={name}"])
+    return _model(name, composed["model"][name])

@@ -258,6 +258,8 @@ def predict(
     Refuses to run a real model whose weights are not verified against their pin unless
     ``allow_unverified_weights``; the manifest's ``weights.status`` records what was used.
     """
+    if not model.is_simulated and model.modality != dataset.modality:
+        raise ModelRunError(f"model {model.name!r} segments {model.modality} images; dataset {dataset.name!r} is {dataset.modality}")
     cases = case_ids(dataset)
     weights = weights_status(model)
     if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
