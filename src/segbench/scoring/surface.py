@@ -27,6 +27,9 @@ from skimage.measure import marching_cubes
 #: Nearest probe points whose triangles are tested exactly per query point (pass 1, pass 2).
 K_CANDIDATES = 4
 K_REFINE = 24
+#: Pass 2 is for points farther than this many covering radii; closer ones are exact after pass 1
+#: in the brute-force checks, and most points of a good prediction are that close.
+REFINE_BEYOND = 3.0
 #: Points whose coarse upper bound exceeds this (mm) get bounded searches (see _nearest_probes).
 FAR_MM = 10.0
 
@@ -147,9 +150,9 @@ def _distances_to_surface(points: np.ndarray, tri: np.ndarray, max_edge: float) 
     """Distance of each point to the triangle soup ``tri``: exact point-to-triangle distance to the
     triangles owning the nearest probes, minimum taken.
 
-    Pass 1 tests the triangles of the ``K_CANDIDATES`` nearest probes. Points left farther than the
-    probe covering radius, where more triangles compete for the nearest point, are tested again
-    with ``K_REFINE`` candidates. The nearest probe's triangle is always tested, so a result is
+    Pass 1 tests the triangles of the ``K_CANDIDATES`` nearest probes. Points left farther than
+    ``REFINE_BEYOND`` covering radii, where more triangles compete for the nearest point, are
+    tested again with ``K_REFINE`` candidates. The nearest probe's triangle is always tested, so a result is
     never more than the covering radius above the true distance (the order of segauge's own
     sampling error); brute-force checks in the tests find it equal to the true distance.
     """
@@ -162,7 +165,7 @@ def _distances_to_surface(points: np.ndarray, tri: np.ndarray, max_edge: float) 
         cand = owner[_nearest_probes(tree, points[todo], k)]
         d = point_triangle_distance(np.repeat(points[todo], k, axis=0), tri[cand.ravel()])
         best[todo] = np.minimum(best[todo], d.reshape(len(todo), k).min(axis=1))
-        todo = todo[best[todo] > radius]
+        todo = todo[best[todo] > REFINE_BEYOND * radius]
         if todo.size == 0 or k == len(probes):
             break
     return best
