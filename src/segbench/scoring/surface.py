@@ -24,8 +24,12 @@ from scipy.spatial import cKDTree
 from segauge.metrics.distance import SurfaceDistances
 from skimage.measure import marching_cubes
 
-#: Nearest probe points whose triangles are tested exactly per query point.
+#: Nearest probe points whose triangles are tested exactly per query point (pass 1, pass 2).
 K_CANDIDATES = 4
+K_REFINE = 24
+#: Pass 2 is for points farther than this many covering radii; closer ones are exact after pass 1
+#: in the brute-force checks, and most points of a good prediction are that close.
+REFINE_BEYOND = 3.0
 #: Points whose coarse upper bound exceeds this (mm) get bounded searches (see _nearest_probes).
 FAR_MM = 10.0
 
@@ -144,19 +148,27 @@ def _nearest_probes(tree: cKDTree, points: np.ndarray, k: int) -> np.ndarray:
 
 def _distances_to_surface(points: np.ndarray, tri: np.ndarray, max_edge: float) -> np.ndarray:
     """Distance of each point to the triangle soup ``tri``: exact point-to-triangle distance to the
-    triangles owning the ``K_CANDIDATES`` nearest probes, minimum taken.
+    triangles owning the nearest probes, minimum taken.
 
-    The nearest probe's triangle is always among them, so the result is never more than the probe
-    covering radius above the true distance (the same order as segauge's own sampling error) and
-    equals it whenever the true nearest triangle owns one of the candidates, as brute-force checks
-    in the tests find.
+    Pass 1 tests the triangles of the ``K_CANDIDATES`` nearest probes. Points left farther than
+    ``REFINE_BEYOND`` covering radii, where more triangles compete for the nearest point, are
+    tested again with ``K_REFINE`` candidates. The nearest probe's triangle is always tested, so a result is
+    never more than the covering radius above the true distance (the order of segauge's own
+    sampling error); brute-force checks in the tests find it equal to the true distance.
     """
-    probes, owner, _radius = _probes(tri, max_edge)
+    probes, owner, radius = _probes(tri, max_edge)
     tree = cKDTree(probes)
-    k = min(K_CANDIDATES, len(probes))
-    cand = owner[_nearest_probes(tree, points, k)]
-    d = point_triangle_distance(np.repeat(points, k, axis=0), tri[cand.ravel()])
-    return d.reshape(len(points), k).min(axis=1)
+    best = np.full(len(points), np.inf)
+    todo = np.arange(len(points))
+    for k in (K_CANDIDATES, K_REFINE):
+        k = min(k, len(probes))
+        cand = owner[_nearest_probes(tree, points[todo], k)]
+        d = point_triangle_distance(np.repeat(points[todo], k, axis=0), tri[cand.ravel()])
+        best[todo] = np.minimum(best[todo], d.reshape(len(todo), k).min(axis=1))
+        todo = todo[best[todo] > REFINE_BEYOND * radius]
+        if todo.size == 0 or k == len(probes):
+            break
+    return best
 
 
 def surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: tuple[float, float, float]) -> SurfaceDistances:
