@@ -6,6 +6,7 @@ The score stage is run through the real CLI on a real KiTS23 reference with craf
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     shutil.copy(root / "data.dvc", tmp_path / "data.dvc")
     (tmp_path / "predictions" / "kits23" / MODEL).mkdir(parents=True)
+    (tmp_path / "predictions" / "kits23" / MODEL / "manifest.json").write_text('{"regions": {}}')  # as predict writes it
     return tmp_path
 
 
@@ -155,3 +157,15 @@ def test_params_naming_unknown_dataset_or_model(project: Path, capsys: pytest.Ca
     with in_directory(project):
         code = main(["score", "--dataset", args["dataset"], "--model", args["model"]])
     assert code == 1 and f"unknown {section} {name!r}" in capsys.readouterr().err
+
+
+def test_region_the_model_does_not_segment_gets_no_rows_not_a_zero(project: Path, reference: nib.Nifti1Image, capsys) -> None:
+    _save(project, _labels(reference), reference.affine)
+    manifest = {"regions": {"tumor": {"status": "not_applicable", "reason": "model does not segment ['tumor']"}}}
+    (_prediction(project).parent / "manifest.json").write_text(json.dumps(manifest))
+    code, _ = _score(project, capsys)
+    assert code == 0
+    rows = pd.read_csv(project / "scores" / "kits23" / MODEL / "per_case.csv")
+    assert sorted(rows["structure"]) == ["kidney_and_mass", "mass"]
+    record = json.loads((project / "scores" / "kits23" / MODEL / "run.json").read_text())
+    assert "not_applicable" in record["params"]["scoring.excluded_regions"]

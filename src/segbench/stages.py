@@ -156,13 +156,33 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     unknown = sorted({p.name for p in pred_dir.glob("*.nii.gz")} - {f"{c}.nii.gz" for c in cases})
     if unknown:
         raise ValueError(f"{pred_dir}: prediction files for unknown cases of dataset {dataset_name!r}: {unknown}")
+    excluded = excluded_regions(pred_dir)
+    regions = [r for r in dataset.regions if r.name not in excluded]
+    if not regions:
+        raise ValueError(f"model {model_name!r} on dataset {dataset_name!r}: no region can be scored ({excluded})")
     rows = scoring.score_cases(
-        triples, dataset.regions, workers=workers or int(params.scoring.get("workers", 1)), allowed_labels=dataset.region_labels()
+        triples, regions, workers=workers or int(params.scoring.get("workers", 1)), allowed_labels=dataset.region_labels()
     )
     rows = rows.join(load_metadata(dataset, cases), on="case_id")
     rows.insert(0, "model", model.name)
     rows.insert(1, "kind", model.kind)
-    _write_bundle(scores_dir(dataset_name, model_name), rows, _run_record(params, dataset, model, rows))
+    record = _run_record(params, dataset, model, rows)
+    record["params"]["scoring.excluded_regions"] = json.dumps(excluded, sort_keys=True)
+    _write_bundle(scores_dir(dataset_name, model_name), rows, record)
+
+
+def excluded_regions(pred_dir: Path) -> dict[str, dict[str, Any]]:
+    """Regions the predict stage marked not applicable (the model does not segment them) or flagged
+    (spot-check Dice under the floor): they get no rows, so the model is absent from those leaderboards
+    instead of being published with a silent zero."""
+    manifest = pred_dir / "manifest.json"
+    if not manifest.is_file():
+        raise FileNotFoundError(f"{manifest}: missing; run the predict stage first")
+    regions = json.loads(manifest.read_text(encoding="utf-8")).get("regions", {})
+    excluded = {name: r for name, r in regions.items() if r.get("status", "scored") != "scored"}
+    for name, region in excluded.items():
+        log.warning("%s: region %s excluded (%s: %s)", pred_dir, name, region["status"], region.get("reason"))
+    return excluded
 
 
 def read_published(source: PublishedConfig) -> pd.DataFrame:

@@ -85,6 +85,7 @@ class _Structure:
     case_ids: list[str]
     n_absent: int
     n_unshared: int
+    models: list[str]  # the models with rows for this structure (a model may not segment it: n/a)
     values: dict[str, np.ndarray]  # metric -> (K models, n cases)
     flags: dict[str, dict[str, list[str]]]
     case_meta: dict[str, list[str | None]]
@@ -120,16 +121,18 @@ def reanalyze(results: Mapping) -> list[str]:
         metrics: dict[str, bool] = {}
         for name, s in results["structures"].items():
             values, unshared = {}, {}
+            present = sorted(next(iter(s["metrics"].values()))["per_case"]) if s["metrics"] else []
             for metric, cell in sorted(s["metrics"].items()):
                 metrics[metric] = bool(cell["higher_is_better"])
                 unshared[metric] = {m: {c: float(v) for c, v in cases.items()} for m, cases in cell["per_case_unshared"].items()}
                 values[metric] = np.array(
-                    [cell["per_case"][m] for m in models], dtype=np.float64
-                ).reshape(len(models), len(s["case_ids"]))
+                    [cell["per_case"][m] for m in present], dtype=np.float64
+                ).reshape(len(present), len(s["case_ids"]))
             structures[name] = _Structure(
                 case_ids=list(s["case_ids"]),
                 n_absent=int(s["n_absent"]),
                 n_unshared=int(s["n_unshared"]),
+                models=present,
                 values=values,
                 flags=s["flags"],
                 case_meta=s["case_meta"],
@@ -265,9 +268,11 @@ def _prepare(
     for code, structure in enumerate(structures):
         sel = np.flatnonzero(structure_code == code)
         mc, cc, pr = model_code[sel], case_code[sel], present[sel]
+        with_rows = np.zeros(n_models, dtype=bool)
+        with_rows[mc] = True
         scored = np.zeros((n_models, n_all), dtype=bool)
         scored[mc[pr], cc[pr]] = True
-        shared = scored.all(axis=0)
+        shared = scored[with_rows].all(axis=0)
         column = np.cumsum(shared) - 1  # position of a shared case among the shared cases
         keep = pr & shared[cc]
         rows_k, cols_k = mc[keep], column[cc[keep]]
@@ -283,7 +288,7 @@ def _prepare(
             metric: {
                 m: dict(zip(case_ids[cc[extra & (mc == k)]].tolist(), vals[sel][extra & (mc == k)].tolist()))
                 for k, m in enumerate(models)
-                if (extra & (mc == k)).any()
+                if with_rows[k] and (extra & (mc == k)).any()
             }
             for metric, vals in metric_values.items()
         }
@@ -292,12 +297,14 @@ def _prepare(
             hit = np.zeros((n_models, n), dtype=bool)
             hit[rows_k, cols_k] = vals[sel][keep]
             flags[flag] = {m: shared_ids[hit[k]].tolist() for k, m in enumerate(models)}
+        keep_models = np.flatnonzero(with_rows)
         out[str(structure)] = _Structure(
             case_ids=shared_ids.tolist(),
             n_absent=int(np.unique(cc[~pr]).size),
             n_unshared=int(scored.any(axis=0).sum()) - n,
-            values=values,
-            flags=flags,
+            models=[models[k] for k in keep_models],
+            values={metric: matrix[keep_models] for metric, matrix in values.items()},
+            flags={flag: {models[k]: per_model[models[k]] for k in keep_models} for flag, per_model in flags.items()},
             case_meta={f: labels[f][shared].tolist() for f in subgroup_fields},
             unshared=unshared,
         )
@@ -312,7 +319,6 @@ def _run(
     subgroup_fields: list[str],
     contaminated: Mapping[str, bool],
 ) -> dict:
-    ranked = np.array([not contaminated[m] for m in models], dtype=bool)
     out = {}
     for name, s in structures.items():
         out[name] = {
@@ -322,7 +328,7 @@ def _run(
             "case_ids": s.case_ids,
             "flags": s.flags,
             "case_meta": s.case_meta,
-            "metrics": _analyze_structure(s, name, models, metrics, ranked, settings),
+            "metrics": _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool), settings),
         }
     return _to_json({
         "settings": settings.to_dict(),
