@@ -449,26 +449,31 @@ def _all_reported(
 
     Published sets may score different case sets per model (Touchstone: two models report 656 of 743
     scans). Ranks and paired tests need the shared cases (SPEC §4), but the source's own per-model
-    numbers are over every case the model reports; both are given, the latter here. Each model's
-    bootstrap has its own generator keyed by structure, metric and model.
+    numbers are over every case the model reports; both are given, the latter here. Models reporting
+    the same case set share one paired bootstrap (one call, keyed by structure, metric and case set).
     """
-    out = {}
+    groups: dict[tuple[str, ...], list[int]] = {}
     for k, model in enumerate(models):
         extra = s.unshared[metric].get(model)
-        if not extra:
-            continue
-        own = np.concatenate([values[k], np.array([extra[c] for c in sorted(extra)])])[None, :]
-        boot, _ = bootstrap_means(own, settings.n_resamples, rng_for(settings.seed, structure, metric, model, "all_reported"))
-        estimate = _Boot.of(own, boot)
-        low, high = estimate.ci(settings.confidence, settings.ci_method)
-        out[model] = {
-            "n": int(own.shape[1]),
-            "mean": float(own.mean()),
-            "sd": float(own.std(ddof=1)) if own.shape[1] > 1 else None,
-            "median": float(np.median(own)),
-            "ci_low": float(low[0]),
-            "ci_high": float(high[0]),
-        }
+        if extra:
+            groups.setdefault(tuple(sorted(extra)), []).append(k)
+    out = {}
+    for extra_cases, ks in groups.items():
+        own = np.concatenate(
+            [values[ks], np.array([[s.unshared[metric][models[k]][c] for c in extra_cases] for k in ks])], axis=1
+        )
+        rng = rng_for(settings.seed, structure, metric, "all_reported", *extra_cases)
+        boot, _ = bootstrap_means(own, settings.n_resamples, rng)
+        low, high = _Boot.of(own, boot).ci(settings.confidence, settings.ci_method)
+        for row, k in enumerate(ks):
+            out[models[k]] = {
+                "n": int(own.shape[1]),
+                "mean": float(own[row].mean()),
+                "sd": float(own[row].std(ddof=1)) if own.shape[1] > 1 else None,
+                "median": float(np.median(own[row])),
+                "ci_low": float(low[row]),
+                "ci_high": float(high[row]),
+            }
     return out
 
 
