@@ -1,13 +1,28 @@
-"""Shared fixtures: the project root, the real data bundle, and an isolated MLflow store."""
+"""Shared fixtures: the project root, the real data bundle, and an isolated MLflow store.
+
+The tests run on the real data bundle; a missing bundle is a failure (run `dvc pull data.dvc`), not a skip.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-KITS_LABELS = ROOT / "data" / "kits23" / "labels"
+DATA = ROOT / "data"
+KITS_LABELS = DATA / "kits23" / "labels"
+PUBLISHED = DATA / "published"
+TOUCHSTONE = PUBLISHED / "touchstone_totalsegmentator"
+SEGAUGE_KITS = PUBLISHED / "segauge_benchmark" / "kits23_seed.json"
+KITS_META = DATA / "kits23" / "kits23.json"
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        pytest.fail(f"{path} missing: run `dvc pull data.dvc` first (the tests use the real data bundle)")
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -17,9 +32,14 @@ def root() -> Path:
 
 @pytest.fixture(scope="session")
 def kits_labels() -> Path:
-    if not KITS_LABELS.is_dir():
-        pytest.fail(f"{KITS_LABELS} missing: run `dvc pull data.dvc` first (the tests use the real data bundle)")
-    return KITS_LABELS
+    return _require(KITS_LABELS)
+
+
+@pytest.fixture(scope="session")
+def touchstone_rows() -> pd.DataFrame:
+    from segbench.published import read_touchstone
+
+    return read_touchstone(_require(TOUCHSTONE))
 
 
 @pytest.fixture

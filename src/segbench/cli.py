@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -21,8 +22,10 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   predict   run a model adapter on a dataset      -> predictions/<dataset>/<model>/
   score     metrics per case and structure         -> scores/<dataset>/<model>/
   track     log the scores as one MLflow run       -> mlruns/ (+ tracking/<dataset>/<model>.json)
+  import    published per-case scores (no masks)   -> scores/<published set>/<model>/
   compare   statistics from the MLflow runs        -> results/<dataset>.json
   report    static leaderboard site                -> site/
+Setup: `env create <model>` builds a real model's environment; `data fetch <dataset>` downloads a dataset.
 Usually run through `dvc repro`; every stage reads params.yaml (composed from conf/ by Hydra).
 """
 
@@ -36,7 +39,19 @@ def _params(args: argparse.Namespace):
 def _cmd_predict(args: argparse.Namespace) -> None:
     from segbench.stages import run_predict
 
-    run_predict(_params(args), args.dataset, args.model, device=args.device)
+    run_predict(_params(args), args.dataset, args.model, device=args.device, allow_unverified_weights=args.allow_unverified_weights)
+
+
+def _cmd_env(args: argparse.Namespace) -> None:
+    from segbench.models.envs import create
+
+    create(_params(args).model(args.model), dry_run=args.dry_run)
+
+
+def _cmd_data(args: argparse.Namespace) -> None:
+    from segbench.datasets.download import fetch
+
+    fetch(_params(args).dataset(args.dataset), source=args.source)
 
 
 def _cmd_score(args: argparse.Namespace) -> None:
@@ -45,10 +60,20 @@ def _cmd_score(args: argparse.Namespace) -> None:
     run_score(_params(args), args.dataset, args.model, workers=args.workers)
 
 
+def _cmd_import(args: argparse.Namespace) -> None:
+    from segbench.stages import run_import
+
+    run_import(_params(args), args.published)
+
+
 def _cmd_track(args: argparse.Namespace) -> None:
     from segbench.stages import run_track
 
-    _params(args).model(args.model)  # validates the names
+    params = _params(args)
+    if args.model:
+        params.dataset(args.dataset), params.model(args.model)  # validates the names
+    else:
+        params.published_set(args.dataset)
     run_track(args.dataset, args.model)
 
 
@@ -66,6 +91,18 @@ def _cmd_report(args: argparse.Namespace) -> None:
         raise FileNotFoundError(f"{args.results}: no results JSON to report (run the compare stage)")
     for page in build_site(files, Path(args.out)):
         print(page)
+
+
+def _cmd_reanalyze(args: argparse.Namespace) -> None:
+    """Recompute every statistic from the per-case rows a results file stores; fail on any difference."""
+    from segbench.stats import reanalyze
+
+    for path in args.results:
+        results = json.loads(Path(path).read_text(encoding="utf-8"))
+        differences = reanalyze(results["analysis"])
+        if differences:
+            raise ValueError(f"{path}: {len(differences)} statistic(s) differ from a recomputation; first: {differences[0]}")
+        print(f"{path}: every statistic re-derived from its per-case rows")
 
 
 def _cmd_params(args: argparse.Namespace) -> None:
@@ -98,25 +135,51 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="run a model adapter on every case of a dataset")
     pair(p)
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: the model's config)")
+    p.add_argument(
+        "--allow-unverified-weights",
+        action="store_true",
+        help="run although the weights are not verified against models/<model>.dvc (the manifest marks the results unpublishable)",
+    )
     p.set_defaults(func=_cmd_predict)
+
+    p = sub.add_parser("env", help="create a real model's own environment from the pins in its config")
+    p.add_argument("action", choices=["create"])
+    p.add_argument("model", help="model name from params.yaml")
+    p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
+    p.set_defaults(func=_cmd_env)
+
+    p = sub.add_parser("data", help="download (or verify a manual download of) a dataset into data/<dataset>/")
+    p.add_argument("action", choices=["fetch"])
+    p.add_argument("dataset", help="dataset name from params.yaml")
+    p.add_argument("--source", type=Path, help="an already downloaded archive or folder to verify and ingest")
+    p.set_defaults(func=_cmd_data)
 
     p = sub.add_parser("score", help="score predictions against the reference (SPEC §3)")
     pair(p)
     p.add_argument("--workers", type=int, help="cases scored in parallel (default: params scoring.workers)")
     p.set_defaults(func=_cmd_score)
 
-    p = sub.add_parser("track", help="log a (dataset, model) score bundle as one MLflow run")
-    pair(p)
+    p = sub.add_parser("import", help="turn a published set of per-case scores into score bundles (kind=published)")
+    p.add_argument("--published", required=True, help="published set name from params.yaml (e.g. touchstone_totalsegmentator)")
+    p.set_defaults(func=_cmd_import)
+
+    p = sub.add_parser("track", help="log score bundles as MLflow runs (one per dataset x model)")
+    p.add_argument("--dataset", required=True, help="dataset or published set name")
+    p.add_argument("--model", help="one model; omitted: every bundle of a published set")
     p.set_defaults(func=_cmd_track)
 
     p = sub.add_parser("compare", help="statistics of all models of a dataset, read from MLflow (SPEC §4)")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help="dataset or published set name")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("report", help="build the static leaderboard site from results/*.json")
     p.add_argument("--results", default="results", help="folder of results JSON (default: results)")
     p.add_argument("--out", default="site", help="site folder (default: site)")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("reanalyze", help="re-derive every statistic of results JSON files from their own per-case rows")
+    p.add_argument("results", nargs="+", type=Path, help="results/<dataset>.json files")
+    p.set_defaults(func=_cmd_reanalyze)
 
     p = sub.add_parser("params", help="compose conf/ with Hydra (print, --check against params.yaml, or --write)")
     p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")

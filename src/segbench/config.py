@@ -18,6 +18,8 @@ from segbench.scoring import Region
 ENVIRONMENT_TYPES = ("harness", "venv", "conda", "container")
 MODEL_KINDS = ("inference", "simulated")
 MODEL_INPUTS = ("images", "reference_labels")
+#: "dataset": the command runs once over the staged input folder; "case": once per case ({case} placeholder).
+INVOCATIONS = ("dataset", "case")
 
 
 class ConfigError(ValueError):
@@ -35,6 +37,11 @@ class DatasetConfig:
     file_pattern: str
     labels: dict[str, int]
     regions: tuple[Region, ...]
+    #: per region, the structures a model may leave unsegmented and still be scored on the region
+    region_optional: dict[str, tuple[str, ...]]
+    image_pattern: str
+    modality: str
+    download: dict[str, Any] | None
     metadata_file: Path | None
     metadata_format: str | None
     metadata_fields: tuple[str, ...]
@@ -58,17 +65,43 @@ class ModelConfig:
     environment: dict[str, Any]
     command: tuple[str, ...]
     input: str
+    input_layout: str
+    invocation: str
     output: str
+    output_format: str
     label_map: dict[int, str]
     trained_on: tuple[str, ...]
     weights: dict[str, Any] | None
     licence: str
     device: str
     version: str
+    #: spot check of the predict stage: regions whose mean Dice over the first ``cases`` is below ``floor`` are flagged
+    spot_check: dict[str, float]
 
     @property
     def is_simulated(self) -> bool:
         return self.kind == "simulated"
+
+
+PUBLISHED_FORMATS = ("touchstone", "segauge_results")
+
+
+@dataclass(frozen=True)
+class PublishedConfig:
+    """A published set of per-case scores (no masks), imported as one MLflow run per model."""
+
+    name: str
+    title: str
+    format: str
+    path: Path
+    evaluated_on: str
+    metadata_file: Path | None
+    source: str
+    metrics: dict[str, bool]
+    subgroups: tuple[str, ...]
+    trained_on: dict[str, tuple[str, ...]]
+    licence: str
+    citation: str
 
 
 @dataclass(frozen=True)
@@ -77,6 +110,7 @@ class Params:
 
     datasets: dict[str, DatasetConfig]
     models: dict[str, ModelConfig]
+    published: dict[str, PublishedConfig]
     stats: dict[str, Any]
     scoring: dict[str, Any]
     tracking: dict[str, Any]
@@ -86,6 +120,11 @@ class Params:
         if name not in self.datasets:
             raise ConfigError(f"unknown dataset {name!r}; params.yaml has {sorted(self.datasets)}")
         return self.datasets[name]
+
+    def published_set(self, name: str) -> PublishedConfig:
+        if name not in self.published:
+            raise ConfigError(f"unknown published set {name!r}; params.yaml has {sorted(self.published)}")
+        return self.published[name]
 
     def model(self, name: str) -> ModelConfig:
         if name not in self.models:
@@ -103,10 +142,15 @@ def _dataset(name: str, raw: dict[str, Any], root: Path) -> DatasetConfig:
     where = f"dataset {name!r}"
     labels = {str(k): int(v) for k, v in _require(raw, "labels", where).items()}
     regions = []
+    region_optional = {}
     for region_name, spec in _require(raw, "regions", where).items():
         unknown = [s for s in spec["structures"] if s not in labels]
         if unknown:
             raise ConfigError(f"{where}: region {region_name!r} names unknown structures {unknown}; schema has {sorted(labels)}")
+        optional = tuple(spec.get("optional", ()))
+        if not set(optional) <= set(spec["structures"]):
+            raise ConfigError(f"{where}: region {region_name!r}: optional {list(optional)} must be among its structures {spec['structures']}")
+        region_optional[region_name] = optional
         regions.append(
             Region(
                 name=region_name,
@@ -126,6 +170,10 @@ def _dataset(name: str, raw: dict[str, Any], root: Path) -> DatasetConfig:
         file_pattern=str(raw.get("file_pattern", "{case}.nii.gz")),
         labels=labels,
         regions=tuple(regions),
+        region_optional=region_optional,
+        image_pattern=str(raw.get("image_pattern", "{case}.nii.gz")),
+        modality=str(raw.get("modality", "CT")),
+        download=raw.get("download"),
         metadata_file=root / metadata_file if metadata_file else None,
         metadata_format=raw.get("metadata_format"),
         metadata_fields=tuple(raw.get("metadata_fields", ())),
@@ -147,6 +195,18 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
     model_input = str(raw.get("input", "images"))
     if model_input not in MODEL_INPUTS:
         raise ConfigError(f"{where}: input must be one of {MODEL_INPUTS}, got {model_input!r}")
+    invocation = str(raw.get("invocation", "dataset"))
+    if invocation not in INVOCATIONS:
+        raise ConfigError(f"{where}: invocation must be one of {INVOCATIONS}, got {invocation!r}")
+    from segbench.models.layouts import INPUT_LAYOUTS, OUTPUT_READERS
+
+    input_layout = str(raw.get("input_layout", "flat"))
+    if input_layout not in INPUT_LAYOUTS:
+        raise ConfigError(f"{where}: input_layout must be one of {sorted(INPUT_LAYOUTS)}, got {input_layout!r}")
+    output_format = str(raw.get("output_format", "multilabel"))
+    if output_format not in OUTPUT_READERS:
+        raise ConfigError(f"{where}: output_format must be one of {sorted(OUTPUT_READERS)}, got {output_format!r}")
+    spot_check = {"floor": 0.1, "cases": 5, **dict(raw.get("spot_check") or {})}
     return ModelConfig(
         name=name,
         title=str(raw.get("title", name)),
@@ -154,13 +214,39 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
         environment=environment,
         command=tuple(str(c) for c in _require(raw, "command", where)),
         input=model_input,
+        input_layout=input_layout,
+        invocation=invocation,
         output=str(raw.get("output", "{case}.nii.gz")),
+        output_format=output_format,
         label_map={int(k): str(v) for k, v in _require(raw, "label_map", where).items()},
         trained_on=tuple(raw.get("trained_on", ())),
         weights=raw.get("weights"),
         licence=str(raw.get("licence", "")),
         device=str(raw.get("device", "cpu")),
         version=str(raw.get("version", "")),
+        spot_check={"floor": float(spot_check["floor"]), "cases": int(spot_check["cases"])},
+    )
+
+
+def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
+    where = f"published set {name!r}"
+    fmt = str(_require(raw, "format", where))
+    if fmt not in PUBLISHED_FORMATS:
+        raise ConfigError(f"{where}: format must be one of {PUBLISHED_FORMATS}, got {fmt!r}")
+    metadata_file = raw.get("metadata_file")
+    return PublishedConfig(
+        name=name,
+        title=str(raw.get("title", name)),
+        format=fmt,
+        path=root / _require(raw, "path", where),
+        evaluated_on=str(_require(raw, "evaluated_on", where)),
+        metadata_file=root / metadata_file if metadata_file else None,
+        source=str(_require(raw, "source", where)),
+        metrics={str(k): bool(v) for k, v in _require(raw, "metrics", where).items()},
+        subgroups=tuple(raw.get("subgroups", ())),
+        trained_on={str(m): tuple(d) for m, d in (raw.get("trained_on") or {}).items()},
+        licence=str(raw.get("licence", "")),
+        citation=str(raw.get("citation", "")),
     )
 
 
@@ -171,6 +257,8 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
             raise ConfigError(f"params: {key!r} must map at least one name to its config")
     datasets = {name: _dataset(name, spec, root) for name, spec in raw["dataset"].items()}
     models = {name: _model(name, spec) for name, spec in raw["model"].items()}
+    from segbench.models.structures import StructureError, compose
+
     for model in models.values():
         for dataset in datasets.values():
             unknown = sorted(set(model.label_map.values()) - set(dataset.labels))
@@ -178,9 +266,18 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
                 raise ConfigError(
                     f"model {model.name!r} labels {unknown} that dataset {dataset.name!r} does not have ({sorted(dataset.labels)})"
                 )
+            try:
+                compose(model.label_map.values(), dataset.labels, where=f"model {model.name!r} on dataset {dataset.name!r}")
+            except StructureError as exc:
+                raise ConfigError(str(exc)) from exc
+    published = {name: _published(name, spec, root) for name, spec in (raw.get("published") or {}).items()}
+    clash = sorted(set(published) & set(datasets))
+    if clash:
+        raise ConfigError(f"params: {clash} named both as a dataset and as a published set")
     return Params(
         datasets=datasets,
         models=models,
+        published=published,
         stats=dict(raw.get("stats", {})),
         scoring=dict(raw.get("scoring", {})),
         tracking=dict(raw.get("tracking", {})),

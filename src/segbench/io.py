@@ -18,6 +18,16 @@ import nibabel as nib
 import numpy as np
 
 
+def _file_mode() -> int:
+    """The mode a plain ``open()`` would give a new file (0666 less the umask); mkstemp would give 0600."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_FILE_MODE = _file_mode()
+
+
 @contextlib.contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; rename it onto ``target`` only on success."""
@@ -28,6 +38,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, target)
     finally:
         if tmp.exists():
@@ -57,6 +68,7 @@ def save_label_map_atomic(target: Path, labels: np.ndarray, like: nib.Nifti1Imag
     os.close(fd)
     try:
         nib.save(image, tmp_name)
+        os.chmod(tmp_name, _FILE_MODE)
         os.replace(tmp_name, target)
     finally:
         if os.path.exists(tmp_name):

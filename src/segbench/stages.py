@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,8 @@ import pandas as pd
 import yaml
 
 import segbench
-from segbench import scoring, stats, tracking
-from segbench.config import DatasetConfig, ModelConfig, Params
+from segbench import published, scoring, stats, tracking
+from segbench.config import DatasetConfig, ModelConfig, Params, PublishedConfig
 from segbench.datasets import case_ids, load_metadata, reference_path
 from segbench.io import write_json_atomic, write_text_atomic
 from segbench.models.runner import predict
@@ -60,42 +61,78 @@ def stats_settings(params: Params) -> stats.StatsSettings:
     return stats.StatsSettings(**params.stats)
 
 
-def run_predict(params: Params, dataset_name: str, model_name: str, device: str | None = None) -> None:
+def run_predict(
+    params: Params, dataset_name: str, model_name: str, device: str | None = None, allow_unverified_weights: bool = False
+) -> None:
     """Predict stage: run the model adapter on every case of the dataset."""
     model = params.model(model_name)
-    predict(params.dataset(dataset_name), model, predictions_dir(dataset_name, model_name), device=device or model.device)
+    predict(
+        params.dataset(dataset_name),
+        model,
+        predictions_dir(dataset_name, model_name),
+        device=device or model.device,
+        allow_unverified_weights=allow_unverified_weights,
+    )
+
+
+def _summary_metrics(rows: pd.DataFrame, metrics: dict[str, bool], settings: stats.StatsSettings) -> dict[str, dict[str, float]]:
+    """Per model, the MLflow summary metrics: ``<structure>.<metric>.{mean,ci_low,ci_high}`` and case counts.
+
+    Computed by the same engine and seed as compare, so the run's CI equals the leaderboard's.
+    """
+    analysis = stats.analyze(rows, metrics=metrics, settings=settings)
+    summary: dict[str, dict[str, float]] = {m: {} for m in analysis["models"]}
+    for structure, block in analysis["structures"].items():
+        for metric, cell in block["metrics"].items():
+            for model, estimate in cell["models"].items():
+                for key in ("mean", "ci_low", "ci_high"):
+                    if estimate[key] is not None:
+                        summary[model][f"{structure}.{metric}.{key}"] = estimate[key]
+        for model in summary:
+            summary[model][f"{structure}.n_cases"] = block["n_cases"]
+            summary[model][f"{structure}.n_absent"] = block["n_absent"]
+    return summary
+
+
+def _version_tags(dataset: str, model: str, kind: str, **extra: str) -> dict[str, str]:
+    """The tags every MLflow run carries (SPEC §1): names, kind and the versions of everything used."""
+    import segauge
+
+    return {
+        "segbench.dataset": dataset,
+        "segbench.model": model,
+        "segbench.kind": kind,
+        "segbench.dataset_version": data_version(),
+        "segbench.segauge_version": segauge.__version__,
+        "segbench.segbench_version": segbench.__version__,
+        "segbench.git_commit": git_commit(),
+        **{f"segbench.{k}": v for k, v in extra.items()},
+    }
+
+
+def _write_bundle(out: Path, rows: pd.DataFrame, record: dict[str, Any]) -> None:
+    """Write one score bundle (per-case table + run record) atomically."""
+    buffer = io.StringIO()
+    rows.to_csv(buffer, index=False, lineterminator="\n")
+    write_text_atomic(out / tracking.PER_CASE_ARTIFACT, buffer.getvalue())
+    write_json_atomic(out / "run.json", record)
 
 
 def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows: pd.DataFrame) -> dict[str, Any]:
-    """Tags, params and summary metrics of one (dataset, model) MLflow run (SPEC §1)."""
-    import segauge
-
-    summary = stats.analyze(rows, metrics=ANALYZED_METRICS, settings=stats_settings(params))
-    metrics: dict[str, float] = {}
-    for structure, block in summary["structures"].items():
-        for metric, cell in block["metrics"].items():
-            estimate = cell["models"][model.name]
-            for key in ("mean", "ci_low", "ci_high"):
-                if estimate[key] is not None:
-                    metrics[f"{structure}.{metric}.{key}"] = estimate[key]
-        metrics[f"{structure}.n_cases"] = block["n_cases"]
-        metrics[f"{structure}.n_absent"] = block["n_absent"]
+    """Tags, params and summary metrics of one scored (dataset, model) MLflow run (SPEC §1)."""
+    metrics = _summary_metrics(rows, ANALYZED_METRICS, stats_settings(params))[model.name]
     metrics["n_missing_prediction"] = int(rows.drop_duplicates("case_id")["prediction_missing"].sum())
     metrics["n_worst_case"] = int(rows["worst_case"].sum())
     weights = model.weights or {}
     return {
-        "tags": {
-            "segbench.dataset": dataset.name,
-            "segbench.model": model.name,
-            "segbench.kind": model.kind,
-            "segbench.dataset_version": data_version(),
-            "segbench.weights_version": str(weights.get("md5", "none")),
-            "segbench.model_version": model.version,
-            "segbench.segauge_version": segauge.__version__,
-            "segbench.segbench_version": segbench.__version__,
-            "segbench.git_commit": git_commit(),
-            "segbench.hd95_definition": str(rows["hd95_definition"].iloc[0]),
-        },
+        "tags": _version_tags(
+            dataset.name,
+            model.name,
+            model.kind,
+            weights_version=str(weights.get("md5", "none")),
+            model_version=model.version,
+            hd95_definition=str(rows["hd95_definition"].iloc[0]),
+        ),
         "params": {
             "model.title": model.title,
             "model.command": " ".join(model.command),
@@ -132,63 +169,97 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     rows = rows.join(load_metadata(dataset, cases), on="case_id")
     rows.insert(0, "model", model.name)
     rows.insert(1, "kind", model.kind)
-    out = scores_dir(dataset_name, model_name)
-    buffer = io.StringIO()
-    rows.to_csv(buffer, index=False, lineterminator="\n")
-    write_text_atomic(out / tracking.PER_CASE_ARTIFACT, buffer.getvalue())
-    write_json_atomic(out / "run.json", _run_record(params, dataset, model, rows))
+    _write_bundle(scores_dir(dataset_name, model_name), rows, _run_record(params, dataset, model, rows))
 
 
-def run_track(dataset_name: str, model_name: str) -> None:
-    """Track stage: log the score bundle as one MLflow run (idempotent) and write the marker compare reads."""
-    bundle = tracking.ScoreBundle.read(scores_dir(dataset_name, model_name))
-    tracking.log_bundle(bundle)
-    write_json_atomic(
-        tracking_marker(dataset_name, model_name),
-        {"dataset": dataset_name, "model": model_name, "fingerprint": bundle.fingerprint},
-    )
+def read_published(source: PublishedConfig) -> pd.DataFrame:
+    """Rows of a published score set, with its own training-set claims merged into ``trained_on``."""
+    if source.format == "touchstone":
+        return published.read_touchstone(source.path)
+    return published.read_segauge_results(source.path, source.metadata_file)
 
 
-def model_entry(model: ModelConfig, dataset: DatasetConfig, run_tags: dict[str, str]) -> dict[str, Any]:
-    """What the results and the site say about a model: kind, provenance, contamination."""
-    return {
-        "title": model.title,
-        "kind": model.kind,
-        "simulated": model.is_simulated,
-        "licence": model.licence,
-        "trained_on": list(model.trained_on),
-        "contaminated": dataset.name in model.trained_on,
-        "versions": {k.removeprefix("segbench."): v for k, v in sorted(run_tags.items())},
+def run_import(params: Params, name: str) -> None:
+    """Import stage: one score bundle per model of a published set (kind=published, no masks)."""
+    source = params.published_set(name)
+    rows = read_published(source)
+    summaries = _summary_metrics(rows, source.metrics, stats_settings(params))
+    for model, model_rows in rows.groupby("model", sort=True):
+        model_rows = model_rows.reset_index(drop=True)
+        model_rows.insert(1, "kind", "published")
+        record = {
+            "tags": _version_tags(name, str(model), "published", source=source.source),
+            "params": {"published.format": source.format, "published.path": str(Path(os.path.relpath(source.path)))},
+            "metrics": summaries[str(model)],
+        }
+        _write_bundle(scores_dir(name, str(model)), model_rows, record)
+
+
+def run_track(dataset_name: str, model_name: str | None = None) -> None:
+    """Track stage: log score bundles as MLflow runs (idempotent) and write the markers compare reads.
+
+    Without ``model_name`` every bundle under ``scores/<dataset>/`` is logged (published sets).
+    """
+    models = [model_name] if model_name else sorted(p.name for p in (Path("scores") / dataset_name).iterdir() if p.is_dir())
+    for model in models:
+        bundle = tracking.ScoreBundle.read(scores_dir(dataset_name, model))
+        tracking.log_bundle(bundle)
+        write_json_atomic(tracking_marker(dataset_name, model), {"dataset": dataset_name, "model": model, "fingerprint": bundle.fingerprint})
+
+
+def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, bool], tuple[str, ...]]:
+    """What compare needs besides the rows: dataset block, model entries, metrics, subgroup fields."""
+    if name in params.published:
+        source = params.published_set(name)
+        models = sorted(p.stem for p in (Path("tracking") / name).glob("*.json"))
+        trained = {m: source.trained_on.get(m, ()) for m in models}
+        if source.format == "segauge_results":  # the file itself declares each model's training sets
+            claims = read_published(source).attrs.get("contaminated_on", {})
+            trained = {m: tuple(sorted({*trained[m], *claims.get(m, ())})) for m in models}
+        entries = {
+            m: {"title": m, "kind": "published", "simulated": False, "source": source.source, "licence": source.licence,
+                "trained_on": list(trained[m]), "contaminated": source.evaluated_on in trained[m]}
+            for m in models
+        }
+        block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
+                 "source": source.source, "evaluated_on": source.evaluated_on}
+        return block, entries, source.metrics, source.subgroups
+    dataset = params.dataset(name)
+    entries = {
+        m.name: {"title": m.title, "kind": m.kind, "simulated": m.is_simulated, "licence": m.licence,
+                 "trained_on": list(m.trained_on), "contaminated": dataset.name in m.trained_on}
+        for m in params.models.values()
     }
+    block = {
+        "name": dataset.name, "title": dataset.title, "licence": dataset.licence, "citation": dataset.citation,
+        "regions": {r.name: {"labels": list(r.labels), "nsd_tolerance_mm": r.nsd_tolerance_mm} for r in dataset.regions},
+    }
+    return block, entries, ANALYZED_METRICS, dataset.subgroups
 
 
-def run_compare(params: Params, dataset_name: str) -> None:
-    """Compare stage: per-case rows read back FROM MLFLOW -> SPEC §4 statistics -> results/<dataset>.json."""
-    dataset = params.dataset(dataset_name)
-    markers = {m: json.loads(tracking_marker(dataset_name, m).read_text(encoding="utf-8")) for m in sorted(params.models)}
-    rows, run_tags = tracking.read_runs(dataset_name, {m: marker["fingerprint"] for m, marker in markers.items()})
-    models = {m: model_entry(params.model(m), dataset, run_tags[m]) for m in markers}
+def run_compare(params: Params, name: str) -> None:
+    """Compare stage: per-case rows read back FROM MLFLOW -> SPEC §4 statistics -> results/<name>.json."""
+    block, models, metrics, subgroups = _leaderboard_setup(params, name)
+    markers = {m: json.loads(tracking_marker(name, m).read_text(encoding="utf-8")) for m in sorted(models)}
+    rows, run_tags = tracking.read_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()})
+    for model, entry in models.items():
+        entry["versions"] = {k.removeprefix("segbench."): v for k, v in sorted(run_tags[model].items())}
     analysis = stats.analyze(
         rows,
-        metrics=ANALYZED_METRICS,
+        metrics=metrics,
         settings=stats_settings(params),
-        subgroup_fields=dataset.subgroups,
+        subgroup_fields=subgroups,
         contaminated={m: entry["contaminated"] for m, entry in models.items()},
     )
+    block["version"] = data_version()
+    hd95 = rows["hd95_definition"].iloc[0] if "hd95_definition" in rows else "as published by the source"
     results = {
         "segbench_version": segbench.__version__,
-        "dataset": {
-            "name": dataset.name,
-            "title": dataset.title,
-            "licence": dataset.licence,
-            "citation": dataset.citation,
-            "version": data_version(),
-            "regions": {r.name: {"labels": list(r.labels), "nsd_tolerance_mm": r.nsd_tolerance_mm} for r in dataset.regions},
-        },
+        "dataset": block,
         "models": models,
-        "metrics": {m: {"higher_is_better": hib} for m, hib in ANALYZED_METRICS.items()},
-        "hd95_definition": str(rows["hd95_definition"].iloc[0]),
+        "metrics": {m: {"higher_is_better": hib} for m, hib in metrics.items()},
+        "hd95_definition": str(hd95),
         "analysis": analysis,
     }
-    write_json_atomic(results_file(dataset_name), results)
-    log.info("wrote %s", results_file(dataset_name))
+    write_json_atomic(results_file(name), results)
+    log.info("wrote %s", results_file(name))

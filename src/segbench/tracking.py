@@ -21,6 +21,8 @@ from typing import Any
 import pandas as pd
 
 FINGERPRINT_TAG = "segbench.fingerprint"
+# MLflow draws a progress bar per artifact download; compare downloads one small table per run.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 PER_CASE_ARTIFACT = "per_case.csv"
 
 
@@ -92,8 +94,8 @@ def _client(uri: str):
     """An MLflow client on ``uri`` whose store exists (schema created and migrated under the lock)."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri)
     with _store_lock(uri):
+        client = MlflowClient(tracking_uri=uri)
         client.search_experiments(max_results=1)
     return client
 

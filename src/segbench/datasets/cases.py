@@ -59,7 +59,16 @@ def _kits23_json(path: Path) -> pd.DataFrame:
     return pd.DataFrame.from_records(records).set_index("case_id")
 
 
-METADATA_READERS: dict[str, Callable[[Path], pd.DataFrame]] = {"kits23_json": _kits23_json}
+def _totalsegmentator_csv(path: Path) -> pd.DataFrame:
+    """The TotalSegmentator dataset's meta.csv: ';'-separated, UTF-8 with BOM, one row per image_id."""
+    table = pd.read_csv(path, sep=";", encoding="utf-8-sig", dtype={"image_id": str})
+    return table.rename(columns={"image_id": "case_id"}).set_index("case_id")
+
+
+METADATA_READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
+    "kits23_json": _kits23_json,
+    "totalsegmentator_csv": _totalsegmentator_csv,
+}
 
 
 def age_band(age: Any) -> str | None:

@@ -24,10 +24,17 @@ import numpy as np
 from segbench.config import ConfigError, DatasetConfig, ModelConfig
 from segbench.datasets import case_ids, reference_path
 from segbench.io import save_label_map_atomic, write_json_atomic
+from segbench.models.layouts import INPUT_LAYOUTS, OUTPUT_READERS, find_output
+from segbench.models.structures import compose
+from segbench.models.weights import PUBLISHABLE, weights_status
+from segbench.models.weights import weights_dir as default_weights_dir
 from segbench.scoring.geometry import GeometryError, check_same_grid, resample_to_reference
 from segbench.scoring.labelmaps import load_nifti
 
 log = logging.getLogger(__name__)
+
+#: scripts segbench ships for models without a command-line tool; run inside the model's environment
+ADAPTERS_DIR = Path(__file__).resolve().parent / "entrypoints"
 
 
 class ModelRunError(RuntimeError):
@@ -35,11 +42,15 @@ class ModelRunError(RuntimeError):
 
 
 def native_to_dataset(model: ModelConfig, dataset: DatasetConfig) -> dict[int, int]:
-    """Map each native label id of ``model`` to the dataset's id for the same structure name.
+    """Map each native label id of ``model`` to the dataset id of the structure it belongs to.
 
-    Structures the dataset does not score map to background.
+    By canonical name, through :func:`segbench.models.structures.compose`: a native structure that
+    is the dataset structure, or one of its parts (``kidney_left`` -> KiTS ``kidney``), takes that
+    structure's id; structures the dataset does not score map to background.
     """
-    return {native: dataset.labels.get(name, 0) for native, name in model.label_map.items()}
+    composition = compose(model.label_map.values(), dataset.labels, where=f"model {model.name!r} on dataset {dataset.name!r}")
+    target = {part: dataset.labels[structure] for structure, parts in composition.items() for part in parts or ()}
+    return {native: target.get(name, 0) for native, name in model.label_map.items()}
 
 
 def label_values(labels: np.ndarray) -> list[int]:
@@ -63,27 +74,39 @@ def remap_labels(native: np.ndarray, mapping: dict[int, int], source: Path) -> n
     return table[native]
 
 
-def model_command(model: ModelConfig, substitutions: dict[str, str]) -> list[str]:
-    """The model's command line with placeholders filled, wrapped for its environment."""
+def model_command(model: ModelConfig, substitutions: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The model's command line with placeholders filled, wrapped for its environment, and its extra
+    environment variables (``environment.variables``, placeholders filled too)."""
     try:
         argv = [part.format(**substitutions) for part in model.command]
+        variables = {k: str(v).format(**substitutions) for k, v in model.environment.get("variables", {}).items()}
     except KeyError as exc:
         raise ConfigError(f"model {model.name!r}: unknown placeholder {exc} in command; known {sorted(substitutions)}") from exc
     env = model.environment
     kind = env["type"]
     if kind == "harness":
-        return argv
+        return argv, variables
     if kind == "venv":
-        return [str(Path(env["path"]) / "bin" / argv[0]), *argv[1:]]
+        return [str(Path(env["path"]).resolve() / "bin" / argv[0]), *argv[1:]], variables
     if kind == "conda":
-        return ["conda", "run", "--no-capture-output", "-n", str(env["name"]), *argv]
-    # container: mount the staging and input folders at the same paths inside the container
-    mounts = [arg for p in (substitutions["input_dir"], substitutions["output_dir"], substitutions["weights_dir"]) for arg in ("-v", f"{p}:{p}")]
+        return ["conda", "run", "--no-capture-output", "-n", str(env["name"]), *argv], variables
+    # container: mount the staging, input and weights folders at the same paths inside the container
+    folders = {substitutions[k] for k in ("input_dir", "output_dir", "weights_dir", "adapters_dir")} | {str(Path(substitutions["cases_file"]).parent)}
+    mounts = [arg for p in sorted(folders) for arg in ("-v", f"{p}:{p}")]
     gpus = ["--gpus", "all"] if substitutions["device"].startswith("cuda") else []
-    return [str(env.get("engine", "docker")), "run", "--rm", "--ipc=host", *gpus, *mounts, str(env["image"]), *argv]
+    env_args = [arg for k, v in sorted(variables.items()) for arg in ("-e", f"{k}={v}")]
+    return [str(env.get("engine", "docker")), "run", "--rm", "--ipc=host", *gpus, *mounts, *env_args, str(env["image"]), *argv], {}
 
 
-def _input_dir(model: ModelConfig, dataset: DatasetConfig) -> Path:
+def image_path(dataset: DatasetConfig, case_id: str) -> Path:
+    """The input image of ``case_id`` (``image_dir`` / ``image_pattern``)."""
+    assert dataset.image_dir is not None
+    return dataset.image_dir / dataset.image_pattern.format(case=case_id)
+
+
+def stage_inputs(model: ModelConfig, dataset: DatasetConfig, cases: list[str], staging: Path) -> Path:
+    """The folder the model reads: the reference labels (simulated models), or the cases' images
+    linked into the model's ``input_layout`` under ``staging`` (only the cases still to predict)."""
     if model.input == "reference_labels":
         return dataset.reference_dir
     if dataset.image_dir is None or not dataset.image_dir.is_dir():
@@ -91,35 +114,122 @@ def _input_dir(model: ModelConfig, dataset: DatasetConfig) -> Path:
             f"model {model.name!r} needs images but dataset {dataset.name!r} has none here "
             f"(image_dir={dataset.image_dir}); real inference runs on a GPU machine with the images downloaded (README)"
         )
-    return dataset.image_dir
+    folder = staging / "in"
+    for case_id in cases:
+        image = image_path(dataset, case_id)
+        if not image.exists():
+            raise ConfigError(f"dataset {dataset.name!r}, case {case_id}: image {image} does not exist")
+        INPUT_LAYOUTS[model.input_layout](case_id, image, folder)
+    return folder
 
 
-def postprocess(case_id: str, native_file: Path, target: Path, model: ModelConfig, dataset: DatasetConfig) -> None:
-    """Bring one native output onto the dataset schema and reference grid, atomically."""
+def postprocess(case_id: str, native_output: Path, target: Path, model: ModelConfig, dataset: DatasetConfig) -> None:
+    """Bring one native output (file or mask folder) onto the dataset schema and reference grid, atomically."""
     mapping = native_to_dataset(model, dataset)
     reference = reference_path(dataset, case_id)
-    native, native_image = load_nifti(native_file)
+    try:
+        native, native_image = OUTPUT_READERS[model.output_format](native_output, model.label_map)
+    except ValueError as exc:
+        raise ModelRunError(f"model {model.name!r}, case {case_id}: {exc}") from exc
     reference_image = nib.load(reference)  # header only: the grid to compare against
     try:
-        check_same_grid(case_id, reference, reference_image, native_file, native_image)
+        check_same_grid(case_id, reference, reference_image, native_output, native_image)
         on_grid = True
     except GeometryError as difference:
         on_grid = False
         log.info("%s; resampling by affine onto the reference grid", difference)
-    if on_grid and all(k == v for k, v in mapping.items()):
-        remap_labels(native, mapping, native_file)  # validates the label values
+    labels = remap_labels(native, mapping, native_output)  # validates the label values
+    if on_grid and native_output.is_file() and all(k == v for k, v in mapping.items()):
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(native_file, target)
+        os.replace(native_output, target)
         return
     if not on_grid:
-        native_image = resample_to_reference(native_image, reference_image)
-        native = np.asarray(native_image.dataobj)
-    save_label_map_atomic(target, remap_labels(native, mapping, native_file), reference_image)
+        labels = np.asarray(resample_to_reference(nib.Nifti1Image(labels, native_image.affine), reference_image).dataobj)
+    save_label_map_atomic(target, labels, reference_image)
 
 
-def predict(dataset: DatasetConfig, model: ModelConfig, out_dir: Path, *, device: str = "cpu", weights_dir: Path | None = None) -> dict:
-    """Run ``model`` on every case of ``dataset`` not yet predicted; returns the manifest it writes."""
+def applicability(model: ModelConfig, dataset: DatasetConfig) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Per dataset structure and per scored region: does this model segment it?
+
+    Structures: ``{"status": "segmented" | "not_applicable", "from": [model structures]}``.
+    Regions: ``{"status": "scored" | "not_applicable", "reason": str | None}``; a region is not
+    applicable when a structure it needs (one not in the region's ``optional`` list) is not segmented.
+    """
+    composition = compose(model.label_map.values(), dataset.labels, where=f"model {model.name!r} on dataset {dataset.name!r}")
+    structures = {
+        name: {"status": "not_applicable" if parts is None else "segmented", "from": list(parts or ())}
+        for name, parts in composition.items()
+    }
+    ids = {v: k for k, v in dataset.labels.items()}
+    regions = {}
+    for region in dataset.regions:
+        needed = [ids[label] for label in region.labels if ids[label] not in dataset.region_optional.get(region.name, ())]
+        missing = [name for name in needed if composition[name] is None]
+        if missing or not any(composition[ids[label]] for label in region.labels):
+            missing = missing or [ids[label] for label in region.labels]
+            regions[region.name] = {"status": "not_applicable", "reason": f"model does not segment {missing}"}
+        else:
+            regions[region.name] = {"status": "scored", "reason": None}
+    return structures, regions
+
+
+def _dice(reference: np.ndarray, prediction: np.ndarray) -> float | None:
+    total = int(reference.sum()) + int(prediction.sum())
+    return None if not reference.any() else 2.0 * int(np.logical_and(reference, prediction).sum()) / total
+
+
+def spot_check(model: ModelConfig, dataset: DatasetConfig, out_dir: Path, cases: list[str], regions: dict[str, dict]) -> None:
+    """Flag scored regions whose mean Dice over the first ``spot_check.cases`` predicted cases is below
+    ``spot_check.floor``: a wrong label mapping must never be published as a model's zero.
+
+    Updates ``regions`` in place: ``status`` becomes ``flagged`` with ``spot_check_dice`` and a reason.
+    """
+    checked = [c for c in cases if (out_dir / f"{c}.nii.gz").is_file()][: model.spot_check["cases"]]
+    dice: dict[str, list[float]] = {name: [] for name, r in regions.items() if r["status"] == "scored"}
+    for case_id in checked:
+        reference, _ = load_nifti(reference_path(dataset, case_id))
+        prediction, _ = load_nifti(out_dir / f"{case_id}.nii.gz")
+        for region in dataset.regions:
+            if region.name in dice:
+                value = _dice(np.isin(reference, region.labels), np.isin(prediction, region.labels))
+                if value is not None:
+                    dice[region.name].append(value)
+    for name, values in dice.items():
+        mean = float(np.mean(values)) if values else None
+        regions[name]["spot_check_dice"] = mean
+        if mean is not None and mean < model.spot_check["floor"]:
+            regions[name].update(status="flagged", reason=f"mean Dice {mean:.3f} over {len(values)} case(s) < floor {model.spot_check['floor']}")
+            log.warning("model %s on %s: region %s flagged and excluded: %s", model.name, dataset.name, name, regions[name]["reason"])
+
+
+def _run(argv: list[str], variables: dict[str, str], model: ModelConfig, what: str) -> None:
+    log.info("running %s%s on %s: %s", "SIMULATED model " if model.is_simulated else "", model.name, what, shlex.join(argv))
+    result = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL, env={**os.environ, **variables})
+    if result.returncode != 0:
+        raise ModelRunError(f"model {model.name!r} exited with status {result.returncode} on {what}: {shlex.join(argv)}")
+
+
+def predict(
+    dataset: DatasetConfig,
+    model: ModelConfig,
+    out_dir: Path,
+    *,
+    device: str = "cpu",
+    weights_dir: Path | None = None,
+    allow_unverified_weights: bool = False,
+) -> dict:
+    """Run ``model`` on every case of ``dataset`` not yet predicted; returns the manifest it writes.
+
+    Refuses to run a real model whose weights are not verified against their pin unless
+    ``allow_unverified_weights``; the manifest's ``weights.status`` records what was used.
+    """
     cases = case_ids(dataset)
+    weights = weights_status(model)
+    if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
+        raise ModelRunError(
+            f"model {model.name!r}: weights are {weights['status']} ({model.weights.get('pin')}, {weights['file']}); "
+            "pin and fetch them (README, Real models) or pass --allow-unverified-weights (results are then marked unpublishable)"
+        )
     todo = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
     staging = out_dir.parent / f".{out_dir.name}.staging"
     if todo:
@@ -127,29 +237,48 @@ def predict(dataset: DatasetConfig, model: ModelConfig, out_dir: Path, *, device
         staging.mkdir(parents=True)
         cases_file = staging / "cases.txt"
         cases_file.write_text("\n".join(todo) + "\n", encoding="utf-8")
+        input_dir = stage_inputs(model, dataset, todo, staging).resolve()
+        output_dir = (staging / "out").resolve()
+        output_dir.mkdir()
         substitutions = {
             "python": sys.executable,
-            "input_dir": str(_input_dir(model, dataset).resolve()),
-            "output_dir": str((staging / "out").resolve()),
+            "input_dir": str(input_dir),
+            "output_dir": str(output_dir),
             "cases_file": str(cases_file.resolve()),
             "device": device,
-            "weights_dir": str((weights_dir or Path("models") / model.name).resolve()),
+            "device_gpu": device.replace("cuda", "gpu"),  # TotalSegmentator's spelling: gpu, gpu:N, cpu
+            "weights_dir": str((weights_dir or default_weights_dir(model)).resolve()),
+            "adapters_dir": str(ADAPTERS_DIR),
         }
-        (staging / "out").mkdir()
-        argv = model_command(model, substitutions)
-        log.info("running %s%s on %d case(s): %s", "SIMULATED model " if model.is_simulated else "", model.name, len(todo), shlex.join(argv))
-        result = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL)
-        if result.returncode != 0:
-            raise ModelRunError(f"model {model.name!r} exited with status {result.returncode}: {shlex.join(argv)}")
+        if model.invocation == "case":
+            for case_id in todo:
+                _run(*model_command(model, {**substitutions, "case": case_id}), model, f"case {case_id}")
+        else:
+            _run(*model_command(model, substitutions), model, f"{len(todo)} case(s)")
         for case_id in todo:
-            native_file = staging / "out" / model.output.format(case=case_id)
-            if native_file.is_file():
-                postprocess(case_id, native_file, out_dir / f"{case_id}.nii.gz", model, dataset)
+            try:
+                native = find_output(model.output, case_id, input_dir, output_dir, model.name)
+            except ValueError as exc:
+                raise ModelRunError(str(exc)) from exc
+            if native is not None:
+                postprocess(case_id, native, out_dir / f"{case_id}.nii.gz", model, dataset)
         shutil.rmtree(staging, ignore_errors=True)
     missing = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
     if missing:
         log.warning("%s produced no prediction for %d case(s): %s (scored as worst case)", model.name, len(missing), ", ".join(missing))
-    manifest = {"dataset": dataset.name, "model": model.name, "kind": model.kind, "cases": cases, "missing": missing}
+    structures, regions = applicability(model, dataset)
+    if not model.is_simulated:
+        spot_check(model, dataset, out_dir, cases, regions)
+    manifest = {
+        "dataset": dataset.name,
+        "model": model.name,
+        "kind": model.kind,
+        "cases": cases,
+        "missing": missing,
+        "structures": structures,
+        "regions": regions,
+        "weights": {**weights, "publishable": weights["status"] in PUBLISHABLE},
+    }
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out_dir / "manifest.json", manifest)
     return manifest

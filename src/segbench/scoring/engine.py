@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +98,8 @@ def _score_region(
         return row | {"dice": 1.0, "iou": 1.0, "nsd": 1.0, **{m: 0.0 for m in DISTANCE_METRICS}}
     if ref_present != pred_present:
         return _worst_case_row(row, worst)
-    sd: SurfaceDistances = surface_distances(pred, ref, spacing)
+    box = _bounding_box(ref, pred)  # tighter than the case box for small regions; results unchanged
+    sd: SurfaceDistances = surface_distances(pred[box], ref[box], spacing)
     return row | {
         "dice": float(dice(pred, ref)),
         "iou": float(iou(pred, ref)),
@@ -117,13 +118,16 @@ def score_case(
     regions: Sequence[Region],
     *,
     allowed_labels: set[int] | None = None,
+    dicom_labels: Mapping[str, int] | None = None,
 ) -> list[dict]:
     """Score one case: one row per region, from a single decode of each label map.
 
     A missing prediction (``None``) scores as a failure: the worst-case row for every region.
     Distances use the reference header spacing (array order), checked against both affines.
     Raises :class:`GeometryError` if the prediction is not on the reference grid (DICOM predictions
-    are first resampled onto it through their DICOM geometry).
+    are first resampled onto it through their DICOM geometry). ``allowed_labels``: if given, any
+    other non-zero value in either map is an error. ``dicom_labels``: DICOM-SEG segment label /
+    RTSTRUCT ROI name -> label id (default: segment / ROI number).
     """
     ref_labels, ref_img = load_nifti(Path(reference))
     spacing = check_spacing(case_id, reference, ref_img)
@@ -150,7 +154,7 @@ def score_case(
         return [{c: r[c] for c in COLUMNS} for r in rows]
 
     prediction = Path(prediction)
-    pred_labels, pred_img = load_label_map(prediction)
+    pred_labels, pred_img = load_label_map(prediction, dicom_labels=dicom_labels)
     if is_dicom(prediction):
         pred_img = resample_to_reference(pred_img, ref_img)
         pred_labels = np.asanyarray(pred_img.dataobj)
@@ -172,8 +176,8 @@ def score_case(
 
 
 def _score_case_job(args: tuple) -> list[dict]:
-    case_id, reference, prediction, regions, allowed_labels = args
-    return score_case(case_id, reference, prediction, regions, allowed_labels=allowed_labels)
+    case_id, reference, prediction, regions, allowed_labels, dicom_labels = args
+    return score_case(case_id, reference, prediction, regions, allowed_labels=allowed_labels, dicom_labels=dicom_labels)
 
 
 def score_cases(
@@ -183,6 +187,7 @@ def score_cases(
     workers: int = 1,
     progress: bool = True,
     allowed_labels: set[int] | None = None,
+    dicom_labels: Mapping[str, int] | None = None,
 ) -> pd.DataFrame:
     """Score every (case_id, reference, prediction) in input order; one row per case x region.
 
@@ -191,7 +196,10 @@ def score_cases(
     """
     from tqdm import tqdm
 
-    jobs = [(cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels) for cid, ref, pred in cases]
+    jobs = [
+        (cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels, dicom_labels)
+        for cid, ref, pred in cases
+    ]
     bar = tqdm(total=len(jobs), desc="scoring", unit="case", disable=not progress)
     rows: list[dict] = []
     try:

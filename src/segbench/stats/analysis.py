@@ -1,6 +1,7 @@
 """SPEC §4 analysis of one dataset: ``analyze`` (rows -> results dict) and ``reanalyze`` (results -> diffs).
 
-Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, dicts; NaN is None)::
+Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, dicts; NaN is None;
+``json.dumps(results, sort_keys=True)`` is byte-identical for identical inputs and settings)::
 
     {
       "settings": {n_resamples, confidence, seed, ci_method, multiple_comparison, alpha,
@@ -16,7 +17,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
         "case_meta": {field: [group label or None, ...]},
         "metrics": {metric: {
           "higher_is_better": bool,
-          "per_case": {model: [value, ...]},
+          "per_case": {model: [value, ...]},                    # the values every number derives from
           "models": {model: {"mean", "sd", "median", "n", "ci_low", "ci_high",
                              "n_missing_prediction", "n_worst_case", "contaminated"}},
           "ranking": None | {"order": [model, ...],            # full-data rank order, then name
@@ -27,12 +28,31 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                              "kendall_tau": {"mean", "median", "q25", "q75"}},
           "pairwise": [{"a", "b", "mean_diff", "ci_low", "ci_high", "ci_level", "p_bootstrap",
                         "separable"}, ...],                     # a ranked above b; diff = a - b
+          "significance": None | {"p_value", "p_adjusted": {a: {b: p}},   # 'a better than b'
+                                  "significant": {a: {b: bool}}, "co_winners": [model, ...]},
+          "loo": None | {"winner_change_share", "any_rank_change_share"},
+          "power": None | {"first", "second", "n_cases", "mean_diff", "sd_diff", "effect_size",
+                           "n_required", "alpha", "power", "separable", "significant"},
+          "subgroups": {field: {"n_missing_value": k,
+                                "groups": {group: {"n", "tested", "models": {model: {"mean", "ci_low",
+                                                                                     "ci_high"}}}},
+                                "kruskal": None | {model: {"statistic", "p_value"}},
+                                "mann_whitney": {model: [{"a", "b", "statistic", "p_value",
+                                                          "p_bonferroni", "significant"}, ...]}}},
         }}
       }}
     }
 
-Contaminated models (SPEC §4.7) appear in "models" and "per_case" with "contaminated": true and are
-left out of "ranking" and "pairwise". Ranks are 'min' competition ranks among the K ranked models.
+Conventions. Ranks are 'min' competition ranks among the ranked models, from the mean (higher better
+when higher_is_better). Contaminated models (SPEC §4.7) appear in "models", "per_case" and
+"subgroups" with "contaminated": true and are left out of "ranking", "pairwise", "significance",
+"loo" and "power". Pairwise CI levels: see ``pairwise.separability`` (Holm on CI levels). Wilcoxon
+one-sided 'a better than b' ('greater' for higher-is-better, 'less' for distances), K(K-1) p-values
+Holm-adjusted together. Subgroup groups: the field's values as text; numeric fields are cut at their
+quartiles (``_group_labels``); "mann_whitney" lists only models whose Kruskal-Wallis p < alpha; groups
+below ``subgroup_min_cases`` are reported with "tested": false. None marks what is undefined (n = 0,
+fewer than two ranked models, SD of one case, ...). Seeds: one resample matrix per structure, from
+(seed, structure name), shared by all metrics, models and subgroups.
 """
 
 from __future__ import annotations
@@ -43,6 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from .pairwise import pair_indices, separability, wilcoxon_map
 from .power import cases_needed
@@ -78,7 +99,8 @@ def analyze(
     """Full SPEC §4 analysis of one dataset's per-case rows; see the module docstring for the output."""
     metrics, subgroup_fields, models, contaminated = _validate(rows, metrics, settings, subgroup_fields, contaminated)
     structures = _prepare(rows, metrics, models, subgroup_fields)
-    return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated)
+    with _single_threaded_blas():
+        return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated)
 
 
 def reanalyze(results: Mapping) -> list[str]:
@@ -95,7 +117,7 @@ def reanalyze(results: Mapping) -> list[str]:
         metrics: dict[str, bool] = {}
         for name, s in results["structures"].items():
             values = {}
-            for metric, cell in s["metrics"].items():
+            for metric, cell in sorted(s["metrics"].items()):
                 metrics[metric] = bool(cell["higher_is_better"])
                 values[metric] = np.array(
                     [cell["per_case"][m] for m in models], dtype=np.float64
@@ -110,8 +132,19 @@ def reanalyze(results: Mapping) -> list[str]:
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a segbench results dict: {exc!r}") from exc
-    recomputed = _run(structures, models, metrics, settings, subgroup_fields, contaminated)
+    with _single_threaded_blas():
+        recomputed = _run(structures, models, metrics, settings, subgroup_fields, contaminated)
     return _differences(_to_json(dict(results)), recomputed, "")
+
+
+def _single_threaded_blas() -> threadpool_limits:
+    """BLAS on one thread while the statistics run.
+
+    The products here are small (chunk x n by n x K); threaded OpenBLAS measured 2-4x slower on them on
+    a shared 2-core machine, and one thread makes the summation order, hence the output bytes,
+    independent of the machine's core count.
+    """
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _validate(
@@ -121,6 +154,7 @@ def _validate(
     subgroup_fields: Sequence[str],
     contaminated: Mapping[str, bool],
 ) -> tuple[dict[str, bool], list[str], list[str], dict[str, bool]]:
+    """Check the inputs once at the boundary (ValueError naming the row/column) and canonicalise them."""
     if not isinstance(rows, pd.DataFrame):
         raise ValueError(f"rows must be a pandas DataFrame, got {type(rows).__name__}")
     if not isinstance(settings, StatsSettings):
@@ -171,7 +205,10 @@ def _validate(
     if unknown:
         raise ValueError(f"contaminated names model(s) not in rows: {unknown}")
     flags = {m: bool(contaminated.get(m, False)) for m in models}
-    return {str(k): bool(v) for k, v in metrics.items()}, [str(f) for f in subgroup_fields], models, flags
+    # Metrics in sorted order: the column order of the shared resample products then does not depend
+    # on the caller's mapping order, nor on a JSON round trip with sort_keys (reanalyze).
+    canonical = {str(k): bool(metrics[k]) for k in sorted(metrics)}
+    return canonical, [str(f) for f in subgroup_fields], models, flags
 
 
 def _first(mask: pd.Series) -> object:
@@ -200,39 +237,54 @@ def _group_labels(column: pd.Series) -> pd.Series:
 def _prepare(
     rows: pd.DataFrame, metrics: Mapping[str, bool], models: list[str], subgroup_fields: list[str]
 ) -> dict[str, _Structure]:
-    """Split the rows per structure into shared-case (K, n) matrices (SPEC §4 preamble, §3)."""
-    rows = rows.assign(model=rows["model"].astype(str), case_id=rows["case_id"].astype(str),
-                       structure=rows["structure"].astype(str))
-    meta = rows.groupby("case_id", sort=True)[[f"meta.{f}" for f in subgroup_fields]].first()
-    labels = {f: _group_labels(meta[f"meta.{f}"]) for f in subgroup_fields}
+    """Split the rows per structure into shared-case (K, n) matrices (SPEC §4 preamble, §3).
+
+    Works on integer codes (one factorisation of model, case and structure) so that a JHH-scale table
+    (~10^6 rows) is split without per-row Python work.
+    """
+    model_code = pd.Categorical(rows["model"].astype(str), categories=models).codes
+    case_code, case_ids = pd.factorize(rows["case_id"].astype(str), sort=True)
+    structure_code, structures = pd.factorize(rows["structure"].astype(str), sort=True)
+    case_ids = np.asarray(case_ids, dtype=object)
+    present = rows["reference_present"].to_numpy(dtype=bool)
+    metric_values = {m: rows[m].to_numpy(dtype=np.float64, na_value=np.nan) for m in metrics}
+    flag_values = {f: rows[f].to_numpy(dtype=bool) if f in rows.columns else np.zeros(len(rows), bool) for f in _FLAGS}
+    meta = rows.assign(case_id=rows["case_id"].astype(str)).groupby("case_id", sort=True)[
+        [f"meta.{f}" for f in subgroup_fields]
+    ].first()
+    labels = {
+        f: _group_labels(meta[f"meta.{f}"]).reindex(case_ids).to_numpy(dtype=object) for f in subgroup_fields
+    }
+    n_models, n_all = len(models), case_ids.size
     out = {}
-    for structure, sub in rows.groupby("structure", sort=True):
-        present = sub[sub["reference_present"]]
-        absent = set(sub.loc[~sub["reference_present"], "case_id"])
-        per_model = [set(present.loc[present["model"] == m, "case_id"]) for m in models]
-        shared = sorted(set.intersection(*per_model))
-        table = present.set_index(["case_id", "model"])
-        values = {
-            metric: table[metric].unstack("model").reindex(index=shared, columns=models)
-            .to_numpy(dtype=np.float64).T.copy()
-            for metric in metrics
-        }
-        shared_rows = present[present["case_id"].isin(shared)]
-        flags = {
-            flag: {
-                m: sorted(shared_rows.loc[(shared_rows["model"] == m) & shared_rows[flag], "case_id"])
-                if flag in shared_rows.columns else []
-                for m in models
-            }
-            for flag in _FLAGS
-        }
-        out[structure] = _Structure(
-            case_ids=shared,
-            n_absent=len(absent),
-            n_unshared=len(set.union(*per_model)) - len(shared),
+    for code, structure in enumerate(structures):
+        sel = np.flatnonzero(structure_code == code)
+        mc, cc, pr = model_code[sel], case_code[sel], present[sel]
+        scored = np.zeros((n_models, n_all), dtype=bool)
+        scored[mc[pr], cc[pr]] = True
+        shared = scored.all(axis=0)
+        column = np.cumsum(shared) - 1  # position of a shared case among the shared cases
+        keep = pr & shared[cc]
+        rows_k, cols_k = mc[keep], column[cc[keep]]
+        n = int(shared.sum())
+        values = {}
+        for metric, vals in metric_values.items():
+            matrix = np.empty((n_models, n))
+            matrix[rows_k, cols_k] = vals[sel][keep]
+            values[metric] = matrix
+        shared_ids = case_ids[shared]
+        flags = {}
+        for flag, vals in flag_values.items():
+            hit = np.zeros((n_models, n), dtype=bool)
+            hit[rows_k, cols_k] = vals[sel][keep]
+            flags[flag] = {m: shared_ids[hit[k]].tolist() for k, m in enumerate(models)}
+        out[str(structure)] = _Structure(
+            case_ids=shared_ids.tolist(),
+            n_absent=int(np.unique(cc[~pr]).size),
+            n_unshared=int(scored.any(axis=0).sum()) - n,
             values=values,
             flags=flags,
-            case_meta={f: [labels[f].get(c) for c in shared] for f in subgroup_fields},
+            case_meta={f: labels[f][shared].tolist() for f in subgroup_fields},
         )
     return out
 
@@ -274,10 +326,9 @@ class _Boot:
     jack: np.ndarray | None  # (n, M*K); None when n < 2
 
     @classmethod
-    def of(cls, stacked: np.ndarray, settings: StatsSettings, *keys: str) -> _Boot:
-        n = stacked.shape[1]
-        boot = bootstrap_means(stacked, settings.n_resamples, rng_for(settings.seed, *keys))
-        return cls(stacked.mean(axis=1), boot, jackknife_means(stacked) if n > 1 else None)
+    def of(cls, stacked: np.ndarray, boot: np.ndarray) -> _Boot:
+        jack = jackknife_means(stacked) if stacked.shape[1] > 1 else None
+        return cls(stacked.mean(axis=1), boot, jack)
 
     def ci(self, confidence: float, method: str) -> tuple[np.ndarray, np.ndarray]:
         alpha = np.full(self.means.size, 1.0 - confidence)
@@ -294,18 +345,20 @@ def _analyze_structure(
 ) -> dict:
     """SPEC §4.1-4.8 for every metric of one structure.
 
-    One resample matrix per structure serves all metrics and models (paired across both), and one per
-    (structure, field, group) for the subgroup CIs.
+    One resample matrix per structure serves all metrics, models and subgroups (paired across all).
     """
     n, n_models = len(s.case_ids), len(models)
-    stacked = np.concatenate([s.values[m] for m in metrics]) if n else None
-    full = _Boot.of(stacked, settings, structure) if n else None
+    groups = {f: group_indices(s.case_meta[f]) for f in sorted(s.case_meta)} if n else {}
+    flat = [(f, g, idx) for f, gs in groups.items() for g, idx in gs.items()]
+    full, group_boot = None, {f: {} for f in groups}
+    if n:
+        stacked = np.concatenate([s.values[m] for m in metrics])
+        rng = rng_for(settings.seed, structure)
+        boot, boots = bootstrap_means(stacked, settings.n_resamples, rng, [idx for _, _, idx in flat])
+        full = _Boot.of(stacked, boot)
+        for k, (f, g, idx) in enumerate(flat):
+            group_boot[f][g] = _Boot.of(stacked[:, idx], boots[:, k])
     ci = full.ci(settings.confidence, settings.ci_method) if n else None
-    groups = {f: group_indices(s.case_meta[f]) for f in s.case_meta} if n else {}
-    group_boot = {
-        f: {g: _Boot.of(stacked[:, idx], settings, structure, f, g) for g, idx in gs.items()}
-        for f, gs in groups.items()
-    }
     group_ci = {
         f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()
     }
@@ -483,6 +536,10 @@ def _to_json(obj: object) -> object:
     """Plain-Python copy: numpy scalars/arrays -> float/int/bool/list, non-finite floats -> None."""
     if isinstance(obj, Mapping):
         return {str(k): _to_json(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":
+        return obj.tolist()
+    if isinstance(obj, np.ndarray) and obj.dtype.kind == "f" and np.isfinite(obj).all():
+        return obj.tolist()  # fast path for the per-case columns
     if isinstance(obj, (list, tuple, np.ndarray)):
         return [_to_json(v) for v in obj]
     if isinstance(obj, (bool, np.bool_)):

@@ -30,14 +30,17 @@ def kendall_tau_b(ranks: np.ndarray, reference: np.ndarray) -> np.ndarray:
     constant (tau-b undefined), as scipy returns.
     """
     i, j = np.triu_indices(ranks.shape[1], k=1)
-    sign_boot = np.sign(ranks[:, i] - ranks[:, j]).astype(np.float64)
-    sign_ref = np.sign(reference[i] - reference[j]).astype(np.float64)
+    small = np.int16 if ranks.shape[1] < np.iinfo(np.int16).max else np.int64  # signs in 2-byte ints
+    r = ranks.astype(small)
+    sign_boot = np.sign(r[:, i] - r[:, j])
+    sign_ref = np.sign(reference[i] - reference[j]).astype(small)
     n_pairs = i.size
-    ties_boot = (sign_boot == 0).sum(axis=1)
-    ties_ref = int((sign_ref == 0).sum())
+    ties_boot = n_pairs - np.count_nonzero(sign_boot, axis=1)
+    ties_ref = n_pairs - int(np.count_nonzero(sign_ref))
+    score = (sign_boot * sign_ref).sum(axis=1, dtype=np.int64)
     denom = np.sqrt((n_pairs - ties_boot) * float(n_pairs - ties_ref))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denom > 0, (sign_boot @ sign_ref) / denom, np.nan)
+        return np.where(denom > 0, score / denom, np.nan)
 
 
 def ranking_stability(

@@ -1,0 +1,123 @@
+"""Scoring speed and agreement on real KiTS23 cases: segauge vs segbench's engine vs the decode floor.
+
+For each case a simulated prediction (benchmarks/simulate_kits.py; kinds cycle, the last cases are
+gross errors) is written as NIfTI; then, in this one run and on this machine:
+
+* decode floor: nibabel load + decompress of reference and prediction;
+* engine: segbench.scoring.score_case on the two files (all three KiTS regions, detection on tumor);
+* segauge: decode once, then for each region segauge's dice, iou, surface_metrics and
+  detection_scores on the full volumes, on the first ``--segauge-cases`` cases only (it is slow).
+
+Prints seconds per case, ratios (on the cases both ran), and per-metric agreement of the engine
+with segauge. Usage:
+    PYTHONPATH=src python benchmarks/bench_scoring.py --cases 22 --segauge-cases 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import segauge
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simulate_kits import GROSS_KINDS, KINDS, simulate  # noqa: E402
+
+from segbench.scoring import Region, score_case  # noqa: E402
+
+REGIONS = (
+    Region("kidney_and_mass", (1, 2, 3), 1.0331),
+    Region("mass", (2, 3), 1.1329),
+    Region("tumor", (2,), 1.1498, detection=True),
+)
+COMPARED = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd", "det_precision", "det_recall", "det_f1")
+
+
+def decode(path: Path) -> np.ndarray:
+    """The decode floor: what any scorer must do at least once per file."""
+    return np.asanyarray(nib.load(path).dataobj)
+
+
+def segauge_case(reference: Path, prediction: Path) -> dict[str, dict[str, float]]:
+    """segauge 0.1.0 on full volumes, one decode per file, every region."""
+    ref_img = nib.load(reference)
+    ref, pred = np.asanyarray(ref_img.dataobj), decode(prediction)
+    spacing = tuple(float(z) for z in ref_img.header.get_zooms())
+    out = {}
+    for region in REGIONS:
+        g, p = np.isin(ref, region.labels), np.isin(pred, region.labels)
+        row = {"dice": segauge.dice(p, g), "iou": segauge.iou(p, g)}
+        row |= segauge.surface_metrics(p, g, spacing, nsd_tolerance=region.nsd_tolerance_mm)
+        if region.detection:
+            det = segauge.detection_scores(p, g)
+            row |= {"det_precision": det.precision, "det_recall": det.recall, "det_f1": det.f1}
+        out[region.name] = row
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path("data/kits23/labels"))
+    ap.add_argument("--cases", type=int, default=22, help="cases for engine and decode floor")
+    ap.add_argument("--segauge-cases", type=int, default=5, help="first M cases also scored by segauge")
+    ap.add_argument("--gross", type=int, default=2, help="how many of the last cases get gross errors")
+    args = ap.parse_args()
+
+    files = sorted(args.data.glob("case_*.nii.gz"))[: args.cases]
+    n_gross = min(args.gross, len(files))
+    kinds = [KINDS[i % len(KINDS)] for i in range(len(files) - n_gross)]
+    kinds += [GROSS_KINDS[i % len(GROSS_KINDS)] for i in range(n_gross)]
+    seg_n = min(args.segauge_cases, len(files))
+    t_dec, t_eng, t_seg = [], [], []
+    diffs: dict[str, list[float]] = {m: [] for m in COMPARED}
+    with tempfile.TemporaryDirectory(prefix="bench_scoring_") as tmp:
+        for i, (ref_path, kind) in enumerate(zip(files, kinds, strict=True)):
+            img = nib.load(ref_path)
+            labels = np.asanyarray(img.dataobj)
+            pred_path = Path(tmp) / f"{ref_path.name}"
+            nib.save(nib.Nifti1Image(simulate(labels, img.header.get_zooms(), kind), img.affine, img.header), pred_path)
+            del labels
+
+            t0 = time.perf_counter()
+            decode(ref_path), decode(pred_path)
+            t_dec.append(time.perf_counter() - t0)
+
+            t0 = time.perf_counter()
+            rows = score_case(ref_path.name, ref_path, pred_path, REGIONS)
+            t_eng.append(time.perf_counter() - t0)
+            msg = f"[{i + 1}/{len(files)}] {ref_path.name} {kind:16s} decode {t_dec[-1]:6.2f}s engine {t_eng[-1]:6.2f}s"
+
+            if i < seg_n:
+                t0 = time.perf_counter()
+                ref_rows = segauge_case(ref_path, pred_path)
+                t_seg.append(time.perf_counter() - t0)
+                msg += f" segauge {t_seg[-1]:7.1f}s"
+                for row in rows:
+                    theirs = ref_rows[row["structure"]]
+                    for m in COMPARED:
+                        if m in theirs and not row["worst_case"]:
+                            diffs[m].append(float(row[m]) - float(theirs[m]))
+            print(msg, flush=True)
+            pred_path.unlink()
+
+    dec, eng = np.mean(t_dec), np.mean(t_eng)
+    print(f"\n{len(files)} cases ({', '.join(sorted(set(kinds)))}); segauge on the first {seg_n}")
+    print(f"decode floor  {dec:8.3f} s/case")
+    print(f"engine        {eng:8.3f} s/case   engine/decode = {eng / dec:.2f}x")
+    if seg_n:
+        seg, eng_sub = np.mean(t_seg), np.mean(t_eng[:seg_n])
+        print(f"segauge       {seg:8.3f} s/case   segauge/engine = {seg / eng_sub:.1f}x (same {seg_n} cases)")
+        print("\nagreement with segauge (engine - segauge; non-worst-case regions):")
+        for m, d in diffs.items():
+            if d:
+                a = np.abs(d)
+                print(f"  {m:14s} n={len(d):3d} max|diff| {a.max():.3g}  mean diff {np.mean(d):+.3g}  p95|diff| {np.quantile(a, 0.95):.3g}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Bad input never yields a number: each fault gives an error naming the case/file and the problem.
+
+The score stage is run through the real CLI on a real KiTS23 reference with crafted prediction files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from segbench.cli import main
+from segbench.config import compose_params
+from tests_support import in_directory
+
+CASE = "case_00110"
+MODEL = "sim_dilate_1mm"
+
+
+@pytest.fixture
+def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
+    raw = compose_params(root / "conf", [f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASE}]", "stats.n_resamples=100", "published=[]"])
+    spec = raw["dataset"]["kits23"]
+    spec["reference_dir"] = str(root / spec["reference_dir"])
+    spec["metadata_file"] = str(root / spec["metadata_file"])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    shutil.copy(root / "data.dvc", tmp_path / "data.dvc")
+    (tmp_path / "predictions" / "kits23" / MODEL).mkdir(parents=True)
+    return tmp_path
+
+
+@pytest.fixture
+def reference(root: Path) -> nib.Nifti1Image:
+    return nib.load(root / "data" / "kits23" / "labels" / f"{CASE}.nii.gz")
+
+
+def _prediction(project: Path, case: str = CASE) -> Path:
+    return project / "predictions" / "kits23" / MODEL / f"{case}.nii.gz"
+
+
+def _save(project: Path, data: np.ndarray, affine: np.ndarray, case: str = CASE) -> Path:
+    path = _prediction(project, case)
+    nib.save(nib.Nifti1Image(data, affine), path)
+    return path
+
+
+def _score(project: Path, capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    with in_directory(project):
+        code = main(["score", "--dataset", "kits23", "--model", MODEL, "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code != 0 or not err.strip().startswith("segbench score: error")
+    if code != 0:
+        assert not (project / "scores" / "kits23" / MODEL / "per_case.csv").exists(), "a failed score stage left a table"
+    return code, err
+
+
+def _labels(reference: nib.Nifti1Image) -> np.ndarray:
+    return np.asarray(reference.dataobj).astype(np.uint8)
+
+
+def test_shape_mismatch(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+    _save(project, _labels(reference)[:-1], reference.affine)
+    code, err = _score(project, capsys)
+    assert code == 1 and CASE in err and "shape" in err
+
+
+def _flip_axis(affine: np.ndarray) -> np.ndarray:
+    return affine @ np.diag([1.0, 1.0, -1.0, 1.0])
+
+
+def _shift_origin(affine: np.ndarray) -> np.ndarray:
+    shifted = affine.copy()
+    shifted[0, 3] += 5.0
+    return shifted
+
+
+def _other_spacing(affine: np.ndarray) -> np.ndarray:
+    return affine @ np.diag([1.0, 1.0, 1.1, 1.0])
+
+
+@pytest.mark.parametrize("change", [_flip_axis, _shift_origin, _other_spacing], ids=["flipped-axis", "shifted-origin", "other-spacing"])
+def test_affine_mismatch(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture, change) -> None:
+    _save(project, _labels(reference), change(reference.affine))
+    code, err = _score(project, capsys)
+    assert code == 1 and CASE in err and ("affine" in err or "spacing" in err), err
+
+
+def test_out_of_schema_label(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+    data = _labels(reference)
+    data[0, 0, 0] = 7
+    _save(project, data, reference.affine)
+    code, err = _score(project, capsys)
+    assert code == 1 and CASE in err and "7" in err
+
+
+def test_non_integer_and_nan_labels(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+    data = _labels(reference).astype(np.float32)
+    data[0, 0, 0] = 0.5
+    _save(project, data, reference.affine)
+    code, err = _score(project, capsys)
+    assert code == 1 and "non-integer" in err
+    data[0, 0, 0] = np.nan
+    _save(project, data, reference.affine)
+    code, err = _score(project, capsys)
+    assert code == 1 and "NaN" in err
+
+
+def test_truncated_and_empty_files(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+    path = _save(project, _labels(reference), reference.affine)
+    blob = path.read_bytes()
+    path.write_bytes(blob[: len(blob) // 2])
+    code, err = _score(project, capsys)
+    assert code == 1 and str(path.name) in err and "cannot read" in err
+    path.write_bytes(b"")
+    code, err = _score(project, capsys)
+    assert code == 1 and "empty" in err
+    path.write_bytes(gzip.compress(b"not a nifti at all"))
+    code, err = _score(project, capsys)
+    assert code == 1 and "cannot read" in err
+
+
+def test_prediction_for_unknown_case(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+    _save(project, _labels(reference), reference.affine)
+    _save(project, _labels(reference), reference.affine, case="case_99999")
+    code, err = _score(project, capsys)
+    assert code == 1 and "case_99999" in err and "unknown cases" in err
+
+
+def test_missing_prediction_is_scored_worst_case_and_counted(project: Path, capsys: pytest.CaptureFixture) -> None:
+    code, _ = _score(project, capsys)
+    assert code == 0
+    rows = pd.read_csv(project / "scores" / "kits23" / MODEL / "per_case.csv")
+    assert rows["prediction_missing"].all() and rows["worst_case"].all()
+    assert (rows["dice"] == 0).all() and np.isfinite(rows["hd95"]).all()
+    assert (rows["hd95"] == rows["worst_case_value_mm"]).all()
+
+
+def test_duplicate_case_ids_in_params(project: Path, capsys: pytest.CaptureFixture) -> None:
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["dataset"]["kits23"]["cases"] = [CASE, CASE]
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    code, err = _score(project, capsys)
+    assert code == 1 and "duplicate case ids" in err
+
+
+@pytest.mark.parametrize("section, name", [("dataset", "amos22"), ("model", "no_such_model")])
+def test_params_naming_unknown_dataset_or_model(project: Path, capsys: pytest.CaptureFixture, section: str, name: str) -> None:
+    args = {"dataset": "kits23", "model": MODEL, section: name}
+    with in_directory(project):
+        code = main(["score", "--dataset", args["dataset"], "--model", args["model"]])
+    assert code == 1 and f"unknown {section} {name!r}" in capsys.readouterr().err
