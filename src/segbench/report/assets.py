@@ -23,9 +23,10 @@ th button { font: inherit; font-weight: bold; background: none; border: 0; paddi
 th[aria-sort="ascending"] button::after { content: " ▲"; }
 th[aria-sort="descending"] button::after { content: " ▼"; }
 td .model { font-weight: 600; }
-table.overview td:nth-child(6), table.leaderboard td:nth-child(7) { min-width: 20rem; }
+table.overview td:nth-child(6), table.leaderboard td:nth-child(7) { min-width: 16rem; }
+.table-scroll { overflow-x: auto; }
 .tag { display: inline-block; font-size: .72rem; font-weight: 600; padding: 0 .3rem; border-radius: .25rem;
-       border: 1px solid #888; background: #fff; margin-left: .2rem; white-space: nowrap; }
+       border: 1px solid #888; background: #fff; margin-left: .2rem; }
 .tag-simulated { background: #fff1b8; }
 .tag-published { background: #dbeafe; }
 figure.plot { margin: .4rem 0 1.2rem; }

@@ -35,7 +35,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[TableCell]], caption: 
         for row in rows
     )
     cap = f"<caption>{caption}</caption>" if caption else ""
-    return f'<table class="sortable {css}">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<div class="table-scroll"><table class="sortable {css}">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _align(key: str | float | int | None) -> str:
