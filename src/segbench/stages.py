@@ -1,7 +1,8 @@
 """The pipeline's stages, one function each, wiring the modules together (SPEC §1).
 
-predict -> score -> track -> compare -> report. Each stage reads the files of the stage before it and
-writes its own outputs atomically; ``dvc.yaml`` declares exactly these paths.
+predict -> score -> track -> compare -> report, and for published score sets (no masks)
+import -> track -> compare. Each stage reads the files of the stage before it and writes its own
+outputs atomically; ``dvc.yaml`` declares exactly these paths.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ def excluded_regions(pred_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def read_published(source: PublishedConfig) -> pd.DataFrame:
-    """Rows of a published score set, with its own training-set claims merged into ``trained_on``."""
+    """Rows of a published score set (segauge results keep each model's training-set claims in ``rows.attrs``)."""
     if source.format == "touchstone":
         return published.read_touchstone(source.path)
     return published.read_segauge_results(source.path, source.metadata_file)
