@@ -7,16 +7,13 @@ A small experiment (4 real cases, 2 simulated models, B = 500) is composed from 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
-from segbench.config import compose_params
+from tests_support import new_project
+from tests_support import run_command as run
 
 CASES = ["case_00030", "case_00110", "case_00210", "case_00425"]
 MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
@@ -24,13 +21,6 @@ PUBLISHED = ["TotalSegmentator", "TotalSegmentator-fast"]  # the small segauge-b
 OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=500", "published=[segauge_kits23_seed]"]
 
 pytestmark = pytest.mark.slow
-
-
-def run(args: list[str], cwd: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout + result.stderr
 
 
 def mlflow_runs(project: Path) -> list[tuple[str, str, str]]:
@@ -46,20 +36,8 @@ EXPECTED_RUNS = [("segbench/kits23", m, "FINISHED") for m in MODELS] + [("segben
 
 @pytest.fixture(scope="module")
 def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new project from this repo's pipeline files, with the data pulled from the shared remote."""
-    proj = tmp_path_factory.mktemp("pipeline") / "proj"
-    proj.mkdir()
-    for name in ("dvc.yaml", "data.dvc", ".gitignore"):
-        shutil.copy(root / name, proj / name)
-    for name in ("conf", "src"):
-        shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
-    run(["git", "init", "-q"], proj)
-    run(["dvc", "init", "-q"], proj)
-    run(["dvc", "config", "hydra.enabled", "true"], proj)
-    run(["dvc", "remote", "add", "-d", "shared", str((root.parent / "shared" / "dvc-remote").resolve())], proj)
-    run(["dvc", "pull", "-q", "data.dvc"], proj)
-    params = compose_params(proj / "conf", OVERRIDES)
-    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    """A new project from this repo's pipeline files, with the data pulled from the shared remote, reproduced."""
+    proj = new_project(root, tmp_path_factory.mktemp("pipeline") / "proj", OVERRIDES)
     run(["dvc", "repro"], proj)
     return proj
 

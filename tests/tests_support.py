@@ -1,11 +1,17 @@
-"""Helpers shared by tests (not fixtures)."""
+"""Helpers shared by tests (not fixtures): working directories, commands, and throwaway projects."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+
+import yaml
+
+from segbench.config import compose_params
 
 
 @contextlib.contextmanager
@@ -17,3 +23,33 @@ def in_directory(path: Path) -> Iterator[None]:
         yield
     finally:
         os.chdir(before)
+
+
+def command_env() -> dict[str, str]:
+    """The environment for pipeline subprocesses: a project's own store, never a test's temporary one."""
+    return {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
+
+
+def run_command(args: list[str], cwd: Path) -> str:
+    """Run a command, fail the test with its output if it fails; returns stdout and stderr."""
+    result = subprocess.run(args, cwd=cwd, env=command_env(), capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout + result.stderr
+
+
+def new_project(root: Path, proj: Path, overrides: list[str]) -> Path:
+    """A new DVC project from this repo's pipeline files, data pulled from the shared remote, and a
+    params.yaml composed from conf/ with ``overrides`` exactly as `dvc exp run -S` would."""
+    proj.mkdir(parents=True)
+    for name in ("dvc.yaml", "data.dvc", ".gitignore"):
+        shutil.copy(root / name, proj / name)
+    for name in ("conf", "src"):
+        shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
+    run_command(["git", "init", "-q"], proj)
+    run_command(["dvc", "init", "-q"], proj)
+    run_command(["dvc", "config", "hydra.enabled", "true"], proj)
+    run_command(["dvc", "remote", "add", "-d", "shared", str((root.parent / "shared" / "dvc-remote").resolve())], proj)
+    run_command(["dvc", "pull", "-q", "data.dvc"], proj)
+    params = compose_params(proj / "conf", overrides)
+    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    return proj
