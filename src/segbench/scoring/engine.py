@@ -13,7 +13,7 @@ from segauge.metrics.detection import detection_scores
 from segauge.metrics.distance import SurfaceDistances, assd, hausdorff, hausdorff95, masd, nsd
 from segauge.metrics.overlap import dice, iou
 
-from segbench.scoring.geometry import GeometryError, check_same_grid, check_spacing, resample_to_reference
+from segbench.scoring.geometry import check_same_grid, check_spacing, resample_to_reference
 from segbench.scoring.labelmaps import is_dicom, load_label_map, load_nifti
 from segbench.scoring.surface import surface_distances
 
@@ -217,16 +217,3 @@ def score_cases(
     finally:
         bar.close()
     return pd.DataFrame(rows, columns=list(COLUMNS))
-
-
-__all__ = [
-    "COLUMNS",
-    "DETECTION_METRICS",
-    "GeometryError",
-    "HD95_DEFINITION",
-    "HIGHER_IS_BETTER",
-    "METRICS",
-    "Region",
-    "score_case",
-    "score_cases",
-]
