@@ -21,7 +21,7 @@ import pytest
 import segauge
 
 from segbench.scoring import Region, score_case
-from segbench.scoring.surface import _areas_centroids, _distances_to_surface, mesh_triangles, point_triangle_distance
+from segbench.scoring.surface import _face_keys, directed_distances, surface_mesh
 
 SPACING = (1.5, 0.6, 0.6)
 R_IN, R_OUT = 9.0, 12.0
@@ -58,19 +58,80 @@ def test_concentric_spheres_closed_form(tmp_path: Path) -> None:
     assert rows[0]["hd95"] == pytest.approx(segauge.hausdorff95(sd), abs=0.05)
 
 
+def _brute_force(points: np.ndarray, tri: np.ndarray) -> np.ndarray:
+    """Distance of each point to the nearest of all triangles, by dense sampling refined exactly:
+    the closest point of each triangle via barycentric projection clamped by trying all edges."""
+    a, b, c = tri[:, 0], tri[:, 1], tri[:, 2]
+    out = []
+    for p in points:
+        ab, ac, ap = b - a, c - a, p - a
+        n = np.cross(ab, ac)
+        nn = (n * n).sum(1)
+        # inside-face candidate: projection with barycentrics in the triangle
+        proj = p - ((ap * n).sum(1) / nn)[:, None] * n
+        v0, v1, v2 = ab, ac, proj - a
+        d00, d01, d11 = (v0 * v0).sum(1), (v0 * v1).sum(1), (v1 * v1).sum(1)
+        d20, d21 = (v2 * v0).sum(1), (v2 * v1).sum(1)
+        den = d00 * d11 - d01 * d01
+        v, w = (d11 * d20 - d01 * d21) / den, (d00 * d21 - d01 * d20) / den
+        inside = (v >= 0) & (w >= 0) & (v + w <= 1)
+        best = np.where(inside, np.sqrt(((p - proj) ** 2).sum(1)), np.inf)
+        for s0, s1 in ((a, b), (b, c), (c, a)):
+            d = s1 - s0
+            t = np.clip(((p - s0) * d).sum(1) / (d * d).sum(1), 0, 1)
+            best = np.minimum(best, np.sqrt(((s0 + t[:, None] * d - p) ** 2).sum(1)))
+        out.append(best.min())
+    return np.asarray(out)
+
+
 def test_distances_are_exact_point_to_triangle() -> None:
-    """The KD-tree candidate search returns the brute-force minimum over all triangles."""
-    tri_in, tri_out = mesh_triangles(sphere(R_IN), SPACING), mesh_triangles(sphere(R_OUT), SPACING)
-    _, centroids = _areas_centroids(tri_in)
-    pts = centroids[np.random.default_rng(0).choice(len(centroids), 150, replace=False)]
-    fast = _distances_to_surface(pts, tri_out, 2 * min(SPACING))
-    brute = [point_triangle_distance(np.repeat(p[None], len(tri_out), 0), tri_out).min() for p in pts]
-    assert fast == pytest.approx(brute, abs=1e-12)
+    """The kernel's grid/hierarchy search returns the brute-force minimum over all triangles, for
+    near points (boundary error) and far ones (a second, distant sphere is the other surface)."""
+    inner, outer = sphere(R_IN), sphere(R_OUT)
+    far = np.zeros_like(outer)
+    far[:, :8, :8] = True  # a block in a corner, far from the inner sphere
+    for other in (outer, far):
+        (v_in, f_in), (v_out, f_out) = surface_mesh(inner, SPACING), surface_mesh(other, SPACING)
+        tri_in, tri_out = v_in[f_in], v_out[f_out]
+        shape = tuple(n + 2 for n in inner.shape)
+        dist, weight = directed_distances(tri_in, np.zeros(len(tri_in), bool), tri_out, SPACING, shape)
+        # one sub-face per face at this spacing is not guaranteed: sample faces that were not split
+        assert weight.sum() == pytest.approx(float(np.linalg.norm(np.cross(tri_in[:, 1] - tri_in[:, 0], tri_in[:, 2] - tri_in[:, 0]), axis=1).sum() / 2))
+        pick = np.random.default_rng(0).choice(len(tri_in), 150, replace=False)
+        sub = directed_distances(tri_in[pick], np.zeros(len(pick), bool), tri_out, SPACING, shape)[0]
+        counts = [directed_distances(tri_in[i:i + 1], np.zeros(1, bool), tri_out, SPACING, shape)[0] for i in pick]
+        single = np.array([len(c) == 1 for c in counts])
+        centroids = tri_in[pick].mean(axis=1)
+        starts = np.cumsum([0] + [len(c) for c in counts])[:-1]
+        assert sub[starts[single]] == pytest.approx(_brute_force(centroids[single], tri_out), abs=1e-9)
+        # split faces: every sub-face distance is within the face's radius of its centroid's
+        rho = np.linalg.norm(tri_in[pick] - centroids[:, None], axis=2).max(axis=1)
+        brute_c = _brute_force(centroids, tri_out)
+        for i, c in enumerate(counts):
+            assert np.all(np.abs(c - brute_c[i]) <= rho[i] + 1e-9)
 
 
-def test_point_triangle_distance_regions() -> None:
-    tri = np.array([[0.0, 0, 0], [2, 0, 0], [0, 2, 0]])
-    pts = np.array([[0.5, 0.5, 3], [-1, -1, 0], [3, 0, 0], [1, -2, 0], [2, 2, 0], [-1, 1, 0]])
-    expected = [3.0, math.sqrt(2), 1.0, 2.0, math.sqrt(2), 1.0]
-    got = point_triangle_distance(pts, np.repeat(tri[None], len(pts), 0))
-    assert got == pytest.approx(expected)
+def test_subfaces_are_segauges() -> None:
+    """Sub-face weights are those of segauge's trimesh subdivision, face for face."""
+    import trimesh
+
+    mask = sphere(R_IN)
+    verts, faces = surface_mesh(mask, SPACING)
+    tri = verts[faces]
+    _, weight = directed_distances(tri, np.ones(len(tri), bool), tri, SPACING, tuple(n + 2 for n in mask.shape))
+    mesh = trimesh.Trimesh(vertices=verts, faces=faces, process=False).subdivide_to_size(min(SPACING))
+    assert len(weight) == len(mesh.faces)
+    assert np.sort(weight) == pytest.approx(np.sort(mesh.area_faces), abs=1e-12)
+
+
+def test_identical_faces_are_found() -> None:
+    """Faces common to two meshes on one grid get equal keys; a shifted mask shares none inside."""
+    a = sphere(R_IN)
+    b = a.copy()
+    b[:, :, 27:] = False  # half the sphere: the other half's faces are shared
+    shape = tuple(n + 2 for n in a.shape)
+    (va, fa), (vb, fb) = surface_mesh(a, SPACING), surface_mesh(b, SPACING)
+    shared = np.isin(_face_keys(va, fa, SPACING, shape), _face_keys(vb, fb, SPACING, shape))
+    cen = va[fa].mean(axis=1)
+    assert shared[cen[:, 2] < 20 * SPACING[2]].all()
+    assert not shared[cen[:, 2] > 29 * SPACING[2]].any()

@@ -1,12 +1,14 @@
 """The engine against segauge 0.1.0 itself on crops of real KiTS23 cases with simulated errors.
 
-dice and iou must be identical (same function on the same voxels). Surface metrics use the same
-marching-cubes surface and area weights but exact point-to-triangle distances from face centroids
-instead of segauge's nearest dense sample after subdivision. segauge's sampled distance is biased
-upward by up to the sample spacing; simulated errors put whole surface patches at one voxel-diagonal
-distance (e.g. 1.07 mm) just under the NSD tolerance (1.13 mm), where that bias flips them, so NSD
-differs by up to ~0.025 and HD95 by up to ~0.08 mm here (measured; docs/scoring.md). ASSD/MASD agree
-within 0.05 mm.
+dice, iou and detection must be identical (same functions on the same voxels). Surface metrics use
+segauge's quadrature (its marching-cubes faces, split by trimesh's subdivision, centroids weighted
+by area) with exact point-to-triangle distances instead of the distance to segauge's nearest
+sample, which is biased upward by up to the sample spacing. Pointwise our distance is therefore
+never larger than segauge's at the same quadrature point, so HD, ASSD and MASD are never larger and
+NSD never smaller. HD95 and ASSD/MASD agree within the issue's 0.05 mm (measured here: <= 0.012 mm).
+NSD exceeds the issue's 0.005 on boundary errors of one voxel (measured +0.0074 on the dilated and
+eroded kidney): whole patches sit at one in-plane voxel diagonal (1.07 mm), close to the 1.03 mm
+tolerance, and segauge's upward bias moves some of them out; the test bounds it by 0.01, one-sided.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ REGIONS = (
     Region("tumor", (2,), 1.1498, detection=True),
 )
 DIST_TOL_MM = 0.05
-HD95_TOL_MM = 0.1
-NSD_TOL = 0.03
+HD95_TOL_MM = 0.05
+NSD_TOL = 0.01
 
 
 def segauge_rows(ref: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]) -> dict[str, dict[str, float]]:
@@ -84,5 +86,5 @@ def test_engine_matches_segauge(tmp_path: Path, kind: str) -> None:
         assert row["hd95"] == pytest.approx(sg["hd95"], abs=HD95_TOL_MM)
         assert row["assd"] == pytest.approx(sg["assd"], abs=DIST_TOL_MM)
         assert row["masd"] == pytest.approx(sg["masd"], abs=DIST_TOL_MM)
-        assert row["nsd"] == pytest.approx(sg["nsd"], abs=NSD_TOL)
-        assert row["hd"] <= sg["hd"] + 1e-9  # exact distances never exceed segauge's sampled ones
+        assert 0.0 <= row["nsd"] - sg["nsd"] <= NSD_TOL  # exact distances never exceed segauge's sampled ones
+        assert row["hd"] <= sg["hd"] + 1e-9 and row["assd"] <= sg["assd"] + 1e-9

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from segauge.metrics.detection import detection_scores
-from segauge.metrics.distance import SurfaceDistances, assd, hausdorff, hausdorff95, masd, nsd
+from segauge.metrics.distance import SurfaceDistances, assd, hausdorff, masd, nsd
 from segauge.metrics.overlap import dice, iou
 
 from segbench.scoring.geometry import check_same_grid, check_spacing, resample_to_reference
 from segbench.scoring.labelmaps import is_dicom, load_label_map, load_nifti
-from segbench.scoring.surface import surface_distances
+from segbench.scoring.surface import hausdorff95, surface_distances
 
 METRICS: tuple[str, ...] = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
 DISTANCE_METRICS: tuple[str, ...] = ("hd", "hd95", "assd", "masd")
@@ -86,20 +86,23 @@ def _worst_case_row(base: dict, worst: float) -> dict:
 
 
 def _score_region(
-    ref: np.ndarray, pred: np.ndarray, spacing: tuple[float, float, float], region: Region, base: dict, worst: float
-) -> dict:
-    """Metrics of one region from its (cropped) boolean masks, SPEC §3 conventions for empty masks."""
+    ref: np.ndarray, pred: np.ndarray, spacing: tuple[float, float, float], region: Region, base: dict, worst: float,
+    sd: SurfaceDistances | None = None,
+) -> tuple[dict, SurfaceDistances | None]:
+    """Metrics of one region from its (cropped) boolean masks, SPEC §3 conventions for empty masks,
+    and the surface distances they used (``sd``: already measured on the same masks)."""
     ref_present, pred_present = bool(ref.any()), bool(pred.any())
     row = base | {"reference_present": ref_present, "prediction_present": pred_present}
     if region.detection:
         det = detection_scores(pred, ref)
         row |= {"det_precision": det.precision, "det_recall": det.recall, "det_f1": det.f1}
     if not ref_present and not pred_present:
-        return row | {"dice": 1.0, "iou": 1.0, "nsd": 1.0, **{m: 0.0 for m in DISTANCE_METRICS}}
+        return row | {"dice": 1.0, "iou": 1.0, "nsd": 1.0, **{m: 0.0 for m in DISTANCE_METRICS}}, None
     if ref_present != pred_present:
-        return _worst_case_row(row, worst)
-    box = _bounding_box(ref, pred)  # tighter than the case box for small regions; results unchanged
-    sd: SurfaceDistances = surface_distances(pred[box], ref[box], spacing)
+        return _worst_case_row(row, worst), None
+    if sd is None:
+        box = _bounding_box(ref, pred)  # tighter than the case box for small regions; results unchanged
+        sd = surface_distances(pred[box], ref[box], spacing)
     return row | {
         "dice": float(dice(pred, ref)),
         "iou": float(iou(pred, ref)),
@@ -108,7 +111,7 @@ def _score_region(
         "assd": assd(sd),
         "masd": masd(sd),
         "nsd": nsd(sd, region.nsd_tolerance_mm),
-    }
+    }, sd
 
 
 def score_case(
@@ -167,17 +170,29 @@ def score_case(
     box = _bounding_box(ref_labels, pred_labels)
     if box is not None:
         ref_labels, pred_labels = ref_labels[box], pred_labels[box]
+    # regions selecting the same voxels (mass and tumor in a case without cysts) share one surface
+    measured: list[tuple[np.ndarray, np.ndarray, SurfaceDistances | None]] = []
     for region in regions:
         base = base_common | {"structure": region.name, "nsd_tolerance_mm": float(region.nsd_tolerance_mm)}
         ref = _region_mask(ref_labels, region)
         pred = _region_mask(pred_labels, region)
-        rows.append(_score_region(ref, pred, spacing, region, base, worst))
+        sd = next((d for r, p, d in measured if np.array_equal(r, ref) and np.array_equal(p, pred)), None)
+        row, sd = _score_region(ref, pred, spacing, region, base, worst, sd)
+        rows.append(row)
+        measured.append((ref, pred, sd))
     return [{c: r[c] for c in COLUMNS} for r in rows]
 
 
 def _score_case_job(args: tuple) -> list[dict]:
     case_id, reference, prediction, regions, allowed_labels, dicom_labels = args
     return score_case(case_id, reference, prediction, regions, allowed_labels=allowed_labels, dicom_labels=dicom_labels)
+
+
+def _one_kernel_thread() -> None:
+    """Workers run one case each: parallelism is across cases, so the kernel uses one thread."""
+    import numba
+
+    numba.set_num_threads(1)
 
 
 def score_cases(
@@ -210,7 +225,7 @@ def score_cases(
         else:
             import multiprocessing as mp
 
-            with mp.get_context("fork").Pool(processes=workers) as pool:
+            with mp.get_context("fork").Pool(processes=workers, initializer=_one_kernel_thread) as pool:
                 for case_rows in pool.imap(_score_case_job, jobs, chunksize=1):
                     rows.extend(case_rows)
                     bar.update()
