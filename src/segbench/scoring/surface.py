@@ -170,12 +170,11 @@ def _box_dist2(px: float, py: float, pz: float, boxes: np.ndarray, node: int) ->
 
 @numba.njit(cache=True)
 def _hierarchy_nearest(px: float, py: float, pz: float, best2: float, best_t: int, tri: np.ndarray, leaf_tris: np.ndarray,
-                       leaf_start: np.ndarray, boxes: np.ndarray, offsets: np.ndarray) -> tuple[float, int]:
+                       leaf_start: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, stack_lv: np.ndarray,
+                       stack_i: np.ndarray) -> tuple[float, int]:
     """Nearest triangle (squared distance, index) by a nearest-first, pruned traversal of the
-    hierarchy, starting from a known candidate (best2, best_t)."""
+    hierarchy, starting from a known candidate (best2, best_t); the stacks hold 2 per level."""
     n_levels = len(offsets) - 1
-    stack_lv = np.empty(2 * n_levels + 2, dtype=np.int64)
-    stack_i = np.empty(2 * n_levels + 2, dtype=np.int64)
     stack_lv[0], stack_i[0], top = n_levels - 1, 0, 1
     while top:
         top -= 1
@@ -206,7 +205,7 @@ def _hierarchy_nearest(px: float, py: float, pz: float, best2: float, best_t: in
 @numba.njit(cache=True)
 def _nearest(px: float, py: float, pz: float, warm: int, tri: np.ndarray, tri_box: np.ndarray, cell_start: np.ndarray,
              spacing: np.ndarray, shape: np.ndarray, leaf_tris: np.ndarray, leaf_start: np.ndarray, boxes: np.ndarray,
-             offsets: np.ndarray) -> tuple[float, int]:
+             offsets: np.ndarray, stack_lv: np.ndarray, stack_i: np.ndarray) -> tuple[float, int]:
     """Nearest triangle to p (squared distance, index). The triangle ``warm`` (the previous
     point's nearest) bounds the search; within that ball, the grid cells it touches are scanned,
     unless they are too many (a far point), then the hierarchy is searched."""
@@ -216,7 +215,7 @@ def _nearest(px: float, py: float, pz: float, warm: int, tri: np.ndarray, tri_bo
     lo1, hi1 = max(int((py - r) / spacing[1]), 0), min(int((py + r) / spacing[1]), shape[1] - 1)
     lo2, hi2 = max(int((pz - r) / spacing[2]), 0), min(int((pz + r) / spacing[2]), shape[2] - 1)
     if (hi0 - lo0 + 1) * (hi1 - lo1 + 1) * (hi2 - lo2 + 1) > GRID_CELLS_MAX:
-        return _hierarchy_nearest(px, py, pz, best2, best_t, tri, leaf_tris, leaf_start, boxes, offsets)
+        return _hierarchy_nearest(px, py, pz, best2, best_t, tri, leaf_tris, leaf_start, boxes, offsets, stack_lv, stack_i)
     for i in range(lo0, hi0 + 1):
         dx = max(i * spacing[0] - px, 0.0, px - (i + 1) * spacing[0])
         for j in range(lo1, hi1 + 1):
@@ -224,7 +223,8 @@ def _nearest(px: float, py: float, pz: float, warm: int, tri: np.ndarray, tri_bo
             if dx * dx + dy * dy >= best2:
                 continue
             row = (i * shape[1] + j) * shape[2]
-            for k in range(lo2, hi2 + 1):
+            reach = math.sqrt(best2 - dx * dx - dy * dy)  # the ball's extent along this row
+            for k in range(max(lo2, int((pz - reach) / spacing[2])), min(hi2, int((pz + reach) / spacing[2])) + 1):
                 first, last = cell_start[row + k], cell_start[row + k + 1]
                 if first == last:
                     continue
@@ -240,79 +240,93 @@ def _nearest(px: float, py: float, pz: float, warm: int, tri: np.ndarray, tri_bo
 
 
 @numba.njit(cache=True, inline="always")
-def _edge_length(t: np.ndarray, i: int, j: int) -> float:
-    dx, dy, dz = t[i, 0] - t[j, 0], t[i, 1] - t[j, 1], t[i, 2] - t[j, 2]
-    return math.sqrt(dx * dx + dy * dy + dz * dz)
+def _split_edge(t: np.ndarray, i: int, j: int, max_edge: float, mid: np.ndarray, e: int) -> bool:
+    """Is edge (i, j) of the 9-vector triangle t longer than max_edge? If so, mid[e] = its midpoint."""
+    dx, dy, dz = t[3 * i] - t[3 * j], t[3 * i + 1] - t[3 * j + 1], t[3 * i + 2] - t[3 * j + 2]
+    if math.sqrt(dx * dx + dy * dy + dz * dz) <= max_edge:
+        return False
+    for k in range(3):
+        mid[3 * e + k] = (t[3 * i + k] + t[3 * j + k]) / 2.0
+    return True
 
 
 @numba.njit(cache=True, inline="always")
-def _push(stack: np.ndarray, top: int, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> int:
-    stack[top, 0], stack[top, 1], stack[top, 2] = a, b, c
+def _push(stack: np.ndarray, top: int, a: np.ndarray, ia: int, b: np.ndarray, ib: int, c: np.ndarray, ic: int) -> int:
+    """stack[top] = the triangle (a[ia], b[ib], c[ic]), each a point of a 9-vector."""
+    for k in range(3):
+        stack[top, k], stack[top, 3 + k], stack[top, 6 + k] = a[3 * ia + k], b[3 * ib + k], c[3 * ic + k]
     return top + 1
 
 
 @numba.njit(cache=True)
-def _subdivide(face: np.ndarray, max_edge: float, stack: np.ndarray, centroid: np.ndarray, area: np.ndarray) -> int:
-    """trimesh 5.2 ``subdivide_to_size(max_edge)`` (what segauge calls) applied to one face.
+def _subdivide(tri: np.ndarray, f: int, max_edge: float, stack: np.ndarray, work: np.ndarray,
+               centroid: np.ndarray, area: np.ndarray) -> int:
+    """trimesh 5.2 ``subdivide_to_size(max_edge)`` (what segauge calls) applied to face ``f``.
 
     trimesh bisects every edge longer than ``max_edge`` at its midpoint and re-triangulates each
     face by how many of its edges were split (1: fan to the opposite vertex; 2: corner triangle and
     the quad cut along its shorter diagonal; 3: the 1 -> 4 split), until no edge is too long. Each
     decision depends only on the face's own edges, so faces can be split one at a time. Writes the
     resulting triangles' centroids and areas (trimesh's expressions) into ``centroid`` and ``area``
-    unless they are empty (count only), and returns their number.
+    unless they are empty (count only), and returns their number. ``stack`` (STACK_SIZE, 9) and
+    ``work`` (18,) are scratch space.
     """
-    count, top = 0, _push(stack, 0, face[0], face[1], face[2])
-    mid, t = np.empty((3, 3)), np.empty((3, 3))
-    split = np.empty(3, dtype=np.bool_)
+    for v in range(3):
+        for k in range(3):
+            stack[0, 3 * v + k] = tri[f, v, k]
+    count, top = 0, 1
+    t, mid = work[:9], work[9:]
     while top:
         top -= 1
         t[:] = stack[top]
-        n_split = 0
-        for e in range(3):
-            split[e] = _edge_length(t, e, (e + 1) % 3) > max_edge
-            if split[e]:
-                n_split += 1
-                mid[e] = (t[e] + t[(e + 1) % 3]) / 2.0
+        s0 = _split_edge(t, 0, 1, max_edge, mid, 0)
+        s1 = _split_edge(t, 1, 2, max_edge, mid, 1)
+        s2 = _split_edge(t, 2, 0, max_edge, mid, 2)
+        n_split = int(s0) + int(s1) + int(s2)
         if n_split == 0:
             if len(area):
-                centroid[count] = (t[0] + t[1] + t[2]) / 3.0
-                u, v = t[1] - t[0], t[2] - t[1]
-                cx, cy, cz = u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]
+                for k in range(3):
+                    centroid[count, k] = (t[k] + t[3 + k] + t[6 + k]) / 3.0
+                ux, uy, uz = t[3] - t[0], t[4] - t[1], t[5] - t[2]
+                vx, vy, vz = t[6] - t[3], t[7] - t[4], t[8] - t[5]
+                cx, cy, cz = uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx
                 area[count] = math.sqrt(cx * cx + cy * cy + cz * cz) / 2.0
             count += 1
         elif n_split == 1:
-            j = 0 if split[0] else (1 if split[1] else 2)
-            a, b, c, p = t[j], t[(j + 1) % 3], t[(j + 2) % 3], mid[j]
-            top = _push(stack, top, a, p, c)
-            top = _push(stack, top, p, b, c)
+            j = 0 if s0 else (1 if s1 else 2)  # split edge (a, b) = (j, j + 1), midpoint p
+            a, b, c = j, (j + 1) % 3, (j + 2) % 3
+            top = _push(stack, top, t, a, mid, j, t, c)
+            top = _push(stack, top, mid, j, t, b, t, c)
         elif n_split == 2:
-            j = 1 if not split[0] else (2 if not split[1] else 0)  # the unsplit edge is (c, a)
-            a, b, c = t[j], t[(j + 1) % 3], t[(j + 2) % 3]
-            p, q = mid[j], mid[(j + 1) % 3]
-            top = _push(stack, top, p, b, q)
-            if ((a - q) ** 2).sum() <= ((p - c) ** 2).sum():
-                top = _push(stack, top, a, p, q)
-                top = _push(stack, top, a, q, c)
+            j = 1 if not s0 else (2 if not s1 else 0)  # the unsplit edge is (c, a)
+            a, b, c = j, (j + 1) % 3, (j + 2) % 3
+            p, q = j, (j + 1) % 3  # midpoints of (a, b) and (b, c)
+            top = _push(stack, top, mid, p, t, b, mid, q)
+            aq = pc = 0.0
+            for k in range(3):
+                aq += (t[3 * a + k] - mid[3 * q + k]) ** 2
+                pc += (mid[3 * p + k] - t[3 * c + k]) ** 2
+            if aq <= pc:
+                top = _push(stack, top, t, a, mid, p, mid, q)
+                top = _push(stack, top, t, a, mid, q, t, c)
             else:
-                top = _push(stack, top, a, p, c)
-                top = _push(stack, top, p, q, c)
+                top = _push(stack, top, t, a, mid, p, t, c)
+                top = _push(stack, top, mid, p, mid, q, t, c)
         else:
-            m0, m1, m2 = mid[0], mid[1], mid[2]
-            top = _push(stack, top, t[0], m0, m2)
-            top = _push(stack, top, m0, t[1], m1)
-            top = _push(stack, top, m2, m1, t[2])
-            top = _push(stack, top, m0, m1, m2)
+            top = _push(stack, top, t, 0, mid, 0, mid, 2)
+            top = _push(stack, top, mid, 0, t, 1, mid, 1)
+            top = _push(stack, top, mid, 2, mid, 1, t, 2)
+            top = _push(stack, top, mid, 0, mid, 1, mid, 2)
     return count
 
 
 @numba.njit(cache=True, parallel=True)
 def _count_subfaces(tri: np.ndarray, max_edge: float, counts: np.ndarray) -> None:
     for chunk in numba.prange(-(-len(tri) // FACE_CHUNK)):
-        stack = np.empty((STACK_SIZE, 3, 3))
+        stack, work = np.empty((STACK_SIZE, 9)), np.empty(18)
         none_c, none_a = np.empty((0, 3)), np.empty(0)
         for f in range(chunk * FACE_CHUNK, min((chunk + 1) * FACE_CHUNK, len(tri))):
-            counts[f] = _subdivide(tri[f], max_edge, stack, none_c, none_a)
+            counts[f] = _subdivide(tri, f, max_edge, stack, work, none_c, none_a)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -325,19 +339,21 @@ def _directed_kernel(tri_a: np.ndarray, start_a: np.ndarray, shared_a: np.ndarra
     for f in range(len(tri_a)):
         max_sub = max(max_sub, start_a[f + 1] - start_a[f])
     for chunk in numba.prange(-(-len(tri_a) // FACE_CHUNK)):
-        stack = np.empty((STACK_SIZE, 3, 3))
+        stack, work = np.empty((STACK_SIZE, 9)), np.empty(18)
         centroid, area = np.empty((max_sub, 3)), np.empty(max_sub)
+        stack_lv = np.empty(2 * len(offsets) + 2, dtype=np.int64)
+        stack_i = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         warm = 0
         for f in range(chunk * FACE_CHUNK, min((chunk + 1) * FACE_CHUNK, len(tri_a))):
             lo = start_a[f]
-            n_sub = _subdivide(tri_a[f], max_edge, stack, centroid, area)
+            n_sub = _subdivide(tri_a, f, max_edge, stack, work, centroid, area)
             weight[lo:lo + n_sub] = area[:n_sub]
             if shared_a[f]:  # the same triangle is in the other surface
                 dist[lo:lo + n_sub] = 0.0
                 continue
             for s in range(n_sub):  # consecutive sub-faces (and faces) are neighbours: warm start
                 d2, warm = _nearest(centroid[s, 0], centroid[s, 1], centroid[s, 2], warm, tri_b, tri_box, cell_start,
-                                    spacing, shape, leaf_tris, leaf_start, boxes, offsets)
+                                    spacing, shape, leaf_tris, leaf_start, boxes, offsets, stack_lv, stack_i)
                 dist[lo + s] = math.sqrt(d2)
 
 
