@@ -31,6 +31,10 @@ import numpy as np
 from segauge.metrics.distance import SurfaceDistances
 from skimage.measure import marching_cubes
 
+# Cases are scored in fork()ed worker pools; GNU OpenMP (numba's first choice here) aborts a process
+# that forks after using it, numba's own work queue does not.
+numba.config.THREADING_LAYER = "workqueue"
+
 #: Faces per parallel work item.
 FACE_CHUNK = 512
 #: Pending triangles while one face is split (depth-first: at most 3 per level, <= 10 levels).
