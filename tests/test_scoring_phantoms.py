@@ -135,3 +135,22 @@ def test_identical_faces_are_found() -> None:
     cen = va[fa].mean(axis=1)
     assert shared[cen[:, 2] < 20 * SPACING[2]].all()
     assert not shared[cen[:, 2] > 29 * SPACING[2]].any()
+
+
+def test_hausdorff95_equals_segauges() -> None:
+    """The tail-only weighted quantile equals segauge's full sort, ties and skewed weights included."""
+    from segauge.metrics.distance import SurfaceDistances
+    from segauge.metrics.distance import hausdorff95 as segauge_hd95
+
+    from segbench.scoring.surface import hausdorff95
+
+    rng = np.random.default_rng(1)
+    for n, ties, skew in ((7, False, False), (50_000, True, False), (50_000, False, True), (3, True, True)):
+        d = rng.gamma(2.0, 1.0, size=(2, n))
+        if ties:
+            d = np.round(d, 1)
+        w = rng.uniform(0.1, 1.0, size=(2, n))
+        if skew:  # a few huge weights in the lower half force the fallback path
+            w[0, np.argsort(d[0])[: max(1, n // 100)]] *= 1e4
+        sd = SurfaceDistances(d_pg=d[0], w_pg=w[0], d_gp=d[1], w_gp=w[1])
+        assert hausdorff95(sd) == pytest.approx(segauge_hd95(sd), rel=1e-12, abs=1e-12)
