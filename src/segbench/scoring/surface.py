@@ -1,8 +1,8 @@
 """Area-weighted surface distances between two boolean masks: segauge's quadrature, compiled.
 
 segauge 0.1.0 (SPEC §3) integrates over the marching-cubes surface of each mask at true spacing.
-Every face is split 1 -> 4 at its edge midpoints until no edge is longer than the smallest
-spacing, and every sub-face contributes the distance of its centroid to the other surface,
+Every edge longer than the smallest spacing is bisected and its faces re-triangulated (trimesh's
+``subdivide_to_size``) until none is, and every sub-face contributes the distance of its centroid to the other surface,
 weighted by its area. segauge measures that distance to the nearest of a dense point sampling of
 the other (subdivided) surface through a KD-tree over millions of points: that, and building the
 subdivided meshes, is where its time goes (docs/scoring.md).
@@ -326,6 +326,7 @@ def _subdivide(tri: np.ndarray, f: int, max_edge: float, stack: np.ndarray, work
 
 @numba.njit(cache=True, parallel=True)
 def _count_subfaces(tri: np.ndarray, max_edge: float, counts: np.ndarray) -> None:
+    """Sub-faces per face: a cheap first pass (splitting only) that sizes the output arrays."""
     for chunk in numba.prange(-(-len(tri) // FACE_CHUNK)):
         stack, work = np.empty((STACK_SIZE, 9)), np.empty(18)
         none_c, none_a = np.empty((0, 3)), np.empty(0)
