@@ -21,7 +21,14 @@ import pytest
 import segauge
 
 from segbench.scoring import Region, score_case
-from segbench.scoring.surface import _face_keys, directed_distances, surface_mesh
+from segbench.scoring.surface import (
+    Mesh,
+    cell_codes,
+    config_table,
+    directed_distances,
+    subface_templates,
+    surface_mesh,
+)
 
 SPACING = (1.5, 0.6, 0.6)
 R_IN, R_OUT = 9.0, 12.0
@@ -84,58 +91,92 @@ def _brute_force(points: np.ndarray, tri: np.ndarray) -> np.ndarray:
     return np.asarray(out)
 
 
+def _subface_centroids(mesh: Mesh, faces: np.ndarray) -> list[np.ndarray]:
+    """Each face's quadrature points: its table entry's template moved to its cell."""
+    sub_start, sub_centroid, _ = subface_templates(SPACING)
+    owner = np.searchsorted(mesh.cell_start, faces, side="right") - 1
+    origin = np.stack(np.unravel_index(mesh.cells[owner], mesh.grid), axis=1) * np.asarray(SPACING)
+    return [o + sub_centroid[sub_start[e]:sub_start[e + 1]] for o, e in zip(origin, mesh.entry[faces], strict=True)]
+
+
 def test_distances_are_exact_point_to_triangle() -> None:
-    """The kernel's grid/hierarchy search returns the brute-force minimum over all triangles, for
-    near points (boundary error) and far ones (a second, distant sphere is the other surface)."""
+    """Every quadrature point's distance is the brute-force minimum over all triangles of the
+    other surface, for near points (boundary error) and far ones (a distant block)."""
     inner, outer = sphere(R_IN), sphere(R_OUT)
     far = np.zeros_like(outer)
     far[:, :8, :8] = True  # a block in a corner, far from the inner sphere
+    mesh_in = surface_mesh(cell_codes(inner), SPACING)
     for other in (outer, far):
-        (v_in, f_in), (v_out, f_out) = surface_mesh(inner, SPACING), surface_mesh(other, SPACING)
-        tri_in, tri_out = v_in[f_in], v_out[f_out]
-        shape = tuple(n + 2 for n in inner.shape)
-        dist, weight = directed_distances(tri_in, np.zeros(len(tri_in), bool), tri_out, SPACING, shape)
+        mesh_out = surface_mesh(cell_codes(other), SPACING)
+        every = np.arange(len(mesh_in.tri))
+        dist, weight = directed_distances(every, mesh_in, mesh_out, SPACING)
         # the sub-faces tile the surface
-        assert weight.sum() == pytest.approx(float(np.linalg.norm(np.cross(tri_in[:, 1] - tri_in[:, 0], tri_in[:, 2] - tri_in[:, 0]), axis=1).sum() / 2))
-        pick = np.random.default_rng(0).choice(len(tri_in), 150, replace=False)
-        # unsplit faces, searched in one batch (warm starts across faces): equal to brute force
-        sub = directed_distances(tri_in[pick], np.zeros(len(pick), bool), tri_out, SPACING, shape)[0]
-        counts = [directed_distances(tri_in[i:i + 1], np.zeros(1, bool), tri_out, SPACING, shape)[0] for i in pick]
-        single = np.array([len(c) == 1 for c in counts])
-        centroids = tri_in[pick].mean(axis=1)
-        starts = np.cumsum([0] + [len(c) for c in counts])[:-1]
-        assert sub[starts[single]] == pytest.approx(_brute_force(centroids[single], tri_out), abs=1e-9)
-        # split faces: every sub-face distance is within the face's radius of its centroid's
-        rho = np.linalg.norm(tri_in[pick] - centroids[:, None], axis=2).max(axis=1)
-        brute_c = _brute_force(centroids, tri_out)
-        for i, c in enumerate(counts):
-            assert np.all(np.abs(c - brute_c[i]) <= rho[i] + 1e-9)
+        assert weight.sum() == pytest.approx(float(_areas(mesh_in.tri).sum()), rel=1e-12)
+        pick = np.sort(np.random.default_rng(0).choice(every, 150, replace=False))
+        got = directed_distances(pick, mesh_in, mesh_out, SPACING)[0]
+        points = np.concatenate(_subface_centroids(mesh_in, pick))
+        assert len(got) == len(points) > len(pick)  # some faces are split
+        assert got == pytest.approx(_brute_force(points, mesh_out.tri), abs=1e-9)
+
+
+def _areas(tri: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1) / 2
+
+
+def test_mesh_is_skimages() -> None:
+    """The table-built mesh has exactly skimage's marching-cubes triangles (what segauge meshes),
+    on a sphere and on random noise (every corner code, ambiguous ones included)."""
+    from skimage.measure import marching_cubes
+
+    noise = np.random.default_rng(3).random((12, 14, 16)) < 0.5
+    for mask in (sphere(R_IN), noise):
+        verts, faces, _, _ = marching_cubes(np.pad(mask, 1).astype(np.float32), level=0.5, spacing=SPACING)
+        theirs = np.rint(verts.astype(np.float64)[faces] / (np.asarray(SPACING) / 2)).astype(np.int64)
+        ours = np.rint(surface_mesh(cell_codes(mask), SPACING).tri / (np.asarray(SPACING) / 2)).astype(np.int64)
+        assert len(ours) == len(theirs)
+        canon = [np.unique(np.sort(t.view([("", t.dtype)] * 3).ravel().reshape(-1, 3), axis=1), axis=0) for t in (ours, theirs)]
+        assert np.array_equal(canon[0], canon[1])
 
 
 def test_subfaces_are_segauges() -> None:
-    """Sub-face weights are those of segauge's trimesh subdivision, face for face."""
+    """Each face's sub-faces are those of trimesh's subdivide_to_size (segauge's), face for face:
+    the templates of every table triangle, and a whole mesh whose coordinates are exact in binary
+    (as KiTS23's header spacings are; elsewhere segauge's float32 coordinates decide edges exactly
+    as long as the smallest spacing by rounding: docs/scoring.md)."""
     import trimesh
 
-    mask = sphere(R_IN)
-    verts, faces = surface_mesh(mask, SPACING)
-    tri = verts[faces]
-    _, weight = directed_distances(tri, np.ones(len(tri), bool), tri, SPACING, tuple(n + 2 for n in mask.shape))
-    mesh = trimesh.Trimesh(vertices=verts, faces=faces, process=False).subdivide_to_size(min(SPACING))
-    assert len(weight) == len(mesh.faces)
-    assert np.sort(weight) == pytest.approx(np.sort(mesh.area_faces), abs=1e-12)
+    def split(tri: np.ndarray, spacing: tuple[float, float, float]) -> np.ndarray:
+        faces = np.arange(3 * len(tri)).reshape(-1, 3)
+        mesh = trimesh.Trimesh(vertices=tri.reshape(-1, 3), faces=faces, process=False)
+        return np.sort(mesh.subdivide_to_size(min(spacing)).area_faces)
+
+    table, _ = config_table()
+    _, _, sub_area = subface_templates(SPACING)
+    assert np.sort(sub_area) == pytest.approx(split(table * (np.asarray(SPACING) / 2), SPACING), abs=1e-12)
+
+    exact = (1.5, 0.625, 0.625)
+    mesh = surface_mesh(cell_codes(sphere(R_IN)), exact)
+    _, weight = directed_distances(np.arange(len(mesh.tri)), mesh, mesh, exact)
+    theirs = split(mesh.tri, exact)
+    assert len(weight) == len(theirs) > len(mesh.tri)
+    assert np.sort(weight) == pytest.approx(theirs, abs=1e-12)
 
 
-def test_identical_faces_are_found() -> None:
-    """Faces common to two meshes on one grid get equal keys; a shifted mask shares none inside."""
+def test_shared_cells_hold_identical_faces() -> None:
+    """Cells with one corner code in both masks hold the same triangles (distance 0, not searched);
+    a mask cut in half shares the intact half's faces and none of the cut half's."""
     a = sphere(R_IN)
     b = a.copy()
-    b[:, :, 27:] = False  # half the sphere: the other half's faces are shared
-    shape = tuple(n + 2 for n in a.shape)
-    (va, fa), (vb, fb) = surface_mesh(a, SPACING), surface_mesh(b, SPACING)
-    shared = np.isin(_face_keys(va, fa, SPACING, shape), _face_keys(vb, fb, SPACING, shape))
-    cen = va[fa].mean(axis=1)
+    b[:, :, 27:] = False
+    codes_a, codes_b = cell_codes(a), cell_codes(b)
+    mesh_a, mesh_b = surface_mesh(codes_a, SPACING), surface_mesh(codes_b, SPACING)
+    owner = np.repeat(np.arange(len(mesh_a.cells)), np.diff(mesh_a.cell_start))
+    shared = codes_a.ravel()[mesh_a.cells[owner]] == codes_b.ravel()[mesh_a.cells[owner]]
+    cen = mesh_a.tri.mean(axis=1)
     assert shared[cen[:, 2] < 20 * SPACING[2]].all()
     assert not shared[cen[:, 2] > 29 * SPACING[2]].any()
+    in_b = {t.tobytes() for t in np.sort(mesh_b.tri.round(9).view("f8,f8,f8").ravel()).reshape(-1, 1)}
+    assert all(t.tobytes() in in_b for t in np.sort(mesh_a.tri[shared].round(9).view("f8,f8,f8").ravel()).reshape(-1, 1))
 
 
 def test_hausdorff95_equals_segauges() -> None:

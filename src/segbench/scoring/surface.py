@@ -2,34 +2,38 @@
 
 segauge 0.1.0 (SPEC §3) integrates over the marching-cubes surface of each mask at true spacing.
 Every edge longer than the smallest spacing is bisected and its faces re-triangulated (trimesh's
-``subdivide_to_size``) until none is, and every sub-face contributes the distance of its centroid to the other surface,
-weighted by its area. segauge measures that distance to the nearest of a dense point sampling of
-the other (subdivided) surface through a KD-tree over millions of points: that, and building the
-subdivided meshes, is where its time goes (docs/scoring.md).
+``subdivide_to_size``) until none is, and every sub-face contributes the distance of its centroid
+to the other surface, weighted by its area. segauge measures that distance to the nearest of a
+dense point sampling of the other (subdivided) surface through a KD-tree over millions of points:
+that, and building the subdivided meshes, is where its time goes (docs/scoring.md).
 
-Here the quadrature is the same (the same marching-cubes faces split the same way, by trimesh
-5.2's algorithm, the same sub-face centroids and weights), and each centroid's distance is the
-*exact* distance to the other surface's triangles: the quantity segauge's sampling approximates
-from above (by at most its sample spacing). A compiled kernel (numba) does the work:
+Here the quadrature is the same and each centroid's distance is the *exact* distance to the other
+surface's triangles, the quantity segauge's sampling approximates from above. What makes it fast:
 
-* faces present identically in both surfaces (same cell, same corners) are at distance 0 and are
-  not searched: that is most of the surface when a prediction errs only in places;
-* faces are split one at a time, in the kernel, without building the subdivided mesh;
-* each sub-face centroid starts from the previous one's nearest triangle (neighbours share it)
-  and scans only the voxel cells within that distance (every marching-cubes triangle lies in
-  one cell); a far point (a missed organ), where that would be many cells, searches a
-  bounding-volume hierarchy over the cells instead, so its cost stays logarithmic (segauge's
-  KD-tree slows down 50-75x on far points).
+* A binary mask's marching-cubes surface is a lookup table: skimage's triangles in a voxel cell
+  depend only on which of the cell's 8 corners are inside (``config_table`` reads them off skimage
+  itself, and a test checks the full meshes are skimage's). So the mesh is built from the cells'
+  corner codes, and a cell with the same code in both masks holds the same triangles: those are at
+  distance 0 and never searched (most of the surface when a prediction errs only in places).
+* A triangle's sub-faces depend only on its shape, and there are at most a few hundred shapes
+  (table entries): each is split once per spacing (``subface_templates``); a face's quadrature
+  points are its template's, moved to its cell.
+* Each quadrature point starts from the previous one's nearest triangle (neighbours share it) and
+  scans only the surface cells within that distance, row by row (each row lists its occupied
+  cells); a far point (a missed organ), where that would be many rows, searches a bounding-volume
+  hierarchy over the occupied cells instead, so its cost stays logarithmic (segauge's KD-tree slows
+  down 50-75x on far points).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 from segauge.metrics.distance import SurfaceDistances
-from skimage.measure import marching_cubes
 
 # Cases are scored in fork()ed worker pools; GNU OpenMP (numba's first choice here) aborts a process
 # that forks after using it, numba's own work queue does not.
@@ -39,73 +43,76 @@ numba.config.THREADING_LAYER = "workqueue"
 FACE_CHUNK = 512
 #: Pending triangles while one face is split (depth-first: at most 3 per level, <= 10 levels).
 STACK_SIZE = 64
-#: A nearest-triangle search touching more grid cells than this uses the hierarchy instead.
-GRID_CELLS_MAX = 512
+#: A nearest-triangle search crossing more cell rows than this uses the hierarchy instead.
+ROWS_MAX = 256
+#: Bit b of a cell's corner code is the corner (b >> 2 & 1, b >> 1 & 1, b & 1) of the cell.
+CORNERS: tuple[tuple[int, int, int], ...] = tuple((b >> 2 & 1, b >> 1 & 1, b & 1) for b in range(8))
 
 
-def surface_mesh(mask: np.ndarray, spacing: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
-    """Marching-cubes (vertices mm (V, 3) float64, faces (F, 3)) of ``mask`` zero-padded by one
-    voxel, exactly as segauge builds it (coordinates are those of the padded array)."""
-    padded = np.pad(mask, 1).astype(np.float32)
-    verts, faces, _, _ = marching_cubes(padded, level=0.5, spacing=spacing)
-    return verts.astype(np.float64), faces.astype(np.int64)
+@functools.cache
+def config_table() -> tuple[np.ndarray, np.ndarray]:
+    """skimage's marching-cubes triangles for each of the 256 corner codes of one voxel cell.
 
-
-def _face_keys(verts: np.ndarray, faces: np.ndarray, spacing: tuple[float, float, float], shape: tuple[int, ...]) -> np.ndarray:
-    """One integer per face that is equal for the same triangle in two meshes on the same grid.
-
-    Marching cubes of a binary mask puts every vertex at the midpoint of an edge of the face's
-    voxel cell, i.e. on the lattice of half spacings: the key is the cell's index and the three
-    vertices' positions on its cell (each one of 27), sorted.
+    Returns (vertices (T, 3, 3) in half-voxel units within the cell, each coordinate 0, 1 or 2: the
+    vertices of a binary mask's surface are voxel-edge midpoints; start (257,): the triangles of
+    code c are ``vertices[start[c]:start[c + 1]]``), from skimage's own output on each 2x2x2 cube.
     """
-    half = np.rint(verts * (2.0 / np.asarray(spacing))).astype(np.int64)[faces]  # (F, 3 vertices, 3 axes)
-    cell = half.sum(axis=1) // 6  # the centroid's cell: strictly inside it
-    local = half - 2 * cell[:, None, :]  # 0, 1 or 2 per axis
-    code = np.sort((local[:, :, 0] * 3 + local[:, :, 1]) * 3 + local[:, :, 2], axis=1)
-    linear = (cell[:, 0] * shape[1] + cell[:, 1]) * shape[2] + cell[:, 2]
-    return ((linear * 27 + code[:, 0]) * 27 + code[:, 1]) * 27 + code[:, 2]
+    from skimage.measure import marching_cubes
+
+    tris, counts = [], []
+    for code in range(256):
+        cube = np.zeros((2, 2, 2), dtype=np.float32)
+        for b, corner in enumerate(CORNERS):
+            cube[corner] = code >> b & 1
+        if code in (0, 255):
+            counts.append(0)
+            continue
+        verts, faces, _, _ = marching_cubes(cube, level=0.5)
+        tris.append(np.rint(verts * 2).astype(np.int64)[faces])
+        counts.append(len(faces))
+    return np.concatenate(tris), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
-def _spread_bits(v: np.ndarray) -> np.ndarray:
-    """Interleave-ready: bit i of v (21 bits) moved to bit 3i."""
-    v = v.astype(np.uint64) & np.uint64(0x1FFFFF)
-    for shift, mask in ((32, 0x1F00000000FFFF), (16, 0x1F0000FF0000FF), (8, 0x100F00F00F00F00F),
-                        (4, 0x10C30C30C30C30C3), (2, 0x1249249249249249)):
-        v = (v | (v << np.uint64(shift))) & np.uint64(mask)
-    return v
+def cell_codes(mask: np.ndarray) -> np.ndarray:
+    """Corner code of every voxel cell of ``mask`` zero-padded by one voxel (segauge pads before
+    marching cubes): shape ``mask.shape + 1``, cell (i, j, k) spans padded voxels i..i+1, j.., k.."""
+    padded = np.pad(mask.astype(np.uint8, copy=False), 1)
+    n0, n1, n2 = (n - 1 for n in padded.shape)
+    codes = np.zeros((n0, n1, n2), dtype=np.uint8)
+    for b, (i, j, k) in enumerate(CORNERS):
+        codes |= padded[i:i + n0, j:j + n1, k:k + n2] << np.uint8(b)
+    return codes
 
 
-def _surface_index(tri: np.ndarray, spacing: tuple[float, float, float], shape: tuple[int, int, int]) -> tuple[np.ndarray, ...]:
-    """Search structures over the triangles of one surface.
+@dataclass(frozen=True)
+class Mesh:
+    """One mask's marching-cubes surface (segauge's triangles), grouped by voxel cell.
 
-    Marching cubes puts each triangle inside one voxel cell. Near queries use a grid: triangles
-    sorted by cell, ``cell_start`` indexing them. Far queries use a bounding-volume hierarchy whose
-    leaves are the non-empty cells in Morton order (``leaf_tris`` lists their triangles), each
-    level above pairing neighbours. Returns (triangles, triangle boxes (n, 6), cell_start,
-    leaf_tris, leaf_start, node boxes (N, 6), level offsets into the node boxes, leaves first).
-    """
-    cell = np.floor(tri.mean(axis=1) / np.asarray(spacing)).astype(np.int64)
-    cell = np.clip(cell, 0, np.asarray(shape) - 1)
-    linear = (cell[:, 0] * shape[1] + cell[:, 1]) * shape[2] + cell[:, 2]
-    order = np.argsort(linear, kind="stable")
-    tri, cell, linear = np.ascontiguousarray(tri[order]), cell[order], linear[order]
-    tri_box = np.hstack([tri.min(axis=1), tri.max(axis=1)])
-    cell_start = np.concatenate([[0], np.cumsum(np.bincount(linear, minlength=int(np.prod(shape))))]).astype(np.int32)
+    ``cells``: linear ids of the cells the surface crosses, ascending; ``cell_start``: the triangles
+    of cells[c] are rows cell_start[c]:cell_start[c + 1] of ``tri`` (mm, coordinates of the padded
+    array, as skimage returns them) and of ``entry`` (their row in ``config_table()``); ``grid``:
+    cells per axis."""
 
-    code = (_spread_bits(cell[:, 0]) << np.uint64(2)) | (_spread_bits(cell[:, 1]) << np.uint64(1)) | _spread_bits(cell[:, 2])
-    leaf_tris = np.argsort(code, kind="stable")
-    code = code[leaf_tris]
-    leaf_start = np.flatnonzero(np.concatenate([[True], code[1:] != code[:-1], [True]])).astype(np.int64)
-    box = tri_box[leaf_tris]
-    level_boxes = [np.hstack([np.minimum.reduceat(box[:, :3], leaf_start[:-1]), np.maximum.reduceat(box[:, 3:], leaf_start[:-1])])]
-    while len(level_boxes[-1]) > 1:
-        b = level_boxes[-1]
-        if len(b) % 2:
-            b = np.vstack([b, b[-1:]])
-        pairs = b.reshape(-1, 2, 6)
-        level_boxes.append(np.hstack([pairs[:, :, :3].min(axis=1), pairs[:, :, 3:].max(axis=1)]))
-    offsets = np.concatenate([[0], np.cumsum([len(b) for b in level_boxes])]).astype(np.int64)
-    return tri, tri_box, cell_start, leaf_tris, leaf_start, np.ascontiguousarray(np.vstack(level_boxes)), offsets
+    grid: tuple[int, int, int]
+    cells: np.ndarray
+    cell_start: np.ndarray
+    tri: np.ndarray
+    entry: np.ndarray
+
+
+def surface_mesh(codes: np.ndarray, spacing: tuple[float, float, float]) -> Mesh:
+    """The marching-cubes mesh of a mask from its cell codes (``cell_codes``), by table lookup."""
+    table, start = config_table()
+    flat = codes.ravel()
+    cells = np.flatnonzero((flat != 0) & (flat != 255))
+    code = flat[cells].astype(np.int64)
+    counts = start[code + 1] - start[code]
+    cell_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    owner = np.repeat(np.arange(len(cells)), counts)
+    entry = start[code][owner] + (np.arange(cell_start[-1]) - cell_start[owner])
+    ijk = np.stack(np.unravel_index(cells, codes.shape), axis=1)[owner]  # (T, 3)
+    tri = (2 * ijk[:, None, :] + table[entry]) * (np.asarray(spacing, dtype=np.float64) / 2.0)
+    return Mesh(grid=tuple(int(n) for n in codes.shape), cells=cells, cell_start=cell_start, tri=tri, entry=entry)
 
 
 @numba.njit(cache=True, inline="always")
@@ -170,77 +177,6 @@ def _box_dist2(px: float, py: float, pz: float, boxes: np.ndarray, node: int) ->
     dy = max(boxes[node, 1] - py, 0.0, py - boxes[node, 4])
     dz = max(boxes[node, 2] - pz, 0.0, pz - boxes[node, 5])
     return dx * dx + dy * dy + dz * dz
-
-
-@numba.njit(cache=True)
-def _hierarchy_nearest(px: float, py: float, pz: float, best2: float, best_t: int, tri: np.ndarray, leaf_tris: np.ndarray,
-                       leaf_start: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, stack_lv: np.ndarray,
-                       stack_i: np.ndarray) -> tuple[float, int]:
-    """Nearest triangle (squared distance, index) by a nearest-first, pruned traversal of the
-    hierarchy, starting from a known candidate (best2, best_t); the stacks hold 2 per level."""
-    n_levels = len(offsets) - 1
-    stack_lv[0], stack_i[0], top = n_levels - 1, 0, 1
-    while top:
-        top -= 1
-        lv, i = stack_lv[top], stack_i[top]
-        if _box_dist2(px, py, pz, boxes, offsets[lv] + i) >= best2:
-            continue
-        if lv == 0:
-            for k in range(leaf_start[i], leaf_start[i + 1]):
-                t = leaf_tris[k]
-                d2 = _triangle_dist2(px, py, pz, tri, t)
-                if d2 < best2:
-                    best2, best_t = d2, t
-            continue
-        first = 2 * i
-        if first + 1 < offsets[lv] - offsets[lv - 1]:
-            d0 = _box_dist2(px, py, pz, boxes, offsets[lv - 1] + first)
-            d1 = _box_dist2(px, py, pz, boxes, offsets[lv - 1] + first + 1)
-            near, far = (first, first + 1) if d0 <= d1 else (first + 1, first)
-            stack_lv[top], stack_i[top] = lv - 1, far
-            stack_lv[top + 1], stack_i[top + 1] = lv - 1, near
-            top += 2
-        else:
-            stack_lv[top], stack_i[top] = lv - 1, first
-            top += 1
-    return best2, best_t
-
-
-@numba.njit(cache=True)
-def _nearest(px: float, py: float, pz: float, warm: int, tri: np.ndarray, tri_box: np.ndarray, cell_start: np.ndarray,
-             spacing: np.ndarray, shape: np.ndarray, leaf_tris: np.ndarray, leaf_start: np.ndarray, boxes: np.ndarray,
-             offsets: np.ndarray, stack_lv: np.ndarray, stack_i: np.ndarray) -> tuple[float, int]:
-    """Nearest triangle to p (squared distance, index). The triangle ``warm`` (the previous
-    point's nearest) bounds the search; within that ball, the grid cells it touches are scanned,
-    unless they are too many (a far point), then the hierarchy is searched."""
-    best2, best_t = _triangle_dist2(px, py, pz, tri, warm), warm
-    r = math.sqrt(best2)
-    lo0, hi0 = max(int((px - r) / spacing[0]), 0), min(int((px + r) / spacing[0]), shape[0] - 1)
-    lo1, hi1 = max(int((py - r) / spacing[1]), 0), min(int((py + r) / spacing[1]), shape[1] - 1)
-    lo2, hi2 = max(int((pz - r) / spacing[2]), 0), min(int((pz + r) / spacing[2]), shape[2] - 1)
-    if (hi0 - lo0 + 1) * (hi1 - lo1 + 1) * (hi2 - lo2 + 1) > GRID_CELLS_MAX:
-        return _hierarchy_nearest(px, py, pz, best2, best_t, tri, leaf_tris, leaf_start, boxes, offsets, stack_lv, stack_i)
-    for i in range(lo0, hi0 + 1):
-        dx = max(i * spacing[0] - px, 0.0, px - (i + 1) * spacing[0])
-        for j in range(lo1, hi1 + 1):
-            dy = max(j * spacing[1] - py, 0.0, py - (j + 1) * spacing[1])
-            if dx * dx + dy * dy >= best2:
-                continue
-            row = (i * shape[1] + j) * shape[2]
-            reach = math.sqrt(best2 - dx * dx - dy * dy)  # the ball's extent along this row
-            for k in range(max(lo2, int((pz - reach) / spacing[2])), min(hi2, int((pz + reach) / spacing[2])) + 1):
-                first, last = cell_start[row + k], cell_start[row + k + 1]
-                if first == last:
-                    continue
-                dz = max(k * spacing[2] - pz, 0.0, pz - (k + 1) * spacing[2])
-                if dx * dx + dy * dy + dz * dz >= best2:
-                    continue
-                for t in range(first, last):
-                    if _box_dist2(px, py, pz, tri_box, t) < best2:
-                        d2 = _triangle_dist2(px, py, pz, tri, t)
-                        if d2 < best2:
-                            best2, best_t = d2, t
-    return best2, best_t
 
 
 @numba.njit(cache=True, inline="always")
@@ -324,72 +260,230 @@ def _subdivide(tri: np.ndarray, f: int, max_edge: float, stack: np.ndarray, work
     return count
 
 
-@numba.njit(cache=True, parallel=True)
-def _count_subfaces(tri: np.ndarray, max_edge: float, counts: np.ndarray) -> None:
-    """Sub-faces per face: a cheap first pass (splitting only) that sizes the output arrays."""
-    for chunk in numba.prange(-(-len(tri) // FACE_CHUNK)):
-        stack, work = np.empty((STACK_SIZE, 9)), np.empty(18)
-        none_c, none_a = np.empty((0, 3)), np.empty(0)
-        for f in range(chunk * FACE_CHUNK, min((chunk + 1) * FACE_CHUNK, len(tri))):
-            counts[f] = _subdivide(tri, f, max_edge, stack, work, none_c, none_a)
+@numba.njit(cache=True)
+def _split_faces(tri: np.ndarray, max_edge: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_subdivide`` of every face of ``tri``: (start (F + 1,), centroids (S, 3), areas (S,)),
+    the sub-faces of face f at rows start[f]:start[f + 1]."""
+    stack, work = np.empty((STACK_SIZE, 9)), np.empty(18)
+    start = np.zeros(len(tri) + 1, dtype=np.int64)
+    for f in range(len(tri)):
+        start[f + 1] = start[f] + _subdivide(tri, f, max_edge, stack, work, np.empty((0, 3)), np.empty(0))
+    centroid, area = np.empty((start[-1], 3)), np.empty(start[-1])
+    for f in range(len(tri)):
+        _subdivide(tri, f, max_edge, stack, work, centroid[start[f]:], area[start[f]:])
+    return start, centroid, area
+
+
+@functools.cache
+def subface_templates(spacing: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """segauge's sub-faces of every ``config_table()`` triangle at this spacing: (start, centroids
+    relative to the cell's low corner (mm), areas), entry e's at rows start[e]:start[e + 1].
+
+    Split exactly (trimesh 5.2's ``subdivide_to_size(min(spacing))``) on the exact cell geometry.
+    segauge splits the same triangles at absolute float32 coordinates, so for an edge exactly as
+    long as the smallest spacing its decision varies with rounding; such edges are not split here.
+    """
+    table, _ = config_table()
+    tri = table * (np.asarray(spacing, dtype=np.float64) / 2.0)
+    return _split_faces(np.ascontiguousarray(tri), float(min(spacing)))
+
+
+def _spread_bits(v: np.ndarray) -> np.ndarray:
+    """Interleave-ready: bit i of v (21 bits) moved to bit 3i."""
+    v = v.astype(np.uint64) & np.uint64(0x1FFFFF)
+    for shift, mask in ((32, 0x1F00000000FFFF), (16, 0x1F0000FF0000FF), (8, 0x100F00F00F00F00F),
+                        (4, 0x10C30C30C30C30C3), (2, 0x1249249249249249)):
+        v = (v | (v << np.uint64(shift))) & np.uint64(mask)
+    return v
+
+
+def _search_index(mesh: Mesh) -> tuple[np.ndarray, ...]:
+    """Search structures over a mesh's triangles (kernel arguments, in this order).
+
+    Near queries scan rows of cells (i, j, all k): ``row_start`` indexes each row's occupied cells
+    in ``cells`` order, whose k is ``cell_k``. Far queries use a bounding-volume hierarchy whose
+    leaves are the occupied cells in Morton order (``leaf_cell``), each level above pairing
+    neighbours. Returns (triangles, triangle boxes (T, 6), cell_start, cell boxes (the box of each
+    occupied cell's triangles), cell_k, row_start, leaf_cell, node boxes (N, 6), level offsets into
+    the node boxes, leaves first).
+    """
+    n0, n1, n2 = mesh.grid
+    tri = np.ascontiguousarray(mesh.tri)
+    tri_box = np.hstack([np.minimum(np.minimum(tri[:, 0], tri[:, 1]), tri[:, 2]),
+                         np.maximum(np.maximum(tri[:, 0], tri[:, 1]), tri[:, 2])])
+    row, cell_k = np.divmod(mesh.cells, n2)
+    row_start = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=n0 * n1))]).astype(np.int64)
+
+    i, j = np.divmod(row, n1)
+    code = (_spread_bits(i) << np.uint64(2)) | (_spread_bits(j) << np.uint64(1)) | _spread_bits(cell_k)
+    leaf_cell = np.argsort(code, kind="stable")
+    first = mesh.cell_start[:-1]
+    cell_box = np.hstack([np.minimum.reduceat(tri_box[:, :3], first), np.maximum.reduceat(tri_box[:, 3:], first)])
+    level_boxes = [cell_box[leaf_cell]]
+    while len(level_boxes[-1]) > 1:
+        b = level_boxes[-1]
+        if len(b) % 2:
+            b = np.vstack([b, b[-1:]])
+        pairs = b.reshape(-1, 2, 6)
+        level_boxes.append(np.hstack([pairs[:, :, :3].min(axis=1), pairs[:, :, 3:].max(axis=1)]))
+    offsets = np.concatenate([[0], np.cumsum([len(b) for b in level_boxes])]).astype(np.int64)
+    return (tri, tri_box, mesh.cell_start, cell_box, cell_k.astype(np.int64), row_start, leaf_cell.astype(np.int64),
+            np.ascontiguousarray(np.vstack(level_boxes)), offsets)
+
+
+@numba.njit(cache=True, inline="always")
+def _cell_triangles(px: float, py: float, pz: float, best2: float, best_t: int, tri: np.ndarray, tri_box: np.ndarray,
+                    first: int, last: int) -> tuple[float, int]:
+    """Nearest of triangles first..last-1 if nearer than best (box test first)."""
+    for t in range(first, last):
+        if _box_dist2(px, py, pz, tri_box, t) < best2:
+            d2 = _triangle_dist2(px, py, pz, tri, t)
+            if d2 < best2:
+                best2, best_t = d2, t
+    return best2, best_t
+
+
+@numba.njit(cache=True)
+def _hierarchy_nearest(px: float, py: float, pz: float, best2: float, best_t: int, tri: np.ndarray, tri_box: np.ndarray,
+                       cell_start: np.ndarray, leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray,
+                       stack_lv: np.ndarray, stack_i: np.ndarray) -> tuple[float, int]:
+    """Nearest triangle (squared distance, index) by a nearest-first, pruned traversal of the
+    hierarchy, starting from a known candidate (best2, best_t); the stacks hold 2 per level."""
+    n_levels = len(offsets) - 1
+    stack_lv[0], stack_i[0], top = n_levels - 1, 0, 1
+    while top:
+        top -= 1
+        lv, i = stack_lv[top], stack_i[top]
+        if _box_dist2(px, py, pz, boxes, offsets[lv] + i) >= best2:
+            continue
+        if lv == 0:
+            c = leaf_cell[i]
+            best2, best_t = _cell_triangles(px, py, pz, best2, best_t, tri, tri_box, cell_start[c], cell_start[c + 1])
+            continue
+        first = 2 * i
+        if first + 1 < offsets[lv] - offsets[lv - 1]:
+            d0 = _box_dist2(px, py, pz, boxes, offsets[lv - 1] + first)
+            d1 = _box_dist2(px, py, pz, boxes, offsets[lv - 1] + first + 1)
+            near, far = (first, first + 1) if d0 <= d1 else (first + 1, first)
+            stack_lv[top], stack_i[top] = lv - 1, far
+            stack_lv[top + 1], stack_i[top + 1] = lv - 1, near
+            top += 2
+        else:
+            stack_lv[top], stack_i[top] = lv - 1, first
+            top += 1
+    return best2, best_t
+
+
+@numba.njit(cache=True)
+def _nearest(px: float, py: float, pz: float, warm: int, spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray,
+             tri_box: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray, leaf_cell: np.ndarray,
+             boxes: np.ndarray, offsets: np.ndarray, stack_lv: np.ndarray, stack_i: np.ndarray) -> tuple[float, int]:
+    """Nearest triangle to p (squared distance, index). The triangle ``warm`` (the previous
+    point's nearest) bounds the search; within that ball, the occupied cells of the rows it
+    crosses are scanned, unless the rows are too many (a far point): then the hierarchy."""
+    best2, best_t = _triangle_dist2(px, py, pz, tri, warm), warm
+    r = math.sqrt(best2)
+    lo0, hi0 = max(int((px - r) / spacing[0]), 0), min(int((px + r) / spacing[0]), grid[0] - 1)
+    lo1, hi1 = max(int((py - r) / spacing[1]), 0), min(int((py + r) / spacing[1]), grid[1] - 1)
+    if (hi0 - lo0 + 1) * (hi1 - lo1 + 1) > ROWS_MAX:
+        return _hierarchy_nearest(px, py, pz, best2, best_t, tri, tri_box, cell_start, leaf_cell, boxes, offsets,
+                                  stack_lv, stack_i)
+    for i in range(lo0, hi0 + 1):
+        dx = max(i * spacing[0] - px, 0.0, px - (i + 1) * spacing[0])
+        for j in range(lo1, hi1 + 1):
+            dy = max(j * spacing[1] - py, 0.0, py - (j + 1) * spacing[1])
+            dxy = dx * dx + dy * dy
+            if dxy >= best2:
+                continue
+            row = i * grid[1] + j
+            # occupied cells of the row, k ascending: the first that can reach the ball, by bisection
+            k_lo = int((pz - math.sqrt(best2 - dxy)) / spacing[2])
+            lo, hi = row_start[row], row_start[row + 1]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if cell_k[mid] < k_lo:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            for c in range(lo, row_start[row + 1]):
+                dz = cell_k[c] * spacing[2] - pz
+                if dz > 0.0 and dxy + dz * dz >= best2:
+                    break  # this and every later cell of the row lie beyond the ball
+                if _box_dist2(px, py, pz, cell_box, c) < best2:  # the box of the cell's triangles
+                    best2, best_t = _cell_triangles(px, py, pz, best2, best_t, tri, tri_box, cell_start[c], cell_start[c + 1])
+    return best2, best_t
 
 
 @numba.njit(cache=True, parallel=True)
-def _directed_kernel(tri_a: np.ndarray, start_a: np.ndarray, shared_a: np.ndarray, max_edge: float, spacing: np.ndarray,
-                     shape: np.ndarray, tri_b: np.ndarray, tri_box: np.ndarray, cell_start: np.ndarray, leaf_tris: np.ndarray,
-                     leaf_start: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray) -> None:
-    """For every sub-face s of face f of ``tri_a`` (trimesh's subdivision), its area and the exact
-    distance of its centroid to the triangles ``tri_b``, at ``start_a[f] + s``."""
-    max_sub = 1
-    for f in range(len(tri_a)):
-        max_sub = max(max_sub, start_a[f + 1] - start_a[f])
-    for chunk in numba.prange(-(-len(tri_a) // FACE_CHUNK)):
-        stack, work = np.empty((STACK_SIZE, 9)), np.empty(18)
-        centroid, area = np.empty((max_sub, 3)), np.empty(max_sub)
+def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray,
+                     sub_centroid: np.ndarray, sub_area: np.ndarray, spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray,
+                     tri_box: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
+                     leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray) -> None:
+    """For every sub-face s of face f (in cell ``face_cell[f]``, table entry ``face_entry[f]``): its
+    area and the exact distance of its centroid to the triangles ``tri``, at ``out_start[f] + s``.
+    ``face_hint[f]``: a triangle of ``tri`` in the same or the next occupied cell, a warm start
+    where consecutive faces are far apart (the far side of the organ in the same row of cells)."""
+    for chunk in numba.prange(-(-len(face_cell) // FACE_CHUNK)):
         stack_lv = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         stack_i = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         warm = 0
-        for f in range(chunk * FACE_CHUNK, min((chunk + 1) * FACE_CHUNK, len(tri_a))):
-            lo = start_a[f]
-            n_sub = _subdivide(tri_a, f, max_edge, stack, work, centroid, area)
-            weight[lo:lo + n_sub] = area[:n_sub]
-            if shared_a[f]:  # the same triangle is in the other surface
-                dist[lo:lo + n_sub] = 0.0
-                continue
-            for s in range(n_sub):  # consecutive sub-faces (and faces) are neighbours: warm start
-                d2, warm = _nearest(centroid[s, 0], centroid[s, 1], centroid[s, 2], warm, tri_b, tri_box, cell_start,
-                                    spacing, shape, leaf_tris, leaf_start, boxes, offsets, stack_lv, stack_i)
-                dist[lo + s] = math.sqrt(d2)
+        for f in range(chunk * FACE_CHUNK, min((chunk + 1) * FACE_CHUNK, len(face_cell))):
+            ij, k = divmod(face_cell[f], grid[2])
+            i, j = divmod(ij, grid[1])
+            ox, oy, oz = i * spacing[0], j * spacing[1], k * spacing[2]
+            out = out_start[f]
+            first = sub_start[face_entry[f]]
+            if first < sub_start[face_entry[f] + 1]:  # restart from the hint if it beats the previous face's nearest
+                px, py, pz = ox + sub_centroid[first, 0], oy + sub_centroid[first, 1], oz + sub_centroid[first, 2]
+                if _triangle_dist2(px, py, pz, tri, face_hint[f]) < _triangle_dist2(px, py, pz, tri, warm):
+                    warm = face_hint[f]
+            for s in range(first, sub_start[face_entry[f] + 1]):
+                d2, warm = _nearest(ox + sub_centroid[s, 0], oy + sub_centroid[s, 1], oz + sub_centroid[s, 2], warm, spacing,
+                                    grid, tri, tri_box, cell_start, cell_box, cell_k, row_start, leaf_cell, boxes, offsets, stack_lv,
+                                    stack_i)
+                dist[out] = math.sqrt(d2)
+                weight[out] = sub_area[s]
+                out += 1
 
 
-def directed_distances(
-    tri_from: np.ndarray, shared_from: np.ndarray, tri_to: np.ndarray, spacing: tuple[float, float, float],
-    shape: tuple[int, int, int],
-) -> tuple[np.ndarray, np.ndarray]:
-    """Exact distances of the sub-face centroids of ``tri_from`` (segauge's quadrature points) to
-    the surface ``tri_to``, and their weights (sub-face areas). ``shared_from`` marks faces of
-    ``tri_from`` also present in ``tri_to``; ``shape``: the voxel grid (cells) both lie in."""
-    tri_from = np.ascontiguousarray(tri_from)
-    max_edge = float(min(spacing))
-    counts = np.empty(len(tri_from), dtype=np.int64)
-    _count_subfaces(tri_from, max_edge, counts)
-    start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    dist, weight = np.empty(int(start[-1])), np.empty(int(start[-1]))
-    shape = tuple(int(n) for n in shape)
-    _directed_kernel(tri_from, start, shared_from, max_edge, np.asarray(spacing, dtype=np.float64), np.asarray(shape, dtype=np.int64),
-                     *_surface_index(tri_to, spacing, shape), dist, weight)
+def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacing: tuple[float, float, float]
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Exact distances of the sub-face centroids (segauge's quadrature points) of the triangles
+    ``faces`` (indices into ``mesh_from.tri``) to the surface ``mesh_to``, and their weights
+    (sub-face areas). Both meshes on one grid."""
+    sub_start, sub_centroid, sub_area = subface_templates(tuple(float(s) for s in spacing))
+    face_entry = mesh_from.entry[faces]
+    owner = np.searchsorted(mesh_from.cell_start, faces, side="right") - 1
+    counts = sub_start[face_entry + 1] - sub_start[face_entry]
+    out_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    dist, weight = np.empty(int(out_start[-1])), np.empty(int(out_start[-1]))
+    face_cell = mesh_from.cells[owner]
+    hint = np.minimum(np.searchsorted(mesh_to.cells, face_cell), len(mesh_to.cells) - 1)
+    _directed_kernel(face_cell, face_entry, mesh_to.cell_start[hint], out_start, sub_start, sub_centroid, sub_area,
+                     np.asarray(spacing, dtype=np.float64), np.asarray(mesh_to.grid, dtype=np.int64),
+                     *_search_index(mesh_to), dist, weight)
     return dist, weight
 
 
+def _triangle_areas(tri: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1) / 2.0
+
+
 def surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: tuple[float, float, float]) -> SurfaceDistances:
-    """Directed area-weighted distances pred->ref and ref->pred over segauge's sub-face centroids
-    (both masks non-empty, same shape)."""
-    shape = tuple(n + 2 for n in pred.shape)
-    meshes = [surface_mesh(mask, spacing) for mask in (pred, ref)]
-    tri = [verts[faces] for verts, faces in meshes]
-    keys = [_face_keys(verts, faces, spacing, shape) for verts, faces in meshes]
-    d_pg, w_pg = directed_distances(tri[0], np.isin(keys[0], keys[1]), tri[1], spacing, shape)
-    d_gp, w_gp = directed_distances(tri[1], np.isin(keys[1], keys[0]), tri[0], spacing, shape)
+    """Directed area-weighted distances pred->ref and ref->pred at segauge's quadrature points
+    (both masks non-empty, same shape). Faces in cells with the same corner code in both masks are
+    in both surfaces: each is one sample at distance 0 weighted by its area, not split."""
+    codes = [cell_codes(pred), cell_codes(ref)]
+    meshes = [surface_mesh(c, spacing) for c in codes]
+    parts = []
+    for a, b in ((0, 1), (1, 0)):
+        mesh = meshes[a]
+        owner = np.repeat(np.arange(len(mesh.cells)), np.diff(mesh.cell_start))
+        shared = codes[b].ravel()[mesh.cells[owner]] == codes[a].ravel()[mesh.cells[owner]]
+        dist, weight = directed_distances(np.flatnonzero(~shared), mesh, meshes[b], spacing)
+        parts.append((np.concatenate([np.zeros(int(shared.sum())), dist]),
+                      np.concatenate([_triangle_areas(mesh.tri[shared]), weight])))
+    (d_pg, w_pg), (d_gp, w_gp) = parts
     return SurfaceDistances(d_pg=d_pg, w_pg=w_pg, d_gp=d_gp, w_gp=w_gp)
 
 
