@@ -102,6 +102,9 @@ def _score_region(
 ) -> tuple[dict, SurfaceDistances | None]:
     """Metrics of one region from its (cropped) boolean masks, SPEC §3 conventions for empty masks,
     and the surface distances they used (``sd``: already measured on the same masks)."""
+    box = _bounding_box(ref, pred)  # the region's own box: smaller than the case's; results unchanged
+    if box is not None:
+        ref, pred = ref[box], pred[box]
     ref_present, pred_present = bool(ref.any()), bool(pred.any())
     row = base | {"reference_present": ref_present, "prediction_present": pred_present}
     if region.detection:
@@ -112,8 +115,7 @@ def _score_region(
     if ref_present != pred_present:
         return _worst_case_row(row, worst), None
     if sd is None:
-        box = _bounding_box(ref, pred)  # tighter than the case box for small regions; results unchanged
-        sd = surface_distances(pred[box], ref[box], spacing)
+        sd = surface_distances(pred, ref, spacing)
     return row | {
         "dice": float(dice(pred, ref)),
         "iou": float(iou(pred, ref)),
