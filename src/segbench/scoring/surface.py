@@ -99,6 +99,10 @@ class Mesh:
     tri: np.ndarray
     entry: np.ndarray
 
+    def triangle_cells(self) -> np.ndarray:
+        """Linear id of each triangle's cell."""
+        return np.repeat(self.cells, np.diff(self.cell_start))
+
 
 def surface_mesh(codes: np.ndarray, spacing: tuple[float, float, float]) -> Mesh:
     """The marching-cubes mesh of a mask from its cell codes (``cell_codes``), by table lookup."""
@@ -451,13 +455,14 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     """Exact distances of the sub-face centroids (segauge's quadrature points) of the triangles
     ``faces`` (indices into ``mesh_from.tri``) to the surface ``mesh_to``, and their weights
     (sub-face areas). Both meshes on one grid."""
+    if len(faces) == 0:
+        return np.empty(0), np.empty(0)
     sub_start, sub_centroid, sub_area = subface_templates(tuple(float(s) for s in spacing))
     face_entry = mesh_from.entry[faces]
-    owner = np.searchsorted(mesh_from.cell_start, faces, side="right") - 1
     counts = sub_start[face_entry + 1] - sub_start[face_entry]
     out_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     dist, weight = np.empty(int(out_start[-1])), np.empty(int(out_start[-1]))
-    face_cell = mesh_from.cells[owner]
+    face_cell = mesh_from.triangle_cells()[faces]
     hint = np.minimum(np.searchsorted(mesh_to.cells, face_cell), len(mesh_to.cells) - 1)
     _directed_kernel(face_cell, face_entry, mesh_to.cell_start[hint], out_start, sub_start, sub_centroid, sub_area,
                      np.asarray(spacing, dtype=np.float64), np.asarray(mesh_to.grid, dtype=np.int64),
@@ -478,8 +483,8 @@ def surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: tuple[float, f
     parts = []
     for a, b in ((0, 1), (1, 0)):
         mesh = meshes[a]
-        owner = np.repeat(np.arange(len(mesh.cells)), np.diff(mesh.cell_start))
-        shared = codes[b].ravel()[mesh.cells[owner]] == codes[a].ravel()[mesh.cells[owner]]
+        cell = mesh.triangle_cells()
+        shared = codes[b].ravel()[cell] == codes[a].ravel()[cell]
         dist, weight = directed_distances(np.flatnonzero(~shared), mesh, meshes[b], spacing)
         parts.append((np.concatenate([np.zeros(int(shared.sum())), dist]),
                       np.concatenate([_triangle_areas(mesh.tri[shared]), weight])))
