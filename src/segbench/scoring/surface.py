@@ -418,6 +418,70 @@ def _nearest(px: float, py: float, pz: float, warm: int, spacing: np.ndarray, gr
     return best2, best_t
 
 
+@numba.njit(cache=True)
+def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, spacing: np.ndarray, grid: np.ndarray,
+                      tri: np.ndarray, tri_box: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray,
+                      row_start: np.ndarray) -> bool:
+    """``_nearest`` for the m points ``pts[:m]`` of one face at once, each starting from its known
+    candidate (best2[s], best_t[s]), which it improves in place.
+
+    The points lie within one face, so they need almost the same rows and cells: those are found
+    once, for the points' bounding box and the largest remaining radius, and each cell found is
+    tested against each point. Returns False, having changed nothing, if that crosses more than
+    ROWS_MAX rows (far points: the caller searches each point on its own).
+    """
+    lo_x, lo_y, lo_z = pts[0, 0], pts[0, 1], pts[0, 2]
+    hi_x, hi_y, hi_z = lo_x, lo_y, lo_z
+    r2 = best2[0]
+    for s in range(1, m):
+        lo_x, hi_x = min(lo_x, pts[s, 0]), max(hi_x, pts[s, 0])
+        lo_y, hi_y = min(lo_y, pts[s, 1]), max(hi_y, pts[s, 1])
+        lo_z, hi_z = min(lo_z, pts[s, 2]), max(hi_z, pts[s, 2])
+        r2 = max(r2, best2[s])
+    r = math.sqrt(r2)
+    lo0, hi0 = max(int((lo_x - r) / spacing[0]), 0), min(int((hi_x + r) / spacing[0]), grid[0] - 1)
+    lo1, hi1 = max(int((lo_y - r) / spacing[1]), 0), min(int((hi_y + r) / spacing[1]), grid[1] - 1)
+    if (hi0 - lo0 + 1) * (hi1 - lo1 + 1) > ROWS_MAX:
+        return False
+    for i in range(lo0, hi0 + 1):
+        dx = max(i * spacing[0] - hi_x, 0.0, lo_x - (i + 1) * spacing[0])
+        for j in range(lo1, hi1 + 1):
+            dy = max(j * spacing[1] - hi_y, 0.0, lo_y - (j + 1) * spacing[1])
+            dxy = dx * dx + dy * dy
+            if dxy >= r2:
+                continue
+            row = i * grid[1] + j
+            k_lo = int((lo_z - math.sqrt(r2 - dxy)) / spacing[2])
+            lo, hi = row_start[row], row_start[row + 1]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if cell_k[mid] < k_lo:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            for c in range(lo, row_start[row + 1]):
+                dz = cell_k[c] * spacing[2] - hi_z
+                if dz > 0.0 and dxy + dz * dz >= r2:
+                    break  # this and every later cell of the row lie beyond every point's ball
+                gx = max(cell_box[c, 0] - hi_x, 0.0, lo_x - cell_box[c, 3])
+                gy = max(cell_box[c, 1] - hi_y, 0.0, lo_y - cell_box[c, 4])
+                gz = max(cell_box[c, 2] - hi_z, 0.0, lo_z - cell_box[c, 5])
+                if gx * gx + gy * gy + gz * gz >= r2:
+                    continue  # the box of the cell's triangles is beyond every point's ball
+                improved = False
+                for s in range(m):
+                    if _box_dist2(pts[s, 0], pts[s, 1], pts[s, 2], cell_box, c) < best2[s]:
+                        b2, bt = _cell_triangles(pts[s, 0], pts[s, 1], pts[s, 2], best2[s], best_t[s], tri, tri_box,
+                                                 cell_start[c], cell_start[c + 1])
+                        improved |= b2 < best2[s]
+                        best2[s], best_t[s] = b2, bt
+                if improved:
+                    r2 = best2[0]
+                    for s in range(1, m):
+                        r2 = max(r2, best2[s])
+    return True
+
+
 @numba.njit(cache=True, parallel=True)
 def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray,
                      sub_centroid: np.ndarray, sub_area: np.ndarray, spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray,
@@ -425,29 +489,45 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: n
                      leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray) -> None:
     """For every sub-face s of face f (in cell ``face_cell[f]``, table entry ``face_entry[f]``): its
     area and the exact distance of its centroid to the triangles ``tri``, at ``out_start[f] + s``.
-    ``face_hint[f]``: a triangle of ``tri`` in the same or the next occupied cell, a warm start
-    where consecutive faces are far apart (the far side of the organ in the same row of cells)."""
+
+    A face's sub-faces are searched together (``_nearest_together``), each starting from the
+    previous face's nearest triangle or ``face_hint[f]`` (a triangle of ``tri`` in the same or the
+    next occupied cell), whichever is nearer: consecutive faces can be far apart (the far side of
+    the organ in the same row of cells)."""
+    most = 1
+    for e in range(len(sub_start) - 1):
+        most = max(most, sub_start[e + 1] - sub_start[e])
     for chunk in numba.prange(-(-len(face_cell) // FACE_CHUNK)):
         stack_lv = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         stack_i = np.empty(2 * len(offsets) + 2, dtype=np.int64)
+        pts, best2, best_t = np.empty((most, 3)), np.empty(most), np.empty(most, dtype=np.int64)
         warm = 0
         for f in range(chunk * FACE_CHUNK, min((chunk + 1) * FACE_CHUNK, len(face_cell))):
             ij, k = divmod(face_cell[f], grid[2])
             i, j = divmod(ij, grid[1])
-            ox, oy, oz = i * spacing[0], j * spacing[1], k * spacing[2]
-            out = out_start[f]
-            first = sub_start[face_entry[f]]
-            if first < sub_start[face_entry[f] + 1]:  # restart from the hint if it beats the previous face's nearest
-                px, py, pz = ox + sub_centroid[first, 0], oy + sub_centroid[first, 1], oz + sub_centroid[first, 2]
-                if _triangle_dist2(px, py, pz, tri, face_hint[f]) < _triangle_dist2(px, py, pz, tri, warm):
-                    warm = face_hint[f]
-            for s in range(first, sub_start[face_entry[f] + 1]):
-                d2, warm = _nearest(ox + sub_centroid[s, 0], oy + sub_centroid[s, 1], oz + sub_centroid[s, 2], warm, spacing,
-                                    grid, tri, tri_box, cell_start, cell_box, cell_k, row_start, leaf_cell, boxes, offsets, stack_lv,
-                                    stack_i)
-                dist[out] = math.sqrt(d2)
-                weight[out] = sub_area[s]
-                out += 1
+            first, m = sub_start[face_entry[f]], sub_start[face_entry[f] + 1] - sub_start[face_entry[f]]
+            if m == 0:
+                continue
+            for s in range(m):
+                pts[s, 0] = i * spacing[0] + sub_centroid[first + s, 0]
+                pts[s, 1] = j * spacing[1] + sub_centroid[first + s, 1]
+                pts[s, 2] = k * spacing[2] + sub_centroid[first + s, 2]
+            if _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, face_hint[f]) < \
+                    _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, warm):
+                warm = face_hint[f]
+            for s in range(m):
+                best2[s], best_t[s] = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, warm), warm
+            if not _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_box, cell_start, cell_box, cell_k,
+                                     row_start):
+                for s in range(m):
+                    best2[s], best_t[s] = _nearest(pts[s, 0], pts[s, 1], pts[s, 2], warm, spacing, grid, tri, tri_box,
+                                                   cell_start, cell_box, cell_k, row_start, leaf_cell, boxes, offsets,
+                                                   stack_lv, stack_i)
+                    warm = best_t[s]
+            warm = best_t[m - 1]
+            for s in range(m):
+                dist[out_start[f] + s] = math.sqrt(best2[s])
+                weight[out_start[f] + s] = sub_area[first + s]
 
 
 def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacing: tuple[float, float, float]
