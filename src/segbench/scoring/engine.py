@@ -50,14 +50,26 @@ class Region:
     detection: bool = False
 
 
+def _unsigned_view(a: np.ndarray) -> np.ndarray:
+    """An unsigned integer array that is non-zero where ``a`` is (a view unless ``a`` is float):
+    its maximum over an axis is then a fast "any non-zero" reduction, without a boolean copy."""
+    if a.dtype == np.bool_:
+        return a.view(np.uint8)
+    if a.dtype.kind == "i":
+        return a.view(a.dtype.str.replace("i", "u"))
+    if a.dtype.kind == "u":
+        return a
+    return (a != 0).view(np.uint8)
+
+
 def _bounding_box(*arrays: np.ndarray) -> tuple[slice, ...] | None:
     """Smallest box holding every non-zero voxel of all arrays (None if all are zero)."""
-    planes = np.zeros(arrays[0].shape[1:], dtype=bool)
     slices = np.zeros(arrays[0].shape[0], dtype=bool)
+    planes = np.zeros(arrays[0].shape[1:], dtype=bool)
     for a in arrays:
-        nz = a.astype(bool, copy=False) if a.dtype == np.bool_ else a != 0
-        slices |= nz.any(axis=(1, 2))
-        planes |= nz.any(axis=0)
+        nz = _unsigned_view(a)
+        slices |= nz.max(axis=(1, 2)) > 0
+        planes |= nz.max(axis=0) > 0
     if not slices.any():
         return None
     box = []

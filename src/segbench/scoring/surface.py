@@ -73,15 +73,26 @@ def config_table() -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(tris), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
+@numba.njit(cache=True)
+def _corner_codes(mask: np.ndarray) -> np.ndarray:
+    """``cell_codes`` in one pass: each inside voxel sets its bit in the 8 cells it is a corner of."""
+    n0, n1, n2 = mask.shape
+    codes = np.zeros((n0 + 1, n1 + 1, n2 + 1), dtype=np.uint8)
+    for i in range(n0):
+        for j in range(n1):
+            for k in range(n2):
+                if mask[i, j, k]:
+                    for b in range(8):  # corner (b >> 2 & 1, b >> 1 & 1, b & 1) of cell (i + 1, j + 1, k + 1) - corner
+                        codes[i + 1 - (b >> 2 & 1), j + 1 - (b >> 1 & 1), k + 1 - (b & 1)] |= np.uint8(1 << b)
+    return codes
+
+
 def cell_codes(mask: np.ndarray) -> np.ndarray:
     """Corner code of every voxel cell of ``mask`` zero-padded by one voxel (segauge pads before
-    marching cubes): shape ``mask.shape + 1``, cell (i, j, k) spans padded voxels i..i+1, j.., k.."""
-    padded = np.pad(mask.astype(np.uint8, copy=False), 1)
-    n0, n1, n2 = (n - 1 for n in padded.shape)
-    codes = np.zeros((n0, n1, n2), dtype=np.uint8)
-    for b, (i, j, k) in enumerate(CORNERS):
-        codes |= padded[i:i + n0, j:j + n1, k:k + n2] << np.uint8(b)
-    return codes
+    marching cubes): shape ``mask.shape + 1``, cell (i, j, k) spans padded voxels i..i+1, j.., k..
+    and bit b of its code is corner ``CORNERS[b]``."""
+    return _corner_codes(np.ascontiguousarray(mask).view(np.uint8) if mask.dtype == np.bool_ else
+                         np.ascontiguousarray(mask != 0).view(np.uint8))
 
 
 @dataclass(frozen=True)
@@ -104,18 +115,43 @@ class Mesh:
         return np.repeat(self.cells, np.diff(self.cell_start))
 
 
+@numba.njit(cache=True)
+def _mesh_arrays(codes: np.ndarray, table: np.ndarray, start: np.ndarray, half: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``Mesh`` arrays (cells, cell_start, tri, entry) of the surface cells of ``codes``, by lookup;
+    ``half``: half the spacing."""
+    flat = codes.ravel()
+    n_cells = n_tri = 0
+    for idx in range(flat.size):
+        if flat[idx] != 0 and flat[idx] != 255:
+            n_cells += 1
+            n_tri += start[flat[idx] + 1] - start[flat[idx]]
+    cells, cell_start = np.empty(n_cells, dtype=np.int64), np.zeros(n_cells + 1, dtype=np.int64)
+    tri, entry = np.empty((n_tri, 3, 3)), np.empty(n_tri, dtype=np.int64)
+    n1, n2 = codes.shape[1], codes.shape[2]
+    c = t = 0
+    for idx in range(flat.size):
+        code = flat[idx]
+        if code == 0 or code == 255:
+            continue
+        ijk = (idx // (n1 * n2), idx // n2 % n1, idx % n2)
+        for e in range(start[code], start[code + 1]):
+            for v in range(3):
+                for a in range(3):
+                    tri[t, v, a] = (2 * ijk[a] + table[e, v, a]) * half[a]
+            entry[t] = e
+            t += 1
+        cells[c] = idx
+        cell_start[c + 1] = t
+        c += 1
+    return cells, cell_start, tri, entry
+
+
 def surface_mesh(codes: np.ndarray, spacing: tuple[float, float, float]) -> Mesh:
     """The marching-cubes mesh of a mask from its cell codes (``cell_codes``), by table lookup."""
     table, start = config_table()
-    flat = codes.ravel()
-    cells = np.flatnonzero((flat != 0) & (flat != 255))
-    code = flat[cells].astype(np.int64)
-    counts = start[code + 1] - start[code]
-    cell_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    owner = np.repeat(np.arange(len(cells)), counts)
-    entry = start[code][owner] + (np.arange(cell_start[-1]) - cell_start[owner])
-    ijk = np.stack(np.unravel_index(cells, codes.shape), axis=1)[owner]  # (T, 3)
-    tri = (2 * ijk[:, None, :] + table[entry]) * (np.asarray(spacing, dtype=np.float64) / 2.0)
+    cells, cell_start, tri, entry = _mesh_arrays(np.ascontiguousarray(codes), table, start,
+                                                 np.asarray(spacing, dtype=np.float64) / 2.0)
     return Mesh(grid=tuple(int(n) for n in codes.shape), cells=cells, cell_start=cell_start, tri=tri, entry=entry)
 
 
@@ -301,6 +337,43 @@ def _spread_bits(v: np.ndarray) -> np.ndarray:
     return v
 
 
+@numba.njit(cache=True)
+def _triangle_and_cell_boxes(tri: np.ndarray, cell_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Axis-aligned box (lo xyz, hi xyz) of every triangle, and of every cell's triangles."""
+    tri_box, cell_box = np.empty((len(tri), 6)), np.empty((len(cell_start) - 1, 6))
+    for c in range(len(cell_start) - 1):
+        cell_box[c, :3], cell_box[c, 3:] = np.inf, -np.inf
+        for t in range(cell_start[c], cell_start[c + 1]):
+            for a in range(3):
+                lo = min(tri[t, 0, a], tri[t, 1, a], tri[t, 2, a])
+                hi = max(tri[t, 0, a], tri[t, 1, a], tri[t, 2, a])
+                tri_box[t, a], tri_box[t, 3 + a] = lo, hi
+                cell_box[c, a], cell_box[c, 3 + a] = min(cell_box[c, a], lo), max(cell_box[c, 3 + a], hi)
+    return tri_box, cell_box
+
+
+@numba.njit(cache=True)
+def _hierarchy_boxes(leaf_box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes of a hierarchy over ``leaf_box``: each level pairs neighbours of the level below (an
+    odd last one is paired with itself), up to one root. Returns (boxes, level offsets, leaves first)."""
+    sizes = [len(leaf_box)]
+    while sizes[-1] > 1:
+        sizes.append((sizes[-1] + 1) // 2)
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    for lv in range(len(sizes)):
+        offsets[lv + 1] = offsets[lv] + sizes[lv]
+    boxes = np.empty((offsets[-1], 6))
+    boxes[:len(leaf_box)] = leaf_box
+    for lv in range(1, len(sizes)):
+        below, n_below = offsets[lv - 1], sizes[lv - 1]
+        for i in range(sizes[lv]):
+            a, b = below + 2 * i, below + min(2 * i + 1, n_below - 1)
+            for k in range(3):
+                boxes[offsets[lv] + i, k] = min(boxes[a, k], boxes[b, k])
+                boxes[offsets[lv] + i, 3 + k] = max(boxes[a, 3 + k], boxes[b, 3 + k])
+    return boxes, offsets
+
+
 def _search_index(mesh: Mesh) -> tuple[np.ndarray, ...]:
     """Search structures over a mesh's triangles (kernel arguments, in this order).
 
@@ -313,26 +386,16 @@ def _search_index(mesh: Mesh) -> tuple[np.ndarray, ...]:
     """
     n0, n1, n2 = mesh.grid
     tri = np.ascontiguousarray(mesh.tri)
-    tri_box = np.hstack([np.minimum(np.minimum(tri[:, 0], tri[:, 1]), tri[:, 2]),
-                         np.maximum(np.maximum(tri[:, 0], tri[:, 1]), tri[:, 2])])
+    tri_box, cell_box = _triangle_and_cell_boxes(tri, mesh.cell_start)
     row, cell_k = np.divmod(mesh.cells, n2)
     row_start = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=n0 * n1))]).astype(np.int64)
 
     i, j = np.divmod(row, n1)
     code = (_spread_bits(i) << np.uint64(2)) | (_spread_bits(j) << np.uint64(1)) | _spread_bits(cell_k)
     leaf_cell = np.argsort(code, kind="stable")
-    first = mesh.cell_start[:-1]
-    cell_box = np.hstack([np.minimum.reduceat(tri_box[:, :3], first), np.maximum.reduceat(tri_box[:, 3:], first)])
-    level_boxes = [cell_box[leaf_cell]]
-    while len(level_boxes[-1]) > 1:
-        b = level_boxes[-1]
-        if len(b) % 2:
-            b = np.vstack([b, b[-1:]])
-        pairs = b.reshape(-1, 2, 6)
-        level_boxes.append(np.hstack([pairs[:, :, :3].min(axis=1), pairs[:, :, 3:].max(axis=1)]))
-    offsets = np.concatenate([[0], np.cumsum([len(b) for b in level_boxes])]).astype(np.int64)
+    boxes, offsets = _hierarchy_boxes(cell_box[leaf_cell])
     return (tri, tri_box, mesh.cell_start, cell_box, cell_k.astype(np.int64), row_start, leaf_cell.astype(np.int64),
-            np.ascontiguousarray(np.vstack(level_boxes)), offsets)
+            boxes, offsets)
 
 
 @numba.njit(cache=True, inline="always")
