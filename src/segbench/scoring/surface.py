@@ -18,11 +18,12 @@ surface's triangles, the quantity segauge's sampling approximates from above. Wh
 * A triangle's sub-faces depend only on its shape, and there are at most a few hundred shapes
   (table entries): each is split once per spacing (``subface_templates``); a face's quadrature
   points are its template's, moved to its cell.
-* Each quadrature point starts from the previous one's nearest triangle (neighbours share it) and
-  scans only the surface cells within that distance, row by row (each row lists its occupied
-  cells); a far point (a missed organ), where that would be many rows, searches a bounding-volume
-  hierarchy over the occupied cells instead, so its cost stays logarithmic (segauge's KD-tree slows
-  down 50-75x on far points).
+* The quadrature points of one face are searched together: starting from the previous face's
+  nearest triangle (neighbours share it), they scan only the surface cells within that distance,
+  row by row (each row lists its occupied cells), and each cell found is tested against each
+  point. A far face (a missed organ), where that would be many rows, searches each point through
+  a bounding-volume hierarchy over the occupied cells instead, so its cost stays logarithmic
+  (segauge's KD-tree slows down 50-75x on far points).
 """
 
 from __future__ import annotations
