@@ -443,56 +443,17 @@ def _hierarchy_nearest(px: float, py: float, pz: float, best2: float, best_t: in
 
 
 @numba.njit(cache=True)
-def _nearest(px: float, py: float, pz: float, warm: int, spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray,
-             tri_box: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray, leaf_cell: np.ndarray,
-             boxes: np.ndarray, offsets: np.ndarray, stack_lv: np.ndarray, stack_i: np.ndarray) -> tuple[float, int]:
-    """Nearest triangle to p (squared distance, index). The triangle ``warm`` (the previous
-    point's nearest) bounds the search; within that ball, the occupied cells of the rows it
-    crosses are scanned, unless the rows are too many (a far point): then the hierarchy."""
-    best2, best_t = _triangle_dist2(px, py, pz, tri, warm), warm
-    r = math.sqrt(best2)
-    lo0, hi0 = max(int((px - r) / spacing[0]), 0), min(int((px + r) / spacing[0]), grid[0] - 1)
-    lo1, hi1 = max(int((py - r) / spacing[1]), 0), min(int((py + r) / spacing[1]), grid[1] - 1)
-    if (hi0 - lo0 + 1) * (hi1 - lo1 + 1) > ROWS_MAX:
-        return _hierarchy_nearest(px, py, pz, best2, best_t, tri, tri_box, cell_start, leaf_cell, boxes, offsets,
-                                  stack_lv, stack_i)
-    for i in range(lo0, hi0 + 1):
-        dx = max(i * spacing[0] - px, 0.0, px - (i + 1) * spacing[0])
-        for j in range(lo1, hi1 + 1):
-            dy = max(j * spacing[1] - py, 0.0, py - (j + 1) * spacing[1])
-            dxy = dx * dx + dy * dy
-            if dxy >= best2:
-                continue
-            row = i * grid[1] + j
-            # occupied cells of the row, k ascending: the first that can reach the ball, by bisection
-            k_lo = int((pz - math.sqrt(best2 - dxy)) / spacing[2])
-            lo, hi = row_start[row], row_start[row + 1]
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if cell_k[mid] < k_lo:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            for c in range(lo, row_start[row + 1]):
-                dz = cell_k[c] * spacing[2] - pz
-                if dz > 0.0 and dxy + dz * dz >= best2:
-                    break  # this and every later cell of the row lie beyond the ball
-                if _box_dist2(px, py, pz, cell_box, c) < best2:  # the box of the cell's triangles
-                    best2, best_t = _cell_triangles(px, py, pz, best2, best_t, tri, tri_box, cell_start[c], cell_start[c + 1])
-    return best2, best_t
-
-
-@numba.njit(cache=True)
 def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, spacing: np.ndarray, grid: np.ndarray,
                       tri: np.ndarray, tri_box: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray,
                       row_start: np.ndarray) -> bool:
-    """``_nearest`` for the m points ``pts[:m]`` of one face at once, each starting from its known
+    """Nearest triangles to the m points ``pts[:m]`` of one face, each starting from its known
     candidate (best2[s], best_t[s]), which it improves in place.
 
-    The points lie within one face, so they need almost the same rows and cells: those are found
-    once, for the points' bounding box and the largest remaining radius, and each cell found is
-    tested against each point. Returns False, having changed nothing, if that crosses more than
-    ROWS_MAX rows (far points: the caller searches each point on its own).
+    Within the ball of the largest remaining radius around the points' bounding box, the occupied
+    cells of the rows it crosses are scanned: the points lie within one face, so they need almost
+    the same rows and cells, found once and each tested against each point. Returns False, having
+    changed nothing, if that crosses more than ROWS_MAX rows (far points: the caller then searches
+    the hierarchy).
     """
     lo_x, lo_y, lo_z = pts[0, 0], pts[0, 1], pts[0, 2]
     hi_x, hi_y, hi_z = lo_x, lo_y, lo_z
@@ -554,10 +515,10 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: n
     """For every sub-face s of face f (in cell ``face_cell[f]``, table entry ``face_entry[f]``): its
     area and the exact distance of its centroid to the triangles ``tri``, at ``out_start[f] + s``.
 
-    A face's sub-faces are searched together (``_nearest_together``), each starting from the
-    previous face's nearest triangle or ``face_hint[f]`` (a triangle of ``tri`` in the same or the
-    next occupied cell), whichever is nearer: consecutive faces can be far apart (the far side of
-    the organ in the same row of cells)."""
+    A face's sub-faces are searched together (``_nearest_together``), or each through the hierarchy
+    if the face is far from ``tri``. All start from the previous face's nearest triangle or
+    ``face_hint[f]`` (a triangle of ``tri`` in the same or the next occupied cell), whichever is
+    nearer: consecutive faces can be far apart (the far side of the organ in the same row of cells)."""
     most = 1
     for e in range(len(sub_start) - 1):
         most = max(most, sub_start[e + 1] - sub_start[e])
@@ -584,10 +545,9 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: n
             if not _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_box, cell_start, cell_box, cell_k,
                                      row_start):
                 for s in range(m):
-                    best2[s], best_t[s] = _nearest(pts[s, 0], pts[s, 1], pts[s, 2], warm, spacing, grid, tri, tri_box,
-                                                   cell_start, cell_box, cell_k, row_start, leaf_cell, boxes, offsets,
-                                                   stack_lv, stack_i)
-                    warm = best_t[s]
+                    best2[s], best_t[s] = _hierarchy_nearest(pts[s, 0], pts[s, 1], pts[s, 2], best2[s], best_t[s], tri,
+                                                             tri_box, cell_start, leaf_cell, boxes, offsets, stack_lv,
+                                                             stack_i)
             warm = best_t[m - 1]
             for s in range(m):
                 dist[out_start[f] + s] = math.sqrt(best2[s])
