@@ -64,8 +64,8 @@ def _unsigned_view(a: np.ndarray) -> np.ndarray:
 
 def _bounding_box(*arrays: np.ndarray) -> tuple[slice, ...] | None:
     """Smallest box holding every non-zero voxel of all arrays (None if all are zero)."""
-    slices = np.zeros(arrays[0].shape[0], dtype=bool)
     planes = np.zeros(arrays[0].shape[1:], dtype=bool)
+    slices = np.zeros(arrays[0].shape[0], dtype=bool)
     for a in arrays:
         nz = _unsigned_view(a)
         slices |= nz.max(axis=(1, 2)) > 0

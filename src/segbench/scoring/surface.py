@@ -82,9 +82,10 @@ def _corner_codes(mask: np.ndarray) -> np.ndarray:
     for i in range(n0):
         for j in range(n1):
             for k in range(n2):
-                if mask[i, j, k]:
-                    for b in range(8):  # corner (b >> 2 & 1, b >> 1 & 1, b & 1) of cell (i + 1, j + 1, k + 1) - corner
-                        codes[i + 1 - (b >> 2 & 1), j + 1 - (b >> 1 & 1), k + 1 - (b & 1)] |= np.uint8(1 << b)
+                if mask[i, j, k]:  # padded voxel (i + 1, j + 1, k + 1): corner b of the cell that far before it
+                    for b in range(8):
+                        ci, cj, ck = CORNERS[b]
+                        codes[i + 1 - ci, j + 1 - cj, k + 1 - ck] |= np.uint8(1 << b)
     return codes
 
 
@@ -92,8 +93,7 @@ def cell_codes(mask: np.ndarray) -> np.ndarray:
     """Corner code of every voxel cell of ``mask`` zero-padded by one voxel (segauge pads before
     marching cubes): shape ``mask.shape + 1``, cell (i, j, k) spans padded voxels i..i+1, j.., k..
     and bit b of its code is corner ``CORNERS[b]``."""
-    return _corner_codes(np.ascontiguousarray(mask).view(np.uint8) if mask.dtype == np.bool_ else
-                         np.ascontiguousarray(mask != 0).view(np.uint8))
+    return _corner_codes(np.ascontiguousarray(mask if mask.dtype == np.bool_ else mask != 0).view(np.uint8))
 
 
 @dataclass(frozen=True)
@@ -476,6 +476,7 @@ def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.nda
             if dxy >= r2:
                 continue
             row = i * grid[1] + j
+            # occupied cells of the row, k ascending: the first that can reach the ball, by bisection
             k_lo = int((lo_z - math.sqrt(r2 - dxy)) / spacing[2])
             lo, hi = row_start[row], row_start[row + 1]
             while lo < hi:
