@@ -182,7 +182,8 @@ def test_shared_cells_hold_identical_faces() -> None:
 
 
 def test_hausdorff95_equals_segauges() -> None:
-    """The tail-only weighted quantile equals segauge's full sort, ties and skewed weights included."""
+    """The histogram-located weighted quantile equals segauge's full sort: ties, skewed weights, many zeros,
+    and a quantile clamped to either end."""
     from segauge.metrics.distance import SurfaceDistances
     from segauge.metrics.distance import hausdorff95 as segauge_hd95
 
@@ -197,4 +198,16 @@ def test_hausdorff95_equals_segauges() -> None:
         if skew:  # a few huge weights in the lower half force the fallback path
             w[0, np.argsort(d[0])[: max(1, n // 100)]] *= 1e4
         sd = SurfaceDistances(d_pg=d[0], w_pg=w[0], d_gp=d[1], w_gp=w[1])
+        assert hausdorff95(sd) == pytest.approx(segauge_hd95(sd), rel=1e-12, abs=1e-12)
+    # shared faces (many exact zeros), all zero, and the quantile clamped to the smallest or largest value
+    d = np.concatenate([np.zeros(30_000), rng.gamma(2.0, 1.0, 3_000)])
+    w = rng.uniform(0.1, 1.0, d.size)
+    cases = [(d, w), (np.zeros(10), np.ones(10))]
+    for at in (np.argmin, np.argmax):
+        heavy = w.copy()
+        heavy[at(d)] = 1e9
+        cases.append((d, heavy))
+    for d, w in cases:
+        half = len(d) // 3
+        sd = SurfaceDistances(d_pg=d[:half], w_pg=w[:half], d_gp=d[half:], w_gp=w[half:])
         assert hausdorff95(sd) == pytest.approx(segauge_hd95(sd), rel=1e-12, abs=1e-12)

@@ -14,7 +14,7 @@ from segauge.metrics.distance import SurfaceDistances, assd, hausdorff, masd, ns
 from segauge.metrics.overlap import dice, iou
 
 from segbench.scoring.geometry import check_same_grid, check_spacing, resample_to_reference
-from segbench.scoring.labelmaps import is_dicom, load_label_map, load_nifti
+from segbench.scoring.labelmaps import NonzeroCrop, is_dicom, load_label_map, load_nifti_nonzero, nonzero_box, nonzero_crop
 from segbench.scoring.surface import hausdorff95, surface_distances
 
 METRICS: tuple[str, ...] = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
@@ -50,33 +50,24 @@ class Region:
     detection: bool = False
 
 
-def _unsigned_view(a: np.ndarray) -> np.ndarray:
-    """An unsigned integer array that is non-zero where ``a`` is (a view unless ``a`` is float):
-    its maximum over an axis is then a fast "any non-zero" reduction, without a boolean copy."""
-    if a.dtype == np.bool_:
-        return a.view(np.uint8)
-    if a.dtype.kind == "i":
-        return a.view(a.dtype.str.replace("i", "u"))
-    if a.dtype.kind == "u":
-        return a
-    return (a != 0).view(np.uint8)
-
-
-def _bounding_box(*arrays: np.ndarray) -> tuple[slice, ...] | None:
-    """Smallest box holding every non-zero voxel of all arrays (None if all are zero)."""
-    planes = np.zeros(arrays[0].shape[1:], dtype=bool)
-    slices = np.zeros(arrays[0].shape[0], dtype=bool)
-    for a in arrays:
-        nz = _unsigned_view(a)
-        slices |= nz.max(axis=(1, 2)) > 0
-        planes |= nz.max(axis=0) > 0
-    if not slices.any():
-        return None
-    box = []
-    for proj in (slices, planes.any(axis=1), planes.any(axis=0)):
-        idx = np.flatnonzero(proj)
-        box.append(slice(int(idx[0]), int(idx[-1]) + 1))
-    return tuple(box)
+def _on_union_box(*crops: NonzeroCrop) -> list[np.ndarray]:
+    """The maps of ``crops`` on the smallest box holding every non-zero voxel of any of them (one
+    zero voxel if none has any): outside it every map is 0, so no metric changes (tested)."""
+    full = [c for c in crops if not c.empty]
+    if not full:
+        return [np.zeros((1, 1, 1), dtype=c.data.dtype) for c in crops]
+    lo = np.min([c.start for c in full], axis=0)
+    hi = np.max([np.add(c.start, c.data.shape) for c in full], axis=0)
+    out = []
+    for c in crops:
+        if not c.empty and tuple(c.start) == tuple(lo) and c.data.shape == tuple(hi - lo):
+            out.append(c.data)
+            continue
+        box = np.zeros(tuple(int(n) for n in hi - lo), dtype=c.data.dtype)
+        if not c.empty:
+            box[tuple(slice(s - a, s - a + n) for s, a, n in zip(c.start, lo, c.data.shape, strict=True))] = c.data
+        out.append(box)
+    return out
 
 
 def _region_mask(labels: np.ndarray, region: Region) -> np.ndarray:
@@ -114,7 +105,7 @@ def _score_region(
 ) -> tuple[dict, SurfaceDistances | None]:
     """Metrics of one region from its (cropped) boolean masks, SPEC §3 conventions for empty masks,
     and the surface distances they used (``sd``: already measured on the same masks)."""
-    box = _bounding_box(ref, pred)  # the region's own box: smaller than the case's; results unchanged
+    box = nonzero_box(ref, pred)  # the region's own box: smaller than the case's; results unchanged
     if box is not None:
         ref, pred = ref[box], pred[box]
     ref_present, pred_present = bool(ref.any()), bool(pred.any())
@@ -157,9 +148,9 @@ def score_case(
     other non-zero value in either map is an error. ``dicom_labels``: DICOM-SEG segment label /
     RTSTRUCT ROI name -> label id (default: segment / ROI number).
     """
-    ref_labels, ref_img = load_nifti(Path(reference))
+    ref_crop, ref_img = load_nifti_nonzero(Path(reference))
     spacing = check_spacing(case_id, reference, ref_img)
-    worst = float(math.sqrt(sum((n * s) ** 2 for n, s in zip(ref_labels.shape, spacing, strict=True))))
+    worst = float(math.sqrt(sum((n * s) ** 2 for n, s in zip(ref_crop.shape, spacing, strict=True))))
 
     rows = []
     base_common = {
@@ -171,9 +162,7 @@ def score_case(
         **{m: math.nan for m in DETECTION_METRICS},
     }
     if prediction is None:
-        box = _bounding_box(ref_labels)
-        if box is not None:
-            ref_labels = ref_labels[box]
+        (ref_labels,) = _on_union_box(ref_crop)
         if allowed_labels is not None:
             _check_allowed(case_id, reference, ref_labels, allowed_labels)
         for region in regions:
@@ -185,17 +174,16 @@ def score_case(
         return [{c: r[c] for c in COLUMNS} for r in rows]
 
     prediction = Path(prediction)
-    pred_labels, pred_img = load_label_map(prediction, dicom_labels=dicom_labels)
     if is_dicom(prediction):
+        _, pred_img = load_label_map(prediction, dicom_labels=dicom_labels)
         pred_img = resample_to_reference(pred_img, ref_img)
-        pred_labels = np.asanyarray(pred_img.dataobj)
+        pred_crop = nonzero_crop(np.asanyarray(pred_img.dataobj))
     else:
+        pred_crop, pred_img = load_nifti_nonzero(prediction)
         check_spacing(case_id, prediction, pred_img)
     check_same_grid(case_id, reference, ref_img, prediction, pred_img)
 
-    box = _bounding_box(ref_labels, pred_labels)
-    if box is not None:
-        ref_labels, pred_labels = ref_labels[box], pred_labels[box]
+    ref_labels, pred_labels = _on_union_box(ref_crop, pred_crop)
     if allowed_labels is not None:  # every voxel of both maps outside the box is 0
         _check_allowed(case_id, reference, ref_labels, allowed_labels)
         _check_allowed(case_id, prediction, pred_labels, allowed_labels)

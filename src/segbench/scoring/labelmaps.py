@@ -6,11 +6,14 @@ file is identified by the error itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import nibabel as nib
 import numpy as np
+from nibabel.arrayproxy import ArrayProxy
 
 #: NIfTI RAS+ from DICOM LPS: flip the first two world axes.
 _LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
@@ -53,6 +56,155 @@ def load_nifti(path: Path) -> tuple[np.ndarray, nib.Nifti1Image]:
     except Exception as exc:  # nibabel/gzip/zlib raise many exception types for corrupt files
         raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
     return _validated(path, data), img
+
+
+#: Voxel bytes decoded per step when a NIfTI is streamed (whole planes of the slowest axis).
+STREAM_BYTES = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class NonzeroCrop:
+    """The smallest box of a label map that holds every non-zero voxel.
+
+    ``data``: the box's voxels (C-contiguous, array-axis order; shape (0, 0, 0) if the map is all
+    zero), which start at index ``start`` of the full array of shape ``shape``."""
+
+    data: np.ndarray
+    start: tuple[int, int, int]
+    shape: tuple[int, int, int]
+
+    @property
+    def empty(self) -> bool:
+        return self.data.size == 0
+
+
+def nonzero_box(*arrays: np.ndarray) -> tuple[slice, ...] | None:
+    """Smallest box holding every non-zero voxel of all (same-shape) arrays; None if all are zero."""
+    hits = [np.zeros(n, dtype=bool) for n in arrays[0].shape]
+    for a in arrays:
+        nz = _unsigned_view(a)
+        for axis in range(a.ndim):
+            hits[axis] |= nz.max(axis=tuple(x for x in range(a.ndim) if x != axis)) > 0
+    if not hits[0].any():
+        return None
+    return tuple(slice(int(np.argmax(h)), len(h) - int(np.argmax(h[::-1]))) for h in hits)
+
+
+def _unsigned_view(a: np.ndarray) -> np.ndarray:
+    """An unsigned integer array that is non-zero where ``a`` is (a view unless ``a`` is float):
+    its maximum over axes is then a fast "any non-zero" reduction, without a boolean copy."""
+    if a.dtype == np.bool_:
+        return a.view(np.uint8)
+    if a.dtype.kind == "i":
+        return a.view(a.dtype.str.replace("i", "u"))
+    if a.dtype.kind == "u":
+        return a
+    return (a != 0).view(np.uint8)
+
+
+def nonzero_crop(data: np.ndarray) -> NonzeroCrop:
+    """``data``'s non-zero box (see ``NonzeroCrop``)."""
+    box = nonzero_box(data)
+    shape = tuple(int(n) for n in data.shape)
+    if box is None:
+        return NonzeroCrop(np.zeros((0, 0, 0), dtype=data.dtype), (0, 0, 0), shape)
+    return NonzeroCrop(np.ascontiguousarray(data[box]), tuple(b.start for b in box), shape)
+
+
+def _byte_reader(path: Path, offset: int) -> tuple[Callable[[int], bytes], Callable[[], None]]:
+    """(read(n): the next n decoded bytes of the file from ``offset`` on, fewer only at its end;
+    finish(): decode the rest, so that gzip's CRC and length check the whole stream)."""
+    raw = path.read_bytes()
+    if raw[:2] != _GZIP_MAGIC:
+        pos = offset
+
+        def read_plain(n: int) -> bytes:
+            nonlocal pos
+            pos += n
+            return raw[pos - n:pos]
+
+        return read_plain, lambda: None
+
+    state = {"d": zlib.decompressobj(31), "tail": raw}
+
+    def read(n: int) -> bytes:
+        parts = []
+        while n > 0:
+            d = state["d"]
+            out = d.decompress(state["tail"], n)
+            state["tail"] = d.unconsumed_tail
+            if out:
+                parts.append(out)
+                n -= len(out)
+            elif d.eof and d.unused_data[:2] == _GZIP_MAGIC:  # a further gzip member continues the data
+                state["d"], state["tail"] = zlib.decompressobj(31), d.unused_data
+            elif d.eof or not state["tail"]:
+                break
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def finish() -> None:
+        while read(STREAM_BYTES):
+            pass
+        if not state["d"].eof:
+            raise EOFError("compressed stream ends before its end-of-stream marker")
+
+    read(offset)
+    return read, finish
+
+
+def _stream_nonzero(path: Path, proxy: ArrayProxy) -> NonzeroCrop:
+    """Decode an integer NIfTI plane by plane (planes of the slowest axis), keeping only the planes
+    that hold a non-zero voxel: the full volume (10^8 voxels for a CT) is never allocated, and a
+    plane sized buffer stays in cache instead of writing the whole array to memory."""
+    n0, n1, n2 = (int(n) for n in proxy.shape)
+    plane_bytes = n0 * n1 * proxy.dtype.itemsize
+    read, finish = _byte_reader(path, int(proxy.offset))
+    per_read = max(1, STREAM_BYTES // plane_bytes)
+    kept: list[tuple[int, np.ndarray]] = []  # (plane index, plane as (n1, n0))
+    footprint = np.zeros((n1, n0), dtype=bool)
+    k = 0
+    while k < n2:
+        count = min(per_read, n2 - k)
+        block = read(count * plane_bytes)
+        if len(block) != count * plane_bytes:
+            raise EOFError(f"voxel data ends after {k * plane_bytes + len(block)} of {n2 * plane_bytes} bytes")
+        planes = np.frombuffer(block, dtype=proxy.dtype).reshape(count, n1, n0)
+        hit = _unsigned_view(planes).reshape(count, -1).max(axis=1) > 0
+        for p in np.flatnonzero(hit):
+            kept.append((k + int(p), planes[p]))
+            footprint |= planes[p] != 0
+        k += count
+    finish()
+    if not kept:
+        return NonzeroCrop(np.zeros((0, 0, 0), dtype=proxy.dtype), (0, 0, 0), (n0, n1, n2))
+    rows, cols = np.flatnonzero(footprint.any(axis=1)), np.flatnonzero(footprint.any(axis=0))
+    (j0, j1), (i0, i1) = (rows[0], rows[-1] + 1), (cols[0], cols[-1] + 1)
+    k0 = kept[0][0]
+    box = np.zeros((kept[-1][0] + 1 - k0, j1 - j0, i1 - i0), dtype=proxy.dtype.newbyteorder("="))
+    for kk, plane in kept:
+        box[kk - k0] = plane[j0:j1, i0:i1]
+    return NonzeroCrop(np.ascontiguousarray(box.transpose(2, 1, 0)), (int(i0), int(j0), int(k0)), (n0, n1, n2))
+
+
+def load_nifti_nonzero(path: Path) -> tuple[NonzeroCrop, nib.Nifti1Image]:
+    """Decode a NIfTI label map once, keeping only its non-zero box: (crop, image with the header).
+
+    Integer maps without intensity scaling (what segmentation tools write) are streamed plane by
+    plane (``_stream_nonzero``); anything else is decoded whole by nibabel and checked like
+    ``load_nifti`` (NaN, non-integer values), then cropped. Errors name the file."""
+    path = Path(path)
+    _check_file(path)
+    try:
+        img = nib.load(path)
+        proxy = img.dataobj
+        if (isinstance(proxy, ArrayProxy) and len(proxy.shape) == 3 and min(proxy.shape) > 0 and proxy.order == "F"
+                and proxy.dtype.kind in "iu" and proxy.slope == 1.0 and proxy.inter == 0.0):
+            return _stream_nonzero(path, proxy), img
+    except Exception as exc:
+        raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
+    data, img = load_nifti(path)
+    return nonzero_crop(data), img
 
 
 def is_dicom(path: Path) -> bool:

@@ -597,25 +597,71 @@ def surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: tuple[float, f
     return SurfaceDistances(d_pg=d_pg, w_pg=w_pg, d_gp=d_gp, w_gp=w_gp)
 
 
+#: Bins of the weighted histogram that locates HD95's bracketing pair (``_quantile_pair``).
+QUANTILE_BINS = 4096
+
+
+@numba.njit(cache=True)
+def _quantile_pair(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarray, q: float) -> float:
+    """segauge's weighted quantile (``np.interp(q, (cumsum(w) - w / 2) / sum(w), sorted values)``)
+    of the values of both arrays pooled, without sorting them all.
+
+    A weighted histogram finds the bin where the cumulative weight crosses ``q``; the interpolated
+    pair lies in that bin or in the non-empty bins on either side, so only those values are sorted
+    (stable, in pooled order), with the weight of every bin below as the base of their cumsum."""
+    total, top = 0.0, 0.0
+    for d, w in ((d1, w1), (d2, w2)):
+        for i in range(len(d)):
+            total += w[i]
+            top = max(top, d[i])
+    if total == 0.0:
+        return np.nan
+    if top == 0.0:
+        return 0.0
+    scale = QUANTILE_BINS / top
+    hist = np.zeros(QUANTILE_BINS)
+    count = np.zeros(QUANTILE_BINS, dtype=np.int64)
+    for d, w in ((d1, w1), (d2, w2)):
+        for i in range(len(d)):
+            b = min(int(d[i] * scale), QUANTILE_BINS - 1)
+            hist[b] += w[i]
+            count[b] += 1
+    target, below, b = q * total, 0.0, 0
+    while b < QUANTILE_BINS - 1 and below + hist[b] < target:
+        below += hist[b]
+        b += 1
+    lo, hi = b, b  # widen to the nearest non-empty bin on each side
+    while lo > 0:
+        lo -= 1
+        below -= hist[lo]
+        if count[lo]:
+            break
+    while hi < QUANTILE_BINS - 1:
+        hi += 1
+        if count[hi]:
+            break
+    n = 0
+    for k in range(lo, hi + 1):
+        n += count[k]
+    v, vw = np.empty(n), np.empty(n)
+    n = 0
+    for d, w in ((d1, w1), (d2, w2)):
+        for i in range(len(d)):
+            b = min(int(d[i] * scale), QUANTILE_BINS - 1)
+            if lo <= b <= hi:
+                v[n], vw[n] = d[i], w[i]
+                n += 1
+    order = np.argsort(v, kind="mergesort")
+    v, vw = v[order], vw[order]
+    cum = np.empty(n)
+    run = max(below, 0.0)
+    for i in range(n):
+        run += vw[i]
+        cum[i] = (run - 0.5 * vw[i]) / total
+    return np.interp(q, cum, v)
+
+
 def hausdorff95(sd: SurfaceDistances, q: float = 0.95) -> float:
-    """segauge's HD95 (interpolated weighted ECDF of the pooled distances at ``q``), sorting only
-    the upper tail that holds the quantile instead of millions of values."""
-    values, weights = sd.both
-    total = weights.sum()
-    if total == 0:
-        return float("nan")
-    target = q * total
-    k = int(len(values) * max(0.0, 1.0 - 2.0 * (1.0 - q)))
-    while k > 0:
-        cut = np.partition(values, k)[k]
-        upper = values >= cut
-        below = weights[~upper].sum()
-        order = np.argsort(values[upper])
-        v, w = values[upper][order], weights[upper][order]
-        if below + 0.5 * w[0] <= target:  # the bracketing pair lies in the sorted tail
-            cum = (below + np.cumsum(w) - 0.5 * w) / total
-            return float(np.interp(q, cum, v))
-        k //= 2
-    order = np.argsort(values)
-    v, w = values[order], weights[order]
-    return float(np.interp(q, (np.cumsum(w) - 0.5 * w) / total, v))
+    """segauge's HD95: the interpolated weighted ECDF of the pooled distances of both directions at
+    ``q`` (``_quantile_pair``: equal to segauge's full sort, found without sorting millions)."""
+    return float(_quantile_pair(sd.d_pg, sd.w_pg, sd.d_gp, sd.w_gp, q))

@@ -1,0 +1,103 @@
+"""The streamed non-zero crop of a NIfTI equals nibabel's full decode, and damaged streams are errors."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from segbench.scoring import labelmaps
+from segbench.scoring.labelmaps import load_nifti, load_nifti_nonzero, nonzero_box
+
+
+def _expected(path: Path) -> tuple[np.ndarray, tuple[int, ...]]:
+    data, _ = load_nifti(path)
+    box = nonzero_box(data)
+    return data[box], tuple(b.start for b in box)
+
+
+@pytest.mark.parametrize("case", ["case_00000", "case_00040", "case_00095"])
+def test_real_kits_crop_equals_full_decode(kits_labels: Path, case: str) -> None:
+    path = kits_labels / f"{case}.nii.gz"
+    crop, img = load_nifti_nonzero(path)
+    data, start = _expected(path)
+    assert crop.start == start and crop.shape == img.shape
+    assert crop.data.flags.c_contiguous and crop.data.dtype == data.dtype
+    np.testing.assert_array_equal(crop.data, data)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, ">i2", np.uint16, np.int32])
+@pytest.mark.parametrize("suffix", [".nii.gz", ".nii"])
+def test_dtypes_layouts_and_plane_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: object, suffix: str) -> None:
+    """Every integer dtype (big-endian included), plain and gzipped, with reads that split planes
+    across several steps or hold several planes."""
+    rng = np.random.default_rng(0)
+    data = np.zeros((23, 17, 29), dtype=np.dtype(dtype).newbyteorder("="))
+    data[3:9, 2:15, 6] = rng.integers(1, 5, size=(6, 13))
+    data[20, 16, 27] = 300 if np.dtype(dtype).itemsize > 1 else 200
+    img = nib.Nifti1Image(data, np.diag([0.8, 0.8, 2.5, 1.0]))
+    img.set_data_dtype(np.dtype(dtype))
+    path = tmp_path / f"map{suffix}"
+    nib.save(img, path)
+    for step in (1 << 20, 100, 23 * 17 * np.dtype(dtype).itemsize * 2):
+        monkeypatch.setattr(labelmaps, "STREAM_BYTES", step)
+        crop, _ = load_nifti_nonzero(path)
+        assert crop.start == (3, 2, 6)
+        np.testing.assert_array_equal(crop.data, data[3:21, 2:17, 6:28])
+
+
+def test_all_zero_map_has_an_empty_crop(tmp_path: Path) -> None:
+    path = tmp_path / "zero.nii.gz"
+    nib.save(nib.Nifti1Image(np.zeros((5, 6, 7), np.uint8), np.eye(4)), path)
+    crop, _ = load_nifti_nonzero(path)
+    assert crop.empty and crop.shape == (5, 6, 7)
+
+
+def test_float_and_scaled_maps_take_nibabels_path(tmp_path: Path) -> None:
+    data = np.zeros((8, 9, 10), np.float32)
+    data[2:4, 3:5, 4:9] = 2.0
+    path = tmp_path / "float.nii.gz"
+    nib.save(nib.Nifti1Image(data, np.eye(4)), path)
+    crop, _ = load_nifti_nonzero(path)
+    assert crop.start == (2, 3, 4) and crop.data.dtype == np.uint8
+    np.testing.assert_array_equal(crop.data, 2)
+    data[0, 0, 0] = np.nan
+    nib.save(nib.Nifti1Image(data, np.eye(4)), path)
+    with pytest.raises(ValueError, match="float.nii.gz.*NaN"):
+        load_nifti_nonzero(path)
+
+
+def test_multi_member_gzip(tmp_path: Path) -> None:
+    """A gzip file of several members (concatenated streams) decodes as their concatenation."""
+    data = np.zeros((10, 11, 12), np.uint8)
+    data[4:6, 5:8, 2:11] = 1
+    plain = tmp_path / "m.nii"
+    nib.save(nib.Nifti1Image(data, np.eye(4)), plain)
+    blob = plain.read_bytes()
+    path = tmp_path / "m.nii.gz"
+    path.write_bytes(gzip.compress(blob[:700]) + gzip.compress(blob[700:]))
+    crop, _ = load_nifti_nonzero(path)
+    assert crop.start == (4, 5, 2)
+    np.testing.assert_array_equal(crop.data, 1)
+
+
+def test_damaged_streams_are_named_errors(tmp_path: Path) -> None:
+    data = np.zeros((30, 31, 32), np.uint8)
+    data[5:25, 6:20, 3:30] = 1
+    good = tmp_path / "good.nii.gz"
+    nib.save(nib.Nifti1Image(data, np.eye(4)), good)
+    blob = good.read_bytes()
+    for name, damaged in {
+        "cut.nii.gz": blob[: len(blob) - 30],  # deflate data ends early
+        "nocrc.nii.gz": blob[:-8],  # the trailer with CRC and length is gone
+        "badcrc.nii.gz": blob[:-8] + bytes(8),  # CRC and length wrong
+        "short.nii.gz": gzip.compress(zlib.decompress(blob, 31)[:-100]),  # valid gzip, voxel data short
+    }.items():
+        path = tmp_path / name
+        path.write_bytes(damaged)
+        with pytest.raises(ValueError, match=f"{name}: cannot read as NIfTI"):
+            load_nifti_nonzero(path)
