@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,7 +149,13 @@ def score_case(
     other non-zero value in either map is an error. ``dicom_labels``: DICOM-SEG segment label /
     RTSTRUCT ROI name -> label id (default: segment / ROI number).
     """
-    ref_crop, ref_img = load_nifti_nonzero(Path(reference))
+    prediction = None if prediction is None else Path(prediction)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # zlib and numpy release the GIL: decode both files at once
+        streamed: Future | None = None
+        if prediction is not None and prediction.is_file() and not is_dicom(prediction):
+            streamed = pool.submit(load_nifti_nonzero, prediction)
+        ref_crop, ref_img = load_nifti_nonzero(Path(reference))
+        pred_loaded = None if streamed is None else streamed.result()
     spacing = check_spacing(case_id, reference, ref_img)
     worst = float(math.sqrt(sum((n * s) ** 2 for n, s in zip(ref_crop.shape, spacing, strict=True))))
 
@@ -173,13 +180,12 @@ def score_case(
             rows.append(_worst_case_row(row, worst))
         return [{c: r[c] for c in COLUMNS} for r in rows]
 
-    prediction = Path(prediction)
-    if is_dicom(prediction):
+    if pred_loaded is None:
         _, pred_img = load_label_map(prediction, dicom_labels=dicom_labels)
         pred_img = resample_to_reference(pred_img, ref_img)
         pred_crop = nonzero_crop(np.asanyarray(pred_img.dataobj))
     else:
-        pred_crop, pred_img = load_nifti_nonzero(prediction)
+        pred_crop, pred_img = pred_loaded
         check_spacing(case_id, prediction, pred_img)
     check_same_grid(case_id, reference, ref_img, prediction, pred_img)
 
