@@ -181,13 +181,20 @@ def test_shared_cells_hold_identical_faces() -> None:
     assert len(triangles(mesh_a.tri[~shared]) & triangles(mesh_b.tri)) < (~shared).sum()  # the cut half differs
 
 
-def test_hausdorff95_equals_segauges() -> None:
-    """The histogram-located weighted quantile equals segauge's full sort: ties, skewed weights, many zeros,
-    and a quantile clamped to either end."""
+def test_distance_metrics_equal_segauges() -> None:
+    """hd, hd95, assd, masd and nsd equal segauge's functions on the same distances: ties, skewed
+    weights, many zeros (shared faces), and HD95 clamped to either end of the distribution."""
+    from segauge.metrics import distance as segauge_distance
     from segauge.metrics.distance import SurfaceDistances
-    from segauge.metrics.distance import hausdorff95 as segauge_hd95
 
-    from segbench.scoring.surface import hausdorff95
+    from segbench.scoring.surface import distance_metrics
+
+    def assert_equal(sd: SurfaceDistances, tolerance: float = 1.1) -> None:
+        ours = distance_metrics(sd, tolerance)
+        theirs = {m: getattr(segauge_distance, name)(sd) for m, name in
+                  (("hd", "hausdorff"), ("hd95", "hausdorff95"), ("assd", "assd"), ("masd", "masd"))}
+        theirs["nsd"] = segauge_distance.nsd(sd, tolerance)
+        assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-12)
 
     rng = np.random.default_rng(1)
     for n, ties, skew in ((7, False, False), (50_000, True, False), (50_000, False, True), (3, True, True)):
@@ -195,10 +202,9 @@ def test_hausdorff95_equals_segauges() -> None:
         if ties:
             d = np.round(d, 1)
         w = rng.uniform(0.1, 1.0, size=(2, n))
-        if skew:  # a few huge weights in the lower half force the fallback path
+        if skew:  # a few huge weights in the lower half
             w[0, np.argsort(d[0])[: max(1, n // 100)]] *= 1e4
-        sd = SurfaceDistances(d_pg=d[0], w_pg=w[0], d_gp=d[1], w_gp=w[1])
-        assert hausdorff95(sd) == pytest.approx(segauge_hd95(sd), rel=1e-12, abs=1e-12)
+        assert_equal(SurfaceDistances(d_pg=d[0], w_pg=w[0], d_gp=d[1], w_gp=w[1]))
     # shared faces (many exact zeros), all zero, and the quantile clamped to the smallest or largest value
     d = np.concatenate([np.zeros(30_000), rng.gamma(2.0, 1.0, 3_000)])
     w = rng.uniform(0.1, 1.0, d.size)
@@ -209,5 +215,4 @@ def test_hausdorff95_equals_segauges() -> None:
         cases.append((d, heavy))
     for d, w in cases:
         half = len(d) // 3
-        sd = SurfaceDistances(d_pg=d[:half], w_pg=w[:half], d_gp=d[half:], w_gp=w[half:])
-        assert hausdorff95(sd) == pytest.approx(segauge_hd95(sd), rel=1e-12, abs=1e-12)
+        assert_equal(SurfaceDistances(d_pg=d[:half], w_pg=w[:half], d_gp=d[half:], w_gp=w[half:]))

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from segauge.metrics.detection import detection_scores
-from segauge.metrics.distance import SurfaceDistances, assd, hausdorff, masd, nsd
+from segauge.metrics.distance import SurfaceDistances
 from segauge.metrics.overlap import dice, iou
 
 from segbench.scoring.geometry import check_same_grid, check_spacing, resample_to_reference
 from segbench.scoring.labelmaps import NonzeroCrop, is_dicom, load_label_map, load_nifti_nonzero, nonzero_box, nonzero_crop
-from segbench.scoring.surface import hausdorff95, surface_distances
+from segbench.scoring.surface import distance_metrics, surface_distances
 
 METRICS: tuple[str, ...] = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
 DISTANCE_METRICS: tuple[str, ...] = ("hd", "hd95", "assd", "masd")
@@ -123,11 +123,7 @@ def _score_region(
     return row | {
         "dice": float(dice(pred, ref)),
         "iou": float(iou(pred, ref)),
-        "hd": hausdorff(sd),
-        "hd95": hausdorff95(sd),
-        "assd": assd(sd),
-        "masd": masd(sd),
-        "nsd": nsd(sd, region.nsd_tolerance_mm),
+        **distance_metrics(sd, region.nsd_tolerance_mm),
     }, sd
 
 

@@ -575,7 +575,11 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     return dist, weight
 
 
-def _triangle_areas(tri: np.ndarray) -> np.ndarray:
+@functools.cache
+def entry_areas(spacing: tuple[float, float, float]) -> np.ndarray:
+    """Area (mm^2) of every ``config_table()`` triangle at this spacing: a face's area is its entry's."""
+    table, _ = config_table()
+    tri = table * (np.asarray(spacing, dtype=np.float64) / 2.0)
     return np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1) / 2.0
 
 
@@ -592,7 +596,7 @@ def surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: tuple[float, f
         shared = codes[b].ravel()[cell] == codes[a].ravel()[cell]
         dist, weight = directed_distances(np.flatnonzero(~shared), mesh, meshes[b], spacing)
         parts.append((np.concatenate([np.zeros(int(shared.sum())), dist]),
-                      np.concatenate([_triangle_areas(mesh.tri[shared]), weight])))
+                      np.concatenate([entry_areas(tuple(float(x) for x in spacing))[mesh.entry[shared]], weight])))
     (d_pg, w_pg), (d_gp, w_gp) = parts
     return SurfaceDistances(d_pg=d_pg, w_pg=w_pg, d_gp=d_gp, w_gp=w_gp)
 
@@ -665,3 +669,32 @@ def hausdorff95(sd: SurfaceDistances, q: float = 0.95) -> float:
     """segauge's HD95: the interpolated weighted ECDF of the pooled distances of both directions at
     ``q`` (``_quantile_pair``: equal to segauge's full sort, found without sorting millions)."""
     return float(_quantile_pair(sd.d_pg, sd.w_pg, sd.d_gp, sd.w_gp, q))
+
+
+@numba.njit(cache=True)
+def _pooled_sums(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarray, tolerance: float
+                 ) -> tuple[float, float, float, float, float, float]:
+    """(max distance, sum w*d and sum w of each direction, weight within ``tolerance``) in one pass."""
+    top = within = 0.0
+    sums = np.zeros(4)
+    for side, (d, w) in enumerate(((d1, w1), (d2, w2))):
+        for i in range(len(d)):
+            top = max(top, d[i])
+            sums[2 * side] += w[i] * d[i]
+            sums[2 * side + 1] += w[i]
+            if d[i] <= tolerance:
+                within += w[i]
+    return top, sums[0], sums[1], sums[2], sums[3], within
+
+
+def distance_metrics(sd: SurfaceDistances, nsd_tolerance: float) -> dict[str, float]:
+    """segauge's hd, hd95, assd, masd and nsd of ``sd`` (their formulas, one pass instead of one
+    concatenation of both directions per metric)."""
+    top, wd1, w1, wd2, w2, within = _pooled_sums(sd.d_pg, sd.w_pg, sd.d_gp, sd.w_gp, float(nsd_tolerance))
+    return {
+        "hd": float(top),
+        "hd95": hausdorff95(sd),
+        "assd": float((wd1 + wd2) / (w1 + w2)),
+        "masd": float(0.5 * (wd1 / w1 + wd2 / w2)),
+        "nsd": float(within / (w1 + w2)),
+    }
