@@ -673,28 +673,30 @@ def hausdorff95(sd: SurfaceDistances, q: float = 0.95) -> float:
 
 @numba.njit(cache=True)
 def _pooled_sums(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarray, tolerance: float
-                 ) -> tuple[float, float, float, float, float, float]:
-    """(max distance, sum w*d and sum w of each direction, weight within ``tolerance``) in one pass."""
-    top = within = 0.0
+                 ) -> tuple[float, np.ndarray, float, float]:
+    """(max distance, [sum w*d, sum w] of each direction, total weight, weight within ``tolerance``)
+    in one pass; total and within are summed in the same order, so all-within gives exactly 1."""
+    top = total = within = 0.0
     sums = np.zeros(4)
     for side, (d, w) in enumerate(((d1, w1), (d2, w2))):
         for i in range(len(d)):
             top = max(top, d[i])
             sums[2 * side] += w[i] * d[i]
             sums[2 * side + 1] += w[i]
+            total += w[i]
             if d[i] <= tolerance:
                 within += w[i]
-    return top, sums[0], sums[1], sums[2], sums[3], within
+    return top, sums, total, within
 
 
 def distance_metrics(sd: SurfaceDistances, nsd_tolerance: float) -> dict[str, float]:
     """segauge's hd, hd95, assd, masd and nsd of ``sd`` (their formulas, one pass instead of one
     concatenation of both directions per metric)."""
-    top, wd1, w1, wd2, w2, within = _pooled_sums(sd.d_pg, sd.w_pg, sd.d_gp, sd.w_gp, float(nsd_tolerance))
+    top, (wd1, w1, wd2, w2), total, within = _pooled_sums(sd.d_pg, sd.w_pg, sd.d_gp, sd.w_gp, float(nsd_tolerance))
     return {
         "hd": float(top),
         "hd95": hausdorff95(sd),
-        "assd": float((wd1 + wd2) / (w1 + w2)),
+        "assd": float((wd1 + wd2) / total),
         "masd": float(0.5 * (wd1 / w1 + wd2 / w2)),
-        "nsd": float(within / (w1 + w2)),
+        "nsd": float(within / total),
     }
