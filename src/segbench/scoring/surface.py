@@ -545,10 +545,20 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: n
                 best2[s], best_t[s] = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, warm), warm
             if not _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_box, cell_start, cell_box, cell_k,
                                      row_start):
-                for s in range(m):
-                    best2[s], best_t[s] = _hierarchy_nearest(pts[s, 0], pts[s, 1], pts[s, 2], best2[s], best_t[s], tri,
-                                                             tri_box, cell_start, leaf_cell, boxes, offsets, stack_lv,
-                                                             stack_i)
+                # a poor warm start (its ball crosses too many rows): the first point's nearest triangle through the
+                # hierarchy, every point restarted from it, and the rows scanned again with that tighter ball
+                best2[0], best_t[0] = _hierarchy_nearest(pts[0, 0], pts[0, 1], pts[0, 2], best2[0], best_t[0], tri,
+                                                         tri_box, cell_start, leaf_cell, boxes, offsets, stack_lv, stack_i)
+                for s in range(1, m):
+                    d2 = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, best_t[0])
+                    if d2 < best2[s]:
+                        best2[s], best_t[s] = d2, best_t[0]
+                if not _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_box, cell_start, cell_box,
+                                         cell_k, row_start):
+                    for s in range(1, m):  # far from the other surface: each point through the hierarchy
+                        best2[s], best_t[s] = _hierarchy_nearest(pts[s, 0], pts[s, 1], pts[s, 2], best2[s], best_t[s],
+                                                                 tri, tri_box, cell_start, leaf_cell, boxes, offsets,
+                                                                 stack_lv, stack_i)
             warm = best_t[m - 1]
             for s in range(m):
                 dist[out_start[f] + s] = math.sqrt(best2[s])
