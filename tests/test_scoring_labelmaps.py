@@ -71,13 +71,17 @@ def test_float_and_scaled_maps_take_nibabels_path(tmp_path: Path) -> None:
         load_nifti_nonzero(path)
 
 
+def _ones_in_box(path: Path, shape: tuple[int, int, int], box: tuple[slice, ...]) -> bytes:
+    """Save a uint8 map of ``shape`` that is 1 inside ``box``; return the file's bytes."""
+    data = np.zeros(shape, np.uint8)
+    data[box] = 1
+    nib.save(nib.Nifti1Image(data, np.eye(4)), path)
+    return path.read_bytes()
+
+
 def test_multi_member_gzip(tmp_path: Path) -> None:
     """A gzip file of several members (concatenated streams) decodes as their concatenation."""
-    data = np.zeros((10, 11, 12), np.uint8)
-    data[4:6, 5:8, 2:11] = 1
-    plain = tmp_path / "m.nii"
-    nib.save(nib.Nifti1Image(data, np.eye(4)), plain)
-    blob = plain.read_bytes()
+    blob = _ones_in_box(tmp_path / "m.nii", (10, 11, 12), np.s_[4:6, 5:8, 2:11])
     path = tmp_path / "m.nii.gz"
     path.write_bytes(gzip.compress(blob[:700]) + gzip.compress(blob[700:]))
     crop, _ = load_nifti_nonzero(path)
@@ -86,18 +90,14 @@ def test_multi_member_gzip(tmp_path: Path) -> None:
 
 
 def test_damaged_streams_are_named_errors(tmp_path: Path) -> None:
-    data = np.zeros((30, 31, 32), np.uint8)
-    data[5:25, 6:20, 3:30] = 1
-    good = tmp_path / "good.nii.gz"
-    nib.save(nib.Nifti1Image(data, np.eye(4)), good)
-    blob = good.read_bytes()
-    for name, damaged in {
-        "cut.nii.gz": blob[: len(blob) - 30],  # deflate data ends early
-        "nocrc.nii.gz": blob[:-8],  # the trailer with CRC and length is gone
-        "badcrc.nii.gz": blob[:-8] + bytes(8),  # CRC and length wrong
-        "short.nii.gz": gzip.compress(zlib.decompress(blob, 31)[:-100]),  # valid gzip, voxel data short
-    }.items():
+    blob = _ones_in_box(tmp_path / "good.nii.gz", (30, 31, 32), np.s_[5:25, 6:20, 3:30])
+    for name, damaged, why in (
+        ("cut.nii.gz", blob[: len(blob) - 30], "voxel data ends after"),  # deflate data ends early
+        ("nocrc.nii.gz", blob[:-8], "ends before its end-of-stream marker"),  # the CRC and length trailer is gone
+        ("badcrc.nii.gz", blob[:-8] + bytes(8), "incorrect data check"),  # CRC and length wrong
+        ("short.nii.gz", gzip.compress(zlib.decompress(blob, 31)[:-100]), "ends after 29660 of 29760 bytes"),
+    ):
         path = tmp_path / name
         path.write_bytes(damaged)
-        with pytest.raises(ValueError, match=f"{name}: cannot read as NIfTI"):
+        with pytest.raises(ValueError, match=f"{name}: cannot read as NIfTI .*{why}"):
             load_nifti_nonzero(path)
