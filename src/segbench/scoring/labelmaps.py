@@ -7,7 +7,7 @@ file is identified by the error itself.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,45 +112,33 @@ def nonzero_crop(data: np.ndarray) -> NonzeroCrop:
     return NonzeroCrop(np.ascontiguousarray(data[box]), tuple(b.start for b in box), shape)
 
 
-def _byte_reader(path: Path, offset: int) -> tuple[Callable[[int], bytes], Callable[[], None]]:
-    """(read(n): the next n decoded bytes of the file from ``offset`` on, fewer only at its end;
-    finish(): decode the rest, so that gzip's CRC and length check the whole stream)."""
-    raw = path.read_bytes()
-    if raw[:2] != _GZIP_MAGIC:
-        pos = offset
+class _Inflater:
+    """The decoded bytes of a gzip stream (every member, in order), read n at a time."""
 
-        def read_plain(n: int) -> bytes:
-            nonlocal pos
-            pos += n
-            return raw[pos - n:pos]
+    def __init__(self, raw: bytes) -> None:
+        self._d, self._tail = zlib.decompressobj(31), raw
 
-        return read_plain, lambda: None
-
-    state = {"d": zlib.decompressobj(31), "tail": raw}
-
-    def read(n: int) -> bytes:
+    def read(self, n: int) -> bytes:
+        """The next n decoded bytes, fewer only where the stream ends."""
         parts = []
         while n > 0:
-            d = state["d"]
-            out = d.decompress(state["tail"], n)
-            state["tail"] = d.unconsumed_tail
+            out = self._d.decompress(self._tail, n)
+            self._tail = self._d.unconsumed_tail
             if out:
                 parts.append(out)
                 n -= len(out)
-            elif d.eof and d.unused_data[:2] == _GZIP_MAGIC:  # a further gzip member continues the data
-                state["d"], state["tail"] = zlib.decompressobj(31), d.unused_data
-            elif d.eof or not state["tail"]:
+            elif self._d.eof and self._d.unused_data[:2] == _GZIP_MAGIC:  # a further member continues the data
+                self._d, self._tail = zlib.decompressobj(31), self._d.unused_data
+            elif self._d.eof or not self._tail:
                 break
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def finish() -> None:
-        while read(STREAM_BYTES):
+    def finish(self) -> None:
+        """Decode the rest, so that gzip's CRC and length check the whole stream."""
+        while self.read(STREAM_BYTES):
             pass
-        if not state["d"].eof:
+        if not self._d.eof:
             raise EOFError("compressed stream ends before its end-of-stream marker")
-
-    read(offset)
-    return read, finish
 
 
 def _stream_nonzero(path: Path, proxy: ArrayProxy) -> NonzeroCrop:
@@ -159,23 +147,28 @@ def _stream_nonzero(path: Path, proxy: ArrayProxy) -> NonzeroCrop:
     plane sized buffer stays in cache instead of writing the whole array to memory."""
     n0, n1, n2 = (int(n) for n in proxy.shape)
     plane_bytes = n0 * n1 * proxy.dtype.itemsize
-    read, finish = _byte_reader(path, int(proxy.offset))
     per_read = max(1, STREAM_BYTES // plane_bytes)
     kept: list[tuple[int, np.ndarray]] = []  # (plane index, plane as (n1, n0))
     footprint = np.zeros((n1, n0), dtype=bool)
-    k = 0
-    while k < n2:
-        count = min(per_read, n2 - k)
-        block = read(count * plane_bytes)
-        if len(block) != count * plane_bytes:
-            raise EOFError(f"voxel data ends after {k * plane_bytes + len(block)} of {n2 * plane_bytes} bytes")
-        planes = np.frombuffer(block, dtype=proxy.dtype).reshape(count, n1, n0)
-        hit = _unsigned_view(planes).reshape(count, -1).max(axis=1) > 0
-        for p in np.flatnonzero(hit):
-            kept.append((k + int(p), planes[p]))
-            footprint |= planes[p] != 0
-        k += count
-    finish()
+    with open(path, "rb") as fh:
+        gzipped = fh.read(2) == _GZIP_MAGIC
+        fh.seek(0)
+        stream = _Inflater(fh.read()) if gzipped else fh
+        stream.read(int(proxy.offset))
+        k = 0
+        while k < n2:
+            count = min(per_read, n2 - k)
+            block = stream.read(count * plane_bytes)
+            if len(block) != count * plane_bytes:
+                raise EOFError(f"voxel data ends after {k * plane_bytes + len(block)} of {n2 * plane_bytes} bytes")
+            planes = np.frombuffer(block, dtype=proxy.dtype).reshape(count, n1, n0)
+            hit = _unsigned_view(planes).reshape(count, -1).max(axis=1) > 0
+            for p in np.flatnonzero(hit):
+                kept.append((k + int(p), planes[p]))
+                footprint |= planes[p] != 0
+            k += count
+        if gzipped:
+            stream.finish()
     if not kept:
         return NonzeroCrop(np.zeros((0, 0, 0), dtype=proxy.dtype), (0, 0, 0), (n0, n1, n2))
     rows, cols = np.flatnonzero(footprint.any(axis=1)), np.flatnonzero(footprint.any(axis=0))
