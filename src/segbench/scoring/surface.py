@@ -156,60 +156,69 @@ def surface_mesh(codes: np.ndarray, spacing: tuple[float, float, float]) -> Mesh
     return Mesh(grid=tuple(int(n) for n in codes.shape), cells=cells, cell_start=cell_start, tri=tri, entry=entry)
 
 
+#: Columns of ``entry_geometry``: edge vectors ab and ac, unit normal, |ab|^2, |ac|^2, ab.ac, and the
+#: reciprocals of |ab|^2, |ac|^2 and |bc|^2.
+AB, AC, NORMAL, AA, CC, BC, INV_AA, INV_CC, INV_BB = 0, 3, 6, 9, 10, 11, 12, 13, 14
+
+
+@functools.cache
+def entry_geometry(spacing: tuple[float, float, float]) -> np.ndarray:
+    """Per ``config_table()`` triangle at this spacing, what the distance test needs besides its
+    first vertex (columns named above): a mesh triangle is its entry's shape moved to its cell, so
+    these are computed once per entry instead of once per test. Every entry has a positive area."""
+    table, _ = config_table()
+    tri = table * (np.asarray(spacing, dtype=np.float64) / 2.0)
+    ab, ac = tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]
+    normal = np.cross(ab, ac)
+    norm = np.linalg.norm(normal, axis=1)
+    if not (norm > 0).all():
+        raise ValueError(f"degenerate marching-cubes triangle at spacing {spacing}")
+    aa, cc, bc = (ab * ab).sum(1), (ac * ac).sum(1), (ab * ac).sum(1)
+    bb = ((ac - ab) ** 2).sum(1)
+    return np.ascontiguousarray(np.column_stack([ab, ac, normal / norm[:, None], aa, cc, bc, 1 / aa, 1 / cc, 1 / bb]))
+
+
 @numba.njit(cache=True, inline="always")
-def _segment_dist2(px: float, py: float, pz: float, ax: float, ay: float, az: float, bx: float, by: float, bz: float) -> float:
-    dx, dy, dz = bx - ax, by - ay, bz - az
-    den = dx * dx + dy * dy + dz * dz
-    t = 0.0
-    if den > 0.0:
-        t = min(max(((px - ax) * dx + (py - ay) * dy + (pz - az) * dz) / den, 0.0), 1.0)
-    ex, ey, ez = ax + t * dx - px, ay + t * dy - py, az + t * dz - pz
-    return ex * ex + ey * ey + ez * ez
+def _triangle_dist2(px: float, py: float, pz: float, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray, t: int,
+                    bound: float) -> float:
+    """Squared distance from a point to triangle ``t``, or, if its plane is already ``bound`` or
+    farther, that plane's squared distance (a lower bound: the caller keeps only nearer triangles).
 
-
-@numba.njit(cache=True)
-def _triangle_dist2(px: float, py: float, pz: float, tri: np.ndarray, t: int) -> float:
-    """Squared distance from a point to triangle ``t`` (closest point by Voronoi regions, Ericson,
-    Real-Time Collision Detection 5.1.5; a degenerate triangle falls back to its edges)."""
-    ax, ay, az = tri[t, 0, 0], tri[t, 0, 1], tri[t, 0, 2]
-    bx, by, bz = tri[t, 1, 0], tri[t, 1, 1], tri[t, 1, 2]
-    cx, cy, cz = tri[t, 2, 0], tri[t, 2, 1], tri[t, 2, 2]
-    abx, aby, abz = bx - ax, by - ay, bz - az
-    acx, acy, acz = cx - ax, cy - ay, cz - az
-    apx, apy, apz = px - ax, py - ay, pz - az
+    Closest point by Voronoi regions (Ericson, Real-Time Collision Detection 5.1.5) with the dot
+    products of the edges taken from the triangle's table entry (``entry_geometry``): two dot
+    products per test instead of six, and no division."""
+    e = tri_entry[t]
+    apx, apy, apz = px - tri[t, 0, 0], py - tri[t, 0, 1], pz - tri[t, 0, 2]
+    pn = apx * geo[e, NORMAL] + apy * geo[e, NORMAL + 1] + apz * geo[e, NORMAL + 2]
+    if pn * pn >= bound:
+        return pn * pn
+    abx, aby, abz = geo[e, AB], geo[e, AB + 1], geo[e, AB + 2]
+    acx, acy, acz = geo[e, AC], geo[e, AC + 1], geo[e, AC + 2]
     d1 = abx * apx + aby * apy + abz * apz
     d2 = acx * apx + acy * apy + acz * apz
-    if d1 <= 0.0 and d2 <= 0.0:
+    if d1 <= 0.0 and d2 <= 0.0:  # vertex a
         return apx * apx + apy * apy + apz * apz
-    bpx, bpy, bpz = px - bx, py - by, pz - bz
-    d3 = abx * bpx + aby * bpy + abz * bpz
-    d4 = acx * bpx + acy * bpy + acz * bpz
-    if d3 >= 0.0 and d4 <= d3:
-        return bpx * bpx + bpy * bpy + bpz * bpz
-    cpx, cpy, cpz = px - cx, py - cy, pz - cz
-    d5 = abx * cpx + aby * cpy + abz * cpz
-    d6 = acx * cpx + acy * cpy + acz * cpz
-    if d6 >= 0.0 and d5 <= d6:
-        return cpx * cpx + cpy * cpy + cpz * cpz
-    vc = d1 * d4 - d3 * d2
-    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        return _segment_dist2(px, py, pz, ax, ay, az, bx, by, bz)
-    vb = d5 * d2 - d1 * d6
-    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        return _segment_dist2(px, py, pz, ax, ay, az, cx, cy, cz)
-    va = d3 * d6 - d5 * d4
-    if va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:
-        return _segment_dist2(px, py, pz, bx, by, bz, cx, cy, cz)
-    den = va + vb + vc
-    if den <= 0.0:  # degenerate triangle
-        return min(_segment_dist2(px, py, pz, ax, ay, az, bx, by, bz),
-                   _segment_dist2(px, py, pz, bx, by, bz, cx, cy, cz),
-                   _segment_dist2(px, py, pz, ax, ay, az, cx, cy, cz))
-    v, w = vb / den, vc / den
-    ex = ax + abx * v + acx * w - px
-    ey = ay + aby * v + acy * w - py
-    ez = az + abz * v + acz * w - pz
-    return ex * ex + ey * ey + ez * ez
+    d3, d4 = d1 - geo[e, AA], d2 - geo[e, BC]  # ab.bp, ac.bp
+    if d3 >= 0.0 and d4 <= d3:  # vertex b
+        bx, by, bz = apx - abx, apy - aby, apz - abz
+        return bx * bx + by * by + bz * bz
+    d5, d6 = d1 - geo[e, BC], d2 - geo[e, CC]  # ab.cp, ac.cp
+    if d6 >= 0.0 and d5 <= d6:  # vertex c
+        cx, cy, cz = apx - acx, apy - acy, apz - acz
+        return cx * cx + cy * cy + cz * cz
+    if d1 * d4 - d3 * d2 <= 0.0 and d1 >= 0.0 and d3 <= 0.0:  # edge ab
+        u = d1 * geo[e, INV_AA]
+        x, y, z = apx - u * abx, apy - u * aby, apz - u * abz
+        return x * x + y * y + z * z
+    if d5 * d2 - d1 * d6 <= 0.0 and d2 >= 0.0 and d6 <= 0.0:  # edge ac
+        u = d2 * geo[e, INV_CC]
+        x, y, z = apx - u * acx, apy - u * acy, apz - u * acz
+        return x * x + y * y + z * z
+    if d3 * d6 - d5 * d4 <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:  # edge bc
+        u = (d4 - d3) * geo[e, INV_BB]
+        x, y, z = apx - abx - u * (acx - abx), apy - aby - u * (acy - aby), apz - abz - u * (acz - abz)
+        return x * x + y * y + z * z
+    return pn * pn  # inside: the plane's distance
 
 
 @numba.njit(cache=True, inline="always")
@@ -339,18 +348,17 @@ def _spread_bits(v: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _triangle_and_cell_boxes(tri: np.ndarray, cell_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Axis-aligned box (lo xyz, hi xyz) of every triangle, and of every cell's triangles."""
-    tri_box, cell_box = np.empty((len(tri), 6)), np.empty((len(cell_start) - 1, 6))
+def _cell_boxes(tri: np.ndarray, cell_start: np.ndarray) -> np.ndarray:
+    """Axis-aligned box (lo xyz, hi xyz) of every cell's triangles."""
+    cell_box = np.empty((len(cell_start) - 1, 6))
     for c in range(len(cell_start) - 1):
         cell_box[c, :3], cell_box[c, 3:] = np.inf, -np.inf
         for t in range(cell_start[c], cell_start[c + 1]):
-            for a in range(3):
-                lo = min(tri[t, 0, a], tri[t, 1, a], tri[t, 2, a])
-                hi = max(tri[t, 0, a], tri[t, 1, a], tri[t, 2, a])
-                tri_box[t, a], tri_box[t, 3 + a] = lo, hi
-                cell_box[c, a], cell_box[c, 3 + a] = min(cell_box[c, a], lo), max(cell_box[c, 3 + a], hi)
-    return tri_box, cell_box
+            for v in range(3):
+                for a in range(3):
+                    cell_box[c, a] = min(cell_box[c, a], tri[t, v, a])
+                    cell_box[c, 3 + a] = max(cell_box[c, 3 + a], tri[t, v, a])
+    return cell_box
 
 
 @numba.njit(cache=True)
@@ -375,19 +383,19 @@ def _hierarchy_boxes(leaf_box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return boxes, offsets
 
 
-def _search_index(mesh: Mesh) -> tuple[np.ndarray, ...]:
+def _search_index(mesh: Mesh, spacing: tuple[float, float, float]) -> tuple[np.ndarray, ...]:
     """Search structures over a mesh's triangles (kernel arguments, in this order).
 
     Near queries scan rows of cells (i, j, all k): ``row_start`` indexes each row's occupied cells
     in ``cells`` order, whose k is ``cell_k``. Far queries use a bounding-volume hierarchy whose
     leaves are the occupied cells in Morton order (``leaf_cell``), each level above pairing
-    neighbours. Returns (triangles, triangle boxes (T, 6), cell_start, cell boxes (the box of each
-    occupied cell's triangles), cell_k, row_start, leaf_cell, node boxes (N, 6), level offsets into
-    the node boxes, leaves first).
+    neighbours. Returns (triangles, their table entries, ``entry_geometry`` at this spacing,
+    cell_start, cell boxes (the box of each occupied cell's triangles), cell_k, row_start, leaf_cell,
+    node boxes (N, 6), level offsets into the node boxes, leaves first).
     """
     n0, n1, n2 = mesh.grid
     tri = np.ascontiguousarray(mesh.tri)
-    tri_box, cell_box = _triangle_and_cell_boxes(tri, mesh.cell_start)
+    cell_box = _cell_boxes(tri, mesh.cell_start)
     row, cell_k = np.divmod(mesh.cells, n2)
     row_start = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=n0 * n1))]).astype(np.int64)
 
@@ -395,24 +403,23 @@ def _search_index(mesh: Mesh) -> tuple[np.ndarray, ...]:
     code = (_spread_bits(i) << np.uint64(2)) | (_spread_bits(j) << np.uint64(1)) | _spread_bits(cell_k)
     leaf_cell = np.argsort(code, kind="stable")
     boxes, offsets = _hierarchy_boxes(cell_box[leaf_cell])
-    return (tri, tri_box, mesh.cell_start, cell_box, cell_k.astype(np.int64), row_start, leaf_cell.astype(np.int64),
-            boxes, offsets)
+    return (tri, mesh.entry, entry_geometry(spacing), mesh.cell_start, cell_box, cell_k.astype(np.int64), row_start,
+            leaf_cell.astype(np.int64), boxes, offsets)
 
 
 @numba.njit(cache=True, inline="always")
-def _cell_triangles(px: float, py: float, pz: float, best2: float, best_t: int, tri: np.ndarray, tri_box: np.ndarray,
-                    first: int, last: int) -> tuple[float, int]:
-    """Nearest of triangles first..last-1 if nearer than best (box test first)."""
+def _cell_triangles(px: float, py: float, pz: float, best2: float, best_t: int, tri: np.ndarray, tri_entry: np.ndarray,
+                    geo: np.ndarray, first: int, last: int) -> tuple[float, int]:
+    """Nearest of triangles first..last-1 if nearer than best."""
     for t in range(first, last):
-        if _box_dist2(px, py, pz, tri_box, t) < best2:
-            d2 = _triangle_dist2(px, py, pz, tri, t)
-            if d2 < best2:
-                best2, best_t = d2, t
+        d2 = _triangle_dist2(px, py, pz, tri, tri_entry, geo, t, best2)
+        if d2 < best2:
+            best2, best_t = d2, t
     return best2, best_t
 
 
 @numba.njit(cache=True)
-def _hierarchy_nearest(px: float, py: float, pz: float, best2: float, best_t: int, tri: np.ndarray, tri_box: np.ndarray,
+def _hierarchy_nearest(px: float, py: float, pz: float, best2: float, best_t: int, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray,
                        cell_start: np.ndarray, leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray,
                        stack_lv: np.ndarray, stack_i: np.ndarray) -> tuple[float, int]:
     """Nearest triangle (squared distance, index) by a nearest-first, pruned traversal of the
@@ -426,7 +433,7 @@ def _hierarchy_nearest(px: float, py: float, pz: float, best2: float, best_t: in
             continue
         if lv == 0:
             c = leaf_cell[i]
-            best2, best_t = _cell_triangles(px, py, pz, best2, best_t, tri, tri_box, cell_start[c], cell_start[c + 1])
+            best2, best_t = _cell_triangles(px, py, pz, best2, best_t, tri, tri_entry, geo, cell_start[c], cell_start[c + 1])
             continue
         first = 2 * i
         if first + 1 < offsets[lv] - offsets[lv - 1]:
@@ -444,7 +451,7 @@ def _hierarchy_nearest(px: float, py: float, pz: float, best2: float, best_t: in
 
 @numba.njit(cache=True)
 def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, spacing: np.ndarray, grid: np.ndarray,
-                      tri: np.ndarray, tri_box: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray,
+                      tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray,
                       row_start: np.ndarray) -> bool:
     """Nearest triangles to the m points ``pts[:m]`` of one face, each starting from its known
     candidate (best2[s], best_t[s]), which it improves in place.
@@ -497,7 +504,7 @@ def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.nda
                 improved = False
                 for s in range(m):
                     if _box_dist2(pts[s, 0], pts[s, 1], pts[s, 2], cell_box, c) < best2[s]:
-                        b2, bt = _cell_triangles(pts[s, 0], pts[s, 1], pts[s, 2], best2[s], best_t[s], tri, tri_box,
+                        b2, bt = _cell_triangles(pts[s, 0], pts[s, 1], pts[s, 2], best2[s], best_t[s], tri, tri_entry, geo,
                                                  cell_start[c], cell_start[c + 1])
                         improved |= b2 < best2[s]
                         best2[s], best_t[s] = b2, bt
@@ -511,7 +518,7 @@ def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.nda
 @numba.njit(cache=True, parallel=True)
 def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray,
                      sub_centroid: np.ndarray, sub_area: np.ndarray, spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray,
-                     tri_box: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
+                     tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
                      leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray) -> None:
     """For every sub-face s of face f (in cell ``face_cell[f]``, table entry ``face_entry[f]``): its
     area and the exact distance of its centroid to the triangles ``tri``, at ``out_start[f] + s``.
@@ -538,26 +545,26 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: n
                 pts[s, 0] = i * spacing[0] + sub_centroid[first + s, 0]
                 pts[s, 1] = j * spacing[1] + sub_centroid[first + s, 1]
                 pts[s, 2] = k * spacing[2] + sub_centroid[first + s, 2]
-            if _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, face_hint[f]) < \
-                    _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, warm):
+            if _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, tri_entry, geo, face_hint[f], np.inf) < \
+                    _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, tri_entry, geo, warm, np.inf):
                 warm = face_hint[f]
             for s in range(m):
-                best2[s], best_t[s] = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, warm), warm
-            if not _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_box, cell_start, cell_box, cell_k,
+                best2[s], best_t[s] = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, tri_entry, geo, warm, np.inf), warm
+            if not _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box, cell_k,
                                      row_start):
                 # a poor warm start (its ball crosses too many rows): the first point's nearest triangle through the
                 # hierarchy, every point restarted from it, and the rows scanned again with that tighter ball
                 best2[0], best_t[0] = _hierarchy_nearest(pts[0, 0], pts[0, 1], pts[0, 2], best2[0], best_t[0], tri,
-                                                         tri_box, cell_start, leaf_cell, boxes, offsets, stack_lv, stack_i)
+                                                         tri_entry, geo, cell_start, leaf_cell, boxes, offsets, stack_lv, stack_i)
                 for s in range(1, m):
-                    d2 = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, best_t[0])
+                    d2 = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, tri_entry, geo, best_t[0], np.inf)
                     if d2 < best2[s]:
                         best2[s], best_t[s] = d2, best_t[0]
-                if not _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_box, cell_start, cell_box,
+                if not _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
                                          cell_k, row_start):
                     for s in range(1, m):  # far from the other surface: each point through the hierarchy
                         best2[s], best_t[s] = _hierarchy_nearest(pts[s, 0], pts[s, 1], pts[s, 2], best2[s], best_t[s],
-                                                                 tri, tri_box, cell_start, leaf_cell, boxes, offsets,
+                                                                 tri, tri_entry, geo, cell_start, leaf_cell, boxes, offsets,
                                                                  stack_lv, stack_i)
             warm = best_t[m - 1]
             for s in range(m):
@@ -581,7 +588,7 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     hint = np.minimum(np.searchsorted(mesh_to.cells, face_cell), len(mesh_to.cells) - 1)
     _directed_kernel(face_cell, face_entry, mesh_to.cell_start[hint], out_start, sub_start, sub_centroid, sub_area,
                      np.asarray(spacing, dtype=np.float64), np.asarray(mesh_to.grid, dtype=np.int64),
-                     *_search_index(mesh_to), dist, weight)
+                     *_search_index(mesh_to, tuple(float(x) for x in spacing)), dist, weight)
     return dist, weight
 
 
