@@ -564,7 +564,7 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: n
     A face's sub-faces are searched together, row by row (``_nearest_together``) or, if their ball
     crosses too many rows (a far face, or a poor warm start), through the hierarchy
     (``_nearest_together_hierarchy``). All start from the previous face's nearest triangle or
-    ``face_hint[f]`` (a triangle of ``tri`` in the same or the next occupied cell), whichever is
+    ``face_hint[f]`` (a triangle of ``tri`` in the nearest occupied cell in cell order), whichever is
     nearer: consecutive faces can be far apart (the far side of the organ in the same row of cells)."""
     most = 1
     for e in range(len(sub_start) - 1):
@@ -599,6 +599,16 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: n
                 weight[out_start[f] + s] = sub_area[first + s]
 
 
+def _nearest_in_order(cells: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """For each of the linear cell ids ``query``, the position in the sorted ``cells`` of the
+    occupied cell just before or just after it, whichever is nearer in linear order: usually one of
+    its own row (i, j), a few k away. (Always the one after sent a face at the end of a row to the
+    next row, the far side of the organ.)"""
+    pos = np.searchsorted(cells, query)
+    after, before = np.minimum(pos, len(cells) - 1), np.maximum(pos - 1, 0)
+    return np.where(np.abs(cells[after] - query) <= np.abs(query - cells[before]), after, before)
+
+
 def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacing: tuple[float, float, float]
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Exact distances of the sub-face centroids (segauge's quadrature points) of the triangles
@@ -612,8 +622,7 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     out_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     dist, weight = np.empty(int(out_start[-1])), np.empty(int(out_start[-1]))
     face_cell = mesh_from.triangle_cells()[faces]
-    hint = np.minimum(np.searchsorted(mesh_to.cells, face_cell), len(mesh_to.cells) - 1)
-    _directed_kernel(face_cell, face_entry, mesh_to.cell_start[hint], out_start, sub_start, sub_centroid, sub_area,
+    _directed_kernel(face_cell, face_entry, mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell)], out_start, sub_start, sub_centroid, sub_area,
                      np.asarray(spacing, dtype=np.float64), np.asarray(mesh_to.grid, dtype=np.int64),
                      *_search_index(mesh_to, tuple(float(x) for x in spacing)), dist, weight)
     return dist, weight
