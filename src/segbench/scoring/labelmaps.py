@@ -6,13 +6,13 @@ file is identified by the error itself.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import nibabel as nib
 import numpy as np
+from isal import isal_zlib
 from nibabel.arrayproxy import ArrayProxy
 
 #: NIfTI RAS+ from DICOM LPS: flip the first two world axes.
@@ -113,22 +113,28 @@ def nonzero_crop(data: np.ndarray) -> NonzeroCrop:
 
 
 class _Inflater:
-    """The decoded bytes of a gzip stream (every member, in order), read n at a time."""
+    """The decoded bytes of a gzip stream (every member, in order), read n at a time.
+
+    Inflated by ISA-L (``isal``): the same format and checks as zlib, about 3x faster (0.125 ->
+    0.04 s for a 0.5 mm KiTS label map)."""
 
     def __init__(self, raw: bytes) -> None:
-        self._d, self._tail = zlib.decompressobj(31), raw
+        self._d, self._tail = isal_zlib.decompressobj(31), raw
 
     def read(self, n: int) -> bytes:
         """The next n decoded bytes, fewer only where the stream ends."""
         parts = []
         while n > 0:
-            out = self._d.decompress(self._tail, n)
+            try:
+                out = self._d.decompress(self._tail, n)
+            except isal_zlib.error as exc:
+                raise ValueError(f"corrupt gzip data ({exc})") from exc
             self._tail = self._d.unconsumed_tail
             if out:
                 parts.append(out)
                 n -= len(out)
             elif self._d.eof and self._d.unused_data[:2] == _GZIP_MAGIC:  # a further member continues the data
-                self._d, self._tail = zlib.decompressobj(31), self._d.unused_data
+                self._d, self._tail = isal_zlib.decompressobj(31), self._d.unused_data
             elif self._d.eof or not self._tail:
                 break
         return parts[0] if len(parts) == 1 else b"".join(parts)
