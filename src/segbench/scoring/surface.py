@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
@@ -41,6 +43,9 @@ from segauge.metrics.distance import SurfaceDistances
 # Cases are scored in fork()ed worker pools; GNU OpenMP (numba's first choice here) aborts a process
 # that forks after using it, numba's own work queue does not.
 numba.config.THREADING_LAYER = "workqueue"
+#: The work queue runs one parallel kernel at a time: the two directions of a surface, measured in
+#: two threads, take turns at the search and overlap the rest (mesh, search index) with it.
+_SEARCH_LOCK = threading.Lock()
 
 #: Faces per parallel work item.
 FACE_CHUNK = 512
@@ -76,7 +81,7 @@ def config_table() -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(tris), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _corner_codes(mask: np.ndarray) -> np.ndarray:
     """``cell_codes`` in one pass: each inside voxel sets its bit in the 8 cells it is a corner of."""
     n0, n1, n2 = mask.shape
@@ -118,7 +123,7 @@ class Mesh:
         return np.repeat(self.cells, np.diff(self.cell_start))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _mesh_arrays(codes: np.ndarray, table: np.ndarray, start: np.ndarray, half: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``Mesh`` arrays (cells, cell_start, tri, entry) of the surface cells of ``codes``, by lookup;
@@ -349,7 +354,7 @@ def _spread_bits(v: np.ndarray) -> np.ndarray:
     return v
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _cell_boxes(tri: np.ndarray, cell_start: np.ndarray) -> np.ndarray:
     """Axis-aligned box (lo xyz, hi xyz) of every cell's triangles."""
     cell_box = np.empty((len(cell_start) - 1, 6))
@@ -363,7 +368,7 @@ def _cell_boxes(tri: np.ndarray, cell_start: np.ndarray) -> np.ndarray:
     return cell_box
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _hierarchy_boxes(leaf_box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Boxes of a hierarchy over ``leaf_box``: each level pairs neighbours of the level below (an
     odd last one is paired with itself), up to one root. Returns (boxes, level offsets, leaves first)."""
@@ -553,7 +558,7 @@ def _nearest_together_hierarchy(pts: np.ndarray, m: int, best2: np.ndarray, best
             top += 1
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray,
                      sub_centroid: np.ndarray, sub_area: np.ndarray, spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray,
                      tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
@@ -622,9 +627,11 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     out_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     dist, weight = np.empty(int(out_start[-1])), np.empty(int(out_start[-1]))
     face_cell = mesh_from.triangle_cells()[faces]
-    _directed_kernel(face_cell, face_entry, mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell)], out_start, sub_start, sub_centroid, sub_area,
-                     np.asarray(spacing, dtype=np.float64), np.asarray(mesh_to.grid, dtype=np.int64),
-                     *_search_index(mesh_to, tuple(float(x) for x in spacing)), dist, weight)
+    hint = mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell)]
+    index = _search_index(mesh_to, tuple(float(x) for x in spacing))
+    with _SEARCH_LOCK:
+        _directed_kernel(face_cell, face_entry, hint, out_start, sub_start, sub_centroid, sub_area,
+                         np.asarray(spacing, dtype=np.float64), np.asarray(mesh_to.grid, dtype=np.int64), *index, dist, weight)
     return dist, weight
 
 
@@ -636,21 +643,29 @@ def entry_areas(spacing: tuple[float, float, float]) -> np.ndarray:
     return np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1) / 2.0
 
 
+def _directed_with_shared(codes_from: np.ndarray, codes_to: np.ndarray, mesh_from: Mesh, mesh_to: Mesh,
+                          spacing: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """``directed_distances`` of every face of ``mesh_from``: a face in a cell with the same corner
+    code in both masks is also in the other surface, one sample at distance 0 weighted by its area."""
+    cell = mesh_from.triangle_cells()
+    shared = codes_to.ravel()[cell] == codes_from.ravel()[cell]
+    dist, weight = directed_distances(np.flatnonzero(~shared), mesh_from, mesh_to, spacing)
+    areas = entry_areas(tuple(float(x) for x in spacing))[mesh_from.entry[shared]]
+    return np.concatenate([np.zeros(len(areas)), dist]), np.concatenate([areas, weight])
+
+
 def surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: tuple[float, float, float]) -> SurfaceDistances:
     """Directed area-weighted distances pred->ref and ref->pred at segauge's quadrature points
     (both masks non-empty, same shape). Faces in cells with the same corner code in both masks are
-    in both surfaces: each is one sample at distance 0 weighted by its area, not split."""
-    codes = [cell_codes(pred), cell_codes(ref)]
-    meshes = [surface_mesh(c, spacing) for c in codes]
-    parts = []
-    for a, b in ((0, 1), (1, 0)):
-        mesh = meshes[a]
-        cell = mesh.triangle_cells()
-        shared = codes[b].ravel()[cell] == codes[a].ravel()[cell]
-        dist, weight = directed_distances(np.flatnonzero(~shared), mesh, meshes[b], spacing)
-        parts.append((np.concatenate([np.zeros(int(shared.sum())), dist]),
-                      np.concatenate([entry_areas(tuple(float(x) for x in spacing))[mesh.entry[shared]], weight])))
-    (d_pg, w_pg), (d_gp, w_gp) = parts
+    in both surfaces: each is one sample at distance 0 weighted by its area, not split.
+
+    The two masks' meshes, and the two directions, are built in two threads (the compiled parts
+    release the GIL), the searches taking turns (``_SEARCH_LOCK``); with one kernel thread (cases
+    in a worker pool) everything runs in order."""
+    with ThreadPoolExecutor(max_workers=numba.get_num_threads()) as pool:
+        codes = list(pool.map(cell_codes, (pred, ref)))
+        meshes = list(pool.map(surface_mesh, codes, (spacing, spacing)))
+        (d_pg, w_pg), (d_gp, w_gp) = pool.map(_directed_with_shared, codes, codes[::-1], meshes, meshes[::-1], (spacing, spacing))
     return SurfaceDistances(d_pg=d_pg, w_pg=w_pg, d_gp=d_gp, w_gp=w_gp)
 
 
@@ -658,7 +673,7 @@ def surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: tuple[float, f
 QUANTILE_BINS = 4096
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _quantile_pair(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarray, q: float, total: float, top: float
                    ) -> float:
     """segauge's weighted quantile (``np.interp(q, (cumsum(w) - w / 2) / sum(w), sorted values)``)
@@ -715,7 +730,7 @@ def _quantile_pair(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarra
     return np.interp(q, cum, v)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _pooled_sums(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarray, tolerance: float
                  ) -> tuple[float, np.ndarray, float, float]:
     """(max distance, [sum w*d, sum w] of each direction, total weight, weight within ``tolerance``)
