@@ -71,6 +71,8 @@ def main() -> None:
     ap.add_argument("--gross", type=int, default=2, help="how many of the last cases get gross errors")
     ap.add_argument("--repeat", type=int, default=1, help="time floor and engine N times per case, alternately; keep each one's fastest")
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
 
     files = sorted(args.data.glob("case_*.nii.gz"))[: args.cases]
     n_gross = min(args.gross, len(files))
