@@ -146,7 +146,7 @@ def score_case(
     RTSTRUCT ROI name -> label id (default: segment / ROI number).
     """
     prediction = None if prediction is None else Path(prediction)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # zlib and numpy release the GIL: decode both files at once
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the inflater and numpy release the GIL: decode both files at once
         streamed: Future | None = None
         if prediction is not None and prediction.is_file() and not is_dicom(prediction):
             streamed = pool.submit(load_nifti_nonzero, prediction)

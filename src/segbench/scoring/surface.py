@@ -81,6 +81,12 @@ def config_table() -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(tris), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
+def _entry_triangles(spacing: tuple[float, float, float]) -> np.ndarray:
+    """Every ``config_table()`` triangle at this spacing (mm, relative to its cell's low corner)."""
+    table, _ = config_table()
+    return table * (np.asarray(spacing, dtype=np.float64) / 2.0)
+
+
 @numba.njit(cache=True, nogil=True)
 def _corner_codes(mask: np.ndarray) -> np.ndarray:
     """``cell_codes`` in one pass: each inside voxel sets its bit in the 8 cells it is a corner of."""
@@ -173,8 +179,7 @@ def entry_geometry(spacing: tuple[float, float, float]) -> np.ndarray:
     """Per ``config_table()`` triangle at this spacing, what the distance test needs besides its
     first vertex (columns named above): a mesh triangle is its entry's shape moved to its cell, so
     these are computed once per entry instead of once per test. Every entry has a positive area."""
-    table, _ = config_table()
-    tri = table * (np.asarray(spacing, dtype=np.float64) / 2.0)
+    tri = _entry_triangles(spacing)
     ab, ac = tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]
     normal = np.cross(ab, ac)
     norm = np.linalg.norm(normal, axis=1)
@@ -340,9 +345,7 @@ def subface_templates(spacing: tuple[float, float, float]) -> tuple[np.ndarray, 
     segauge splits the same triangles at absolute float32 coordinates, so for an edge exactly as
     long as the smallest spacing its decision varies with rounding; such edges are not split here.
     """
-    table, _ = config_table()
-    tri = table * (np.asarray(spacing, dtype=np.float64) / 2.0)
-    return _split_faces(np.ascontiguousarray(tri), float(min(spacing)))
+    return _split_faces(np.ascontiguousarray(_entry_triangles(spacing)), float(min(spacing)))
 
 
 def _spread_bits(v: np.ndarray) -> np.ndarray:
@@ -638,8 +641,7 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
 @functools.cache
 def entry_areas(spacing: tuple[float, float, float]) -> np.ndarray:
     """Area (mm^2) of every ``config_table()`` triangle at this spacing: a face's area is its entry's."""
-    table, _ = config_table()
-    tri = table * (np.asarray(spacing, dtype=np.float64) / 2.0)
+    tri = _entry_triangles(spacing)
     return np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1) / 2.0
 
 
