@@ -234,11 +234,18 @@ def _triangle_dist2(px: float, py: float, pz: float, tri: np.ndarray, tri_entry:
 
 
 @numba.njit(cache=True, inline="always")
+def _box_gap2(boxes: np.ndarray, n: int, lo_x: float, lo_y: float, lo_z: float, hi_x: float, hi_y: float, hi_z: float) -> float:
+    """Squared distance between box ``n`` of ``boxes`` and the box (lo, hi)."""
+    gx = max(boxes[n, 0] - hi_x, 0.0, lo_x - boxes[n, 3])
+    gy = max(boxes[n, 1] - hi_y, 0.0, lo_y - boxes[n, 4])
+    gz = max(boxes[n, 2] - hi_z, 0.0, lo_z - boxes[n, 5])
+    return gx * gx + gy * gy + gz * gz
+
+
+@numba.njit(cache=True, inline="always")
 def _box_dist2(px: float, py: float, pz: float, boxes: np.ndarray, node: int) -> float:
-    dx = max(boxes[node, 0] - px, 0.0, px - boxes[node, 3])
-    dy = max(boxes[node, 1] - py, 0.0, py - boxes[node, 4])
-    dz = max(boxes[node, 2] - pz, 0.0, pz - boxes[node, 5])
-    return dx * dx + dy * dy + dz * dz
+    """Squared distance from a point to box ``node`` of ``boxes`` (the box gap to a point)."""
+    return _box_gap2(boxes, node, px, py, pz, px, py, pz)
 
 
 @numba.njit(cache=True, inline="always")
@@ -440,15 +447,6 @@ def _points_box(pts: np.ndarray, m: int, best2: np.ndarray) -> tuple[float, floa
         lo_z, hi_z = min(lo_z, pts[s, 2]), max(hi_z, pts[s, 2])
         r2 = max(r2, best2[s])
     return lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, r2
-
-
-@numba.njit(cache=True, inline="always")
-def _box_gap2(boxes: np.ndarray, n: int, lo_x: float, lo_y: float, lo_z: float, hi_x: float, hi_y: float, hi_z: float) -> float:
-    """Squared distance between box ``n`` of ``boxes`` and the box (lo, hi)."""
-    gx = max(boxes[n, 0] - hi_x, 0.0, lo_x - boxes[n, 3])
-    gy = max(boxes[n, 1] - hi_y, 0.0, lo_y - boxes[n, 4])
-    gz = max(boxes[n, 2] - hi_z, 0.0, lo_z - boxes[n, 5])
-    return gx * gx + gy * gy + gz * gz
 
 
 @numba.njit(cache=True, inline="always")
