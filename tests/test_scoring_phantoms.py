@@ -100,12 +100,13 @@ def _subface_centroids(mesh: Mesh, faces: np.ndarray) -> list[np.ndarray]:
 
 def test_distances_are_exact_point_to_triangle() -> None:
     """Every quadrature point's distance is the brute-force minimum over all triangles of the
-    other surface, for near points (boundary error) and far ones (a distant block)."""
+    other surface, for near points (boundary errors of one voxel and of 3 mm, settled by the local
+    scan or beyond it) and far ones (a distant block)."""
     inner, outer = sphere(R_IN), sphere(R_OUT)
     far = np.zeros_like(outer)
     far[:, :8, :8] = True  # a block in a corner, far from the inner sphere
     mesh_in = surface_mesh(cell_codes(inner), SPACING)
-    for other in (outer, far):
+    for other in (sphere(R_IN + SPACING[1]), outer, far):
         mesh_out = surface_mesh(cell_codes(other), SPACING)
         every = np.arange(len(mesh_in.tri))
         dist, weight = directed_distances(every, mesh_in, mesh_out, SPACING)

@@ -20,10 +20,11 @@ surface's triangles, the quantity segauge's sampling approximates from above. Wh
   points are its template's, moved to its cell.
 * The quadrature points of one face are searched together: starting from the previous face's
   nearest triangle (neighbours share it), they scan only the surface cells within that distance,
-  row by row (each row lists its occupied cells), and each cell found is tested against each
-  point. A far face (a missed organ), where that would be many rows, finds its cells through a
-  bounding-volume hierarchy over the occupied cells instead, so its cost stays logarithmic
-  (segauge's KD-tree slows down 50-75x on far points).
+  row by row (each row lists its occupied cells), within a local radius first and nearest rows
+  and cells first, and each cell found is tested against each point. A far face (a missed organ),
+  where that would be many rows, finds its cells through a bounding-volume hierarchy over the
+  occupied cells instead, so its cost stays logarithmic (segauge's KD-tree slows down 50-75x on
+  far points).
 * The point-triangle test takes the triangle's edge products from its table entry and exits early
   on the triangle's plane distance.
 """
@@ -53,6 +54,9 @@ FACE_CHUNK = 512
 STACK_SIZE = 64
 #: A nearest-triangle search crossing more cell rows than this uses the hierarchy instead.
 ROWS_MAX = 256
+#: Radius of a face's first, local row scan, in its grid's larger in-plane spacing: a poor warm
+#: start would otherwise send a face that lies a voxel from the other surface to the hierarchy.
+LOCAL_RADIUS_CELLS = 2.0
 #: Bit b of a cell's corner code is the corner (b >> 2 & 1, b >> 1 & 1, b & 1) of the cell.
 CORNERS: tuple[tuple[int, int, int], ...] = tuple((b >> 2 & 1, b >> 1 & 1, b & 1) for b in range(8))
 
@@ -474,44 +478,68 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
 @numba.njit(cache=True)
 def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, spacing: np.ndarray, grid: np.ndarray,
                       tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray,
-                      row_start: np.ndarray) -> bool:
+                      row_start: np.ndarray, cap2: float) -> bool:
     """Nearest triangles to the m points ``pts[:m]`` of one face, each starting from its known
     candidate (best2[s], best_t[s]), which it improves in place.
 
-    Within the ball of the largest remaining radius around the points' bounding box, the occupied
-    cells of the rows it crosses are scanned: the points lie within one face, so they need almost
-    the same rows and cells, found once and each tested against each point. Returns False, having
-    changed nothing, if that crosses more than ROWS_MAX rows (far points: the caller then searches
-    the hierarchy).
+    Within the ball of the largest remaining radius around the points' bounding box, at most
+    sqrt(cap2), the occupied cells of the rows it crosses are scanned: the points lie within one
+    face, so they need almost the same rows and cells, found once and each tested against each
+    point. Rows, and cells within a row, are visited from the points outwards, so the radius
+    shrinks before the far ones. Returns True if every point's nearest triangle is found (a point
+    whose best lies within the cap has it). Returns False if some point's best is still at or beyond
+    the cap, or, having changed nothing, if the ball crosses more than ROWS_MAX rows (far points:
+    the caller then searches wider or through the hierarchy).
     """
     lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, r2 = _points_box(pts, m, best2)
+    r2 = min(r2, cap2)
     r = math.sqrt(r2)
     lo0, hi0 = max(int((lo_x - r) / spacing[0]), 0), min(int((hi_x + r) / spacing[0]), grid[0] - 1)
     lo1, hi1 = max(int((lo_y - r) / spacing[1]), 0), min(int((hi_y + r) / spacing[1]), grid[1] - 1)
     if (hi0 - lo0 + 1) * (hi1 - lo1 + 1) > ROWS_MAX:
         return False
-    for i in range(lo0, hi0 + 1):
+    # rows in the order i = c0, c0 + 1, c0 - 1, c0 + 2, ... (the same for j) around the points' centre
+    c0 = min(max(int(0.5 * (lo_x + hi_x) / spacing[0]), lo0), hi0)
+    c1 = min(max(int(0.5 * (lo_y + hi_y) / spacing[1]), lo1), hi1)
+    k0 = int(0.5 * (lo_z + hi_z) / spacing[2])
+    for a in range(2 * max(c0 - lo0, hi0 - c0) + 1):
+        i = c0 + (a + 1) // 2 if a % 2 else c0 - a // 2
+        if i < lo0 or i > hi0:
+            continue
         dx = max(i * spacing[0] - hi_x, 0.0, lo_x - (i + 1) * spacing[0])
-        for j in range(lo1, hi1 + 1):
+        if dx * dx >= r2:
+            continue
+        for b in range(2 * max(c1 - lo1, hi1 - c1) + 1):
+            j = c1 + (b + 1) // 2 if b % 2 else c1 - b // 2
+            if j < lo1 or j > hi1:
+                continue
             dy = max(j * spacing[1] - hi_y, 0.0, lo_y - (j + 1) * spacing[1])
             dxy = dx * dx + dy * dy
             if dxy >= r2:
                 continue
             row = i * grid[1] + j
-            # occupied cells of the row, k ascending: the first that can reach the ball, by bisection
-            k_lo = int((lo_z - math.sqrt(r2 - dxy)) / spacing[2])
-            lo, hi = row_start[row], row_start[row + 1]
+            # occupied cells of the row (k ascending), from the points' k0 outwards: the first at or
+            # after k0 by bisection, then up (step 1) until beyond the ball, then down (step -1)
+            start, end = row_start[row], row_start[row + 1]
+            lo, hi = start, end
             while lo < hi:
                 mid = (lo + hi) // 2
-                if cell_k[mid] < k_lo:
+                if cell_k[mid] < k0:
                     lo = mid + 1
                 else:
                     hi = mid
-            for c in range(lo, row_start[row + 1]):
-                dz = cell_k[c] * spacing[2] - hi_z
-                if dz > 0.0 and dxy + dz * dz >= r2:
-                    break  # this and every later cell of the row lie beyond every point's ball
+            c, step = lo, 1
+            while True:
+                if step == 1:
+                    dz = cell_k[c] * spacing[2] - hi_z if c < end else np.inf
+                    if dz > 0.0 and dxy + dz * dz >= r2:
+                        c, step = lo - 1, -1  # this and every later cell lie beyond every point's ball
+                if step == -1:
+                    dz = lo_z - (cell_k[c] + 1) * spacing[2] if c >= start else np.inf
+                    if dz > 0.0 and dxy + dz * dz >= r2:
+                        break
                 if _box_gap2(cell_box, c, lo_x, lo_y, lo_z, hi_x, hi_y, hi_z) >= r2:
+                    c += step
                     continue  # the box of the cell's triangles is beyond every point's ball
                 improved = False
                 for s in range(m):
@@ -524,6 +552,11 @@ def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.nda
                     r2 = best2[0]
                     for s in range(1, m):
                         r2 = max(r2, best2[s])
+                    r2 = min(r2, cap2)
+                c += step
+    for s in range(m):
+        if best2[s] >= cap2:
+            return False
     return True
 
 
@@ -567,11 +600,14 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: n
     """For every sub-face s of face f (in cell ``face_cell[f]``, table entry ``face_entry[f]``): its
     area and the exact distance of its centroid to the triangles ``tri``, at ``out_start[f] + s``.
 
-    A face's sub-faces are searched together, row by row (``_nearest_together``) or, if their ball
-    crosses too many rows (a far face, or a poor warm start), through the hierarchy
-    (``_nearest_together_hierarchy``). All start from the previous face's nearest triangle or
-    ``face_hint[f]`` (a triangle of ``tri`` in the nearest occupied cell in cell order), whichever is
-    nearer: consecutive faces can be far apart (the far side of the organ in the same row of cells)."""
+    A face's sub-faces are searched together, row by row (``_nearest_together``): first within
+    LOCAL_RADIUS_CELLS, which settles a face near the other surface however poor its warm start;
+    then, if some point is not settled, within their whole radius, or, if that ball crosses too
+    many rows (a far face), through the hierarchy (``_nearest_together_hierarchy``). All start
+    from the previous face's nearest triangle or ``face_hint[f]`` (a triangle of ``tri`` in the
+    nearest occupied cell in cell order), whichever is nearer: consecutive faces can be far apart
+    (the far side of the organ in the same row of cells)."""
+    local2 = (LOCAL_RADIUS_CELLS * max(spacing[0], spacing[1])) ** 2
     most = 1
     for e in range(len(sub_start) - 1):
         most = max(most, sub_start[e + 1] - sub_start[e])
@@ -595,8 +631,10 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: n
                 warm = face_hint[f]
             for s in range(m):
                 best2[s], best_t[s] = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, tri_entry, geo, warm, np.inf), warm
-            if not _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box, cell_k,
-                                     row_start):
+            if not (_nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
+                                      cell_k, row_start, local2) or
+                    _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
+                                      cell_k, row_start, np.inf)):
                 _nearest_together_hierarchy(pts, m, best2, best_t, tri, tri_entry, geo, cell_start, cell_box, leaf_cell,
                                             boxes, offsets, stack_lv, stack_i)
             warm = best_t[m - 1]
