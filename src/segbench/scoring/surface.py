@@ -18,13 +18,13 @@ surface's triangles, the quantity segauge's sampling approximates from above. Wh
 * A triangle's sub-faces depend only on its shape, and there are at most a few hundred shapes
   (table entries): each is split once per spacing (``subface_templates``); a face's quadrature
   points are its template's, moved to its cell.
-* The quadrature points of one face are searched together: starting from the previous face's
-  nearest triangle (neighbours share it), they scan only the surface cells within that distance,
-  row by row (each row lists its occupied cells), within a local radius first and nearest rows
-  and cells first, and each cell found is tested against each point. A far face (a missed organ),
-  where that would be many rows, finds its cells through a bounding-volume hierarchy over the
-  occupied cells instead, so its cost stays logarithmic (segauge's KD-tree slows down 50-75x on
-  far points).
+* The quadrature points of the faces in one cell are searched together: starting from the
+  previous cell's nearest triangle (neighbours share it), they scan only the surface cells within
+  that distance, row by row (each row lists its occupied cells), within a local radius first and
+  nearest rows and cells first, and each cell found is tested against each point. Far points (a
+  missed organ), where that would be many rows, find their cells through a bounding-volume
+  hierarchy over the occupied cells instead, so their cost stays logarithmic (segauge's KD-tree
+  slows down 50-75x on far points).
 * The point-triangle test takes the triangle's edge products from its table entry and exits early
   on the triangle's plane distance.
 """
@@ -48,14 +48,14 @@ numba.config.THREADING_LAYER = "workqueue"
 #: two threads, take turns at the search and overlap the rest (mesh, search index) with it.
 _SEARCH_LOCK = threading.Lock()
 
-#: Faces per parallel work item.
-FACE_CHUNK = 512
+#: Surface cells (each with its faces) per parallel work item.
+CELL_CHUNK = 512
 #: Pending triangles while one face is split (depth-first: at most 3 per level, <= 10 levels).
 STACK_SIZE = 64
 #: A nearest-triangle search crossing more cell rows than this uses the hierarchy instead.
 ROWS_MAX = 256
-#: Radius of a face's first, local row scan, in its grid's larger in-plane spacing: a poor warm
-#: start would otherwise send a face that lies a voxel from the other surface to the hierarchy.
+#: Radius of a cell's first, local row scan, in its grid's larger in-plane spacing: a poor warm
+#: start would otherwise send faces that lie a voxel from the other surface to the hierarchy.
 LOCAL_RADIUS_CELLS = 2.0
 #: Bit b of a cell's corner code is the corner (b >> 2 & 1, b >> 1 & 1, b & 1) of the cell.
 CORNERS: tuple[tuple[int, int, int], ...] = tuple((b >> 2 & 1, b >> 1 & 1, b & 1) for b in range(8))
@@ -479,12 +479,12 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
 def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, spacing: np.ndarray, grid: np.ndarray,
                       tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray,
                       row_start: np.ndarray, cap2: float) -> bool:
-    """Nearest triangles to the m points ``pts[:m]`` of one face, each starting from its known
-    candidate (best2[s], best_t[s]), which it improves in place.
+    """Nearest triangles to the m points ``pts[:m]`` (of the faces in one cell), each starting from
+    its known candidate (best2[s], best_t[s]), which it improves in place.
 
     Within the ball of the largest remaining radius around the points' bounding box, at most
     sqrt(cap2), the occupied cells of the rows it crosses are scanned: the points lie within one
-    face, so they need almost the same rows and cells, found once and each tested against each
+    cell, so they need almost the same rows and cells, found once and each tested against each
     point. Rows, and cells within a row, are visited from the points outwards, so the radius
     shrinks before the far ones. Returns True if every point's nearest triangle is found (a point
     whose best lies within the cap has it). Returns False if some point's best is still at or beyond
@@ -593,42 +593,49 @@ def _nearest_together_hierarchy(pts: np.ndarray, m: int, best2: np.ndarray, best
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray,
-                     sub_centroid: np.ndarray, sub_area: np.ndarray, spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray,
-                     tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
+def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, cell_first: np.ndarray, cell_hint: np.ndarray,
+                     out_start: np.ndarray, sub_start: np.ndarray, sub_centroid: np.ndarray, sub_area: np.ndarray,
+                     spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray,
+                     cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
                      leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray) -> None:
     """For every sub-face s of face f (in cell ``face_cell[f]``, table entry ``face_entry[f]``): its
     area and the exact distance of its centroid to the triangles ``tri``, at ``out_start[f] + s``.
+    Faces ``cell_first[c]:cell_first[c + 1]`` (the c-th run) lie in one cell.
 
-    A face's sub-faces are searched together, row by row (``_nearest_together``): first within
-    LOCAL_RADIUS_CELLS, which settles a face near the other surface however poor its warm start;
-    then, if some point is not settled, within their whole radius, or, if that ball crosses too
-    many rows (a far face), through the hierarchy (``_nearest_together_hierarchy``). All start
-    from the previous face's nearest triangle or ``face_hint[f]`` (a triangle of ``tri`` in the
-    nearest occupied cell in cell order), whichever is nearer: consecutive faces can be far apart
-    (the far side of the organ in the same row of cells)."""
+    The sub-faces of all the faces of one cell are searched together, row by row
+    (``_nearest_together``): first within LOCAL_RADIUS_CELLS, which settles points near the other
+    surface however poor their warm start; then, if some point is not settled, within their whole
+    radius, or, if that ball crosses too many rows (far points), through the hierarchy
+    (``_nearest_together_hierarchy``). All start from the previous run's nearest triangle or
+    ``cell_hint[c]`` (a triangle of ``tri`` in the occupied cell nearest to run c's in cell order),
+    whichever is nearer: consecutive cells can be far apart (the far side of the organ in the same
+    row)."""
     local2 = (LOCAL_RADIUS_CELLS * max(spacing[0], spacing[1])) ** 2
+    n_cells = len(cell_first) - 1
     most = 1
-    for e in range(len(sub_start) - 1):
-        most = max(most, sub_start[e + 1] - sub_start[e])
-    for chunk in numba.prange(-(-len(face_cell) // FACE_CHUNK)):
+    for c in range(n_cells):
+        most = max(most, out_start[cell_first[c + 1]] - out_start[cell_first[c]])
+    for chunk in numba.prange(-(-n_cells // CELL_CHUNK)):
         stack_lv = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         stack_i = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         pts, best2, best_t = np.empty((most, 3)), np.empty(most), np.empty(most, dtype=np.int64)
         warm = 0
-        for f in range(chunk * FACE_CHUNK, min((chunk + 1) * FACE_CHUNK, len(face_cell))):
-            ij, k = divmod(face_cell[f], grid[2])
+        for c in range(chunk * CELL_CHUNK, min((chunk + 1) * CELL_CHUNK, n_cells)):
+            ij, k = divmod(face_cell[cell_first[c]], grid[2])
             i, j = divmod(ij, grid[1])
-            first, m = sub_start[face_entry[f]], sub_start[face_entry[f] + 1] - sub_start[face_entry[f]]
+            out, m = out_start[cell_first[c]], 0
+            for f in range(cell_first[c], cell_first[c + 1]):
+                for sub in range(sub_start[face_entry[f]], sub_start[face_entry[f] + 1]):
+                    pts[m, 0] = i * spacing[0] + sub_centroid[sub, 0]
+                    pts[m, 1] = j * spacing[1] + sub_centroid[sub, 1]
+                    pts[m, 2] = k * spacing[2] + sub_centroid[sub, 2]
+                    weight[out + m] = sub_area[sub]
+                    m += 1
             if m == 0:
                 continue
-            for s in range(m):
-                pts[s, 0] = i * spacing[0] + sub_centroid[first + s, 0]
-                pts[s, 1] = j * spacing[1] + sub_centroid[first + s, 1]
-                pts[s, 2] = k * spacing[2] + sub_centroid[first + s, 2]
-            if _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, tri_entry, geo, face_hint[f], np.inf) < \
+            if _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, tri_entry, geo, cell_hint[c], np.inf) < \
                     _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, tri_entry, geo, warm, np.inf):
-                warm = face_hint[f]
+                warm = cell_hint[c]
             for s in range(m):
                 best2[s], best_t[s] = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, tri_entry, geo, warm, np.inf), warm
             if not (_nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
@@ -639,8 +646,7 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, face_hint: n
                                             boxes, offsets, stack_lv, stack_i)
             warm = best_t[m - 1]
             for s in range(m):
-                dist[out_start[f] + s] = math.sqrt(best2[s])
-                weight[out_start[f] + s] = sub_area[first + s]
+                dist[out + s] = math.sqrt(best2[s])
 
 
 def _nearest_in_order(cells: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -666,10 +672,12 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     out_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     dist, weight = np.empty(int(out_start[-1])), np.empty(int(out_start[-1]))
     face_cell = mesh_from.triangle_cells()[faces]
-    hint = mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell)]
+    # runs of faces in one cell (a mesh's faces come cell by cell)
+    cell_first = np.flatnonzero(np.concatenate([[True], face_cell[1:] != face_cell[:-1], [True]]))
+    hint = mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell[cell_first[:-1]])]
     index = _search_index(mesh_to, tuple(float(x) for x in spacing))
     with _SEARCH_LOCK:
-        _directed_kernel(face_cell, face_entry, hint, out_start, sub_start, sub_centroid, sub_area,
+        _directed_kernel(face_cell, face_entry, cell_first, hint, out_start, sub_start, sub_centroid, sub_area,
                          np.asarray(spacing, dtype=np.float64), np.asarray(mesh_to.grid, dtype=np.int64), *index, dist, weight)
     return dist, weight
 
