@@ -460,7 +460,8 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
     cell's box, improving (best2, best_t) in place; returns the new largest squared radius.
 
     ``_nearest_together`` has this loop written out: called through this helper, its row scan
-    measured 5% slower (best of 11, interleaved, on two real cases)."""
+    measured 5% slower (best of 11, interleaved, on two real cases), and 3-10% slower again after
+    the search went per cell (best of 9, four real cases)."""
     improved = False
     for s in range(m):
         if _box_dist2(pts[s, 0], pts[s, 1], pts[s, 2], cell_box, c) < best2[s]:
@@ -593,38 +594,38 @@ def _nearest_together_hierarchy(pts: np.ndarray, m: int, best2: np.ndarray, best
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, cell_first: np.ndarray, cell_hint: np.ndarray,
+def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: np.ndarray, run_hint: np.ndarray,
                      out_start: np.ndarray, sub_start: np.ndarray, sub_centroid: np.ndarray, sub_area: np.ndarray,
                      spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray,
                      cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
                      leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray) -> None:
     """For every sub-face s of face f (in cell ``face_cell[f]``, table entry ``face_entry[f]``): its
     area and the exact distance of its centroid to the triangles ``tri``, at ``out_start[f] + s``.
-    Faces ``cell_first[c]:cell_first[c + 1]`` (the c-th run) lie in one cell.
+    Faces ``run_first[r]:run_first[r + 1]`` (run r) lie in one cell.
 
     The sub-faces of all the faces of one cell are searched together, row by row
     (``_nearest_together``): first within LOCAL_RADIUS_CELLS, which settles points near the other
     surface however poor their warm start; then, if some point is not settled, within their whole
     radius, or, if that ball crosses too many rows (far points), through the hierarchy
     (``_nearest_together_hierarchy``). All start from the previous run's nearest triangle or
-    ``cell_hint[c]`` (a triangle of ``tri`` in the occupied cell nearest to run c's in cell order),
+    ``run_hint[r]`` (a triangle of ``tri`` in the occupied cell nearest to run r's in cell order),
     whichever is nearer: consecutive cells can be far apart (the far side of the organ in the same
     row)."""
     local2 = (LOCAL_RADIUS_CELLS * max(spacing[0], spacing[1])) ** 2
-    n_cells = len(cell_first) - 1
+    n_runs = len(run_first) - 1
     most = 1
-    for c in range(n_cells):
-        most = max(most, out_start[cell_first[c + 1]] - out_start[cell_first[c]])
-    for chunk in numba.prange(-(-n_cells // CELL_CHUNK)):
+    for r in range(n_runs):
+        most = max(most, out_start[run_first[r + 1]] - out_start[run_first[r]])
+    for chunk in numba.prange(-(-n_runs // CELL_CHUNK)):
         stack_lv = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         stack_i = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         pts, best2, best_t = np.empty((most, 3)), np.empty(most), np.empty(most, dtype=np.int64)
         warm = 0
-        for c in range(chunk * CELL_CHUNK, min((chunk + 1) * CELL_CHUNK, n_cells)):
-            ij, k = divmod(face_cell[cell_first[c]], grid[2])
+        for r in range(chunk * CELL_CHUNK, min((chunk + 1) * CELL_CHUNK, n_runs)):
+            ij, k = divmod(face_cell[run_first[r]], grid[2])
             i, j = divmod(ij, grid[1])
-            out, m = out_start[cell_first[c]], 0
-            for f in range(cell_first[c], cell_first[c + 1]):
+            out, m = out_start[run_first[r]], 0
+            for f in range(run_first[r], run_first[r + 1]):
                 for sub in range(sub_start[face_entry[f]], sub_start[face_entry[f] + 1]):
                     pts[m, 0] = i * spacing[0] + sub_centroid[sub, 0]
                     pts[m, 1] = j * spacing[1] + sub_centroid[sub, 1]
@@ -633,9 +634,9 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, cell_first: 
                     m += 1
             if m == 0:
                 continue
-            if _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, tri_entry, geo, cell_hint[c], np.inf) < \
+            if _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, tri_entry, geo, run_hint[r], np.inf) < \
                     _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, tri_entry, geo, warm, np.inf):
-                warm = cell_hint[c]
+                warm = run_hint[r]
             for s in range(m):
                 best2[s], best_t[s] = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, tri_entry, geo, warm, np.inf), warm
             if not (_nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
@@ -673,11 +674,11 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     dist, weight = np.empty(int(out_start[-1])), np.empty(int(out_start[-1]))
     face_cell = mesh_from.triangle_cells()[faces]
     # runs of faces in one cell (a mesh's faces come cell by cell)
-    cell_first = np.flatnonzero(np.concatenate([[True], face_cell[1:] != face_cell[:-1], [True]]))
-    hint = mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell[cell_first[:-1]])]
+    run_first = np.flatnonzero(np.concatenate([[True], face_cell[1:] != face_cell[:-1], [True]]))
+    hint = mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell[run_first[:-1]])]
     index = _search_index(mesh_to, tuple(float(x) for x in spacing))
     with _SEARCH_LOCK:
-        _directed_kernel(face_cell, face_entry, cell_first, hint, out_start, sub_start, sub_centroid, sub_area,
+        _directed_kernel(face_cell, face_entry, run_first, hint, out_start, sub_start, sub_centroid, sub_area,
                          np.asarray(spacing, dtype=np.float64), np.asarray(mesh_to.grid, dtype=np.int64), *index, dist, weight)
     return dist, weight
 
