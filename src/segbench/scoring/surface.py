@@ -721,6 +721,61 @@ QUANTILE_BINS = 4096
 
 
 @numba.njit(cache=True, nogil=True)
+def _interp_ordered(v: np.ndarray, vw: np.ndarray, q: float, below: float, total: float) -> float:
+    """``np.interp(q, cum, sorted v)`` with ``cum = (below + cumsum(w) - w / 2) / total`` over the
+    values ``v`` (weights ``vw``, both overwritten) sorted stably, without sorting them.
+
+    Distances on a voxel grid tie massively (a one-voxel error puts half a million points at the
+    same few distances), so instead of sorting, a weighted selection splits the values around a
+    pivot into below, equal and above: the equal ones, in pooled order, span the cum values from
+    their first one's to their last one's, and q either falls in that span (the answer is the
+    pivot: np.interp between equal values), or the search goes on below or above it, the pivot
+    becoming the nearest value on that side. When no value is left, q lies between the nearest
+    values on either side (or beyond the ends, where np.interp clamps)."""
+    m = len(v)
+    cur_v, cur_w, nxt_v, nxt_w = v, vw, np.empty(m), np.empty(m)
+    base = below
+    has_prev = has_next = False
+    prev_x = prev_cum = next_x = next_cum = 0.0
+    while m:
+        pivot = cur_v[m // 2]
+        w_below = w_equal = first = last = 0.0
+        n_below = n_equal = 0
+        for i in range(m):
+            if cur_v[i] < pivot:
+                nxt_v[n_below], nxt_w[n_below] = cur_v[i], cur_w[i]
+                w_below += cur_w[i]
+                n_below += 1
+            elif cur_v[i] == pivot:
+                first = cur_w[i] if n_equal == 0 else first
+                last = cur_w[i]
+                w_equal += cur_w[i]
+                n_equal += 1
+        first_cum = (base + w_below + 0.5 * first) / total
+        last_cum = (base + w_below + w_equal - 0.5 * last) / total
+        if q < first_cum:
+            has_next, next_x, next_cum = True, pivot, first_cum
+            m = n_below
+        elif q > last_cum:
+            has_prev, prev_x, prev_cum = True, pivot, last_cum
+            base += w_below + w_equal
+            n_above = 0
+            for i in range(m):
+                if cur_v[i] > pivot:
+                    nxt_v[n_above], nxt_w[n_above] = cur_v[i], cur_w[i]
+                    n_above += 1
+            m = n_above
+        else:
+            return pivot
+        cur_v, nxt_v, cur_w, nxt_w = nxt_v, cur_v, nxt_w, cur_w
+    if not has_prev:
+        return next_x
+    if not has_next:
+        return prev_x
+    return (next_x - prev_x) / (next_cum - prev_cum) * (q - prev_cum) + prev_x
+
+
+@numba.njit(cache=True, nogil=True)
 def _quantile_pair(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarray, q: float, total: float, top: float
                    ) -> float:
     """segauge's weighted quantile (``np.interp(q, (cumsum(w) - w / 2) / sum(w), sorted values)``)
@@ -728,8 +783,8 @@ def _quantile_pair(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarra
     their largest value.
 
     A weighted histogram finds the bin where the cumulative weight crosses ``q``; the interpolated
-    pair lies in that bin or in the non-empty bins on either side, so only those values are sorted
-    (stable, in pooled order), with the weight of every bin below as the base of their cumsum."""
+    pair lies in that bin or in the non-empty bins on either side, so only those values are ordered
+    (``_interp_ordered``), with the weight of every bin below as the base of their cumsum."""
     if total == 0.0:
         return np.nan
     if top == 0.0:
@@ -767,14 +822,7 @@ def _quantile_pair(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarra
             if lo <= b <= hi:
                 v[n], vw[n] = d[i], w[i]
                 n += 1
-    order = np.argsort(v, kind="mergesort")
-    v, vw = v[order], vw[order]
-    cum = np.empty(n)
-    run = max(below, 0.0)
-    for i in range(n):
-        run += vw[i]
-        cum[i] = (run - 0.5 * vw[i]) / total
-    return np.interp(q, cum, v)
+    return _interp_ordered(v, vw, q, max(below, 0.0), total)
 
 
 @numba.njit(cache=True, nogil=True)
