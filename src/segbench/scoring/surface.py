@@ -595,13 +595,14 @@ def _nearest_together_hierarchy(pts: np.ndarray, m: int, best2: np.ndarray, best
 
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: np.ndarray, run_hint: np.ndarray,
-                     out_start: np.ndarray, sub_start: np.ndarray, sub_centroid: np.ndarray, sub_area: np.ndarray,
+                     chunk_order: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray, sub_centroid: np.ndarray, sub_area: np.ndarray,
                      spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray,
                      cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
                      leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray) -> None:
     """For every sub-face s of face f (in cell ``face_cell[f]``, table entry ``face_entry[f]``): its
     area and the exact distance of its centroid to the triangles ``tri``, at ``out_start[f] + s``.
-    Faces ``run_first[r]:run_first[r + 1]`` (run r) lie in one cell.
+    Faces ``run_first[r]:run_first[r + 1]`` (run r) lie in one cell. Runs are searched in chunks of
+    CELL_CHUNK, in the order ``chunk_order`` (``_interleaved``).
 
     The sub-faces of all the faces of one cell are searched together, row by row
     (``_nearest_together``): first within LOCAL_RADIUS_CELLS, which settles points near the other
@@ -616,7 +617,8 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: n
     most = 1
     for r in range(n_runs):
         most = max(most, out_start[run_first[r + 1]] - out_start[run_first[r]])
-    for chunk in numba.prange(-(-n_runs // CELL_CHUNK)):
+    for q in numba.prange(len(chunk_order)):
+        chunk = chunk_order[q]
         stack_lv = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         stack_i = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         pts, best2, best_t = np.empty((most, 3)), np.empty(most), np.empty(most, dtype=np.int64)
@@ -650,6 +652,15 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: n
                 dist[out + s] = math.sqrt(best2[s])
 
 
+def _interleaved(n_chunks: int, threads: int) -> np.ndarray:
+    """The chunks 0..n_chunks-1 ordered so that each thread's equal share of a parallel loop (numba
+    splits it into contiguous blocks) is every ``threads``-th chunk: the searches that cost most lie
+    together (a spurious organ far from the reference), and one block would hold most of them (the
+    spurious organ's search on 2 threads: 0.255-0.264 -> 0.225-0.228 s, best of 7 in two sessions;
+    the near cases unchanged)."""
+    return np.concatenate([np.arange(t, n_chunks, threads) for t in range(threads)]).astype(np.int64)
+
+
 def _nearest_in_order(cells: np.ndarray, query: np.ndarray) -> np.ndarray:
     """For each of the linear cell ids ``query``, the position in the sorted ``cells`` of the
     occupied cell just before or just after it, whichever is nearer in linear order: usually one of
@@ -676,9 +687,10 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     # runs of faces in one cell (a mesh's faces come cell by cell)
     run_first = np.flatnonzero(np.concatenate([[True], face_cell[1:] != face_cell[:-1], [True]]))
     hint = mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell[run_first[:-1]])]
+    chunk_order = _interleaved(-(-len(hint) // CELL_CHUNK), numba.get_num_threads())
     index = _search_index(mesh_to, tuple(float(x) for x in spacing))
     with _SEARCH_LOCK:
-        _directed_kernel(face_cell, face_entry, run_first, hint, out_start, sub_start, sub_centroid, sub_area,
+        _directed_kernel(face_cell, face_entry, run_first, hint, chunk_order, out_start, sub_start, sub_centroid, sub_area,
                          np.asarray(spacing, dtype=np.float64), np.asarray(mesh_to.grid, dtype=np.int64), *index, dist, weight)
     return dist, weight
 
