@@ -18,6 +18,7 @@ from segbench.scoring import (
     score_case,
     score_cases,
 )
+from segbench.scoring.engine import _region_mask
 
 SPACING = (2.0, 0.8, 0.8)
 SHAPE = (12, 40, 36)
@@ -164,3 +165,17 @@ def test_crop_does_not_change_results(tmp_path: Path) -> None:
     for a, b in zip(small, large, strict=True):  # worst-case distances are the (different) diagonals
         for m in ("dice", "iou", "nsd", *DETECTION_METRICS) if a["worst_case"] else (*METRICS, *DETECTION_METRICS):
             assert a[m] == pytest.approx(b[m], abs=1e-9, nan_ok=True), m
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16, np.int32, np.int64])
+def test_region_masks_are_isin(dtype: type) -> None:
+    """The range test for consecutive ids selects exactly np.isin's voxels, with negative values,
+    values just outside the range and ids beyond the dtype; non-consecutive ids and single ids too."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(3)
+    labels = rng.integers(max(info.min, -4), min(info.max, 12), size=(9, 11, 13), endpoint=True).astype(dtype)
+    labels.flat[:4] = [info.min, info.max, 0, 1]
+    for ids in ((1, 2, 3), (2, 3), (3, 2), (2,), (0, 1), (1, 3), (5, 6, 7, 8), (int(info.max) - 1, int(info.max)), (250, 300)):
+        mask = _region_mask(labels, Region("r", ids, 1.0))
+        assert mask.dtype == np.bool_
+        assert np.array_equal(mask, np.isin(labels, ids)), (dtype, ids)

@@ -83,7 +83,7 @@ def nonzero_box(*arrays: np.ndarray) -> tuple[slice, ...] | None:
     """Smallest box holding every non-zero voxel of all (same-shape) arrays; None if all are zero."""
     hits = [np.zeros(n, dtype=bool) for n in arrays[0].shape]
     for a in arrays:
-        nz = _unsigned_view(a)
+        nz = unsigned_view(a)
         for axis in range(a.ndim):
             hits[axis] |= nz.max(axis=tuple(x for x in range(a.ndim) if x != axis)) > 0
     if not hits[0].any():
@@ -91,7 +91,7 @@ def nonzero_box(*arrays: np.ndarray) -> tuple[slice, ...] | None:
     return tuple(slice(int(np.argmax(h)), len(h) - int(np.argmax(h[::-1]))) for h in hits)
 
 
-def _unsigned_view(a: np.ndarray) -> np.ndarray:
+def unsigned_view(a: np.ndarray) -> np.ndarray:
     """An unsigned integer array that is non-zero where ``a`` is (a view unless ``a`` is float):
     its maximum over axes is then a fast "any non-zero" reduction, without a boolean copy."""
     if a.dtype == np.bool_:
@@ -168,7 +168,7 @@ def _stream_nonzero(path: Path, proxy: ArrayProxy) -> NonzeroCrop:
             if len(block) != count * plane_bytes:
                 raise EOFError(f"voxel data ends after {k * plane_bytes + len(block)} of {n2 * plane_bytes} bytes")
             planes = np.frombuffer(block, dtype=proxy.dtype).reshape(count, n1, n0)
-            hit = _unsigned_view(planes).reshape(count, -1).max(axis=1) > 0
+            hit = unsigned_view(planes).reshape(count, -1).max(axis=1) > 0
             for p in np.flatnonzero(hit):
                 kept.append((k + int(p), planes[p]))
                 footprint |= planes[p] != 0
