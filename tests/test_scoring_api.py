@@ -8,6 +8,7 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
+import segauge
 
 from segbench.scoring import (
     COLUMNS,
@@ -18,7 +19,7 @@ from segbench.scoring import (
     score_case,
     score_cases,
 )
-from segbench.scoring.engine import _region_mask
+from segbench.scoring.engine import _region_mask, dice_iou
 
 SPACING = (2.0, 0.8, 0.8)
 SHAPE = (12, 40, 36)
@@ -165,6 +166,19 @@ def test_crop_does_not_change_results(tmp_path: Path) -> None:
     for a, b in zip(small, large, strict=True):  # worst-case distances are the (different) diagonals
         for m in ("dice", "iou", "nsd", *DETECTION_METRICS) if a["worst_case"] else (*METRICS, *DETECTION_METRICS):
             assert a[m] == pytest.approx(b[m], abs=1e-9, nan_ok=True), m
+
+
+def test_dice_iou_are_segauges() -> None:
+    """One count gives segauge's own dice and iou bit for bit: overlapping, disjoint, nested, one or
+    both masks empty, and a one-voxel mask."""
+    rng = np.random.default_rng(7)
+    a = rng.random((20, 30, 25)) < 0.3
+    b = rng.random((20, 30, 25)) < 0.5
+    empty, one = np.zeros_like(a), np.zeros_like(a)
+    one[3, 4, 5] = True
+    pairs = [(a, b), (b, a), (a, ~a), (a & b, a), (a, a), (a, empty), (empty, a), (empty, empty), (one, a | one), (one, one)]
+    for pred, ref in pairs:
+        assert dice_iou(pred, ref) == (segauge.dice(pred, ref), segauge.iou(pred, ref))
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16, np.int32, np.int64])

@@ -1,6 +1,7 @@
 """The engine against segauge 0.1.0 itself on crops of real KiTS23 cases with simulated errors.
 
-dice, iou and detection must be identical (same functions on the same voxels). Surface metrics use
+dice, iou and detection must be identical (detection: segauge's function; dice and iou: its
+counts and formulas, on the same voxels). Surface metrics use
 segauge's quadrature (its marching-cubes faces, split by trimesh's subdivision, centroids weighted
 by area) with exact point-to-triangle distances instead of the distance to segauge's nearest
 sample, which is biased upward by up to the sample spacing. Pointwise our distance is therefore

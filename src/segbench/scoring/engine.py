@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 from segauge.metrics.detection import detection_scores
 from segauge.metrics.distance import SurfaceDistances
-from segauge.metrics.overlap import dice, iou
 
 from segbench.scoring.geometry import check_same_grid, check_spacing, resample_to_reference
 from segbench.scoring.labelmaps import (
@@ -112,6 +111,18 @@ def _check_allowed(case_id: str, path: object, labels: np.ndarray, allowed: set[
         raise ValueError(f"case {case_id}: {path}: label values {bad} are not in the allowed set {sorted(allowed)}")
 
 
+def dice_iou(pred: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    """segauge's ``dice`` and ``iou`` of two boolean masks from one count: the same integer counts
+    (tp, and fp + fn from the masks' sizes) and the same formulas, so the same floats, without its
+    two passes of four confusion counts each (18 ms on the largest KiTS case's kidney)."""
+    tp = int(np.count_nonzero(pred & ref))
+    n_pred, n_ref = int(np.count_nonzero(pred)), int(np.count_nonzero(ref))
+    fp, fn = n_pred - tp, n_ref - tp
+    if n_pred + n_ref == 0:
+        return 1.0, 1.0
+    return 2 * tp / (2 * tp + fp + fn), tp / (tp + fp + fn)
+
+
 def _worst_case_row(base: dict, worst: float) -> dict:
     return base | {"dice": 0.0, "iou": 0.0, "nsd": 0.0, **{m: worst for m in DISTANCE_METRICS}, "worst_case": True}
 
@@ -136,11 +147,8 @@ def _score_region(
         return _worst_case_row(row, worst), None
     if sd is None:
         sd = surface_distances(pred, ref, spacing)
-    return row | {
-        "dice": float(dice(pred, ref)),
-        "iou": float(iou(pred, ref)),
-        **distance_metrics(sd, region.nsd_tolerance_mm),
-    }, sd
+    overlap = dice_iou(pred, ref)
+    return row | {"dice": overlap[0], "iou": overlap[1], **distance_metrics(sd, region.nsd_tolerance_mm)}, sd
 
 
 def score_case(
