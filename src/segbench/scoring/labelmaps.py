@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nibabel as nib
 import numpy as np
-from isal import isal_zlib
+from isal import igzip_lib
 from nibabel.arrayproxy import ArrayProxy
 
 #: NIfTI RAS+ from DICOM LPS: flip the first two world axes.
@@ -115,28 +115,34 @@ def nonzero_crop(data: np.ndarray) -> NonzeroCrop:
 class _Inflater:
     """The decoded bytes of a gzip stream (every member, in order), read n at a time.
 
-    Inflated by ISA-L (``isal``): the same format and checks as zlib, about 3x faster (0.125 ->
-    0.04 s for a 0.5 mm KiTS label map)."""
+    Inflated by ISA-L (``isal``): the same format as zlib, with the CRC and length of each member
+    checked, about 3x faster (0.125 -> 0.04 s for a 0.5 mm KiTS label map). Its decompressor keeps
+    the input it has not used yet itself: zlib's interface hands that back as a new bytes object
+    after every read, a copy of the rest of the file each time (0.5 MB on average for case_00000's
+    160 reads; 35 -> 27 ms for its decode in a loop, best of 10)."""
 
     def __init__(self, raw: bytes) -> None:
-        self._d, self._tail = isal_zlib.decompressobj(31), raw
+        self._d, self._input = igzip_lib.IgzipDecompressor(igzip_lib.DECOMP_GZIP), raw
 
     def read(self, n: int) -> bytes:
         """The next n decoded bytes, fewer only where the stream ends."""
         parts = []
         while n > 0:
+            if self._d.eof:
+                if self._d.unused_data[:2] != _GZIP_MAGIC:
+                    break
+                # a further member continues the data
+                self._d, self._input = igzip_lib.IgzipDecompressor(igzip_lib.DECOMP_GZIP), self._d.unused_data
             try:
-                out = self._d.decompress(self._tail, n)
-            except isal_zlib.error as exc:
+                out = self._d.decompress(self._input, n)
+            except igzip_lib.IsalError as exc:
                 raise ValueError(f"corrupt gzip data ({exc})") from exc
-            self._tail = self._d.unconsumed_tail
+            self._input = b""
             if out:
                 parts.append(out)
                 n -= len(out)
-            elif self._d.eof and self._d.unused_data[:2] == _GZIP_MAGIC:  # a further member continues the data
-                self._d, self._tail = isal_zlib.decompressobj(31), self._d.unused_data
-            elif self._d.eof or not self._tail:
-                break
+            elif self._d.needs_input and not self._d.eof:
+                break  # the input ends before the stream does
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def finish(self) -> None:
