@@ -24,7 +24,7 @@ surface's triangles, the quantity segauge's sampling approximates from above. Wh
   nearest rows and cells first, and each cell found is tested against each point. Far points (a
   missed organ), where that would be many rows, find their cells through a bounding-volume
   hierarchy over the occupied cells instead, so their cost stays logarithmic (segauge's KD-tree
-  slows down 50-75x on far points).
+  slows down 50-75x on far points); it is built only when some point needs it.
 * The point-triangle test takes the triangle's edge products from its table entry and exits early
   on the triangle's plane distance.
 """
@@ -419,28 +419,37 @@ def _hierarchy_boxes(leaf_box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return boxes, offsets
 
 
-def _search_index(mesh: Mesh, spacing: tuple[float, float, float]) -> tuple[np.ndarray, ...]:
-    """Search structures over a mesh's triangles (kernel arguments, in this order).
+def _row_index(mesh: Mesh, spacing: tuple[float, float, float]) -> tuple[np.ndarray, ...]:
+    """The row scan's structures over a mesh's triangles (kernel arguments, in this order).
 
-    Near queries scan rows of cells (i, j, all k): ``row_start`` indexes each row's occupied cells
-    in ``cells`` order, whose k is ``cell_k``. Far queries use a bounding-volume hierarchy whose
-    leaves are the occupied cells in Morton order (``leaf_cell``), each level above pairing
-    neighbours. Returns (triangles, their table entries, ``entry_geometry`` at this spacing,
-    cell_start, cell boxes (the box of each occupied cell's triangles), cell_k, row_start, leaf_cell,
-    node boxes (N, 6), level offsets into the node boxes, leaves first).
+    Queries scan rows of cells (i, j, all k): ``row_start`` indexes each row's occupied cells in
+    ``cells`` order, whose k is ``cell_k``. Returns (triangles, their table entries,
+    ``entry_geometry`` at this spacing, cell_start, cell boxes (the box of each occupied cell's
+    triangles), cell_k, row_start).
     """
     n0, n1, n2 = mesh.grid
     tri = np.ascontiguousarray(mesh.tri)
-    cell_box = _cell_boxes(tri, mesh.cell_start)
     row, cell_k = np.divmod(mesh.cells, n2)
     row_start = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=n0 * n1))]).astype(np.int64)
+    return (tri, mesh.entry, entry_geometry(spacing), mesh.cell_start, _cell_boxes(tri, mesh.cell_start),
+            cell_k.astype(np.int64), row_start)
 
+
+def _hierarchy(mesh: Mesh, cell_box: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The far queries' bounding-volume hierarchy over a mesh's occupied cells (kernel arguments):
+    leaves are the cells in Morton order (``leaf_cell``), each level above pairing neighbours.
+    Returns (leaf_cell, node boxes (N, 6), level offsets into the node boxes, leaves first)."""
+    n0, n1, n2 = mesh.grid
+    row, cell_k = np.divmod(mesh.cells, n2)
     i, j = np.divmod(row, n1)
     code = (_spread_bits(i) << np.uint64(2)) | (_spread_bits(j) << np.uint64(1)) | _spread_bits(cell_k)
     leaf_cell = np.argsort(code, kind="stable")
     boxes, offsets = _hierarchy_boxes(cell_box[leaf_cell])
-    return (tri, mesh.entry, entry_geometry(spacing), mesh.cell_start, cell_box, cell_k.astype(np.int64), row_start,
-            leaf_cell.astype(np.int64), boxes, offsets)
+    return leaf_cell.astype(np.int64), boxes, offsets
+
+
+#: Kernel arguments standing for "no hierarchy yet" (``_directed_kernel``'s first pass).
+NO_HIERARCHY = (np.empty(0, dtype=np.int64), np.empty((0, 6)), np.empty(0, dtype=np.int64))
 
 
 @numba.njit(cache=True, inline="always")
@@ -610,20 +619,23 @@ def _nearest_together_hierarchy(pts: np.ndarray, m: int, best2: np.ndarray, best
 
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: np.ndarray, run_hint: np.ndarray,
-                     chunk_order: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray, sub_centroid: np.ndarray, sub_area: np.ndarray,
+                     runs: np.ndarray, chunk_order: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray, sub_centroid: np.ndarray, sub_area: np.ndarray,
                      spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray,
                      cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
-                     leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray) -> None:
+                     leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray,
+                     far: np.ndarray) -> None:
     """For every sub-face s of face f (in cell ``face_cell[f]``, table entry ``face_entry[f]``): its
     area and the exact distance of its centroid to the triangles ``tri``, at ``out_start[f] + s``.
-    Faces ``run_first[r]:run_first[r + 1]`` (run r) lie in one cell. Runs are searched in chunks of
-    CELL_CHUNK, in the order ``chunk_order`` (``_interleaved``).
+    Faces ``run_first[r]:run_first[r + 1]`` (run r) lie in one cell. The runs ``runs`` are searched
+    in chunks of CELL_CHUNK, in the order ``chunk_order`` (``_interleaved``).
 
     The sub-faces of all the faces of one cell are searched together, row by row
     (``_nearest_together``): first within LOCAL_RADIUS_CELLS, which settles points near the other
     surface however poor their warm start; then, if some point is not settled, within their whole
-    radius, or, if that ball crosses too many rows (far points), through the hierarchy
-    (``_nearest_together_hierarchy``). All start from the previous run's nearest triangle or
+    radius. If that ball crosses too many rows (far points), the run is marked ``far`` and left:
+    the caller builds the hierarchy only then, and passes the far runs again with it (``offsets``
+    not empty), which they search through at once (``_nearest_together_hierarchy``). All start from
+    the previous run's nearest triangle or
     ``run_hint[r]`` (a triangle of ``tri`` in the occupied cell nearest to run r's in cell order),
     whichever is nearer: consecutive cells can be far apart (the far side of the organ in the same
     row)."""
@@ -632,13 +644,15 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: n
     most = 1
     for r in range(n_runs):
         most = max(most, out_start[run_first[r + 1]] - out_start[run_first[r]])
+    with_hierarchy = len(offsets) > 0
     for q in numba.prange(len(chunk_order)):
         chunk = chunk_order[q]
         stack_lv = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         stack_i = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         pts, best2, best_t = np.empty((most, 3)), np.empty(most), np.empty(most, dtype=np.int64)
         warm = 0
-        for r in range(chunk * CELL_CHUNK, min((chunk + 1) * CELL_CHUNK, n_runs)):
+        for p in range(chunk * CELL_CHUNK, min((chunk + 1) * CELL_CHUNK, len(runs))):
+            r = runs[p]
             ij, k = divmod(face_cell[run_first[r]], grid[2])
             i, j = divmod(ij, grid[1])
             out, m = out_start[run_first[r]], 0
@@ -656,12 +670,15 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: n
                 warm = run_hint[r]
             for s in range(m):
                 best2[s], best_t[s] = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, tri_entry, geo, warm, np.inf), warm
-            if not (_nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
-                                      cell_k, row_start, local2) or
-                    _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
-                                      cell_k, row_start, np.inf)):
+            if with_hierarchy:
                 _nearest_together_hierarchy(pts, m, best2, best_t, tri, tri_entry, geo, cell_start, cell_box, leaf_cell,
                                             boxes, offsets, stack_lv, stack_i)
+            elif not (_nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
+                                        cell_k, row_start, local2) or
+                      _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
+                                        cell_k, row_start, np.inf)):
+                far[r] = 1
+                continue
             warm = best_t[m - 1]
             for s in range(m):
                 dist[out + s] = math.sqrt(best2[s])
@@ -702,11 +719,20 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     # runs of faces in one cell (a mesh's faces come cell by cell)
     run_first = np.flatnonzero(np.concatenate([[True], face_cell[1:] != face_cell[:-1], [True]]))
     hint = mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell[run_first[:-1]])]
-    chunk_order = _interleaved(-(-len(hint) // CELL_CHUNK), numba.get_num_threads())
-    index = _search_index(mesh_to, tuple(float(x) for x in spacing))
-    with _SEARCH_LOCK:
-        _directed_kernel(face_cell, face_entry, run_first, hint, chunk_order, out_start, sub_start, sub_centroid, sub_area,
-                         np.asarray(spacing, dtype=np.float64), np.asarray(mesh_to.grid, dtype=np.int64), *index, dist, weight)
+    rows = _row_index(mesh_to, tuple(float(x) for x in spacing))
+    far = np.zeros(len(hint), dtype=np.uint8)
+
+    def search(runs: np.ndarray, hierarchy: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        with _SEARCH_LOCK:
+            _directed_kernel(face_cell, face_entry, run_first, hint, runs,
+                             _interleaved(-(-len(runs) // CELL_CHUNK), numba.get_num_threads()), out_start, sub_start,
+                             sub_centroid, sub_area, np.asarray(spacing, dtype=np.float64),
+                             np.asarray(mesh_to.grid, dtype=np.int64), *rows, *hierarchy, dist, weight, far)
+
+    search(np.arange(len(hint)), NO_HIERARCHY)
+    far_runs = np.flatnonzero(far)
+    if len(far_runs):  # beyond the rows' reach (a missed or spurious organ): the hierarchy, built only now
+        search(far_runs, _hierarchy(mesh_to, rows[4]))
     return dist, weight
 
 
