@@ -439,7 +439,7 @@ def _hierarchy(mesh: Mesh, cell_box: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """The far queries' bounding-volume hierarchy over a mesh's occupied cells (kernel arguments):
     leaves are the cells in Morton order (``leaf_cell``), each level above pairing neighbours.
     Returns (leaf_cell, node boxes (N, 6), level offsets into the node boxes, leaves first)."""
-    n0, n1, n2 = mesh.grid
+    _, n1, n2 = mesh.grid
     row, cell_k = np.divmod(mesh.cells, n2)
     i, j = np.divmod(row, n1)
     code = (_spread_bits(i) << np.uint64(2)) | (_spread_bits(j) << np.uint64(1)) | _spread_bits(cell_k)
@@ -619,7 +619,8 @@ def _nearest_together_hierarchy(pts: np.ndarray, m: int, best2: np.ndarray, best
 
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: np.ndarray, run_hint: np.ndarray,
-                     runs: np.ndarray, chunk_order: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray, sub_centroid: np.ndarray, sub_area: np.ndarray,
+                     runs: np.ndarray, chunk_order: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray,
+                     sub_centroid: np.ndarray, sub_area: np.ndarray,
                      spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray,
                      cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
                      leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray,
@@ -634,11 +635,10 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: n
     surface however poor their warm start; then, if some point is not settled, within their whole
     radius. If that ball crosses too many rows (far points), the run is marked ``far`` and left:
     the caller builds the hierarchy only then, and passes the far runs again with it (``offsets``
-    not empty), which they search through at once (``_nearest_together_hierarchy``). All start from
-    the previous run's nearest triangle or
-    ``run_hint[r]`` (a triangle of ``tri`` in the occupied cell nearest to run r's in cell order),
-    whichever is nearer: consecutive cells can be far apart (the far side of the organ in the same
-    row)."""
+    not empty), which they search through at once (``_nearest_together_hierarchy``). All start
+    from the previous run's nearest triangle or ``run_hint[r]`` (a triangle of ``tri`` in the
+    occupied cell nearest to run r's in cell order), whichever is nearer: consecutive cells can be
+    far apart (the far side of the organ in the same row)."""
     local2 = (LOCAL_RADIUS_CELLS * max(spacing[0], spacing[1])) ** 2
     n_runs = len(run_first) - 1
     most = 1
