@@ -124,8 +124,8 @@ class _Inflater:
     Inflated by ISA-L (``isal``): the same format as zlib, with the CRC and length of each member
     checked, about 3x faster (0.125 -> 0.04 s for a 0.5 mm KiTS label map). Its decompressor keeps
     the input it has not used yet itself: zlib's interface hands that back as a new bytes object
-    after every read, a copy of the rest of the file each time (0.5 MB on average for case_00000's
-    160 reads; 35 -> 27 ms for its decode in a loop, best of 10)."""
+    after every read, a copy of the rest of the file each time (0.4 MB on average for case_00000's
+    160 reads; 33.5-35.2 -> 26.2-27.3 ms for its decode in a loop, best of 5, twice)."""
 
     def __init__(self, raw: bytes) -> None:
         self._d, self._input = igzip_lib.IgzipDecompressor(igzip_lib.DECOMP_GZIP), raw
