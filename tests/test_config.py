@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from adapters_support import CLASS_LISTS
 from segbench.config import ConfigError, compose_params, load_params, parse_params
+from segbench.models.vocabulary import TOTALSEGMENTATOR_NAMES
 
 
 def test_committed_params_equal_the_composition_of_conf(root: Path) -> None:
@@ -53,6 +55,27 @@ def test_simulated_model_labelling_unknown_structure_is_an_error(root: Path) -> 
     raw["model"][name]["label_map"][4] = "liver"
     with pytest.raises(ConfigError, match="does not have"):
         parse_params(raw, root)
+
+
+def test_real_model_label_outside_the_vocabulary_is_an_error(root: Path) -> None:
+    """A typo in a real model's label map would make KiTS' kidney n/a for that model without a word."""
+    raw = compose_params(root / "conf", ["model=[totalsegmentator]"])
+    label_map = raw["model"]["totalsegmentator"]["label_map"]
+    label_map[next(k for k, v in label_map.items() if v == "kidney_left")] = "kidnee_left"
+    with pytest.raises(ConfigError, match="model 'totalsegmentator': .*outside the canonical vocabulary: 'kidnee_left' \\(did you mean 'kidney_left'"):
+        parse_params(raw, root)
+
+
+def test_dataset_label_outside_the_vocabulary_is_an_error(root: Path) -> None:
+    raw = compose_params(root / "conf")
+    raw["dataset"]["kits23"] = yaml.safe_load(yaml.safe_dump(raw["dataset"]["kits23"]).replace("tumor", "tumour"))  # regions too
+    with pytest.raises(ConfigError, match="dataset 'kits23': .*'tumour' \\(did you mean 'tumor'"):
+        parse_params(raw, root)
+
+
+def test_vocabulary_is_totalsegmentators_published_class_names() -> None:
+    lists = ("totalsegmentator_total", "totalsegmentator_total_mr", "totalsegmentator_v1")
+    assert TOTALSEGMENTATOR_NAMES == {name for key in lists for name in CLASS_LISTS[key]["classes"].values()}
 
 
 def test_dvc_composes_params_with_hydra(root: Path) -> None:

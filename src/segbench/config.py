@@ -260,8 +260,12 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
             raise ConfigError(f"params: {key!r} must map at least one name to its config")
     datasets = {name: _dataset(name, spec, root) for name, spec in raw["dataset"].items()}
     models = {name: _model(name, spec) for name, spec in raw["model"].items()}
-    from segbench.models.structures import StructureError, compose
+    from segbench.models.structures import StructureError, compose, unknown_names
 
+    for kind, configs in (("dataset", {n: d.labels for n, d in datasets.items()}), ("model", {n: m.label_map.values() for n, m in models.items()})):
+        for name, labels in configs.items():
+            if unknown := unknown_names(labels):
+                raise ConfigError(f"{kind} {name!r}: labels name structures outside the canonical vocabulary: {', '.join(unknown)}")
     for model in models.values():
         for dataset in datasets.values():
             unknown = sorted(set(model.label_map.values()) - set(dataset.labels))

@@ -15,7 +15,10 @@ structure is *not applicable* to that model (n/a), never a worst-case zero.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
+
+from segbench.models.vocabulary import LESION_NAMES, TOTALSEGMENTATOR_NAMES
 
 #: Composite structure -> its parts, all canonical names. KiTS' ``tumor`` and ``cyst`` are renal.
 COMPOSITES: dict[str, tuple[str, ...]] = {
@@ -30,6 +33,9 @@ COMPOSITES: dict[str, tuple[str, ...]] = {
     "prostate_or_uterus": ("prostate", "uterus"),
     "heart": ("heart_myocardium", "heart_atrium_left", "heart_ventricle_left", "heart_atrium_right", "heart_ventricle_right"),
 }
+
+#: Every name a model's ``label_map`` or a dataset's ``labels`` may use.
+CANONICAL_NAMES: frozenset[str] = TOTALSEGMENTATOR_NAMES | LESION_NAMES | set(COMPOSITES) | {p for ps in COMPOSITES.values() for p in ps}
 
 
 class StructureError(ValueError):
@@ -70,3 +76,12 @@ def compose(model_names: Iterable[str], dataset_labels: Mapping[str, int], *, wh
                 raise StructureError(f"{where}: model structure {part!r} would be both {claimed[part]!r} and {structure!r}")
             claimed[part] = structure
     return result
+
+
+def unknown_names(names: Iterable[str]) -> list[str]:
+    """The names outside :data:`CANONICAL_NAMES`, each with the closest canonical ones as a hint."""
+    described = []
+    for name in sorted(set(names) - CANONICAL_NAMES):
+        close = difflib.get_close_matches(name, sorted(CANONICAL_NAMES), n=3)
+        described.append(f"{name!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""))
+    return described
