@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -169,3 +170,62 @@ def test_region_the_model_does_not_segment_gets_no_rows_not_a_zero(project: Path
     assert sorted(rows["structure"]) == ["kidney_and_mass", "mass"]
     record = json.loads((project / "scores" / "kits23" / MODEL / "run.json").read_text())
     assert "not_applicable" in record["params"]["scoring.excluded_regions"]
+
+
+def test_model_label_map_naming_a_structure_the_dataset_lacks(project: Path, capsys: pytest.CaptureFixture) -> None:
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["model"][MODEL]["label_map"][2] = "liver"
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    code, err = _score(project, capsys)
+    assert code == 1 and f"model {MODEL!r} labels ['liver'] that dataset 'kits23' does not have" in err
+
+
+def _drop_liver(table: pd.DataFrame) -> pd.DataFrame:
+    return table.drop(columns="liver")
+
+
+def _organ_columns_differ(model: str) -> str:
+    return rf"touchstone/{model}: organ columns differ from MONAI_UNETR's: missing \['liver'\], extra \[\]"
+
+
+def _non_numeric_cell(table: pd.DataFrame) -> pd.DataFrame:
+    table.loc[1, "aorta"] = "0.14 (see text)"
+    return table
+
+
+def _duplicate_row(table: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([table, table.iloc[[1]]], ignore_index=True)
+
+
+@pytest.mark.parametrize(
+    "files, fault, problem",
+    [
+        (["MONAI_UNETR/dsc.csv"], _drop_liver, r"MONAI_UNETR/nsd\.csv: columns .* differ from .*MONAI_UNETR/dsc\.csv"),
+        (["nnU-Net_U-Net/dsc.csv", "nnU-Net_U-Net/nsd.csv"], _drop_liver, _organ_columns_differ("nnU-Net_U-Net")),
+        (["MONAI_UNETR/dsc.csv"], _non_numeric_cell, r"MONAI_UNETR/dsc\.csv: row 3 \(name='s0001'\), column 'aorta': '0.14 \(see text\)' is not a finite"),
+        (["MONAI_UNETR/nsd.csv"], _duplicate_row, r"MONAI_UNETR/nsd\.csv: row \d+, column 'name': duplicate case 's0001'"),
+    ],
+    ids=["column-missing-in-one-file", "column-missing-for-one-model", "non-numeric-cell", "duplicate-row"],
+)
+def test_bad_published_score_file(
+    root: Path, tmp_path: Path, tracking_store: str, capsys: pytest.CaptureFixture, files: list[str], fault, problem: str
+) -> None:
+    """`segbench import` on published per-case files with one fault: exit 1, the file and the problem, no table."""
+    source = root / "data" / "published" / "touchstone_totalsegmentator"
+    copy = tmp_path / "touchstone"
+    copy.mkdir()
+    shutil.copy(source / "metaTotalSeg.csv", copy)
+    for model in ("MONAI_UNETR", "nnU-Net_U-Net"):
+        shutil.copytree(source / model, copy / model)
+    for name in files:
+        fault(pd.read_csv(copy / name, dtype=str, keep_default_na=False)).to_csv(copy / name, index=False)
+    raw = compose_params(root / "conf", ["published=[touchstone_totalsegmentator]", "stats.n_resamples=100"])
+    raw["published"]["touchstone_totalsegmentator"]["path"] = str(copy)
+    for key in ("reference_dir", "metadata_file"):
+        raw["dataset"]["kits23"][key] = str(root / raw["dataset"]["kits23"][key])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with in_directory(tmp_path):
+        code = main(["import", "--published", "touchstone_totalsegmentator"])
+    err = capsys.readouterr().err
+    assert code == 1 and re.search(problem, err), err
+    assert not (tmp_path / "scores").exists(), "a failed import left a table"

@@ -49,6 +49,11 @@ def read_touchstone(folder: Path) -> pd.DataFrame:
     if not model_dirs:
         raise ValueError(f"{folder}: no model folders")
     frames = [_read_touchstone_model(d) for d in model_dirs]
+    organs = [set(frame["structure"]) for frame in frames]
+    for model_dir, own in zip(model_dirs[1:], organs[1:]):
+        if own != organs[0]:  # a model without an organ column would silently leave that leaderboard
+            missing, extra = sorted(organs[0] - own), sorted(own - organs[0])
+            raise ValueError(f"{model_dir}: organ columns differ from {model_dirs[0].name}'s: missing {missing}, extra {extra}")
     rows = pd.concat(frames, ignore_index=True)
     meta = _read_touchstone_meta(folder / TOUCHSTONE_META)
     return rows.merge(meta, how="left", left_on="case_id", right_index=True, validate="many_to_one")
