@@ -12,7 +12,7 @@ import pytest
 
 from segbench import tracking
 from test_tracking import _bundle
-from tests_support import new_project, run_command
+from tests_support import commit_all, new_project, run_command
 
 
 def _log(uri: str, model: str, barrier) -> str:
@@ -39,8 +39,7 @@ def test_two_workers_create_a_fresh_store_at_once(tmp_path: Path) -> None:
 def test_queued_experiments_log_each_run_once_to_the_project_store(root: Path, tmp_path: Path) -> None:
     small = ["-S", "dataset.kits23.cases=[case_00110]", "-S", "stats.n_resamples=100", "-S", "published=[]"]
     proj = new_project(root, tmp_path / "proj", ["model=[sim_dilate_1mm]", *small[1::2]])
-    run_command(["git", "add", "-A"], proj)
-    run_command(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"], proj)
+    commit_all(proj, "base")
     for model in ("sim_erode_1mm", "sim_shift_3mm"):  # Hydra recomposes params.yaml from conf/ with these overrides
         run_command(["dvc", "exp", "run", "--queue", "-S", f"model=[{model}]", *small], proj)
     run_command(["dvc", "queue", "start", "-j", "2"], proj)

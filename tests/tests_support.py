@@ -37,6 +37,12 @@ def run_command(args: list[str], cwd: Path) -> str:
     return result.stdout + result.stderr
 
 
+def commit_all(repo: Path, message: str) -> None:
+    """Commit everything in ``repo`` (a throwaway identity: CI machines may have none)."""
+    run_command(["git", "add", "-A"], repo)
+    run_command(["git", "-c", "user.name=segbench tests", "-c", "user.email=tests@segbench.invalid", "commit", "-qm", message], repo)
+
+
 def new_project(root: Path, proj: Path, overrides: list[str]) -> Path:
     """A new DVC project from this repo's pipeline files, data pulled from the shared remote, and a
     params.yaml composed from conf/ with ``overrides`` exactly as `dvc exp run -S` would."""

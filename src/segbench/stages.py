@@ -46,9 +46,19 @@ def results_file(dataset: str) -> Path:
 
 
 def git_commit() -> str:
-    """HEAD's commit, or 'unknown' outside a git checkout."""
-    result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
-    return result.stdout.strip() or "unknown"
+    """HEAD's commit, ``<sha>-dirty`` if tracked files differ from it, 'unknown' without a commit.
+
+    The pipeline's own lock file is left out of the comparison: `dvc repro` rewrites it between stages.
+    """
+    head = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD"], capture_output=True, text=True, check=False)
+    if head.returncode != 0:
+        return "unknown"
+    changes = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock"],
+        capture_output=True, text=True, check=False,
+    )
+    dirty = changes.returncode != 0 or bool(changes.stdout.strip())
+    return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
 def stats_settings(params: Params) -> stats.StatsSettings:
