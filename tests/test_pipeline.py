@@ -6,13 +6,17 @@ A small experiment (4 real cases, 2 simulated models, B = 500) is composed from 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
+import segauge
+import yaml
 
-from tests_support import new_project
+import segbench
+from tests_support import commit_all, new_project
 from tests_support import run_command as run
 
 CASES = ["case_00030", "case_00110", "case_00210", "case_00425"]
@@ -38,8 +42,14 @@ EXPECTED_RUNS = [("segbench/kits23", m, "FINISHED") for m in MODELS] + [("segben
 def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new project from this repo's pipeline files, with the data pulled from the shared remote, reproduced."""
     proj = new_project(root, tmp_path_factory.mktemp("pipeline") / "proj", OVERRIDES)
+    commit_all(proj, "base")
     run(["dvc", "repro"], proj)
     return proj
+
+
+def base_commit(project: Path) -> str:
+    """The commit the fixture's `dvc repro` ran on (later tests commit on top of it)."""
+    return run(["git", "rev-list", "--max-parents=0", "HEAD"], project).strip()
 
 
 def test_repro_produces_results_site_and_one_mlflow_run_per_pair(project: Path) -> None:
@@ -59,6 +69,27 @@ def test_repro_produces_results_site_and_one_mlflow_run_per_pair(project: Path) 
     assert (project / "site" / "plotly.min.js").stat().st_size > 1_000_000
 
 
+def test_results_record_the_version_of_everything_used(project: Path) -> None:
+    """Data (data.dvc md5), weights, model, segbench, segauge and the git commit, per model."""
+    results = json.loads((project / "results" / "kits23.json").read_text())
+    data_md5 = yaml.safe_load((project / "data.dvc").read_text())["outs"][0]["md5"]
+    assert results["dataset"]["version"] == data_md5 and results["segbench_version"] == segbench.__version__
+    for model, entry in results["models"].items():
+        config = yaml.safe_load((project / "conf" / "model" / f"{model}.yaml").read_text())[model]
+        assert entry["versions"] == {
+            "dataset": "kits23",
+            "dataset_version": data_md5,
+            "git_commit": base_commit(project),
+            "hd95_definition": results["hd95_definition"],
+            "kind": "simulated",
+            "model": model,
+            "model_version": str(config["version"]),
+            "segauge_version": segauge.__version__,
+            "segbench_version": segbench.__version__,
+            "weights_version": "none",  # a simulated model has no weights
+        }
+
+
 def test_second_repro_reruns_nothing(project: Path) -> None:
     out = run(["dvc", "repro"], project)
     assert "Running stage" not in out, out
@@ -74,8 +105,7 @@ def test_fresh_clone_pulls_instead_of_recomputing(project: Path, tmp_path: Path)
     remote = tmp_path / "remote"
     run(["dvc", "remote", "add", "cache_remote", str(remote)], project)
     run(["dvc", "push", "-r", "cache_remote"], project)
-    run(["git", "add", "-A"], project)
-    run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "experiment"], project)
+    commit_all(project, "experiment")
     clone = tmp_path / "clone"
     run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
     run(["dvc", "pull", "-q", "-r", "cache_remote"], clone)
@@ -84,3 +114,24 @@ def test_fresh_clone_pulls_instead_of_recomputing(project: Path, tmp_path: Path)
     assert "Running stage 'track" in out
     assert (clone / "results" / "kits23.json").read_bytes() == (project / "results" / "kits23.json").read_bytes()
     assert mlflow_runs(clone) == EXPECTED_RUNS
+
+
+def _output_digests(project: Path) -> dict[Path, str]:
+    """sha256 of every file the pipeline wrote (predictions, scores, results, site), by relative path."""
+    folders = ("predictions", "scores", "results", "site")
+    files = (path for folder in folders for path in (project / folder).rglob("*") if path.is_file())
+    return {path.relative_to(project): hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
+
+
+def test_fresh_clone_recomputing_everything_writes_the_same_bytes(project: Path, tmp_path: Path) -> None:
+    """The same commit cloned afresh, only the data pulled: every stage reruns, every output file is the same."""
+    clone = tmp_path / "scratch"
+    run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
+    run(["git", "checkout", "-q", base_commit(project)], clone)
+    run(["dvc", "pull", "-q", "data.dvc"], clone)
+    out = run(["dvc", "repro"], clone)
+    for stage in ("predict@kits23-sim_dilate_1mm", "score@kits23-sim_missed_lesion", "import@segauge_kits23_seed", "compare@kits23"):
+        assert f"Running stage '{stage}'" in out, out
+    outputs = _output_digests(project)
+    assert {path.parts[0] for path in outputs} == {"predictions", "scores", "results", "site"}
+    assert _output_digests(clone) == outputs

@@ -142,6 +142,16 @@ def test_missing_prediction_is_scored_worst_case_and_counted(project: Path, caps
     assert rows["prediction_missing"].all() and rows["worst_case"].all()
     assert (rows["dice"] == 0).all() and np.isfinite(rows["hd95"]).all()
     assert (rows["hd95"] == rows["worst_case_value_mm"]).all()
+    record = json.loads((project / "scores" / "kits23" / MODEL / "run.json").read_text())
+    assert record["metrics"]["n_missing_prediction"] == 1 and record["metrics"]["n_worst_case"] == len(rows)
+    with in_directory(project):
+        stages = (["track", "--dataset", "kits23", "--model", MODEL], ["compare", "--dataset", "kits23"], ["report", "--results", "results", "--out", "site"])
+        for argv in stages:
+            assert main(argv) == 0, argv
+    results = json.loads((project / "results" / "kits23.json").read_text())
+    estimate = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]["models"][MODEL]
+    assert estimate["n_missing_prediction"] == 1 and estimate["mean"] == 0
+    assert "(1 without a prediction)" in (project / "site" / "kits23--kidney_and_mass.html").read_text()
 
 
 def test_duplicate_case_ids_in_params(project: Path, capsys: pytest.CaptureFixture) -> None:
