@@ -1,18 +1,23 @@
-"""Interruption: SIGKILL during predict, score and compare; the rerun finishes only what was not done.
+"""Interruption: SIGKILL during predict, score, track and compare; the rerun finishes only what was not done.
 
-Real dvc repro on real KiTS23 cases (3 cases, one simulated model). Every file is written atomically,
-so a killed stage never leaves a half-written file; predictions already written survive the kill
-(predict outputs persist) and are not recomputed.
+Real dvc repro on real KiTS23 cases (3 cases, one simulated model) and on the real Touchstone scores
+(19 published models, one MLflow run each). Every file is written atomically, so a killed stage never
+leaves a half-written file; predictions already written survive the kill (predict outputs persist)
+and are not recomputed; MLflow runs already FINISHED are reused, and a run the kill left RUNNING is
+marked FAILED.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -83,3 +88,42 @@ def test_kill_during_score_and_compare_reruns_to_the_same_results(project: Path,
     assert runs == [(MODEL, "FINISHED")]
     run_command(["dvc", "repro", "-f", "compare@kits23"], project)
     assert (project / "results" / "kits23.json").read_bytes() == results
+
+
+PUBLISHED = "touchstone_totalsegmentator"
+
+
+def _published_runs(proj: Path) -> list[tuple[str, str, str, str]]:
+    """(model, status, run id, artifact folder) of the published set's MLflow runs; [] while the store is busy."""
+    db = proj / "mlruns" / "mlflow.db"
+    query = (
+        "SELECT r.name, r.status, r.run_uuid, r.artifact_uri FROM runs r JOIN experiments e USING (experiment_id) "
+        "WHERE e.name = ? ORDER BY r.name, r.start_time"
+    )
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05)) as connection:
+            return connection.execute(query, (f"segbench/{PUBLISHED}",)).fetchall()
+    except sqlite3.Error:  # not created yet, or locked by the writer
+        return []
+
+
+def test_kill_during_track_leaves_no_finished_run_for_an_incomplete_table(root: Path, tmp_path: Path) -> None:
+    overrides = [f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASES[0]}]", "stats.n_resamples=100", f"published=[{PUBLISHED}]"]
+    proj = new_project(root, tmp_path / "proj", overrides)
+    # kill while a run is being logged (RUNNING), or between runs if the poll misses every ~40 ms window
+    _kill_when(proj, lambda: any(status == "RUNNING" for _, status, _, _ in _published_runs(proj)) or len(_published_runs(proj)) >= 10)
+    before = _published_runs(proj)
+    assert 1 <= len(before) < 19 and {status for _, status, _, _ in before} <= {"FINISHED", "RUNNING"}
+    for model, status, _, artifacts in before:
+        if status == "FINISHED":  # a FINISHED run holds its whole table
+            table = Path(urlparse(artifacts).path) / "per_case.csv"
+            assert table.read_bytes() == (proj / "scores" / PUBLISHED / model / "per_case.csv").read_bytes(), model
+    log = run_command(["dvc", "repro"], proj)
+    assert f"Running stage 'import@{PUBLISHED}'" not in log
+    after = {run_id: (model, status) for model, status, run_id, _ in _published_runs(proj)}
+    for model, status, run_id, _ in before:
+        assert after[run_id] == (model, "FINISHED" if status == "FINISHED" else "FAILED"), (model, status)
+    finished = sorted(model for model, status in after.values() if status == "FINISHED")
+    assert len(finished) == len(set(finished)) == 19
+    results = json.loads((proj / "results" / f"{PUBLISHED}.json").read_text())
+    assert sorted(results["models"]) == finished
