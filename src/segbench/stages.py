@@ -167,6 +167,13 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     unknown = sorted({p.name for p in pred_dir.glob("*.nii.gz")} - {f"{c}.nii.gz" for c in cases})
     if unknown:
         raise ValueError(f"{pred_dir}: prediction files for unknown cases of dataset {dataset_name!r}: {unknown}")
+    missing = [case_id for case_id, _, prediction in triples if prediction is None]
+    if missing:
+        shown = ", ".join(missing[:10]) + (", ..." if len(missing) > 10 else "")
+        log.warning(
+            "%s: %d of %d cases have no prediction file; each scores the worst case, flagged prediction_missing (SPEC §3): %s",
+            pred_dir, len(missing), len(cases), shown,
+        )
     excluded = excluded_regions(pred_dir)
     regions = [r for r in dataset.regions if r.name not in excluded]
     if not regions:
