@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,12 +29,28 @@ def _file_mode() -> int:
 _FILE_MODE = _file_mode()
 
 
+PARTIAL_MARK = ".partial-"
+
+
+def remove_partial_files(folder: Path) -> list[Path]:
+    """Delete the temporary files that killed writers left in ``folder``; returns them."""
+    leftovers = sorted(p for p in Path(folder).glob(f".*{PARTIAL_MARK}*") if p.is_file())
+    for path in leftovers:
+        path.unlink()
+    return leftovers
+
+
 @contextlib.contextmanager
-def atomic_path(target: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``target``; rename it onto ``target`` only on success."""
+def atomic_path(target: Path, suffix: str = ".tmp") -> Iterator[Path]:
+    """Yield a temporary path beside ``target``; rename it onto ``target`` only on success.
+
+    The temporary name is hidden (a leading dot), says it is partial and ends with ``suffix``; a
+    process killed while writing leaves it behind (:func:`remove_partial_files`), never a truncated
+    ``target``.
+    """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}{PARTIAL_MARK}", suffix=suffix, dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -51,6 +68,12 @@ def write_text_atomic(target: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def copy_file_atomic(source: Path, target: Path) -> None:
+    """Copy ``source`` to ``target`` atomically: a killed copy never leaves a truncated file behind."""
+    with atomic_path(target) as tmp:
+        shutil.copyfile(source, tmp)
+
+
 def write_json_atomic(target: Path, data: Any) -> None:
     """Write ``data`` as canonical JSON (sorted keys, fixed indentation) so equal data is byte-equal."""
     write_text_atomic(target, json.dumps(data, sort_keys=True, indent=1, allow_nan=False) + "\n")
@@ -61,15 +84,5 @@ def save_label_map_atomic(target: Path, labels: np.ndarray, like: nib.Nifti1Imag
     header = like.header.copy()
     header.set_data_dtype(np.uint8 if labels.max(initial=0) < 256 else np.int16)
     image = nib.Nifti1Image(labels.astype(header.get_data_dtype(), copy=False), like.affine, header)
-    # The temp name must keep the .nii.gz suffix: nibabel picks compression from it.
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".nii.gz", dir=target.parent)
-    os.close(fd)
-    try:
-        nib.save(image, tmp_name)
-        os.chmod(tmp_name, _FILE_MODE)
-        os.replace(tmp_name, target)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+    with atomic_path(target, suffix=".nii.gz") as tmp:  # nibabel picks compression from the suffix
+        nib.save(image, tmp)

@@ -164,7 +164,8 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     for case_id in cases:
         prediction = pred_dir / f"{case_id}.nii.gz"
         triples.append((case_id, reference_path(dataset, case_id), prediction if prediction.is_file() else None))
-    unknown = sorted({p.name for p in pred_dir.glob("*.nii.gz")} - {f"{c}.nii.gz" for c in cases})
+    files = {p.name for p in pred_dir.glob("*.nii.gz") if not p.name.startswith(".")}  # hidden: a killed write's temp file
+    unknown = sorted(files - {f"{c}.nii.gz" for c in cases})
     if unknown:
         raise ValueError(f"{pred_dir}: prediction files for unknown cases of dataset {dataset_name!r}: {unknown}")
     missing = [case_id for case_id, _, prediction in triples if prediction is None]

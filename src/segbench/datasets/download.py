@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sys
 import tarfile
 import tempfile
@@ -29,7 +28,7 @@ import nibabel as nib
 import numpy as np
 
 from segbench.config import ConfigError, DatasetConfig
-from segbench.io import save_label_map_atomic
+from segbench.io import copy_file_atomic, save_label_map_atomic
 
 ZENODO_API = "https://zenodo.org/api/records/{record}"
 
@@ -104,7 +103,7 @@ def ingest_copy(dataset: DatasetConfig, folder: Path, spec: dict[str, Any]) -> N
         assert target is not None
         target.mkdir(parents=True, exist_ok=True)
         for file in files:
-            shutil.copy2(file, target / file.name)
+            copy_file_atomic(file, target / file.name)
         _say(f"{dataset.name}: {len(files)} {key} -> {target}")
 
 
@@ -119,7 +118,7 @@ def ingest_totalsegmentator(dataset: DatasetConfig, folder: Path, spec: dict[str
     for case in cases:
         ct = case / "ct.nii.gz"
         dataset.image_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ct, dataset.image_dir / f"{case.name}.nii.gz")
+        copy_file_atomic(ct, dataset.image_dir / f"{case.name}.nii.gz")
         like = nib.load(ct)
         labels = np.zeros(like.shape[:3], dtype=np.uint8)
         for structure, label in dataset.labels.items():
@@ -129,7 +128,7 @@ def ingest_totalsegmentator(dataset: DatasetConfig, folder: Path, spec: dict[str
             labels[np.asarray(nib.load(mask).dataobj) > 0] = label
         save_label_map_atomic(dataset.reference_dir / f"{case.name}.nii.gz", labels, like)
     for meta in folder.glob(spec.get("metadata", "__none__")):
-        shutil.copy2(meta, dataset.reference_dir.parent / meta.name)
+        copy_file_atomic(meta, dataset.reference_dir.parent / meta.name)
     _say(f"{dataset.name}: {len(cases)} cases -> {dataset.image_dir}, {dataset.reference_dir}")
 
 

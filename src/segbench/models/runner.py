@@ -26,7 +26,7 @@ import numpy as np
 
 from segbench.config import ConfigError, DatasetConfig, ModelConfig
 from segbench.datasets import case_ids, data_version, reference_path
-from segbench.io import save_label_map_atomic, write_json_atomic
+from segbench.io import remove_partial_files, save_label_map_atomic, write_json_atomic
 from segbench.models.layouts import INPUT_LAYOUTS, OUTPUT_READERS, find_output
 from segbench.models.structures import compose
 from segbench.models.weights import PUBLISHABLE, weights_status
@@ -234,6 +234,8 @@ def _start_or_resume(out_dir: Path, fingerprint: str) -> None:
             log.info("%s: made from other inputs (model, dataset, data or adapter code changed): starting over", out_dir)
             shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    for leftover in remove_partial_files(out_dir):
+        log.info("%s: removed %s, left by an interrupted write", out_dir, leftover.name)
     write_json_atomic(stamp, {"fingerprint": fingerprint})
 
 
