@@ -102,23 +102,28 @@ def test_compare_twice_is_byte_identical(project: Path) -> None:
 
 
 def test_fresh_clone_pulls_instead_of_recomputing(project: Path, tmp_path: Path) -> None:
+    """A maintainer pushes to the project's remote; a reader's plain `dvc pull` brings data and every output,
+    and `dvc repro` then runs no stage and changes no byte: the clone's git status stays clean."""
     remote = tmp_path / "remote"
-    run(["dvc", "remote", "add", "cache_remote", str(remote)], project)
-    run(["dvc", "push", "-r", "cache_remote"], project)
+    run(["dvc", "remote", "add", "-d", "store", str(remote)], project)
+    run(["dvc", "push"], project)
     commit_all(project, "experiment")
     clone = tmp_path / "clone"
     run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
-    run(["dvc", "pull", "-q", "-r", "cache_remote"], clone)
+    run(["dvc", "pull"], clone)
+    assert _output_digests(clone) == _output_digests(project)
     out = run(["dvc", "repro"], clone)
-    assert "Running stage 'predict" not in out and "Running stage 'score" not in out, out
-    assert "Running stage 'track" in out
-    assert (clone / "results" / "kits23.json").read_bytes() == (project / "results" / "kits23.json").read_bytes()
+    assert "Running stage" not in out, out
+    assert _output_digests(clone) == _output_digests(project)
+    assert run(["git", "status", "--porcelain"], clone) == ""
+    assert not (clone / "mlruns" / "mlflow.db").exists()  # nothing reran, so this machine has no store yet ...
+    run(["segbench", "track"], clone)  # ... until the pulled score bundles are logged
     assert mlflow_runs(clone) == EXPECTED_RUNS
 
 
 def _output_digests(project: Path) -> dict[Path, str]:
-    """sha256 of every file the pipeline wrote (predictions, scores, results, site), by relative path."""
-    folders = ("predictions", "scores", "results", "site")
+    """sha256 of every file the pipeline wrote (predictions to site), by relative path."""
+    folders = ("predictions", "scores", "tracking", "results", "metrics", "plots", "site")
     files = (path for folder in folders for path in (project / folder).rglob("*") if path.is_file())
     return {path.relative_to(project): hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
 
@@ -133,5 +138,5 @@ def test_fresh_clone_recomputing_everything_writes_the_same_bytes(project: Path,
     for stage in ("predict@kits23-sim_dilate_1mm", "score@kits23-sim_missed_lesion", "import@segauge_kits23_seed", "compare@kits23"):
         assert f"Running stage '{stage}'" in out, out
     outputs = _output_digests(project)
-    assert {path.parts[0] for path in outputs} == {"predictions", "scores", "results", "site"}
+    assert {path.parts[0] for path in outputs} == {"predictions", "scores", "tracking", "results", "metrics", "plots", "site"}
     assert _output_digests(clone) == outputs

@@ -72,6 +72,16 @@ def _cmd_track(args: argparse.Namespace) -> None:
     from segbench.stages import run_track
 
     params = _params(args)
+    if args.dataset is None:  # every pulled score bundle, e.g. to fill a new machine's store after `dvc pull`
+        if args.model:
+            raise ValueError("--model needs --dataset")
+        datasets = sorted(p.name for p in Path("scores").iterdir() if p.is_dir()) if Path("scores").is_dir() else []
+        if not datasets:
+            raise FileNotFoundError("scores/: no score bundles to log (run `dvc pull` or `dvc repro` first)")
+        for dataset in datasets:
+            run_track(dataset)
+            print(f"logged every score bundle of {dataset}")
+        return
     if args.model:
         params.dataset(args.dataset), params.model(args.model)  # validates the names
     else:
@@ -167,9 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--published", required=True, help="published set name from params.yaml (e.g. touchstone_totalsegmentator)")
     p.set_defaults(func=_cmd_import)
 
-    p = sub.add_parser("track", help="log score bundles as MLflow runs (one per dataset x model)")
-    p.add_argument("--dataset", required=True, help="dataset or published set name")
-    p.add_argument("--model", help="one model; omitted: every bundle of a published set")
+    p = sub.add_parser(
+        "track",
+        help="log score bundles as MLflow runs (one per dataset x model); without --dataset every bundle under scores/ "
+        "(after `dvc pull` on a new machine: fills its MLflow store, idempotent)",
+    )
+    p.add_argument("--dataset", help="dataset or published set name (default: every dataset under scores/)")
+    p.add_argument("--model", help="one model; omitted: every bundle of the dataset")
     p.set_defaults(func=_cmd_track)
 
     p = sub.add_parser("compare", help="statistics of all models of a dataset, read from MLflow (SPEC §4)")

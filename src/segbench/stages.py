@@ -45,6 +45,16 @@ def results_file(dataset: str) -> Path:
     return Path("results") / f"{dataset}.json"
 
 
+def metrics_file(dataset: str) -> Path:
+    """The leaderboard heads DVC shows (``dvc metrics show``, ``dvc exp show``)."""
+    return Path("metrics") / f"{dataset}.json"
+
+
+def plot_file(dataset: str) -> Path:
+    """Each model's mean with its CI, per structure and metric, for ``dvc plots``."""
+    return Path("plots") / f"{dataset}.csv"
+
+
 def git_commit() -> str:
     """HEAD's commit, ``<sha>-dirty`` if tracked files differ from it, 'unknown' without a commit.
 
@@ -273,6 +283,7 @@ def run_compare(params: Params, name: str) -> None:
     """Compare stage: per-case rows read back FROM MLFLOW -> SPEC §4 statistics -> results/<name>.json."""
     block, models, metrics, subgroups = _leaderboard_setup(params, name)
     markers = {m: json.loads(tracking_marker(name, m).read_text(encoding="utf-8")) for m in sorted(models)}
+    _restore_runs(name, markers)
     rows, run_tags = tracking.read_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()})
     for model, entry in models.items():
         entry["versions"] = {k.removeprefix("segbench."): v for k, v in sorted(run_tags[model].items())}
@@ -294,4 +305,21 @@ def run_compare(params: Params, name: str) -> None:
         "analysis": analysis,
     }
     write_json_atomic(results_file(name), results)
-    log.info("wrote %s", results_file(name))
+    write_json_atomic(metrics_file(name), stats.leaderboard_heads(analysis))
+    buffer = io.StringIO()
+    pd.DataFrame(stats.mean_ci_rows(analysis), columns=stats.PLOT_COLUMNS).to_csv(buffer, index=False, lineterminator="\n")
+    write_text_atomic(plot_file(name), buffer.getvalue())
+    log.info("wrote %s, %s and %s", results_file(name), metrics_file(name), plot_file(name))
+
+
+def _restore_runs(name: str, markers: dict[str, dict[str, Any]]) -> None:
+    """Log the score bundles whose runs the store lacks, e.g. after `dvc pull` on a new machine.
+
+    The track markers come from the DVC cache there, so no track stage reruns; the runs compare reads
+    are restored here from the pulled bundles (idempotent: a run already in the store is reused).
+    """
+    for model, marker in markers.items():
+        bundle = tracking.ScoreBundle.read(scores_dir(name, model))
+        if bundle.fingerprint != marker["fingerprint"]:
+            raise tracking.TrackingError(f"{scores_dir(name, model)}: score bundle differs from {tracking_marker(name, model)}; rerun the track stage")
+        tracking.log_bundle(bundle)
