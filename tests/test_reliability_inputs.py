@@ -138,7 +138,7 @@ def test_prediction_for_unknown_case(project: Path, reference: nib.Nifti1Image, 
 def test_missing_prediction_is_scored_worst_case_and_counted(project: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture) -> None:
     code, _ = _score(project, capsys)
     assert code == 0
-    assert f"1 of 1 cases have no prediction file; each scores the worst case, flagged prediction_missing (SPEC §3): {CASE}" in caplog.text
+    assert f"1 of 1 cases have no prediction file; each scores the worst case, flagged prediction_missing (docs/methodology.md §4): {CASE}" in caplog.text
     rows = pd.read_csv(project / "scores" / "kits23" / MODEL / "per_case.csv")
     assert rows["prediction_missing"].all() and rows["worst_case"].all()
     assert (rows["dice"] == 0).all() and np.isfinite(rows["hd95"]).all()

@@ -1,4 +1,4 @@
-"""Row schema and SPEC §3 conventions of score_case / score_cases, and input errors naming the file."""
+"""Row schema and the conventions (docs/methodology.md, sections 3-4) of score_case / score_cases, and input errors naming the file."""
 
 from __future__ import annotations
 

@@ -131,6 +131,7 @@ def test_methodology_reads_parameters_licences_and_citations(site: tuple[Path, l
     assert "B = 200 resamples, seed 0" in text
     assert "kidney_and_mass 1.0331 mm" in text and "segauge_pooled_area_weighted" in text
     assert TOUCHSTONE_SOURCE in text
+    assert "docs/methodology.md" in text and "Holm&#x27;s step-down" in text  # the project's methodology, its settings
 
 
 # Click the 'rank' header of the first table twice; return the rank column after each click.

@@ -32,7 +32,7 @@ def test_means_and_sds_equal_direct_csv_computation(results: dict, metric: str) 
 
     Verified facts about the files this test relies on: 17 models score all 743 scans, two
     (nnU-Net_STU-Net_H, nnU-Net_STU-Net_L) only 656; on those 656 the empty cells (organ absent) are
-    identical in every model and in dsc.csv and nsd.csv. So SPEC §4's shared cases are the 656 common
+    identical in every model and in dsc.csv and nsd.csv. So the shared cases (docs/methodology.md#52-shared-cases) are the 656 common
     scans minus the organ's empty cells, and for the 17 complete models the shared-case mean is NOT the
     plain per-column mean of their CSV; the direct computation below restricts to the common scans.
     """
@@ -58,7 +58,7 @@ def test_means_and_sds_equal_direct_csv_computation(results: dict, metric: str) 
             assert round(got["mean"], 4) == round(column.mean(skipna=True), 4)
             assert round(got["sd"], 4) == round(column.std(skipna=True), 4)
             plain_differs |= round(table[organ].mean(skipna=True), 4) != round(got["mean"], 4)
-    assert plain_differs  # the plain per-column means of the 743-scan files are not SPEC's numbers
+    assert plain_differs  # the plain per-column means of the 743-scan files are not the shared-case numbers
 
 
 def _holm(p: list[float]) -> list[float]:

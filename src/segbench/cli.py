@@ -27,6 +27,7 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   report    static leaderboard site                -> site/
 Setup: `env create <model>` builds a real model's environment; `data fetch <dataset>` downloads a dataset.
 Usually run through `dvc repro`; every stage reads params.yaml (composed from conf/ by Hydra).
+Methodology (metric conventions, failure rules, statistics): docs/methodology.md.
 """
 
 
@@ -168,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", type=Path, help="an already downloaded archive or folder to verify and ingest")
     p.set_defaults(func=_cmd_data)
 
-    p = sub.add_parser("score", help="score predictions against the reference (SPEC §3)")
+    p = sub.add_parser("score", help="score predictions against the reference (docs/methodology.md#3-metric-conventions)")
     pair(p)
     p.add_argument("--workers", type=int, help="cases scored in parallel (default: params scoring.workers)")
     p.set_defaults(func=_cmd_score)
@@ -186,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="one model; omitted: every bundle of the dataset")
     p.set_defaults(func=_cmd_track)
 
-    p = sub.add_parser("compare", help="statistics of all models of a dataset, read from MLflow (SPEC §4)")
+    p = sub.add_parser("compare", help="statistics of all models of a dataset, read from MLflow (docs/methodology.md#5-statistics-protocol)")
     p.add_argument("--dataset", required=True, help="dataset or published set name")
     p.set_defaults(func=_cmd_compare)
 

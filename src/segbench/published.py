@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 # Age bands (years, left-closed): decades between 40 and 80, open-ended at both ends so that the
-# youngest and oldest bands still hold enough cases for the subgroup tests (SPEC §4.6).
+# youngest and oldest bands still hold enough cases for the subgroup tests (docs/methodology.md#59-subgroups).
 AGE_BANDS: tuple[tuple[float, float, str], ...] = (
     (-np.inf, 40, "<40"),
     (40, 50, "40-49"),

@@ -1,4 +1,4 @@
-"""The pipeline's stages, one function each, wiring the modules together (SPEC §1).
+"""The pipeline's stages, one function each, wiring the modules together (docs/methodology.md#1-pipeline-and-data-flow).
 
 predict -> score -> track -> compare -> report, and for published score sets (no masks)
 import -> track -> compare. Each stage reads the files of the stage before it and writes its own
@@ -109,7 +109,7 @@ def _summary_metrics(rows: pd.DataFrame, metrics: dict[str, bool], settings: sta
 
 
 def _version_tags(dataset: str, model: str, kind: str, **extra: str) -> dict[str, str]:
-    """The tags every MLflow run carries (SPEC §1): names, kind and the versions of everything used."""
+    """The tags every MLflow run carries (docs/methodology.md#12-what-an-mlflow-run-carries): names, kind and the versions of everything used."""
     import segauge
 
     return {
@@ -133,7 +133,7 @@ def _write_bundle(out: Path, rows: pd.DataFrame, record: dict[str, Any]) -> None
 
 
 def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows: pd.DataFrame) -> dict[str, Any]:
-    """Tags, params and summary metrics of one scored (dataset, model) MLflow run (SPEC §1)."""
+    """Tags, params and summary metrics of one scored (dataset, model) MLflow run (docs/methodology.md#12-what-an-mlflow-run-carries)."""
     metrics = _summary_metrics(rows, ANALYZED_METRICS, stats_settings(params))[model.name]
     metrics["n_missing_prediction"] = int(rows.drop_duplicates("case_id")["prediction_missing"].sum())
     metrics["n_worst_case"] = int(rows["worst_case"].sum())
@@ -182,7 +182,7 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     if missing:
         shown = ", ".join(missing[:10]) + (", ..." if len(missing) > 10 else "")
         log.warning(
-            "%s: %d of %d cases have no prediction file; each scores the worst case, flagged prediction_missing (SPEC §3): %s",
+            "%s: %d of %d cases have no prediction file; each scores the worst case, flagged prediction_missing (docs/methodology.md §4): %s",
             pred_dir, len(missing), len(cases), shown,
         )
     excluded = excluded_regions(pred_dir)
@@ -280,7 +280,7 @@ def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[
 
 
 def run_compare(params: Params, name: str) -> None:
-    """Compare stage: per-case rows read back FROM MLFLOW -> SPEC §4 statistics -> results/<name>.json."""
+    """Compare stage: per-case rows read back FROM MLFLOW -> statistics (docs/methodology.md#5-statistics-protocol) -> results/<name>.json."""
     block, models, metrics, subgroups = _leaderboard_setup(params, name)
     markers = {m: json.loads(tracking_marker(name, m).read_text(encoding="utf-8")) for m in sorted(models)}
     _restore_runs(name, markers)

@@ -1,6 +1,6 @@
 """Create a model's own environment (venv, conda env or container image) from the pins in its config.
 
-segbench never imports a model's code (SPEC §1); each model runs in an environment built from
+segbench never imports a model's code (docs/methodology.md#2-model-kinds); each model runs in an environment built from
 exact pins, separate from segbench's. ``segbench env create <model>`` runs the commands built here;
 ``--dry-run`` prints them. Creating one needs network access to the package indexes (and usually a
 CUDA machine for the GPU wheels): it is expected to fail on an offline machine.

@@ -1,6 +1,6 @@
 """The predict stage: run a model adapter as a subprocess, then bring its outputs onto the dataset.
 
-The harness never imports a model's code or torch (SPEC §1). It writes the case list, runs the
+The harness never imports a model's code or torch (docs/methodology.md#2-model-kinds). It writes the case list, runs the
 model's command in the model's own environment, and post-processes every native output:
 labels remapped by canonical structure name onto the dataset schema, and the label map resampled by
 affine onto the reference grid when the model wrote another grid. Final files appear atomically in

@@ -106,8 +106,8 @@ def wilcoxon_significant(cell: Cell, a: str, b: str) -> bool:
 def verdict(cell: Cell, upper: str, lower: str) -> tuple[bool | None, str]:
     """Separability of two ranked neighbours: (separable?, the numbers behind it).
 
-    Separable means both SPEC §4.3 (Holm-adjusted paired bootstrap CI of the difference excludes 0)
-    and §4.4 (Wilcoxon-Holm significant) agree; when only one of them separates the pair the first
+    Separable means both the family-wise adjusted paired bootstrap CI of the difference excludes 0 and
+    the Wilcoxon-Holm test is significant (docs/methodology.md#57-verdicts); when only one of them separates the pair the first
     element is None (borderline) and the text names which one.
     """
     entry = pair(cell, upper, lower)

@@ -191,35 +191,45 @@ def _headline(cell: dict[str, Any]) -> str:
     return f'<p class="headline">{text}</p>'
 
 
+METHODOLOGY_DOC = "docs/methodology.md"
+
 PROTOCOL = Template("""
-<h3>Metrics (SPEC §3)</h3>
-<p>Metrics: $metrics. $scoring A structure absent from the reference is excluded for every model and
-counted. $hd95 NSD tolerances: $tolerances.</p>
-<h3>Statistics (SPEC §4)</h3>
+<h3>Metric conventions (section 3)</h3>
+<p>Metrics: $metrics. $grid$hd95 NSD counts the surface area within the region's tolerance of the other
+surface; tolerances: $tolerances.</p>
+<h3>Empty masks and missing predictions (section 4)</h3>
+<p>$scoring A structure absent from the reference in a case is excluded for that case for every model and
+counted.</p>
+<h3>Statistics (section 5)</h3>
 <ol>
-<li>Estimate per model: mean, SD, median and n over the cases every model has; $confidence% CI by $ci_method
-bootstrap over cases with B = $n_resamples resamples, seed $seed.</li>
-<li>Ranking stability: B paired resamples of case indices (the same indices for every model), rank by the
-mean (higher better for overlap, lower for distances), ties 'min'. Reported: P(rank 1), mean and median rank,
-the central $confidence% rank interval, the rank-frequency matrix (blob plot), Kendall's τ-b to the full-data
+<li>Shared cases (5.2): only the cases every model has for a structure enter its estimates, ranks and tests,
+so every comparison is paired.</li>
+<li>Estimates (5.3): mean, SD, median and n per model; $confidence% CI of the mean by $ci_method bootstrap over
+cases, B = $n_resamples resamples, seed $seed; one resample matrix per structure, shared by every metric,
+model and subgroup.</li>
+<li>Ranking stability (5.4): every resample ranked by the mean (higher better for overlap, lower for
+distances; ties share the best rank). Reported: P(rank 1), mean and median rank, the central $confidence%
+rank interval, the rank frequencies (blob plot) and Kendall's τ-b of each resampled ranking to the full-data
 ranking.</li>
-<li>Pairwise separability: paired bootstrap CI of the mean difference for every pair, family-wise control
-over the K(K−1)/2 pairs by $multiple_comparison adjustment of the CI level; separable when the adjusted CI excludes 0.</li>
-<li>Significance map: one-sided Wilcoxon signed-rank test for every ordered pair on the shared cases, all
-K(K−1) p-values Holm-adjusted together, α = $alpha; a pair with all differences zero is never significant.
-Co-winners: models that no other model significantly beats.</li>
-<li>Leave-one-case-out: the ranking without each case; share of cases whose removal changes the winner, and
-any rank.</li>
-<li>Subgroups by $subgroup_fields: estimate and CI per group; Kruskal-Wallis across groups; where p &lt; $alpha,
-two-sided Mann-Whitney U for group pairs with Bonferroni; groups with fewer than $subgroup_min_cases cases are
-shown and left out of tests.</li>
-<li>Contamination: a model trained on a dataset is shown there, marked, and left out of ranks, pairwise tests
-and winners.</li>
-<li>Power: from the paired differences of #1 and #2, the number of cases needed to separate them at
-$power% power (paired t approximation).</li>
+<li>Pairwise separability (5.5): for every pair of ranked models, a paired bootstrap CI of the mean difference;
+$pairwise A pair is separable by bootstrap when its adjusted CI excludes 0.</li>
+<li>Significance map (5.6): for every ordered pair, a one-sided Wilcoxon signed-rank test of "better than" on
+the shared cases (zero differences dropped; a pair whose differences are all zero is never significant); all
+K(K−1) p-values of a structure and metric Holm-adjusted together, α = $alpha. Co-winners: the models that no
+other model significantly beats.</li>
+<li>Verdicts (5.7): "separable" when both the adjusted bootstrap CI and the Wilcoxon-Holm test separate a
+model from the next one down, "not separable" when neither does, "borderline" (naming which) when only one
+does.</li>
+<li>Leave-one-case-out (5.8): the ranking without each case; the share of cases whose removal changes the
+winner, and any rank.</li>
+<li>Subgroups (5.9) by $subgroup_fields: each model's mean and CI per group from the same resamples; over
+the groups with at least $subgroup_min_cases cases, Kruskal-Wallis per model; where p &lt; $alpha, two-sided
+Mann-Whitney U for every pair of those groups, Bonferroni-adjusted over the pairs.</li>
+<li>Contamination (5.10): a model trained on the dataset is shown, marked, and left out of ranks, pairwise
+tests, co-winners, leave-one-out and power.</li>
+<li>Power (5.11): from the paired differences of #1 and #2, the number of cases at which a two-sided paired
+t-test at α = $alpha reaches $power% power (noncentral t); a guide beside the verdict, which is stricter.</li>
 </ol>
-<p>The verdict "separable" on the leaderboards requires both the adjusted bootstrap CI (3) and the
-Wilcoxon-Holm test (4); when only one of them separates a pair the verdict says "borderline" and names which.</p>
 """)
 
 
@@ -228,27 +238,46 @@ SCORED = ("Scored per case and structure by segbench: both masks empty gives Dic
           "the image volume in mm, flagged worst-case and kept in every aggregate (failures count against the model).")
 IMPORTED = ("Per-case scores as published by the source (no masks were re-scored); its conventions for empty masks "
             "and failures apply.")
+GRID = ("Prediction and reference must share one grid (shape and affine); distances use the reference's voxel spacing "
+        "in array-axis order, checked against the affine. ")
+HD95_DEFINITIONS = {
+    "segauge_pooled_area_weighted": "the 95th percentile of the area-weighted surface distances of both directions "
+                                    "pooled (DeepMind's surface-distance and MONAI report the larger of the two "
+                                    "one-directional 95th percentiles instead; the two are not comparable)",
+}
+PAIRWISE = {
+    "holm": "family-wise control at α = {alpha} over the K(K−1)/2 pairs by Holm's step-down on the CI levels (pairs "
+            "ordered by bootstrap p-value, level 1 − α/(P − k + 1) at step k, stopping at the first CI that contains 0).",
+    "bonferroni": "family-wise control at α = {alpha} over the P = K(K−1)/2 pairs by Bonferroni: every CI at level "
+                  "1 − α/P.",
+}
+CI_METHODS = {"percentile": "percentile", "bca": "bias-corrected and accelerated (BCa)"}
 
 
 def _protocol(results: Results) -> str:
-    """SPEC §3-§4 filled with the parameters this results file was computed with."""
+    """The methodology (docs/methodology.md, sections 3-5) filled with the parameters this results file was computed with."""
     s = results["analysis"]["settings"]
     directions = ", ".join(
         f"{html.escape(m)} ({'higher' if v['higher_is_better'] else 'lower'} is better)" for m, v in results["metrics"].items()
     )
     regions = results["dataset"].get("regions") or {}
     tolerances = ", ".join(f"{html.escape(r)} {v['nsd_tolerance_mm']:g} mm" for r, v in regions.items()) or "as in the source"
+    definition = str(results.get("hd95_definition"))
+    explained = f": {HD95_DEFINITIONS[definition]}" if definition in HD95_DEFINITIONS else ""
+    alpha = f"{s['alpha']:g}"
+    imported = all(kind(m) == "published" for m in results["models"].values())
     return PROTOCOL.substitute(
         metrics=directions,
-        scoring=IMPORTED if all(kind(m) == "published" for m in results["models"].values()) else SCORED,
-        hd95=f"HD95 definition: <code>{html.escape(str(results.get('hd95_definition')))}</code>." if "hd95" in results["metrics"] else "",
+        grid="" if imported else html.escape(GRID),
+        scoring=IMPORTED if imported else SCORED,
+        hd95=f"HD95 definition: <code>{html.escape(definition)}</code>{html.escape(explained)}." if "hd95" in results["metrics"] else "",
         tolerances=tolerances,
         confidence=f"{s['confidence'] * 100:g}",
-        ci_method=html.escape(s["ci_method"]),
+        ci_method=html.escape(CI_METHODS[s["ci_method"]]),
         n_resamples=f"{s['n_resamples']:,}",
         seed=s["seed"],
-        multiple_comparison=html.escape(s["multiple_comparison"].capitalize()),
-        alpha=f"{s['alpha']:g}",
+        pairwise=html.escape(PAIRWISE[s["multiple_comparison"]].format(alpha=alpha)),
+        alpha=alpha,
         subgroup_fields=html.escape(", ".join(results["analysis"].get("subgroup_fields") or []) or "none"),
         subgroup_min_cases=s["subgroup_min_cases"],
         power=f"{s['power'] * 100:g}",
@@ -261,8 +290,10 @@ def methodology_page(all_results: list[Results]) -> str:
     for r in all_results:
         groups.setdefault(_protocol(r), []).append(r)
     parts = ["<h1>Methodology</h1>",
-             "<p>Every number on this site is read from the results files written by the compare stage; the parameters "
-             "below are read from those files too.</p>"]
+             f"<p>How segbench scores cases and compares models, in brief. The full methodology, with every rule and "
+             f"default, is <code>{METHODOLOGY_DOC}</code> in the segbench repository; the section numbers below are "
+             f"its sections. Every number on this site is read from the results files written by the compare stage; "
+             f"the parameters below are read from those files too.</p>"]
     for text, members in groups.items():
         names = ", ".join(html.escape(r["dataset"]["name"]) for r in members)
         parts.append(f"<h2>Protocol used for {names}</h2>{text}")

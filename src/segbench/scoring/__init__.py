@@ -1,4 +1,4 @@
-"""Scoring engine: SPEC §3 metrics per case and region, segauge's definitions, fast and parallel."""
+"""Scoring engine: the metrics of docs/methodology.md#3-metric-conventions per case and region, segauge's definitions, fast and parallel."""
 
 from segbench.scoring.engine import (
     COLUMNS,

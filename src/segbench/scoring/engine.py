@@ -1,4 +1,4 @@
-"""Per-case scoring: every region of a case from one decode of each label map (SPEC §3)."""
+"""Per-case scoring: every region of a case from one decode of each label map (docs/methodology.md#3-metric-conventions)."""
 
 from __future__ import annotations
 
@@ -131,8 +131,8 @@ def _score_region(
     ref: np.ndarray, pred: np.ndarray, spacing: tuple[float, float, float], region: Region, base: dict, worst: float,
     sd: SurfaceDistances | None = None,
 ) -> tuple[dict, SurfaceDistances | None]:
-    """Metrics of one region from its (cropped) boolean masks, SPEC §3 conventions for empty masks,
-    and the surface distances they used (``sd``: already measured on the same masks)."""
+    """Metrics of one region from its (cropped) boolean masks, the empty-mask rules of
+    docs/methodology.md#4-empty-masks-and-missing-predictions, and the surface distances they used (``sd``: already measured on the same masks)."""
     box = nonzero_box(ref, pred)  # the region's own box: smaller than the case's; results unchanged
     if box is not None:
         ref, pred = ref[box], pred[box]

@@ -1,6 +1,6 @@
 """Area-weighted surface distances between two boolean masks: segauge's quadrature, compiled.
 
-segauge 0.1.0 (SPEC §3) integrates over the marching-cubes surface of each mask at true spacing.
+segauge 0.1.0 (docs/methodology.md#34-surface-distances-and-hd95) integrates over the marching-cubes surface of each mask at true spacing.
 Every edge longer than the smallest spacing is bisected and its faces re-triangulated (trimesh's
 ``subdivide_to_size``) until none is, and every sub-face contributes the distance of its centroid
 to the other surface, weighted by its area. segauge measures that distance to the nearest of a

@@ -1,4 +1,4 @@
-"""Statistics engine (SPEC §4): estimates, ranking stability, pairwise tests, subgroups, power.
+"""Statistics engine (docs/methodology.md#5-statistics-protocol): estimates, ranking stability, pairwise tests, subgroups, power.
 
 The public API is ``StatsSettings``, ``analyze``, ``reanalyze`` and the DVC views ``leaderboard_heads`` and
 ``mean_ci_rows``; see ``segbench.stats.analysis`` for the layout of the results dict.

@@ -1,4 +1,4 @@
-"""SPEC §4 analysis of one dataset: ``analyze`` (rows -> results dict) and ``reanalyze`` (results -> diffs).
+"""The statistics of one dataset (docs/methodology.md#5-statistics-protocol): ``analyze`` (rows -> results dict) and ``reanalyze`` (results -> diffs).
 
 Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, dicts; NaN is None;
 ``json.dumps(results, sort_keys=True)`` is byte-identical for identical inputs and settings)::
@@ -46,7 +46,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
     }
 
 Conventions. Ranks are 'min' competition ranks among the ranked models, from the mean (higher better
-when higher_is_better). Contaminated models (SPEC §4.7) appear in "models", "per_case" and
+when higher_is_better). Contaminated models (docs/methodology.md#510-contamination) appear in "models", "per_case" and
 "subgroups" with "contaminated": true and are left out of "ranking", "pairwise", "significance",
 "loo" and "power". Pairwise CI levels: see ``pairwise.separability`` (Holm on CI levels). Wilcoxon
 one-sided 'a better than b' ('greater' for higher-is-better, 'less' for distances), K(K-1) p-values
@@ -100,7 +100,7 @@ def analyze(
     subgroup_fields: Sequence[str] = (),
     contaminated: Mapping[str, bool] = {},
 ) -> dict:
-    """Full SPEC §4 analysis of one dataset's per-case rows; see the module docstring for the output."""
+    """The whole statistics protocol on one dataset's per-case rows; see the module docstring for the output."""
     metrics, subgroup_fields, models, contaminated = _validate(rows, metrics, settings, subgroup_fields, contaminated)
     structures = _prepare(rows, metrics, models, subgroup_fields)
     with _single_threaded_blas():
@@ -245,7 +245,7 @@ def _group_labels(column: pd.Series) -> pd.Series:
 def _prepare(
     rows: pd.DataFrame, metrics: Mapping[str, bool], models: list[str], subgroup_fields: list[str]
 ) -> dict[str, _Structure]:
-    """Split the rows per structure into shared-case (K, n) matrices (SPEC §4 preamble, §3).
+    """Split the rows per structure into shared-case (K, n) matrices (docs/methodology.md#52-shared-cases).
 
     Works on integer codes (one factorisation of model, case and structure) so that a JHH-scale table
     (~10^6 rows) is split without per-row Python work.
@@ -364,7 +364,7 @@ def _analyze_structure(
     ranked: np.ndarray,
     settings: StatsSettings,
 ) -> dict:
-    """SPEC §4.1-4.8 for every metric of one structure.
+    """Sections 5.3-5.11 of docs/methodology.md for every metric of one structure.
 
     One resample matrix per structure serves all metrics, models and subgroups (paired across all).
     """
@@ -419,7 +419,7 @@ def _estimates(
     ci: tuple[np.ndarray, np.ndarray] | None,
     cols: slice,
 ) -> dict:
-    """SPEC §4.1 per model: mean, SD, median, n, CI, failure counts, contamination mark."""
+    """Estimates per model (docs/methodology.md#53-estimates-and-cis): mean, SD, median, n, CI, failure counts, contamination mark."""
     n = values.shape[1]
     with np.errstate(invalid="ignore", divide="ignore"):
         sds = values.std(axis=1, ddof=1) if n > 1 else np.full(len(models), np.nan)
@@ -448,7 +448,7 @@ def _all_reported(
     """Per model with scores outside the shared cases: mean, SD, median, n and CI over all its reported cases.
 
     Published sets may score different case sets per model (Touchstone: two models report 656 of 743
-    scans). Ranks and paired tests need the shared cases (SPEC §4), but the source's own per-model
+    scans). Ranks and paired tests need the shared cases (docs/methodology.md#512-published-sets), but the source's own per-model
     numbers are over every case the model reports; both are given, the latter here. Models reporting
     the same case set share one paired bootstrap (one call, keyed by structure, metric and case set).
     """
@@ -486,7 +486,7 @@ def _compare(
     idx: np.ndarray,
     settings: StatsSettings,
 ) -> dict:
-    """SPEC §4.2-4.5 and §4.8 among the ranked (uncontaminated) models."""
+    """Ranking, pairwise CIs, significance map, leave-one-out and power (docs/methodology.md 5.4-5.8, 5.11) among the ranked models."""
     cols = np.arange(cols.start, cols.stop)[idx]
     means, boot = full.means[cols], full.boot[:, cols]
     jack = None if full.jack is None else full.jack[:, cols]
@@ -557,7 +557,7 @@ def _subgroups(
     cols: slice,
     settings: StatsSettings,
 ) -> dict:
-    """SPEC §4.6 for one metadata field: every model (contaminated ones too, marked in "models")."""
+    """Subgroups (docs/methodology.md#59-subgroups) for one metadata field: every model (contaminated ones too, marked in "models")."""
     tests = group_tests(values, groups, min_cases=settings.subgroup_min_cases, alpha=settings.alpha)
     out = {
         "n_missing_value": values.shape[1] - sum(idx.size for idx in groups.values()),

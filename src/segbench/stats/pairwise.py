@@ -1,4 +1,4 @@
-"""Pairwise comparisons of ranked models: bootstrap separability (SPEC §4.3), Wilcoxon map (§4.4)."""
+"""Pairwise comparisons of ranked models: bootstrap separability (docs/methodology.md#55-pairwise-separability), Wilcoxon map (#56-significance-map)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def holm(p_values: np.ndarray) -> np.ndarray:
 
 
 def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> dict[str, np.ndarray]:
-    """SPEC §4.4 significance map of K models' (K, n) shared-case values -> (K, K) matrices.
+    """Significance map (docs/methodology.md#56-significance-map) of K models' (K, n) shared-case values -> (K, K) matrices.
 
     Cell (a, b): one-sided Wilcoxon signed-rank test 'a better than b' (alternative 'greater' for
     higher-is-better metrics, 'less' for distances), scipy's defaults otherwise. All K(K-1) p-values are

@@ -1,4 +1,4 @@
-"""Cases needed to separate the top two models (SPEC §4.8)."""
+"""Cases needed to separate the top two models (docs/methodology.md#511-power)."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ def ranking_stability(
 
 
 def leave_one_out(jackknife: np.ndarray, full_ranks: np.ndarray, higher_is_better: bool) -> tuple[float, float]:
-    """SPEC §4.5: share of cases whose removal changes the winner(s), and changes any rank.
+    """Leave-one-case-out (docs/methodology.md#58-leave-one-case-out): share of cases whose removal changes the winner(s), and changes any rank.
 
     ``jackknife`` (n, K) holds the means without case i, computed as (sum - x_i) / (n - 1), so all n
     rankings come from one vectorised rank_min call. The winner changes when the set of rank-1 models

@@ -1,4 +1,4 @@
-"""Settings of the statistics engine (SPEC §4), validated once at construction."""
+"""Settings of the statistics engine (docs/methodology.md#51-settings), validated once at construction."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ MULTIPLE_COMPARISONS = ("holm", "bonferroni")
 
 @dataclass(frozen=True)
 class StatsSettings:
-    """Knobs of SPEC §4; the defaults are the SPEC's protocol (B=10,000, 95 %, Holm, alpha 0.05)."""
+    """Knobs of the statistics protocol; the defaults are conf/stats/default.yaml's (B=10,000, 95 %, Holm, alpha 0.05)."""
 
     n_resamples: int = 10_000
     confidence: float = 0.95

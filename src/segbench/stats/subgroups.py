@@ -1,4 +1,4 @@
-"""Subgroup analysis (SPEC §4.6): per-group estimates with CIs, Kruskal-Wallis, Mann-Whitney U."""
+"""Subgroup analysis (docs/methodology.md#59-subgroups): per-group estimates with CIs, Kruskal-Wallis, Mann-Whitney U."""
 
 from __future__ import annotations
 
