@@ -9,6 +9,7 @@ a model's output (a pseudo-reference). Every error names the file and the key; n
 from __future__ import annotations
 
 import json
+import pickle
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -45,11 +46,12 @@ class Case:
     n_classes: int
 
 
-def _load_npz(path: Path) -> dict[str, Any]:
+def _load_npz(path: Path, *, allow_pickle: bool = True) -> dict[str, Any]:
+    """All arrays of an npz; case and step files hold pickled lists of dicts (boxes, clicks), as the challenge's do."""
     try:
-        with np.load(path, allow_pickle=True) as data:
+        with np.load(path, allow_pickle=allow_pickle) as data:
             return dict(data)
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, pickle.UnpicklingError) as exc:
         raise CaseError(f"{path}: not a readable npz file ({exc})") from exc
 
 
@@ -193,7 +195,7 @@ def read_step_output(path: Path, shape: tuple[int, ...]) -> tuple[np.ndarray | N
     if not Path(path).is_file():
         return None, "missing"
     try:
-        data = _load_npz(path)
+        data = _load_npz(path, allow_pickle=False)  # a model's output is never unpickled
     except CaseError:
         return None, "unreadable"
     segs = _volume(_require_key(data, "segs", path), "segs", path, integer=True, shape=shape)
