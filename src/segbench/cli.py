@@ -25,6 +25,8 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   import    published per-case scores (no masks)   -> scores/<published set>/<model>/
   compare   statistics from the MLflow runs        -> results/<dataset>.json
   report    static leaderboard site                -> site/
+Interactive: `interact --cases DIR --model NAME --out DIR` runs a promptable model through the box
+  step and 5 simulated clicks per case (CVPR 2025 protocol, docs/interactive.md).
 Setup: `env create <model>` builds a real model's environment; `data fetch <dataset>` downloads a dataset.
 Usually run through `dvc repro`; every stage reads params.yaml (composed from conf/ by Hydra).
 Methodology (metric conventions, failure rules, statistics): docs/methodology.md.
@@ -88,6 +90,22 @@ def _cmd_track(args: argparse.Namespace) -> None:
     else:
         params.published_set(args.dataset)
     run_track(args.dataset, args.model)
+
+
+def _cmd_interact(args: argparse.Namespace) -> None:
+    from segbench.config import model_from_conf
+    from segbench.interactive.harness import interact
+
+    table = interact(
+        Path(args.cases),
+        model_from_conf(Path(args.conf), args.model),
+        Path(args.out),
+        reference=args.reference,
+        seconds_per_class=args.seconds_per_class,
+        device=args.device,
+        allow_unverified_weights=args.allow_unverified_weights,
+    )
+    print(table[["CaseName", "DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final", "TotalRunningTime", "over_time", "reference"]].to_string(index=False))
 
 
 def _cmd_compare(args: argparse.Namespace) -> None:
@@ -186,6 +204,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="dataset or published set name (default: every dataset under scores/)")
     p.add_argument("--model", help="one model; omitted: every bundle of the dataset")
     p.set_defaults(func=_cmd_track)
+
+    p = sub.add_parser("interact", help="run an interactive model on box and click prompts (CVPR 2025 protocol) over a case folder")
+    p.add_argument("--cases", required=True, help="case folder: imgs/<case>.npz and gts/<case>.npz (challenge format)")
+    p.add_argument("--model", required=True, help="interactive model (conf/model/<model>.yaml, kind interactive)")
+    p.add_argument("--out", required=True, help="output folder: metrics.csv, segs/, records/, run.json")
+    p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")
+    p.add_argument("--reference", choices=["manual", "pseudo"], help="the reference's kind when the case folder has no cases.json")
+    p.add_argument("--seconds-per-class", type=float, default=90.0, help="time limit of a case's model calls per class (default: 90)")
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: the model's config)")
+    p.add_argument("--allow-unverified-weights", action="store_true", help="run although the weights are not verified against their pin")
+    p.set_defaults(func=_cmd_interact)
 
     p = sub.add_parser("compare", help="statistics of all models of a dataset, read from MLflow (docs/methodology.md#5-statistics-protocol)")
     p.add_argument("--dataset", required=True, help="dataset or published set name")

@@ -1,0 +1,264 @@
+"""``segbench interact``: run a promptable model through the box step and 5 click steps of every case.
+
+The model is a command run as a subprocess once per step, in its own environment, on one npz
+input (the case's ``imgs``, ``spacing``, ``boxes``; from the first click step on also ``clicks``,
+``clicks_order`` and ``prev_pred``); it writes one npz with ``segs``. The harness never imports it.
+Outputs in ``--out``: ``metrics.csv`` (the challenge's columns, one row per case), ``segs/<case>.npz``
+(``segs`` and every step's prediction ``all_segs``), ``records/<case>.json`` (the clicks, times,
+per-class scores of every step: enough to replay and audit a run) and ``run.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from segbench import __version__
+from segbench.config import ModelConfig
+from segbench.interactive import protocol
+from segbench.interactive.cases import (
+    PSEUDO_LABEL,
+    Case,
+    class_names,
+    list_cases,
+    load_case,
+    read_step_output,
+    reference_kind,
+    save_npz_atomic,
+    write_step_input,
+)
+from segbench.io import write_json_atomic, write_text_atomic
+from segbench.models.runner import ADAPTERS_DIR, ModelRunError, model_command
+from segbench.models.weights import PUBLISHABLE, weights_dir, weights_status
+
+log = logging.getLogger(__name__)
+
+STEPS = 1 + protocol.CLICK_STEPS
+COLUMNS: tuple[str, ...] = (
+    "CaseName",
+    "TotalRunningTime",
+    *(f"RunningTime_{i}" for i in range(1, STEPS + 1)),
+    "DSC_AUC",
+    "NSD_AUC",
+    "DSC_Final",
+    "NSD_Final",
+    *(f"DSC_{i}" for i in range(1, STEPS + 1)),
+    *(f"NSD_{i}" for i in range(1, STEPS + 1)),
+    "num_class",
+    "runtime_upperbound",
+)
+#: segbench's columns after the challenge's: the time-limit flag, the steps without a usable output, the reference's kind
+EXTRA_COLUMNS: tuple[str, ...] = ("over_time", "failed_steps", "reference")
+REFERENCE_LABELS = {"manual": "manual", "pseudo": PSEUDO_LABEL}
+
+
+def _call(argv: list[str], variables: dict[str, str], timeout: float) -> tuple[float, int | None]:
+    """Run one model call; (seconds, exit status), status None when it was stopped at ``timeout``."""
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env={**os.environ, **variables}, start_new_session=True)
+    try:
+        status: int | None = process.wait(timeout=max(timeout, 0.0))
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # its own session: the command and what it started
+        process.wait()
+        status = None
+    return time.perf_counter() - start, status
+
+
+def _scores(steps: list[dict]) -> dict[str, float]:
+    dsc = [s["dsc"] for s in steps]
+    nsd = [s["nsd"] for s in steps]
+    return {
+        "DSC_AUC": protocol.auc(dsc),
+        "NSD_AUC": protocol.auc(nsd),
+        "DSC_Final": dsc[-1],
+        "NSD_Final": nsd[-1],
+        **{f"DSC_{i}": v for i, v in enumerate(dsc, 1)},
+        **{f"NSD_{i}": v for i, v in enumerate(nsd, 1)},
+    }
+
+
+def _step(step: int, prompt: str, n_classes: int, **fields: Any) -> dict[str, Any]:
+    zeros = [0.0] * n_classes
+    return {"step": step, "prompt": prompt, "clicks": None, "running_time_s": 0.0, "exit_status": None, "output": "not_run",
+            "dsc_per_class": zeros, "nsd_per_class": zeros, "nsd_computed": False, "dsc": 0.0, "nsd": 0.0, **fields}
+
+
+def run_case(case: Case, command: tuple[list[str], dict[str, str]], workdir: Path, limit_s: float) -> tuple[dict[str, Any], list[np.ndarray], list[int]]:
+    """The box step (or its skip) and the 5 click steps of one case.
+
+    Returns the record of every step, the predictions of the steps the model was called for, and
+    those steps' numbers. A step without a readable output counts as all-zero. Once the model calls
+    exceed ``limit_s`` the running call is stopped and no further step runs (the case scores 0).
+    """
+    inputs, outputs = workdir / "inputs", workdir / "outputs"
+    for folder in (inputs, outputs):
+        folder.mkdir(parents=True, exist_ok=True)
+    step_in, step_out = inputs / f"{case.case_id}.npz", outputs / f"{case.case_id}.npz"
+    clicks: list[dict[str, list]] = [{"fg": [], "bg": []} for _ in range(case.n_classes)]
+    order: list[list] = [[] for _ in range(case.n_classes)]
+    segs = np.zeros(case.gts.shape, dtype=np.uint8)
+    steps: list[dict[str, Any]] = []
+    predictions, called = [], []
+    elapsed = 0.0
+    for step in range(1, STEPS + 1):
+        if step == 1 and case.boxes is None:
+            steps.append(_step(1, "skipped", case.n_classes, output="no_boxes"))
+            continue
+        if elapsed > limit_s:
+            steps.append(_step(step, "box" if step == 1 else "click", case.n_classes))
+            continue
+        added = None
+        if step == 1:
+            write_step_input(step_in, case, None, None, None)
+        else:
+            added = protocol.step_clicks(segs, case.gts, case.n_classes)
+            for i, click in enumerate(added):
+                order[i].append(None if click is None else click.kind)
+                if click is not None:
+                    clicks[i][click.kind].append(list(click.zyx))
+            write_step_input(step_in, case, clicks, order, segs)
+        step_out.unlink(missing_ok=True)
+        seconds, status = _call(*command, timeout=limit_s - elapsed)
+        elapsed += seconds
+        segs, output = read_step_output(step_out, case.gts.shape) if status is not None else (None, "stopped_at_time_limit")
+        if segs is None:
+            segs = np.zeros(case.gts.shape, dtype=np.uint8)
+        predictions.append(segs)
+        called.append(step)
+        dice, nsd = protocol.class_scores(segs, case.gts, case.n_classes, case.spacing)
+        nsd_computed = nsd is not None  # only when the step's mean Dice > 0.2
+        nsd = nsd if nsd is not None else [0.0] * case.n_classes
+        steps.append(_step(
+            step, "box" if step == 1 else "click", case.n_classes,
+            clicks=None if added is None else [None if c is None else {"kind": c.kind, "zyx": list(c.zyx)} for c in added],
+            running_time_s=seconds, exit_status=status, output=output, dsc_per_class=dice, nsd_per_class=nsd, nsd_computed=nsd_computed,
+            dsc=float(np.mean(dice)), nsd=float(np.mean(nsd)),
+        ))
+    record = {"steps": steps, "clicks": clicks, "clicks_order": order, "total_running_time_s": elapsed}
+    return record, predictions, called
+
+
+def _row(case: Case, record: dict[str, Any], limit_s: float, reference: str) -> dict[str, Any]:
+    """The case's CSV row: scores set to 0 when the model calls exceeded the time limit."""
+    steps = record["steps"]
+    measured = _scores(steps)
+    over_time = record["total_running_time_s"] > limit_s
+    return {
+        "CaseName": case.image_file.name,
+        "TotalRunningTime": record["total_running_time_s"],
+        **{f"RunningTime_{s['step']}": s["running_time_s"] for s in steps},
+        **({k: 0.0 for k in measured} if over_time else measured),
+        "num_class": case.n_classes,
+        "runtime_upperbound": limit_s,
+        "over_time": over_time,
+        "failed_steps": ";".join(str(s["step"]) for s in steps if s["output"] not in ("ok", "no_boxes")),
+        "reference": REFERENCE_LABELS[reference],
+    }, measured
+
+
+def _clear_outputs(out_dir: Path) -> None:
+    """Remove what an earlier run wrote into ``out_dir`` (only segbench's own outputs)."""
+    for name in ("segs", "records", ".staging"):
+        shutil.rmtree(out_dir / name, ignore_errors=True)
+    for name in ("metrics.csv", "run.json"):
+        (out_dir / name).unlink(missing_ok=True)
+
+
+def interact(
+    cases_dir: Path,
+    model: ModelConfig,
+    out_dir: Path,
+    *,
+    reference: str | None = None,
+    seconds_per_class: float = protocol.SECONDS_PER_CLASS,
+    device: str | None = None,
+    allow_unverified_weights: bool = False,
+) -> pd.DataFrame:
+    """Run ``model`` on every case of ``cases_dir``; write and return the per-case table."""
+    if not model.is_interactive:
+        raise ModelRunError(f"model {model.name!r} is of kind {model.kind!r}; segbench interact runs kind 'interactive'")
+    weights = weights_status(model)
+    if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
+        raise ModelRunError(f"model {model.name!r}: weights are {weights['status']}; pin them or pass --allow-unverified-weights")
+    kind = reference_kind(cases_dir, reference)
+    sources = list_cases(cases_dir)
+    if kind == "pseudo":
+        log.warning("%s: the reference is a %s (a model's output, not a manual annotation); every score below is against it", cases_dir, PSEUDO_LABEL)
+    out_dir = Path(out_dir)
+    _clear_outputs(out_dir)
+    staging = (out_dir / ".staging").resolve()
+    device = device or model.device
+    rows, measured = [], {}
+    for case_id, image_file, gts_file in sources:
+        case = load_case(case_id, image_file, gts_file)
+        limit_s = protocol.time_limit(case.n_classes, seconds_per_class)
+        workdir = staging / case_id
+        substitutions = {
+            "python": sys.executable,
+            "input_dir": str(workdir / "inputs"),
+            "output_dir": str(workdir / "outputs"),
+            "input": str(workdir / "inputs" / f"{case_id}.npz"),
+            "output": str(workdir / "outputs" / f"{case_id}.npz"),
+            "case": case_id,
+            "cases_file": str(workdir / "inputs" / "cases.txt"),
+            "device": device,
+            "device_gpu": device.replace("cuda", "gpu"),
+            "weights_dir": str(weights_dir(model).resolve()),
+            "adapters_dir": str(ADAPTERS_DIR),
+        }
+        (workdir / "inputs").mkdir(parents=True, exist_ok=True)
+        (workdir / "inputs" / "cases.txt").write_text(case_id + "\n", encoding="utf-8")
+        record, predictions, called = run_case(case, model_command(model, substitutions), workdir, limit_s)
+        row, measured[case_id] = _row(case, record, limit_s, kind)
+        if row["over_time"]:
+            log.warning("case %s: model calls took %.1f s > %.0f s (%s classes x %.0f s): scored 0", case_id, row["TotalRunningTime"], limit_s,
+                        case.n_classes, seconds_per_class)
+        log.info("case %s: DSC %s, DSC_AUC %.3f, NSD_AUC %.3f vs %s", case_id, " ".join(f"{s['dsc']:.3f}" for s in record["steps"]),
+                 row["DSC_AUC"], row["NSD_AUC"], REFERENCE_LABELS[kind])
+        save_npz_atomic(out_dir / "segs" / f"{case_id}.npz", segs=predictions[-1] if predictions else np.zeros_like(case.gts),
+                        all_segs=np.stack(predictions) if predictions else np.zeros((0, *case.gts.shape), np.uint8), steps=np.array(called))
+        write_json_atomic(out_dir / "records" / f"{case_id}.json", {
+            "case_id": case_id,
+            "case_file": str(image_file),
+            "reference": REFERENCE_LABELS[kind],
+            "classes": class_names(cases_dir, case_id, case.n_classes),
+            "spacing": list(case.spacing),
+            "boxes": case.boxes,
+            "time_limit_s": limit_s,
+            "over_time": row["over_time"],
+            "row": row,
+            "measured_before_time_limit": measured[case_id],
+            **record,
+        })
+        rows.append(row)
+        shutil.rmtree(workdir, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    table = pd.DataFrame(rows, columns=[*COLUMNS, *EXTRA_COLUMNS])
+    write_text_atomic(out_dir / "metrics.csv", table.to_csv(index=False))
+    write_json_atomic(out_dir / "run.json", {
+        "model": model.name,
+        "model_version": model.version,
+        "command": list(model.command),
+        "environment": model.environment.get("type"),
+        "weights": weights,
+        "cases_dir": str(cases_dir),
+        "cases": [c for c, _, _ in sources],
+        "reference": REFERENCE_LABELS[kind],
+        "seconds_per_class": seconds_per_class,
+        "nsd_tolerance_mm": protocol.NSD_TOLERANCE_MM,
+        "nsd_definition": protocol.NSD_DEFINITION,
+        "segbench_version": __version__,
+    })
+    return table
+

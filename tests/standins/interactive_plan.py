@@ -1,0 +1,27 @@
+"""Stand-in interactive model for the harness tests: replays a planned prediction per step.
+
+The step is read off the input the way a model could: 1 without clicks, else 1 + the number of
+click rounds so far. ``--plan`` holds ``step_<k>`` label maps; a step without one writes no output.
+``--sleep`` seconds are spent first; every call appends its step and the input's keys to ``--log``.
+"""
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+parser = argparse.ArgumentParser()
+for flag in ("--input", "--output", "--plan", "--log"):
+    parser.add_argument(flag, required=True)
+parser.add_argument("--sleep", type=float, default=0.0)
+args = parser.parse_args()
+time.sleep(args.sleep)
+with np.load(args.input, allow_pickle=True) as data:
+    step_input = dict(data)
+step = 1 + len(list(step_input["clicks_order"])[0]) if "clicks_order" in step_input else 1
+with open(args.log, "a", encoding="utf-8") as fh:
+    fh.write(json.dumps({"step": step, "keys": sorted(step_input)}) + "\n")
+with np.load(args.plan) as plan:
+    if f"step_{step}" in plan:
+        np.savez_compressed(args.output, segs=plan[f"step_{step}"])
