@@ -12,7 +12,7 @@ from string import Template
 from typing import Any
 
 from . import figures, tables
-from .common import against_source, digits, display_order, fmt, fmt_ci, kind, slug, source_co_winners, verdict, verdict_word
+from .common import against_source, digits, display_order, fmt, fmt_ci, kind, pair, slug, source_co_winners, verdict, verdict_word
 
 Results = dict[str, Any]
 
@@ -125,10 +125,10 @@ def dataset_page(results: Results, all_results: list[Results]) -> str:
 
 
 SOURCE_PROCEDURES = Template("""<p>The source of this set published its own analysis of these scores: a pair of models is
-"distinguishable" when the paired-bootstrap CI of their mean difference, at the Bonferroni-adjusted level,
-excludes 0 (over the pairs of one structure and metric; B = $n_resamples, seed $seed). segbench recomputes those CIs under the same correction from the same
-per-case values, with its own resamples, and adds its Wilcoxon-Holm map: a one-sided Wilcoxon signed-rank test
-for every ordered pair, all p-values Holm-adjusted together. The two procedures ask different questions. The CI
+"distinguishable" when the paired-bootstrap CI of their mean difference, at the level Bonferroni-adjusted over
+the pairs of one structure and metric, excludes 0 (B = $n_resamples, seed $seed). segbench recomputes those CIs
+under the same correction from the same per-case values, with its own resamples, and adds its Wilcoxon-Holm
+map: a one-sided Wilcoxon signed-rank test for every ordered pair, all p-values Holm-adjusted together. The two procedures ask different questions. The CI
 is about the mean difference, which a few cases with large differences move and widen; the signed-rank test is
 about how consistently, case by case, one model does better, whatever the size of each difference. So
 Wilcoxon-Holm can separate a pair whose CI includes 0 (it adds a verdict), and fail to confirm a pair whose CI
@@ -150,8 +150,8 @@ def _source_summary(results: Results, pages: dict[str, str]) -> str:
         for metric, published in cells.items():
             cell = results["analysis"]["structures"][structure]["metrics"][metric]
             link = f'<a href="{pages[structure]}#{html.escape(metric)}-source">{html.escape(structure)} {html.escape(metric)}</a>'
-            differences = [against_source(cell, next(p for p in published["pairwise"] if {p["a"], p["b"]} == {e["a"], e["b"]}), e["a"], e["b"])
-                           for e in published["segbench"]["pairwise"]]
+            differences = [against_source(cell, theirs, e["a"], e["b"]) for e in published["segbench"]["pairwise"]
+                           if (theirs := pair(published, e["a"], e["b"])) is not None]  # pairs both rank
             shown = [html.escape(sentence) for relation, sentence in differences if relation != "agree"]
             items.append(f"<li>{link}: {_co_winners(cell, published)} "
                          + (" ".join(shown) if shown else "The two procedures agree on every pair.") + "</li>")

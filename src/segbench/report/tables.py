@@ -23,6 +23,7 @@ from .common import (
     markers,
     p_adjusted,
     p_equals,
+    pair,
     verdict,
     verdict_word,
     wilcoxon_winner,
@@ -176,7 +177,9 @@ def source_pairs(cell: Cell, published: dict[str, Any]) -> str:
     rows = []
     for entry in ours["pairwise"]:
         upper, lower = entry["a"], entry["b"]
-        theirs = next(e for e in published["pairwise"] if {e["a"], e["b"]} == {upper, lower})
+        theirs = pair(published, upper, lower)
+        if theirs is None:  # a model the source left unranked
+            continue
         source_word = f"✔ distinguishable, favours {theirs['favored']}" if theirs["distinguishable"] else "✘ not distinguishable"
         same = "same verdict as the source" if ci_favoured(entry) == ci_favoured(theirs) else "differs from the source"
         winner = wilcoxon_winner(cell, upper, lower)
