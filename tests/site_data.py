@@ -4,6 +4,8 @@
   organs, imported as ``kind: published`` with a ``source``.
 - KiTS-like: the real KiTS23 clinical metadata (78 cases) with seeded per-case scores of a simulated,
   an inference (contaminated: trained on kits23) and a published model; tumour absent in some cases.
+- segauge-benchmark GPU run: the real published per-case scores of TotalSegmentator, CT-FM and MOOSE on
+  20 KiTS23 cases, with the analysis the file publishes beside segbench's (``source_analysis``).
 The envelope has the keys ``segbench.stages.run_compare`` writes.
 """
 
@@ -17,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from segbench.io import write_json_atomic
-from segbench.published import age_band, read_touchstone
-from segbench.stats import analyze
+from segbench.published import age_band, read_segauge_analysis, read_segauge_results, read_touchstone
+from segbench.stats import analyze, beside_source
 from segbench.stats.settings import StatsSettings
 
 SETTINGS = StatsSettings(n_resamples=200)
@@ -109,5 +111,24 @@ def kits_like_results(metadata: Path, out: Path) -> Path:
         citation="Heller et al., The KiTS23 Challenge, 2023",
         regions={"kidney_and_mass": {"labels": [1, 2, 3], "nsd_tolerance_mm": 1.0331}},
     )
+    write_json_atomic(out, results)
+    return out
+
+
+def segauge_results(path: Path, metadata: Path, out: Path) -> Path:
+    """A segauge-benchmark results file as compare writes it: the source's model metadata and its analysis
+    beside segbench's. B = 2000 as the source used."""
+    rows = read_segauge_results(path, metadata)
+    metrics = {"dice": True, "hd95": False, "nsd": True, "assd": False}
+    analysis = analyze(rows, metrics=metrics, settings=StatsSettings(n_resamples=2000))
+    claims = rows.attrs["models"]
+    models = {m: _model(m, "published", tuple(c["contaminated_on"]), "kits23", source="segauge-benchmark " + path.name,
+                        licence=c["licence"]) for m, c in claims.items()}
+    results = _envelope(
+        "segauge_kits23_modal", "segauge-benchmark GPU run on 20 KiTS23 cases", models, metrics, analysis,
+        licence="Apache-2.0", citation="segauge-benchmark, github.com/RubenHaisma/segauge-benchmark", nsd_tolerance_mm={"kidney": 2.0},
+    )
+    results["hd95_definition"] = str(rows["hd95_definition"].iloc[0])
+    results["source_analysis"] = beside_source(analysis, read_segauge_analysis(path))
     write_json_atomic(out, results)
     return out

@@ -7,6 +7,7 @@ scores; KiTS-like scores on the real KiTS23 case list), see ``site_data``.
 from __future__ import annotations
 
 import copy
+import html
 import json
 import os
 import re
@@ -17,20 +18,22 @@ import pytest
 from browser import Browser, find_chromium
 from segbench.io import write_json_atomic
 from segbench.report import build_site
-from site_data import TOUCHSTONE_SOURCE, kits_like_results, touchstone_results
+from site_data import TOUCHSTONE_SOURCE, kits_like_results, segauge_results, touchstone_results
 
 TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
+SEGAUGE_MODAL = Path(__file__).resolve().parents[1] / "data" / "published" / "segauge_benchmark" / "kits23_modal.json"
 KITS_META = Path(__file__).resolve().parents[1] / "data" / "kits23" / "kits23.json"
 
 
 @pytest.fixture(scope="session")
 def results_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    if not TOUCHSTONE.is_dir() or not KITS_META.is_file():
+    if not TOUCHSTONE.is_dir() or not KITS_META.is_file() or not SEGAUGE_MODAL.is_file():
         pytest.fail("data/ missing: run `dvc pull data.dvc` first (the tests use the real data bundle)")
     folder = tmp_path_factory.mktemp("results")
     return [
         touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("liver",)),
         kits_like_results(KITS_META, folder / "kits23.json"),
+        segauge_results(SEGAUGE_MODAL, KITS_META, folder / "segauge_kits23_modal.json"),
     ]
 
 
@@ -55,6 +58,7 @@ def test_pages_and_offline_assets(site: tuple[Path, list[Path]]) -> None:
     assert names == sorted([
         "index.html", "methodology.html", "kits23.html", "kits23--kidney_and_mass.html", "kits23--tumor.html",
         "touchstone_totalsegmentator.html", "touchstone_totalsegmentator--liver.html",
+        "segauge_kits23_modal.html", "segauge_kits23_modal--kidney.html",
     ])
     assert (out / "plotly.min.js").stat().st_size > 1_000_000
     for page in pages:
@@ -132,6 +136,30 @@ def test_methodology_reads_parameters_licences_and_citations(site: tuple[Path, l
     assert "kidney_and_mass 1.0331 mm" in text and "segauge_pooled_area_weighted" in text
     assert TOUCHSTONE_SOURCE in text
     assert "docs/methodology.md" in text and "Holm&#x27;s step-down" in text  # the project's methodology, its settings
+
+
+def test_source_verdicts_and_what_wilcoxon_holm_changes(site: tuple[Path, list[Path]]) -> None:
+    """A set whose source published its analysis: every pair where Wilcoxon-Holm and the source's CIs disagree
+    is named and explained, on the dataset page and in the structure page's table; other sets show nothing."""
+    out, _ = site
+    overview = html.unescape(page_text(out / "segauge_kits23_modal.html"))
+    assert "The source's verdicts and Wilcoxon-Holm" in overview and "whatever the size of each difference" in overview
+    assert ("Co-winners by the source's CIs: MOOSE, TotalSegmentator, CT-FM; by Wilcoxon-Holm: MOOSE, TotalSegmentator. "
+            "Wilcoxon-Holm adds a verdict: MOOSE is significantly better than CT-FM (p_adj = 0.036), while the source's "
+            "bootstrap CI of the difference includes 0.") in overview
+    assert "Wilcoxon-Holm adds a verdict: MOOSE is significantly better than TotalSegmentator (p_adj = 0.007)" in overview
+    assert ("Wilcoxon-Holm does not confirm the source's verdict: the CI favours TotalSegmentator, but TotalSegmentator "
+            "is not significantly better than CT-FM (p_adj = 0.110).") in overview
+    assert overview.count("The two procedures agree on every pair.") == 1  # hd95
+    page = (out / "segauge_kits23_modal--kidney.html").read_text(encoding="utf-8")
+    assert page.count('<table class="sortable source-pairs">') == 4
+    assert page.count('class="relation-adds"') == 2 and page.count('class="relation-withholds"') == 1
+    assert page.count('class="relation-agree"') == 9
+    assert page.count("same verdict as the source") == 12 and "differs from the source" not in page
+    assert "source: bootstrap CI (Bonferroni, 98.3%, B = 2,000)" in page and "✔ distinguishable, favours MOOSE" in page
+    assert "kidney 2 mm (as published by the source)" in page_text(out / "methodology.html")
+    assert "as published by the source (segauge 0.2.0)" in page_text(out / "methodology.html")
+    assert "Wilcoxon-Holm versus the source" not in (out / "kits23--tumor.html").read_text(encoding="utf-8")
 
 
 # Click the 'rank' header of the first table twice; return the rank column after each click.

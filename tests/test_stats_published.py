@@ -32,11 +32,11 @@ def test_read_segauge_results_real() -> None:
         pytest.skip("data bundle not pulled")
     rows = read_segauge_results(SEGAUGE_KITS, KITS_META)
     assert set(rows["model"]) == {"TotalSegmentator", "TotalSegmentator-fast"}
-    assert rows.attrs["contaminated_on"]["TotalSegmentator"] == ["totalsegmentator"]
+    assert rows.attrs["models"]["TotalSegmentator"] == {"version": "2.14.0", "licence": "Apache-2.0", "contaminated_on": ["totalsegmentator"]}
     assert rows.attrs["dataset"] == "kits23"
-    # the bundle's clinical JSON covers 78 cases; of the seed's three only case_00000 is among them
-    known = rows["case_id"] == "case_00000"
-    assert (rows.loc[known, "meta.age_band"] == "40-49").all() and rows.loc[~known, "meta.age_band"].isna().all()
+    # the bundle's clinical JSON covers all 489 cases, so every row has its age band
+    assert rows["meta.age_band"].notna().all()
+    assert (rows.loc[rows["case_id"] == "case_00000", "meta.age_band"] == "40-49").all()
     doc = json.loads(SEGAUGE_KITS.read_text())
     res = analyze(rows, metrics={"dice": True, "hd95": False, "nsd": True, "assd": False},
                   settings=StatsSettings(n_resamples=2000), subgroup_fields=["gender"])

@@ -126,11 +126,13 @@ def _cmd_report(args: argparse.Namespace) -> None:
 
 def _cmd_reanalyze(args: argparse.Namespace) -> None:
     """Recompute every statistic from the per-case rows a results file stores; fail on any difference."""
-    from segbench.stats import reanalyze
+    from segbench.stats import reanalyze, reanalyze_source
 
     for path in args.results:
         results = json.loads(Path(path).read_text(encoding="utf-8"))
         differences = reanalyze(results["analysis"])
+        if "source_analysis" in results:  # segbench's CIs under a source's correction, beside its published verdicts
+            differences += reanalyze_source(results["analysis"], results["source_analysis"])
         if differences:
             raise ValueError(f"{path}: {len(differences)} statistic(s) differ from a recomputation; first: {differences[0]}")
         print(f"{path}: every statistic re-derived from its per-case rows")

@@ -215,7 +215,7 @@ def excluded_regions(pred_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def read_published(source: PublishedConfig) -> pd.DataFrame:
-    """Rows of a published score set (segauge results keep each model's training-set claims in ``rows.attrs``)."""
+    """Rows of a published score set (segauge results keep each model's version, licence and training sets in ``rows.attrs``)."""
     if source.format == "touchstone":
         return published.read_touchstone(source.path)
     return published.read_segauge_results(source.path, source.metadata_file)
@@ -225,12 +225,14 @@ def run_import(params: Params, name: str) -> None:
     """Import stage: one score bundle per model of a published set (kind=published, no masks)."""
     source = params.published_set(name)
     rows = read_published(source)
+    claims = rows.attrs.get("models", {})
     summaries = _summary_metrics(rows, source.metrics, stats_settings(params))
     for model, model_rows in rows.groupby("model", sort=True):
         model_rows = model_rows.reset_index(drop=True)
         model_rows.insert(1, "kind", "published")
+        version = {"model_version": claims[model]["version"]} if claims.get(model, {}).get("version") else {}
         record = {
-            "tags": _version_tags(name, str(model), "published", source=source.source),
+            "tags": _version_tags(name, str(model), "published", source=source.source, **version),
             "params": {"published.format": source.format, "published.path": str(Path(os.path.relpath(source.path)))},
             "metrics": summaries[str(model)],
         }
@@ -254,12 +256,12 @@ def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[
     if name in params.published:
         source = params.published_set(name)
         models = sorted(p.stem for p in (Path("tracking") / name).glob("*.json"))
-        trained = {m: source.trained_on.get(m, ()) for m in models}
-        if source.format == "segauge_results":  # the file itself declares each model's training sets
-            claims = read_published(source).attrs.get("contaminated_on", {})
-            trained = {m: tuple(sorted({*trained[m], *claims.get(m, ())})) for m in models}
+        # a segauge results file declares each model's version, licence and training sets (contaminated_on)
+        claims = read_published(source).attrs.get("models", {}) if source.format == "segauge_results" else {}
+        trained = {m: tuple(sorted({*source.trained_on.get(m, ()), *claims.get(m, {}).get("contaminated_on", ())})) for m in models}
         entries = {
-            m: {"title": m, "kind": "published", "simulated": False, "source": source.source, "licence": source.licence,
+            m: {"title": m, "kind": "published", "simulated": False, "source": source.source,
+                "licence": claims.get(m, {}).get("licence") or source.licence,
                 "trained_on": list(trained[m]), "contaminated": source.evaluated_on in trained[m]}
             for m in models
         }
@@ -279,6 +281,13 @@ def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[
     return block, entries, ANALYZED_METRICS, dataset.subgroups
 
 
+def _published_analysis(params: Params, name: str) -> dict[str, Any] | None:
+    """The analysis a published set's file publishes beside its scores (segauge results files), else None."""
+    if name not in params.published or params.published_set(name).format != "segauge_results":
+        return None
+    return published.read_segauge_analysis(params.published_set(name).path)
+
+
 def run_compare(params: Params, name: str) -> None:
     """Compare stage: per-case rows read back FROM MLFLOW -> statistics (docs/methodology.md#5-statistics-protocol) -> results/<name>.json."""
     block, models, metrics, subgroups = _leaderboard_setup(params, name)
@@ -296,6 +305,8 @@ def run_compare(params: Params, name: str) -> None:
     )
     block["version"] = data_version()
     hd95 = rows["hd95_definition"].iloc[0] if "hd95_definition" in rows else "as published by the source"
+    if "regions" not in block and "nsd_tolerance_mm" in rows:  # a published set stating its NSD tolerance
+        block["nsd_tolerance_mm"] = {str(s): float(t) for s, t in rows.groupby("structure", sort=True)["nsd_tolerance_mm"].first().items()}
     results = {
         "segbench_version": segbench.__version__,
         "dataset": block,
@@ -304,6 +315,9 @@ def run_compare(params: Params, name: str) -> None:
         "hd95_definition": str(hd95),
         "analysis": analysis,
     }
+    source_analysis = _published_analysis(params, name)
+    if source_analysis is not None:
+        results["source_analysis"] = stats.beside_source(analysis, source_analysis)
     write_json_atomic(results_file(name), results)
     write_json_atomic(metrics_file(name), stats.leaderboard_heads(analysis))
     buffer = io.StringIO()

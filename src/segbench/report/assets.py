@@ -13,6 +13,7 @@ h1 { font-size: 1.6rem; margin: .8rem 0 .4rem; }
 h2 { font-size: 1.3rem; margin-top: 2.2rem; border-bottom: 2px solid #1f4e79; padding-bottom: .2rem; }
 h3 { font-size: 1.1rem; margin-top: 1.6rem; }
 p.note { background: #fff7d6; border-left: 4px solid #c9a200; padding: .5rem .8rem; }
+.relation-adds, .relation-withholds, .relation-opposite { font-weight: bold; }
 p.headline { font-size: 1.05rem; background: #eef3f8; border-left: 4px solid #1f4e79; padding: .5rem .8rem; }
 table { border-collapse: collapse; margin: .6rem 0 1.2rem; font-size: .9rem; }
 caption { text-align: left; font-weight: bold; padding: .3rem 0; }

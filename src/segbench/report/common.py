@@ -103,6 +103,17 @@ def wilcoxon_significant(cell: Cell, a: str, b: str) -> bool:
     return bool((significance.get("significant") or {}).get(a, {}).get(b))
 
 
+def diff_text(entry: dict[str, Any], upper: str, n_digits: int) -> str:
+    """'Δ = 0.015 [-0.004, 0.044]': a pairwise entry's difference and CI as ``upper`` minus the other model.
+
+    Reads segbench's entries ("mean_diff") and a source's ("delta") alike.
+    """
+    sign = 1.0 if entry["a"] == upper else -1.0
+    delta = entry["mean_diff"] if "mean_diff" in entry else entry["delta"]
+    bounds = sorted(sign * v for v in (entry["ci_low"], entry["ci_high"])) if entry["ci_low"] is not None else [None, None]
+    return f"Δ = {fmt(sign * delta, n_digits)} [{fmt(bounds[0], n_digits)}, {fmt(bounds[1], n_digits)}]"
+
+
 def verdict(cell: Cell, upper: str, lower: str) -> tuple[bool | None, str]:
     """Separability of two ranked neighbours: (separable?, the numbers behind it).
 
@@ -113,18 +124,57 @@ def verdict(cell: Cell, upper: str, lower: str) -> tuple[bool | None, str]:
     entry = pair(cell, upper, lower)
     if entry is None:
         return False, "no paired comparison"
-    n = digits(cell)
-    sign = 1.0 if entry["a"] == upper else -1.0
-    bounds = sorted(sign * v for v in (entry["ci_low"], entry["ci_high"])) if entry["ci_low"] is not None else [None, None]
     wilcoxon = wilcoxon_significant(cell, upper, lower)
-    text = (f"{p_equals('p_adj', p_adjusted(cell, upper, lower))}; Δ = {fmt(sign * entry['mean_diff'], n)} "
-            f"[{fmt(bounds[0], n)}, {fmt(bounds[1], n)}]")
+    text = f"{p_equals('p_adj', p_adjusted(cell, upper, lower))}; {diff_text(entry, upper, digits(cell))}"
     if bool(entry["separable"]) == wilcoxon:
         return wilcoxon, text
     only = "bootstrap CI excludes 0, Wilcoxon-Holm does not reject" if entry["separable"] else (
         "Wilcoxon-Holm rejects, bootstrap CI includes 0"
     )
     return None, f"{only}; {text}"
+
+
+def wilcoxon_winner(cell: Cell, a: str, b: str) -> str | None:
+    """The model of the pair the Wilcoxon-Holm map finds significantly better than the other, or None."""
+    return a if wilcoxon_significant(cell, a, b) else b if wilcoxon_significant(cell, b, a) else None
+
+
+def ci_favoured(entry: dict[str, Any]) -> str | None:
+    """The model a bootstrap-CI verdict favours: a source's entry ("distinguishable", "favored") or segbench's
+    ("separable"; a is ranked above b, so a separable pair favours a)."""
+    if "distinguishable" in entry:
+        return entry["favored"] if entry["distinguishable"] else None
+    return entry["a"] if entry["separable"] else None
+
+
+def against_source(cell: Cell, published: dict[str, Any], upper: str, lower: str) -> tuple[str, str]:
+    """How the Wilcoxon-Holm verdict on a pair relates to the source's bootstrap-CI verdict: (kind, sentence).
+
+    kind: "adds" (Wilcoxon-Holm separates a pair whose CI includes 0), "withholds" (the CI excludes 0,
+    Wilcoxon-Holm finds neither model significantly better), "opposite" (they favour different models)
+    or "agree". ``published`` is the source's entry of the pair (``source_analysis`` of the results).
+    """
+    favoured, winner = ci_favoured(published), wilcoxon_winner(cell, upper, lower)
+    if favoured == winner:
+        return "agree", f"Both separate the pair: {winner} is better." if winner else "Neither separates the pair."
+    if favoured is None:
+        loser = lower if winner == upper else upper
+        return "adds", (f"Wilcoxon-Holm adds a verdict: {winner} is significantly better than {loser} "
+                        f"({p_equals('p_adj', p_adjusted(cell, winner, loser))}), while the source's bootstrap CI "
+                        "of the difference includes 0.")
+    other = lower if favoured == upper else upper
+    if winner is None:
+        return "withholds", (f"Wilcoxon-Holm does not confirm the source's verdict: the CI favours {favoured}, but "
+                             f"{favoured} is not significantly better than {other} "
+                             f"({p_equals('p_adj', p_adjusted(cell, favoured, other))}).")
+    return "opposite", (f"Opposite verdicts: the source's CI favours {favoured}, Wilcoxon-Holm finds {winner} significantly "
+                        f"better ({p_equals('p_adj', p_adjusted(cell, winner, favoured))}).")
+
+
+def source_co_winners(published_cell: dict[str, Any], order: list[str]) -> list[str]:
+    """Models, in ``order``, that no pair the source calls distinguishable puts below another model."""
+    beaten = {e["b"] if e["favored"] == e["a"] else e["a"] for e in published_cell["pairwise"] if e["distinguishable"]}
+    return [m for m in order if m not in beaten]
 
 
 VERDICT_ORDER = {True: "0", None: "1", False: "2"}  # table sort key: separable, borderline, not separable

@@ -12,7 +12,7 @@ from string import Template
 from typing import Any
 
 from . import figures, tables
-from .common import digits, fmt, fmt_ci, kind, slug, verdict, verdict_word
+from .common import against_source, digits, display_order, fmt, fmt_ci, kind, pair, slug, source_co_winners, verdict, verdict_word
 
 Results = dict[str, Any]
 
@@ -118,9 +118,52 @@ def dataset_page(results: Results, all_results: list[Results]) -> str:
         + "<p>Each structure's page has the full leaderboards and plots: "
         + ", ".join(f'<a href="{p}">{html.escape(s)}</a>' for s, p in sorted(pages.items()))
         + ".</p>"
+        + _source_summary(results, pages)
         + tables.models_table(results["models"])
     )
     return render(d["title"], body, nav_bar(all_results, results))
+
+
+SOURCE_PROCEDURES = Template("""<p>The source of this set published its own analysis of these scores: a pair of models is
+"distinguishable" when the paired-bootstrap CI of their mean difference, at the level Bonferroni-adjusted over
+the pairs of one structure and metric, excludes 0 (B = $n_resamples, seed $seed). segbench recomputes those CIs
+under the same correction from the same per-case values, with its own resamples, and adds its Wilcoxon-Holm
+map: a one-sided Wilcoxon signed-rank test for every ordered pair, all p-values Holm-adjusted together. The two procedures ask different questions. The CI
+is about the mean difference, which a few cases with large differences move and widen; the signed-rank test is
+about how consistently, case by case, one model does better, whatever the size of each difference. So
+Wilcoxon-Holm can separate a pair whose CI includes 0 (it adds a verdict), and fail to confirm a pair whose CI
+excludes 0 (it withholds one). segbench's own leaderboard verdict calls a pair separable only when both
+procedures separate it, and borderline when only one does.</p>""")
+
+
+def _source_text(results: Results) -> str:
+    protocol = results["source_analysis"]["protocol"]
+    return SOURCE_PROCEDURES.substitute(n_resamples=f"{protocol['n_resamples']:,}", seed=protocol["seed"])
+
+
+def _source_summary(results: Results, pages: dict[str, str]) -> str:
+    """Dataset page: per structure and metric, the co-winners by each procedure and every pair where they differ."""
+    if "source_analysis" not in results:
+        return ""
+    items = []
+    for structure, cells in sorted(results["source_analysis"]["structures"].items()):
+        for metric, published in cells.items():
+            cell = results["analysis"]["structures"][structure]["metrics"][metric]
+            link = f'<a href="{pages[structure]}#{html.escape(metric)}-source">{html.escape(structure)} {html.escape(metric)}</a>'
+            differences = [against_source(cell, theirs, e["a"], e["b"]) for e in published["segbench"]["pairwise"]
+                           if (theirs := pair(published, e["a"], e["b"])) is not None]  # pairs both rank
+            shown = [html.escape(sentence) for relation, sentence in differences if relation != "agree"]
+            items.append(f"<li>{link}: {_co_winners(cell, published)} "
+                         + (" ".join(shown) if shown else "The two procedures agree on every pair.") + "</li>")
+    return ("<h2>The source's verdicts and Wilcoxon-Holm</h2>" + _source_text(results) + f"<ul>{''.join(items)}</ul>")
+
+
+def _co_winners(cell: dict[str, Any], published: dict[str, Any]) -> str:
+    """'Co-winners by the source's CIs: A, B, C; by Wilcoxon-Holm: A, B.'"""
+    by_ci = source_co_winners(published, display_order(cell))
+    by_rank = (cell.get("significance") or {}).get("co_winners") or []
+    return (f"Co-winners by the source's CIs: {html.escape(', '.join(by_ci))}; "
+            f"by Wilcoxon-Holm: {html.escape(', '.join(by_rank))}.")
 
 
 def structure_page(results: Results, structure: str, all_results: list[Results]) -> str:
@@ -133,12 +176,17 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
         f"<h1>{html.escape(d['title'])}: {html.escape(structure)}</h1>{_notes(results)}",
         f"<p>{block['n_cases']} cases shared by every model; {block['n_absent']} cases without this structure and "
         f"{block['n_unshared']} not scored for every model are excluded.</p>",
+        _source_text(results) if structure in (results.get("source_analysis") or {}).get("structures", {}) else "",
     ]
     for metric, cell in block["metrics"].items():
         key = f"{base}-{slug(metric)}"
         parts.append(f'<h2 id="{html.escape(metric)}">{html.escape(metric)}</h2>')
         parts.append(_headline(cell))
         parts.append(tables.leaderboard(cell, models, metric))
+        published = (results.get("source_analysis") or {}).get("structures", {}).get(structure, {}).get(metric)
+        if published:
+            parts.append(f'<h3 id="{html.escape(metric)}-source">The source\'s verdicts and Wilcoxon-Holm</h3>'
+                         f"<p>{_co_winners(cell, published)}</p>{tables.source_pairs(cell, published)}")
         plots = [figures.forest(cell, models, metric)]
         if cell.get("ranking"):
             plots += [figures.blob(cell, models)]
@@ -260,8 +308,11 @@ def _protocol(results: Results) -> str:
     directions = ", ".join(
         f"{html.escape(m)} ({'higher' if v['higher_is_better'] else 'lower'} is better)" for m, v in results["metrics"].items()
     )
-    regions = results["dataset"].get("regions") or {}
-    tolerances = ", ".join(f"{html.escape(r)} {v['nsd_tolerance_mm']:g} mm" for r, v in regions.items()) or "as in the source"
+    regions = {r: v["nsd_tolerance_mm"] for r, v in (results["dataset"].get("regions") or {}).items()}
+    stated = results["dataset"].get("nsd_tolerance_mm") or {}  # a published set whose source states its tolerance
+    tolerances = ", ".join(f"{html.escape(r)} {mm:g} mm" for r, mm in (regions or stated).items()) or "as in the source"
+    if stated and not regions:
+        tolerances += " (as published by the source)"
     definition = str(results.get("hd95_definition"))
     explained = f": {HD95_DEFINITIONS[definition]}" if definition in HD95_DEFINITIONS else ""
     alpha = f"{s['alpha']:g}"

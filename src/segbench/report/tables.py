@@ -10,6 +10,9 @@ from .common import (
     VERDICT_ORDER,
     Cell,
     Models,
+    against_source,
+    ci_favoured,
+    diff_text,
     digits,
     display_order,
     fmt,
@@ -18,8 +21,12 @@ from .common import (
     is_ranked,
     kind,
     markers,
+    p_adjusted,
+    p_equals,
+    pair,
     verdict,
     verdict_word,
+    wilcoxon_winner,
 )
 
 # A table cell: (HTML shown, sort key); None sorts last. A number key right-aligns the cell (a numeric
@@ -154,3 +161,45 @@ def overview(results: dict[str, Any], page_of: dict[str, str]) -> str:
                "LOO: share of cases changing #1", "cases to separate #1, #2"]
     return table(headers, rows, "At a glance: is #1 separable from #2?", "overview")
 
+
+
+AGAINST_SOURCE_ORDER = {"opposite": "0", "adds": "1", "withholds": "2", "agree": "3"}  # disagreements first
+
+
+def source_pairs(cell: Cell, published: dict[str, Any]) -> str:
+    """Every pair: the source's CI verdict, segbench's under the same correction, Wilcoxon-Holm, and how they differ.
+
+    ``published``: this structure and metric of the results' ``source_analysis`` (the source's entries
+    plus segbench's recomputation in "segbench"); ``cell``: segbench's analysis, for Wilcoxon-Holm.
+    """
+    n = digits(cell)
+    ours = published["segbench"]
+    rows = []
+    for entry in ours["pairwise"]:
+        upper, lower = entry["a"], entry["b"]
+        theirs = pair(published, upper, lower)
+        if theirs is None:  # a model the source left unranked
+            continue
+        source_word = f"✔ distinguishable, favours {theirs['favored']}" if theirs["distinguishable"] else "✘ not distinguishable"
+        same = "same verdict as the source" if ci_favoured(entry) == ci_favoured(theirs) else "differs from the source"
+        winner = wilcoxon_winner(cell, upper, lower)
+        wilcoxon = (f"{winner} better: {p_equals('p_adj', p_adjusted(cell, winner, lower if winner == upper else upper))}" if winner
+                    else f"neither better: {p_equals('p_adj', p_adjusted(cell, upper, lower))} for {upper} better")
+        relation, sentence = against_source(cell, theirs, upper, lower)
+        rows.append([
+            (f"{html.escape(upper)} vs {html.escape(lower)}", f"{upper} vs {lower}"),
+            (f"{source_word}: {html.escape(diff_text(theirs, upper, n))}", str(int(theirs["distinguishable"]))),
+            (f"{verdict_word(bool(entry['separable']))}: {html.escape(diff_text(entry, upper, n))}; {same}", str(int(entry["separable"]))),
+            (html.escape(wilcoxon), "1" if winner else "0"),
+            (f'<span class="relation-{relation}">{html.escape(sentence)}</span>', AGAINST_SOURCE_ORDER[relation]),
+        ])
+    level = f"{published['ci_level'] * 100:.3g}%"
+    correction = "Bonferroni" if published["correction"] == "bonferroni" else "no correction (one pair)"
+    headers = [
+        "pair",
+        f"source: bootstrap CI ({correction}, {level}, B = {published['n_resamples']:,})",
+        f"segbench: same correction ({level}, B = {ours['n_resamples']:,})",
+        "Wilcoxon-Holm (one-sided, all ordered pairs)",
+        "Wilcoxon-Holm versus the source",
+    ]
+    return table(headers, rows, "The source's verdicts, reproduced, and what Wilcoxon-Holm changes", "source-pairs")

@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -112,6 +112,15 @@ def reanalyze(results: Mapping) -> list[str]:
 
     Empty list = the stored statistics are exactly what the stored rows and settings give.
     """
+    return _differences(_to_json(dict(results)), recompute(results), "")
+
+
+def recompute(results: Mapping, **changes: object) -> dict:
+    """The analysis re-derived from the per-case values ``results`` stores, with ``changes`` to its settings.
+
+    E.g. ``recompute(results, multiple_comparison="bonferroni")``: the same resamples (same seed and
+    case sets) under another family-wise correction, to set beside a source that used it.
+    """
     try:
         settings = StatsSettings(**results["settings"])
         models = sorted(results["models"])
@@ -140,9 +149,9 @@ def reanalyze(results: Mapping) -> list[str]:
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a segbench results dict: {exc!r}") from exc
+    settings = replace(settings, **changes)  # StatsSettings validates the changed values
     with _single_threaded_blas():
-        recomputed = _run(structures, models, metrics, settings, subgroup_fields, contaminated)
-    return _differences(_to_json(dict(results)), recomputed, "")
+        return _run(structures, models, metrics, settings, subgroup_fields, contaminated)
 
 
 def _single_threaded_blas() -> threadpool_limits:
