@@ -16,7 +16,8 @@ import yaml
 from segbench.scoring import Region
 
 ENVIRONMENT_TYPES = ("harness", "venv", "conda", "container")
-MODEL_KINDS = ("inference", "simulated")
+#: "interactive": a promptable model run step by step on box and click prompts (segbench interact, docs/interactive.md)
+MODEL_KINDS = ("inference", "simulated", "interactive")
 MODEL_INPUTS = ("images", "reference_labels")
 #: "dataset": the command runs once over the staged input folder; "case": once per case ({case} placeholder).
 INVOCATIONS = ("dataset", "case")
@@ -83,6 +84,10 @@ class ModelConfig:
     @property
     def is_simulated(self) -> bool:
         return self.kind == "simulated"
+
+    @property
+    def is_interactive(self) -> bool:
+        return self.kind == "interactive"
 
 
 PUBLISHED_FORMATS = ("touchstone", "segauge_results")
@@ -209,6 +214,8 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
     if output_format not in OUTPUT_READERS:
         raise ConfigError(f"{where}: output_format must be one of {sorted(OUTPUT_READERS)}, got {output_format!r}")
     spot_check = {"floor": 0.1, "cases": 5, **dict(raw.get("spot_check") or {})}
+    # an interactive model labels the classes of its prompts: it has no label map of its own
+    label_map = (raw.get("label_map") or {}) if kind == "interactive" else _require(raw, "label_map", where)
     return ModelConfig(
         name=name,
         title=str(raw.get("title", name)),
@@ -220,7 +227,7 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
         invocation=invocation,
         output=str(raw.get("output", "{case}.nii.gz")),
         output_format=output_format,
-        label_map={int(k): str(v) for k, v in _require(raw, "label_map", where).items()},
+        label_map={int(k): str(v) for k, v in label_map.items()},
         trained_on=tuple(raw.get("trained_on", ())),
         weights=raw.get("weights"),
         licence=str(raw.get("licence", "")),
