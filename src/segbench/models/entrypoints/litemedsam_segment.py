@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -236,6 +237,11 @@ class SliceSegmenter:
         self.net, self.volume, self.device = net, volume_u8, device
         self._embeddings: dict[int, tuple] = {}
 
+    @property
+    def embedded(self) -> int:
+        """How many slices went through the image encoder (the cost of a step)."""
+        return len(self._embeddings)
+
     def __call__(self, z: int, box256: np.ndarray) -> np.ndarray:
         """The binary mask of slice z for a box at 256 scale."""
         import torch
@@ -287,14 +293,6 @@ def click_step(segment: SliceSegmenter, step: dict) -> np.ndarray:
     return segs
 
 
-def predict(step: dict, net, device: str) -> np.ndarray:
-    """The step's label map: the box step when there are no clicks yet, else a click step."""
-    segment = SliceSegmenter(net, to_uint8(step["imgs"]), device)
-    if step["clicks"] is None:
-        return box_step(segment, step["boxes"], step["imgs"].shape)
-    return click_step(segment, step)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input", type=Path, help="step input npz")
@@ -303,18 +301,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--install-weights", action="store_true", help="only copy and verify the checkpoint into --weights, then exit")
     args = parser.parse_args(argv)
-    net = load_model(args.weights, args.device)
     if args.install_weights:
-        print(f"LiteMedSAM checkpoint verified at {net.checkpoint_path}", file=sys.stderr)
+        print(f"LiteMedSAM checkpoint verified at {load_model(args.weights, args.device).checkpoint_path}", file=sys.stderr)
         return 0
     if args.input is None or args.output is None:
         parser.error("--input and --output are required")
     try:
-        step = read_step(args.input)
+        step = read_step(args.input)  # before the model loads: a bad input fails at once
     except StepError as exc:
         print(f"litemedsam: {exc}", file=sys.stderr)
         return 2
-    segs = predict(step, net, args.device)
+    start = time.perf_counter()
+    segment = SliceSegmenter(load_model(args.weights, args.device), to_uint8(step["imgs"]), args.device)
+    segs = box_step(segment, step["boxes"], step["imgs"].shape) if step["clicks"] is None else click_step(segment, step)
+    print(f"litemedsam: {'box' if step['clicks'] is None else 'click'} step, {segment.embedded} slice embedding(s), "
+          f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     partial = args.output.with_name(f".{args.output.name}.partial.npz")
     np.savez_compressed(partial, segs=segs.astype(np.uint8))
