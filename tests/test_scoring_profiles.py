@@ -8,6 +8,7 @@ the files. Empty masks follow the project's worst-case policy instead of the pac
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nibabel as nib
@@ -19,10 +20,14 @@ from segbench.config import ConfigError, load_params
 from segbench.models.simulated import add_blob, displace_boundary, miss_largest_lesion, shift
 from segbench.scoring import Region, score_case, score_cases
 from segbench.scoring.profiles import deepmind_metrics, deepmind_surface_distances, surfel_areas
+from tests_support import tumour_crop
 
 sd = pytest.importorskip("surface_distance")
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_profiles import package as package_metrics  # noqa: E402  (the package's metrics, shared with the benchmark)
+
 LABELS = ROOT / "data" / "kits23" / "labels"
 REGIONS = (
     Region("kidney_and_mass", (1, 2, 3), 1.0331),
@@ -31,20 +36,6 @@ REGIONS = (
 )
 SURFACE_METRICS = ("hd", "hd95", "assd", "masd", "nsd")
 TOL = 1e-6
-
-
-def package_metrics(pred: np.ndarray, ref: np.ndarray, spacing: tuple[float, ...], tolerance: float) -> dict[str, float]:
-    """The surface metrics by surface-distance's own functions (ASSD: its per-direction sums pooled)."""
-    s = sd.compute_surface_distances(ref, pred, spacing)
-    mean_gp, mean_pg = sd.compute_average_surface_distance(s)
-    pooled = np.sum(s["distances_gt_to_pred"] * s["surfel_areas_gt"]) + np.sum(s["distances_pred_to_gt"] * s["surfel_areas_pred"])
-    return {
-        "hd": sd.compute_robust_hausdorff(s, 100),
-        "hd95": sd.compute_robust_hausdorff(s, 95),
-        "assd": pooled / (np.sum(s["surfel_areas_gt"]) + np.sum(s["surfel_areas_pred"])),
-        "masd": 0.5 * (mean_gp + mean_pg),
-        "nsd": sd.compute_surface_dice_at_tolerance(s, tolerance),
-    }
 
 
 def reversed_bits(code: int) -> int:
@@ -96,17 +87,6 @@ def test_deepmind_profile_equals_package_on_phantoms(name: str, spacing: tuple[f
         assert abs(ours[metric] - theirs[metric]) <= TOL, (name, metric, ours[metric], theirs[metric])
 
 
-def _crop(case: str, margin: int = 8) -> nib.Nifti1Image:
-    """The real label map cropped around its tumour (the package is slow on whole volumes), affine shifted to match."""
-    img = nib.load(LABELS / f"{case}.nii.gz")
-    lab = np.asanyarray(img.dataobj)
-    box = ndimage.find_objects((lab == 2).astype(np.uint8))[0]
-    box = tuple(slice(max(s.start - margin, 0), min(s.stop + margin, n)) for s, n in zip(box, lab.shape, strict=True))
-    affine = img.affine.copy()
-    affine[:3, 3] = img.affine[:3, :3] @ [s.start for s in box] + img.affine[:3, 3]
-    return nib.Nifti1Image(lab[box].copy(), affine, img.header)
-
-
 PERTURBATIONS = {
     "dilate_1mm": lambda lab, sp: displace_boundary(lab, sp, 1.0),
     "erode_1mm": lambda lab, sp: displace_boundary(lab, sp, -1.0),
@@ -119,7 +99,7 @@ PERTURBATIONS = {
 @pytest.mark.skipif(not LABELS.is_dir(), reason="data bundle not pulled (dvc pull)")
 @pytest.mark.parametrize("case", ["case_00030", "case_00015", "case_00040", "case_00005"])  # 5, 3, 2, 0.5 mm slices
 def test_deepmind_profile_equals_package_on_real_cases(tmp_path: Path, case: str) -> None:
-    ref_img = _crop(case)
+    ref_img = tumour_crop(LABELS, case, margin=8)
     ref = np.asanyarray(ref_img.dataobj)
     spacing = tuple(float(z) for z in ref_img.header.get_zooms())
     nib.save(ref_img, tmp_path / "ref.nii.gz")
