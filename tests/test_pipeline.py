@@ -82,6 +82,7 @@ def test_results_record_the_version_of_everything_used(project: Path) -> None:
             "git_commit": base_commit(project),
             "hd95_definition": results["hd95_definition"],
             "kind": "simulated",
+            "metric_profile": results["metric_profile"],
             "model": model,
             "model_version": str(config["version"]),
             "segauge_version": segauge.__version__,

@@ -21,13 +21,13 @@ import nibabel as nib
 import numpy as np
 import pytest
 import segauge
-from scipy import ndimage
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from simulate_kits import KINDS, simulate  # noqa: E402
 
 from segbench.scoring import Region, score_case  # noqa: E402
+from tests_support import tumour_crop  # noqa: E402
 
 LABELS = ROOT / "data" / "kits23" / "labels"
 pytestmark = pytest.mark.skipif(not LABELS.is_dir(), reason="data bundle not pulled (dvc pull)")
@@ -52,21 +52,10 @@ def segauge_rows(ref: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]) 
     return out
 
 
-def tumour_crop(case: str, margin: int = 6) -> nib.Nifti1Image:
-    """The real label map cropped around its tumour (keeps segauge fast), affine shifted to match."""
-    img = nib.load(LABELS / f"{case}.nii.gz")
-    lab = np.asanyarray(img.dataobj)
-    box = ndimage.find_objects((lab == 2).astype(np.uint8))[0]
-    box = tuple(slice(max(s.start - margin, 0), min(s.stop + margin, n)) for s, n in zip(box, lab.shape, strict=True))
-    affine = img.affine.copy()
-    affine[:3, 3] = img.affine[:3, :3] @ [s.start for s in box] + img.affine[:3, 3]
-    return nib.Nifti1Image(lab[box].copy(), affine, img.header)
-
-
 @pytest.mark.parametrize("kind", [k for k in KINDS if k != "lesion_removed"])
 def test_engine_matches_segauge(tmp_path: Path, kind: str) -> None:
     case = "case_00010"
-    ref_img = tumour_crop(case)
+    ref_img = tumour_crop(LABELS, case)
     ref = np.asanyarray(ref_img.dataobj)
     spacing = tuple(float(z) for z in ref_img.header.get_zooms())
     pred = simulate(ref, spacing, kind)

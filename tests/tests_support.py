@@ -9,7 +9,10 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import nibabel as nib
+import numpy as np
 import yaml
+from scipy import ndimage
 
 from segbench.config import compose_params
 
@@ -61,3 +64,14 @@ def new_project(root: Path, proj: Path, overrides: list[str]) -> Path:
     params = compose_params(proj / "conf", overrides)
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     return proj
+
+
+def tumour_crop(labels_dir: Path, case: str, margin: int = 6) -> nib.Nifti1Image:
+    """A real label map cropped around its tumour (keeps reference libraries fast), affine shifted to match."""
+    img = nib.load(labels_dir / f"{case}.nii.gz")
+    lab = np.asanyarray(img.dataobj)
+    box = ndimage.find_objects((lab == 2).astype(np.uint8))[0]
+    box = tuple(slice(max(s.start - margin, 0), min(s.stop + margin, n)) for s, n in zip(box, lab.shape, strict=True))
+    affine = img.affine.copy()
+    affine[:3, 3] = img.affine[:3, :3] @ [s.start for s in box] + img.affine[:3, 3]
+    return nib.Nifti1Image(lab[box].copy(), affine, img.header)

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from segbench.scoring import Region
+from segbench.scoring import DEFAULT_PROFILE, PROFILES, Region
 
 ENVIRONMENT_TYPES = ("harness", "venv", "conda", "container")
 #: "interactive": a promptable model run step by step on box and click prompts (segbench interact, docs/interactive.md)
@@ -288,12 +288,15 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
     clash = sorted(set(published) & set(datasets))
     if clash:
         raise ConfigError(f"params: {clash} named both as a dataset and as a published set")
+    scoring = dict(raw.get("scoring", {}))
+    if str(scoring.get("profile", DEFAULT_PROFILE)) not in PROFILES:
+        raise ConfigError(f"params: scoring.profile {scoring['profile']!r} is not a metric-definition profile; known: {sorted(PROFILES)}")
     return Params(
         datasets=datasets,
         models=models,
         published=published,
         stats=dict(raw.get("stats", {})),
-        scoring=dict(raw.get("scoring", {})),
+        scoring=scoring,
         tracking=dict(raw.get("tracking", {})),
         raw=raw,
     )

@@ -146,6 +146,7 @@ def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows
             weights_version=str(weights.get("md5", "none")),
             model_version=model.version,
             hd95_definition=str(rows["hd95_definition"].iloc[0]),
+            metric_profile=str(rows["metric_profile"].iloc[0]),
         ),
         "params": {
             "model.title": model.title,
@@ -158,6 +159,7 @@ def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows
             "scoring.regions": json.dumps({r.name: list(r.labels) for r in dataset.regions}, sort_keys=True),
             "scoring.nsd_tolerance_mm": json.dumps({r.name: r.nsd_tolerance_mm for r in dataset.regions}, sort_keys=True),
             "scoring.n_cases": rows["case_id"].nunique(),
+            "scoring.profile": str(rows["metric_profile"].iloc[0]),
             "stats.n_resamples": params.stats.get("n_resamples"),
             "stats.seed": params.stats.get("seed"),
         },
@@ -190,7 +192,8 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     if not regions:
         raise ValueError(f"model {model_name!r} on dataset {dataset_name!r}: no region can be scored ({excluded})")
     rows = scoring.score_cases(
-        triples, regions, workers=workers or int(params.scoring.get("workers", 1)), allowed_labels=dataset.region_labels()
+        triples, regions, workers=workers or int(params.scoring.get("workers", 1)), allowed_labels=dataset.region_labels(),
+        profile=str(params.scoring.get("profile", scoring.DEFAULT_PROFILE)),
     )
     rows = rows.join(load_metadata(dataset, cases), on="case_id")
     rows.insert(0, "model", model.name)
@@ -305,6 +308,7 @@ def run_compare(params: Params, name: str) -> None:
     )
     block["version"] = data_version()
     hd95 = rows["hd95_definition"].iloc[0] if "hd95_definition" in rows else "as published by the source"
+    profile = rows["metric_profile"].iloc[0] if "metric_profile" in rows else "as published by the source"
     if "regions" not in block and "nsd_tolerance_mm" in rows:  # a published set stating its NSD tolerance
         block["nsd_tolerance_mm"] = {str(s): float(t) for s, t in rows.groupby("structure", sort=True)["nsd_tolerance_mm"].first().items()}
     results = {
@@ -313,6 +317,7 @@ def run_compare(params: Params, name: str) -> None:
         "models": models,
         "metrics": {m: {"higher_is_better": hib} for m, hib in metrics.items()},
         "hd95_definition": str(hd95),
+        "metric_profile": str(profile),
         "analysis": analysis,
     }
     source_analysis = _published_analysis(params, name)

@@ -292,6 +292,9 @@ HD95_DEFINITIONS = {
     "segauge_pooled_area_weighted": "the 95th percentile of the area-weighted surface distances of both directions "
                                     "pooled (DeepMind's surface-distance and MONAI report the larger of the two "
                                     "one-directional 95th percentiles instead; the two are not comparable)",
+    "deepmind_max_directed_area_weighted": "DeepMind surface-distance's definition (metric-definition profile deepmind): per "
+                                           "direction, the first grid-surfel distance whose cumulative area share reaches 95%, "
+                                           "and the larger of the two directions; not comparable with segauge's pooled HD95",
 }
 PAIRWISE = {
     "holm": "family-wise control at α = {alpha} over the K(K−1)/2 pairs by Holm's step-down on the CI levels (pairs "

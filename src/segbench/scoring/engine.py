@@ -23,7 +23,7 @@ from segbench.scoring.labelmaps import (
     nonzero_crop,
     unsigned_view,
 )
-from segbench.scoring.surface import distance_metrics, surface_distances
+from segbench.scoring.profiles import DEFAULT_PROFILE, Profile, get_profile
 
 METRICS: tuple[str, ...] = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
 DISTANCE_METRICS: tuple[str, ...] = ("hd", "hd95", "assd", "masd")
@@ -32,7 +32,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     **{m: m in ("dice", "iou", "nsd") for m in METRICS},
     **{m: True for m in DETECTION_METRICS},
 }
-HD95_DEFINITION = "segauge_pooled_area_weighted"
+HD95_DEFINITION = get_profile(DEFAULT_PROFILE).hd95_definition
 COLUMNS: tuple[str, ...] = (
     "case_id",
     "structure",
@@ -45,6 +45,7 @@ COLUMNS: tuple[str, ...] = (
     "worst_case_value_mm",
     "nsd_tolerance_mm",
     "hd95_definition",
+    "metric_profile",
 )
 
 
@@ -129,10 +130,11 @@ def _worst_case_row(base: dict, worst: float) -> dict:
 
 def _score_region(
     ref: np.ndarray, pred: np.ndarray, spacing: tuple[float, float, float], region: Region, base: dict, worst: float,
-    sd: SurfaceDistances | None = None,
+    profile: Profile, sd: SurfaceDistances | None = None,
 ) -> tuple[dict, SurfaceDistances | None]:
     """Metrics of one region from its (cropped) boolean masks, the empty-mask rules of
-    docs/methodology.md#4-empty-masks-and-missing-predictions, and the surface distances they used (``sd``: already measured on the same masks)."""
+    docs/methodology.md#4-empty-masks-and-missing-predictions (before any profile sees the masks),
+    the profile's surface metrics, and the surface distances they used (``sd``: already measured on the same masks)."""
     box = nonzero_box(ref, pred)  # the region's own box: smaller than the case's; results unchanged
     if box is not None:
         ref, pred = ref[box], pred[box]
@@ -146,9 +148,9 @@ def _score_region(
     if ref_present != pred_present:
         return _worst_case_row(row, worst), None
     if sd is None:
-        sd = surface_distances(pred, ref, spacing)
+        sd = profile.measure(pred, ref, spacing)
     overlap = dice_iou(pred, ref)
-    return row | {"dice": overlap[0], "iou": overlap[1], **distance_metrics(sd, region.nsd_tolerance_mm)}, sd
+    return row | {"dice": overlap[0], "iou": overlap[1], **profile.metrics(sd, region.nsd_tolerance_mm)}, sd
 
 
 def score_case(
@@ -159,6 +161,7 @@ def score_case(
     *,
     allowed_labels: set[int] | None = None,
     dicom_labels: Mapping[str, int] | None = None,
+    profile: str = DEFAULT_PROFILE,
 ) -> list[dict]:
     """Score one case: one row per region, from a single decode of each label map.
 
@@ -167,8 +170,10 @@ def score_case(
     Raises :class:`GeometryError` if the prediction is not on the reference grid (DICOM predictions
     are first resampled onto it through their DICOM geometry). ``allowed_labels``: if given, any
     other non-zero value in either map is an error. ``dicom_labels``: DICOM-SEG segment label /
-    RTSTRUCT ROI name -> label id (default: segment / ROI number).
+    RTSTRUCT ROI name -> label id (default: segment / ROI number). ``profile``: the
+    metric-definition profile of the surface metrics (``profiles.PROFILES``), recorded in each row.
     """
+    definition = get_profile(profile)
     prediction = None if prediction is None else Path(prediction)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the inflater and numpy release the GIL: decode both files at once
         streamed: Future | None = None
@@ -185,7 +190,8 @@ def score_case(
         "prediction_missing": prediction is None,
         "worst_case": False,
         "worst_case_value_mm": worst,
-        "hd95_definition": HD95_DEFINITION,
+        "hd95_definition": definition.hd95_definition,
+        "metric_profile": definition.name,
         **{m: math.nan for m in DETECTION_METRICS},
     }
     if prediction is None:
@@ -220,15 +226,15 @@ def score_case(
         ref = _region_mask(ref_labels, region)
         pred = _region_mask(pred_labels, region)
         sd = next((d for r, p, d in measured if np.array_equal(r, ref) and np.array_equal(p, pred)), None)
-        row, sd = _score_region(ref, pred, spacing, region, base, worst, sd)
+        row, sd = _score_region(ref, pred, spacing, region, base, worst, definition, sd)
         rows.append(row)
         measured.append((ref, pred, sd))
     return [{c: r[c] for c in COLUMNS} for r in rows]
 
 
 def _score_case_job(args: tuple) -> list[dict]:
-    case_id, reference, prediction, regions, allowed_labels, dicom_labels = args
-    return score_case(case_id, reference, prediction, regions, allowed_labels=allowed_labels, dicom_labels=dicom_labels)
+    case_id, reference, prediction, regions, allowed_labels, dicom_labels, profile = args
+    return score_case(case_id, reference, prediction, regions, allowed_labels=allowed_labels, dicom_labels=dicom_labels, profile=profile)
 
 
 def _one_kernel_thread() -> None:
@@ -246,16 +252,19 @@ def score_cases(
     progress: bool = True,
     allowed_labels: set[int] | None = None,
     dicom_labels: Mapping[str, int] | None = None,
+    profile: str = DEFAULT_PROFILE,
 ) -> pd.DataFrame:
     """Score every (case_id, reference, prediction) in input order; one row per case x region.
 
     With ``workers > 1`` cases run in a process pool that hands out one case at a time
-    (``imap`` with chunksize 1), so at most ``workers`` cases are decoded at once.
+    (``imap`` with chunksize 1), so at most ``workers`` cases are decoded at once. ``profile``: as
+    in :func:`score_case` (checked before any case is decoded).
     """
+    get_profile(profile)
     from tqdm import tqdm
 
     jobs = [
-        (cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels, dicom_labels)
+        (cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels, dicom_labels, profile)
         for cid, ref, pred in cases
     ]
     bar = tqdm(total=len(jobs), desc="scoring", unit="case", disable=not progress)
