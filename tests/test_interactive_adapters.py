@@ -166,7 +166,11 @@ def test_environment_is_built_from_exact_pins(model: str) -> None:
 
 
 def _case_folder(tmp_path: Path) -> Path:
-    gts = _gts()
+    """Two round classes: no stand-in's box answer is exact, so the harness clicks (fg and bg) on every model."""
+    z, y, x = np.ogrid[:10, :24, :24]
+    gts = np.zeros((10, 24, 24), np.uint8)
+    gts[((z - 4) * 2) ** 2 + (y - 7) ** 2 + (x - 7) ** 2 <= 16] = 1
+    gts[((z - 5) * 2) ** 2 + (y - 16) ** 2 + (x - 16) ** 2 <= 25] = 2
     boxes, _ = protocol.boxes_of_labels(gts, np.random.RandomState(2025))
     imgs = np.where(gts > 0, 200, 20).astype(np.int16) + np.arange(gts.shape[2], dtype=np.int16)
     folder = tmp_path / "cases"
@@ -288,6 +292,8 @@ def test_segbench_interact_round_trip_through_the_real_entry_point(tmp_path: Pat
     record = json.loads((out / "records" / "toy.json").read_text(encoding="utf-8"))
     assert pd.isna(row["failed_steps"]) and [s["output"] for s in record["steps"]] == ["ok"] * 6
     assert row["DSC_1"] > 0, "the stand-in draws the box prompt: its answer arrived and was scored"
+    given = [k for c in (1, 2) for k, _ in _expected_clicks(record, c)]
+    assert "fg" in given or "bg" in given, "the case must make the harness click, or the check below is empty"
     processes = _processes(log)
     assert len(processes) == 6, "one model process per step"
     call, field, path = LOADED[model]

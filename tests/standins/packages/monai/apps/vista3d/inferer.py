@@ -1,8 +1,8 @@
 """STAND-IN for monai.apps.vista3d.inferer (tests only): point_based_window_inferer's signature and output layout.
 
 Returns (1, 1, *spatial) logits: NaN outside the roi_size windows centred on the points (as the real
-inferer leaves voxels no window covers), -1 inside them, then +1 / -1 in a ball of radius 1 around
-each point with label 1 / 0, in the points' order (coordinates in the input's array order).
+inferer leaves voxels no window covers), -1 inside them, then +1 / -1 in a ball of radius 2.5 around
+each point with label 1 / 0 (coordinates in the input's array order).
 """
 
 from __future__ import annotations
@@ -32,5 +32,5 @@ def point_based_window_inferer(inputs: Any, roi_size: list, predictor: Any, poin
         window = tuple(slice(max(0, int(p) - r // 2), int(p) + r // 2) for p, r in zip(point, roi_size, strict=True))
         logits[window] = np.where(np.isnan(logits[window]), -1.0, logits[window])
     for point, label in zip(coords[0], labels[0], strict=True):
-        logits[ball(spatial, point)] = 1.0 if label == 1 else -1.0
+        logits[ball(spatial, point, radius=2.5)] = 1.0 if label == 1 else -1.0
     return torch.from_numpy(logits[None, None])
