@@ -5,7 +5,7 @@
    (expectations written here from each project's API: nnInteractive's half-open (z, y, x) boxes and
    points, SAM-Med3D's (x, y, z) crop indices at 1.5 mm, VISTA3D's (1, N, 3) point_coords and
    point_labels, MedSAM2's per-frame (x, y) points and [x0, y0, x1, y1] boxes).
-2. Round trip: ``segbench interact`` with each model's real config (command, venv wrapping, weights
+2. Round trip: ``segbench interact`` (its CLI entry, in the test's process) with each model's real config (command, venv wrapping, weights
    folder, device) on a hand-built two-class case. Only the environment is a stand-in: its
    ``bin/python`` runs the real entry point with tests/standins/packages first on the path, where
    packages named like the real ones (torch, nnInteractive, medim, monai, sam2) log every call. The
@@ -15,10 +15,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from itertools import groupby
@@ -28,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from segbench import cli
 from segbench.config import model_from_conf
 from segbench.interactive import cases, protocol
 from segbench.models.envs import create_commands
@@ -122,13 +121,15 @@ def test_sammed3d_points_are_crop_indices_in_xyz_order_at_1_5_mm(tmp_path: Path)
     # the crop's axes: a voxel's intensity lands at its (x, y, z) crop index
     assert crop.sample(step.imgs.astype(np.float32), order=1)[64, 64, 64] == step.imgs[5, 3, 11]
     assert crop.sample(step.imgs.astype(np.float32), order=1)[61, 66, 62] == step.imgs[4, 7, 8]
-    # and back: logits set at the crop index of voxel (4, 7, 8) mark that voxel
-    logits = np.full((128, 128, 128), -1.0)
-    logits[61, 66, 62] = 1.0
-    region, inside, mask = crop.paste(logits, step.imgs.shape)
-    hit = np.zeros(step.imgs.shape, bool)
-    hit[region] = mask & inside
-    assert np.argwhere(hit).tolist() == [[4, 7, 8]]
+    # and back: 32^3 logits rising along one low-res axis; upsampled (align_corners=False) they are > 0 from crop index 64 on,
+    # i.e. crop x = 53 + x >= 64 <=> x >= 11 and crop z = 54 + 2 z >= 64 <=> z >= 5
+    zz, _, xx = np.indices(step.imgs.shape)
+    ramp = np.arange(32.0) - 15.5
+    for low_logits, expected in ((np.broadcast_to(ramp[:, None, None], (32, 32, 32)), xx >= 11), (np.broadcast_to(ramp, (32, 32, 32)), zz >= 5)):
+        region, inside, mask = crop.paste(np.ascontiguousarray(low_logits), step.imgs.shape)
+        hit = np.zeros(step.imgs.shape, bool)
+        hit[region] = mask & inside
+        assert np.array_equal(hit, expected)
     box_crop = sammed3d_interactive.Crop(sammed3d_interactive.focus(_step_file(tmp_path, None, None), 1), (2.0, 1.0, 1.0))
     assert box_crop.focus == (3.0, 5.5, 8.0), "the box step centres the crop on the box's centre"
 
@@ -166,11 +167,11 @@ def test_environment_is_built_from_exact_pins(model: str) -> None:
 
 
 def _case_folder(tmp_path: Path) -> Path:
-    """Two round classes: no stand-in's box answer is exact, so the harness clicks (fg and bg) on every model."""
+    """Two round classes off the diagonal (y != x): no stand-in's box answer is exact, so the harness clicks on every model."""
     z, y, x = np.ogrid[:10, :24, :24]
     gts = np.zeros((10, 24, 24), np.uint8)
-    gts[((z - 4) * 2) ** 2 + (y - 7) ** 2 + (x - 7) ** 2 <= 16] = 1
-    gts[((z - 5) * 2) ** 2 + (y - 16) ** 2 + (x - 16) ** 2 <= 25] = 2
+    gts[((z - 4) * 2) ** 2 + (y - 7) ** 2 + (x - 9) ** 2 <= 16] = 1
+    gts[((z - 5) * 2) ** 2 + (y - 16) ** 2 + (x - 13) ** 2 <= 25] = 2
     boxes, _ = protocol.boxes_of_labels(gts, np.random.RandomState(2025))
     imgs = np.where(gts > 0, 200, 20).astype(np.int16) + np.arange(gts.shape[2], dtype=np.int16)
     folder = tmp_path / "cases"
@@ -279,15 +280,17 @@ def _per_class(process: list[dict], model: str) -> list[list[dict]]:
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_segbench_interact_round_trip_through_the_real_entry_point(tmp_path: Path, model: str) -> None:
+def test_segbench_interact_round_trip_through_the_real_entry_point(tmp_path: Path, model: str, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture) -> None:
     project = _project(tmp_path, model)
     log = tmp_path / "calls.jsonl"
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "segbench.cli", "interact", "--cases", str(_case_folder(tmp_path)), "--model", model, "--out", str(out),
-            "--conf", str(ROOT / "conf"), "--reference", "manual", "--device", "cuda:0", "--allow-unverified-weights"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SEGBENCH_STANDIN_LOG": str(log)}
-    result = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
+    # `segbench interact` in this process (its scoring code is compiled once for all four models); the model runs as its own process
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("SEGBENCH_STANDIN_LOG", str(log))
+    status = cli.main(["interact", "--cases", str(_case_folder(tmp_path)), "--model", model, "--out", str(out), "--conf", str(ROOT / "conf"),
+                       "--reference", "manual", "--device", "cuda:0", "--allow-unverified-weights"])
+    assert status == 0, capsys.readouterr().err[-3000:]
     row = pd.read_csv(out / "metrics.csv").iloc[0]
     record = json.loads((out / "records" / "toy.json").read_text(encoding="utf-8"))
     assert pd.isna(row["failed_steps"]) and [s["output"] for s in record["steps"]] == ["ok"] * 6
