@@ -20,8 +20,8 @@ Per class, on every step that needs the model:
   the crop are left out;
 * the mask prompt: ``prev_pred == c`` sampled into the crop (nearest) and taken at every 4th voxel
   (32^3), binary, as the baseline passes it; zeros in the box step;
-* the result: the low-resolution logits upsampled trilinearly to 128^3, resampled back onto the
-  volume and thresholded at 0 (sigmoid 0.5) inside the crop; outside the crop the class keeps its
+* the result: the 32^3 logits interpolated trilinearly at each volume voxel's crop position (what
+  the baseline's upsampling to 128^3 gives there) and thresholded at 0 (sigmoid 0.5) inside the crop; outside the crop the class keeps its
   ``prev_pred`` voxels. (The baseline instead adds the new mask to the previous one, which makes a
   background click unable to remove anything; segbench replaces the crop.)
 
@@ -61,15 +61,19 @@ class Crop:
         """Crop indices (x, y, z) -> volume voxels (z, y, x)."""
         return np.asarray(self.focus) + (np.asarray(xyz, float)[..., ::-1] - SIZE // 2) * TARGET_MM / np.asarray(self.spacing)
 
-    def sample(self, volume: np.ndarray, order: int) -> np.ndarray:
-        """The crop of ``volume`` (z, y, x), indexed (x, y, z)."""
+    def sample(self, volume: np.ndarray, order: int, stride: int = 1) -> np.ndarray:
+        """The crop of ``volume`` (z, y, x), indexed (x, y, z); ``stride`` 4 gives crop voxels 0, 4, 8, ... (the 32^3 grid)."""
         scale = TARGET_MM / np.asarray(self.spacing)
-        matrix = np.fliplr(np.diag(scale))  # crop axis (x, y, z)[j] -> volume axis (z, y, x)[2 - j]
+        matrix = np.fliplr(np.diag(scale * stride))  # crop axis (x, y, z)[j] -> volume axis (z, y, x)[2 - j]
         offset = np.asarray(self.focus) - SIZE // 2 * scale
-        return ndimage.affine_transform(volume, matrix, offset=offset, output_shape=(SIZE,) * 3, order=order, mode="constant", cval=0.0)
+        return ndimage.affine_transform(volume, matrix, offset=offset, output_shape=(SIZE // stride,) * 3, order=order, mode="constant", cval=0.0)
 
-    def paste(self, crop_logits: np.ndarray, shape: tuple[int, ...]) -> tuple[tuple[slice, ...], np.ndarray, np.ndarray]:
-        """Crop logits (x, y, z) back onto the volume: (a region of the volume, which of its voxels the crop covers, logits > 0 there)."""
+    def paste(self, low_logits: np.ndarray, shape: tuple[int, ...]) -> tuple[tuple[slice, ...], np.ndarray, np.ndarray]:
+        """32^3 logits (x, y, z) back onto the volume: (a region of the volume, which of its voxels the crop covers, logits > 0 there).
+
+        Each voxel's value is the trilinear interpolation of the 32^3 logits at its crop position, which is what
+        upsampling them to 128^3 (``F.interpolate(..., mode='trilinear', align_corners=False)``) gives at that position.
+        """
         half = SIZE / 2 * TARGET_MM / np.asarray(self.spacing)
         lo = np.maximum(np.floor(np.asarray(self.focus) - half).astype(int), 0)
         hi = np.minimum(np.ceil(np.asarray(self.focus) + half).astype(int) + 1, shape)
@@ -77,7 +81,8 @@ class Crop:
         voxels = np.stack(np.meshgrid(*[np.arange(s.start, s.stop) for s in region], indexing="ij"), axis=-1)
         grid = self.to_crop(voxels)
         inside = np.all((grid >= -0.5) & (grid <= SIZE - 0.5), axis=-1)
-        logits = ndimage.map_coordinates(crop_logits, np.moveaxis(grid, -1, 0), order=1, mode="nearest")
+        low = (grid + 0.5) * LOW / SIZE - 0.5
+        logits = ndimage.map_coordinates(low_logits, np.moveaxis(low, -1, 0), order=1, mode="nearest")
         return region, inside, logits > 0
 
 
@@ -115,11 +120,6 @@ def normalise(crop: np.ndarray) -> np.ndarray:
     return ((crop - values.mean()) / values.std()).astype(np.float32)
 
 
-def upsample(low_logits: np.ndarray) -> np.ndarray:
-    """32^3 logits to 128^3 (trilinear, half-voxel aligned like F.interpolate with align_corners=False)."""
-    return ndimage.zoom(low_logits, SIZE / LOW, order=1, mode="nearest", grid_mode=True)
-
-
 def model_logits(model: Any, device: Any, image: np.ndarray, points: np.ndarray, labels: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """One SAM-Med3D forward pass: crop (x, y, z) 128^3, points, labels, 32^3 mask -> 32^3 logits."""
     import torch
@@ -142,8 +142,8 @@ def segment_class(step: Step, c: int, forward: Any) -> np.ndarray:
     crop = Crop(focus(step, c), step.spacing)
     image = normalise(crop.sample(step.imgs.astype(np.float32), order=1))
     points, labels = point_prompts(step, c, crop)
-    mask = crop.sample(step.previous(c).astype(np.float32), order=0)[::SIZE // LOW, ::SIZE // LOW, ::SIZE // LOW].astype(np.float32)
-    region, inside, new = crop.paste(upsample(forward(image, points, labels, mask)), step.imgs.shape)
+    mask = crop.sample(step.previous(c).astype(np.float32), order=0, stride=SIZE // LOW)
+    region, inside, new = crop.paste(forward(image, points, labels, mask), step.imgs.shape)
     out = step.previous(c)
     out[region] = np.where(inside, new, out[region])
     return out
