@@ -154,6 +154,41 @@ def test_medsam2_gets_the_box_on_frame_z_mid_and_xy_points_per_frame(tmp_path: P
     assert frames.shape == (2, 3, 512, 512) and frames.dtype == np.float32
 
 
+class _Logits(np.ndarray):
+    """Logits as the predictor yields them: indexable, with .float().cpu().numpy()."""
+
+    def float(self) -> _Logits:
+        return self
+
+    def cpu(self) -> _Logits:
+        return self
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self)
+
+
+def test_medsam2_takes_the_forward_pass_from_the_first_prompted_frame_and_keeps_the_box_z_range(tmp_path: Path) -> None:
+    step = _step_file(tmp_path, None, None)  # class 1: box on z_mid 3, z range 1..5, volume of 10 slices
+    calls: list = []
+
+    class Predictor:
+        def add_new_points_or_box(self, inference_state: dict, frame_idx: int, obj_id: int, points: object, labels: object, box: object) -> None:
+            calls.append(("prompt", frame_idx, None if box is None else box.tolist()))
+
+        def propagate_in_video(self, inference_state: dict, reverse: bool = False) -> object:
+            calls.append(("propagate", reverse))
+            for frame in range(3, -1, -1) if reverse else range(3, 10):  # reverse is negative on the prompted frame 3
+                value = -1.0 if reverse and frame == 3 else 1.0
+                yield frame, [1], np.full((1, 1, 24, 24), value).view(_Logits)
+
+        def reset_state(self, inference_state: dict) -> None:
+            calls.append(("reset",))
+
+    mask = medsam2_interactive.segment_class(step, 1, Predictor(), {})
+    assert calls == [("prompt", 3, [4, 2, 12, 9]), ("propagate", False), ("reset",), ("prompt", 3, [4, 2, 12, 9]), ("propagate", True), ("reset",)]
+    assert [bool(mask[z].all()) for z in range(10)] == [z in range(1, 6) for z in range(10)]
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_environment_is_built_from_exact_pins(model: str) -> None:
     config = model_from_conf(ROOT / "conf", model)
