@@ -93,6 +93,59 @@ def test_significance_map_equals_direct_wilcoxon_loop(results: dict) -> None:
             assert sig["co_winners"] == [m for m in models if m not in beaten]
 
 
+def _direct_pairwise_complete(metric: str, organ: str, models: list[str]) -> tuple[list[tuple[str, str]], list[float], list[float]]:
+    """Touchstone's protocol as a plain loop on the raw CSVs: each ordered pair on the scans both score, then Holm."""
+    tables = _csvs(metric)
+    pairs = [(a, b) for a in models for b in models if a != b]
+    p = []
+    for a, b in pairs:
+        both = pd.concat([tables[a][organ], tables[b][organ]], axis=1, join="inner").dropna()
+        x, y = both.iloc[:, 0].to_numpy(), both.iloc[:, 1].to_numpy()
+        p.append(1.0 if np.all(x == y) else float(stats.wilcoxon(x, y, alternative="greater").pvalue))
+    return pairs, p, _holm(p)
+
+
+def test_pairwise_complete_alignment_equals_touchstone_loop(results: dict) -> None:
+    """Touchstone's own protocol (docs/methodology.md#513-case-alignment): p-values, verdicts and co-winners of all 18 cells.
+
+    The shared-case analysis stays the primary one here; the alignment block carries Touchstone's
+    protocol and names the cells where the choice changes the co-winners (5 of 18 on these files).
+    """
+    changed = []
+    for organ, cell in results["structures"].items():
+        for metric, res in cell["metrics"].items():
+            models = res["ranking"]["order"]
+            pairs, p, adjusted = _direct_pairwise_complete(metric, organ, models)
+            alignment = res["alignment"]
+            assert alignment["protocol"] == "pairwise_complete"
+            sig = alignment["significance"]
+            for (a, b), raw, adj in zip(pairs, p, adjusted):
+                assert sig["p_value"][a][b] == pytest.approx(raw, rel=1e-12, abs=1e-300), (organ, metric, a, b)
+                assert sig["p_adjusted"][a][b] == pytest.approx(adj, rel=1e-12, abs=1e-300), (organ, metric, a, b)
+                assert sig["significant"][a][b] == (adj < 0.05), (organ, metric, a, b)
+            beaten = {b for (a, b), adj in zip(pairs, adjusted) if adj < 0.05}
+            assert sig["co_winners"] == [m for m in models if m not in beaten]
+            assert alignment["changes"]["co_winners"] == (sig["co_winners"] != res["significance"]["co_winners"])
+            if alignment["changes"]["co_winners"]:
+                changed.append((organ, metric))
+    assert len(changed) == 5 and ("kidney_left", "dice") in changed and ("kidney_right", "nsd") in changed
+
+
+def test_case_alignment_setting_makes_touchstone_protocol_primary(touchstone_rows: pd.DataFrame) -> None:
+    rows = touchstone_rows[touchstone_rows["structure"] == "kidney_left"]
+    settings = StatsSettings(n_resamples=200, case_alignment="pairwise_complete")
+    res = analyze(rows, metrics={"dice": True}, settings=settings)["structures"]["kidney_left"]["metrics"]["dice"]
+    models = res["ranking"]["order"]
+    _, _, adjusted = _direct_pairwise_complete("dice", "kidney_left", models)
+    assert [res["significance"]["p_adjusted"][a][b] for a in models for b in models if a != b] == pytest.approx(adjusted, rel=1e-12)
+    assert res["alignment"]["protocol"] == "shared" and res["alignment"]["changes"]["co_winners"]
+    partial = {"nnU-Net_STU-Net_H", "nnU-Net_STU-Net_L"}  # the two models reporting 656 of the 743 scans
+    n_cases = {(p["a"] in partial or p["b"] in partial, p["n_cases"]) for p in res["pairwise"]}
+    assert len(n_cases) == 2 and min(n_cases)[1] > max(n_cases)[1]  # pairs with a 656-scan model use fewer cases
+    with pytest.raises(ValueError, match="case_alignment"):
+        StatsSettings(case_alignment="complete")
+
+
 def test_runs_are_byte_identical_and_seed_moves_only_resampling_numbers(touchstone_rows: pd.DataFrame) -> None:
     rows = touchstone_rows[touchstone_rows["structure"].isin(["liver", "pancreas"])]
     kwargs = dict(metrics=METRICS, subgroup_fields=["gender", "age_band"], contaminated={"MONAI_SegVol": True})

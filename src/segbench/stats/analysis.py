@@ -5,7 +5,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
 
     {
       "settings": {n_resamples, confidence, seed, ci_method, multiple_comparison, alpha,
-                   subgroup_min_cases, power},
+                   subgroup_min_cases, power, case_alignment},
       "subgroup_fields": [field, ...],
       "models": {model: {"contaminated": bool}},
       "structures": {structure: {
@@ -32,6 +32,10 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                         "separable"}, ...],                     # a ranked above b; diff = a - b
           "significance": None | {"p_value", "p_adjusted": {a: {b: p}},   # 'a better than b'
                                   "significant": {a: {b: bool}}, "co_winners": [model, ...]},
+          "alignment": None | {"protocol": the other case alignment ("pairwise_complete" or "shared"),
+                               "pairwise": [... as above, plus "n_cases"], "significance": {... as above,
+                               plus "n_cases": {a: {b: n}}}, "changes": {"co_winners": bool,
+                               "significant": [[a, b], ...], "separable": [[a, b], ...]}},
           "loo": None | {"winner_change_share", "any_rank_change_share"},
           "power": None | {"first", "second", "n_cases", "mean_diff", "sd_diff", "effect_size",
                            "n_required", "alpha", "power", "separable", "significant"},
@@ -44,6 +48,12 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
         }}
       }}
     }
+
+Case alignment (docs/methodology.md#513-case-alignment). ``settings.case_alignment`` names the protocol of
+"pairwise" and "significance": "shared" (every pair on the shared cases) or "pairwise_complete" (each
+pair on the cases both its models report, Touchstone's protocol). "alignment" holds the other
+protocol's pairwise CIs and map and where the two disagree; it is None when every pair's common cases
+are the shared ones (both protocols are then one analysis). Everything else uses the shared cases.
 
 Conventions. Ranks are 'min' competition ranks among the ranked models, from the mean (higher better
 when higher_is_better). Contaminated models (docs/methodology.md#510-contamination) appear in "models", "per_case" and
@@ -67,7 +77,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from .pairwise import pair_indices, separability, wilcoxon_map
+from .pairwise import common_case_groups, pair_indices, separability, wilcoxon_map
 from .power import cases_needed
 from .ranking import leave_one_out, rank_min, ranking_stability
 from .resampling import bootstrap_means, intervals, jackknife_means, rng_for
@@ -407,6 +417,7 @@ def _analyze_structure(
             "significance": None,
             "loo": None,
             "power": None,
+            "alignment": None,
             "subgroups": {
                 f: _subgroups(values, models, gs, group_boot[f], group_ci[f], cols, settings)
                 for f, gs in groups.items()
@@ -414,7 +425,8 @@ def _analyze_structure(
         }
         idx = np.flatnonzero(ranked)
         if n and idx.size:
-            result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings))
+            union = _union_values(s, values, [models[k] for k in idx], metric)
+            result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings, (structure, metric, union)))
         out[metric] = result
     return out
 
@@ -486,6 +498,26 @@ def _all_reported(
     return out
 
 
+def _union_values(s: _Structure, values: np.ndarray, names: list[str], metric: str) -> tuple[np.ndarray, list[str], np.ndarray] | None:
+    """The named models' values on every case any of them reports: (K, N) with NaN where a model lacks a case.
+
+    Also the union's case ids and the positions of the shared cases in it. None when no named model
+    reports a case outside the shared ones (then both case alignments are the same analysis).
+    """
+    extra = {m: s.unshared[metric].get(m, {}) for m in names}
+    if not any(extra.values()):
+        return None
+    case_ids = sorted(set(s.case_ids).union(*extra.values()))
+    position = {c: i for i, c in enumerate(case_ids)}
+    shared_at = np.array([position[c] for c in s.case_ids], dtype=np.int64)
+    out = np.full((len(names), len(case_ids)), np.nan)
+    rows = [s.models.index(m) for m in names]
+    out[:, shared_at] = values[rows]
+    for k, m in enumerate(names):
+        out[k, [position[c] for c in extra[m]]] = list(extra[m].values())
+    return out, case_ids, shared_at
+
+
 def _compare(
     values: np.ndarray,
     names: list[str],
@@ -494,8 +526,12 @@ def _compare(
     cols: slice,
     idx: np.ndarray,
     settings: StatsSettings,
+    cell: tuple[str, str, tuple[np.ndarray, list[str], np.ndarray] | None],
 ) -> dict:
-    """Ranking, pairwise CIs, significance map, leave-one-out and power (docs/methodology.md 5.4-5.8, 5.11) among the ranked models."""
+    """Ranking, pairwise CIs, significance map, leave-one-out and power (docs/methodology.md 5.4-5.8, 5.11) among the ranked models.
+
+    ``cell`` is (structure, metric, union values or None) for the pairwise-complete alignment (5.13).
+    """
     cols = np.arange(cols.start, cols.stop)[idx]
     means, boot = full.means[cols], full.boot[:, cols]
     jack = None if full.jack is None else full.jack[:, cols]
@@ -532,12 +568,17 @@ def _compare(
             for p, (i, j) in enumerate(zip(a, b))
         ]
     wil = wilcoxon_map(values, higher, settings.alpha)
-    beaten = wil["significant"].any(axis=0)
-    significance = {
-        key: {x: {y: wil[key][i, j] for j, y in enumerate(names) if i != j} for i, x in enumerate(names)}
-        for key in ("p_value", "p_adjusted", "significant")
-    }
-    significance["co_winners"] = [m for m, lost in zip(names, beaten) if not lost]
+    significance = _significance(wil, names, ("p_value", "p_adjusted", "significant"))
+    alignment = None
+    structure, metric, union = cell
+    if union is not None:
+        alignment = _pairwise_complete(union[0][order], union[1], union[2], names, higher, boot, means, jack, settings, structure, metric)
+    if alignment is not None:
+        shared = {"protocol": "shared", "pairwise": pairwise, "significance": significance}
+        alignment["changes"] = _alignment_changes(shared, alignment)
+        if settings.case_alignment == "pairwise_complete":
+            shared["changes"] = alignment.pop("changes")
+            (pairwise, significance), alignment = (alignment["pairwise"], alignment["significance"]), shared
     loo = None
     if jack is not None:
         winner, any_rank = leave_one_out(jack, full_ranks, higher)
@@ -551,10 +592,86 @@ def _compare(
             "alpha": settings.alpha,
             "power": settings.power,
             "separable": bool(pairwise[0]["separable"]),
-            "significant": bool(wil["significant"][0, 1]),
+            "significant": bool(significance["significant"][names[0]][names[1]]),
             **cases_needed(values[0] - values[1], settings.alpha, settings.power),
         }
-    return {"ranking": ranking, "pairwise": pairwise, "significance": significance, "loo": loo, "power": power}
+    return {"ranking": ranking, "pairwise": pairwise, "significance": significance, "loo": loo, "power": power,
+            "alignment": alignment}
+
+
+def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> dict:
+    """The (K, K) Wilcoxon matrices as nested dicts a -> b, and the co-winners (models no other significantly beats)."""
+    out = {key: {x: {y: wil[key][i, j] for j, y in enumerate(names) if i != j} for i, x in enumerate(names)} for key in keys}
+    out["co_winners"] = [m for m, lost in zip(names, wil["significant"].any(axis=0)) if not lost]
+    return out
+
+
+def _pairwise_complete(
+    union: np.ndarray,
+    case_ids: list[str],
+    shared_at: np.ndarray,
+    names: list[str],
+    higher: bool,
+    boot: np.ndarray,
+    means: np.ndarray,
+    jack: np.ndarray | None,
+    settings: StatsSettings,
+    structure: str,
+    metric: str,
+) -> dict | None:
+    """Pairwise CIs and significance map with each pair on the cases both its models have (docs/methodology.md#513-case-alignment).
+
+    ``union`` (K, N) holds the ranked models (in rank order) on every case any reports, NaN where one
+    lacks it. Pairs are grouped by their common-case set: the group on the shared cases reuses the
+    shared resamples; every other group gets one paired bootstrap of its models over its cases, seeded
+    from the structure, metric and case set. None when every pair's common cases are the shared ones.
+    """
+    a, b = pair_indices(len(names))
+    if not a.size:
+        return None
+    observed = ~np.isnan(union)
+    groups = common_case_groups(observed, a, b)
+    n_shared = shared_at.size
+    if all(cases.size == n_shared for _, cases in groups):
+        return None
+    diff_boot, diff = np.empty((boot.shape[0], a.size)), np.empty(a.size)
+    diff_jack = np.full((len(case_ids), a.size), np.nan)
+    n_cases = np.empty(a.size, dtype=np.int64)
+    for pairs, cases in groups:
+        n_cases[pairs] = cases.size
+        if cases.size == n_shared:  # a superset of the shared cases of the same size: the shared cases
+            g_boot, g_means, g_jack, ga, gb, rows = boot, means, jack, a[pairs], b[pairs], shared_at
+        else:
+            used = np.union1d(a[pairs], b[pairs])
+            sub = union[used][:, cases]
+            rng = rng_for(settings.seed, structure, metric, "pairwise_complete", *(case_ids[c] for c in cases))
+            g_boot, _ = bootstrap_means(sub, settings.n_resamples, rng)
+            g_means = sub.mean(axis=1)
+            g_jack = jackknife_means(sub) if cases.size > 1 else None
+            ga, gb, rows = np.searchsorted(used, a[pairs]), np.searchsorted(used, b[pairs]), cases
+        diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]
+        diff[pairs] = g_means[ga] - g_means[gb]
+        if g_jack is not None:
+            diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]
+    sep = separability(diff_boot, diff, diff_jack, alpha=settings.alpha, correction=settings.multiple_comparison,
+                       ci_method=settings.ci_method)
+    pairwise = [
+        {"a": names[i], "b": names[j], "mean_diff": diff[p], "n_cases": n_cases[p], **{k: v[p] for k, v in sep.items()}}
+        for p, (i, j) in enumerate(zip(a, b))
+    ]
+    wil = wilcoxon_map(union, higher, settings.alpha)
+    return {"protocol": "pairwise_complete", "pairwise": pairwise,
+            "significance": _significance(wil, names, ("p_value", "p_adjusted", "significant", "n_cases"))}
+
+
+def _alignment_changes(shared: dict, complete: dict) -> dict:
+    """Where the two case alignments disagree: co-winner sets, Wilcoxon verdicts (ordered pairs), separability (pairs)."""
+    sig_s, sig_c = shared["significance"]["significant"], complete["significance"]["significant"]
+    return {
+        "co_winners": shared["significance"]["co_winners"] != complete["significance"]["co_winners"],
+        "significant": [[x, y] for x in sig_s for y in sig_s[x] if sig_s[x][y] != sig_c[x][y]],
+        "separable": [[p["a"], p["b"]] for p, q in zip(shared["pairwise"], complete["pairwise"]) if p["separable"] != q["separable"]],
+    }
 
 
 def _subgroups(

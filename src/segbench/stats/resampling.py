@@ -121,9 +121,11 @@ def intervals(
         z0 = ndtri(np.clip(below / n_valid, 1.0 / (n_valid + 1), n_valid / (n_valid + 1)))
         accel = np.zeros(boot.shape[1])
         if jackknife is not None:
-            dev = jackknife.mean(axis=0) - jackknife
-            num = (dev**3).sum(axis=0)
-            den = 6.0 * (dev**2).sum(axis=0) ** 1.5
+            # NaN rows: cases a column lacks (pairwise-complete alignment pads each pair's jackknife).
+            count = np.maximum((~np.isnan(jackknife)).sum(axis=0), 1)
+            dev = np.nansum(jackknife, axis=0) / count - jackknife
+            num = np.nansum(dev**3, axis=0)
+            den = 6.0 * np.nansum(dev**2, axis=0) ** 1.5
             accel = np.divide(num, den, out=accel, where=den > 0)
         lower, upper = (
             ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z))) for z in (ndtri(lower), ndtri(upper))
