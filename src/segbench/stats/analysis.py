@@ -5,7 +5,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
 
     {
       "settings": {n_resamples, confidence, seed, ci_method, multiple_comparison, alpha,
-                   subgroup_min_cases, power, case_alignment},
+                   subgroup_min_cases, power, case_alignment, scheme_resamples},
       "subgroup_fields": [field, ...],
       "models": {model: {"contaminated": bool}},
       "structures": {structure: {
@@ -36,6 +36,10 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                                "pairwise": [... as above, plus "n_cases"], "significance": {... as above,
                                plus "n_cases": {a: {b: n}}}, "changes": {"co_winners": bool,
                                "significant": [[a, b], ...], "separable": [[a, b], ...]}},
+          "schemes": None | {"ranks", "scores": {scheme: {model: x}},   # schemes.SCHEMES, ranked models
+                             "kendall_tau": {scheme: {scheme: tau-b}},
+                             "stability": {scheme: None | {"p_rank1": {model: x}, "kendall_tau_median"}},
+                             "n_resamples": scheme_resamples},
           "loo": None | {"winner_change_share", "any_rank_change_share"},
           "power": None | {"first", "second", "n_cases", "mean_diff", "sd_diff", "effect_size",
                            "n_required", "alpha", "power", "separable", "significant"},
@@ -46,7 +50,11 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                                 "mann_whitney": {model: [{"a", "b", "statistic", "p_value",
                                                           "p_bonferroni", "significant"}, ...]}}},
         }}
-      }}
+      }},
+      "consensus": None | {"tasks": ["structure/metric", ...], "order": [model, ...],
+                           "mean_rank", "rank", "p_rank1": {model: x},
+                           "task_ranks": {task: {model: rank}}, "rank_frequency": {model: [count of rank 1..K]},
+                           "n_resamples": scheme_resamples}
     }
 
 Case alignment (docs/methodology.md#513-case-alignment). ``settings.case_alignment`` names the protocol of
@@ -54,6 +62,10 @@ Case alignment (docs/methodology.md#513-case-alignment). ``settings.case_alignme
 pair on the cases both its models report, Touchstone's protocol). "alignment" holds the other
 protocol's pairwise CIs and map and where the two disagree; it is None when every pair's common cases
 are the shared ones (both protocols are then one analysis). Everything else uses the shared cases.
+
+Ranking schemes and consensus (docs/methodology.md#514-ranking-schemes, #515-consensus): challengeR's
+schemes on the shared cases of the ranked models, and one consensus over every structure and metric
+(tasks whose ranking is defined), both with ``scheme_resamples`` resamples seeded per (structure, metric).
 
 Conventions. Ranks are 'min' competition ranks among the ranked models, from the mean (higher better
 when higher_is_better). Contaminated models (docs/methodology.md#510-contamination) appear in "models", "per_case" and
@@ -80,7 +92,8 @@ from threadpoolctl import threadpool_limits
 from .pairwise import common_case_groups, pair_indices, separability, wilcoxon_map
 from .power import cases_needed
 from .ranking import leave_one_out, rank_min, ranking_stability
-from .resampling import bootstrap_means, intervals, jackknife_means, rng_for
+from .resampling import bootstrap_means, intervals, jackknife_means, resample_counts, rng_for
+from .schemes import consensus, schemes
 from .settings import StatsSettings
 from .subgroups import group_indices, group_tests
 
@@ -339,6 +352,7 @@ def _run(
     contaminated: Mapping[str, bool],
 ) -> dict:
     out = {}
+    tasks = []
     for name, s in structures.items():
         out[name] = {
             "n_cases": len(s.case_ids),
@@ -349,12 +363,47 @@ def _run(
             "case_meta": s.case_meta,
             "metrics": _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool), settings),
         }
+        tasks += [(f"{name}/{metric}", cell.pop("_consensus")) for metric, cell in out[name]["metrics"].items() if "_consensus" in cell]
     return _to_json({
         "settings": settings.to_dict(),
         "subgroup_fields": subgroup_fields,
         "models": {m: {"contaminated": bool(contaminated[m])} for m in models},
         "structures": out,
+        "consensus": _consensus(tasks, settings),
     })
+
+
+def _consensus(tasks: list[tuple[str, tuple[list[str], np.ndarray, np.ndarray]]], settings: StatsSettings) -> dict | None:
+    """challengeR's consensus over every structure and metric (docs/methodology.md#515-consensus), with its bootstrap stability.
+
+    Tasks are resampled independently (each structure/metric has its own scheme resamples); resample b
+    of the consensus combines resample b of every task.
+    """
+    if not tasks:
+        return None
+    models = sorted({m for _, (names, _, _) in tasks for m in names})
+    column = {m: k for k, m in enumerate(models)}
+    full = np.full((1, len(tasks), len(models)), np.nan)
+    boot = np.full((settings.scheme_resamples, len(tasks), len(models)), np.nan)
+    for t, (_, (names, ranks, boot_ranks)) in enumerate(tasks):
+        cols = [column[m] for m in names]
+        full[0, t, cols] = ranks
+        boot[:, t, cols] = boot_ranks
+    mean_rank, rank = (x[0] for x in consensus(full))
+    _, boot_rank = consensus(boot)
+    order = sorted(range(len(models)), key=lambda k: (rank[k], models[k]))
+    n_models = len(models)
+    freq = np.stack([np.bincount(boot_rank[:, k] - 1, minlength=n_models) for k in range(n_models)])
+    return {
+        "tasks": [name for name, _ in tasks],
+        "order": [models[k] for k in order],
+        "mean_rank": dict(zip(models, mean_rank)),
+        "rank": dict(zip(models, rank)),
+        "task_ranks": {name: dict(zip(names, ranks)) for name, (names, ranks, _) in tasks},
+        "p_rank1": dict(zip(models, (boot_rank == 1).mean(axis=0))),
+        "rank_frequency": dict(zip(models, freq)),
+        "n_resamples": settings.scheme_resamples,
+    }
 
 
 @dataclass(frozen=True)
@@ -418,6 +467,7 @@ def _analyze_structure(
             "loo": None,
             "power": None,
             "alignment": None,
+            "schemes": None,
             "subgroups": {
                 f: _subgroups(values, models, gs, group_boot[f], group_ci[f], cols, settings)
                 for f, gs in groups.items()
@@ -595,8 +645,10 @@ def _compare(
             "significant": bool(significance["significant"][names[0]][names[1]]),
             **cases_needed(values[0] - values[1], settings.alpha, settings.power),
         }
+    counts = resample_counts(values.shape[1], settings.scheme_resamples, rng_for(settings.seed, structure, metric, "schemes"))
+    scheme_block, boot_mean_ranks = schemes(values, names, higher, settings.alpha, counts)
     return {"ranking": ranking, "pairwise": pairwise, "significance": significance, "loo": loo, "power": power,
-            "alignment": alignment}
+            "alignment": alignment, "schemes": scheme_block, "_consensus": (names, full_ranks, boot_mean_ranks)}
 
 
 def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> dict:

@@ -55,9 +55,7 @@ def bootstrap_means(
     chunk = max(1, _CHUNK_ENTRIES // max(n_cases, design.shape[1], 1))
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
-        idx = rng.integers(0, n_cases, size=(size, n_cases), dtype=np.int64)
-        idx += (np.arange(size, dtype=np.int64) * n_cases)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=size * n_cases).reshape(size, n_cases).astype(np.float64)
+        counts = resample_counts(n_cases, size, rng)
         sums = counts @ design
         rows = slice(start, start + size)
         out[rows] = sums[:, :n_rows]
@@ -67,6 +65,13 @@ def bootstrap_means(
                 group_out[rows] = group_sums / sums[:, n_rows * (n_groups + 1) :, None]
     out /= n_cases
     return out, group_out
+
+
+def resample_counts(n_cases: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(B, n) matrix of how often each case is drawn in each of B resamples of n cases with replacement."""
+    idx = rng.integers(0, n_cases, size=(n_resamples, n_cases), dtype=np.int64)
+    idx += (np.arange(n_resamples, dtype=np.int64) * n_cases)[:, None]
+    return np.bincount(idx.ravel(), minlength=n_resamples * n_cases).reshape(n_resamples, n_cases).astype(np.float64)
 
 
 def jackknife_means(values: np.ndarray) -> np.ndarray:

@@ -22,10 +22,12 @@ class StatsSettings:
     subgroup_min_cases: int = 10
     power: float = 0.80
     case_alignment: str = "shared"
+    scheme_resamples: int = 1000
 
     def __post_init__(self) -> None:
         _check_int(self.n_resamples, "n_resamples", minimum=1)
         _check_int(self.seed, "seed", minimum=0)
+        _check_int(self.scheme_resamples, "scheme_resamples", minimum=1)
         _check_int(self.subgroup_min_cases, "subgroup_min_cases", minimum=2)
         for name in ("confidence", "alpha", "power"):
             value = getattr(self, name)
