@@ -115,6 +115,17 @@ class _Structure:
     unshared: dict[str, dict[str, dict[str, float]]]  # metric -> model -> {case id: value} outside the shared cases
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What the comparisons of one structure and metric need beyond the shared-case values."""
+
+    structure: str
+    metric: str
+    union: tuple[np.ndarray, list[str], np.ndarray] | None  # see _union_values
+    reported: dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]  # see _all_reported
+    counts: np.ndarray  # (scheme_resamples, n) case counts of the scheme resamples, shared by the metrics
+
+
 def analyze(
     rows: pd.DataFrame,
     *,
@@ -448,6 +459,7 @@ def _analyze_structure(
         for k, (f, g, idx) in enumerate(flat):
             group_boot[f][g] = _Boot.of(stacked[:, idx], boots[:, k])
     ci = full.ci(settings.confidence, settings.ci_method) if n else None
+    counts = resample_counts(n, settings.scheme_resamples, rng_for(settings.seed, structure, "schemes")) if n else None
     group_ci = {
         f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()
     }
@@ -455,7 +467,7 @@ def _analyze_structure(
     for i, (metric, higher) in enumerate(metrics.items()):
         cols = slice(i * n_models, (i + 1) * n_models)
         values = s.values[metric]
-        reported = _all_reported(s, values, models, metric, structure, settings)
+        reported, reported_boots = _all_reported(s, values, models, metric, structure, settings)
         result = {
             "higher_is_better": higher,
             "per_case": {m: values[k] for k, m in enumerate(models)},
@@ -475,8 +487,8 @@ def _analyze_structure(
         }
         idx = np.flatnonzero(ranked)
         if n and idx.size:
-            union = _union_values(s, values, [models[k] for k in idx], metric)
-            result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings, (structure, metric, union)))
+            context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, counts)
+            result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings, context))
         out[metric] = result
     return out
 
@@ -515,20 +527,22 @@ def _estimates(
 
 def _all_reported(
     s: _Structure, values: np.ndarray, models: list[str], metric: str, structure: str, settings: StatsSettings
-) -> dict[str, dict]:
+) -> tuple[dict[str, dict], dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]]:
     """Per model with scores outside the shared cases: mean, SD, median, n and CI over all its reported cases.
 
     Published sets may score different case sets per model (Touchstone: two models report 656 of 743
     scans). Ranks and paired tests need the shared cases (docs/methodology.md#512-published-sets), but the source's own per-model
     numbers are over every case the model reports; both are given, the latter here. Models reporting
     the same case set share one paired bootstrap (one call, keyed by structure, metric and case set).
+    Second result, per set of extra cases: the models, their values (shared cases, then the extra
+    ones) and resampled means, which the pairwise-complete alignment reuses for pairs on that case set.
     """
     groups: dict[tuple[str, ...], list[int]] = {}
     for k, model in enumerate(models):
         extra = s.unshared[metric].get(model)
         if extra:
             groups.setdefault(tuple(sorted(extra)), []).append(k)
-    out = {}
+    out, boots = {}, {}
     for extra_cases, ks in groups.items():
         own = np.concatenate(
             [values[ks], np.array([[s.unshared[metric][models[k]][c] for c in extra_cases] for k in ks])], axis=1
@@ -536,6 +550,7 @@ def _all_reported(
         rng = rng_for(settings.seed, structure, metric, "all_reported", *extra_cases)
         boot, _ = bootstrap_means(own, settings.n_resamples, rng)
         low, high = _Boot.of(own, boot).ci(settings.confidence, settings.ci_method)
+        boots[extra_cases] = ([models[k] for k in ks], own, boot)
         for row, k in enumerate(ks):
             out[models[k]] = {
                 "n": int(own.shape[1]),
@@ -545,7 +560,7 @@ def _all_reported(
                 "ci_low": float(low[row]),
                 "ci_high": float(high[row]),
             }
-    return out
+    return out, boots
 
 
 def _union_values(s: _Structure, values: np.ndarray, names: list[str], metric: str) -> tuple[np.ndarray, list[str], np.ndarray] | None:
@@ -576,12 +591,9 @@ def _compare(
     cols: slice,
     idx: np.ndarray,
     settings: StatsSettings,
-    cell: tuple[str, str, tuple[np.ndarray, list[str], np.ndarray] | None],
+    context: _Context,
 ) -> dict:
-    """Ranking, pairwise CIs, significance map, leave-one-out and power (docs/methodology.md 5.4-5.8, 5.11) among the ranked models.
-
-    ``cell`` is (structure, metric, union values or None) for the pairwise-complete alignment (5.13).
-    """
+    """Ranking, pairwise CIs, significance map, leave-one-out, power, case alignment and schemes (docs/methodology.md 5.4-5.8, 5.11, 5.13-5.14)."""
     cols = np.arange(cols.start, cols.stop)[idx]
     means, boot = full.means[cols], full.boot[:, cols]
     jack = None if full.jack is None else full.jack[:, cols]
@@ -620,9 +632,9 @@ def _compare(
     wil = wilcoxon_map(values, higher, settings.alpha)
     significance = _significance(wil, names, ("p_value", "p_adjusted", "significant"))
     alignment = None
-    structure, metric, union = cell
-    if union is not None:
-        alignment = _pairwise_complete(union[0][order], union[1], union[2], names, higher, boot, means, jack, settings, structure, metric)
+    if context.union is not None:
+        union, case_ids, shared_at = context.union
+        alignment = _pairwise_complete(union[order], case_ids, shared_at, names, higher, (boot, means, jack), settings, context)
     if alignment is not None:
         shared = {"protocol": "shared", "pairwise": pairwise, "significance": significance}
         alignment["changes"] = _alignment_changes(shared, alignment)
@@ -645,8 +657,7 @@ def _compare(
             "significant": bool(significance["significant"][names[0]][names[1]]),
             **cases_needed(values[0] - values[1], settings.alpha, settings.power),
         }
-    counts = resample_counts(values.shape[1], settings.scheme_resamples, rng_for(settings.seed, structure, metric, "schemes"))
-    scheme_block, boot_mean_ranks = schemes(values, names, higher, settings.alpha, counts)
+    scheme_block, boot_mean_ranks = schemes(values, names, higher, settings.alpha, context.counts)
     return {"ranking": ranking, "pairwise": pairwise, "significance": significance, "loo": loo, "power": power,
             "alignment": alignment, "schemes": scheme_block, "_consensus": (names, full_ranks, boot_mean_ranks)}
 
@@ -664,20 +675,20 @@ def _pairwise_complete(
     shared_at: np.ndarray,
     names: list[str],
     higher: bool,
-    boot: np.ndarray,
-    means: np.ndarray,
-    jack: np.ndarray | None,
+    shared: tuple[np.ndarray, np.ndarray, np.ndarray | None],
     settings: StatsSettings,
-    structure: str,
-    metric: str,
+    context: _Context,
 ) -> dict | None:
     """Pairwise CIs and significance map with each pair on the cases both its models have (docs/methodology.md#513-case-alignment).
 
     ``union`` (K, N) holds the ranked models (in rank order) on every case any reports, NaN where one
-    lacks it. Pairs are grouped by their common-case set: the group on the shared cases reuses the
-    shared resamples; every other group gets one paired bootstrap of its models over its cases, seeded
-    from the structure, metric and case set. None when every pair's common cases are the shared ones.
+    lacks it. ``shared``: the shared-case resampled means, means and jackknife of those models. Pairs
+    are grouped by their common-case set: the group on the shared cases reuses the shared resamples, a
+    group whose models all report exactly its cases reuses their all-reported bootstrap (_all_reported),
+    any other gets one paired bootstrap of its models over its cases, seeded from the structure, metric
+    and case set. None when every pair's common cases are the shared ones.
     """
+    boot, means, jack = shared
     a, b = pair_indices(len(names))
     if not a.size:
         return None
@@ -695,12 +706,10 @@ def _pairwise_complete(
             g_boot, g_means, g_jack, ga, gb, rows = boot, means, jack, a[pairs], b[pairs], shared_at
         else:
             used = np.union1d(a[pairs], b[pairs])
-            sub = union[used][:, cases]
-            rng = rng_for(settings.seed, structure, metric, "pairwise_complete", *(case_ids[c] for c in cases))
-            g_boot, _ = bootstrap_means(sub, settings.n_resamples, rng)
+            g_boot, sub, rows = _group_bootstrap(union, case_ids, shared_at, [names[u] for u in used], used, cases, settings, context)
             g_means = sub.mean(axis=1)
             g_jack = jackknife_means(sub) if cases.size > 1 else None
-            ga, gb, rows = np.searchsorted(used, a[pairs]), np.searchsorted(used, b[pairs]), cases
+            ga, gb = np.searchsorted(used, a[pairs]), np.searchsorted(used, b[pairs])
         diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]
         diff[pairs] = g_means[ga] - g_means[gb]
         if g_jack is not None:
@@ -714,6 +723,29 @@ def _pairwise_complete(
     wil = wilcoxon_map(union, higher, settings.alpha)
     return {"protocol": "pairwise_complete", "pairwise": pairwise,
             "significance": _significance(wil, names, ("p_value", "p_adjusted", "significant", "n_cases"))}
+
+
+def _group_bootstrap(
+    union: np.ndarray,
+    case_ids: list[str],
+    shared_at: np.ndarray,
+    used_names: list[str],
+    used: np.ndarray,
+    cases: np.ndarray,
+    settings: StatsSettings,
+    context: _Context,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Resampled means (B, k), values (k, m) and union positions (m,) of one common-case group's k models."""
+    on_shared = np.isin(cases, shared_at)
+    extra = tuple(case_ids[c] for c in cases[~on_shared])
+    cached = context.reported.get(extra)
+    if cached is not None and set(used_names) <= set(cached[0]):
+        rows = [cached[0].index(m) for m in used_names]
+        position = {c: i for i, c in enumerate(case_ids)}
+        return cached[2][:, rows], cached[1][rows], np.concatenate([shared_at, [position[c] for c in extra]]).astype(np.int64)
+    sub = union[used][:, cases]
+    rng = rng_for(settings.seed, context.structure, context.metric, "pairwise_complete", *(case_ids[c] for c in cases))
+    return bootstrap_means(sub, settings.n_resamples, rng)[0], sub, cases
 
 
 def _alignment_changes(shared: dict, complete: dict) -> dict:
@@ -770,6 +802,11 @@ def _subgroups(
 
 def _to_json(obj: object) -> object:
     """Plain-Python copy: numpy scalars/arrays -> float/int/bool/list, non-finite floats -> None."""
+    kind = type(obj)
+    if kind is float:  # the common leaves first: exact type checks are much cheaper than the ABC checks below
+        return obj if math.isfinite(obj) else None
+    if kind is str or kind is int or kind is bool or obj is None:
+        return obj
     if isinstance(obj, Mapping):
         return {str(k): _to_json(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":

@@ -44,15 +44,16 @@ def separability(
     """
     n_pairs = diff_boot.shape[1]
     p_boot = bootstrap_p_values(diff_boot)
+    diff_boot = np.sort(diff_boot, axis=0)  # once for every interval below
     if correction == "bonferroni":
         level_alpha = np.full(n_pairs, alpha / n_pairs)
-        low, high = intervals(diff_boot, diff, diff_jack, level_alpha, ci_method)
+        low, high = intervals(diff_boot, diff, diff_jack, level_alpha, ci_method, presorted=True)
         separable = (low > 0) | (high < 0)
     else:
         order = np.argsort(p_boot, kind="stable")
         step_alpha = np.empty(n_pairs)
         step_alpha[order] = alpha / (n_pairs - np.arange(n_pairs))
-        low, high = intervals(diff_boot, diff, diff_jack, step_alpha, ci_method)
+        low, high = intervals(diff_boot, diff, diff_jack, step_alpha, ci_method, presorted=True)
         excludes = ((low > 0) | (high < 0))[order]
         n_separable = n_pairs if excludes.all() else int(np.argmin(excludes))
         separable = np.zeros(n_pairs, dtype=bool)
@@ -64,7 +65,7 @@ def separability(
             level_alpha[rest] = step_alpha[order[n_separable]]
             jack_rest = None if diff_jack is None else diff_jack[:, rest]
             low[rest], high[rest] = intervals(
-                diff_boot[:, rest], diff[rest], jack_rest, level_alpha[rest], ci_method
+                diff_boot[:, rest], diff[rest], jack_rest, level_alpha[rest], ci_method, presorted=True
             )
     return {
         "ci_low": low,
@@ -95,9 +96,13 @@ def common_case_groups(observed: np.ndarray, a: np.ndarray, b: np.ndarray) -> li
     pairwise-complete alignment (Touchstone) one per distinct common-case set, so every test and
     bootstrap runs vectorised over the pairs of a group.
     """
-    patterns, inverse = np.unique(observed[a] & observed[b], axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    return [(np.flatnonzero(inverse == g), np.flatnonzero(mask)) for g, mask in enumerate(patterns)]
+    # Work on the few distinct model patterns, not on the K(K-1) pair masks: unique over (P, N) rows is slow.
+    model_patterns, model_of = np.unique(observed, axis=0, return_inverse=True)
+    model_of = model_of.reshape(-1)
+    combos, combo_of = np.unique(np.stack([model_of[a], model_of[b]], axis=1), axis=0, return_inverse=True)
+    masks, mask_of = np.unique(model_patterns[combos[:, 0]] & model_patterns[combos[:, 1]], axis=0, return_inverse=True)
+    group_of = mask_of.reshape(-1)[combo_of.reshape(-1)]
+    return [(np.flatnonzero(group_of == g), np.flatnonzero(mask)) for g, mask in enumerate(masks)]
 
 
 def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> dict[str, np.ndarray]:

@@ -80,14 +80,14 @@ def jackknife_means(values: np.ndarray) -> np.ndarray:
     return (values.sum(axis=1)[None, :] - values.T) / (n_cases - 1)
 
 
-def column_quantiles(boot: np.ndarray, *probs: np.ndarray) -> list[np.ndarray]:
+def column_quantiles(boot: np.ndarray, *probs: np.ndarray, presorted: bool = False) -> list[np.ndarray]:
     """For each array of levels in ``probs``: quantile ``p[j]`` of column j of ``boot`` (numpy 'linear').
 
     np.quantile takes one set of levels for all columns; Holm and BCa need a different level per column.
     NaN entries (subgroup absent from a resample) are ignored. One sort serves all levels (a full sort
     along axis 0 measured faster here than np.partition or np.quantile for B = 10,000).
     """
-    ordered = np.sort(boot, axis=0)  # NaN sorts last
+    ordered = boot if presorted else np.sort(boot, axis=0)  # NaN sorts last
     n_valid = boot.shape[0] - np.isnan(boot).sum(axis=0)
     top = np.maximum(n_valid - 1, 0)
     cols = np.arange(boot.shape[1])
@@ -107,6 +107,7 @@ def intervals(
     jackknife: np.ndarray | None,
     alpha: np.ndarray,
     method: str,
+    presorted: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided (1 - alpha[j]) bootstrap CI per column of ``boot`` (B, P).
 
@@ -116,7 +117,8 @@ def intervals(
     percentile: the alpha/2 and 1 - alpha/2 quantiles. bca (Efron 1987): the levels are shifted by the
     bias correction z0 (share of resampled statistics below the estimate, ties counted half) and the
     acceleration a (skewness of the jackknife statistics, ``jackknife`` (n, P)); a = 0 when the
-    jackknife has no spread (e.g. n = 1 or constant values).
+    jackknife has no spread (e.g. n = 1 or constant values). ``presorted``: ``boot`` is already sorted
+    along axis 0 (callers taking several intervals of the same columns sort once).
     """
     lower = alpha / 2.0
     upper = 1.0 - alpha / 2.0
@@ -135,5 +137,5 @@ def intervals(
         lower, upper = (
             ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z))) for z in (ndtri(lower), ndtri(upper))
         )
-    low, high = column_quantiles(boot, lower, upper)
+    low, high = column_quantiles(boot, lower, upper, presorted=presorted)
     return low, high
