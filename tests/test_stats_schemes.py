@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from scipy.special import ndtr
 
 from segbench.stats import StatsSettings, analyze, schemes
@@ -92,3 +93,27 @@ def test_test_then_rank_uses_the_continuity_corrected_normal_approximation() -> 
     values = np.stack([A, C])
     assert schemes.test_then_rank_scores(values, True, 0.0027).tolist() == [0.0, 0.0]
     assert schemes.test_then_rank_scores(values, True, 0.0030).tolist() == [1.0, 0.0]
+
+
+def test_signed_rank_statistic_equals_scipy_with_ties_and_zeros() -> None:
+    """Both directions of every pair from one call equal scipy's continuity-corrected normal approximation."""
+    rng = np.random.default_rng(3)
+    values = np.round(rng.normal(0.8, 0.05, (6, 80)), 2)  # 2 decimals: many tied |d| and zero differences
+    values[5] = values[4]  # one pair with only zero differences
+    a, b = np.triu_indices(6, k=1)
+    centred, sd, m = schemes.signed_rank_z(values[a] - values[b])
+    for p, (i, j) in enumerate(zip(a, b)):
+        if m[p] == 0:
+            assert (i, j) == (4, 5)
+            continue
+        for s, (x, y) in ((1.0, (i, j)), (-1.0, (j, i))):
+            want = stats.wilcoxon(values[x], values[y], alternative="greater", method="approx", correction=True).pvalue
+            assert float(ndtr(-(s * centred[p] - 0.5) / sd[p])) == pytest.approx(want, rel=1e-10)
+
+
+def test_windowed_resampled_medians_equal_numpy_at_scale() -> None:
+    values = np.round(np.random.default_rng(4).random((3, 3000)), 3)
+    counts = resample_counts(3000, 40, np.random.default_rng(5))
+    got = schemes.resampled_scores(values, True, counts)["median"]
+    for r in range(40):
+        assert got[r] == pytest.approx(np.median(np.repeat(values, counts[r].astype(int), axis=1), axis=1), abs=0)

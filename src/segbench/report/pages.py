@@ -251,7 +251,7 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
                          f"<code>{html.escape(alignment)}</code> cases ({html.escape(ALIGNMENTS[alignment])})"
                          + (f"; {_alignment_text(cell)}" if cell.get("alignment") else ".") + "</p>")
             parts.append(_plots([figures.significance_map(cell, models)], f"{key}-sig"))
-        if cell.get("schemes") and len(cell["ranking"]["order"]) > 1:
+        if cell.get("schemes") and cell.get("ranking") and len(cell["ranking"]["order"]) > 1:
             parts.append(_plots([figures.scheme_lines(cell, models)], f"{key}-schemes"))
         parts.append(_plots([figures.per_case(cell, models, metric, block["case_ids"])], f"{key}-cases"))
         fields = list(cell.get("subgroups") or {})

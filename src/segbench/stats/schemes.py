@@ -16,7 +16,7 @@ Definitions (docs/methodology.md#514-ranking-schemes), all ranks 'min' competiti
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
+from scipy.special import ndtr
 
 from .ranking import kendall_tau_b, rank_min
 
@@ -35,20 +35,52 @@ def average_ranks(ranks: np.ndarray) -> np.ndarray:
     return ranks + (ties - 1) / 2.0
 
 
+def signed_rank_z(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Wilcoxon signed-rank statistic of each row of (P, n) differences: (T+ - m(m+1)/4, its SD, m).
+
+    Zero differences dropped, tied |d| given average ranks, the tie-corrected variance
+    (m(m+1)(2m+1) - sum(t^3 - t)/2) / 24: R's and scipy's normal approximation. One sort serves all
+    rows; the reverse pair's statistic is the negative, so both directions cost one call.
+    """
+    n_rows, n_cases = diffs.shape
+    absd = np.where(diffs == 0, np.inf, np.abs(diffs))  # zeros rank last and are not counted
+    order = np.argsort(absd, axis=1, kind="stable")
+    ordered = np.take_along_axis(absd, order, axis=1)
+    m = (diffs != 0).sum(axis=1)
+    # runs of equal |d| along each row: start flags, run ids, run lengths and average ranks
+    start = np.ones((n_rows, n_cases), dtype=bool)
+    start[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    run = np.cumsum(start.ravel()) - 1
+    first = np.flatnonzero(start.ravel())
+    length = np.diff(np.append(first, start.size))
+    avg_rank = (first % n_cases) + (length + 1) / 2.0
+    ranks = np.empty((n_rows, n_cases))
+    np.put_along_axis(ranks, order, avg_rank[run].reshape(n_rows, n_cases), axis=1)
+    t_plus = np.where(diffs > 0, ranks, 0.0).sum(axis=1)
+    finite_run = np.isfinite(ordered.ravel()[first])
+    ties = np.bincount(first[finite_run] // n_cases, weights=(length[finite_run] ** 3 - length[finite_run]).astype(np.float64),
+                       minlength=n_rows)
+    var = (m * (m + 1.0) * (2 * m + 1) - 0.5 * ties) / 24.0
+    return t_plus - m * (m + 1.0) / 4.0, np.sqrt(var), m
+
+
 def test_then_rank_scores(values: np.ndarray, higher_is_better: bool, alpha: float) -> np.ndarray:
-    """challengeR's significance score per model: share of the other K - 1 models it beats at p <= alpha (unadjusted)."""
+    """challengeR's significance score per model: share of the other K - 1 models it beats at p <= alpha (unadjusted).
+
+    'a beats b': one-sided test, normal approximation with continuity correction 0.5 (R's
+    ``wilcox.test(exact = FALSE)``); a pair whose differences are all zero is no win (R gives no p-value).
+    """
     n_models = values.shape[0]
     if n_models < 2:
         return np.zeros(n_models)
-    a, b = np.nonzero(~np.eye(n_models, dtype=bool))
-    diffs = values[a] - values[b]
-    p = np.full(a.size, np.nan)  # all-zero differences: no test (R: NaN p-value, counted as no win)
-    test = np.flatnonzero((diffs != 0).any(axis=1))
-    if test.size:
-        p[test] = stats.wilcoxon(diffs[test], axis=1, alternative="greater" if higher_is_better else "less",
-                                 method="approx", correction=True).pvalue
+    a, b = np.triu_indices(n_models, k=1)
+    centred, sd, m = signed_rank_z(values[a] - values[b])
+    sign = 1.0 if higher_is_better else -1.0
     wins = np.zeros((n_models, n_models))
-    wins[a, b] = p <= alpha
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for x, y, s in ((a, b, sign), (b, a, -sign)):
+            p = ndtr(-(s * centred - 0.5) / sd)
+            wins[x, y] = (m > 0) & (p <= alpha)
     return wins.sum(axis=1) / (n_models - 1)
 
 
@@ -71,17 +103,41 @@ def resampled_scores(values: np.ndarray, higher_is_better: bool, counts: np.ndar
     """
     n_cases = values.shape[1]
     out = {"mean": counts @ values.T / n_cases, "rank_then_aggregate": counts @ case_ranks(values, higher_is_better).T / n_cases}
+    out["median"] = _resampled_medians(values, counts)
+    return out
+
+
+def _resampled_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Median of each model's values over each resample: (K, n), (B, n) -> (B, K).
+
+    In a model's sorted order the resample's median sits where the cumulative count passes n/2. That
+    crossing lies within a few sqrt(n) positions of the middle, so cumulative counts are built only on
+    a window there, on top of one product giving the count below the window; resamples whose crossing
+    falls outside the window (none expected) are done over the whole row. Exact either way.
+    """
+    n_cases = values.shape[1]
     lo, hi = (n_cases + 1) // 2, n_cases // 2 + 1  # 1-based positions of the middle element(s)
-    medians = np.empty((counts.shape[0], values.shape[0]))
-    # Cumulative counts reach n: 2-byte integers when they fit, a quarter of float64's memory traffic.
+    orders = np.argsort(values, axis=1, kind="stable")
+    half = int(8 * np.sqrt(n_cases)) + 2
+    start, stop = max(0, lo - 1 - half), min(n_cases, hi + half)
+    below = np.zeros((n_cases, values.shape[0]))
+    for k, order in enumerate(orders):
+        below[order[:start], k] = 1.0
+    base = counts @ below  # (B, K): resampled cases before the window, per model
+    # cumulative counts reach n: 2-byte integers when they fit, a quarter of float64's memory traffic
     small = np.int16 if n_cases <= np.iinfo(np.int16).max else np.int64
     ints = counts.astype(small)
-    for k, row in enumerate(values):
-        order = np.argsort(row, kind="stable")
-        cum = np.cumsum(ints[:, order], axis=1, dtype=small)
-        medians[:, k] = (row[order][(cum >= lo).argmax(axis=1)] + row[order][(cum >= hi).argmax(axis=1)]) / 2.0
-    out["median"] = medians
-    return out
+    medians = np.empty((counts.shape[0], values.shape[0]))
+    for k, order in enumerate(orders):
+        window = order[start:stop]
+        cum = np.cumsum(ints[:, window], axis=1, dtype=small) + base[:, k, None].astype(small)
+        inside = (base[:, k] < lo) & (cum[:, -1] >= hi)
+        row = values[k]
+        medians[:, k] = (row[window][(cum >= lo).argmax(axis=1)] + row[window][(cum >= hi).argmax(axis=1)]) / 2.0
+        if not inside.all():
+            full = np.cumsum(ints[~inside][:, order], axis=1, dtype=small)
+            medians[~inside, k] = (row[order][(full >= lo).argmax(axis=1)] + row[order][(full >= hi).argmax(axis=1)]) / 2.0
+    return medians
 
 
 def schemes(values: np.ndarray, names: list[str], higher_is_better: bool, alpha: float, counts: np.ndarray) -> tuple[dict, np.ndarray]:
