@@ -155,7 +155,7 @@ def test_runs_are_byte_identical_and_seed_moves_only_resampling_numbers(touchsto
     other = analyze(rows, settings=StatsSettings(n_resamples=300, seed=1), **kwargs)
     changed = _leaf_differences(json.loads(first), other, ())
     resampling_keys = {"ci_low", "ci_high", "ci_level", "p_bootstrap", "separable", "p_rank1", "mean_rank",
-                       "median_rank", "rank_interval", "rank_frequency", "kendall_tau", "seed"}
+                       "median_rank", "rank_interval", "rank_frequency", "kendall_tau", "kendall_tau_median", "seed"}
     touched = {key for path in changed for key in path if key in resampling_keys}
     assert touched >= {"ci_low", "ci_high", "p_rank1", "kendall_tau", "seed"}
     untouched = [path for path in changed if not resampling_keys.intersection(path)]
