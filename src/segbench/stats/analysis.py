@@ -698,7 +698,8 @@ def _pairwise_complete(
     if all(cases.size == n_shared for _, cases in groups):
         return None
     diff_boot, diff = np.empty((boot.shape[0], a.size)), np.empty(a.size)
-    diff_jack = np.full((len(case_ids), a.size), np.nan)
+    bca = settings.ci_method == "bca"  # only BCa reads the jackknife
+    diff_jack = np.full((len(case_ids), a.size), np.nan) if bca else None
     n_cases = np.empty(a.size, dtype=np.int64)
     for pairs, cases in groups:
         n_cases[pairs] = cases.size
@@ -708,11 +709,11 @@ def _pairwise_complete(
             used = np.union1d(a[pairs], b[pairs])
             g_boot, sub, rows = _group_bootstrap(union, case_ids, shared_at, [names[u] for u in used], used, cases, settings, context)
             g_means = sub.mean(axis=1)
-            g_jack = jackknife_means(sub) if cases.size > 1 else None
+            g_jack = jackknife_means(sub) if bca and cases.size > 1 else None
             ga, gb = np.searchsorted(used, a[pairs]), np.searchsorted(used, b[pairs])
         diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]
         diff[pairs] = g_means[ga] - g_means[gb]
-        if g_jack is not None:
+        if bca and g_jack is not None:
             diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]
     sep = separability(diff_boot, diff, diff_jack, alpha=settings.alpha, correction=settings.multiple_comparison,
                        ci_method=settings.ci_method)
