@@ -83,14 +83,18 @@ def test_significance_map_equals_direct_wilcoxon_loop(results: dict) -> None:
             for a, b in pairs:
                 x, y = np.array(per_case[a]), np.array(per_case[b])
                 p.append(1.0 if np.all(x == y) else float(stats.wilcoxon(x, y, alternative="greater").pvalue))
-            adjusted = _holm(p)
-            sig = res["significance"]
-            for (a, b), raw, adj in zip(pairs, p, adjusted):
-                assert sig["p_value"][a][b] == pytest.approx(raw, rel=1e-12, abs=1e-300), (organ, metric, a, b)
-                assert sig["p_adjusted"][a][b] == pytest.approx(adj, rel=1e-12, abs=1e-300), (organ, metric, a, b)
-                assert sig["significant"][a][b] == (adj < 0.05), (organ, metric, a, b)
-            beaten = {b for (a, b), adj in zip(pairs, adjusted) if adj < 0.05}
-            assert sig["co_winners"] == [m for m in models if m not in beaten]
+            _assert_map_equals_loop(res["significance"], models, pairs, p, _holm(p), (organ, metric))
+
+
+def _assert_map_equals_loop(sig: dict, models: list[str], pairs: list[tuple[str, str]], p: list[float], adjusted: list[float],
+                            where: tuple[str, str]) -> None:
+    """A significance map equals the loop's raw and Holm-adjusted p-values, verdicts and co-winners."""
+    for (a, b), raw, adj in zip(pairs, p, adjusted):
+        assert sig["p_value"][a][b] == pytest.approx(raw, rel=1e-12, abs=1e-300), (*where, a, b)
+        assert sig["p_adjusted"][a][b] == pytest.approx(adj, rel=1e-12, abs=1e-300), (*where, a, b)
+        assert sig["significant"][a][b] == (adj < 0.05), (*where, a, b)
+    beaten = {b for (a, b), adj in zip(pairs, adjusted) if adj < 0.05}
+    assert sig["co_winners"] == [m for m in models if m not in beaten]
 
 
 def _direct_pairwise_complete(metric: str, organ: str, models: list[str]) -> tuple[list[tuple[str, str]], list[float], list[float]]:
@@ -119,12 +123,7 @@ def test_pairwise_complete_alignment_equals_touchstone_loop(results: dict) -> No
             alignment = res["alignment"]
             assert alignment["protocol"] == "pairwise_complete"
             sig = alignment["significance"]
-            for (a, b), raw, adj in zip(pairs, p, adjusted):
-                assert sig["p_value"][a][b] == pytest.approx(raw, rel=1e-12, abs=1e-300), (organ, metric, a, b)
-                assert sig["p_adjusted"][a][b] == pytest.approx(adj, rel=1e-12, abs=1e-300), (organ, metric, a, b)
-                assert sig["significant"][a][b] == (adj < 0.05), (organ, metric, a, b)
-            beaten = {b for (a, b), adj in zip(pairs, adjusted) if adj < 0.05}
-            assert sig["co_winners"] == [m for m in models if m not in beaten]
+            _assert_map_equals_loop(sig, models, pairs, p, adjusted, (organ, metric))
             assert alignment["changes"]["co_winners"] == (sig["co_winners"] != res["significance"]["co_winners"])
             if alignment["changes"]["co_winners"]:
                 changed.append((organ, metric))
