@@ -65,6 +65,7 @@ def touchstone_results(folder: Path, out: Path, organs: tuple[str, ...]) -> Path
         "touchstone_totalsegmentator", "Touchstone on TotalSegmentator (published per-case scores)", models, metrics,
         analysis, licence="CC BY 4.0", citation="Bassi et al., Touchstone Benchmark, NeurIPS 2024",
     )
+    results["dataset"]["source_case_alignment"] = "pairwise_complete"  # as conf/published/touchstone_totalsegmentator.yaml states
     write_json_atomic(out, results)
     return out
 

@@ -178,6 +178,29 @@ SORT_BY_RANK = """(() => {
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
+def test_consensus_schemes_and_case_alignment_are_shown(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
+    """Podium, ranking heatmap, scheme line plot and the protocol notes, their numbers from the results JSON."""
+    out, _ = site
+
+    def words(page: str) -> str:
+        return " ".join(page_text(out / page).split())
+
+    results = load(results_files[0])
+    con = results["analysis"]["consensus"]
+    dataset = words("touchstone_totalsegmentator.html")
+    first = con["order"][0]
+    assert f"#1 {first} , mean rank {con['mean_rank'][first]:.2f}, consensus rank 1 in {con['p_rank1'][first] * 100:.1f}%" in dataset
+    assert "Podium: rank per structure and metric" in dataset and "Ranking heatmap: share of" in dataset
+    cell = results["analysis"]["structures"]["liver"]["metrics"]["dice"]
+    changes = cell["alignment"]["changes"]
+    assert "Case alignment" in dataset and "own significance maps use pairwise_complete" in dataset
+    liver = words("touchstone_totalsegmentator--liver.html")
+    assert f"under pairwise_complete : same co-winners; {len(changes['significant'])} Wilcoxon verdict(s) differ" in liver
+    assert "Rank under each ranking scheme" in liver
+    kits = words("kits23.html")  # every model scores every case: one protocol, nothing to compare
+    assert "Case alignment" not in kits and "Podium" in kits
+
+
 def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], tmp_path: Path) -> None:
     """Every plot draws, nothing logs an error, nothing is fetched from the network; screenshots saved."""
     out, pages = site

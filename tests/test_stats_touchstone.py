@@ -83,14 +83,66 @@ def test_significance_map_equals_direct_wilcoxon_loop(results: dict) -> None:
             for a, b in pairs:
                 x, y = np.array(per_case[a]), np.array(per_case[b])
                 p.append(1.0 if np.all(x == y) else float(stats.wilcoxon(x, y, alternative="greater").pvalue))
-            adjusted = _holm(p)
-            sig = res["significance"]
-            for (a, b), raw, adj in zip(pairs, p, adjusted):
-                assert sig["p_value"][a][b] == pytest.approx(raw, rel=1e-12, abs=1e-300), (organ, metric, a, b)
-                assert sig["p_adjusted"][a][b] == pytest.approx(adj, rel=1e-12, abs=1e-300), (organ, metric, a, b)
-                assert sig["significant"][a][b] == (adj < 0.05), (organ, metric, a, b)
-            beaten = {b for (a, b), adj in zip(pairs, adjusted) if adj < 0.05}
-            assert sig["co_winners"] == [m for m in models if m not in beaten]
+            _assert_map_equals_loop(res["significance"], models, pairs, p, _holm(p), (organ, metric))
+
+
+def _assert_map_equals_loop(sig: dict, models: list[str], pairs: list[tuple[str, str]], p: list[float], adjusted: list[float],
+                            where: tuple[str, str]) -> None:
+    """A significance map equals the loop's raw and Holm-adjusted p-values, verdicts and co-winners."""
+    for (a, b), raw, adj in zip(pairs, p, adjusted):
+        assert sig["p_value"][a][b] == pytest.approx(raw, rel=1e-12, abs=1e-300), (*where, a, b)
+        assert sig["p_adjusted"][a][b] == pytest.approx(adj, rel=1e-12, abs=1e-300), (*where, a, b)
+        assert sig["significant"][a][b] == (adj < 0.05), (*where, a, b)
+    beaten = {b for (a, b), adj in zip(pairs, adjusted) if adj < 0.05}
+    assert sig["co_winners"] == [m for m in models if m not in beaten]
+
+
+def _direct_pairwise_complete(metric: str, organ: str, models: list[str]) -> tuple[list[tuple[str, str]], list[float], list[float]]:
+    """Touchstone's protocol as a plain loop on the raw CSVs: each ordered pair on the scans both score, then Holm."""
+    tables = _csvs(metric)
+    pairs = [(a, b) for a in models for b in models if a != b]
+    p = []
+    for a, b in pairs:
+        both = pd.concat([tables[a][organ], tables[b][organ]], axis=1, join="inner").dropna()
+        x, y = both.iloc[:, 0].to_numpy(), both.iloc[:, 1].to_numpy()
+        p.append(1.0 if np.all(x == y) else float(stats.wilcoxon(x, y, alternative="greater").pvalue))
+    return pairs, p, _holm(p)
+
+
+def test_pairwise_complete_alignment_equals_touchstone_loop(results: dict) -> None:
+    """Touchstone's own protocol (docs/methodology.md#513-case-alignment): p-values, verdicts and co-winners of all 18 cells.
+
+    The shared-case analysis stays the primary one here; the alignment block carries Touchstone's
+    protocol and names the cells where the choice changes the co-winners (5 of 18 on these files).
+    """
+    changed = []
+    for organ, cell in results["structures"].items():
+        for metric, res in cell["metrics"].items():
+            models = res["ranking"]["order"]
+            pairs, p, adjusted = _direct_pairwise_complete(metric, organ, models)
+            alignment = res["alignment"]
+            assert alignment["protocol"] == "pairwise_complete"
+            sig = alignment["significance"]
+            _assert_map_equals_loop(sig, models, pairs, p, adjusted, (organ, metric))
+            assert alignment["changes"]["co_winners"] == (sig["co_winners"] != res["significance"]["co_winners"])
+            if alignment["changes"]["co_winners"]:
+                changed.append((organ, metric))
+    assert len(changed) == 5 and ("kidney_left", "dice") in changed and ("kidney_right", "nsd") in changed
+
+
+def test_case_alignment_setting_makes_touchstone_protocol_primary(touchstone_rows: pd.DataFrame) -> None:
+    rows = touchstone_rows[touchstone_rows["structure"] == "kidney_left"]
+    settings = StatsSettings(n_resamples=200, case_alignment="pairwise_complete")
+    res = analyze(rows, metrics={"dice": True}, settings=settings)["structures"]["kidney_left"]["metrics"]["dice"]
+    models = res["ranking"]["order"]
+    _, _, adjusted = _direct_pairwise_complete("dice", "kidney_left", models)
+    assert [res["significance"]["p_adjusted"][a][b] for a in models for b in models if a != b] == pytest.approx(adjusted, rel=1e-12)
+    assert res["alignment"]["protocol"] == "shared" and res["alignment"]["changes"]["co_winners"]
+    partial = {"nnU-Net_STU-Net_H", "nnU-Net_STU-Net_L"}  # the two models reporting 656 of the 743 scans
+    n_cases = {(p["a"] in partial or p["b"] in partial, p["n_cases"]) for p in res["pairwise"]}
+    assert len(n_cases) == 2 and min(n_cases)[1] > max(n_cases)[1]  # pairs with a 656-scan model use fewer cases
+    with pytest.raises(ValueError, match="case_alignment"):
+        StatsSettings(case_alignment="complete")
 
 
 def test_runs_are_byte_identical_and_seed_moves_only_resampling_numbers(touchstone_rows: pd.DataFrame) -> None:
@@ -102,7 +154,7 @@ def test_runs_are_byte_identical_and_seed_moves_only_resampling_numbers(touchsto
     other = analyze(rows, settings=StatsSettings(n_resamples=300, seed=1), **kwargs)
     changed = _leaf_differences(json.loads(first), other, ())
     resampling_keys = {"ci_low", "ci_high", "ci_level", "p_bootstrap", "separable", "p_rank1", "mean_rank",
-                       "median_rank", "rank_interval", "rank_frequency", "kendall_tau", "seed"}
+                       "median_rank", "rank_interval", "rank_frequency", "kendall_tau", "kendall_tau_median", "seed"}
     touched = {key for path in changed for key in path if key in resampling_keys}
     assert touched >= {"ci_low", "ci_high", "p_rank1", "kendall_tau", "seed"}
     untouched = [path for path in changed if not resampling_keys.intersection(path)]

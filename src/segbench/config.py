@@ -109,6 +109,7 @@ class PublishedConfig:
     trained_on: dict[str, tuple[str, ...]]
     licence: str
     citation: str
+    case_alignment: str | None  # the case alignment of the source's own significance maps, when it states one
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,17 @@ def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
         trained_on={str(m): tuple(d) for m, d in (raw.get("trained_on") or {}).items()},
         licence=str(raw.get("licence", "")),
         citation=str(raw.get("citation", "")),
+        case_alignment=_case_alignment(raw.get("case_alignment"), where),
     )
+
+
+def _case_alignment(value: Any, where: str) -> str | None:
+    """The published set's stated case alignment (docs/methodology.md#513-case-alignment), checked."""
+    from .stats.settings import CASE_ALIGNMENTS
+
+    if value is not None and value not in CASE_ALIGNMENTS:
+        raise ConfigError(f"{where}: case_alignment must be one of {CASE_ALIGNMENTS}, got {value!r}")
+    return value
 
 
 def parse_params(raw: dict[str, Any], root: Path) -> Params:

@@ -270,6 +270,8 @@ def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[
         }
         block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
                  "source": source.source, "evaluated_on": source.evaluated_on}
+        if source.case_alignment:  # the source's own protocol; both alignments are in the analysis
+            block["source_case_alignment"] = source.case_alignment
         return block, entries, source.metrics, source.subgroups
     dataset = params.dataset(name)
     entries = {

@@ -269,3 +269,62 @@ def leave_one_out(block: dict[str, Any]) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(barmode="group", height=160 + 50 * len(metrics))
     return _finish(fig, "Leave-one-case-out: share of cases whose removal changes the ranking", "share of cases")
+
+
+SCHEME_LABELS = {"mean": "mean then rank", "median": "median then rank", "rank_then_aggregate": "rank then mean",
+                 "test_then_rank": "test then rank"}
+
+
+def scheme_lines(cell: Cell, models: Models) -> go.Figure:
+    """Each ranked model's rank under every ranking scheme (challengeR's line plot), Kendall's tau to the mean's ranking in the axis labels."""
+    block = cell["schemes"]
+    schemes = list(SCHEME_LABELS)
+    ticks = [f"{SCHEME_LABELS[s]}<br>tau {fmt(block['kendall_tau']['mean'][s], 2)}" for s in schemes]
+    fig = go.Figure()
+    for i, name in enumerate(cell["ranking"]["order"]):
+        label = _labels([name], models)[0]
+        fig.add_trace(go.Scatter(
+            x=ticks, y=[block["ranks"][s][name] for s in schemes], mode="lines+markers", name=label,
+            marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},
+            hovertemplate=f"{html.escape(label)}<br>%{{x}}: rank %{{y}}<extra></extra>",
+        ))
+    n = len(cell["ranking"]["order"])
+    fig.update_yaxes(autorange="reversed", dtick=1, title="rank")
+    fig.update_layout(height=220 + 18 * n, legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"})
+    return _finish(fig, "Rank under each ranking scheme (challengeR; tau: Kendall's tau-b with the ranking by mean)", "")
+
+
+def podium(consensus: dict[str, Any], models: Models) -> go.Figure:
+    """challengeR's podium: models in consensus order, each task's rank of the model as a point, its mean rank as a bar."""
+    names = consensus["order"]
+    labels = [f"{consensus['rank'][m]}. {label}" for m, label in zip(names, _labels(names, models))]
+    fig = go.Figure(go.Bar(x=labels, y=[consensus["mean_rank"][m] for m in names], name="mean rank (consensus)",
+                           marker={"color": "#c6d9ec"}, hovertemplate="%{x}<br>mean rank %{y:.2f}<extra></extra>"))
+    for i, task in enumerate(consensus["tasks"]):
+        ranks = consensus["task_ranks"][task]
+        shown = [m for m in names if m in ranks]
+        fig.add_trace(go.Scatter(
+            x=[labels[names.index(m)] for m in shown], y=[ranks[m] for m in shown], mode="markers", name=task,
+            marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8}, hovertemplate=f"{html.escape(task)}: rank %{{y}}<extra></extra>",
+        ))
+    fig.update_xaxes(type="category", tickangle=-40 if len(names) > 4 else 0)
+    fig.update_yaxes(autorange="reversed", title="rank in a task (1 = best)")
+    fig.update_layout(height=420, legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"})
+    return _finish(fig, "Podium: rank per structure and metric (points), consensus mean rank (bars)", "")
+
+
+def ranking_heatmap(consensus: dict[str, Any], models: Models) -> go.Figure:
+    """challengeR's ranking heatmap: for each model (consensus order) how often each consensus rank came up in the bootstrap."""
+    names = consensus["order"]
+    labels = _labels(names, models)
+    n = len(names)
+    freq = [[consensus["rank_frequency"][m][r] / consensus["n_resamples"] for m in names] for r in range(n)]
+    fig = go.Figure(go.Heatmap(
+        z=freq, x=labels, y=[str(r + 1) for r in range(n)], text=[[fmt(v, 2) if v else "" for v in row] for row in freq],
+        texttemplate="%{text}", colorscale="Blues", zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
+        hovertemplate="%{x}: consensus rank %{y} in a share %{z:.3f} of resamples<extra></extra>",
+    ))
+    fig.update_xaxes(type="category", tickangle=-40 if n > 4 else 0, showgrid=False)
+    fig.update_yaxes(type="category", autorange="reversed", title="consensus rank", showgrid=False)
+    fig.update_layout(height=160 + ROW_HEIGHT * n)
+    return _finish(fig, f"Ranking heatmap: share of {consensus['n_resamples']:,} bootstrap resamples giving each consensus rank", "")

@@ -119,6 +119,8 @@ def dataset_page(results: Results, all_results: list[Results]) -> str:
         + ", ".join(f'<a href="{p}">{html.escape(s)}</a>' for s, p in sorted(pages.items()))
         + ".</p>"
         + _source_summary(results, pages)
+        + _consensus_section(results)
+        + _alignment_summary(results, pages)
         + tables.models_table(results["models"])
     )
     return render(d["title"], body, nav_bar(all_results, results))
@@ -158,6 +160,58 @@ def _source_summary(results: Results, pages: dict[str, str]) -> str:
     return ("<h2>The source's verdicts and Wilcoxon-Holm</h2>" + _source_text(results) + f"<ul>{''.join(items)}</ul>")
 
 
+def _consensus_section(results: Results) -> str:
+    """Dataset page: challengeR's consensus over all structures and metrics, as a podium and a ranking heatmap."""
+    con = results["analysis"].get("consensus")
+    if not con or len(con["order"]) < 2:
+        return ""
+    key = slug(results["dataset"]["name"])
+    first = con["order"][0]
+    return ('<h2 id="consensus">Consensus across structures and metrics</h2>'
+            f"<p>challengeR's consensus: each model's mean rank over the {len(con['tasks'])} structure x metric rankings "
+            f"(by mean; ties at their average rank). #1 <strong>{html.escape(first)}</strong>, mean rank "
+            f"{fmt(con['mean_rank'][first], 2)}, consensus rank 1 in {fmt(con['p_rank1'][first] * 100, 1)}% of "
+            f"{con['n_resamples']:,} bootstrap resamples (docs/methodology.md, 5.15).</p>"
+            + _plots([figures.podium(con, results["models"]), figures.ranking_heatmap(con, results["models"])], f"{key}-consensus"))
+
+
+def _alignment_summary(results: Results, pages: dict[str, str]) -> str:
+    """Dataset page: which case alignment produced the pairwise numbers, and the cells where the other one changes a verdict."""
+    primary = results["analysis"]["settings"].get("case_alignment", "shared")
+    items = []
+    for structure, block in sorted(results["analysis"]["structures"].items()):
+        for metric, cell in sorted(block["metrics"].items()):
+            if not cell.get("alignment"):
+                continue
+            text = _alignment_text(cell)
+            link = f'<a href="{pages[structure]}#{html.escape(metric)}-alignment">{html.escape(structure)} {html.escape(metric)}</a>'
+            items.append(f"<li>{link}: {text}</li>")
+    if not items:
+        return ""
+    source = results["dataset"].get("source_case_alignment")
+    stated = f" The source's own significance maps use <code>{html.escape(source)}</code>." if source else ""
+    return ('<h2 id="case-alignment">Case alignment</h2>'
+            f"<p>The pairwise CIs and significance maps here compare each pair on <code>{html.escape(primary)}</code> cases "
+            f"({html.escape(ALIGNMENTS[primary])}); the models of this set report different cases, so the other protocol "
+            f"was run as well.{stated} Where the choice changes a verdict (docs/methodology.md, 5.13):</p><ul>{''.join(items)}</ul>")
+
+
+ALIGNMENTS = {"shared": "every pair on the cases every model has",
+              "pairwise_complete": "each pair on the cases both of its models have, Touchstone's protocol"}
+
+
+def _alignment_text(cell: dict[str, Any]) -> str:
+    """'Under pairwise_complete the co-winners change to A, B; 3 Wilcoxon verdicts and 2 separability verdicts differ.'"""
+    other = cell["alignment"]
+    changes = other["changes"]
+    co = other["significance"]["co_winners"]
+    head = (f"<strong>co-winners change</strong> to {html.escape(', '.join(co))} (here: "
+            f"{html.escape(', '.join(cell['significance']['co_winners']))})" if changes["co_winners"] else "same co-winners")
+    pairs = ", ".join(f"{html.escape(a)} over {html.escape(b)}" for a, b in changes["significant"])
+    return (f"under <code>{html.escape(other['protocol'])}</code>: {head}; {len(changes['significant'])} Wilcoxon verdict(s) "
+            f"differ{f' ({pairs})' if pairs else ''}, {len(changes['separable'])} separability verdict(s) differ.")
+
+
 def _co_winners(cell: dict[str, Any], published: dict[str, Any]) -> str:
     """'Co-winners by the source's CIs: A, B, C; by Wilcoxon-Holm: A, B.'"""
     by_ci = source_co_winners(published, display_order(cell))
@@ -192,7 +246,13 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
             plots += [figures.blob(cell, models)]
         parts.append(_plots(plots, f"{key}-a"))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:
+            alignment = settings.get("case_alignment", "shared")
+            parts.append(f'<p class="note" id="{html.escape(metric)}-alignment">Pairwise CIs and the significance map: '
+                         f"<code>{html.escape(alignment)}</code> cases ({html.escape(ALIGNMENTS[alignment])})"
+                         + (f"; {_alignment_text(cell)}" if cell.get("alignment") else ".") + "</p>")
             parts.append(_plots([figures.significance_map(cell, models)], f"{key}-sig"))
+        if cell.get("schemes") and cell.get("ranking") and len(cell["ranking"]["order"]) > 1:
+            parts.append(_plots([figures.scheme_lines(cell, models)], f"{key}-schemes"))
         parts.append(_plots([figures.per_case(cell, models, metric, block["case_ids"])], f"{key}-cases"))
         fields = list(cell.get("subgroups") or {})
         if fields:

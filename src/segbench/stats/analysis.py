@@ -5,7 +5,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
 
     {
       "settings": {n_resamples, confidence, seed, ci_method, multiple_comparison, alpha,
-                   subgroup_min_cases, power},
+                   subgroup_min_cases, power, case_alignment, scheme_resamples},
       "subgroup_fields": [field, ...],
       "models": {model: {"contaminated": bool}},
       "structures": {structure: {
@@ -32,6 +32,14 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                         "separable"}, ...],                     # a ranked above b; diff = a - b
           "significance": None | {"p_value", "p_adjusted": {a: {b: p}},   # 'a better than b'
                                   "significant": {a: {b: bool}}, "co_winners": [model, ...]},
+          "alignment": None | {"protocol": the other case alignment ("pairwise_complete" or "shared"),
+                               "pairwise": [... as above, plus "n_cases"], "significance": {... as above,
+                               plus "n_cases": {a: {b: n}}}, "changes": {"co_winners": bool,
+                               "significant": [[a, b], ...], "separable": [[a, b], ...]}},
+          "schemes": None | {"ranks", "scores": {scheme: {model: x}},   # schemes.SCHEMES, ranked models
+                             "kendall_tau": {scheme: {scheme: tau-b}},
+                             "stability": {scheme: None | {"p_rank1": {model: x}, "kendall_tau_median"}},
+                             "n_resamples": scheme_resamples},
           "loo": None | {"winner_change_share", "any_rank_change_share"},
           "power": None | {"first", "second", "n_cases", "mean_diff", "sd_diff", "effect_size",
                            "n_required", "alpha", "power", "separable", "significant"},
@@ -42,8 +50,22 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                                 "mann_whitney": {model: [{"a", "b", "statistic", "p_value",
                                                           "p_bonferroni", "significant"}, ...]}}},
         }}
-      }}
+      }},
+      "consensus": None | {"tasks": ["structure/metric", ...], "order": [model, ...],
+                           "mean_rank", "rank", "p_rank1": {model: x},
+                           "task_ranks": {task: {model: rank}}, "rank_frequency": {model: [count of rank 1..K]},
+                           "n_resamples": scheme_resamples}
     }
+
+Case alignment (docs/methodology.md#513-case-alignment). ``settings.case_alignment`` names the protocol of
+"pairwise" and "significance": "shared" (every pair on the shared cases) or "pairwise_complete" (each
+pair on the cases both its models report, Touchstone's protocol). "alignment" holds the other
+protocol's pairwise CIs and map and where the two disagree; it is None when every pair's common cases
+are the shared ones (both protocols are then one analysis). Everything else uses the shared cases.
+
+Ranking schemes and consensus (docs/methodology.md#514-ranking-schemes, #515-consensus): challengeR's
+schemes on the shared cases of the ranked models, and one consensus over every structure and metric
+(tasks whose ranking is defined), both with ``scheme_resamples`` resamples seeded per (structure, metric).
 
 Conventions. Ranks are 'min' competition ranks among the ranked models, from the mean (higher better
 when higher_is_better). Contaminated models (docs/methodology.md#510-contamination) appear in "models", "per_case" and
@@ -67,10 +89,11 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from .pairwise import pair_indices, separability, wilcoxon_map
+from .pairwise import common_case_groups, pair_indices, separability, wilcoxon_map
 from .power import cases_needed
 from .ranking import leave_one_out, rank_min, ranking_stability
-from .resampling import bootstrap_means, intervals, jackknife_means, rng_for
+from .resampling import bootstrap_means, intervals, jackknife_means, resample_counts, rng_for
+from .schemes import consensus, schemes
 from .settings import StatsSettings
 from .subgroups import group_indices, group_tests
 
@@ -90,6 +113,17 @@ class _Structure:
     flags: dict[str, dict[str, list[str]]]
     case_meta: dict[str, list[str | None]]
     unshared: dict[str, dict[str, dict[str, float]]]  # metric -> model -> {case id: value} outside the shared cases
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What the comparisons of one structure and metric need beyond the shared-case values."""
+
+    structure: str
+    metric: str
+    union: tuple[np.ndarray, list[str], np.ndarray] | None  # see _union_values
+    reported: dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]  # see _all_reported
+    counts: np.ndarray  # (scheme_resamples, n) case counts of the scheme resamples, shared by the metrics
 
 
 def analyze(
@@ -329,6 +363,7 @@ def _run(
     contaminated: Mapping[str, bool],
 ) -> dict:
     out = {}
+    tasks = []
     for name, s in structures.items():
         out[name] = {
             "n_cases": len(s.case_ids),
@@ -339,12 +374,47 @@ def _run(
             "case_meta": s.case_meta,
             "metrics": _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool), settings),
         }
+        tasks += [(f"{name}/{metric}", cell.pop("_consensus")) for metric, cell in out[name]["metrics"].items() if "_consensus" in cell]
     return _to_json({
         "settings": settings.to_dict(),
         "subgroup_fields": subgroup_fields,
         "models": {m: {"contaminated": bool(contaminated[m])} for m in models},
         "structures": out,
+        "consensus": _consensus(tasks, settings),
     })
+
+
+def _consensus(tasks: list[tuple[str, tuple[list[str], np.ndarray, np.ndarray]]], settings: StatsSettings) -> dict | None:
+    """challengeR's consensus over every structure and metric (docs/methodology.md#515-consensus), with its bootstrap stability.
+
+    Tasks are resampled independently (each structure/metric has its own scheme resamples); resample b
+    of the consensus combines resample b of every task.
+    """
+    if not tasks:
+        return None
+    models = sorted({m for _, (names, _, _) in tasks for m in names})
+    column = {m: k for k, m in enumerate(models)}
+    full = np.full((1, len(tasks), len(models)), np.nan)
+    boot = np.full((settings.scheme_resamples, len(tasks), len(models)), np.nan)
+    for t, (_, (names, ranks, boot_ranks)) in enumerate(tasks):
+        cols = [column[m] for m in names]
+        full[0, t, cols] = ranks
+        boot[:, t, cols] = boot_ranks
+    mean_rank, rank = (x[0] for x in consensus(full))
+    _, boot_rank = consensus(boot)
+    order = sorted(range(len(models)), key=lambda k: (rank[k], models[k]))
+    n_models = len(models)
+    freq = np.stack([np.bincount(boot_rank[:, k] - 1, minlength=n_models) for k in range(n_models)])
+    return {
+        "tasks": [name for name, _ in tasks],
+        "order": [models[k] for k in order],
+        "mean_rank": dict(zip(models, mean_rank)),
+        "rank": dict(zip(models, rank)),
+        "task_ranks": {name: dict(zip(names, ranks)) for name, (names, ranks, _) in tasks},
+        "p_rank1": dict(zip(models, (boot_rank == 1).mean(axis=0))),
+        "rank_frequency": dict(zip(models, freq)),
+        "n_resamples": settings.scheme_resamples,
+    }
 
 
 @dataclass(frozen=True)
@@ -389,6 +459,7 @@ def _analyze_structure(
         for k, (f, g, idx) in enumerate(flat):
             group_boot[f][g] = _Boot.of(stacked[:, idx], boots[:, k])
     ci = full.ci(settings.confidence, settings.ci_method) if n else None
+    counts = resample_counts(n, settings.scheme_resamples, rng_for(settings.seed, structure, "schemes")) if n else None
     group_ci = {
         f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()
     }
@@ -396,7 +467,7 @@ def _analyze_structure(
     for i, (metric, higher) in enumerate(metrics.items()):
         cols = slice(i * n_models, (i + 1) * n_models)
         values = s.values[metric]
-        reported = _all_reported(s, values, models, metric, structure, settings)
+        reported, reported_boots = _all_reported(s, values, models, metric, structure, settings)
         result = {
             "higher_is_better": higher,
             "per_case": {m: values[k] for k, m in enumerate(models)},
@@ -407,6 +478,8 @@ def _analyze_structure(
             "significance": None,
             "loo": None,
             "power": None,
+            "alignment": None,
+            "schemes": None,
             "subgroups": {
                 f: _subgroups(values, models, gs, group_boot[f], group_ci[f], cols, settings)
                 for f, gs in groups.items()
@@ -414,7 +487,8 @@ def _analyze_structure(
         }
         idx = np.flatnonzero(ranked)
         if n and idx.size:
-            result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings))
+            context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, counts)
+            result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings, context))
         out[metric] = result
     return out
 
@@ -453,20 +527,22 @@ def _estimates(
 
 def _all_reported(
     s: _Structure, values: np.ndarray, models: list[str], metric: str, structure: str, settings: StatsSettings
-) -> dict[str, dict]:
+) -> tuple[dict[str, dict], dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]]:
     """Per model with scores outside the shared cases: mean, SD, median, n and CI over all its reported cases.
 
     Published sets may score different case sets per model (Touchstone: two models report 656 of 743
     scans). Ranks and paired tests need the shared cases (docs/methodology.md#512-published-sets), but the source's own per-model
     numbers are over every case the model reports; both are given, the latter here. Models reporting
     the same case set share one paired bootstrap (one call, keyed by structure, metric and case set).
+    Second result, per set of extra cases: the models, their values (shared cases, then the extra
+    ones) and resampled means, which the pairwise-complete alignment reuses for pairs on that case set.
     """
     groups: dict[tuple[str, ...], list[int]] = {}
     for k, model in enumerate(models):
         extra = s.unshared[metric].get(model)
         if extra:
             groups.setdefault(tuple(sorted(extra)), []).append(k)
-    out = {}
+    out, boots = {}, {}
     for extra_cases, ks in groups.items():
         own = np.concatenate(
             [values[ks], np.array([[s.unshared[metric][models[k]][c] for c in extra_cases] for k in ks])], axis=1
@@ -474,6 +550,7 @@ def _all_reported(
         rng = rng_for(settings.seed, structure, metric, "all_reported", *extra_cases)
         boot, _ = bootstrap_means(own, settings.n_resamples, rng)
         low, high = _Boot.of(own, boot).ci(settings.confidence, settings.ci_method)
+        boots[extra_cases] = ([models[k] for k in ks], own, boot)
         for row, k in enumerate(ks):
             out[models[k]] = {
                 "n": int(own.shape[1]),
@@ -483,7 +560,27 @@ def _all_reported(
                 "ci_low": float(low[row]),
                 "ci_high": float(high[row]),
             }
-    return out
+    return out, boots
+
+
+def _union_values(s: _Structure, values: np.ndarray, names: list[str], metric: str) -> tuple[np.ndarray, list[str], np.ndarray] | None:
+    """The named models' values on every case any of them reports: (K, N) with NaN where a model lacks a case.
+
+    Also the union's case ids and the positions of the shared cases in it. None when no named model
+    reports a case outside the shared ones (then both case alignments are the same analysis).
+    """
+    extra = {m: s.unshared[metric].get(m, {}) for m in names}
+    if not any(extra.values()):
+        return None
+    case_ids = sorted(set(s.case_ids).union(*extra.values()))
+    position = {c: i for i, c in enumerate(case_ids)}
+    shared_at = np.array([position[c] for c in s.case_ids], dtype=np.int64)
+    out = np.full((len(names), len(case_ids)), np.nan)
+    rows = [s.models.index(m) for m in names]
+    out[:, shared_at] = values[rows]
+    for k, m in enumerate(names):
+        out[k, [position[c] for c in extra[m]]] = list(extra[m].values())
+    return out, case_ids, shared_at
 
 
 def _compare(
@@ -494,8 +591,9 @@ def _compare(
     cols: slice,
     idx: np.ndarray,
     settings: StatsSettings,
+    context: _Context,
 ) -> dict:
-    """Ranking, pairwise CIs, significance map, leave-one-out and power (docs/methodology.md 5.4-5.8, 5.11) among the ranked models."""
+    """Ranking, pairwise CIs, significance map, leave-one-out, power, case alignment and schemes (docs/methodology.md 5.4-5.8, 5.11, 5.13-5.14)."""
     cols = np.arange(cols.start, cols.stop)[idx]
     means, boot = full.means[cols], full.boot[:, cols]
     jack = None if full.jack is None else full.jack[:, cols]
@@ -532,12 +630,17 @@ def _compare(
             for p, (i, j) in enumerate(zip(a, b))
         ]
     wil = wilcoxon_map(values, higher, settings.alpha)
-    beaten = wil["significant"].any(axis=0)
-    significance = {
-        key: {x: {y: wil[key][i, j] for j, y in enumerate(names) if i != j} for i, x in enumerate(names)}
-        for key in ("p_value", "p_adjusted", "significant")
-    }
-    significance["co_winners"] = [m for m, lost in zip(names, beaten) if not lost]
+    significance = _significance(wil, names, ("p_value", "p_adjusted", "significant"))
+    alignment = None
+    if context.union is not None:
+        union, case_ids, shared_at = context.union
+        alignment = _pairwise_complete(union[order], case_ids, shared_at, names, higher, (boot, means, jack), settings, context)
+    if alignment is not None:
+        shared = {"protocol": "shared", "pairwise": pairwise, "significance": significance}
+        alignment["changes"] = _alignment_changes(shared, alignment)
+        if settings.case_alignment == "pairwise_complete":
+            shared["changes"] = alignment.pop("changes")
+            (pairwise, significance), alignment = (alignment["pairwise"], alignment["significance"]), shared
     loo = None
     if jack is not None:
         winner, any_rank = leave_one_out(jack, full_ranks, higher)
@@ -551,10 +654,109 @@ def _compare(
             "alpha": settings.alpha,
             "power": settings.power,
             "separable": bool(pairwise[0]["separable"]),
-            "significant": bool(wil["significant"][0, 1]),
+            "significant": bool(significance["significant"][names[0]][names[1]]),
             **cases_needed(values[0] - values[1], settings.alpha, settings.power),
         }
-    return {"ranking": ranking, "pairwise": pairwise, "significance": significance, "loo": loo, "power": power}
+    scheme_block, boot_mean_ranks = schemes(values, names, higher, settings.alpha, context.counts)
+    return {"ranking": ranking, "pairwise": pairwise, "significance": significance, "loo": loo, "power": power,
+            "alignment": alignment, "schemes": scheme_block, "_consensus": (names, full_ranks, boot_mean_ranks)}
+
+
+def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> dict:
+    """The (K, K) Wilcoxon matrices as nested dicts a -> b, and the co-winners (models no other significantly beats)."""
+    out = {key: {x: {y: wil[key][i, j] for j, y in enumerate(names) if i != j} for i, x in enumerate(names)} for key in keys}
+    out["co_winners"] = [m for m, lost in zip(names, wil["significant"].any(axis=0)) if not lost]
+    return out
+
+
+def _pairwise_complete(
+    union: np.ndarray,
+    case_ids: list[str],
+    shared_at: np.ndarray,
+    names: list[str],
+    higher: bool,
+    shared: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+    settings: StatsSettings,
+    context: _Context,
+) -> dict | None:
+    """Pairwise CIs and significance map with each pair on the cases both its models have (docs/methodology.md#513-case-alignment).
+
+    ``union`` (K, N) holds the ranked models (in rank order) on every case any reports, NaN where one
+    lacks it. ``shared``: the shared-case resampled means, means and jackknife of those models. Pairs
+    are grouped by their common-case set: the group on the shared cases reuses the shared resamples, a
+    group whose models all report exactly its cases reuses their all-reported bootstrap (_all_reported),
+    any other gets one paired bootstrap of its models over its cases, seeded from the structure, metric
+    and case set. None when every pair's common cases are the shared ones.
+    """
+    boot, means, jack = shared
+    a, b = pair_indices(len(names))
+    if not a.size:
+        return None
+    observed = ~np.isnan(union)
+    groups = common_case_groups(observed, a, b)
+    n_shared = shared_at.size
+    if all(cases.size == n_shared for _, cases in groups):
+        return None
+    diff_boot, diff = np.empty((boot.shape[0], a.size)), np.empty(a.size)
+    bca = settings.ci_method == "bca"  # only BCa reads the jackknife
+    diff_jack = np.full((len(case_ids), a.size), np.nan) if bca else None
+    n_cases = np.empty(a.size, dtype=np.int64)
+    for pairs, cases in groups:
+        n_cases[pairs] = cases.size
+        if cases.size == n_shared:  # a superset of the shared cases of the same size: the shared cases
+            g_boot, g_means, g_jack, ga, gb, rows = boot, means, jack, a[pairs], b[pairs], shared_at
+        else:
+            used = np.union1d(a[pairs], b[pairs])
+            g_boot, sub, rows = _group_bootstrap(union, case_ids, shared_at, [names[u] for u in used], used, cases, settings, context)
+            g_means = sub.mean(axis=1)
+            g_jack = jackknife_means(sub) if bca and cases.size > 1 else None
+            ga, gb = np.searchsorted(used, a[pairs]), np.searchsorted(used, b[pairs])
+        diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]
+        diff[pairs] = g_means[ga] - g_means[gb]
+        if bca and g_jack is not None:
+            diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]
+    sep = separability(diff_boot, diff, diff_jack, alpha=settings.alpha, correction=settings.multiple_comparison,
+                       ci_method=settings.ci_method)
+    pairwise = [
+        {"a": names[i], "b": names[j], "mean_diff": diff[p], "n_cases": n_cases[p], **{k: v[p] for k, v in sep.items()}}
+        for p, (i, j) in enumerate(zip(a, b))
+    ]
+    wil = wilcoxon_map(union, higher, settings.alpha)
+    return {"protocol": "pairwise_complete", "pairwise": pairwise,
+            "significance": _significance(wil, names, ("p_value", "p_adjusted", "significant", "n_cases"))}
+
+
+def _group_bootstrap(
+    union: np.ndarray,
+    case_ids: list[str],
+    shared_at: np.ndarray,
+    used_names: list[str],
+    used: np.ndarray,
+    cases: np.ndarray,
+    settings: StatsSettings,
+    context: _Context,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Resampled means (B, k), values (k, m) and union positions (m,) of one common-case group's k models."""
+    on_shared = np.isin(cases, shared_at)
+    extra = tuple(case_ids[c] for c in cases[~on_shared])
+    cached = context.reported.get(extra)
+    if cached is not None and set(used_names) <= set(cached[0]):
+        rows = [cached[0].index(m) for m in used_names]
+        position = {c: i for i, c in enumerate(case_ids)}
+        return cached[2][:, rows], cached[1][rows], np.concatenate([shared_at, [position[c] for c in extra]]).astype(np.int64)
+    sub = union[used][:, cases]
+    rng = rng_for(settings.seed, context.structure, context.metric, "pairwise_complete", *(case_ids[c] for c in cases))
+    return bootstrap_means(sub, settings.n_resamples, rng)[0], sub, cases
+
+
+def _alignment_changes(shared: dict, complete: dict) -> dict:
+    """Where the two case alignments disagree: co-winner sets, Wilcoxon verdicts (ordered pairs), separability (pairs)."""
+    sig_s, sig_c = shared["significance"]["significant"], complete["significance"]["significant"]
+    return {
+        "co_winners": shared["significance"]["co_winners"] != complete["significance"]["co_winners"],
+        "significant": [[x, y] for x in sig_s for y in sig_s[x] if sig_s[x][y] != sig_c[x][y]],
+        "separable": [[p["a"], p["b"]] for p, q in zip(shared["pairwise"], complete["pairwise"]) if p["separable"] != q["separable"]],
+    }
 
 
 def _subgroups(
@@ -601,6 +803,11 @@ def _subgroups(
 
 def _to_json(obj: object) -> object:
     """Plain-Python copy: numpy scalars/arrays -> float/int/bool/list, non-finite floats -> None."""
+    kind = type(obj)
+    if kind is float:  # the common leaves first: exact type checks are much cheaper than the ABC checks below
+        return obj if math.isfinite(obj) else None
+    if kind is str or kind is int or kind is bool or obj is None:
+        return obj
     if isinstance(obj, Mapping):
         return {str(k): _to_json(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":

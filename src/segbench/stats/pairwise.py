@@ -44,15 +44,16 @@ def separability(
     """
     n_pairs = diff_boot.shape[1]
     p_boot = bootstrap_p_values(diff_boot)
+    diff_boot = np.sort(diff_boot, axis=0)  # once for every interval below
     if correction == "bonferroni":
         level_alpha = np.full(n_pairs, alpha / n_pairs)
-        low, high = intervals(diff_boot, diff, diff_jack, level_alpha, ci_method)
+        low, high = intervals(diff_boot, diff, diff_jack, level_alpha, ci_method, presorted=True)
         separable = (low > 0) | (high < 0)
     else:
         order = np.argsort(p_boot, kind="stable")
         step_alpha = np.empty(n_pairs)
         step_alpha[order] = alpha / (n_pairs - np.arange(n_pairs))
-        low, high = intervals(diff_boot, diff, diff_jack, step_alpha, ci_method)
+        low, high = intervals(diff_boot, diff, diff_jack, step_alpha, ci_method, presorted=True)
         excludes = ((low > 0) | (high < 0))[order]
         n_separable = n_pairs if excludes.all() else int(np.argmin(excludes))
         separable = np.zeros(n_pairs, dtype=bool)
@@ -64,7 +65,7 @@ def separability(
             level_alpha[rest] = step_alpha[order[n_separable]]
             jack_rest = None if diff_jack is None else diff_jack[:, rest]
             low[rest], high[rest] = intervals(
-                diff_boot[:, rest], diff[rest], jack_rest, level_alpha[rest], ci_method
+                diff_boot[:, rest], diff[rest], jack_rest, level_alpha[rest], ci_method, presorted=True
             )
     return {
         "ci_low": low,
@@ -88,33 +89,55 @@ def holm(p_values: np.ndarray) -> np.ndarray:
     return out
 
 
+def common_case_groups(observed: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Pairs (a[p], b[p]) grouped by the cases both models have: [(pair positions, case indices), ...].
+
+    ``observed`` (K, N) marks the cases each model has. With shared cases there is one group; under
+    pairwise-complete alignment (Touchstone) one per distinct common-case set, so every test and
+    bootstrap runs vectorised over the pairs of a group.
+    """
+    # Work on the few distinct model patterns, not on the K(K-1) pair masks: unique over (P, N) rows is slow.
+    model_patterns, model_of = np.unique(observed, axis=0, return_inverse=True)
+    model_of = model_of.reshape(-1)
+    combos, combo_of = np.unique(np.stack([model_of[a], model_of[b]], axis=1), axis=0, return_inverse=True)
+    masks, mask_of = np.unique(model_patterns[combos[:, 0]] & model_patterns[combos[:, 1]], axis=0, return_inverse=True)
+    group_of = mask_of.reshape(-1)[combo_of.reshape(-1)]
+    return [(np.flatnonzero(group_of == g), np.flatnonzero(mask)) for g, mask in enumerate(masks)]
+
+
 def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> dict[str, np.ndarray]:
-    """Significance map (docs/methodology.md#56-significance-map) of K models' (K, n) shared-case values -> (K, K) matrices.
+    """Significance map (docs/methodology.md#56-significance-map) of K models' (K, n) values -> (K, K) matrices.
 
     Cell (a, b): one-sided Wilcoxon signed-rank test 'a better than b' (alternative 'greater' for
-    higher-is-better metrics, 'less' for distances), scipy's defaults otherwise. All K(K-1) p-values are
-    Holm-adjusted together. A pair whose differences are all zero gets p = 1 (never significant).
-    The diagonal is NaN.
+    higher-is-better metrics, 'less' for distances) on the cases both have (NaN = case missing for
+    that model; docs/methodology.md#513-case-alignment), scipy's defaults otherwise. All K(K-1)
+    p-values are Holm-adjusted together. A pair whose differences are all zero (or that has no
+    common case) gets p = 1 (never significant). The diagonal is NaN. ``n_cases`` counts each
+    pair's common cases.
     """
-    n_models, n_cases = values.shape
+    n_models = values.shape[0]
     a, b = np.nonzero(~np.eye(n_models, dtype=bool))
-    diffs = values[a] - values[b]
     alternative = "greater" if higher_is_better else "less"
-    all_zero = ~(diffs != 0).any(axis=1)
     p = np.ones(a.size)
-    test = np.flatnonzero(~all_zero)
-    if test.size and n_cases > 50:
-        # One vectorised call. For n > 50 scipy's method='auto' is the normal approximation for every
-        # pair, so this equals per-pair calls exactly (ties and zeros are handled per row).
-        p[test] = stats.wilcoxon(diffs[test], axis=1, alternative=alternative).pvalue
-    else:
-        # n <= 50: 'auto' picks exact / permutation / normal from the ties and zeros of the whole
-        # batch when vectorised; per-pair calls keep each pair's own choice, as a per-pair protocol does.
-        for k in test:
-            p[k] = stats.wilcoxon(diffs[k], alternative=alternative).pvalue
+    n_common = np.zeros(a.size, dtype=np.int64)
+    for pairs, cases in common_case_groups(~np.isnan(values), a, b):
+        diffs = values[a[pairs]][:, cases] - values[b[pairs]][:, cases]
+        n_common[pairs] = cases.size
+        test = np.flatnonzero((diffs != 0).any(axis=1))
+        if test.size and cases.size > 50:
+            # One vectorised call. For n > 50 scipy's method='auto' is the normal approximation for every
+            # pair, so this equals per-pair calls exactly (ties and zeros are handled per row).
+            p[pairs[test]] = stats.wilcoxon(diffs[test], axis=1, alternative=alternative).pvalue
+        else:
+            # n <= 50: 'auto' picks exact / permutation / normal from the ties and zeros of the whole
+            # batch when vectorised; per-pair calls keep each pair's own choice, as a per-pair protocol does.
+            for k in test:
+                p[pairs[k]] = stats.wilcoxon(diffs[k], alternative=alternative).pvalue
     adjusted = holm(p)
     raw_m, adj_m = np.full((n_models, n_models), np.nan), np.full((n_models, n_models), np.nan)
     raw_m[a, b], adj_m[a, b] = p, adjusted
     significant = np.zeros((n_models, n_models), dtype=bool)
     significant[a, b] = adjusted < alpha
-    return {"p_value": raw_m, "p_adjusted": adj_m, "significant": significant}
+    n_m = np.zeros((n_models, n_models), dtype=np.int64)
+    n_m[a, b] = n_common
+    return {"p_value": raw_m, "p_adjusted": adj_m, "significant": significant, "n_cases": n_m}

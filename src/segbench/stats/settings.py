@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 
 CI_METHODS = ("percentile", "bca")
 MULTIPLE_COMPARISONS = ("holm", "bonferroni")
+CASE_ALIGNMENTS = ("shared", "pairwise_complete")
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,13 @@ class StatsSettings:
     alpha: float = 0.05
     subgroup_min_cases: int = 10
     power: float = 0.80
+    case_alignment: str = "shared"
+    scheme_resamples: int = 1000
 
     def __post_init__(self) -> None:
         _check_int(self.n_resamples, "n_resamples", minimum=1)
         _check_int(self.seed, "seed", minimum=0)
+        _check_int(self.scheme_resamples, "scheme_resamples", minimum=1)
         _check_int(self.subgroup_min_cases, "subgroup_min_cases", minimum=2)
         for name in ("confidence", "alpha", "power"):
             value = getattr(self, name)
@@ -36,6 +40,9 @@ class StatsSettings:
                 f"StatsSettings.multiple_comparison must be one of {MULTIPLE_COMPARISONS}, "
                 f"got {self.multiple_comparison!r}"
             )
+
+        if self.case_alignment not in CASE_ALIGNMENTS:
+            raise ValueError(f"StatsSettings.case_alignment must be one of {CASE_ALIGNMENTS}, got {self.case_alignment!r}")
 
     def to_dict(self) -> dict:
         """Plain-JSON form, stored in the results so they can be re-derived."""

@@ -1,0 +1,177 @@
+"""Ranking schemes in challengeR's vocabulary (Wiesenfarth et al. 2021), their agreement, bootstrap stability, and consensus.
+
+Definitions (docs/methodology.md#514-ranking-schemes), all ranks 'min' competition ranks, 1 = best:
+
+- aggregate-then-rank: rank the models by their mean (``mean``) or median (``median``) over the cases;
+- rank-then-aggregate (``rank_then_aggregate``): rank the models within every case, average each
+  model's case ranks, rank those averages (lower better);
+- test-then-rank (``test_then_rank``): one-sided paired Wilcoxon signed-rank test for every ordered
+  pair (normal approximation with continuity correction, R's ``exact = FALSE``), no adjustment
+  (challengeR's default ``p.adjust.method = "none"``), a significant win when p <= alpha; score = share
+  of the other models a model significantly beats, ranked higher better;
+- consensus across tasks (challengeR's ``method = "euclidean"``): each model's mean over the tasks of
+  its rank, ties within a task given their average rank; ranked lower better.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import ndtr
+
+from .ranking import kendall_tau_b, rank_min
+
+SCHEMES = ("mean", "median", "rank_then_aggregate", "test_then_rank")
+_RESAMPLED = ("mean", "median", "rank_then_aggregate")  # schemes whose bootstrap is vectorised here
+
+
+def case_ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
+    """Min ranks of the K models within each case of (K, n) values -> (K, n)."""
+    return rank_min(values.T, higher_is_better).T
+
+
+def average_ranks(ranks: np.ndarray) -> np.ndarray:
+    """Rows of min ranks (R, K) -> the same orderings with tied models given their average rank."""
+    ties = (ranks[:, :, None] == ranks[:, None, :]).sum(axis=2)
+    return ranks + (ties - 1) / 2.0
+
+
+def signed_rank_z(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Wilcoxon signed-rank statistic of each row of (P, n) differences: (T+ - m(m+1)/4, its SD, m).
+
+    Zero differences dropped, tied |d| given average ranks, the tie-corrected variance
+    (m(m+1)(2m+1) - sum(t^3 - t)/2) / 24: R's and scipy's normal approximation. One sort serves all
+    rows; the reverse pair's statistic is the negative, so both directions cost one call.
+    """
+    n_rows, n_cases = diffs.shape
+    absd = np.where(diffs == 0, np.inf, np.abs(diffs))  # zeros rank last and are not counted
+    order = np.argsort(absd, axis=1, kind="stable")
+    ordered = np.take_along_axis(absd, order, axis=1)
+    m = (diffs != 0).sum(axis=1)
+    # runs of equal |d| along each row: start flags, run ids, run lengths and average ranks
+    start = np.ones((n_rows, n_cases), dtype=bool)
+    start[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    run = np.cumsum(start.ravel()) - 1
+    first = np.flatnonzero(start.ravel())
+    length = np.diff(np.append(first, start.size))
+    avg_rank = (first % n_cases) + (length + 1) / 2.0
+    ranks = np.empty((n_rows, n_cases))
+    np.put_along_axis(ranks, order, avg_rank[run].reshape(n_rows, n_cases), axis=1)
+    t_plus = np.where(diffs > 0, ranks, 0.0).sum(axis=1)
+    finite_run = np.isfinite(ordered.ravel()[first])
+    ties = np.bincount(first[finite_run] // n_cases, weights=(length[finite_run] ** 3 - length[finite_run]).astype(np.float64),
+                       minlength=n_rows)
+    var = (m * (m + 1.0) * (2 * m + 1) - 0.5 * ties) / 24.0
+    return t_plus - m * (m + 1.0) / 4.0, np.sqrt(var), m
+
+
+def test_then_rank_scores(values: np.ndarray, higher_is_better: bool, alpha: float) -> np.ndarray:
+    """challengeR's significance score per model: share of the other K - 1 models it beats at p <= alpha (unadjusted).
+
+    'a beats b': one-sided test, normal approximation with continuity correction 0.5 (R's
+    ``wilcox.test(exact = FALSE)``); a pair whose differences are all zero is no win (R gives no p-value).
+    """
+    n_models = values.shape[0]
+    if n_models < 2:
+        return np.zeros(n_models)
+    a, b = np.triu_indices(n_models, k=1)
+    centred, sd, m = signed_rank_z(values[a] - values[b])
+    sign = 1.0 if higher_is_better else -1.0
+    wins = np.zeros((n_models, n_models))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for x, y, s in ((a, b, sign), (b, a, -sign)):
+            p = ndtr(-(s * centred - 0.5) / sd)
+            wins[x, y] = (m > 0) & (p <= alpha)
+    return wins.sum(axis=1) / (n_models - 1)
+
+
+def scheme_scores(values: np.ndarray, higher_is_better: bool, alpha: float) -> dict[str, tuple[np.ndarray, bool]]:
+    """Per scheme: each model's score and whether higher scores rank better."""
+    return {
+        "mean": (values.mean(axis=1), higher_is_better),
+        "median": (np.median(values, axis=1), higher_is_better),
+        "rank_then_aggregate": (case_ranks(values, higher_is_better).mean(axis=1), False),
+        "test_then_rank": (test_then_rank_scores(values, higher_is_better, alpha), True),
+    }
+
+
+def resampled_scores(values: np.ndarray, higher_is_better: bool, counts: np.ndarray) -> dict[str, np.ndarray]:
+    """Scores of the resampled schemes for (B, n) case counts -> {scheme: (B, K)}.
+
+    Means and mean case ranks are count products (a case's ranks among the models do not change when
+    it is drawn again). Medians: each model's values sorted once; the median of a resample is read off
+    the cumulative counts in that order (numpy's median: the middle element, or the average of the two).
+    """
+    n_cases = values.shape[1]
+    out = {"mean": counts @ values.T / n_cases, "rank_then_aggregate": counts @ case_ranks(values, higher_is_better).T / n_cases}
+    out["median"] = _resampled_medians(values, counts)
+    return out
+
+
+def _resampled_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Median of each model's values over each resample: (K, n), (B, n) -> (B, K).
+
+    In a model's sorted order the resample's median sits where the cumulative count passes n/2. That
+    crossing lies within a few sqrt(n) positions of the middle, so cumulative counts are built only on
+    a window there, on top of one product giving the count below the window; resamples whose crossing
+    falls outside the window (none expected) are done over the whole row. Exact either way.
+    """
+    n_cases = values.shape[1]
+    lo, hi = (n_cases + 1) // 2, n_cases // 2 + 1  # 1-based positions of the middle element(s)
+    orders = np.argsort(values, axis=1, kind="stable")
+    half = int(8 * np.sqrt(n_cases)) + 2
+    start, stop = max(0, lo - 1 - half), min(n_cases, hi + half)
+    below = np.zeros((n_cases, values.shape[0]))
+    for k, order in enumerate(orders):
+        below[order[:start], k] = 1.0
+    base = counts @ below  # (B, K): resampled cases before the window, per model
+    # cumulative counts reach n: 2-byte integers when they fit, a quarter of float64's memory traffic
+    small = np.int16 if n_cases <= np.iinfo(np.int16).max else np.int64
+    ints = counts.astype(small)
+    medians = np.empty((counts.shape[0], values.shape[0]))
+    for k, order in enumerate(orders):
+        window = order[start:stop]
+        cum = np.cumsum(ints[:, window], axis=1, dtype=small) + base[:, k, None].astype(small)
+        inside = (base[:, k] < lo) & (cum[:, -1] >= hi)
+        row = values[k]
+        medians[:, k] = (row[window][(cum >= lo).argmax(axis=1)] + row[window][(cum >= hi).argmax(axis=1)]) / 2.0
+        if not inside.all():
+            full = np.cumsum(ints[~inside][:, order], axis=1, dtype=small)
+            medians[~inside, k] = (row[order][(full >= lo).argmax(axis=1)] + row[order][(full >= hi).argmax(axis=1)]) / 2.0
+    return medians
+
+
+def schemes(values: np.ndarray, names: list[str], higher_is_better: bool, alpha: float, counts: np.ndarray) -> tuple[dict, np.ndarray]:
+    """Ranks under every scheme, Kendall's tau between schemes, and bootstrap stability of the resampled ones.
+
+    ``counts`` (B, n): case counts of the resamples. Stability per scheme: P(rank 1) per model and the
+    median Kendall tau-b between the resampled and the full-data ranking; test-then-rank has none (a
+    Wilcoxon test per ordered pair and resample is outside this engine's time budget). Second result:
+    the (B, K) resampled ranks of the mean, for the consensus.
+    """
+    scores = scheme_scores(values, higher_is_better, alpha)
+    ranks = {s: rank_min(score[None, :], higher)[0] for s, (score, higher) in scores.items()}
+    tau = {s: {t: float(kendall_tau_b(ranks[s][None, :], ranks[t])[0]) for t in SCHEMES} for s in SCHEMES}
+    stability, boot_mean = {}, None
+    for s, boot in resampled_scores(values, higher_is_better, counts).items():
+        boot_ranks = rank_min(boot, scores[s][1])
+        boot_mean = boot_ranks if s == "mean" else boot_mean
+        taus = kendall_tau_b(boot_ranks, ranks[s])
+        stability[s] = {"p_rank1": dict(zip(names, (boot_ranks == 1).mean(axis=0))),
+                        "kendall_tau_median": float(np.nanmedian(taus)) if np.isfinite(taus).any() else None}
+    return {
+        "ranks": {s: dict(zip(names, ranks[s])) for s in SCHEMES},
+        "scores": {s: dict(zip(names, scores[s][0])) for s in SCHEMES},
+        "kendall_tau": tau,
+        "stability": {s: stability.get(s) for s in SCHEMES},
+        "n_resamples": counts.shape[0],
+    }, boot_mean
+
+
+def consensus(ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """challengeR's consensus (mean rank) of (R, T, K) per-task min ranks -> (R, K) mean ranks and their min ranks.
+
+    NaN marks a model without a rank in a task; it is left out of that model's mean.
+    """
+    avg = np.where(np.isnan(ranks), np.nan, average_ranks(np.nan_to_num(ranks, nan=np.inf).reshape(-1, ranks.shape[-1])).reshape(ranks.shape))
+    mean = np.nanmean(avg, axis=1)
+    return mean, rank_min(mean, higher_is_better=False)
