@@ -11,7 +11,6 @@ import io
 import json
 import logging
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -43,22 +42,6 @@ def tracking_marker(dataset: str, model: str) -> Path:
 
 def results_file(dataset: str) -> Path:
     return Path("results") / f"{dataset}.json"
-
-
-def git_commit() -> str:
-    """HEAD's commit, ``<sha>-dirty`` if tracked files differ from it, 'unknown' without a commit.
-
-    The pipeline's own lock file is left out of the comparison: `dvc repro` rewrites it between stages.
-    """
-    head = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD"], capture_output=True, text=True, check=False)
-    if head.returncode != 0:
-        return "unknown"
-    changes = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock"],
-        capture_output=True, text=True, check=False,
-    )
-    dirty = changes.returncode != 0 or bool(changes.stdout.strip())
-    return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
 def stats_settings(params: Params) -> stats.StatsSettings:
@@ -99,7 +82,11 @@ def _summary_metrics(rows: pd.DataFrame, metrics: dict[str, bool], settings: sta
 
 
 def _version_tags(dataset: str, model: str, kind: str, **extra: str) -> dict[str, str]:
-    """The tags every MLflow run carries (SPEC §1): names, kind and the versions of everything used."""
+    """The tags every MLflow run carries (SPEC §1): names, kind and the versions of everything used.
+
+    Only what the outputs depend on: the git commit is not here (the score bundle is a DVC output that
+    must not change with every commit); tracking records it on the MLflow run when logging.
+    """
     import segauge
 
     return {
@@ -109,7 +96,6 @@ def _version_tags(dataset: str, model: str, kind: str, **extra: str) -> dict[str
         "segbench.dataset_version": data_version(),
         "segbench.segauge_version": segauge.__version__,
         "segbench.segbench_version": segbench.__version__,
-        "segbench.git_commit": git_commit(),
         **{f"segbench.{k}": v for k, v in extra.items()},
     }
 
@@ -138,6 +124,7 @@ def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows
             hd95_definition=str(rows["hd95_definition"].iloc[0]),
         ),
         "params": {
+            "dataset.source": Path(os.path.relpath(dataset.reference_dir)).as_posix(),
             "model.title": model.title,
             "model.command": " ".join(model.command),
             "model.environment": json.dumps(model.environment, sort_keys=True),
@@ -221,7 +208,7 @@ def run_import(params: Params, name: str) -> None:
         model_rows.insert(1, "kind", "published")
         record = {
             "tags": _version_tags(name, str(model), "published", source=source.source),
-            "params": {"published.format": source.format, "published.path": str(Path(os.path.relpath(source.path)))},
+            "params": {"published.format": source.format, "dataset.source": Path(os.path.relpath(source.path)).as_posix()},
             "metrics": summaries[str(model)],
         }
         _write_bundle(scores_dir(name, str(model)), model_rows, record)
@@ -273,9 +260,10 @@ def run_compare(params: Params, name: str) -> None:
     """Compare stage: per-case rows read back FROM MLFLOW -> SPEC §4 statistics -> results/<name>.json."""
     block, models, metrics, subgroups = _leaderboard_setup(params, name)
     markers = {m: json.loads(tracking_marker(name, m).read_text(encoding="utf-8")) for m in sorted(models)}
-    rows, run_tags = tracking.read_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()})
+    runs = tracking.read_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()})
+    rows = runs.rows
     for model, entry in models.items():
-        entry["versions"] = {k.removeprefix("segbench."): v for k, v in sorted(run_tags[model].items())}
+        entry["versions"] = {k.removeprefix("segbench."): v for k, v in sorted(runs.tags[model].items())}
     analysis = stats.analyze(
         rows,
         metrics=metrics,
@@ -295,3 +283,21 @@ def run_compare(params: Params, name: str) -> None:
     }
     write_json_atomic(results_file(name), results)
     log.info("wrote %s", results_file(name))
+    log_leaderboard(name, runs.run_ids)
+
+
+def log_leaderboard(name: str, model_runs: dict[str, str]) -> str:
+    """The leaderboard of ``results/<name>.json`` as one MLflow run beside the model runs it was read from:
+    the results file itself, the dataset's page of the site as one self-contained file, the summary metrics."""
+    from segbench import report  # plotly: only the stages that draw import it
+
+    content = results_file(name).read_bytes()
+    results = json.loads(content)
+    board = tracking.Leaderboard(
+        dataset=name,
+        model_runs=model_runs,
+        files={results_file(name).name: content, f"{name}.html": report.standalone_dataset_page(results).encode()},
+        metrics=report.summary_metrics(results),
+        params=report.summary_params(results),
+    )
+    return tracking.log_leaderboard(board)

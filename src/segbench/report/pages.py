@@ -8,10 +8,14 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
 from string import Template
 from typing import Any
 
+from plotly.offline import get_plotlyjs
+
 from . import figures, tables
+from .assets import CSS, JS
 from .common import digits, fmt, fmt_ci, kind, slug, verdict, verdict_word
 
 Results = dict[str, Any]
@@ -20,13 +24,12 @@ PAGE = Template("""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>$title</title>
-<link rel="stylesheet" href="site.css">
-$scripts</head><body>
+$head</head><body>
 <nav>$nav</nav>
 <main>
 $body
 </main>
-<script src="site.js"></script>
+$tail
 </body></html>
 """)
 
@@ -41,10 +44,21 @@ def structure_page_name(results: Results, structure: str) -> str:
     return f"{slug(results['dataset']['name'])}--{slug(structure)}.html"
 
 
-def render(title: str, body: str, nav: str) -> str:
-    """A whole page; plotly.js is loaded only where there is a plot."""
-    scripts = '<script src="plotly.min.js"></script>\n' if 'class="plotly-graph-div"' in body else ""
-    return PAGE.substitute(title=html.escape(title), nav=nav, body=body, scripts=scripts)
+def _inline_script(code: str) -> str:
+    return "<script>" + code.replace("</script", "<\\/script") + "</script>"
+
+
+def render(title: str, body: str, nav: str, inline: bool = False) -> str:
+    """A whole page; plotly.js is loaded only where there is a plot. ``inline`` puts styles and scripts
+    into the page itself (one self-contained file) instead of linking the site's shared files."""
+    plots = 'class="plotly-graph-div"' in body
+    if inline:
+        head = f"<style>{CSS}</style>\n" + (_inline_script(get_plotlyjs()) + "\n" if plots else "")
+        tail = _inline_script(JS)
+    else:
+        head = '<link rel="stylesheet" href="site.css">\n' + ('<script src="plotly.min.js"></script>\n' if plots else "")
+        tail = '<script src="site.js"></script>'
+    return PAGE.substitute(title=html.escape(title), nav=nav, body=body, head=head, tail=tail)
 
 
 def nav_bar(all_results: list[Results], current: Results | None = None) -> str:
@@ -106,25 +120,52 @@ def index_page(all_results: list[Results]) -> str:
     return render("segbench", body, nav_bar(all_results))
 
 
-def dataset_page(results: Results, all_results: list[Results]) -> str:
-    """Overview of one dataset: licence, models, the #1-versus-#2 verdict of every structure and metric."""
+def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
+    """The overview of a dataset; ``link(structure, metric)`` is where a structure's leaderboard of a metric is."""
     d = results["dataset"]
-    pages = {s: structure_page_name(results, s) for s in results["analysis"]["structures"]}
-    body = (
+    structures = sorted(results["analysis"]["structures"])
+    return (
         f"<h1>{html.escape(d['title'])}</h1>{_notes(results)}"
         f"<p>Licence: {html.escape(d.get('licence') or 'not given')}. Cite: {html.escape(d.get('citation') or 'not given')}. "
         f"Data version <code>{html.escape(str(d.get('version') or 'not given'))}</code>.</p>"
-        + tables.overview(results, pages)
+        + tables.overview(results, link)
         + "<p>Each structure's page has the full leaderboards and plots: "
-        + ", ".join(f'<a href="{p}">{html.escape(s)}</a>' for s, p in sorted(pages.items()))
+        + ", ".join(f'<a href="{link(s, "")}">{html.escape(s)}</a>' for s in structures)
         + ".</p>"
         + tables.models_table(results["models"])
     )
-    return render(d["title"], body, nav_bar(all_results, results))
+
+
+def dataset_page(results: Results, all_results: list[Results]) -> str:
+    """Overview of one dataset: licence, models, the #1-versus-#2 verdict of every structure and metric."""
+    def link(structure: str, metric: str) -> str:
+        return structure_page_name(results, structure) + (f"#{html.escape(metric)}" if metric else "")
+
+    return render(results["dataset"]["title"], _dataset_body(results, link), nav_bar(all_results, results))
+
+
+def standalone_dataset_page(results: Results) -> str:
+    """A dataset's overview page followed by every structure's leaderboards and plots, as one file that
+    needs nothing else (styles, scripts and plotly inside, links within the page): for MLflow's artifact viewer."""
+    structures = sorted(results["analysis"]["structures"])
+
+    def anchor(structure: str, metric: str) -> str:
+        return slug(structure) + (f"--{slug(metric)}" if metric else "")
+
+    body = _dataset_body(results, lambda s, m: f"#{anchor(s, m)}") + "".join(
+        f'<section id="{anchor(s, "")}">{_structure_body(results, s, lambda m, s=s: anchor(s, m))}</section>' for s in structures
+    )
+    return render(results["dataset"]["title"], body, "segbench leaderboard: " + html.escape(results["dataset"]["name"]), inline=True)
 
 
 def structure_page(results: Results, structure: str, all_results: list[Results]) -> str:
     """Everything about one structure: per metric the leaderboard and the five plots, then leave-one-out."""
+    title = f"{results['dataset']['title']}: {structure}"
+    return render(title, _structure_body(results, structure, html.escape), nav_bar(all_results, results))
+
+
+def _structure_body(results: Results, structure: str, anchor: Callable[[str], str]) -> str:
+    """One structure's sections; ``anchor(metric)`` is the id of a metric's heading."""
     d, models = results["dataset"], results["models"]
     block = results["analysis"]["structures"][structure]
     settings = results["analysis"]["settings"]
@@ -136,7 +177,7 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
     ]
     for metric, cell in block["metrics"].items():
         key = f"{base}-{slug(metric)}"
-        parts.append(f'<h2 id="{html.escape(metric)}">{html.escape(metric)}</h2>')
+        parts.append(f'<h2 id="{anchor(metric)}">{html.escape(metric)}</h2>')
         parts.append(_headline(cell))
         parts.append(tables.leaderboard(cell, models, metric))
         plots = [figures.forest(cell, models, metric)]
@@ -152,9 +193,9 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
             subs = [figures.subgroups(cell, models, metric, f, settings["subgroup_min_cases"]) for f in fields]
             parts.append(_plots(subs, f"{key}-sub"))
     if any(cell.get("loo") for cell in block["metrics"].values()):
-        parts.append('<h2 id="leave-one-out">Leave-one-case-out</h2>')
+        parts.append(f'<h2 id="{anchor("leave-one-out")}">Leave-one-case-out</h2>')
         parts.append(_plots([figures.leave_one_out(block)], f"{base}-loo"))
-    return render(f"{d['title']}: {structure}", "\n".join(parts), nav_bar(all_results, results))
+    return "\n".join(parts)
 
 
 def _plots(figs: list, prefix: str) -> str:
