@@ -18,8 +18,8 @@ def _bundle(model: str = "sim_a", dice: float = 0.9) -> tracking.ScoreBundle:
     buffer = io.StringIO()
     rows.to_csv(buffer, index=False)
     record = {
-        "tags": {"segbench.dataset": "toy", "segbench.model": model, "segbench.kind": "simulated"},
-        "params": {"model.command": "x"},
+        "tags": {"segbench.dataset": "toy", "segbench.model": model, "segbench.kind": "simulated", "segbench.dataset_version": "0123abcd"},
+        "params": {"model.command": "x", "dataset.source": "data/toy/labels"},
         "metrics": {"kidney.dice.mean": 0.85},
     }
     return tracking.ScoreBundle(buffer.getvalue().encode(), record)
@@ -36,10 +36,11 @@ def test_logging_is_idempotent_and_rows_come_back(tracking_store: str) -> None:
     assert run.info.status == "FINISHED"
     assert run.data.tags["segbench.kind"] == "simulated"
     assert run.data.metrics["kidney.dice.mean"] == 0.85
-    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["per_case.csv", "run.json"]
-    rows, tags = tracking.read_runs("toy", {"sim_a": bundle.fingerprint})
-    assert rows["dice"].tolist() == [0.9, 0.8]
-    assert tags["sim_a"]["segbench.model"] == "sim_a"
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["per_case.csv", "per_case.json", "run.json"]
+    runs = tracking.read_runs("toy", {"sim_a": bundle.fingerprint})
+    assert runs.rows["dice"].tolist() == [0.9, 0.8]
+    assert runs.tags["sim_a"]["segbench.model"] == "sim_a"
+    assert runs.run_ids == {"sim_a": first}
 
 
 def test_interrupted_run_is_marked_failed_and_relogged(tracking_store: str) -> None:
