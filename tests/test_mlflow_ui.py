@@ -121,6 +121,12 @@ RUNS_TABLE = """(() => {
 })()"""
 
 
+# true once MLflow's artifact view has shown an HTML artifact in its iframe for 8 s (plotly draws inside it)
+IFRAME_READY = """(() => { const frame = document.querySelector('iframe');
+  if (frame && !window.segbenchSeen) { window.segbenchSeen = performance.now(); }
+  return JSON.stringify({ready: Boolean(frame) && performance.now() - window.segbenchSeen > 8000, plots: 0}); })()"""
+
+
 def screenshot_dir(tmp_path: Path) -> Path:
     return Path(os.environ["SEGBENCH_SCREENSHOTS"]) if os.environ.get("SEGBENCH_SCREENSHOTS") else tmp_path
 
@@ -137,8 +143,12 @@ def test_runs_table_lists_every_run_with_its_dataset(project: Path, server: str,
     # MLflow 3.17 opens an experiment on the view of the sidebar's workflow switch (GenAI by default);
     # workflowType=machine_learning is the link the README gives, the "Model training" side of the switch
     url = f"{server}/#/experiments/{experiment_id}?workflowType=machine_learning"
+    board = next(r.info.run_id for r in runs if r.info.run_name == tracking.LEADERBOARD_KIND)
+    page = f"{server}/#/experiments/{experiment_id}/runs/{board}/artifacts/kits23.html?workflowType=machine_learning"
     with Browser(chromium, tmp_path / "profile", timeout=180) as browser:
         visit = browser.visit(url, screenshot=shot, script=RUNS_TABLE, width=1600, ready=RUNS_READY % json.dumps(names))
+        artifact = browser.visit(page, screenshot=shot.with_name("mlflow-leaderboard-artifact-kits23.png"), width=1600, ready=IFRAME_READY)
+    assert "kits23.html" in artifact.text and "kits23.json" in artifact.text
     table = json.loads(visit.result)
     assert f"/experiments/{experiment_id}/runs" in table["url"], table["url"]
     assert "Dataset" in table["header"] and "Source" in table["header"], table["header"]

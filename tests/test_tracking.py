@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
@@ -98,15 +99,21 @@ def test_bundle_without_dataset_identity_is_an_error_naming_the_file(tmp_path) -
 def test_leaderboard_run_is_logged_once_per_content_and_never_read_as_a_model_run(tracking_store: str) -> None:
     bundles = [_bundle("sim_a"), _bundle("sim_b", dice=0.7)]
     runs = {b.record["tags"]["segbench.model"]: tracking.log_bundle(b) for b in bundles}
-    board = tracking.Leaderboard("toy", runs, {"toy.json": b"{}"}, {"kidney.dice.sim_a.p_rank1": 0.9}, {"stats.seed": "0"})
+    drawn = []
+
+    def pages() -> dict[str, bytes]:
+        drawn.append(1)
+        return {"toy.html": b"<p>toy</p>"}
+
+    board = tracking.Leaderboard("toy", "toy.json", b"{}", runs, {"kidney.dice.sim_a.p_rank1": 0.9}, {"stats.seed": "0"}, pages)
     first = tracking.log_leaderboard(board)
-    assert tracking.log_leaderboard(board) == first
-    changed = tracking.Leaderboard("toy", runs, {"toy.json": b"{ }"}, board.metrics, board.params)
-    assert tracking.log_leaderboard(changed) != first
+    assert tracking.log_leaderboard(board) == first and len(drawn) == 1  # the pages are drawn for a new run only
+    assert tracking.log_leaderboard(dataclasses.replace(board, results=b"{ }")) != first
     client = MlflowClient(tracking_store)
     run = client.get_run(first)
     assert run.data.tags["segbench.kind"] == "leaderboard" and run.data.tags["segbench.run.sim_b"] == runs["sim_b"]
     assert run.data.metrics == board.metrics and run.data.params == board.params
+    assert {a.path for a in client.list_artifacts(first)} == {"toy.json", "toy.html"}
     assert [i.dataset.digest for i in run.inputs.dataset_inputs] == ["0123abcd"]
     # a leaderboard run that claimed a model's fingerprint is still not read as that model's run
     client.set_tag(first, tracking.FINGERPRINT_TAG, bundles[0].fingerprint)

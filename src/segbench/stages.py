@@ -288,16 +288,18 @@ def run_compare(params: Params, name: str) -> None:
 
 def log_leaderboard(name: str, model_runs: dict[str, str]) -> str:
     """The leaderboard of ``results/<name>.json`` as one MLflow run beside the model runs it was read from:
-    the results file itself, the dataset's page of the site as one self-contained file, the summary metrics."""
+    the results file itself, the dataset's pages of the site as one self-contained file, the summary metrics."""
     from segbench import report  # plotly: only the stages that draw import it
 
     content = results_file(name).read_bytes()
     results = json.loads(content)
     board = tracking.Leaderboard(
         dataset=name,
+        results_name=results_file(name).name,
+        results=content,
         model_runs=model_runs,
-        files={results_file(name).name: content, f"{name}.html": report.standalone_dataset_page(results).encode()},
         metrics=report.summary_metrics(results),
         params=report.summary_params(results),
+        pages=lambda: {f"{name}.html": report.standalone_dataset_page(results).encode()},
     )
     return tracking.log_leaderboard(board)

@@ -23,9 +23,8 @@ import logging
 import os
 import subprocess
 import tempfile
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,20 +77,22 @@ class ScoreBundle:
 
 @dataclass(frozen=True)
 class Leaderboard:
-    """What the compare stage logs for one dataset: its model runs, files, summary metrics and parameters."""
+    """What the compare stage logs for one dataset: the results file, the model runs it was computed
+    from, summary metrics and parameters, and pages made from the results (drawn only for a new run)."""
 
     dataset: str
+    results_name: str
+    results: bytes
     model_runs: dict[str, str]  # model -> MLflow run id
-    files: dict[str, bytes]  # artifact name -> content
     metrics: dict[str, float]
-    params: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str]
+    pages: Callable[[], dict[str, bytes]]  # artifact name -> content
 
     @property
     def fingerprint(self) -> str:
-        """Content hash of everything the run shows: equal leaderboards are the same run."""
-        digest = hashlib.sha256(json.dumps([self.dataset, self.model_runs, self.metrics, self.params], sort_keys=True).encode())
-        for name, content in sorted(self.files.items()):
-            digest.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
+        """Content hash of the results and the runs they came from (everything else is made from them)."""
+        digest = hashlib.sha256(json.dumps([self.dataset, self.results_name, self.model_runs], sort_keys=True).encode())
+        digest.update(self.results)
         return digest.hexdigest()
 
 
@@ -227,8 +228,10 @@ def _log_values(client, run_id: str, params: dict[str, Any], metrics: dict[str, 
 
     params_list = [Param(k, str(v)[:6000]) for k, v in sorted(params.items())]
     metrics_list = [Metric(k, float(v), 0, 0) for k, v in sorted(metrics.items())]
-    for start in range(0, max(len(params_list), len(metrics_list)), 100):
-        client.log_batch(run_id, metrics=metrics_list[start : start + 100], params=params_list[start : start + 100])
+    for start in range(0, len(params_list), 100):
+        client.log_batch(run_id, params=params_list[start : start + 100])
+    for start in range(0, len(metrics_list), 1000):
+        client.log_batch(run_id, metrics=metrics_list[start : start + 1000])
 
 
 def _dataset_input(record: dict[str, Any], rows: pd.DataFrame):
@@ -261,11 +264,11 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
 
     def fill(run_id: str) -> None:
         rows = pd.read_csv(io.BytesIO(bundle.per_case_csv), dtype={"case_id": str})
+        # text as Python objects: MLflow's table logging walks every text cell, which is slow on arrow strings
+        rows = rows.astype({c: object for c, t in rows.dtypes.items() if isinstance(t, pd.StringDtype)})
         _log_values(client, run_id, record["params"], record["metrics"])
         client.log_inputs(run_id, datasets=[_dataset_input(record, rows)])
-        with warnings.catch_warnings():  # MLflow's own check of the table's columns, under pandas 3
-            warnings.filterwarnings("ignore", message="For backward compatibility, 'str' dtypes are included")
-            client.log_table(run_id, data=rows, artifact_file=PER_CASE_TABLE)
+        client.log_table(run_id, data=rows, artifact_file=PER_CASE_TABLE)
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / PER_CASE_ARTIFACT).write_bytes(bundle.per_case_csv)
             (Path(tmp) / "run.json").write_text(json.dumps(record, sort_keys=True, indent=1), encoding="utf-8")
@@ -274,10 +277,10 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
     return _log_once(client, experiment_id, bundle.fingerprint, record["tags"]["segbench.model"], record["tags"], "segbench track", fill)
 
 
-def _note(experiment_id: str, board: Leaderboard) -> str:
+def _note(experiment_id: str, board: Leaderboard, files: list[str]) -> str:
     """Markdown for the leaderboard run's description: what it is and a link to each model run."""
     links = "\n".join(f"- [{model}](#/experiments/{experiment_id}/runs/{run_id})" for model, run_id in sorted(board.model_runs.items()))
-    files = ", ".join(f"`{name}`" for name in sorted(board.files))
+    files = ", ".join(f"`{name}`" for name in sorted(files))
     return (
         f"Leaderboard of **{board.dataset}**, computed by `segbench compare` from the per-case tables of these runs:\n\n{links}\n\n"
         f"Artifacts: {files}. Metrics `<structure>.<metric>.<model>.<statistic>`: mean, ci_low, ci_high, p_rank1, rank_low, "
@@ -289,21 +292,19 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
     """Log a dataset's leaderboard as one MLflow run beside its model runs (once per content); returns the run id.
 
     Tagged ``segbench.kind=leaderboard`` and ``segbench.run.<model>`` with each model run's id, described
-    by a note linking them, with the model runs' dataset input, the files as artifacts and the metrics.
+    by a note linking them, with the model runs' dataset input, the results and pages as artifacts and
+    the metrics. The pages are drawn only when the run is new.
     """
     from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
     uri = uri or tracking_uri()
     client = _client(uri)
     experiment_id = _experiment_id(client, uri, board.dataset)
-    tags = {
-        "segbench.dataset": board.dataset,
-        KIND_TAG: LEADERBOARD_KIND,
-        MLFLOW_RUN_NOTE: _note(experiment_id, board),
-        **{f"segbench.run.{model}": run_id for model, run_id in board.model_runs.items()},
-    }
+    tags = {"segbench.dataset": board.dataset, KIND_TAG: LEADERBOARD_KIND, **{f"segbench.run.{m}": r for m, r in board.model_runs.items()}}
 
     def fill(run_id: str) -> None:
+        files = {board.results_name: board.results, **board.pages()}
+        client.set_tag(run_id, MLFLOW_RUN_NOTE, _note(experiment_id, board, list(files)))
         _log_values(client, run_id, board.params, board.metrics)
         inputs = {}
         for model_run in sorted(board.model_runs.values()):
@@ -311,7 +312,7 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
                 inputs.setdefault((dataset_input.dataset.name, dataset_input.dataset.digest), dataset_input)
         client.log_inputs(run_id, datasets=list(inputs.values()))
         with tempfile.TemporaryDirectory() as tmp:
-            for name, content in board.files.items():
+            for name, content in files.items():
                 (Path(tmp) / name).write_bytes(content)
             client.log_artifacts(run_id, tmp)
 

@@ -145,15 +145,17 @@ def dataset_page(results: Results, all_results: list[Results]) -> str:
 
 
 def standalone_dataset_page(results: Results) -> str:
-    """A dataset's overview page followed by every structure's leaderboards and plots, as one file that
-    needs nothing else (styles, scripts and plotly inside, links within the page): for MLflow's artifact viewer."""
+    """A dataset's overview page followed by every structure's leaderboards and ranking plots, as one file
+    that needs nothing else (styles, scripts and plotly inside, links within the page): for MLflow's artifact
+    viewer. The per-case and subgroup plots, the slowest to draw, stay on the site's structure pages."""
     structures = sorted(results["analysis"]["structures"])
 
     def anchor(structure: str, metric: str) -> str:
         return slug(structure) + (f"--{slug(metric)}" if metric else "")
 
     body = _dataset_body(results, lambda s, m: f"#{anchor(s, m)}") + "".join(
-        f'<section id="{anchor(s, "")}">{_structure_body(results, s, lambda m, s=s: anchor(s, m))}</section>' for s in structures
+        f'<section id="{anchor(s, "")}">{_structure_body(results, s, lambda m, s=s: anchor(s, m), per_case=False)}</section>'
+        for s in structures
     )
     return render(results["dataset"]["title"], body, "segbench leaderboard: " + html.escape(results["dataset"]["name"]), inline=True)
 
@@ -164,8 +166,9 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
     return render(title, _structure_body(results, structure, html.escape), nav_bar(all_results, results))
 
 
-def _structure_body(results: Results, structure: str, anchor: Callable[[str], str]) -> str:
-    """One structure's sections; ``anchor(metric)`` is the id of a metric's heading."""
+def _structure_body(results: Results, structure: str, anchor: Callable[[str], str], per_case: bool = True) -> str:
+    """One structure's sections; ``anchor(metric)`` is the id of a metric's heading; ``per_case``: with
+    the per-case and subgroup plots."""
     d, models = results["dataset"], results["models"]
     block = results["analysis"]["structures"][structure]
     settings = results["analysis"]["settings"]
@@ -186,6 +189,8 @@ def _structure_body(results: Results, structure: str, anchor: Callable[[str], st
         parts.append(_plots(plots, f"{key}-a"))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:
             parts.append(_plots([figures.significance_map(cell, models)], f"{key}-sig"))
+        if not per_case:
+            continue
         parts.append(_plots([figures.per_case(cell, models, metric, block["case_ids"])], f"{key}-cases"))
         fields = list(cell.get("subgroups") or {})
         if fields:
