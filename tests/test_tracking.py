@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import json
 
 import pandas as pd
 import pytest
@@ -11,15 +13,15 @@ from mlflow.tracking import MlflowClient
 from segbench import tracking
 
 
-def _bundle(model: str = "sim_a", dice: float = 0.9) -> tracking.ScoreBundle:
+def _bundle(model: str = "sim_a", dice: float = 0.9, dataset: str = "toy") -> tracking.ScoreBundle:
     rows = pd.DataFrame(
         {"model": model, "case_id": ["c1", "c2"], "structure": "kidney", "reference_present": True, "dice": [dice, 0.8]}
     )
     buffer = io.StringIO()
     rows.to_csv(buffer, index=False)
     record = {
-        "tags": {"segbench.dataset": "toy", "segbench.model": model, "segbench.kind": "simulated"},
-        "params": {"model.command": "x"},
+        "tags": {"segbench.dataset": dataset, "segbench.model": model, "segbench.kind": "simulated", "segbench.dataset_version": "0123abcd"},
+        "params": {"model.command": "x", "dataset.source": "data/toy/labels"},
         "metrics": {"kidney.dice.mean": 0.85},
     }
     return tracking.ScoreBundle(buffer.getvalue().encode(), record)
@@ -36,10 +38,11 @@ def test_logging_is_idempotent_and_rows_come_back(tracking_store: str) -> None:
     assert run.info.status == "FINISHED"
     assert run.data.tags["segbench.kind"] == "simulated"
     assert run.data.metrics["kidney.dice.mean"] == 0.85
-    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["per_case.csv", "run.json"]
-    rows, tags = tracking.read_runs("toy", {"sim_a": bundle.fingerprint})
-    assert rows["dice"].tolist() == [0.9, 0.8]
-    assert tags["sim_a"]["segbench.model"] == "sim_a"
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["per_case.csv", "per_case.json", "run.json"]
+    runs = tracking.read_runs("toy", {"sim_a": bundle.fingerprint})
+    assert runs.rows["dice"].tolist() == [0.9, 0.8]
+    assert runs.tags["sim_a"]["segbench.model"] == "sim_a"
+    assert runs.run_ids == {"sim_a": first}
 
 
 def test_interrupted_run_is_marked_failed_and_relogged(tracking_store: str) -> None:
@@ -72,3 +75,46 @@ def test_store_location_ignores_queued_experiment_workspaces(tmp_path, monkeypat
     assert tracking.project_root(tmp_path / ".dvc" / "tmp" / "exps" / "run" / "abc") == tmp_path
     monkeypatch.delenv("SEGBENCH_TRACKING_URI", raising=False)
     assert tracking.tracking_uri(tmp_path) == f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
+
+
+def test_experiments_are_of_mlflow_model_training_kind(tracking_store: str) -> None:
+    """New experiments are created with MLflow's experiment-kind tag; one made before it gets the tag."""
+    client = MlflowClient(tracking_store)
+    older = client.create_experiment("segbench/toy")
+    tracking.log_bundle(_bundle())
+    tracking.log_bundle(_bundle(dataset="other"))
+    for experiment in (client.get_experiment(older), client.get_experiment_by_name("segbench/other")):
+        assert experiment.tags["mlflow.experimentKind"] == "custom_model_development", experiment.name
+
+
+def test_bundle_without_dataset_identity_is_an_error_naming_the_file(tmp_path) -> None:
+    bundle = _bundle()
+    del bundle.record["params"]["dataset.source"]
+    (tmp_path / "per_case.csv").write_bytes(bundle.per_case_csv)
+    (tmp_path / "run.json").write_text(json.dumps(bundle.record))
+    with pytest.raises(tracking.TrackingError, match=f"{tmp_path / 'run.json'}: missing params.dataset.source"):
+        tracking.ScoreBundle.read(tmp_path)
+
+
+def test_leaderboard_run_is_logged_once_per_content_and_never_read_as_a_model_run(tracking_store: str) -> None:
+    bundles = [_bundle("sim_a"), _bundle("sim_b", dice=0.7)]
+    runs = {b.record["tags"]["segbench.model"]: tracking.log_bundle(b) for b in bundles}
+    drawn = []
+
+    def pages() -> dict[str, bytes]:
+        drawn.append(1)
+        return {"toy.html": b"<p>toy</p>"}
+
+    board = tracking.Leaderboard("toy", "toy.json", b"{}", runs, {"kidney.dice.sim_a.p_rank1": 0.9}, {"stats.seed": "0"}, pages)
+    first = tracking.log_leaderboard(board)
+    assert tracking.log_leaderboard(board) == first and len(drawn) == 1  # the pages are drawn for a new run only
+    assert tracking.log_leaderboard(dataclasses.replace(board, results=b"{ }")) != first
+    client = MlflowClient(tracking_store)
+    run = client.get_run(first)
+    assert run.data.tags["segbench.kind"] == "leaderboard" and run.data.tags["segbench.run.sim_b"] == runs["sim_b"]
+    assert run.data.metrics == board.metrics and run.data.params == board.params
+    assert {a.path for a in client.list_artifacts(first)} == {"toy.json", "toy.html"}
+    assert [i.dataset.digest for i in run.inputs.dataset_inputs] == ["0123abcd"]
+    # a leaderboard run that claimed a model's fingerprint is still not read as that model's run
+    client.set_tag(first, tracking.FINGERPRINT_TAG, bundles[0].fingerprint)
+    assert tracking.read_runs("toy", {"sim_a": bundles[0].fingerprint}).run_ids == {"sim_a": runs["sim_a"]}

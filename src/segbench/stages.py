@@ -11,7 +11,6 @@ import io
 import json
 import logging
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -55,22 +54,6 @@ def plot_file(dataset: str) -> Path:
     return Path("plots") / f"{dataset}.csv"
 
 
-def git_commit() -> str:
-    """HEAD's commit, ``<sha>-dirty`` if tracked files differ from it, 'unknown' without a commit.
-
-    The pipeline's own lock file is left out of the comparison: `dvc repro` rewrites it between stages.
-    """
-    head = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD"], capture_output=True, text=True, check=False)
-    if head.returncode != 0:
-        return "unknown"
-    changes = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock"],
-        capture_output=True, text=True, check=False,
-    )
-    dirty = changes.returncode != 0 or bool(changes.stdout.strip())
-    return head.stdout.strip() + ("-dirty" if dirty else "")
-
-
 def stats_settings(params: Params) -> stats.StatsSettings:
     return stats.StatsSettings(**params.stats)
 
@@ -109,7 +92,12 @@ def _summary_metrics(rows: pd.DataFrame, metrics: dict[str, bool], settings: sta
 
 
 def _version_tags(dataset: str, model: str, kind: str, **extra: str) -> dict[str, str]:
-    """The tags every MLflow run carries (docs/methodology.md#12-what-an-mlflow-run-carries): names, kind and the versions of everything used."""
+    """The tags every MLflow run carries (docs/methodology.md#12-what-an-mlflow-run-carries): names, kind and the
+    versions of everything used.
+
+    Only what the outputs depend on: the git commit is not here (the score bundle is a DVC output that
+    must not change with every commit); tracking records it on the MLflow run when logging.
+    """
     import segauge
 
     return {
@@ -119,7 +107,6 @@ def _version_tags(dataset: str, model: str, kind: str, **extra: str) -> dict[str
         "segbench.dataset_version": data_version(),
         "segbench.segauge_version": segauge.__version__,
         "segbench.segbench_version": segbench.__version__,
-        "segbench.git_commit": git_commit(),
         **{f"segbench.{k}": v for k, v in extra.items()},
     }
 
@@ -149,6 +136,7 @@ def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows
             metric_profile=str(rows["metric_profile"].iloc[0]),
         ),
         "params": {
+            "dataset.source": Path(os.path.relpath(dataset.reference_dir)).as_posix(),
             "model.title": model.title,
             "model.command": " ".join(model.command),
             "model.environment": json.dumps(model.environment, sort_keys=True),
@@ -236,7 +224,7 @@ def run_import(params: Params, name: str) -> None:
         version = {"model_version": claims[model]["version"]} if claims.get(model, {}).get("version") else {}
         record = {
             "tags": _version_tags(name, str(model), "published", source=source.source, **version),
-            "params": {"published.format": source.format, "published.path": str(Path(os.path.relpath(source.path)))},
+            "params": {"published.format": source.format, "dataset.source": Path(os.path.relpath(source.path)).as_posix()},
             "metrics": summaries[str(model)],
         }
         _write_bundle(scores_dir(name, str(model)), model_rows, record)
@@ -298,9 +286,10 @@ def run_compare(params: Params, name: str) -> None:
     block, models, metrics, subgroups = _leaderboard_setup(params, name)
     markers = {m: json.loads(tracking_marker(name, m).read_text(encoding="utf-8")) for m in sorted(models)}
     _restore_runs(name, markers)
-    rows, run_tags = tracking.read_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()})
+    runs = tracking.read_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()})
+    rows = runs.rows
     for model, entry in models.items():
-        entry["versions"] = {k.removeprefix("segbench."): v for k, v in sorted(run_tags[model].items())}
+        entry["versions"] = {k.removeprefix("segbench."): v for k, v in sorted(runs.tags[model].items())}
     analysis = stats.analyze(
         rows,
         metrics=metrics,
@@ -331,6 +320,7 @@ def run_compare(params: Params, name: str) -> None:
     pd.DataFrame(stats.mean_ci_rows(analysis), columns=stats.PLOT_COLUMNS).to_csv(buffer, index=False, lineterminator="\n")
     write_text_atomic(plot_file(name), buffer.getvalue())
     log.info("wrote %s, %s and %s", results_file(name), metrics_file(name), plot_file(name))
+    log_leaderboard(name, runs.run_ids)
 
 
 def _restore_runs(name: str, markers: dict[str, dict[str, Any]]) -> None:
@@ -344,3 +334,22 @@ def _restore_runs(name: str, markers: dict[str, dict[str, Any]]) -> None:
         if bundle.fingerprint != marker["fingerprint"]:
             raise tracking.TrackingError(f"{scores_dir(name, model)}: score bundle differs from {tracking_marker(name, model)}; rerun the track stage")
         tracking.log_bundle(bundle)
+
+
+def log_leaderboard(name: str, model_runs: dict[str, str]) -> str:
+    """The leaderboard of ``results/<name>.json`` as one MLflow run beside the model runs it was read from:
+    the results file itself, the dataset's pages of the site as one self-contained file, the summary metrics."""
+    from segbench import report  # plotly: only the stages that draw import it
+
+    content = results_file(name).read_bytes()
+    results = json.loads(content)
+    board = tracking.Leaderboard(
+        dataset=name,
+        results_name=results_file(name).name,
+        results=content,
+        model_runs=model_runs,
+        metrics=report.summary_metrics(results),
+        params=report.summary_params(results),
+        pages=lambda: {f"{name}.html": report.standalone_dataset_page(results).encode()},
+    )
+    return tracking.log_leaderboard(board)

@@ -1,29 +1,49 @@
-"""Moving per-case rows in and out of MLflow.
+"""Moving per-case rows in and out of MLflow, and the leaderboard the compare stage publishes there.
 
 One MLflow run per (dataset, model) pair, in an embedded store: a SQLite database and an artifact
 folder under ``<project>/mlruns/`` (no server; a tracking server is a configuration change through
 ``SEGBENCH_TRACKING_URI``). Runs are identified by a content fingerprint of the score bundle, so
 logging is idempotent: logging the same bundle twice finds the first run, and a run left unfinished
-by an interrupted process is marked FAILED before the bundle is logged again.
+by an interrupted process is marked FAILED before the bundle is logged again. The compare stage adds
+one leaderboard run per dataset, fingerprinted by its content in the same way.
+
+Each run is shaped for MLflow's UI: the experiment is of MLflow's model-training kind, the run has the
+dataset as an MLflow dataset input (name, data.dvc md5, source, one row per case), the source tags with
+the git commit it was logged at (kept out of the score bundle, so no DVC output depends on the commit),
+and the per-case table as an MLflow table besides the CSV that compare reads.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
+import logging
 import os
+import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+log = logging.getLogger(__name__)
+
 FINGERPRINT_TAG = "segbench.fingerprint"
+KIND_TAG = "segbench.kind"
+LEADERBOARD_KIND = "leaderboard"
+# MLflow 3's experiment kind for model training ("Machine learning" in its UI, value of its ExperimentKind enum).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 # MLflow draws a progress bar per artifact download; compare downloads one small table per run.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 PER_CASE_ARTIFACT = "per_case.csv"
+PER_CASE_TABLE = "per_case.json"
+#: what a score bundle's run.json must hold: the dataset's identity becomes the run's MLflow dataset input
+REQUIRED_RECORD = {"tags": ("segbench.dataset", "segbench.model", "segbench.kind", "segbench.dataset_version"), "params": ("dataset.source",)}
 
 
 class TrackingError(RuntimeError):
@@ -46,11 +66,59 @@ class ScoreBundle:
 
     @classmethod
     def read(cls, folder: Path) -> ScoreBundle:
+        """The bundle in ``folder``; a run record without the fields every run needs is an error naming the file."""
         folder = Path(folder)
-        return cls(
-            per_case_csv=(folder / PER_CASE_ARTIFACT).read_bytes(),
-            record=json.loads((folder / "run.json").read_text(encoding="utf-8")),
-        )
+        record = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        missing = [f"{section}.{key}" for section, keys in REQUIRED_RECORD.items() for key in keys if key not in record.get(section, {})]
+        if missing:
+            raise TrackingError(f"{folder / 'run.json'}: missing {', '.join(missing)}; rerun the score or import stage")
+        return cls(per_case_csv=(folder / PER_CASE_ARTIFACT).read_bytes(), record=record)
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """What the compare stage logs for one dataset: the results file, the model runs it was computed
+    from, summary metrics and parameters, and pages made from the results (drawn only for a new run)."""
+
+    dataset: str
+    results_name: str
+    results: bytes
+    model_runs: dict[str, str]  # model -> MLflow run id
+    metrics: dict[str, float]
+    params: dict[str, str]
+    pages: Callable[[], dict[str, bytes]]  # artifact name -> content
+
+    @property
+    def fingerprint(self) -> str:
+        """Content hash of the results and the runs they came from (everything else is made from them)."""
+        digest = hashlib.sha256(json.dumps([self.dataset, self.results_name, self.model_runs], sort_keys=True).encode())
+        digest.update(self.results)
+        return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class TrackedRuns:
+    """What compare reads back from MLflow: every model's per-case rows, segbench tags and run id."""
+
+    rows: pd.DataFrame
+    tags: dict[str, dict[str, str]]
+    run_ids: dict[str, str]
+
+
+def git_commit() -> str:
+    """HEAD's commit, ``<sha>-dirty`` if tracked files differ from it, 'unknown' without a commit.
+
+    The pipeline's own lock file is left out of the comparison: `dvc repro` rewrites it between stages.
+    """
+    head = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "HEAD"], capture_output=True, text=True, check=False)
+    if head.returncode != 0:
+        return "unknown"
+    changes = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock"],
+        capture_output=True, text=True, check=False,
+    )
+    dirty = changes.returncode != 0 or bool(changes.stdout.strip())
+    return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -105,20 +173,82 @@ def experiment_name(dataset: str) -> str:
 
 
 def _experiment_id(client, uri: str, dataset: str) -> str:
-    """The dataset's experiment, created once; its artifacts live beside an embedded database."""
+    """The dataset's experiment, created once, of MLflow's model-training kind (also set on older
+    experiments); its artifacts live beside an embedded database."""
     with _store_lock(uri):
         found = client.get_experiment_by_name(experiment_name(dataset))
         if found is not None:
+            if found.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+                client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             return found.experiment_id
         db = _sqlite_path(uri)
         artifacts = (db.parent / "artifacts").as_uri() if db else None
-        return client.create_experiment(experiment_name(dataset), artifact_location=artifacts)
+        return client.create_experiment(experiment_name(dataset), artifact_location=artifacts, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
 
 
 def _runs_with_fingerprint(client, experiment_id: str, fingerprint: str) -> list:
     return client.search_runs(
         [experiment_id], filter_string=f"tags.`{FINGERPRINT_TAG}` = '{fingerprint}'", max_results=100
     )
+
+
+def _source_tags(entry_point: str) -> dict[str, str]:
+    """MLflow's source tags: the segbench command that logged the run and the git commit it ran at."""
+    from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME, MLFLOW_SOURCE_TYPE
+
+    return {MLFLOW_SOURCE_NAME: entry_point, MLFLOW_SOURCE_TYPE: "LOCAL", MLFLOW_GIT_COMMIT: git_commit()}
+
+
+def _log_once(client, experiment_id: str, fingerprint: str, run_name: str, tags: dict[str, str], source: str, fill: Callable[[str], None]) -> str:
+    """The FINISHED run with ``fingerprint``, or a new one that ``fill`` logs into; returns the run id.
+
+    Runs with that fingerprint in any other state were interrupted: they are marked FAILED. A new run is
+    FINISHED only after ``fill`` returned, FAILED if it raised.
+    """
+    for run in _runs_with_fingerprint(client, experiment_id, fingerprint):
+        if run.info.status == "FINISHED":
+            log.info("MLflow run %s (%s, %s): already logged with the same content", run.info.run_id, experiment_id, run_name)
+            return run.info.run_id
+        client.set_terminated(run.info.run_id, status="FAILED")
+    source_tags = _source_tags(source)
+    run_id = client.create_run(experiment_id, tags={**tags, FINGERPRINT_TAG: fingerprint, **source_tags}, run_name=run_name).info.run_id
+    try:
+        fill(run_id)
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    client.set_terminated(run_id, status="FINISHED")
+    log.info("MLflow run %s (%s, %s) logged at git commit %s", run_id, experiment_id, run_name, source_tags["mlflow.source.git.commit"])
+    return run_id
+
+
+def _log_values(client, run_id: str, params: dict[str, Any], metrics: dict[str, float]) -> None:
+    """Params and metrics in batches of MLflow's limits (100 params, 1000 entries per call)."""
+    from mlflow.entities import Metric, Param
+
+    params_list = [Param(k, str(v)[:6000]) for k, v in sorted(params.items())]
+    metrics_list = [Metric(k, float(v), 0, 0) for k, v in sorted(metrics.items())]
+    for start in range(0, len(params_list), 100):
+        client.log_batch(run_id, params=params_list[start : start + 100])
+    for start in range(0, len(metrics_list), 1000):
+        client.log_batch(run_id, metrics=metrics_list[start : start + 1000])
+
+
+def _dataset_input(record: dict[str, Any], rows: pd.DataFrame):
+    """The run's dataset as an MLflow dataset input: name, data.dvc md5 as digest, its source, one row per case."""
+    from mlflow.data.pandas_dataset import from_pandas
+    from mlflow.data.sources import LocalArtifactDatasetSource
+    from mlflow.entities import DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    cases = pd.DataFrame({"case_id": sorted(rows["case_id"].astype(str).unique())})
+    dataset = from_pandas(
+        cases,
+        source=LocalArtifactDatasetSource(record["params"]["dataset.source"]),
+        name=record["tags"]["segbench.dataset"],
+        digest=record["tags"]["segbench.dataset_version"],
+    )
+    return DatasetInput(dataset._to_mlflow_entity(), tags=[InputTag(MLFLOW_DATASET_CONTEXT, "evaluation")])
 
 
 def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
@@ -131,45 +261,82 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
     client = _client(uri)
     record = bundle.record
     experiment_id = _experiment_id(client, uri, record["tags"]["segbench.dataset"])
-    for run in _runs_with_fingerprint(client, experiment_id, bundle.fingerprint):
-        if run.info.status == "FINISHED":
-            return run.info.run_id
-        client.set_terminated(run.info.run_id, status="FAILED")
-    tags = {**record["tags"], FINGERPRINT_TAG: bundle.fingerprint}
-    run = client.create_run(experiment_id, tags=tags, run_name=record["tags"]["segbench.model"])
-    run_id = run.info.run_id
-    try:
-        from mlflow.entities import Metric, Param
 
-        params = [Param(k, str(v)[:6000]) for k, v in sorted(record["params"].items())]
-        metrics = [Metric(k, float(v), 0, 0) for k, v in sorted(record["metrics"].items())]
-        for start in range(0, max(len(params), len(metrics)), 100):
-            client.log_batch(run_id, metrics=metrics[start : start + 100], params=params[start : start + 100])
+    def fill(run_id: str) -> None:
+        rows = pd.read_csv(io.BytesIO(bundle.per_case_csv), dtype={"case_id": str})
+        # text as Python objects: MLflow's table logging walks every text cell, which is slow on arrow strings
+        rows = rows.astype({c: object for c, t in rows.dtypes.items() if isinstance(t, pd.StringDtype)})
+        _log_values(client, run_id, record["params"], record["metrics"])
+        client.log_inputs(run_id, datasets=[_dataset_input(record, rows)])
+        client.log_table(run_id, data=rows, artifact_file=PER_CASE_TABLE)
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / PER_CASE_ARTIFACT).write_bytes(bundle.per_case_csv)
             (Path(tmp) / "run.json").write_text(json.dumps(record, sort_keys=True, indent=1), encoding="utf-8")
             client.log_artifacts(run_id, tmp)
-    except BaseException:
-        client.set_terminated(run_id, status="FAILED")
-        raise
-    client.set_terminated(run_id, status="FINISHED")
-    return run_id
+
+    return _log_once(client, experiment_id, bundle.fingerprint, record["tags"]["segbench.model"], record["tags"], "segbench track", fill)
 
 
-def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None) -> tuple[pd.DataFrame, dict[str, dict[str, str]]]:
-    """Per-case rows and tags of the FINISHED runs with the given fingerprints (model -> fingerprint).
+def _note(experiment_id: str, board: Leaderboard, files: list[str]) -> str:
+    """Markdown for the leaderboard run's description: what it is and a link to each model run."""
+    links = "\n".join(f"- [{model}](#/experiments/{experiment_id}/runs/{run_id})" for model, run_id in sorted(board.model_runs.items()))
+    files = ", ".join(f"`{name}`" for name in sorted(files))
+    return (
+        f"Leaderboard of **{board.dataset}**, computed by `segbench compare` from the per-case tables of these runs:\n\n{links}\n\n"
+        f"Artifacts: {files}. Metrics `<structure>.<metric>.<model>.<statistic>`: mean, ci_low, ci_high, p_rank1, rank_low, "
+        "rank_high, and separable_from_next (1 separable, 0.5 borderline, 0 not separable from the next ranked model)."
+    )
+
+
+def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
+    """Log a dataset's leaderboard as one MLflow run beside its model runs (once per content); returns the run id.
+
+    Tagged ``segbench.kind=leaderboard`` and ``segbench.run.<model>`` with each model run's id, described
+    by a note linking them, with the model runs' dataset input, the results and pages as artifacts and
+    the metrics. The pages are drawn only when the run is new.
+    """
+    from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
+
+    uri = uri or tracking_uri()
+    client = _client(uri)
+    experiment_id = _experiment_id(client, uri, board.dataset)
+    tags = {"segbench.dataset": board.dataset, KIND_TAG: LEADERBOARD_KIND, **{f"segbench.run.{m}": r for m, r in board.model_runs.items()}}
+
+    def fill(run_id: str) -> None:
+        files = {board.results_name: board.results, **board.pages()}
+        client.set_tag(run_id, MLFLOW_RUN_NOTE, _note(experiment_id, board, list(files)))
+        _log_values(client, run_id, board.params, board.metrics)
+        inputs = {}
+        for model_run in sorted(board.model_runs.values()):
+            for dataset_input in client.get_run(model_run).inputs.dataset_inputs:
+                inputs.setdefault((dataset_input.dataset.name, dataset_input.dataset.digest), dataset_input)
+        client.log_inputs(run_id, datasets=list(inputs.values()))
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, content in files.items():
+                (Path(tmp) / name).write_bytes(content)
+            client.log_artifacts(run_id, tmp)
+
+    return _log_once(client, experiment_id, board.fingerprint, LEADERBOARD_KIND, tags, "segbench compare", fill)
+
+
+def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None) -> TrackedRuns:
+    """Per-case rows, tags and run ids of the FINISHED model runs with the given fingerprints (model -> fingerprint).
 
     Exactly one run per fingerprint must exist: none means the track stage has not logged it, two
-    means the store holds duplicate claims for the same (dataset, model, versions).
+    means the store holds duplicate claims for the same (dataset, model, versions). Leaderboard runs
+    are never read as model runs.
     """
     uri = uri or tracking_uri()
     client = _client(uri)
     experiment = client.get_experiment_by_name(experiment_name(dataset))
     if experiment is None:
         raise TrackingError(f"tracking store {uri} has no experiment {experiment_name(dataset)!r}; run `dvc repro` (track stage)")
-    tables, tags = [], {}
+    tables, tags, run_ids = [], {}, {}
     for model, fingerprint in sorted(fingerprints.items()):
-        runs = [r for r in _runs_with_fingerprint(client, experiment.experiment_id, fingerprint) if r.info.status == "FINISHED"]
+        runs = [
+            r for r in _runs_with_fingerprint(client, experiment.experiment_id, fingerprint)
+            if r.info.status == "FINISHED" and r.data.tags.get(KIND_TAG) != LEADERBOARD_KIND
+        ]
         if not runs:
             raise TrackingError(f"no FINISHED MLflow run for dataset {dataset!r}, model {model!r} (fingerprint {fingerprint[:12]}) in {uri}")
         if len(runs) > 1:
@@ -183,4 +350,5 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
             raise TrackingError(f"MLflow run {run.info.run_id}: per-case table is not model {model!r}")
         tables.append(table)
         tags[model] = {k: v for k, v in run.data.tags.items() if k.startswith("segbench.") and k != FINGERPRINT_TAG}
-    return pd.concat(tables, ignore_index=True), tags
+        run_ids[model] = run.info.run_id
+    return TrackedRuns(pd.concat(tables, ignore_index=True), tags, run_ids)

@@ -1,9 +1,13 @@
 """The leaderboard site: static HTML with plotly, generated from results JSON only.
 
 Modules by job: ``site`` (build_site), ``pages`` (HTML pages), ``tables`` (sortable tables),
-``figures`` (plotly figures), ``common`` (formats, model marks, verdicts), ``assets`` (CSS, JS).
+``figures`` (plotly figures), ``common`` (formats, model marks, verdicts), ``assets`` (CSS, JS),
+``summary`` (the leaderboard as MLflow metrics). The compare stage logs ``standalone_dataset_page``
+and the summary to MLflow.
 """
 
+from segbench.report.pages import standalone_dataset_page
 from segbench.report.site import build_site
+from segbench.report.summary import summary_metrics, summary_params
 
-__all__ = ["build_site"]
+__all__ = ["build_site", "standalone_dataset_page", "summary_metrics", "summary_params"]

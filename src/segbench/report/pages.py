@@ -8,10 +8,14 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
 from string import Template
 from typing import Any
 
+from plotly.offline import get_plotlyjs
+
 from . import figures, tables
+from .assets import CSS, JS
 from .common import against_source, digits, display_order, fmt, fmt_ci, kind, pair, slug, source_co_winners, verdict, verdict_word
 
 Results = dict[str, Any]
@@ -20,13 +24,12 @@ PAGE = Template("""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>$title</title>
-<link rel="stylesheet" href="site.css">
-$scripts</head><body>
+$head</head><body>
 <nav>$nav</nav>
 <main>
 $body
 </main>
-<script src="site.js"></script>
+$tail
 </body></html>
 """)
 
@@ -41,10 +44,21 @@ def structure_page_name(results: Results, structure: str) -> str:
     return f"{slug(results['dataset']['name'])}--{slug(structure)}.html"
 
 
-def render(title: str, body: str, nav: str) -> str:
-    """A whole page; plotly.js is loaded only where there is a plot."""
-    scripts = '<script src="plotly.min.js"></script>\n' if 'class="plotly-graph-div"' in body else ""
-    return PAGE.substitute(title=html.escape(title), nav=nav, body=body, scripts=scripts)
+def _inline_script(code: str) -> str:
+    return "<script>" + code.replace("</script", "<\\/script") + "</script>"
+
+
+def render(title: str, body: str, nav: str, inline: bool = False) -> str:
+    """A whole page; plotly.js is loaded only where there is a plot. ``inline`` puts styles and scripts
+    into the page itself (one self-contained file) instead of linking the site's shared files."""
+    plots = 'class="plotly-graph-div"' in body
+    if inline:
+        head = f"<style>{CSS}</style>\n" + (_inline_script(get_plotlyjs()) + "\n" if plots else "")
+        tail = _inline_script(JS)
+    else:
+        head = '<link rel="stylesheet" href="site.css">\n' + ('<script src="plotly.min.js"></script>\n' if plots else "")
+        tail = '<script src="site.js"></script>'
+    return PAGE.substitute(title=html.escape(title), nav=nav, body=body, head=head, tail=tail)
 
 
 def nav_bar(all_results: list[Results], current: Results | None = None) -> str:
@@ -106,24 +120,47 @@ def index_page(all_results: list[Results]) -> str:
     return render("segbench", body, nav_bar(all_results))
 
 
-def dataset_page(results: Results, all_results: list[Results]) -> str:
-    """Overview of one dataset: licence, models, the #1-versus-#2 verdict of every structure and metric."""
+def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
+    """The overview of a dataset; ``link(structure, metric)`` is where a structure's leaderboard of a metric is."""
     d = results["dataset"]
-    pages = {s: structure_page_name(results, s) for s in results["analysis"]["structures"]}
-    body = (
+    structures = sorted(results["analysis"]["structures"])
+    return (
         f"<h1>{html.escape(d['title'])}</h1>{_notes(results)}"
         f"<p>Licence: {html.escape(d.get('licence') or 'not given')}. Cite: {html.escape(d.get('citation') or 'not given')}. "
         f"Data version <code>{html.escape(str(d.get('version') or 'not given'))}</code>.</p>"
-        + tables.overview(results, pages)
+        + tables.overview(results, link)
         + "<p>Each structure's page has the full leaderboards and plots: "
-        + ", ".join(f'<a href="{p}">{html.escape(s)}</a>' for s, p in sorted(pages.items()))
+        + ", ".join(f'<a href="{link(s, "")}">{html.escape(s)}</a>' for s in structures)
         + ".</p>"
-        + _source_summary(results, pages)
+        + _source_summary(results, link)
         + _consensus_section(results)
-        + _alignment_summary(results, pages)
+        + _alignment_summary(results, link)
         + tables.models_table(results["models"])
     )
-    return render(d["title"], body, nav_bar(all_results, results))
+
+
+def dataset_page(results: Results, all_results: list[Results]) -> str:
+    """Overview of one dataset: licence, models, the #1-versus-#2 verdict of every structure and metric."""
+    def link(structure: str, metric: str) -> str:
+        return structure_page_name(results, structure) + (f"#{html.escape(metric)}" if metric else "")
+
+    return render(results["dataset"]["title"], _dataset_body(results, link), nav_bar(all_results, results))
+
+
+def standalone_dataset_page(results: Results) -> str:
+    """A dataset's overview page followed by every structure's leaderboards and ranking plots, as one file
+    that needs nothing else (styles, scripts and plotly inside, links within the page): for MLflow's artifact
+    viewer. The per-case and subgroup plots, the slowest to draw, stay on the site's structure pages."""
+    structures = sorted(results["analysis"]["structures"])
+
+    def anchor(structure: str, metric: str) -> str:
+        return slug(structure) + (f"--{slug(metric)}" if metric else "")
+
+    body = _dataset_body(results, lambda s, m: f"#{anchor(s, m)}") + "".join(
+        f'<section id="{anchor(s, "")}">{_structure_body(results, s, lambda m, s=s: anchor(s, m), per_case=False)}</section>'
+        for s in structures
+    )
+    return render(results["dataset"]["title"], body, "segbench leaderboard: " + html.escape(results["dataset"]["name"]), inline=True)
 
 
 SOURCE_PROCEDURES = Template("""<p>The source of this set published its own analysis of these scores: a pair of models is
@@ -143,7 +180,7 @@ def _source_text(results: Results) -> str:
     return SOURCE_PROCEDURES.substitute(n_resamples=f"{protocol['n_resamples']:,}", seed=protocol["seed"])
 
 
-def _source_summary(results: Results, pages: dict[str, str]) -> str:
+def _source_summary(results: Results, link: Callable[[str, str], str]) -> str:
     """Dataset page: per structure and metric, the co-winners by each procedure and every pair where they differ."""
     if "source_analysis" not in results:
         return ""
@@ -151,11 +188,11 @@ def _source_summary(results: Results, pages: dict[str, str]) -> str:
     for structure, cells in sorted(results["source_analysis"]["structures"].items()):
         for metric, published in cells.items():
             cell = results["analysis"]["structures"][structure]["metrics"][metric]
-            link = f'<a href="{pages[structure]}#{html.escape(metric)}-source">{html.escape(structure)} {html.escape(metric)}</a>'
+            where = f'<a href="{link(structure, f"{metric}-source")}">{html.escape(structure)} {html.escape(metric)}</a>'
             differences = [against_source(cell, theirs, e["a"], e["b"]) for e in published["segbench"]["pairwise"]
                            if (theirs := pair(published, e["a"], e["b"])) is not None]  # pairs both rank
             shown = [html.escape(sentence) for relation, sentence in differences if relation != "agree"]
-            items.append(f"<li>{link}: {_co_winners(cell, published)} "
+            items.append(f"<li>{where}: {_co_winners(cell, published)} "
                          + (" ".join(shown) if shown else "The two procedures agree on every pair.") + "</li>")
     return ("<h2>The source's verdicts and Wilcoxon-Holm</h2>" + _source_text(results) + f"<ul>{''.join(items)}</ul>")
 
@@ -175,7 +212,7 @@ def _consensus_section(results: Results) -> str:
             + _plots([figures.podium(con, results["models"]), figures.ranking_heatmap(con, results["models"])], f"{key}-consensus"))
 
 
-def _alignment_summary(results: Results, pages: dict[str, str]) -> str:
+def _alignment_summary(results: Results, link: Callable[[str, str], str]) -> str:
     """Dataset page: which case alignment produced the pairwise numbers, and the cells where the other one changes a verdict."""
     primary = results["analysis"]["settings"].get("case_alignment", "shared")
     items = []
@@ -184,8 +221,8 @@ def _alignment_summary(results: Results, pages: dict[str, str]) -> str:
             if not cell.get("alignment"):
                 continue
             text = _alignment_text(cell)
-            link = f'<a href="{pages[structure]}#{html.escape(metric)}-alignment">{html.escape(structure)} {html.escape(metric)}</a>'
-            items.append(f"<li>{link}: {text}</li>")
+            where = f'<a href="{link(structure, f"{metric}-alignment")}">{html.escape(structure)} {html.escape(metric)}</a>'
+            items.append(f"<li>{where}: {text}</li>")
     if not items:
         return ""
     source = results["dataset"].get("source_case_alignment")
@@ -222,6 +259,13 @@ def _co_winners(cell: dict[str, Any], published: dict[str, Any]) -> str:
 
 def structure_page(results: Results, structure: str, all_results: list[Results]) -> str:
     """Everything about one structure: per metric the leaderboard and the five plots, then leave-one-out."""
+    title = f"{results['dataset']['title']}: {structure}"
+    return render(title, _structure_body(results, structure, html.escape), nav_bar(all_results, results))
+
+
+def _structure_body(results: Results, structure: str, anchor: Callable[[str], str], per_case: bool = True) -> str:
+    """One structure's sections; ``anchor(metric)`` is the id of a metric's heading; ``per_case``: with
+    the per-case and subgroup plots."""
     d, models = results["dataset"], results["models"]
     block = results["analysis"]["structures"][structure]
     settings = results["analysis"]["settings"]
@@ -234,12 +278,12 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
     ]
     for metric, cell in block["metrics"].items():
         key = f"{base}-{slug(metric)}"
-        parts.append(f'<h2 id="{html.escape(metric)}">{html.escape(metric)}</h2>')
+        parts.append(f'<h2 id="{anchor(metric)}">{html.escape(metric)}</h2>')
         parts.append(_headline(cell))
         parts.append(tables.leaderboard(cell, models, metric))
         published = (results.get("source_analysis") or {}).get("structures", {}).get(structure, {}).get(metric)
         if published:
-            parts.append(f'<h3 id="{html.escape(metric)}-source">The source\'s verdicts and Wilcoxon-Holm</h3>'
+            parts.append(f'<h3 id="{anchor(f"{metric}-source")}">The source\'s verdicts and Wilcoxon-Holm</h3>'
                          f"<p>{_co_winners(cell, published)}</p>{tables.source_pairs(cell, published)}")
         plots = [figures.forest(cell, models, metric)]
         if cell.get("ranking"):
@@ -247,12 +291,14 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
         parts.append(_plots(plots, f"{key}-a"))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:
             alignment = settings.get("case_alignment", "shared")
-            parts.append(f'<p class="note" id="{html.escape(metric)}-alignment">Pairwise CIs and the significance map: '
+            parts.append(f'<p class="note" id="{anchor(f"{metric}-alignment")}">Pairwise CIs and the significance map: '
                          f"<code>{html.escape(alignment)}</code> cases ({html.escape(ALIGNMENTS[alignment])})"
                          + (f"; {_alignment_text(cell)}" if cell.get("alignment") else ".") + "</p>")
             parts.append(_plots([figures.significance_map(cell, models)], f"{key}-sig"))
         if cell.get("schemes") and cell.get("ranking") and len(cell["ranking"]["order"]) > 1:
             parts.append(_plots([figures.scheme_lines(cell, models)], f"{key}-schemes"))
+        if not per_case:
+            continue
         parts.append(_plots([figures.per_case(cell, models, metric, block["case_ids"])], f"{key}-cases"))
         fields = list(cell.get("subgroups") or {})
         if fields:
@@ -260,9 +306,9 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
             subs = [figures.subgroups(cell, models, metric, f, settings["subgroup_min_cases"]) for f in fields]
             parts.append(_plots(subs, f"{key}-sub"))
     if any(cell.get("loo") for cell in block["metrics"].values()):
-        parts.append('<h2 id="leave-one-out">Leave-one-case-out</h2>')
+        parts.append(f'<h2 id="{anchor("leave-one-out")}">Leave-one-case-out</h2>')
         parts.append(_plots([figures.leave_one_out(block)], f"{base}-loo"))
-    return render(f"{d['title']}: {structure}", "\n".join(parts), nav_bar(all_results, results))
+    return "\n".join(parts)
 
 
 def _plots(figs: list, prefix: str) -> str:

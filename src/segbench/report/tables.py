@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .common import (
@@ -125,12 +125,15 @@ def models_table(models: Models) -> str:
     return table(["model", "title", "kind", "source", "licence", "trained on", "version"], rows, "Models")
 
 
-def overview(results: dict[str, Any], page_of: dict[str, str]) -> str:
-    """One row per structure and metric: #1, its estimate and P(rank 1), and whether #2 is separable."""
+def overview(results: dict[str, Any], link_of: Callable[[str, str], str]) -> str:
+    """One row per structure and metric: #1, its estimate and P(rank 1), and whether #2 is separable.
+
+    ``link_of(structure, metric)`` is the address of that structure's leaderboard of that metric.
+    """
     rows = []
     for structure, block in sorted(results["analysis"]["structures"].items()):
         for metric, cell in block["metrics"].items():
-            link = f'<a href="{page_of[structure]}#{html.escape(metric)}">{html.escape(structure)}</a>'
+            link = f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>'
             order = (cell.get("ranking") or {}).get("order") or []
             if not order:
                 rows.append([(link, structure), (html.escape(metric), metric)] + [("–", None)] * 7)

@@ -1,0 +1,246 @@
+"""MLflow the way its users browse it: a real store built by the stages, a real `mlflow server`, real Chromium.
+
+A throwaway project runs predict -> score -> track -> compare for two simulated models on three real
+KiTS23 cases and import -> track -> compare for a real published set (B = 200). `mlflow server` serves
+that store on the loopback interface; headless Chromium opens the experiment and reads the runs table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from browser import Browser, find_chromium
+from segbench import tracking
+from segbench.cli import main
+from segbench.config import compose_params
+from tests_support import commit_all, in_directory, run_command
+
+CASES = ["case_00030", "case_00110", "case_00210"]
+MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
+PUBLISHED = "segauge_kits23_seed"
+OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=200", f"published=[{PUBLISHED}]"]
+
+
+@pytest.fixture(scope="module")
+def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A project folder on the real data whose stages have logged both datasets into its own store."""
+    proj = tmp_path_factory.mktemp("mlflow_ui")
+    raw = compose_params(root / "conf", OVERRIDES)
+    for spec in [*raw["published"].values(), *raw["dataset"].values()]:
+        for key in ("path", "metadata_file", "reference_dir"):
+            if spec.get(key):
+                spec[key] = str(root / spec[key])
+    (proj / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    (proj / "data.dvc").write_text((root / "data.dvc").read_text(), encoding="utf-8")
+    run_command(["git", "init", "-q"], proj)
+    commit_all(proj, "base")  # the commit every run records
+    with pytest.MonkeyPatch.context() as patch, in_directory(proj):
+        patch.setenv("SEGBENCH_TRACKING_URI", tracking_uri(proj))
+        for model in MODELS:
+            for stage in ("predict", "score", "track"):
+                assert main([stage, "--dataset", "kits23", "--model", model]) == 0, (stage, model)
+        assert main(["compare", "--dataset", "kits23"]) == 0
+        for argv in (["import", "--published", PUBLISHED], ["track", "--dataset", PUBLISHED], ["compare", "--dataset", PUBLISHED]):
+            assert main(argv) == 0, argv
+        yield proj
+
+
+def tracking_uri(project: Path) -> str:
+    (project / "mlruns").mkdir(exist_ok=True)
+    return f"sqlite:///{project / 'mlruns' / 'mlflow.db'}"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`mlflow server` on the project's store, bound to 127.0.0.1 on a free port; always terminated."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("mlflow_server") / "server.log"
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    command = ["mlflow", "server", "--backend-store-uri", tracking_uri(project), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert process.poll() is None, f"mlflow server exited with {process.returncode}:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"mlflow server not up after 240 s:\n{log.read_text()}"
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=5) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                time.sleep(1)
+        yield base
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _runs(project: Path, dataset: str) -> list:
+    client = MlflowClient(tracking_uri(project))
+    experiment = client.get_experiment_by_name(tracking.experiment_name(dataset))
+    return client.search_runs([experiment.experiment_id])
+
+
+# true once the runs view shows every run named (%s: a JSON list of names)
+RUNS_READY = """((names) => JSON.stringify({ready: document.readyState === 'complete' && location.hash.includes('/runs')
+  && names.every(n => document.body.innerText.includes(n)) && document.body.innerText.includes('Dataset'), plots: 0}))(%s)"""
+# the runs table as DOM text: column headers, and per row the text of its pinned and scrolling parts together
+RUNS_TABLE = """(() => {
+  const rows = {};
+  document.querySelectorAll('.ag-row[row-index]').forEach(r => {
+    const i = r.getAttribute('row-index');
+    rows[i] = ((rows[i] || '') + ' ' + r.innerText.replace(/\\s+/g, ' ')).trim();
+  });
+  return JSON.stringify({url: location.href, rows: Object.values(rows),
+    header: Array.from(document.querySelectorAll('[role=columnheader]')).map(h => h.innerText.trim())});
+})()"""
+
+
+# true once MLflow's artifact view has shown an HTML artifact in its iframe for 8 s (plotly draws inside it)
+IFRAME_READY = """(() => { const frame = document.querySelector('iframe');
+  if (frame && !window.segbenchSeen) { window.segbenchSeen = performance.now(); }
+  return JSON.stringify({ready: Boolean(frame) && performance.now() - window.segbenchSeen > 8000, plots: 0}); })()"""
+
+
+def screenshot_dir(tmp_path: Path) -> Path:
+    return Path(os.environ["SEGBENCH_SCREENSHOTS"]) if os.environ.get("SEGBENCH_SCREENSHOTS") else tmp_path
+
+
+@pytest.mark.slow
+def test_runs_table_lists_every_run_with_its_dataset(project: Path, server: str, tmp_path: Path) -> None:
+    chromium = find_chromium()
+    assert chromium, "chromium not found: apt-get install chromium"
+    runs = _runs(project, "kits23")
+    names = sorted(r.info.run_name for r in runs)
+    assert names == sorted([*MODELS, tracking.LEADERBOARD_KIND])
+    experiment_id = runs[0].info.experiment_id
+    shot = screenshot_dir(tmp_path) / "mlflow-runs-kits23.png"
+    # MLflow 3.17 opens an experiment on the view of the sidebar's workflow switch (GenAI by default);
+    # workflowType=machine_learning is the link the README gives, the "Model training" side of the switch
+    url = f"{server}/#/experiments/{experiment_id}?workflowType=machine_learning"
+    board = next(r.info.run_id for r in runs if r.info.run_name == tracking.LEADERBOARD_KIND)
+    page = f"{server}/#/experiments/{experiment_id}/runs/{board}/artifacts/kits23.html?workflowType=machine_learning"
+    with Browser(chromium, tmp_path / "profile", timeout=180) as browser:
+        visit = browser.visit(url, screenshot=shot, script=RUNS_TABLE, width=1600, ready=RUNS_READY % json.dumps(names))
+        artifact = browser.visit(page, screenshot=shot.with_name("mlflow-leaderboard-artifact-kits23.png"), width=1600, ready=IFRAME_READY)
+    assert "kits23.html" in artifact.text and "kits23.json" in artifact.text
+    table = json.loads(visit.result)
+    assert f"/experiments/{experiment_id}/runs" in table["url"], table["url"]
+    assert "Dataset" in table["header"] and "Source" in table["header"], table["header"]
+    run_rows = [row for row in table["rows"] if any(n in row for n in names)]
+    assert len(run_rows) == len(names), table["rows"]
+    for name in names:
+        assert any(name in row and "kits23" in row for row in run_rows), (name, run_rows)
+    assert [u for u in visit.remote_requests if not u.startswith(server)] == []
+    assert shot.stat().st_size > 10_000
+
+
+def _model_run(project: Path, model: str):
+    return next(r for r in _runs(project, "kits23") if r.info.run_name == model)
+
+
+def test_each_run_has_its_dataset_as_an_mlflow_input(project: Path, root: Path) -> None:
+    """Name, data.dvc md5 as digest, the reference folder as source, one profile row per case."""
+    data_md5 = yaml.safe_load((root / "data.dvc").read_text())["outs"][0]["md5"]
+    for run in _runs(project, "kits23"):
+        (dataset_input,) = run.inputs.dataset_inputs
+        dataset = dataset_input.dataset
+        assert (dataset.name, dataset.digest) == ("kits23", data_md5), run.info.run_name
+        assert json.loads(dataset.profile)["num_rows"] == len(CASES)
+        assert json.loads(dataset.source)["uri"].endswith("data/kits23/labels")
+        assert {t.key: t.value for t in dataset_input.tags} == {"mlflow.data.context": "evaluation"}
+    experiment = MlflowClient(tracking_uri(project)).get_experiment_by_name("segbench/kits23")
+    assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
+
+
+def test_runs_carry_source_and_commit_tags_and_results_do_not(project: Path) -> None:
+    commit = run_command(["git", "rev-parse", "HEAD"], project).strip()
+    for run in _runs(project, "kits23") + _runs(project, PUBLISHED):
+        tags = run.data.tags
+        assert tags["mlflow.source.git.commit"] == commit
+        assert tags["mlflow.source.type"] == "LOCAL"
+        assert tags["mlflow.source.name"] == ("segbench compare" if tags["segbench.kind"] == "leaderboard" else "segbench track")
+    for path in [*(project / "scores").rglob("*"), *(project / "results").glob("*.json")]:
+        if path.is_file():
+            assert commit not in path.read_text(encoding="utf-8"), path
+
+
+def test_per_case_table_is_an_mlflow_table_equal_to_the_csv(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri(project))  # load_table searches the default store
+    client = MlflowClient(tracking_uri(project))
+    for model in MODELS:
+        run = _model_run(project, model)
+        assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"per_case.csv", "per_case.json", "run.json"}
+        table = client.load_table(run.info.experiment_id, "per_case.json", run_ids=[run.info.run_id])
+        csv = pd.read_csv(project / "scores" / "kits23" / model / "per_case.csv", dtype={"case_id": str})
+        assert sorted(set(table["case_id"])) == CASES
+        pd.testing.assert_frame_equal(table[["case_id", "structure", "dice", "hd95"]], csv[["case_id", "structure", "dice", "hd95"]], check_dtype=False)
+
+
+def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path: Path) -> None:
+    client = MlflowClient(tracking_uri(project))
+    (board,) = [r for r in _runs(project, "kits23") if r.data.tags["segbench.kind"] == tracking.LEADERBOARD_KIND]
+    tags, metrics = board.data.tags, board.data.metrics
+    for model in MODELS:
+        run_id = _model_run(project, model).info.run_id
+        assert tags[f"segbench.run.{model}"] == run_id
+        assert f"(#/experiments/{board.info.experiment_id}/runs/{run_id})" in tags["mlflow.note.content"]
+    results = json.loads((project / "results" / "kits23.json").read_text())
+    cell = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]
+    first, second = cell["ranking"]["order"]
+    assert metrics[f"kidney_and_mass.dice.{first}.mean"] == cell["models"][first]["mean"]
+    assert metrics[f"kidney_and_mass.dice.{first}.p_rank1"] == cell["ranking"]["p_rank1"][first]
+    assert [metrics[f"kidney_and_mass.dice.{second}.rank_{b}"] for b in ("low", "high")] == cell["ranking"]["rank_interval"][second]
+    assert metrics[f"kidney_and_mass.dice.{first}.separable_from_next"] in (0.0, 0.5, 1.0)
+    assert f"kidney_and_mass.dice.{second}.separable_from_next" not in metrics  # the last ranked model has no next
+    assert {a.path for a in client.list_artifacts(board.info.run_id)} == {"kits23.html", "kits23.json"}
+    local = Path(client.download_artifacts(board.info.run_id, "kits23.json", str(tmp_path)))
+    assert local.read_bytes() == (project / "results" / "kits23.json").read_bytes()
+    assert [i.dataset.name for i in board.inputs.dataset_inputs] == ["kits23"]
+    before = (project / "results" / "kits23.json").read_bytes()
+    with pytest.MonkeyPatch.context() as patch, in_directory(project):
+        patch.setenv("SEGBENCH_TRACKING_URI", tracking_uri(project))
+        assert main(["compare", "--dataset", "kits23"]) == 0
+    assert (project / "results" / "kits23.json").read_bytes() == before
+    again = [r.info.run_id for r in _runs(project, "kits23") if r.data.tags["segbench.kind"] == tracking.LEADERBOARD_KIND]
+    assert again == [board.info.run_id]
+
+
+def test_leaderboard_page_is_self_contained(project: Path, tmp_path: Path) -> None:
+    """The page logged with the leaderboard draws every plot offline, with no other file beside it."""
+    chromium = find_chromium()
+    assert chromium, "chromium not found: apt-get install chromium"
+    client = MlflowClient(tracking_uri(project))
+    (board,) = [r for r in _runs(project, "kits23") if r.data.tags["segbench.kind"] == tracking.LEADERBOARD_KIND]
+    page = Path(client.download_artifacts(board.info.run_id, "kits23.html", str(tmp_path)))
+    assert sorted(p.name for p in page.parent.iterdir()) == ["kits23.html"]
+    with Browser(chromium, tmp_path / "profile", timeout=120) as browser:
+        visit = browser.visit(page, screenshot_dir(tmp_path) / "mlflow-leaderboard-kits23.png")
+    assert visit.errors == [] and visit.remote_requests == []
+    assert visit.plots == page.read_text(encoding="utf-8").count('class="plotly-graph-div"') > 0
+    assert "kidney_and_mass" in visit.text and "P(rank 1)" in visit.text
