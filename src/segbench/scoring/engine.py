@@ -277,7 +277,10 @@ def score_cases(
         else:
             import multiprocessing as mp
 
-            with mp.get_context("fork").Pool(processes=workers, initializer=_one_kernel_thread) as pool:
+            # spawn, not fork: a forked worker inherits numba's launched thread pool and its thread count, and
+            # the first compile in the worker (cold cache) re-reads that count and stops ("Cannot set
+            # NUMBA_NUM_THREADS ... once the threads have been launched"), as in a test process that ran numba first
+            with mp.get_context("spawn").Pool(processes=workers, initializer=_one_kernel_thread) as pool:
                 for case_rows in pool.imap(_score_case_job, jobs, chunksize=1):
                     rows.extend(case_rows)
                     bar.update()
