@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -238,9 +239,13 @@ def _score_case_job(args: tuple) -> list[dict]:
 
 
 def _one_kernel_thread() -> None:
-    """Workers run one case each: parallelism is across cases, so the kernel uses one thread."""
+    """Workers run one case each: parallelism is across cases, so the kernel uses one thread.
+
+    The pool size numba launches with is pinned in the environment first: numba re-derives it from the CPU
+    affinity whenever it compiles, and a different answer after launch is an error."""
     import numba
 
+    os.environ["NUMBA_NUM_THREADS"] = str(numba.config.NUMBA_NUM_THREADS)
     numba.set_num_threads(1)
 
 
