@@ -9,6 +9,7 @@ a model's output (a pseudo-reference). Every error names the file and the key; n
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ from typing import Any
 import nibabel as nib
 import numpy as np
 
+from segbench.datasets.dicom_series import read_series
 from segbench.interactive.protocol import BOX_KEYS, boxes_of_labels
 from segbench.io import atomic_path, write_json_atomic
 from segbench.scoring.geometry import check_same_grid
@@ -226,7 +228,8 @@ def save_npz_atomic(target: Path, **arrays: Any) -> None:
 
 
 def _image_volume(path: Path) -> tuple[np.ndarray, nib.Nifti1Image]:
-    image = nib.load(path)
+    """A NIfTI file, or a folder holding one DICOM image series (read as dcm2niix orders it), as int16 (z, y, x)."""
+    image = read_series(path) if Path(path).is_dir() else nib.load(path)
     data = np.asanyarray(image.dataobj)
     if data.ndim != 3:
         raise CaseError(f"{path}: a 3D image is needed, got shape {data.shape}")
@@ -278,9 +281,14 @@ def convert(
         spacing = np.asarray(image.header.get_zooms()[:3], dtype=float)[::-1]
         save_npz_atomic(Path(out_dir) / "imgs" / f"{case_id}.npz", imgs=imgs, spacing=spacing, boxes=boxes)
         save_npz_atomic(Path(out_dir) / "gts" / f"{case_id}.npz", gts=gts)
-        manifest["cases"][case_id] = {"image": str(image_path), "reference_file": str(reference_path), "classes": classes, "box_shifts": shifts}
+        manifest["cases"][case_id] = {"image": _relative(image_path), "reference_file": _relative(reference_path), "classes": classes, "box_shifts": shifts}
     write_json_atomic(Path(out_dir) / MANIFEST, manifest)
     return manifest
+
+
+def _relative(path: Path) -> str:
+    """A path as the manifest records it: relative to the working folder, so that the file is the same on every clone."""
+    return Path(os.path.relpath(path)).as_posix()
 
 
 def class_names(folder: Path, case_id: str, n_classes: int) -> list[str]:
