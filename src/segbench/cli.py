@@ -25,8 +25,11 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   import    published per-case scores (no masks)   -> scores/<published set>/<model>/
   compare   statistics from the MLflow runs        -> results/<dataset>.json
   report    static leaderboard site                -> site/
-Interactive: `interact --cases DIR --model NAME --out DIR` runs a promptable model through the box
-  step and 5 simulated clicks per case (CVPR 2025 protocol, docs/interactive.md).
+Interactive benchmark (interactive/dvc.yaml, `dvc repro interactive/dvc.yaml`; docs/interactive.md):
+  cases     images + references -> challenge npz    -> interactive/cases/<dataset>/
+  interact  box step + 5 simulated clicks per case  -> interactive/predictions/.., interactive/scores/..
+  then track, compare and report as above, under interactive/.
+  `convert` and `interact --cases DIR --model NAME --out DIR` do the same on any folder, outside DVC.
 Setup: `env create <model>` builds a real model's environment; `data fetch <dataset>` downloads a dataset.
 Usually run through `dvc repro`; every stage reads params.yaml (composed from conf/ by Hydra).
 Methodology (metric conventions, failure rules, statistics): docs/methodology.md.
@@ -72,7 +75,7 @@ def _cmd_import(args: argparse.Namespace) -> None:
 
 
 def _cmd_track(args: argparse.Namespace) -> None:
-    from segbench.stages import run_track
+    from segbench.stages import output_root, run_track
 
     params = _params(args)
     if args.dataset is None:  # every pulled score bundle, e.g. to fill a new machine's store after `dvc pull`
@@ -85,6 +88,11 @@ def _cmd_track(args: argparse.Namespace) -> None:
             run_track(dataset)
             print(f"logged every score bundle of {dataset}")
         return
+    if args.dataset in params.interactive_datasets:
+        if args.model:
+            params.interactive_model(args.model)
+        run_track(args.dataset, args.model, root=output_root(params, args.dataset))
+        return
     if args.model:
         params.dataset(args.dataset), params.model(args.model)  # validates the names
     else:
@@ -92,7 +100,41 @@ def _cmd_track(args: argparse.Namespace) -> None:
     run_track(args.dataset, args.model)
 
 
+def _cmd_cases(args: argparse.Namespace) -> None:
+    from segbench.stages import cases_dir, run_cases
+
+    run_cases(_params(args), args.dataset)
+    print(cases_dir(args.dataset))
+
+
+def _cmd_convert(args: argparse.Namespace) -> None:
+    from segbench.interactive.cases import convert
+
+    if len(args.images) != len(args.labels):
+        raise ValueError(f"--images has {len(args.images)} entries, --labels {len(args.labels)}: give one label map per image")
+    structures = {}
+    for entry in args.structures:
+        name, _, label = entry.partition("=")
+        if not name or not label.isdigit():
+            raise ValueError(f"--structures {entry!r}: expected NAME=LABEL_ID, e.g. liver=5")
+        structures[name] = int(label)
+    sources = [(Path(image).name.split(".")[0] if Path(image).is_file() else Path(image).name, Path(image), Path(labels))
+               for image, labels in zip(args.images, args.labels)]
+    manifest = convert(sources, structures, Path(args.out), seed=args.seed, reference=args.reference, note=args.note)
+    for case_id, entry in manifest["cases"].items():
+        print(f"{case_id}: {', '.join(c['name'] for c in entry['classes'])}")
+
+
 def _cmd_interact(args: argparse.Namespace) -> None:
+    if args.dataset:  # the DVC stage: an interactive dataset x model of params.yaml
+        from segbench.stages import run_interact
+
+        if args.cases or args.out:
+            raise ValueError("--dataset takes its cases and output folders from params.yaml; drop --cases and --out")
+        run_interact(_params(args), args.dataset, args.model, device=args.device, allow_unverified_weights=args.allow_unverified_weights)
+        return
+    if not (args.cases and args.out):
+        raise ValueError("give --dataset (from params.yaml) or both --cases and --out")
     from segbench.config import model_from_conf
     from segbench.interactive.harness import interact
 
@@ -203,14 +245,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="log score bundles as MLflow runs (one per dataset x model); without --dataset every bundle under scores/ "
         "(after `dvc pull` on a new machine: fills its MLflow store, idempotent)",
     )
-    p.add_argument("--dataset", help="dataset or published set name (default: every dataset under scores/)")
+    p.add_argument("--dataset", help="dataset, published set or interactive dataset name (default: every dataset under scores/)")
     p.add_argument("--model", help="one model; omitted: every bundle of the dataset")
     p.set_defaults(func=_cmd_track)
 
+    p = sub.add_parser("convert", help="turn NIfTI images (or DICOM series folders) and reference label maps into challenge npz cases")
+    p.add_argument("--images", nargs="+", required=True, help="NIfTI images or DICOM series folders; the case id is the file or folder name")
+    p.add_argument("--labels", nargs="+", required=True, help="reference label maps on the images' grids, in the same order")
+    p.add_argument("--structures", nargs="+", required=True, help="NAME=LABEL_ID of the reference, e.g. liver=5 spleen=1")
+    p.add_argument("--out", required=True, help="case folder to write: imgs/, gts/, cases.json")
+    p.add_argument("--reference", choices=["manual", "pseudo"], default="manual", help="manual annotation or a model's output (pseudo)")
+    p.add_argument("--note", default="", help="what the reference is, recorded in cases.json")
+    p.add_argument("--seed", type=int, default=2025, help="seed of the box rule's shifts (default: 2025, the challenge's)")
+    p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("cases", help="build an interactive dataset's npz cases from params.yaml (interactive/dvc.yaml's cases stage)")
+    p.add_argument("--dataset", required=True, help="interactive dataset name from params.yaml (e.g. totalseg_example)")
+    p.set_defaults(func=_cmd_cases)
+
     p = sub.add_parser("interact", help="run an interactive model on box and click prompts (CVPR 2025 protocol) over a case folder")
-    p.add_argument("--cases", required=True, help="case folder: imgs/<case>.npz and gts/<case>.npz (challenge format)")
+    p.add_argument("--dataset", help="interactive dataset from params.yaml (the DVC stage; outputs under interactive/)")
+    p.add_argument("--cases", help="case folder: imgs/<case>.npz and gts/<case>.npz (challenge format)")
     p.add_argument("--model", required=True, help="interactive model (conf/model/<model>.yaml, kind interactive)")
-    p.add_argument("--out", required=True, help="output folder: metrics.csv, segs/, records/, run.json")
+    p.add_argument("--out", help="output folder: metrics.csv, segs/, records/, run.json")
     p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")
     p.add_argument("--reference", choices=["manual", "pseudo"], help="the reference's kind when the case folder has no cases.json")
     p.add_argument("--seconds-per-class", type=float, default=90.0, help="time limit of a case's model calls per class (default: 90)")
@@ -219,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_interact)
 
     p = sub.add_parser("compare", help="statistics of all models of a dataset, read from MLflow (docs/methodology.md#5-statistics-protocol)")
-    p.add_argument("--dataset", required=True, help="dataset or published set name")
+    p.add_argument("--dataset", required=True, help="dataset, published set or interactive dataset name")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("report", help="build the static leaderboard site from results/*.json")

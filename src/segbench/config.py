@@ -90,7 +90,7 @@ class ModelConfig:
         return self.kind == "interactive"
 
 
-PUBLISHED_FORMATS = ("touchstone", "segauge_results")
+PUBLISHED_FORMATS = ("touchstone", "segauge_results", "cvpr25_metrics")
 
 
 @dataclass(frozen=True)
@@ -113,12 +113,35 @@ class PublishedConfig:
 
 
 @dataclass(frozen=True)
+class InteractiveDatasetConfig:
+    """A dataset for promptable models: images and reference label maps turned into challenge npz cases."""
+
+    name: str
+    title: str
+    #: the folder holding every source (the cases stage's DVC dependency)
+    data_dir: Path
+    #: (case id, image: NIfTI file or DICOM series folder, reference label map) on the same grid
+    sources: tuple[tuple[str, Path, Path], ...]
+    #: structure name -> label id in the references; those present in a case become its classes
+    structures: dict[str, int]
+    #: "manual" or "pseudo" (a model's output standing in for a manual annotation)
+    reference: str
+    note: str
+    seed: int
+    seconds_per_class: float
+    licence: str
+    citation: str
+
+
+@dataclass(frozen=True)
 class Params:
     """Everything ``dvc repro`` runs on: datasets x models, scoring, statistics and tracking settings."""
 
     datasets: dict[str, DatasetConfig]
     models: dict[str, ModelConfig]
     published: dict[str, PublishedConfig]
+    interactive_datasets: dict[str, InteractiveDatasetConfig]
+    interactive_models: dict[str, ModelConfig]
     stats: dict[str, Any]
     scoring: dict[str, Any]
     tracking: dict[str, Any]
@@ -138,6 +161,16 @@ class Params:
         if name not in self.models:
             raise ConfigError(f"unknown model {name!r}; params.yaml has {sorted(self.models)}")
         return self.models[name]
+
+    def interactive_dataset(self, name: str) -> InteractiveDatasetConfig:
+        if name not in self.interactive_datasets:
+            raise ConfigError(f"unknown interactive dataset {name!r}; params.yaml has {sorted(self.interactive_datasets)}")
+        return self.interactive_datasets[name]
+
+    def interactive_model(self, name: str) -> ModelConfig:
+        if name not in self.interactive_models:
+            raise ConfigError(f"unknown interactive model {name!r}; params.yaml has {sorted(self.interactive_models)}")
+        return self.interactive_models[name]
 
 
 def _require(section: dict[str, Any], key: str, where: str) -> Any:
@@ -262,6 +295,46 @@ def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
     )
 
 
+def _interactive_dataset(name: str, raw: dict[str, Any], root: Path) -> InteractiveDatasetConfig:
+    from segbench.interactive.cases import REFERENCE_KINDS
+
+    where = f"interactive dataset {name!r}"
+    reference = str(_require(raw, "reference", where))
+    if reference not in REFERENCE_KINDS:
+        raise ConfigError(f"{where}: reference must be one of {REFERENCE_KINDS}, got {reference!r}")
+    cases = _require(raw, "cases", where)
+    if not isinstance(cases, dict) or not cases:
+        raise ConfigError(f"{where}: cases must map at least one case id to its image and labels")
+    data_dir = root / _require(raw, "data_dir", where)
+    sources = []
+    for case_id, entry in cases.items():
+        if not isinstance(entry, dict) or "image" not in entry or "labels" not in entry:
+            raise ConfigError(f"{where}: case {case_id!r} needs 'image' and 'labels'")
+        sources.append((str(case_id), root / entry["image"], root / entry["labels"]))
+        outside = [entry[k] for k in ("image", "labels") if not (root / entry[k]).resolve().is_relative_to(data_dir.resolve())]
+        if outside:
+            raise ConfigError(f"{where}: case {case_id!r}: {outside} not under data_dir {raw['data_dir']!r} (the stage's dependency)")
+    structures = _require(raw, "structures", where)
+    if not isinstance(structures, dict) or not structures:
+        raise ConfigError(f"{where}: structures must map at least one name to its label id")
+    seconds = float(raw.get("seconds_per_class", 90.0))
+    if seconds <= 0:
+        raise ConfigError(f"{where}: seconds_per_class must be positive, got {seconds}")
+    return InteractiveDatasetConfig(
+        name=name,
+        title=str(raw.get("title", name)),
+        data_dir=data_dir,
+        sources=tuple(sorted(sources)),
+        structures={str(k): int(v) for k, v in structures.items()},
+        reference=reference,
+        note=str(raw.get("note", "")),
+        seed=int(raw.get("seed", 2025)),
+        seconds_per_class=seconds,
+        licence=str(raw.get("licence", "")),
+        citation=str(raw.get("citation", "")),
+    )
+
+
 def _case_alignment(value: Any, where: str) -> str | None:
     """The published set's stated case alignment (docs/methodology.md#513-case-alignment), checked."""
     from .stats.settings import CASE_ALIGNMENTS
@@ -296,9 +369,19 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
             except StructureError as exc:
                 raise ConfigError(str(exc)) from exc
     published = {name: _published(name, spec, root) for name, spec in (raw.get("published") or {}).items()}
-    clash = sorted(set(published) & set(datasets))
+    interactive_datasets = {name: _interactive_dataset(name, spec, root) for name, spec in (raw.get("interactive_dataset") or {}).items()}
+    interactive_models = {name: _model(name, spec) for name, spec in (raw.get("interactive_model") or {}).items()}
+    for section, configs, interactive in (("model", models, False), ("interactive_model", interactive_models, True)):
+        for model in configs.values():
+            if model.is_interactive != interactive:
+                raise ConfigError(
+                    f"params: {section} {model.name!r} is of kind {model.kind!r}; "
+                    + ("interactive models go under interactive_model" if model.is_interactive else "interactive_model takes kind 'interactive' only")
+                )
+    names = [*datasets, *published, *interactive_datasets]
+    clash = sorted({n for n in names if names.count(n) > 1})
     if clash:
-        raise ConfigError(f"params: {clash} named both as a dataset and as a published set")
+        raise ConfigError(f"params: {clash} named more than once among datasets, published sets and interactive datasets")
     scoring = dict(raw.get("scoring", {}))
     if str(scoring.get("profile", DEFAULT_PROFILE)) not in PROFILES:
         raise ConfigError(f"params: scoring.profile {scoring['profile']!r} is not a metric-definition profile; known: {sorted(PROFILES)}")
@@ -306,6 +389,8 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
         datasets=datasets,
         models=models,
         published=published,
+        interactive_datasets=interactive_datasets,
+        interactive_models=interactive_models,
         stats=dict(raw.get("stats", {})),
         scoring=scoring,
         tracking=dict(raw.get("tracking", {})),

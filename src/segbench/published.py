@@ -63,6 +63,34 @@ def read_touchstone(folder: Path) -> pd.DataFrame:
     return rows.merge(meta, how="left", left_on="case_id", right_index=True, validate="many_to_one")
 
 
+def read_cvpr25_metrics(folder: Path) -> pd.DataFrame:
+    """The CVPR 2025 interactive challenge's published tables: ``folder/<team>_metrics.csv``, one per team.
+
+    Columns: CaseName, DSC_AUC, NSD_AUC, DSC_Final, NSD_Final, TotalRunningTime, DSC_1..6, NSD_1..6
+    (RunningTime_1..6 and others kept when present). Model = the team (the file name before
+    ``_metrics.csv``); one ``mean_over_classes`` row per case, as segbench's own interactive runs have
+    (docs/interactive.md). Every team's file must list the same cases.
+    """
+    from segbench.interactive.scores import case_rows
+
+    folder = Path(folder)
+    files = sorted(folder.glob("*_metrics.csv"))
+    if not files:
+        raise ValueError(f"{folder}: no <team>_metrics.csv files")
+    frames = []
+    for path in files:
+        try:
+            table = pd.read_csv(path, keep_default_na=False)  # a cell such as "n/a" is reported as written
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: not a readable CSV ({exc})") from exc
+        frames.append(case_rows(table, path.name.removesuffix("_metrics.csv"), "published", str(path)))
+    for path, frame in zip(files[1:], frames[1:]):
+        if set(frame["case_id"]) != set(frames[0]["case_id"]):
+            missing, extra = sorted(set(frames[0]["case_id"]) - set(frame["case_id"])), sorted(set(frame["case_id"]) - set(frames[0]["case_id"]))
+            raise ValueError(f"{path}: cases differ from {files[0].name}'s: missing {missing[:5]}, extra {extra[:5]}")
+    return pd.concat(frames, ignore_index=True).drop(columns="kind")
+
+
 def _read_touchstone_model(model_dir: Path) -> pd.DataFrame:
     tables = {metric: _read_score_csv(model_dir / name) for metric, name in TOUCHSTONE_FILES.items()}
     (first, a), (second, b) = tables.items()

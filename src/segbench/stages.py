@@ -20,6 +20,8 @@ import segbench
 from segbench import published, scoring, stats, tracking
 from segbench.config import DatasetConfig, ModelConfig, Params, PublishedConfig
 from segbench.datasets import case_ids, data_version, load_metadata, reference_path
+from segbench.interactive import scores as interactive_scores
+from segbench.interactive.cases import PSEUDO_LABEL
 from segbench.io import write_json_atomic, write_text_atomic
 from segbench.models.runner import predict
 
@@ -28,30 +30,39 @@ log = logging.getLogger(__name__)
 ANALYZED_METRICS = {"dice": True, "iou": True, "nsd": True, "hd95": False, "assd": False}
 
 
-def predictions_dir(dataset: str, model: str) -> Path:
-    return Path("predictions") / dataset / model
+#: where the interactive benchmark (interactive/dvc.yaml) keeps its outputs, laid out as the main pipeline's
+INTERACTIVE_ROOT = Path("interactive")
 
 
-def scores_dir(dataset: str, model: str) -> Path:
-    return Path("scores") / dataset / model
+def predictions_dir(dataset: str, model: str, root: Path = Path(".")) -> Path:
+    return root / "predictions" / dataset / model
 
 
-def tracking_marker(dataset: str, model: str) -> Path:
-    return Path("tracking") / dataset / f"{model}.json"
+def scores_dir(dataset: str, model: str, root: Path = Path(".")) -> Path:
+    return root / "scores" / dataset / model
 
 
-def results_file(dataset: str) -> Path:
-    return Path("results") / f"{dataset}.json"
+def tracking_marker(dataset: str, model: str, root: Path = Path(".")) -> Path:
+    return root / "tracking" / dataset / f"{model}.json"
 
 
-def metrics_file(dataset: str) -> Path:
+def results_file(dataset: str, root: Path = Path(".")) -> Path:
+    return root / "results" / f"{dataset}.json"
+
+
+def metrics_file(dataset: str, root: Path = Path(".")) -> Path:
     """The leaderboard heads DVC shows (``dvc metrics show``, ``dvc exp show``)."""
-    return Path("metrics") / f"{dataset}.json"
+    return root / "metrics" / f"{dataset}.json"
 
 
-def plot_file(dataset: str) -> Path:
+def plot_file(dataset: str, root: Path = Path(".")) -> Path:
     """Each model's mean with its CI, per structure and metric, for ``dvc plots``."""
-    return Path("plots") / f"{dataset}.csv"
+    return root / "plots" / f"{dataset}.csv"
+
+
+def cases_dir(dataset: str) -> Path:
+    """An interactive dataset's challenge npz cases (``segbench cases``)."""
+    return INTERACTIVE_ROOT / "cases" / dataset
 
 
 def stats_settings(params: Params) -> stats.StatsSettings:
@@ -209,6 +220,8 @@ def read_published(source: PublishedConfig) -> pd.DataFrame:
     """Rows of a published score set (segauge results keep each model's version, licence and training sets in ``rows.attrs``)."""
     if source.format == "touchstone":
         return published.read_touchstone(source.path)
+    if source.format == "cvpr25_metrics":
+        return published.read_cvpr25_metrics(source.path)
     return published.read_segauge_results(source.path, source.metadata_file)
 
 
@@ -230,23 +243,28 @@ def run_import(params: Params, name: str) -> None:
         _write_bundle(scores_dir(name, str(model)), model_rows, record)
 
 
-def run_track(dataset_name: str, model_name: str | None = None) -> None:
+def run_track(dataset_name: str, model_name: str | None = None, root: Path = Path(".")) -> None:
     """Track stage: log score bundles as MLflow runs (idempotent) and write the markers compare reads.
 
-    Without ``model_name`` every bundle under ``scores/<dataset>/`` is logged (published sets).
+    Without ``model_name`` every bundle under ``<root>/scores/<dataset>/`` is logged (published sets).
     """
-    models = [model_name] if model_name else sorted(p.name for p in (Path("scores") / dataset_name).iterdir() if p.is_dir())
+    models = [model_name] if model_name else sorted(p.name for p in (root / "scores" / dataset_name).iterdir() if p.is_dir())
     for model in models:
-        bundle = tracking.ScoreBundle.read(scores_dir(dataset_name, model))
+        bundle = tracking.ScoreBundle.read(scores_dir(dataset_name, model, root))
         tracking.log_bundle(bundle)
-        write_json_atomic(tracking_marker(dataset_name, model), {"dataset": dataset_name, "model": model, "fingerprint": bundle.fingerprint})
+        write_json_atomic(tracking_marker(dataset_name, model, root), {"dataset": dataset_name, "model": model, "fingerprint": bundle.fingerprint})
+
+
+def output_root(params: Params, name: str) -> Path:
+    """Where a dataset's outputs live: under ``interactive/`` for an interactive dataset, else the project."""
+    return INTERACTIVE_ROOT if name in params.interactive_datasets else Path(".")
 
 
 def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, bool], tuple[str, ...]]:
     """What compare needs besides the rows: dataset block, model entries, metrics, subgroup fields."""
     if name in params.published:
         source = params.published_set(name)
-        models = sorted(p.stem for p in (Path("tracking") / name).glob("*.json"))
+        models = sorted(p.stem for p in tracking_marker(name, "*").parent.glob("*.json"))
         # a segauge results file declares each model's version, licence and training sets (contaminated_on)
         claims = read_published(source).attrs.get("models", {}) if source.format == "segauge_results" else {}
         trained = {m: tuple(sorted({*source.trained_on.get(m, ()), *claims.get(m, {}).get("contaminated_on", ())})) for m in models}
@@ -261,6 +279,17 @@ def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[
         if source.case_alignment:  # the source's own protocol; both alignments are in the analysis
             block["source_case_alignment"] = source.case_alignment
         return block, entries, source.metrics, source.subgroups
+    if name in params.interactive_datasets:
+        source = params.interactive_dataset(name)
+        entries = {
+            m.name: {"title": m.title, "kind": m.kind, "simulated": False, "licence": m.licence,
+                     "trained_on": list(m.trained_on), "contaminated": name in m.trained_on}
+            for m in params.interactive_models.values()
+        }
+        block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
+                 "interactive": True, "reference": PSEUDO_LABEL if source.reference == "pseudo" else "manual", "reference_note": source.note,
+                 "seconds_per_class": source.seconds_per_class}
+        return block, entries, interactive_scores.METRICS, ()
     dataset = params.dataset(name)
     entries = {
         m.name: {"title": m.title, "kind": m.kind, "simulated": m.is_simulated, "licence": m.licence,
@@ -283,9 +312,10 @@ def _published_analysis(params: Params, name: str) -> dict[str, Any] | None:
 
 def run_compare(params: Params, name: str) -> None:
     """Compare stage: per-case rows read back FROM MLFLOW -> statistics (docs/methodology.md#5-statistics-protocol) -> results/<name>.json."""
+    root = output_root(params, name)
     block, models, metrics, subgroups = _leaderboard_setup(params, name)
-    markers = {m: json.loads(tracking_marker(name, m).read_text(encoding="utf-8")) for m in sorted(models)}
-    _restore_runs(name, markers)
+    markers = {m: json.loads(tracking_marker(name, m, root).read_text(encoding="utf-8")) for m in sorted(models)}
+    _restore_runs(name, markers, root)
     runs = tracking.read_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()})
     rows = runs.rows
     for model, entry in models.items():
@@ -314,38 +344,40 @@ def run_compare(params: Params, name: str) -> None:
     source_analysis = _published_analysis(params, name)
     if source_analysis is not None:
         results["source_analysis"] = stats.beside_source(analysis, source_analysis)
-    write_json_atomic(results_file(name), results)
-    write_json_atomic(metrics_file(name), stats.leaderboard_heads(analysis))
+    write_json_atomic(results_file(name, root), results)
+    write_json_atomic(metrics_file(name, root), stats.leaderboard_heads(analysis))
     buffer = io.StringIO()
     pd.DataFrame(stats.mean_ci_rows(analysis), columns=stats.PLOT_COLUMNS).to_csv(buffer, index=False, lineterminator="\n")
-    write_text_atomic(plot_file(name), buffer.getvalue())
-    log.info("wrote %s, %s and %s", results_file(name), metrics_file(name), plot_file(name))
-    log_leaderboard(name, runs.run_ids)
+    write_text_atomic(plot_file(name, root), buffer.getvalue())
+    log.info("wrote %s, %s and %s", results_file(name, root), metrics_file(name, root), plot_file(name, root))
+    log_leaderboard(name, runs.run_ids, root)
 
 
-def _restore_runs(name: str, markers: dict[str, dict[str, Any]]) -> None:
+def _restore_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Path(".")) -> None:
     """Log the score bundles whose runs the store lacks, e.g. after `dvc pull` on a new machine.
 
     The track markers come from the DVC cache there, so no track stage reruns; the runs compare reads
     are restored here from the pulled bundles (idempotent: a run already in the store is reused).
     """
     for model, marker in markers.items():
-        bundle = tracking.ScoreBundle.read(scores_dir(name, model))
+        bundle = tracking.ScoreBundle.read(scores_dir(name, model, root))
         if bundle.fingerprint != marker["fingerprint"]:
-            raise tracking.TrackingError(f"{scores_dir(name, model)}: score bundle differs from {tracking_marker(name, model)}; rerun the track stage")
+            raise tracking.TrackingError(
+                f"{scores_dir(name, model, root)}: score bundle differs from {tracking_marker(name, model, root)}; rerun the track stage"
+            )
         tracking.log_bundle(bundle)
 
 
-def log_leaderboard(name: str, model_runs: dict[str, str]) -> str:
+def log_leaderboard(name: str, model_runs: dict[str, str], root: Path = Path(".")) -> str:
     """The leaderboard of ``results/<name>.json`` as one MLflow run beside the model runs it was read from:
     the results file itself, the dataset's pages of the site as one self-contained file, the summary metrics."""
     from segbench import report  # plotly: only the stages that draw import it
 
-    content = results_file(name).read_bytes()
+    content = results_file(name, root).read_bytes()
     results = json.loads(content)
     board = tracking.Leaderboard(
         dataset=name,
-        results_name=results_file(name).name,
+        results_name=results_file(name, root).name,
         results=content,
         model_runs=model_runs,
         metrics=report.summary_metrics(results),
@@ -353,3 +385,63 @@ def log_leaderboard(name: str, model_runs: dict[str, str]) -> str:
         pages=lambda: {f"{name}.html": report.standalone_dataset_page(results).encode()},
     )
     return tracking.log_leaderboard(board)
+
+
+def run_cases(params: Params, dataset_name: str) -> None:
+    """Cases stage: an interactive dataset's images and references as challenge npz cases (docs/interactive.md)."""
+    import shutil
+    import tempfile
+
+    from segbench.interactive.cases import convert
+
+    source = params.interactive_dataset(dataset_name)
+    out = cases_dir(dataset_name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{dataset_name}.") as tmp:
+        sources = [(c, Path(os.path.relpath(image)), Path(os.path.relpath(labels))) for c, image, labels in source.sources]
+        convert(sources, source.structures, Path(tmp) / "cases", seed=source.seed, reference=source.reference, note=source.note)
+        shutil.rmtree(out, ignore_errors=True)
+        (Path(tmp) / "cases").rename(out)
+
+
+def run_interact(params: Params, dataset_name: str, model_name: str, device: str | None = None, allow_unverified_weights: bool = False) -> None:
+    """Interact stage: the box step and 5 clicks per case (docs/interactive.md), then the run's score bundle.
+
+    ``interactive/predictions/<dataset>/<model>/`` gets what reruns reproduce (predictions, prompt and
+    score records); ``interactive/scores/<dataset>/<model>/`` the per-case rows with the measured
+    running times, the challenge's table (``metrics.csv``) and the MLflow run record with the per-step curves.
+    """
+    from segbench.interactive.harness import interact
+
+    source, model = params.interactive_dataset(dataset_name), params.interactive_model(model_name)
+    predictions = predictions_dir(dataset_name, model_name, INTERACTIVE_ROOT)
+    bundle = scores_dir(dataset_name, model_name, INTERACTIVE_ROOT)
+    table_file = bundle / "metrics.csv"
+    table = interact(cases_dir(dataset_name), model, predictions, reference=source.reference, seconds_per_class=source.seconds_per_class,
+                     device=device, allow_unverified_weights=allow_unverified_weights, table_file=table_file)
+    rows = interactive_scores.interactive_rows(table, predictions / "records", model.name, where=str(table_file))
+    metrics = _summary_metrics(rows, interactive_scores.METRICS, stats_settings(params))[model.name]
+    metrics.update({f"n_{k}": v for k, v in interactive_scores.summary(rows).items() if k != "n_cases"})
+    weights = model.weights or {}
+    record = {
+        "tags": _version_tags(dataset_name, model.name, model.kind, weights_version=str(weights.get("md5", "none")), model_version=model.version,
+                              reference=PSEUDO_LABEL if source.reference == "pseudo" else "manual", protocol="cvpr25_box_then_5_clicks"),
+        "params": {
+            "dataset.source": cases_dir(dataset_name).as_posix(),
+            "model.title": model.title,
+            "model.command": " ".join(model.command),
+            "model.environment": json.dumps(model.environment, sort_keys=True),
+            "model.trained_on": ",".join(model.trained_on),
+            "model.device": device or model.device,
+            "model.licence": model.licence,
+            "interactive.seconds_per_class": source.seconds_per_class,
+            "interactive.box_seed": source.seed,
+            "interactive.nsd_tolerance_mm": interactive_scores.protocol.NSD_TOLERANCE_MM,
+            "stats.n_resamples": params.stats.get("n_resamples"),
+            "stats.seed": params.stats.get("seed"),
+        },
+        "metrics": metrics,
+        # MLflow step metrics (step 1 = box, 2-6 = clicks): the DSC-versus-interaction curve in the run's charts
+        "step_metrics": interactive_scores.step_curves(rows),
+    }
+    _write_bundle(bundle, rows, record)

@@ -222,12 +222,17 @@ def _log_once(client, experiment_id: str, fingerprint: str, run_name: str, tags:
     return run_id
 
 
-def _log_values(client, run_id: str, params: dict[str, Any], metrics: dict[str, float]) -> None:
-    """Params and metrics in batches of MLflow's limits (100 params, 1000 entries per call)."""
+def _log_values(client, run_id: str, params: dict[str, Any], metrics: dict[str, float], step_metrics: dict[str, list[float]] | None = None) -> None:
+    """Params and metrics in batches of MLflow's limits (100 params, 1000 entries per call).
+
+    ``step_metrics``: name -> one value per step 1, 2, ...; logged as that metric's history, which
+    MLflow's UI draws as a curve over the steps (e.g. DSC after the box and after each click).
+    """
     from mlflow.entities import Metric, Param
 
     params_list = [Param(k, str(v)[:6000]) for k, v in sorted(params.items())]
     metrics_list = [Metric(k, float(v), 0, 0) for k, v in sorted(metrics.items())]
+    metrics_list += [Metric(k, float(v), 0, step) for k, values in sorted((step_metrics or {}).items()) for step, v in enumerate(values, 1)]
     for start in range(0, len(params_list), 100):
         client.log_batch(run_id, params=params_list[start : start + 100])
     for start in range(0, len(metrics_list), 1000):
@@ -266,7 +271,7 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
         rows = pd.read_csv(io.BytesIO(bundle.per_case_csv), dtype={"case_id": str})
         # text as Python objects: MLflow's table logging walks every text cell, which is slow on arrow strings
         rows = rows.astype({c: object for c, t in rows.dtypes.items() if isinstance(t, pd.StringDtype)})
-        _log_values(client, run_id, record["params"], record["metrics"])
+        _log_values(client, run_id, record["params"], record["metrics"], record.get("step_metrics"))
         client.log_inputs(run_id, datasets=[_dataset_input(record, rows)])
         client.log_table(run_id, data=rows, artifact_file=PER_CASE_TABLE)
         with tempfile.TemporaryDirectory() as tmp:

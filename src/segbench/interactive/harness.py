@@ -184,8 +184,14 @@ def interact(
     seconds_per_class: float = protocol.SECONDS_PER_CLASS,
     device: str | None = None,
     allow_unverified_weights: bool = False,
+    table_file: Path | None = None,
 ) -> pd.DataFrame:
-    """Run ``model`` on every case of ``cases_dir``; write and return the per-case table."""
+    """Run ``model`` on every case of ``cases_dir``; write and return the per-case table.
+
+    ``out_dir`` gets what a rerun on the same machine reproduces byte for byte (the predictions, the
+    records of prompts and scores, run.json); the table, which holds the measured running times, goes
+    to ``table_file`` (default ``out_dir/metrics.csv``).
+    """
     if not model.is_interactive:
         raise ModelRunError(f"model {model.name!r} is of kind {model.kind!r}; segbench interact runs kind 'interactive'")
     weights = weights_status(model)
@@ -237,15 +243,16 @@ def interact(
             "boxes": case.boxes,
             "time_limit_s": limit_s,
             "over_time": row["over_time"],
-            "row": row,
             "measured_before_time_limit": measured[case_id],
-            **record,
+            "steps": [{k: v for k, v in s.items() if k != "running_time_s"} for s in record["steps"]],  # times: the table's
+            "clicks": record["clicks"],
+            "clicks_order": record["clicks_order"],
         })
         rows.append(row)
         shutil.rmtree(workdir, ignore_errors=True)
     shutil.rmtree(staging, ignore_errors=True)
     table = pd.DataFrame(rows, columns=[*COLUMNS, *EXTRA_COLUMNS])
-    write_text_atomic(out_dir / "metrics.csv", table.to_csv(index=False))
+    write_text_atomic(Path(table_file) if table_file else out_dir / "metrics.csv", table.to_csv(index=False, lineterminator="\n"))
     write_json_atomic(out_dir / "run.json", {
         "model": model.name,
         "model_version": model.version,
