@@ -97,6 +97,30 @@ def forest(cell: Cell, models: Models, metric: str) -> go.Figure:
     return _finish(fig, "Mean with 95% bootstrap CI (shaded: the CI of #1)", metric)
 
 
+def step_curves(block: dict[str, Any], models: Models, name: str, steps: int) -> go.Figure:
+    """An interactive dataset's ``name`` (DSC or NSD) after each step, per model: mean with its 95% bootstrap CI.
+
+    Step 1 is the box prompt, steps 2 to ``steps`` one click each; each point is the cell ``<name>_<step>``.
+    """
+    fig = go.Figure()
+    x = ["box", *(f"click {i}" for i in range(1, steps))]
+    for i, model in enumerate(sorted(models)):
+        cells = [block["metrics"][f"{name}_{step}"]["models"].get(model) for step in range(1, steps + 1)]
+        if any(c is None or c["mean"] is None for c in cells):
+            continue
+        fig.add_trace(go.Scatter(
+            x=x, y=[c["mean"] for c in cells], mode="lines+markers", name=f"{model}{short_mark(models[model])}",
+            marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},
+            error_y={"type": "data", "symmetric": False, "array": [_gap(c["ci_high"], c["mean"]) for c in cells],
+                     "arrayminus": [_gap(c["mean"], c["ci_low"]) for c in cells], "thickness": 1.2, "width": 4},
+            text=[f"{fmt(c['mean'], 3)} [{fmt(c['ci_low'], 3)}, {fmt(c['ci_high'], 3)}]" for c in cells],
+            hovertemplate="%{x}: mean [95% CI] %{text}<extra>" + html.escape(model) + "</extra>",
+        ))
+    fig.update_yaxes(title=f"{name} (mean over cases)", range=[0, 1.02])
+    fig.update_layout(height=380)
+    return _finish(fig, f"{name} after the box and each click, mean with 95% bootstrap CI (n = {block['n_cases']} cases)", "interaction")
+
+
 def _gap(a: float | None, b: float | None) -> float:
     return 0.0 if a is None or b is None else a - b
 

@@ -86,6 +86,10 @@ def _notes(results: Results) -> str:
         sources = sorted({m.get("source") or "source not given" for m in results["models"].values() if kind(m) == "published"})
         notes.append("Models marked PUBLISHED are per-case scores imported from a publication (no masks were re-scored): "
                      + html.escape("; ".join(sources)) + ".")
+    if results["dataset"].get("reference") == "PSEUDO-REFERENCE":
+        notes.append("PSEUDO-REFERENCE: this dataset's references are a model's output ("
+                     + html.escape(results["dataset"].get("reference_note") or "not a manual annotation")
+                     + "). Every score here measures agreement with that model, not accuracy.")
     contaminated = sorted(n for n, m in results["models"].items() if m.get("contaminated"))
     if contaminated:
         notes.append("Trained on this data, so shown but left out of ranks, tests and winners: "
@@ -128,6 +132,7 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         f"<h1>{html.escape(d['title'])}</h1>{_notes(results)}"
         f"<p>Licence: {html.escape(d.get('licence') or 'not given')}. Cite: {html.escape(d.get('citation') or 'not given')}. "
         f"Data version <code>{html.escape(str(d.get('version') or 'not given'))}</code>.</p>"
+        + _interaction_curves(results)
         + tables.overview(results, link)
         + "<p>Each structure's page has the full leaderboards and plots: "
         + ", ".join(f'<a href="{link(s, "")}">{html.escape(s)}</a>' for s in structures)
@@ -137,6 +142,24 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         + _alignment_summary(results, link)
         + tables.models_table(results["models"])
     )
+
+
+def _interaction_curves(results: Results) -> str:
+    """An interactive dataset's DSC and NSD per step (box, then each click) with CIs, per structure (docs/interactive.md)."""
+    if not results["dataset"].get("interactive"):
+        return ""
+    structures = results["analysis"]["structures"]
+    steps = sum(1 for m in results["metrics"] if m.startswith("DSC_") and m.removeprefix("DSC_").isdigit())
+    order = sorted(structures, key=lambda s: (s != "mean_over_classes", s))  # the challenge's own number first
+    parts = ["<h2>Interaction curves</h2><p>DSC and NSD (2 mm) after the box prompt and after each of the "
+             f"{steps - 1} simulated clicks, mean over cases with its 95% bootstrap CI. <code>mean_over_classes</code> is "
+             "the challenge's per-case number (the mean over the case's classes); each organ follows. DSC_AUC and NSD_AUC "
+             "are the areas under the click steps' curve (the box step is not in them); TotalRunningTime is lower-is-better.</p>"]
+    for structure in order:
+        parts.append(f"<h3>{html.escape(structure)}</h3>")
+        parts.append(_plots([figures.step_curves(structures[structure], results["models"], name, steps) for name in ("DSC", "NSD")],
+                            f"steps-{slug(structure)}"))
+    return "".join(parts)
 
 
 def dataset_page(results: Results, all_results: list[Results]) -> str:
