@@ -50,7 +50,8 @@ def new_project(root: Path, proj: Path, overrides: list[str]) -> Path:
     """A new DVC project from this repo's pipeline files, data pulled from the shared remote, and a
     params.yaml composed from conf/ with ``overrides`` exactly as `dvc exp run -S` would."""
     proj.mkdir(parents=True)
-    for name in ("dvc.yaml", "data.dvc", ".gitignore"):
+    for name in ("dvc.yaml", "data.dvc", ".gitignore", "interactive/dvc.yaml"):
+        (proj / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / name, proj / name)
     for name in ("conf", "src"):
         shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
