@@ -7,6 +7,7 @@ dictionaries, so an unknown dataset, model or structure fails at this boundary w
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,16 @@ class ModelConfig:
         return self.kind == "interactive"
 
 
-PUBLISHED_FORMATS = ("touchstone", "segauge_results", "cvpr25_metrics")
+PUBLISHED_FORMATS = ("touchstone", "segauge_results", "cvpr25_metrics", "challenger_csv", "generic_csv", "nnunet_summary")
+#: the ``options:`` each published format takes (README, "Published scores"); any other key is an error
+PUBLISHED_OPTIONS: dict[str, tuple[str, ...]] = {
+    "touchstone": (),
+    "segauge_results": (),
+    "cvpr25_metrics": (),
+    "challenger_csv": ("columns", "structure", "na_value"),
+    "generic_csv": ("columns", "structure", "metric_columns", "na_value"),
+    "nnunet_summary": ("models", "labels", "file_ending"),
+}
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,8 @@ class PublishedConfig:
     licence: str
     citation: str
     case_alignment: str | None  # the case alignment of the source's own significance maps, when it states one
+    #: the format's options, validated and completed with their defaults (``_published_options``)
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -278,6 +290,7 @@ def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
     if fmt not in PUBLISHED_FORMATS:
         raise ConfigError(f"{where}: format must be one of {PUBLISHED_FORMATS}, got {fmt!r}")
     metadata_file = raw.get("metadata_file")
+    metrics = {str(k): bool(v) for k, v in _require(raw, "metrics", where).items()}
     return PublishedConfig(
         name=name,
         title=str(raw.get("title", name)),
@@ -286,13 +299,80 @@ def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
         evaluated_on=str(_require(raw, "evaluated_on", where)),
         metadata_file=root / metadata_file if metadata_file else None,
         source=str(_require(raw, "source", where)),
-        metrics={str(k): bool(v) for k, v in _require(raw, "metrics", where).items()},
+        metrics=metrics,
         subgroups=tuple(raw.get("subgroups", ())),
         trained_on={str(m): tuple(d) for m, d in (raw.get("trained_on") or {}).items()},
         licence=str(raw.get("licence", "")),
         citation=str(raw.get("citation", "")),
         case_alignment=_case_alignment(raw.get("case_alignment"), where),
+        options=_published_options(fmt, raw.get("options") or {}, metrics, where),
     )
+
+
+def _published_options(fmt: str, options: Any, metrics: dict[str, bool], where: str) -> dict[str, Any]:
+    """A published format's ``options:`` checked against ``PUBLISHED_OPTIONS`` and turned into the reader's arguments.
+
+    challengeR's and the generic CSV both become ``columns`` (role -> column; ``structure`` None when one fixed
+    ``structure`` names every row), ``metric_columns`` (metric -> column) and ``na_value`` (metric -> the value of
+    a failed case); nnU-Net's become ``models`` (name -> summary.json under ``path``), ``labels`` (label key ->
+    structure) and ``file_ending``.
+    """
+    from segbench.published import CHALLENGER_COLUMNS, NNUNET_METRICS
+
+    at = f"{where}: options"
+    if not isinstance(options, dict):
+        raise ConfigError(f"{at}: expected a mapping, got {options!r}")
+    unknown = sorted(set(options) - set(PUBLISHED_OPTIONS[fmt]))
+    if unknown:
+        raise ConfigError(f"{at}: {unknown} not options of format {fmt!r}; it takes {list(PUBLISHED_OPTIONS[fmt]) or 'none'}")
+    if fmt == "nnunet_summary":
+        if unknown := sorted(set(metrics) - set(NNUNET_METRICS)):
+            raise ConfigError(f"{where}: metrics {unknown} are not in an nnU-Net summary.json; it has {sorted(NNUNET_METRICS)}")
+        models = _names(options.get("models"), f"{at}.models", "model name to its summary.json (relative to path)")
+        if bad := [f for f in models.values() if Path(f).is_absolute() or ".." in Path(f).parts]:
+            raise ConfigError(f"{at}.models: {bad} must be relative paths under the set's path (the import stage's dependency)")
+        labels = _names(options.get("labels"), f"{at}.labels", "nnU-Net label key to a structure name")
+        if len(set(labels.values())) < len(labels):
+            raise ConfigError(f"{at}.labels: two labels name the same structure: {labels}")
+        return {"models": models, "labels": labels, "file_ending": str(options.get("file_ending", ".nii.gz"))}
+    if fmt not in ("challenger_csv", "generic_csv"):
+        return {}
+    columns = _names(options.get("columns", {}), f"{at}.columns", "role to a column name", allow_empty=True)
+    if fmt == "challenger_csv":
+        if len(metrics) != 1:
+            raise ConfigError(f"{where}: a challengeR table holds one metric; metrics must name exactly one, got {sorted(metrics)}")
+        roles = ("case", "model", "structure", "value")
+        columns = {**CHALLENGER_COLUMNS, **columns}
+        metric_columns = {next(iter(metrics)): columns.pop("value", "value")}
+    else:
+        roles = ("case", "model", "structure")
+        metric_columns = {m: str(c) for m, c in (options.get("metric_columns") or {}).items()}
+        if unknown := sorted(set(metric_columns) - set(metrics)):
+            raise ConfigError(f"{at}.metric_columns: {unknown} are not among the set's metrics {sorted(metrics)}")
+        metric_columns = {m: metric_columns.get(m, m) for m in metrics}
+    if unknown := sorted(set(columns) - set(roles)):
+        raise ConfigError(f"{at}.columns: unknown role(s) {unknown}; roles are {list(roles)}")
+    fixed = options.get("structure")
+    if fixed is not None:
+        if "structure" in options.get("columns", {}):
+            raise ConfigError(f"{at}: give either columns.structure (a column) or structure (one fixed name), not both")
+        columns["structure"] = None
+    missing = [r for r in ("case", "model", "structure") if r not in columns]
+    if missing:
+        raise ConfigError(f"{at}.columns: missing role(s) {missing} (structure may instead be one fixed `structure: <name>`)")
+    na_value = options.get("na_value") or {}
+    if not isinstance(na_value, dict) or not set(na_value) <= set(metrics) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in na_value.values()):
+        raise ConfigError(f"{at}.na_value: expected metric -> finite number for metrics among {sorted(metrics)}, got {na_value!r}")
+    return {"columns": {r: columns[r] for r in ("case", "model", "structure")}, "structure": None if fixed is None else str(fixed),
+            "metric_columns": metric_columns, "na_value": {m: float(v) for m, v in na_value.items()}}
+
+
+def _names(value: Any, where: str, what: str, allow_empty: bool = False) -> dict[str, str]:
+    """A config mapping of strings (YAML may give int keys, e.g. nnU-Net label 1), or ConfigError."""
+    if not isinstance(value, dict) or not (value or allow_empty) or not all(isinstance(v, str) and v for v in value.values()):
+        raise ConfigError(f"{where}: expected a mapping of {what}, got {value!r}")
+    return {str(k): v for k, v in value.items()}
 
 
 def _interactive_dataset(name: str, raw: dict[str, Any], root: Path) -> InteractiveDatasetConfig:

@@ -29,6 +29,10 @@ AGE_BANDS: tuple[tuple[float, float, str], ...] = (
 TOUCHSTONE_FILES = {"dice": "dsc.csv", "nsd": "nsd.csv"}
 TOUCHSTONE_META = "metaTotalSeg.csv"
 SEGAUGE_METRICS = ("dice", "hd95", "nsd", "assd")
+#: challengeR's long table: its default column names per segbench role ("value" holds the one metric)
+CHALLENGER_COLUMNS = {"case": "case", "model": "algorithm", "structure": "task", "value": "value"}
+#: the metrics of an nnU-Net v2 summary.json, segbench name -> nnU-Net's key
+NNUNET_METRICS = {"dice": "Dice", "iou": "IoU"}
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +88,130 @@ def read_cvpr25_metrics(folder: Path) -> pd.DataFrame:
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise ValueError(f"{path}: not a readable CSV ({exc})") from exc
         frames.append(case_rows(table, path.name.removesuffix("_metrics.csv"), "published", str(path)))
-    for path, frame in zip(files[1:], frames[1:]):
-        if set(frame["case_id"]) != set(frames[0]["case_id"]):
-            missing, extra = sorted(set(frames[0]["case_id"]) - set(frame["case_id"])), sorted(set(frame["case_id"]) - set(frames[0]["case_id"]))
-            raise ValueError(f"{path}: cases differ from {files[0].name}'s: missing {missing[:5]}, extra {extra[:5]}")
+    _same_cases(files, frames)
     return pd.concat(frames, ignore_index=True).drop(columns="kind")
+
+
+def _same_cases(files: list[Path], frames: list[pd.DataFrame]) -> None:
+    """Every file lists the first file's cases: a shorter list hides failed cases, which count as failures (docs/methodology.md#4)."""
+    first = set(frames[0]["case_id"])
+    for path, frame in zip(files[1:], frames[1:]):
+        if set(frame["case_id"]) != first:
+            missing, extra = sorted(first - set(frame["case_id"])), sorted(set(frame["case_id"]) - first)
+            raise ValueError(f"{path}: cases differ from {files[0].name}'s: missing {missing[:5]}, extra {extra[:5]}")
+
+
+#: cells a long CSV may use for "no value" (R writes NA); the set's na_value decides what they mean
+NA_CELLS = ("", "NA", "NaN", "nan", "N/A", "n/a")
+
+
+def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | None, metric_columns: dict[str, str],
+                  na_value: dict[str, float]) -> pd.DataFrame:
+    """A long per-case CSV (challengeR's case/algorithm/task/value table, or any table mapped by config) -> rows.
+
+    ``columns`` names the case, model and structure columns (structure None: every row is the fixed ``structure``),
+    ``metric_columns`` the column of each metric. Every row's reference is taken as present. A model without a value
+    for a case that another model scored in that structure (an NA cell or no row; challengeR's sanity check treats
+    both as NA) is a failed case: it gets the metric's ``na_value`` (challengeR's ``na.treat``; e.g. 0 for Dice, a
+    worst-case distance for HD95), and without one the file is refused: a failure is never dropped (docs/methodology.md#4).
+    """
+    path = Path(path)
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable CSV ({exc})") from exc
+    keys = {role: column for role, column in columns.items() if column is not None}
+    for role, column in [*keys.items(), *metric_columns.items()]:
+        if column not in raw.columns:
+            raise ValueError(f"{path}: row 1 (header): no column {column!r} (the {role} column); columns are {list(raw.columns)}")
+    table = pd.DataFrame({role: raw[column].str.strip() for role, column in keys.items()})
+    for role, column in keys.items():
+        if (empty := table[role] == "").any():
+            raise ValueError(f"{path}: row {int(np.flatnonzero(empty)[0]) + 2}, column {column!r}: empty {role}")
+    if structure is not None:
+        table["structure"] = structure
+    table["row"] = np.arange(len(table)) + 2  # the file's line: the header is row 1
+    key = ["model", "case", "structure"]
+    dup = table.duplicated(key)
+    if dup.any():
+        second = table[dup].iloc[0]
+        first = table.iloc[int((table[key] == second[key]).all(axis=1).to_numpy().argmax())]
+        raise ValueError(f"{path}: row {second['row']}, columns {list(keys.values())}: duplicate of row {first['row']} "
+                         f"(model {first['model']!r}, case {first['case']!r}, structure {first['structure']!r})")
+    for metric, column in metric_columns.items():
+        cells = raw[column].str.strip()
+        values = pd.to_numeric(cells.where(~cells.isin(NA_CELLS)), errors="coerce").to_numpy(dtype=np.float64)
+        bad = ~cells.isin(NA_CELLS).to_numpy() & ~np.isfinite(values)
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{path}: row {r + 2}, column {column!r}: {cells.iloc[r]!r} is not a finite number")
+        table[metric] = values
+    grid = table[["structure", "case"]].drop_duplicates().merge(pd.DataFrame({"model": table["model"].unique()}), how="cross")
+    table = grid.merge(table, how="left", on=["structure", "case", "model"], indicator=True)
+    for metric, column in metric_columns.items():
+        failed = table[metric].isna().to_numpy()
+        if failed.any() and metric not in na_value:
+            r = table.iloc[int(np.flatnonzero(failed)[0])]
+            where = f"row {int(r['row'])}, column {column!r}: {raw[column].iloc[int(r['row']) - 2]!r}" if r["_merge"] == "both" else "no row"
+            raise ValueError(f"{path}: {where} (model {r['model']!r}, case {r['case']!r}, structure {r['structure']!r}) is a failed case; "
+                             f"it counts against its model, so give the set's options.na_value.{metric} "
+                             f"(the value a failure scores, e.g. 0 for Dice) or fix the file")
+        table[metric] = np.where(failed, na_value.get(metric, np.nan), table[metric])
+    rows = table.rename(columns={"case": "case_id"})[["model", "case_id", "structure"]].assign(reference_present=True)
+    return pd.concat([rows, table[list(metric_columns)]], axis=1).sort_values(["model", "structure", "case_id"], ignore_index=True)
+
+
+def read_nnunet_summaries(folder: Path, models: dict[str, str], labels: dict[str, str], file_ending: str) -> pd.DataFrame:
+    """nnU-Net v2 evaluation files (``summary.json`` of ``nnUNetv2_evaluate_folder``), one per model -> rows.
+
+    ``models``: model name -> its summary.json under ``folder`` (trainers, configurations or folds scored on
+    the same cases); ``labels``: nnU-Net's label or region key ("1", "(1, 2)") -> structure; every label of the
+    file must be mapped. Case id = the reference file's name without ``file_ending``. Metrics ``dice`` and
+    ``iou`` (nnU-Net's Dice and IoU). ``reference_present`` is ``n_ref > 0``: nnU-Net gives NaN when both masks
+    are empty, which segbench also leaves out (docs/methodology.md#4). nnU-Net's ``--chill`` evaluation skips
+    missing predictions, so every model must list the same cases: a missing case would be a hidden failure.
+    """
+    folder = Path(folder)
+    files = [folder / name for name in models.values()]
+    frames = [_read_nnunet_summary(path, model, labels, file_ending) for model, path in zip(models, files)]
+    _same_cases(files, frames)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _read_nnunet_summary(path: Path, model: str, labels: dict[str, str], file_ending: str) -> pd.DataFrame:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))  # nnU-Net writes NaN for a label empty in both masks
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not an nnU-Net summary.json ({exc!r})") from exc
+    records, seen = [], {}
+    for i, entry in enumerate(_require(doc, "metric_per_case", list, f"{path}:")):
+        row = f"{path}: metric_per_case[{i}]"
+        reference = _require(entry, "reference_file", str, row)
+        name = reference.replace("\\", "/").rsplit("/", 1)[-1]
+        if not name.endswith(file_ending) or name == file_ending:
+            raise ValueError(f"{row}.reference_file: {reference!r} does not end with the set's file_ending {file_ending!r}")
+        case = name.removesuffix(file_ending)
+        if case in seen:
+            raise ValueError(f"{row}.reference_file: case {case!r} again (first at metric_per_case[{seen[case]}])")
+        seen[case] = i
+        per_label = _require(entry, "metrics", dict, row)
+        at = f"{path}: case {case!r}, metric_per_case[{i}].metrics"
+        if unknown := sorted(set(per_label) - set(labels)):
+            raise ValueError(f"{at}.{unknown[0]}: label {unknown[0]!r} is not in the set's options.labels {sorted(labels)}")
+        for label, structure in labels.items():
+            values = _require(per_label, label, dict, at)
+            cell = f"{at}.{label}"
+            present = _integer(values, "n_ref", cell) > 0
+            record = {"model": model, "case_id": case, "structure": structure, "reference_present": present}
+            for metric, key in NNUNET_METRICS.items():
+                value = _require(values, key, (int, float), cell)
+                if present and not 0.0 <= value <= 1.0:  # NaN fails too: the reference holds the label
+                    raise ValueError(f"{cell}.{key}: {value!r} is not a number in [0, 1]")
+                record[metric] = float(value)
+            records.append(record)
+    if not records:
+        raise ValueError(f"{path}: metric_per_case is empty")
+    return pd.DataFrame.from_records(records)
 
 
 def _read_touchstone_model(model_dir: Path) -> pd.DataFrame:

@@ -222,6 +222,10 @@ def read_published(source: PublishedConfig) -> pd.DataFrame:
         return published.read_touchstone(source.path)
     if source.format == "cvpr25_metrics":
         return published.read_cvpr25_metrics(source.path)
+    if source.format in ("challenger_csv", "generic_csv"):
+        return published.read_long_csv(source.path, **source.options)
+    if source.format == "nnunet_summary":
+        return published.read_nnunet_summaries(source.path, **source.options)
     return published.read_segauge_results(source.path, source.metadata_file)
 
 
