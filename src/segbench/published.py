@@ -93,7 +93,8 @@ def read_cvpr25_metrics(folder: Path) -> pd.DataFrame:
 
 
 def _same_cases(files: list[Path], frames: list[pd.DataFrame]) -> None:
-    """Every file lists the first file's cases: a shorter list hides failed cases, which count as failures (docs/methodology.md#4)."""
+    """Every file lists the first file's cases: a shorter list hides failed cases, and a failure is never dropped
+    (docs/methodology.md#4-empty-masks-and-missing-predictions)."""
     first = set(frames[0]["case_id"])
     for path, frame in zip(files[1:], frames[1:]):
         if set(frame["case_id"]) != first:
@@ -113,7 +114,8 @@ def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | N
     ``metric_columns`` the column of each metric. Every row's reference is taken as present. A model without a value
     for a case that another model scored in that structure (an NA cell or no row; challengeR's sanity check treats
     both as NA) is a failed case: it gets the metric's ``na_value`` (challengeR's ``na.treat``; e.g. 0 for Dice, a
-    worst-case distance for HD95), and without one the file is refused: a failure is never dropped (docs/methodology.md#4).
+    worst-case distance for HD95), and without one the file is refused: a failure is never dropped
+    (docs/methodology.md#4-empty-masks-and-missing-predictions and docs/methodology.md#512-published-sets).
     """
     path = Path(path)
     try:
@@ -168,8 +170,9 @@ def read_nnunet_summaries(folder: Path, models: dict[str, str], labels: dict[str
     the same cases); ``labels``: nnU-Net's label or region key ("1", "(1, 2)") -> structure; every label of the
     file must be mapped. Case id = the reference file's name without ``file_ending``. Metrics ``dice`` and
     ``iou`` (nnU-Net's Dice and IoU). ``reference_present`` is ``n_ref > 0``: nnU-Net gives NaN when both masks
-    are empty, which segbench also leaves out (docs/methodology.md#4). nnU-Net's ``--chill`` evaluation skips
-    missing predictions, so every model must list the same cases: a missing case would be a hidden failure.
+    are empty, and segbench leaves a case without the structure out of its statistics
+    (docs/methodology.md#4-empty-masks-and-missing-predictions). nnU-Net's ``--chill`` evaluation skips missing
+    predictions, so every model must list the same cases: a missing case would be a hidden failure.
     """
     folder = Path(folder)
     files = [folder / name for name in models.values()]
