@@ -87,7 +87,7 @@ def _summary(cases: dict[str, dict[str, tuple[float, int, int]]]) -> dict[str, A
 
 
 # Two trainers on three cases; label "1" = liver, "2" = tumor. Case abd_003 has no tumor (n_ref 0): left out of
-# the tumor statistics (both masks empty: Dice NaN as nnU-Net writes it; fold-free trainer predicts a blob: Dice 0).
+# the tumor statistics (nnUNetTrainer: both masks empty, Dice NaN as nnU-Net writes it; NoMirroring: a spurious blob, Dice 0).
 NNUNET = {
     "nnUNetTrainer": {"abd_001": {"1": (0.96, 5000, 5100), "2": (0.70, 400, 380)},
                       "abd_002": {"1": (0.94, 4000, 4100), "2": (0.60, 300, 350)},
@@ -189,7 +189,7 @@ def test_nnunet_summaries_compare_trainers(project: Path) -> None:
     assert (tumor["n_cases"], tumor["n_absent"]) == (2, 1)  # abd_003 has no tumor in its reference
     assert _ranking(_cell(results, "liver", "dice")) == ["nnUNetTrainer", "nnUNetTrainerNoMirroring"]
     assert _ranking(_cell(results, "tumor", "dice")) == ["nnUNetTrainerNoMirroring", "nnUNetTrainer"]
-    # IoU is read from the file, not recomputed: abd_001 liver of nnUNetTrainer has TP 4944 of 5000 + 5100
+    # IoU is read from the file's IoU field (from its TP, FP, FN), not derived from Dice
     iou = _cell(results, "liver", "iou")["models"]["nnUNetTrainer"]["mean"]
     assert iou == pytest.approx(sum(_label(*NNUNET["nnUNetTrainer"][c]["1"])["IoU"] for c in NNUNET["nnUNetTrainer"]) / 3)
 
