@@ -33,9 +33,13 @@ def command_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
 
 
-def run_command(args: list[str], cwd: Path) -> str:
-    """Run a command, fail the test with its output if it fails; returns stdout and stderr."""
-    result = subprocess.run(args, cwd=cwd, env=command_env(), capture_output=True, text=True, check=False)
+def run_command(args: list[str], cwd: Path, tracking_uri: str | None = None) -> str:
+    """Run a command, fail the test with its output if it fails; returns stdout and stderr.
+
+    ``tracking_uri``: a tracking server the command logs to (``SEGBENCH_TRACKING_URI``), else the project's own store.
+    """
+    env = {**command_env(), "SEGBENCH_TRACKING_URI": tracking_uri} if tracking_uri else command_env()
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
 

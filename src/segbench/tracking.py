@@ -174,7 +174,10 @@ def experiment_name(dataset: str) -> str:
 
 def _experiment_id(client, uri: str, dataset: str) -> str:
     """The dataset's experiment, created once, of MLflow's model-training kind (also set on older
-    experiments); its artifacts live beside an embedded database."""
+    experiments); its artifacts live beside an embedded database, and on a server where the server
+    keeps them (``mlflow-artifacts:`` with proxied artifact storage)."""
+    from mlflow.exceptions import MlflowException
+
     with _store_lock(uri):
         found = client.get_experiment_by_name(experiment_name(dataset))
         if found is not None:
@@ -183,7 +186,12 @@ def _experiment_id(client, uri: str, dataset: str) -> str:
             return found.experiment_id
         db = _sqlite_path(uri)
         artifacts = (db.parent / "artifacts").as_uri() if db else None
-        return client.create_experiment(experiment_name(dataset), artifact_location=artifacts, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        try:
+            return client.create_experiment(experiment_name(dataset), artifact_location=artifacts, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        except MlflowException as error:  # a server has no file lock: another worker created it first (names are unique there)
+            if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            return client.get_experiment_by_name(experiment_name(dataset)).experiment_id
 
 
 def _runs_with_fingerprint(client, experiment_id: str, fingerprint: str) -> list:
@@ -199,17 +207,42 @@ def _source_tags(entry_point: str) -> dict[str, str]:
     return {MLFLOW_SOURCE_NAME: entry_point, MLFLOW_SOURCE_TYPE: "LOCAL", MLFLOW_GIT_COMMIT: git_commit()}
 
 
+def _run_order(run) -> tuple[int, str]:
+    """The order every worker agrees on among runs of one fingerprint: earliest start, then run id."""
+    return run.info.start_time or 0, run.info.run_id
+
+
+def _keep_first(client, experiment_id: str, fingerprint: str) -> str | None:
+    """The first FINISHED run with ``fingerprint`` in :func:`_run_order`; the later ones are deleted as duplicates.
+
+    Concurrent workers (separate processes against one server, which has no lock) may each find no run and
+    each log one. Every worker calls this after finishing its own run, so the last one to call it sees all
+    finished runs and leaves exactly one: the first in the agreed order, which no worker ever deletes.
+    """
+    from mlflow.exceptions import MlflowException
+
+    finished = sorted((r for r in _runs_with_fingerprint(client, experiment_id, fingerprint) if r.info.status == "FINISHED"), key=_run_order)
+    for duplicate in finished[1:]:
+        with contextlib.suppress(MlflowException):  # another worker deleted it first
+            client.delete_run(duplicate.info.run_id)
+            log.info("MLflow run %s (%s): deleted, a duplicate of run %s logged concurrently", duplicate.info.run_id, experiment_id, finished[0].info.run_id)
+    return finished[0].info.run_id if finished else None
+
+
 def _log_once(client, experiment_id: str, fingerprint: str, run_name: str, tags: dict[str, str], source: str, fill: Callable[[str], None]) -> str:
     """The FINISHED run with ``fingerprint``, or a new one that ``fill`` logs into; returns the run id.
 
     Runs with that fingerprint in any other state were interrupted: they are marked FAILED. A new run is
-    FINISHED only after ``fill`` returned, FAILED if it raised.
+    FINISHED only after ``fill`` returned, FAILED if it raised. Workers that logged the same fingerprint at
+    once end with one FINISHED run (:func:`_keep_first`).
     """
+    existing = _keep_first(client, experiment_id, fingerprint)
+    if existing is not None:
+        log.info("MLflow run %s (%s, %s): already logged with the same content", existing, experiment_id, run_name)
+        return existing
     for run in _runs_with_fingerprint(client, experiment_id, fingerprint):
-        if run.info.status == "FINISHED":
-            log.info("MLflow run %s (%s, %s): already logged with the same content", run.info.run_id, experiment_id, run_name)
-            return run.info.run_id
-        client.set_terminated(run.info.run_id, status="FAILED")
+        if run.info.status != "FINISHED":
+            client.set_terminated(run.info.run_id, status="FAILED")
     source_tags = _source_tags(source)
     run_id = client.create_run(experiment_id, tags={**tags, FINGERPRINT_TAG: fingerprint, **source_tags}, run_name=run_name).info.run_id
     try:
@@ -217,7 +250,13 @@ def _log_once(client, experiment_id: str, fingerprint: str, run_name: str, tags:
     except BaseException:
         client.set_terminated(run_id, status="FAILED")
         raise
-    client.set_terminated(run_id, status="FINISHED")
+    kept = None
+    while kept is None:  # a worker starting meanwhile took our running run for an interrupted one and marked it FAILED
+        client.set_terminated(run_id, status="FINISHED")
+        kept = _keep_first(client, experiment_id, fingerprint)
+    if kept != run_id:
+        log.info("MLflow run %s (%s, %s): run %s holds the same content, logged concurrently", run_id, experiment_id, run_name, kept)
+        return kept
     log.info("MLflow run %s (%s, %s) logged at git commit %s", run_id, experiment_id, run_name, source_tags["mlflow.source.git.commit"])
     return run_id
 
@@ -237,6 +276,19 @@ def _log_values(client, run_id: str, params: dict[str, Any], metrics: dict[str, 
         client.log_batch(run_id, params=params_list[start : start + 100])
     for start in range(0, len(metrics_list), 1000):
         client.log_batch(run_id, metrics=metrics_list[start : start + 1000])
+
+
+def _log_inputs(client, run_id: str, datasets: list) -> None:
+    """``client.log_inputs``, tried twice: MLflow's server checks for the dataset row, then inserts it, so two
+    workers logging the same dataset at once can hit its unique key (``datasets.dataset_pk``); by then the
+    row exists and the second try links it to the run."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.log_inputs(run_id, datasets=datasets)
+    except MlflowException as error:
+        log.info("MLflow run %s: logging its dataset input again after %s", run_id, str(error).splitlines()[0])
+        client.log_inputs(run_id, datasets=datasets)
 
 
 def _dataset_input(record: dict[str, Any], rows: pd.DataFrame):
@@ -272,7 +324,7 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
         # text as Python objects: MLflow's table logging walks every text cell, which is slow on arrow strings
         rows = rows.astype({c: object for c, t in rows.dtypes.items() if isinstance(t, pd.StringDtype)})
         _log_values(client, run_id, record["params"], record["metrics"], record.get("step_metrics"))
-        client.log_inputs(run_id, datasets=[_dataset_input(record, rows)])
+        _log_inputs(client, run_id, [_dataset_input(record, rows)])
         client.log_table(run_id, data=rows, artifact_file=PER_CASE_TABLE)
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / PER_CASE_ARTIFACT).write_bytes(bundle.per_case_csv)
@@ -315,7 +367,7 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
         for model_run in sorted(board.model_runs.values()):
             for dataset_input in client.get_run(model_run).inputs.dataset_inputs:
                 inputs.setdefault((dataset_input.dataset.name, dataset_input.dataset.digest), dataset_input)
-        client.log_inputs(run_id, datasets=list(inputs.values()))
+        _log_inputs(client, run_id, list(inputs.values()))
         with tempfile.TemporaryDirectory() as tmp:
             for name, content in files.items():
                 (Path(tmp) / name).write_bytes(content)

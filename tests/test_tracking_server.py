@@ -1,0 +1,133 @@
+"""The pipeline against a shared MLflow tracking server on PostgreSQL with proxied artifacts, started here on loopback.
+
+Concurrent workers (separate `segbench track` processes, and `dvc queue start -j 2`) log each score bundle once,
+and compare reads the rows back from the server. The services are real (tests/services.py).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from segbench import tracking
+from services import TrackingServer, tracking_server
+from tests_support import command_env, commit_all, new_project, run_command
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrackingServer]:
+    with tracking_server(tmp_path_factory.mktemp("tracking-server")) as running:
+        yield running
+
+
+def _bundle(model: str, dataset: str = "kits23", cases: int = 2000) -> tracking.ScoreBundle:
+    """A score bundle of SIMULATED rows, large enough that logging it takes a while (the race window)."""
+    rows = pd.DataFrame({"model": model, "case_id": [f"case_{i:05d}" for i in range(cases)], "structure": "kidney",
+                         "reference_present": True, "dice": [0.5 + (i % 50) / 100 for i in range(cases)]})
+    buffer = io.StringIO()
+    rows.to_csv(buffer, index=False, lineterminator="\n")
+    record = {
+        "tags": {"segbench.dataset": dataset, "segbench.model": model, "segbench.kind": "simulated", "segbench.dataset_version": "0123abcd"},
+        "params": {"model.command": "simulated rows", "dataset.source": f"data/{dataset}/labels"},
+        "metrics": {"kidney.dice.mean": float(rows["dice"].mean())},
+    }
+    return tracking.ScoreBundle(buffer.getvalue().encode(), record)
+
+
+def _finished(uri: str, dataset: str, **tags: str) -> list:
+    """FINISHED, not deleted runs of the dataset's experiment with the given tag values."""
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(tracking.experiment_name(dataset))
+    runs = client.search_runs([experiment.experiment_id], filter_string=" and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items()))
+    return [r for r in runs if r.info.status == "FINISHED"]
+
+
+def _log(uri: str, bundle: tracking.ScoreBundle, barrier) -> str:
+    os.environ["SEGBENCH_TRACKING_URI"] = uri
+    barrier.wait()
+    return tracking.log_bundle(bundle)
+
+
+def test_workers_released_at_once_log_a_bundle_once_on_the_server(server: TrackingServer) -> None:
+    """Three processes pass a barrier together and log one bundle into a fresh experiment: one run is left, all return it."""
+    bundle = _bundle("sim_barrier", dataset="barrier")
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(3)
+        with ctx.Pool(3) as pool:
+            run_ids = pool.starmap(_log, [(server.uri, bundle, barrier)] * 3)
+    runs = _finished(server.uri, "barrier", **{tracking.FINGERPRINT_TAG: bundle.fingerprint})
+    assert len(runs) == 1, [r.info.run_id for r in runs]
+    assert runs[0].info.run_id in run_ids
+    assert runs[0].info.artifact_uri.startswith("mlflow-artifacts:/"), runs[0].info.artifact_uri
+
+
+def test_three_track_processes_on_one_bundle_leave_one_finished_run(root: Path, tmp_path: Path, server: TrackingServer) -> None:
+    """`segbench track` in 3 processes at once on the same score bundle: exactly one FINISHED run, proxied artifacts."""
+    shutil.copy(root / "params.yaml", tmp_path / "params.yaml")
+    bundle = _bundle("sim_shift_3mm")
+    folder = tmp_path / "scores" / "kits23" / "sim_shift_3mm"
+    folder.mkdir(parents=True)
+    (folder / tracking.PER_CASE_ARTIFACT).write_bytes(bundle.per_case_csv)
+    (folder / "run.json").write_text(json.dumps(bundle.record), encoding="utf-8")
+    env = {**command_env(), "SEGBENCH_TRACKING_URI": server.uri}
+    workers = [subprocess.Popen(["segbench", "track", "--dataset", "kits23", "--model", "sim_shift_3mm"], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(3)]
+    outputs = [w.communicate(timeout=300)[0] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0, 0], "\n".join(outputs)
+    runs = _finished(server.uri, "kits23", **{tracking.FINGERPRINT_TAG: bundle.fingerprint})
+    assert len(runs) == 1, [r.info.run_id for r in runs]
+    assert runs[0].info.artifact_uri.startswith("mlflow-artifacts:/"), runs[0].info.artifact_uri
+    assert not (tmp_path / "mlruns").exists()  # nothing went to an embedded store
+    assert list(server.artifacts.rglob(f"{runs[0].info.run_id}/artifacts/{tracking.PER_CASE_ARTIFACT}"))  # stored by the server
+    os.environ["SEGBENCH_TRACKING_URI"] = server.uri
+    try:
+        back = tracking.read_runs("kits23", {"sim_shift_3mm": bundle.fingerprint})
+    finally:
+        del os.environ["SEGBENCH_TRACKING_URI"]
+    assert len(back.rows) == 2000 and back.run_ids == {"sim_shift_3mm": runs[0].info.run_id}
+
+
+@pytest.mark.slow
+def test_queued_experiments_log_each_pair_once_and_compare_reads_the_server(root: Path, tmp_path: Path, server: TrackingServer) -> None:
+    """Two queued experiments with the same parameters run at once against the server, so their workers log the
+    same score bundles concurrently: each (dataset, model) is one run, and compare's leaderboard of both models
+    comes from the server's rows. (Experiments with other stats settings would be other bundles: the score
+    stage's run record holds bootstrap CIs.)"""
+    models = ["sim_dilate_1mm", "sim_erode_1mm"]
+    small = ["dataset.kits23.cases=[case_00030,case_00110]", f"model=[{','.join(models)}]", "published=[]"]
+    small.append("stats.n_resamples=200")
+    proj = new_project(root, tmp_path / "proj", small)
+    commit_all(proj, "base")
+    for _ in range(2):
+        run_command(["dvc", "exp", "run", "--queue", *(a for s in small for a in ("-S", s))], proj)
+    run_command(["dvc", "queue", "start", "-j", "2"], proj, tracking_uri=server.uri)
+    deadline = time.monotonic() + 1200
+    while time.monotonic() < deadline:
+        status = run_command(["dvc", "queue", "status"], proj)
+        if "Queued" not in status and "Running" not in status:
+            break
+        time.sleep(5)
+    assert "Failed" not in status and "Success" in status, status
+    assert not (proj / "mlruns" / "mlflow.db").exists()  # the queued workers got the server's URI from the environment
+    for model in models:
+        runs = _finished(server.uri, "kits23", **{"segbench.model": model})
+        assert len(runs) == 1, (model, [r.info.run_id for r in runs])
+    boards = _finished(server.uri, "kits23", **{tracking.KIND_TAG: tracking.LEADERBOARD_KIND})
+    assert len(boards) == 1  # same results from the same model runs: one leaderboard
+    client = MlflowClient(server.uri)
+    for board in boards:
+        results = json.loads(Path(client.download_artifacts(board.info.run_id, "kits23.json", str(tmp_path))).read_text())
+        assert sorted(results["models"]) == models
+        assert {t.removeprefix("segbench.run.") for t in board.data.tags if t.startswith("segbench.run.")} == set(models)
