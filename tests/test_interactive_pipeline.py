@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    proj = new_project(root, tmp_path_factory.mktemp("interactive") / "proj", OVERRIDES)
+    proj = new_project(root, tmp_path_factory.mktemp("interactive") / "proj", OVERRIDES, interactive=True)
     commit_all(proj, "base")
     run(["dvc", "repro", PIPELINE], proj)
     return proj

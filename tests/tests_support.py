@@ -50,11 +50,15 @@ def commit_all(repo: Path, message: str) -> None:
     run_command(["git", "-c", "user.name=segbench tests", "-c", "user.email=tests@segbench.invalid", "commit", "-qm", message], repo)
 
 
-def new_project(root: Path, proj: Path, overrides: list[str]) -> Path:
+def new_project(root: Path, proj: Path, overrides: list[str], interactive: bool = False) -> Path:
     """A new DVC project from this repo's pipeline files, data pulled from the shared remote, and a
-    params.yaml composed from conf/ with ``overrides`` exactly as `dvc exp run -S` would."""
+    params.yaml composed from conf/ with ``overrides`` exactly as `dvc exp run -S` would.
+
+    ``interactive``: with the interactive pipeline too (interactive/dvc.yaml). Off by default: a plain
+    `dvc pull` fails on the outputs of a pipeline that never ran, as it would on any stage without a lock.
+    """
     proj.mkdir(parents=True)
-    for name in ("dvc.yaml", "data.dvc", ".gitignore", "interactive/dvc.yaml"):
+    for name in ("dvc.yaml", "data.dvc", ".gitignore", *(["interactive/dvc.yaml", "interactive/.gitignore"] if interactive else [])):
         (proj / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / name, proj / name)
     for name in ("conf", "src"):
