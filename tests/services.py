@@ -111,3 +111,80 @@ def sshd(workdir: Path) -> Iterator[SshServer]:
         host_pub = host_key.with_suffix(".pub").read_text().split()
         yield SshServer("127.0.0.1", port, user, user_key, f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}")
 
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    """A running one-node Slurm cluster: its slurm.conf (give it to clients as ``SLURM_CONF``) and partition."""
+
+    conf: Path
+    partition: str
+
+    def env(self) -> dict[str, str]:
+        """The environment of a Slurm client (sbatch, squeue) talking to this cluster."""
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+
+def _node_idle(conf: Path) -> bool:
+    result = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env={**os.environ, "SLURM_CONF": str(conf)}, capture_output=True, text=True, check=False)
+    return result.returncode == 0 and result.stdout.strip() == "idle"
+
+
+@contextlib.contextmanager
+def slurm_cluster(workdir: Path, cpus: int = 2) -> Iterator[SlurmCluster]:
+    """slurmctld and slurmd (Debian's slurm-wlm) for one node, ``localhost`` with ``cpus`` CPUs, one partition,
+    all state, spool, logs and pid files in ``workdir``, controller and node ports free on loopback.
+
+    This Slurm (22.05) still ships ``auth/none`` and ``cred/none``, so no munge daemon or key is needed on one
+    machine; a real cluster uses ``auth/munge`` with one key on every node (README, "Cluster inference").
+    Jobs run as the current user, processes tracked by ``/proc`` (no cgroups, nothing system-wide).
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    for name in ("state", "spool"):
+        (workdir / name).mkdir(exist_ok=True)
+    user = getpass.getuser()
+    ctld_port, slurmd_port = free_port(), free_port()
+    conf = workdir / "slurm.conf"
+    conf.write_text(
+        "\n".join(
+            [
+                "ClusterName=segbench-test",
+                "SlurmctldHost=localhost(127.0.0.1)",
+                f"SlurmctldPort={ctld_port}",
+                f"SlurmdPort={slurmd_port}",
+                f"SlurmUser={user}",
+                f"SlurmdUser={user}",
+                "AuthType=auth/none",
+                "CredType=cred/none",
+                f"StateSaveLocation={workdir / 'state'}",
+                f"SlurmdSpoolDir={workdir / 'spool'}",
+                f"SlurmctldPidFile={workdir / 'slurmctld.pid'}",
+                f"SlurmdPidFile={workdir / 'slurmd.pid'}",
+                f"SlurmctldLogFile={workdir / 'slurmctld.log'}",
+                f"SlurmdLogFile={workdir / 'slurmd.log'}",
+                f"PlugStackConfig={workdir / 'plugstack.conf'}",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_CPU",
+                "JobAcctGatherType=jobacct_gather/none",
+                "AccountingStorageType=accounting_storage/none",
+                "MpiDefault=none",
+                "ReturnToService=2",
+                "SchedulerType=sched/backfill",
+                "SlurmctldTimeout=30",
+                "SlurmdTimeout=30",
+                "MinJobAge=300",
+                f"NodeName=localhost NodeAddr=127.0.0.1 NodeHostname=localhost CPUs={cpus} State=UNKNOWN",
+                "PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
+            ]
+        )
+        + "\n"
+    )
+    (workdir / "plugstack.conf").write_text("")
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    with (
+        _daemon(["/usr/sbin/slurmctld", "-D", "-i", "-f", str(conf)], workdir / "slurmctld.out", env) as ctld,
+        _daemon(["/usr/sbin/slurmd", "-D", "-N", "localhost", "-f", str(conf)], workdir / "slurmd.out", env) as slurmd,
+    ):
+        wait_until(lambda: ctld.poll() is None and slurmd.poll() is None and _node_idle(conf), "slurm node localhost idle", 60, workdir / "slurmctld.log")
+        yield SlurmCluster(conf, "test")
