@@ -7,7 +7,9 @@ a shard that keeps failing stops the stage with an error naming it, after the ot
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ import yaml
 
 from segbench.config import ConfigError
 from segbench.models.slurm import executor_from_environ, options_from_environ
-from services import SlurmCluster, slurm_cluster
+from services import SlurmCluster, slurm_cluster, wait_until
 from tests_support import command_env, commit_all, new_project
 from tests_support import run_command as run
 
@@ -120,6 +122,24 @@ def test_a_shard_that_keeps_failing_stops_the_stage_and_keeps_the_others(
         "shard-1.attempt-0.log",
     ]
 
+
+def test_interrupting_the_stage_cancels_its_array_job(project: tuple[Path, dict], cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C on the stage while its tasks run: the job leaves the queue (scancel), no task keeps a GPU busy."""
+    proj, _ = project
+    shutil.rmtree(proj / "predictions" / "kits23" / "sim_dilate_1mm", ignore_errors=True)
+    _on_slurm(monkeypatch, cluster, cases_per_task="2")
+    stage = subprocess.Popen(["segbench", "predict", "--dataset", "kits23", "--model", "sim_dilate_1mm"], cwd=proj, env=command_env())
+
+    def queue() -> list[str]:
+        return run(["squeue", "--noheader", "--format=%i %T"], proj).split()
+
+    wait_until(lambda: "RUNNING" in queue(), "a running task", 60)
+    job = queue()[0].split("_")[0]
+    stage.send_signal(signal.SIGINT)
+    assert stage.wait(timeout=60) != 0
+    wait_until(lambda: queue() == [], "the array job gone from the queue", 20)
+    states = re.findall(r"JobState=(\w+)", run(["scontrol", "show", "job", job], proj))
+    assert states and set(states) == {"CANCELLED"}, states
 
 def test_slurm_options_come_from_the_environment_and_bad_ones_are_named() -> None:
     assert executor_from_environ({}) is None and executor_from_environ({"SEGBENCH_EXECUTOR": "local"}) is None
