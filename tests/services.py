@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on now (the OS picks it)."""
+    """A TCP port on 127.0.0.1 that is free now (the service binds it right after)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
