@@ -24,6 +24,7 @@ from segbench.interactive import scores as interactive_scores
 from segbench.interactive.cases import PSEUDO_LABEL
 from segbench.io import write_json_atomic, write_text_atomic
 from segbench.models.runner import predict
+from segbench.models.slurm import executor_from_environ
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def stats_settings(params: Params) -> stats.StatsSettings:
 def run_predict(
     params: Params, dataset_name: str, model_name: str, device: str | None = None, allow_unverified_weights: bool = False
 ) -> None:
-    """Predict stage: run the model adapter on every case of the dataset."""
+    """Predict stage: run the model adapter on every case of the dataset, here or on Slurm (``SEGBENCH_EXECUTOR``)."""
     model = params.model(model_name)
     predict(
         params.dataset(dataset_name),
@@ -80,6 +81,7 @@ def run_predict(
         predictions_dir(dataset_name, model_name),
         device=device or model.device,
         allow_unverified_weights=allow_unverified_weights,
+        executor=executor_from_environ(),
     )
 
 

@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import nibabel as nib
@@ -246,6 +247,42 @@ def _run(argv: list[str], variables: dict[str, str], model: ModelConfig, what: s
         raise ModelRunError(f"model {model.name!r} exited with status {result.returncode} on {what}: {shlex.join(argv)}")
 
 
+def predict_cases(dataset: DatasetConfig, model: ModelConfig, cases: list[str], staging: Path, out_dir: Path, *, device: str, weights_dir: Path | None) -> None:
+    """Run the model's command on ``cases`` with its inputs and native outputs under the empty folder ``staging``,
+    then bring each native output into ``out_dir/<case>.nii.gz`` (a case the model wrote nothing for gets no file)."""
+    cases_file = staging / "cases.txt"
+    cases_file.write_text("\n".join(cases) + "\n", encoding="utf-8")
+    input_dir = stage_inputs(model, dataset, cases, staging).resolve()
+    output_dir = (staging / "out").resolve()
+    output_dir.mkdir()
+    substitutions = {
+        "python": sys.executable,
+        "input_dir": str(input_dir),
+        "output_dir": str(output_dir),
+        "cases_file": str(cases_file.resolve()),
+        "device": device,
+        "device_gpu": device.replace("cuda", "gpu"),  # TotalSegmentator's spelling: gpu, gpu:N, cpu
+        "weights_dir": str((weights_dir or default_weights_dir(model)).resolve()),
+        "adapters_dir": str(ADAPTERS_DIR),
+    }
+    if model.invocation == "case":
+        for case_id in cases:
+            _run(*model_command(model, {**substitutions, "case": case_id}), model, f"case {case_id}")
+    else:
+        _run(*model_command(model, substitutions), model, f"{len(cases)} case(s)")
+    for case_id in cases:
+        try:
+            native = find_output(model.output, case_id, input_dir, output_dir, model.name)
+        except ValueError as exc:
+            raise ModelRunError(str(exc)) from exc
+        if native is not None:
+            postprocess(case_id, native, out_dir / f"{case_id}.nii.gz", model, dataset)
+
+
+#: runs the cases still to predict: (dataset, model, cases, empty staging folder, predictions folder, device=, weights_dir=)
+Executor = Callable[..., None]
+
+
 def predict(
     dataset: DatasetConfig,
     model: ModelConfig,
@@ -254,11 +291,14 @@ def predict(
     device: str = "cpu",
     weights_dir: Path | None = None,
     allow_unverified_weights: bool = False,
+    executor: Executor | None = None,
 ) -> dict:
     """Run ``model`` on every case of ``dataset`` not yet predicted; returns the manifest it writes.
 
-    Refuses to run a real model whose weights are not verified against their pin unless
-    ``allow_unverified_weights``; the manifest's ``weights.status`` records what was used.
+    ``executor`` runs the cases still to predict: :func:`predict_cases` here and now by default; a cluster executor
+    (:mod:`segbench.models.slurm`) must leave the same files in ``out_dir``. Refuses to run a real model whose
+    weights are not verified against their pin unless ``allow_unverified_weights``; the manifest's
+    ``weights.status`` records what was used.
     """
     if not model.is_simulated and model.modality != dataset.modality:
         raise ModelRunError(f"model {model.name!r} segments {model.modality} images; dataset {dataset.name!r} is {dataset.modality}")
@@ -275,33 +315,7 @@ def predict(
     if todo:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        cases_file = staging / "cases.txt"
-        cases_file.write_text("\n".join(todo) + "\n", encoding="utf-8")
-        input_dir = stage_inputs(model, dataset, todo, staging).resolve()
-        output_dir = (staging / "out").resolve()
-        output_dir.mkdir()
-        substitutions = {
-            "python": sys.executable,
-            "input_dir": str(input_dir),
-            "output_dir": str(output_dir),
-            "cases_file": str(cases_file.resolve()),
-            "device": device,
-            "device_gpu": device.replace("cuda", "gpu"),  # TotalSegmentator's spelling: gpu, gpu:N, cpu
-            "weights_dir": str((weights_dir or default_weights_dir(model)).resolve()),
-            "adapters_dir": str(ADAPTERS_DIR),
-        }
-        if model.invocation == "case":
-            for case_id in todo:
-                _run(*model_command(model, {**substitutions, "case": case_id}), model, f"case {case_id}")
-        else:
-            _run(*model_command(model, substitutions), model, f"{len(todo)} case(s)")
-        for case_id in todo:
-            try:
-                native = find_output(model.output, case_id, input_dir, output_dir, model.name)
-            except ValueError as exc:
-                raise ModelRunError(str(exc)) from exc
-            if native is not None:
-                postprocess(case_id, native, out_dir / f"{case_id}.nii.gz", model, dataset)
+        (executor or predict_cases)(dataset, model, todo, staging, out_dir, device=device, weights_dir=weights_dir)
         shutil.rmtree(staging, ignore_errors=True)
     missing = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
     if missing:

@@ -1,0 +1,154 @@
+"""Cluster inference: the predict stage's cases as a Slurm array job on a real one-node cluster (slurmctld + slurmd).
+
+The simulated models run through Slurm write the same bytes as locally; a shard whose task fails is resubmitted;
+a shard that keeps failing stops the stage with an error naming it, after the other shards' predictions are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from segbench.config import ConfigError
+from segbench.models.slurm import executor_from_environ, options_from_environ
+from services import SlurmCluster, slurm_cluster, wait_until
+from tests_support import command_env, commit_all, new_project
+from tests_support import run_command as run
+
+CASES = ["case_00030", "case_00110", "case_00210", "case_00425"]
+MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
+OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=200", "published=[]"]
+PREDICT = [f"predict@kits23-{model}" for model in MODELS]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, str]]]:
+    """A project whose predict stages ran locally, with the sha256 of every file each wrote."""
+    proj = new_project(root, tmp_path_factory.mktemp("slurm-predict") / "proj", OVERRIDES)
+    commit_all(proj, "base")
+    run(["dvc", "repro", *PREDICT], proj)
+    return proj, {model: _digests(proj, model) for model in MODELS}
+
+
+def _digests(project: Path, model: str) -> dict[str, str]:
+    """sha256 of every file in the model's predictions folder (the run stamp and manifest included)."""
+    folder = project / "predictions" / "kits23" / model
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.iterdir()) if path.is_file()}
+
+
+def _on_slurm(monkeypatch: pytest.MonkeyPatch, cluster: SlurmCluster, **options: str) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+    monkeypatch.setenv("SEGBENCH_EXECUTOR", "slurm")
+    monkeypatch.setenv("SEGBENCH_SLURM_PARTITION", cluster.partition)
+    monkeypatch.setenv("SEGBENCH_SLURM_CPUS_PER_TASK", "1")
+    for name, value in options.items():
+        monkeypatch.setenv(f"SEGBENCH_SLURM_{name.upper()}", value)
+
+
+def _wrapped(project: Path, model: str, script: str, first_argument: str) -> Path:
+    """A params file whose ``model`` runs its own command through ``sh -c script first_argument command...``."""
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["model"][model]["command"] = ["sh", "-c", script, first_argument, *params["model"][model]["command"]]
+    path = project / f"params-{model}-wrapped.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return path
+
+
+def test_predict_stage_on_slurm_writes_the_local_bytes(project: tuple[Path, dict], cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dvc repro` of the predict stages with SEGBENCH_EXECUTOR=slurm, shards of 3 and 1 cases: every file (predictions,
+    manifest, run stamp) has the local run's sha256, and dvc.lock is rewritten byte for byte."""
+    proj, local = project
+    lock = (proj / "dvc.lock").read_bytes()
+    shutil.rmtree(proj / "predictions")
+    _on_slurm(monkeypatch, cluster, cases_per_task="3")
+    out = run(["dvc", "repro", "--force", "--no-run-cache", *PREDICT], proj)
+    assert out.count(": 2 shard(s): sbatch") == len(MODELS), out
+    assert {model: _digests(proj, model) for model in MODELS} == local
+    assert len(local["sim_dilate_1mm"]) == len(CASES) + 2  # the cases, manifest.json and .inputs.json
+    assert (proj / "dvc.lock").read_bytes() == lock
+    assert not (proj / "predictions" / "kits23" / ".sim_dilate_1mm.staging").exists()
+
+
+def test_a_shard_that_fails_once_is_resubmitted_and_the_bytes_stay_the_same(
+    project: tuple[Path, dict], cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first task to start exits 3 (the model's command fails once); its shard alone is resubmitted and succeeds."""
+    proj, local = project
+    marker = tmp_path / "failed-once"
+    params = _wrapped(proj, "sim_dilate_1mm", 'if mkdir "$0" 2>/dev/null; then exit 3; fi; exec "$@"', str(marker))
+    _on_slurm(monkeypatch, cluster, cases_per_task="2", retries="1")
+    out = run(["segbench", "--params", str(params), "predict", "--dataset", "kits23", "--model", "sim_dilate_1mm"], proj)
+    assert marker.is_dir(), "the injected failure never ran"
+    assert "1 of 2 shard(s) done on attempt 0" in out and "1 of 1 shard(s) done on attempt 1" in out, out
+    rerun = _digests(proj, "sim_dilate_1mm")
+    assert rerun.pop(".inputs.json") != local["sim_dilate_1mm"][".inputs.json"]  # another command: another run stamp
+    assert rerun == {name: digest for name, digest in local["sim_dilate_1mm"].items() if name != ".inputs.json"}
+
+
+def test_a_shard_that_keeps_failing_stops_the_stage_and_keeps_the_others(
+    project: tuple[Path, dict], cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shard holding case_00110 fails on every attempt: after 1 + 1 tries the stage exits 1 naming the shard,
+    its cases and logs; the other shard's predictions are in place (a rerun resumes from them)."""
+    proj, local = project
+    params = _wrapped(proj, "sim_missed_lesion", 'if grep -q case_00110 "$0"; then exit 3; fi; exec "$@"', "{cases_file}")
+    _on_slurm(monkeypatch, cluster, cases_per_task="2", retries="1")
+    args = ["segbench", "--params", str(params), "predict", "--dataset", "kits23", "--model", "sim_missed_lesion"]
+    result = subprocess.run(args, cwd=proj, env=command_env(), capture_output=True, text=True, check=False)
+    assert result.returncode == 1, result.stderr
+    assert "shard(s) [0] failed 2 time(s) on Slurm (cases case_00030, case_00110)" in result.stderr, result.stderr
+    folder = proj / "predictions" / "kits23" / "sim_missed_lesion"
+    assert sorted(p.name for p in folder.glob("*.nii.gz")) == ["case_00210.nii.gz", "case_00425.nii.gz"]
+    assert all(_digests(proj, "sim_missed_lesion")[name] == local["sim_missed_lesion"][name] for name in ("case_00210.nii.gz", "case_00425.nii.gz"))
+    assert sorted(p.name for p in (folder.parent / ".sim_missed_lesion.staging" / "logs").iterdir()) == [
+        "shard-0.attempt-0.log",
+        "shard-0.attempt-1.log",
+        "shard-1.attempt-0.log",
+    ]
+
+
+def test_interrupting_the_stage_cancels_its_array_job(project: tuple[Path, dict], cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C on the stage while its tasks run: the job leaves the queue (scancel), no task keeps a GPU busy."""
+    proj, _ = project
+    shutil.rmtree(proj / "predictions" / "kits23" / "sim_dilate_1mm", ignore_errors=True)
+    _on_slurm(monkeypatch, cluster, cases_per_task="2")
+    stage = subprocess.Popen(["segbench", "predict", "--dataset", "kits23", "--model", "sim_dilate_1mm"], cwd=proj, env=command_env())
+
+    def queue() -> list[str]:
+        return run(["squeue", "--noheader", "--format=%i %T"], proj).split()
+
+    wait_until(lambda: "RUNNING" in queue(), "a running task", 60)
+    job = queue()[0].split("_")[0]
+    stage.send_signal(signal.SIGINT)
+    assert stage.wait(timeout=60) != 0
+    wait_until(lambda: queue() == [], "the array job gone from the queue", 20)
+    states = re.findall(r"JobState=(\w+)", run(["scontrol", "show", "job", job], proj))
+    assert states and set(states) == {"CANCELLED"}, states
+
+def test_slurm_options_come_from_the_environment_and_bad_ones_are_named() -> None:
+    assert executor_from_environ({}) is None and executor_from_environ({"SEGBENCH_EXECUTOR": "local"}) is None
+    options = options_from_environ({"SEGBENCH_SLURM_GRES": "gpu:1", "SEGBENCH_SLURM_TIME": "2:00:00", "SEGBENCH_SLURM_ARGS": "--account=lab --mem=32G"})
+    assert options.sbatch_args() == ["--time=2:00:00", "--gres=gpu:1", "--account=lab", "--mem=32G"]
+    assert (options.cases_per_task, options.retries) == (20, 2)
+    with pytest.raises(ConfigError, match="SEGBENCH_EXECUTOR='sge'"):
+        executor_from_environ({"SEGBENCH_EXECUTOR": "sge"})
+    with pytest.raises(ConfigError, match="SEGBENCH_SLURM_CASES_PER_TASK='0'"):
+        executor_from_environ({"SEGBENCH_EXECUTOR": "slurm", "SEGBENCH_SLURM_CASES_PER_TASK": "0"})
+    with pytest.raises(ConfigError, match="SEGBENCH_SLURM_RETRIES='two'"):
+        options_from_environ({"SEGBENCH_SLURM_RETRIES": "two"})
