@@ -1,7 +1,7 @@
 """Benchmark of the statistics engine; prints ratios against baselines measured in the same run.
 
 1. Touchstone (19 models x 9 organs x dice, nsd; B = 10,000; subgroups gender, manufacturer, age band):
-   the complete SPEC §4 analysis versus only the significance map done the plain way (a per-pair
+   the complete analysis (docs/methodology.md#5-statistics-protocol) versus only the significance map done the plain way (a per-pair
    loop of scipy.stats.wilcoxon plus Holm over the same cells). Target: ratio <= 1.
 2. A simulated JHH-scale dataset (5,160 cases x 20 models x 9 organs x dice, nsd), run in a child
    process so that its peak resident memory is its own. Targets: < 60 s, < 2 GB.

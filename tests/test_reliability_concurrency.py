@@ -5,14 +5,13 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
 
 from segbench import tracking
 from test_tracking import _bundle
-from tests_support import commit_all, new_project, run_command
+from tests_support import commit_all, new_project, run_command, run_queue
 
 
 def _log(uri: str, model: str, barrier) -> str:
@@ -42,13 +41,7 @@ def test_queued_experiments_log_each_run_once_to_the_project_store(root: Path, t
     commit_all(proj, "base")
     for model in ("sim_erode_1mm", "sim_shift_3mm"):  # Hydra recomposes params.yaml from conf/ with these overrides
         run_command(["dvc", "exp", "run", "--queue", "-S", f"model=[{model}]", *small], proj)
-    run_command(["dvc", "queue", "start", "-j", "2"], proj)
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        status = run_command(["dvc", "queue", "status"], proj)
-        if "Queued" not in status and "Running" not in status:
-            break
-        time.sleep(5)
+    status = run_queue(proj, 2, 900)
     assert "Failed" not in status, status
     with sqlite3.connect(proj / "mlruns" / "mlflow.db") as db:
         runs = db.execute("SELECT name, status FROM runs ORDER BY name").fetchall()

@@ -12,7 +12,6 @@ import multiprocessing as mp
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from mlflow.tracking import MlflowClient
 
 from segbench import tracking
 from services import TrackingServer, tracking_server
-from tests_support import command_env, commit_all, new_project, run_command
+from tests_support import command_env, commit_all, new_project, run_command, run_queue
 
 
 @pytest.fixture(scope="module")
@@ -112,13 +111,7 @@ def test_queued_experiments_log_each_pair_once_and_compare_reads_the_server(root
     commit_all(proj, "base")
     for _ in range(2):
         run_command(["dvc", "exp", "run", "--queue", *(a for s in small for a in ("-S", s))], proj)
-    run_command(["dvc", "queue", "start", "-j", "2"], proj, tracking_uri=server.uri)
-    deadline = time.monotonic() + 1200
-    while time.monotonic() < deadline:
-        status = run_command(["dvc", "queue", "status"], proj)
-        if "Queued" not in status and "Running" not in status:
-            break
-        time.sleep(5)
+    status = run_queue(proj, 2, 1200, tracking_uri=server.uri)
     assert "Failed" not in status and "Success" in status, status
     assert not (proj / "mlruns" / "mlflow.db").exists()  # the queued workers got the server's URI from the environment
     for model in models:

@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +43,17 @@ def run_command(args: list[str], cwd: Path, tracking_uri: str | None = None) -> 
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
+
+
+def run_queue(project: Path, jobs: int, timeout: float, tracking_uri: str | None = None) -> str:
+    """`dvc queue start -j jobs`, then wait until nothing is queued or running; returns `dvc queue status`."""
+    run_command(["dvc", "queue", "start", "-j", str(jobs)], project, tracking_uri=tracking_uri)
+    deadline = time.monotonic() + timeout
+    while True:
+        status = run_command(["dvc", "queue", "status"], project)
+        if ("Queued" not in status and "Running" not in status) or time.monotonic() > deadline:
+            return status
+        time.sleep(5)
 
 
 def commit_all(repo: Path, message: str) -> None:
