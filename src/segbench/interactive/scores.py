@@ -53,13 +53,12 @@ def check_table(table: pd.DataFrame, where: str) -> pd.DataFrame:
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ValueError(f"{where}: case {names.iloc[row]!r}, column {column!r}: {table[column].iloc[row]!r} is not a finite number")
-        upper = 4.0 if column.endswith("_AUC") else 1.0  # the AUC spans 4 unit steps
-        if column != "TotalRunningTime" and ((values < 0) | (values > upper)).any():
-            row = int(np.flatnonzero(((values < 0) | (values > upper)).to_numpy())[0])
+        # a score lies in 0..1, an AUC over the 4 unit steps in 0..4, a running time in 0..inf
+        upper = np.inf if column == "TotalRunningTime" else 4.0 if column.endswith("_AUC") else 1.0
+        outside = ((values < 0) | (values > upper)).to_numpy()
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
             raise ValueError(f"{where}: case {names.iloc[row]!r}, column {column!r}: {values.iloc[row]} outside 0..{upper:g}")
-        if column == "TotalRunningTime" and (values < 0).any():
-            row = int(np.flatnonzero((values < 0).to_numpy())[0])
-            raise ValueError(f"{where}: case {names.iloc[row]!r}: negative TotalRunningTime {values.iloc[row]}")
         table = table.assign(**{column: values.astype(float)})
     return table
 
@@ -104,11 +103,9 @@ def step_curves(rows: pd.DataFrame) -> dict[str, list[float]]:
     return {name: [float(block[f"{name}_{i}"].mean()) for i in range(1, STEPS + 1)] for name in ("DSC", "NSD")}
 
 
-def interactive_rows(table: pd.DataFrame, records_dir: Path | None, model: str, where: str) -> pd.DataFrame:
-    """All rows of one interactive run: the per-case rows and, with the harness's records, the per-class rows."""
+def interactive_rows(table: pd.DataFrame, records_dir: Path, model: str, where: str) -> pd.DataFrame:
+    """All rows of one interactive run: the per-case rows, and the per-class rows from the harness's records."""
     rows = case_rows(table, model, "interactive", where)
-    if records_dir is None:
-        return rows
     per_class = class_rows(records_dir, rows)
     per_class.insert(0, "model", model)
     per_class.insert(1, "kind", "interactive")
