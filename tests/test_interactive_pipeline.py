@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from browser import Browser, find_chromium
 from segbench.interactive import scores
-from tests_support import commit_all, new_project
+from tests_support import commit_all, lock_outs, new_project
 from tests_support import run_command as run
 
 OVERRIDES = ["model@interactive_model=[region_growing]", "stats.n_resamples=200", "published=[]"]
@@ -32,12 +31,6 @@ def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     commit_all(proj, "base")
     run(["dvc", "repro", PIPELINE], proj)
     return proj
-
-
-def lock_outs(project: Path) -> dict[str, str]:
-    """path -> md5 of every output in interactive/dvc.lock."""
-    lock = yaml.safe_load((project / "interactive" / "dvc.lock").read_text())
-    return {o["path"]: o["md5"] for stage in lock["stages"].values() for o in stage.get("outs", [])}
 
 
 def test_results_carry_per_step_scores_per_case_and_per_organ(project: Path) -> None:
@@ -94,9 +87,9 @@ def test_site_draws_the_interaction_curves(project: Path, tmp_path: Path) -> Non
 def test_second_repro_reruns_nothing_and_predictions_reproduce(project: Path) -> None:
     out = run(["dvc", "repro", PIPELINE], project)
     assert "Running stage" not in out
-    before = lock_outs(project)
+    before = lock_outs(project / "interactive" / "dvc.lock")
     run(["dvc", "repro", "-f", "-s", f"{PIPELINE}:interact@totalseg_example-region_growing"], project)
-    after = lock_outs(project)
+    after = lock_outs(project / "interactive" / "dvc.lock")
     predictions = "interactive/predictions/totalseg_example/region_growing"
     assert after[predictions] == before[predictions]  # segmentations, prompts and per-step scores: byte for byte
     assert before["interactive/cases/totalseg_example"] == after["interactive/cases/totalseg_example"]

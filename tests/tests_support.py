@@ -87,6 +87,12 @@ def new_project(root: Path, proj: Path, overrides: list[str], interactive: bool 
     return proj
 
 
+def lock_outs(lock_file: Path) -> dict[str, str]:
+    """path -> md5 of every output recorded in a dvc.lock."""
+    lock = yaml.safe_load(lock_file.read_text(encoding="utf-8"))
+    return {o["path"]: o["md5"] for stage in lock["stages"].values() for o in stage.get("outs", [])}
+
+
 def tumour_crop(labels_dir: Path, case: str, margin: int = 6) -> nib.Nifti1Image:
     """A real label map cropped around its tumour (keeps reference libraries fast), affine shifted to match."""
     img = nib.load(labels_dir / f"{case}.nii.gz")

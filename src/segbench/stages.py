@@ -21,10 +21,10 @@ from segbench import published, scoring, stats, tracking
 from segbench.config import DatasetConfig, ModelConfig, Params, PublishedConfig
 from segbench.datasets import case_ids, data_version, load_metadata, reference_path
 from segbench.interactive import scores as interactive_scores
-from segbench.interactive.cases import PSEUDO_LABEL
+from segbench.interactive.cases import REFERENCE_LABELS
 from segbench.io import write_json_atomic, write_text_atomic
 from segbench.models.runner import predict
-from segbench.models.slurm import executor_from_environ
+from segbench.models.slurm import executor_from_environ, shard_runner_from_environ
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,7 @@ def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[
             for m in params.interactive_models.values()
         }
         block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
-                 "interactive": True, "reference": PSEUDO_LABEL if source.reference == "pseudo" else "manual", "reference_note": source.note,
+                 "interactive": True, "reference": REFERENCE_LABELS[source.reference], "reference_note": source.note,
                  "seconds_per_class": source.seconds_per_class}
         return block, entries, interactive_scores.METRICS, ()
     dataset = params.dataset(name)
@@ -411,7 +411,8 @@ def run_cases(params: Params, dataset_name: str) -> None:
 
 
 def run_interact(params: Params, dataset_name: str, model_name: str, device: str | None = None, allow_unverified_weights: bool = False) -> None:
-    """Interact stage: the box step and 5 clicks per case (docs/interactive.md), then the run's score bundle.
+    """Interact stage: the box step and 5 clicks per case (docs/interactive.md), here or on Slurm (``SEGBENCH_EXECUTOR``),
+    then the run's score bundle.
 
     ``interactive/predictions/<dataset>/<model>/`` gets what reruns reproduce (predictions, prompt and
     score records); ``interactive/scores/<dataset>/<model>/`` the per-case rows with the measured
@@ -424,14 +425,14 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
     bundle = scores_dir(dataset_name, model_name, INTERACTIVE_ROOT)
     table_file = bundle / "metrics.csv"
     table = interact(cases_dir(dataset_name), model, predictions, reference=source.reference, seconds_per_class=source.seconds_per_class,
-                     device=device, allow_unverified_weights=allow_unverified_weights, table_file=table_file)
+                     device=device, allow_unverified_weights=allow_unverified_weights, table_file=table_file, shard_runner=shard_runner_from_environ())
     rows = interactive_scores.interactive_rows(table, predictions / "records", model.name, where=str(table_file))
     metrics = _summary_metrics(rows, interactive_scores.METRICS, stats_settings(params))[model.name]
     metrics.update({f"n_{k}": v for k, v in interactive_scores.summary(rows).items() if k != "n_cases"})
     weights = model.weights or {}
     record = {
         "tags": _version_tags(dataset_name, model.name, model.kind, weights_version=str(weights.get("md5", "none")), model_version=model.version,
-                              reference=PSEUDO_LABEL if source.reference == "pseudo" else "manual", protocol="cvpr25_box_then_5_clicks"),
+                              reference=REFERENCE_LABELS[source.reference], protocol="cvpr25_box_then_5_clicks"),
         "params": {
             "dataset.source": cases_dir(dataset_name).as_posix(),
             "model.title": model.title,

@@ -29,6 +29,8 @@ MANIFEST = "cases.json"
 REFERENCE_KINDS = ("manual", "pseudo")
 #: how a pseudo-reference is named in every table, record and log line
 PSEUDO_LABEL = "PSEUDO-REFERENCE"
+#: a reference kind as every table, record, run and page names it
+REFERENCE_LABELS = {"manual": "manual", "pseudo": PSEUDO_LABEL}
 
 
 class CaseError(ValueError):

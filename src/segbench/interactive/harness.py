@@ -10,13 +10,16 @@ per-class scores of every step: enough to replay and audit a run) and ``run.json
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import pickle
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from segbench.config import ModelConfig
 from segbench.interactive import protocol
 from segbench.interactive.cases import (
     PSEUDO_LABEL,
+    REFERENCE_LABELS,
     Case,
     class_names,
     list_cases,
@@ -59,7 +63,6 @@ COLUMNS: tuple[str, ...] = (
 )
 #: segbench's columns after the challenge's: the time-limit flag, the steps without a usable output, the reference's kind
 EXTRA_COLUMNS: tuple[str, ...] = ("over_time", "failed_steps", "reference")
-REFERENCE_LABELS = {"manual": "manual", "pseudo": PSEUDO_LABEL}
 
 
 def _call(argv: list[str], variables: dict[str, str], timeout: float) -> tuple[float, int | None]:
@@ -175,41 +178,30 @@ def _clear_outputs(out_dir: Path) -> None:
         (out_dir / name).unlink(missing_ok=True)
 
 
-def interact(
-    cases_dir: Path,
-    model: ModelConfig,
-    out_dir: Path,
-    *,
-    reference: str | None = None,
-    seconds_per_class: float = protocol.SECONDS_PER_CLASS,
-    device: str | None = None,
-    allow_unverified_weights: bool = False,
-    table_file: Path | None = None,
-) -> pd.DataFrame:
-    """Run ``model`` on every case of ``cases_dir``; write and return the per-case table.
+#: runs a stage's cases in shards and hands each finished shard's folder to ``assemble``:
+#: (task, cases, empty staging folder, name=, assemble=); :func:`segbench.models.slurm.run_shards` with its options bound
+ShardRunner = Callable[..., None]
+ROWS_FILE = "rows.pickle"
 
-    ``out_dir`` gets what a rerun on the same machine reproduces byte for byte (the predictions, the
-    records of prompts and scores, run.json); the table, which holds the measured running times, goes
-    to ``table_file`` (default ``out_dir/metrics.csv``).
-    """
-    if not model.is_interactive:
-        raise ModelRunError(f"model {model.name!r} is of kind {model.kind!r}; segbench interact runs kind 'interactive'")
-    weights = weights_status(model)
-    if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
-        raise ModelRunError(f"model {model.name!r}: weights are {weights['status']}; pin them or pass --allow-unverified-weights")
-    kind = reference_kind(cases_dir, reference)
-    sources = list_cases(cases_dir)
-    if kind == "pseudo":
-        log.warning("%s: the reference is a %s (a model's output, not a manual annotation); every score below is against it", cases_dir, PSEUDO_LABEL)
-    out_dir = Path(out_dir)
-    _clear_outputs(out_dir)
-    staging = (out_dir / ".staging").resolve()
-    device = device or model.device
-    rows, measured = [], {}
-    for case_id, image_file, gts_file in sources:
+
+def _run_here(task: Callable[[list[str], Path], None], cases: list[str], staging: Path, *, name: str, assemble: Callable[[list[str], Path], None]) -> None:
+    """The local shard runner: every case in one shard, in this process."""
+    folder = staging / "local"
+    folder.mkdir(parents=True)
+    task(cases, folder)
+    assemble(cases, folder)
+
+
+def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_class: float, device: str, case_ids: list[str], folder: Path) -> None:
+    """Run ``case_ids`` of ``cases_dir``, one after the other; ``folder`` gets each case's ``segs/`` and ``records/``
+    file and the cases' table rows (``rows.pickle``). A shard task: locally and on Slurm the same code runs."""
+    sources = {case_id: (image_file, gts_file) for case_id, image_file, gts_file in list_cases(cases_dir)}
+    rows = []
+    for case_id in case_ids:
+        image_file, gts_file = sources[case_id]
         case = load_case(case_id, image_file, gts_file)
         limit_s = protocol.time_limit(case.n_classes, seconds_per_class)
-        workdir = staging / case_id
+        workdir = folder / "work" / case_id
         substitutions = {
             "python": sys.executable,
             "input_dir": str(workdir / "inputs"),
@@ -226,15 +218,15 @@ def interact(
         (workdir / "inputs").mkdir(parents=True, exist_ok=True)
         (workdir / "inputs" / "cases.txt").write_text(case_id + "\n", encoding="utf-8")
         record, predictions, called = run_case(case, model_command(model, substitutions), workdir, limit_s)
-        row, measured[case_id] = _row(case, record, limit_s, kind)
+        row, measured = _row(case, record, limit_s, kind)
         if row["over_time"]:
             log.warning("case %s: model calls took %.1f s > %.0f s (%s classes x %.0f s): scored 0", case_id, row["TotalRunningTime"], limit_s,
                         case.n_classes, seconds_per_class)
         log.info("case %s: DSC %s, DSC_AUC %.3f, NSD_AUC %.3f vs %s", case_id, " ".join(f"{s['dsc']:.3f}" for s in record["steps"]),
                  row["DSC_AUC"], row["NSD_AUC"], REFERENCE_LABELS[kind])
-        save_npz_atomic(out_dir / "segs" / f"{case_id}.npz", segs=predictions[-1] if predictions else np.zeros_like(case.gts),
+        save_npz_atomic(folder / "segs" / f"{case_id}.npz", segs=predictions[-1] if predictions else np.zeros_like(case.gts),
                         all_segs=np.stack(predictions) if predictions else np.zeros((0, *case.gts.shape), np.uint8), steps=np.array(called))
-        write_json_atomic(out_dir / "records" / f"{case_id}.json", {
+        write_json_atomic(folder / "records" / f"{case_id}.json", {
             "case_id": case_id,
             "case_file": str(image_file),
             "reference": REFERENCE_LABELS[kind],
@@ -243,15 +235,61 @@ def interact(
             "boxes": case.boxes,
             "time_limit_s": limit_s,
             "over_time": row["over_time"],
-            "measured_before_time_limit": measured[case_id],
+            "measured_before_time_limit": measured,
             "steps": [{k: v for k, v in s.items() if k != "running_time_s"} for s in record["steps"]],  # times: the table's
             "clicks": record["clicks"],
             "clicks_order": record["clicks_order"],
         })
         rows.append(row)
         shutil.rmtree(workdir, ignore_errors=True)
+    (folder / ROWS_FILE).write_bytes(pickle.dumps(rows))
+
+
+def interact(
+    cases_dir: Path,
+    model: ModelConfig,
+    out_dir: Path,
+    *,
+    reference: str | None = None,
+    seconds_per_class: float = protocol.SECONDS_PER_CLASS,
+    device: str | None = None,
+    allow_unverified_weights: bool = False,
+    table_file: Path | None = None,
+    shard_runner: ShardRunner | None = None,
+) -> pd.DataFrame:
+    """Run ``model`` on every case of ``cases_dir``; write and return the per-case table.
+
+    ``out_dir`` gets what a rerun on the same machine reproduces byte for byte (the predictions, the
+    records of prompts and scores, run.json); the table, which holds the measured running times, goes
+    to ``table_file`` (default ``out_dir/metrics.csv``). ``shard_runner`` runs the cases in shards
+    (Slurm: :func:`segbench.models.slurm.run_shards`); by default all of them here, one after the other.
+    """
+    if not model.is_interactive:
+        raise ModelRunError(f"model {model.name!r} is of kind {model.kind!r}; segbench interact runs kind 'interactive'")
+    weights = weights_status(model)
+    if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
+        raise ModelRunError(f"model {model.name!r}: weights are {weights['status']}; pin them or pass --allow-unverified-weights")
+    kind = reference_kind(cases_dir, reference)
+    sources = list_cases(cases_dir)
+    if kind == "pseudo":
+        log.warning("%s: the reference is a %s (a model's output, not a manual annotation); every score below is against it", cases_dir, PSEUDO_LABEL)
+    out_dir = Path(out_dir)
+    _clear_outputs(out_dir)
+    staging = (out_dir / ".staging").resolve()
+    staging.mkdir(parents=True)
+    rows_by_case: dict[str, dict[str, Any]] = {}
+
+    def assemble(shard: list[str], folder: Path) -> None:
+        for name in ("segs", "records"):
+            (out_dir / name).mkdir(exist_ok=True)
+            for path in sorted((folder / name).iterdir()):
+                os.replace(path, out_dir / name / path.name)
+        rows_by_case.update(zip(shard, pickle.loads((folder / ROWS_FILE).read_bytes()), strict=True))
+
+    task = functools.partial(interact_cases, cases_dir, model, kind, seconds_per_class, device or model.device)
+    (shard_runner or _run_here)(task, [c for c, _, _ in sources], staging, name=f"segbench-interact-{cases_dir.name}-{model.name}", assemble=assemble)
     shutil.rmtree(staging, ignore_errors=True)
-    table = pd.DataFrame(rows, columns=[*COLUMNS, *EXTRA_COLUMNS])
+    table = pd.DataFrame([rows_by_case[c] for c, _, _ in sources], columns=[*COLUMNS, *EXTRA_COLUMNS])
     write_text_atomic(Path(table_file) if table_file else out_dir / "metrics.csv", table.to_csv(index=False, lineterminator="\n"))
     write_json_atomic(out_dir / "run.json", {
         "model": model.name,

@@ -1,10 +1,13 @@
-"""Cluster inference through Slurm: the predict stage's cases in shards, one ``sbatch --array`` task per shard.
+"""Cluster inference through Slurm: a stage's cases in shards, one ``sbatch --array`` task per shard.
 
-No scheduler of our own: Slurm queues, places and runs the tasks. This module cuts the cases into shards,
-submits one array job and waits until it left the queue (polling ``squeue``), resubmits the shards that failed (a bounded number
-of times), then moves each shard's predictions into the predictions folder. A task runs
-:func:`segbench.models.runner.predict_cases`, the local path's own code, on its shard: same adapter command,
-same post-processing, so the files are byte for byte the ones a local run writes.
+No scheduler of our own: Slurm queues, places and runs the tasks. :func:`run_shards` cuts the cases into shards,
+submits one array job and waits until it left the queue (polling ``squeue``), resubmits the shards that failed (a
+bounded number of times), then hands each finished shard's folder to the caller's ``assemble``. Two stages use it:
+
+- predict (:func:`predict_on_slurm`): a task runs :func:`segbench.models.runner.predict_cases`, the local path's own
+  code, on its shard: same adapter command, same post-processing, so the files are byte for byte a local run's;
+- interact (:func:`segbench.interactive.harness.interact`): a task runs the harness's box and click steps on its
+  shard's cases, the very function a local run calls.
 
 Chosen by the environment, never by params.yaml (where a model runs changes no output, so no DVC stage):
 
@@ -30,7 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +45,7 @@ log = logging.getLogger(__name__)
 JOB_FILE = "job.pickle"
 #: seconds between two looks at the queue while the array job runs
 POLL_SECONDS = 5
-#: written into a shard's folder by its task once every case of the shard is predicted
+#: written into a shard's folder by its task once every case of the shard is done
 DONE = "done"
 
 
@@ -64,15 +67,19 @@ class SlurmOptions:
         return [f"{flag}={value}" for flag, value in named.items() if value is not None] + list(self.extra_args)
 
 
+#: runs one shard: (its cases, an empty folder for everything it writes); must pickle (a module-level function or a
+#: functools.partial of one), since each array task unpickles it
+ShardTask = Callable[[list[str], Path], None]
+#: brings a finished shard's outputs into place: (its cases, its folder)
+Assemble = Callable[[list[str], Path], None]
+
+
 @dataclass(frozen=True)
 class ShardJob:
-    """What every array task of one predict needs, pickled into the staging folder."""
+    """What every array task of one submission needs, pickled into the staging folder."""
 
-    dataset: DatasetConfig
-    model: ModelConfig
+    task: ShardTask
     shards: list[list[str]]
-    device: str
-    weights_dir: Path | None
 
 
 def _int_option(environ: Mapping[str, str], name: str, minimum: int) -> int | None:
@@ -100,18 +107,65 @@ def options_from_environ(environ: Mapping[str, str]) -> SlurmOptions:
     )
 
 
-def executor_from_environ(environ: Mapping[str, str] = os.environ) -> Executor | None:
-    """The predict stage's executor: None (local) unless ``SEGBENCH_EXECUTOR=slurm``."""
+def options_for(environ: Mapping[str, str] = os.environ) -> SlurmOptions | None:
+    """The Slurm options when ``SEGBENCH_EXECUTOR=slurm``, None when the stage runs here (``local``, the default)."""
     kind = environ.get("SEGBENCH_EXECUTOR") or "local"
     if kind == "local":
         return None
     if kind != "slurm":
         raise ConfigError(f"SEGBENCH_EXECUTOR={kind!r}: expected local or slurm")
-    return functools.partial(predict_on_slurm, options=options_from_environ(environ))
+    return options_from_environ(environ)
+
+
+def executor_from_environ(environ: Mapping[str, str] = os.environ) -> Executor | None:
+    """The predict stage's executor: None (local) unless ``SEGBENCH_EXECUTOR=slurm``."""
+    options = options_for(environ)
+    return None if options is None else functools.partial(predict_on_slurm, options=options)
+
+
+def shard_runner_from_environ(environ: Mapping[str, str] = os.environ) -> Callable[..., None] | None:
+    """The interact stage's shard runner: None (local) unless ``SEGBENCH_EXECUTOR=slurm``, then :func:`run_shards`."""
+    options = options_for(environ)
+    return None if options is None else functools.partial(run_shards, options=options)
 
 
 def shard_dir(staging: Path, index: int) -> Path:
     return staging / f"shard-{index:05d}"
+
+
+def run_shards(task: ShardTask, cases: list[str], staging: Path, *, name: str, options: SlurmOptions, assemble: Assemble) -> None:
+    """Run ``task`` over ``cases`` as one Slurm array job, ``options.cases_per_task`` cases a task, in the empty folder ``staging``.
+
+    Shards that failed are resubmitted up to ``options.retries`` times. Every shard that finished is handed to
+    ``assemble`` in shard order, even when others failed for good; then the failure is raised naming the shards,
+    their cases and the logs.
+    """
+    size = options.cases_per_task
+    shards = [cases[i : i + size] for i in range(0, len(cases), size)]
+    job_file = (staging / JOB_FILE).resolve()
+    job_file.write_bytes(pickle.dumps(ShardJob(task, shards)))
+    logs = job_file.parent / "logs"
+    logs.mkdir()
+    pending = list(range(len(shards)))
+    try:
+        for attempt in range(options.retries + 1):
+            _wait(_submit(job_file, pending, logs / f"shard-%a.attempt-{attempt}.log", name, options))
+            failed = [k for k in pending if not (shard_dir(job_file.parent, k) / DONE).is_file()]
+            log.info("%s: %d of %d shard(s) done on attempt %d", name, len(pending) - len(failed), len(pending), attempt)
+            if failed and attempt < options.retries:
+                log.warning("%s: shard(s) %s failed (logs in %s); resubmitting them", name, failed, logs)
+            pending = failed
+            if not pending:
+                break
+    finally:  # whatever happened, the finished shards' outputs are kept
+        for index, shard in enumerate(shards):
+            if (shard_dir(job_file.parent, index) / DONE).is_file():
+                assemble(shard, shard_dir(job_file.parent, index))
+    if pending:
+        raise ModelRunError(
+            f"{name}: shard(s) {pending} failed {options.retries + 1} time(s) on Slurm "
+            f"(cases {', '.join(c for k in pending for c in shards[k])}); logs in {logs}"
+        )
 
 
 def predict_on_slurm(
@@ -127,36 +181,27 @@ def predict_on_slurm(
 ) -> None:
     """An executor for :func:`segbench.models.runner.predict`: the cases as a Slurm array job, one shard per task.
 
-    Shards that failed are resubmitted up to ``options.retries`` times. The shards that succeeded are moved into
-    ``out_dir`` even when others failed for good (the stage then fails naming their logs, and a rerun resumes).
+    The shards that succeeded are moved into ``out_dir`` even when others failed for good (the stage then fails
+    naming their logs, and a rerun resumes from them).
     """
-    size = options.cases_per_task
-    shards = [cases[i : i + size] for i in range(0, len(cases), size)]
-    job_file = (staging / JOB_FILE).resolve()
-    job_file.write_bytes(pickle.dumps(ShardJob(dataset, model, shards, device, weights_dir)))
-    logs = job_file.parent / "logs"
-    logs.mkdir()
-    pending = list(range(len(shards)))
-    try:
-        for attempt in range(options.retries + 1):
-            name, log_pattern = f"segbench-predict-{dataset.name}-{model.name}", logs / f"shard-%a.attempt-{attempt}.log"
-            _wait(_submit(job_file, pending, log_pattern, name, options))
-            failed = [k for k in pending if not (shard_dir(job_file.parent, k) / DONE).is_file()]
-            log.info("%s on %s: %d of %d shard(s) done on attempt %d", model.name, dataset.name, len(pending) - len(failed), len(pending), attempt)
-            if failed and attempt < options.retries:
-                log.warning("%s on %s: shard(s) %s failed (logs in %s); resubmitting them", model.name, dataset.name, failed, logs)
-            pending = failed
-            if not pending:
-                break
-    finally:  # whatever happened, the finished shards' predictions are kept: a rerun resumes from them
-        for index, shard in enumerate(shards):
-            if (shard_dir(job_file.parent, index) / DONE).is_file():
-                _assemble(shard, shard_dir(job_file.parent, index) / "predictions", out_dir)
-    if pending:
-        raise ModelRunError(
-            f"model {model.name!r} on {dataset.name!r}: shard(s) {pending} failed {options.retries + 1} time(s) on Slurm "
-            f"(cases {', '.join(c for k in pending for c in shards[k])}); logs in {logs}"
-        )
+    task = functools.partial(_predict_shard, dataset, model, device=device, weights_dir=weights_dir)
+    run_shards(task, cases, staging, name=f"segbench-predict-{dataset.name}-{model.name}", options=options,
+               assemble=functools.partial(_move_predictions, out_dir=out_dir))
+
+
+def _predict_shard(dataset: DatasetConfig, model: ModelConfig, cases: list[str], folder: Path, *, device: str, weights_dir: Path | None) -> None:
+    """One predict shard: the local path's code into ``folder/predictions``."""
+    (folder / "staging").mkdir()
+    (folder / "predictions").mkdir()
+    predict_cases(dataset, model, cases, folder / "staging", folder / "predictions", device=device, weights_dir=weights_dir)
+
+
+def _move_predictions(shard: list[str], folder: Path, *, out_dir: Path) -> None:
+    """Move a finished shard's predictions into ``out_dir`` (same filesystem: each move is atomic)."""
+    for case_id in shard:
+        source = folder / "predictions" / f"{case_id}.nii.gz"
+        if source.is_file():
+            os.replace(source, out_dir / source.name)
 
 
 def _slurm(argv: list[str]) -> subprocess.CompletedProcess:
@@ -202,24 +247,15 @@ def _wait(job_id: str) -> None:
         raise
 
 
-def _assemble(shard: list[str], predictions: Path, out_dir: Path) -> None:
-    """Move a finished shard's predictions into ``out_dir`` (same filesystem: each move is atomic)."""
-    for case_id in shard:
-        source = predictions / f"{case_id}.nii.gz"
-        if source.is_file():
-            os.replace(source, out_dir / source.name)
-
-
 def run_task(job_file: Path, index: int) -> None:
-    """One array task: predict shard ``index`` of the job into its own folder with the local path's code."""
+    """One array task: run the job's task on shard ``index`` in its own new folder, then mark the shard done."""
     job: ShardJob = pickle.loads(job_file.read_bytes())
     folder = shard_dir(job_file.parent, index)
     shutil.rmtree(folder, ignore_errors=True)  # a resubmitted shard starts over
-    (folder / "staging").mkdir(parents=True)
-    (folder / "predictions").mkdir()
+    folder.mkdir()
     cases = job.shards[index]
-    log.info("shard %d: %d case(s) of %s for %s", index, len(cases), job.dataset.name, job.model.name)
-    predict_cases(job.dataset, job.model, cases, folder / "staging", folder / "predictions", device=job.device, weights_dir=job.weights_dir)
+    log.info("shard %d: %d case(s): %s", index, len(cases), " ".join(cases))
+    job.task(cases, folder)
     (folder / DONE).write_text("\n".join(cases) + "\n", encoding="utf-8")
 
 

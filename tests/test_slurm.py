@@ -1,7 +1,8 @@
-"""Cluster inference: the predict stage's cases as a Slurm array job on a real one-node cluster (slurmctld + slurmd).
+"""Cluster inference: a stage's cases as a Slurm array job on a real one-node cluster (slurmctld + slurmd).
 
 The simulated models run through Slurm write the same bytes as locally; a shard whose task fails is resubmitted;
 a shard that keeps failing stops the stage with an error naming it, after the other shards' predictions are kept.
+LiteMedSAM, a real model, runs the interactive protocol through Slurm and reproduces the committed local run.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import pytest
 import yaml
 
 from segbench.config import ConfigError
-from segbench.models.slurm import executor_from_environ, options_from_environ
+from segbench.models.slurm import executor_from_environ, options_from_environ, shard_runner_from_environ
 from services import SlurmCluster, slurm_cluster, wait_until
-from tests_support import command_env, commit_all, new_project
+from tests_support import command_env, commit_all, lock_outs, new_project
 from tests_support import run_command as run
 
 CASES = ["case_00030", "case_00110", "case_00210", "case_00425"]
@@ -141,8 +142,33 @@ def test_interrupting_the_stage_cancels_its_array_job(project: tuple[Path, dict]
     states = re.findall(r"JobState=(\w+)", run(["scontrol", "show", "job", job], proj))
     assert states and set(states) == {"CANCELLED"}, states
 
+@pytest.mark.skipif(not (Path(__file__).parents[1] / "envs" / "litemedsam" / "bin" / "python").exists(),
+                    reason="envs/litemedsam is absent: build it with `segbench env create litemedsam` (.ci/run does)")
+def test_litemedsam_interact_stage_on_slurm_reproduces_the_committed_local_run(
+    root: Path, cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interact stage of the REAL model LiteMedSAM (3 scans x box + 5 clicks) as 2 Slurm array tasks: the
+    predictions and prompt records hash to what the committed interactive/dvc.lock holds from a local run."""
+    proj = new_project(root, tmp_path_factory.mktemp("slurm-interact") / "proj", ["model@interactive_model=[litemedsam]", "published=[]"], interactive=True)
+    (proj / "envs").symlink_to(root / "envs")  # the model's environment and weights, as `segbench env create litemedsam` leaves them
+    (proj / "models").mkdir()
+    shutil.copy(root / "models" / "litemedsam.dvc", proj / "models")
+    (proj / "models" / "litemedsam").symlink_to(root / "models" / "litemedsam")
+    commit_all(proj, "base")
+    _on_slurm(monkeypatch, cluster, cases_per_task="2", cpus_per_task="2")  # one task at a time: torch takes both cores
+    out = run(["dvc", "repro", "interactive/dvc.yaml:interact@totalseg_example-litemedsam"], proj)
+    assert "segbench-interact-totalseg_example-litemedsam: 2 of 2 shard(s) done on attempt 0" in out, out
+    produced, committed = lock_outs(proj / "interactive" / "dvc.lock"), lock_outs(root / "interactive" / "dvc.lock")
+    for path in ("interactive/cases/totalseg_example", "interactive/predictions/totalseg_example/litemedsam"):
+        assert produced[path] == committed[path], path
+    table = (proj / "interactive" / "scores" / "totalseg_example" / "litemedsam" / "metrics.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in table[1:]] == ["ct.npz", "ct_dicom.npz", "mr.npz"]  # the local run's case order
+    assert not (proj / "interactive" / "predictions" / "totalseg_example" / "litemedsam" / ".staging").exists()
+
+
 def test_slurm_options_come_from_the_environment_and_bad_ones_are_named() -> None:
     assert executor_from_environ({}) is None and executor_from_environ({"SEGBENCH_EXECUTOR": "local"}) is None
+    assert shard_runner_from_environ({}) is None and shard_runner_from_environ({"SEGBENCH_EXECUTOR": "slurm"}) is not None
     options = options_from_environ({"SEGBENCH_SLURM_GRES": "gpu:1", "SEGBENCH_SLURM_TIME": "2:00:00", "SEGBENCH_SLURM_ARGS": "--account=lab --mem=32G"})
     assert options.sbatch_args() == ["--time=2:00:00", "--gres=gpu:1", "--account=lab", "--mem=32G"]
     assert (options.cases_per_task, options.retries) == (20, 2)
