@@ -20,7 +20,7 @@ import pandas as pd
 
 from segbench.io import write_json_atomic
 from segbench.published import age_band, read_segauge_analysis, read_segauge_results, read_touchstone
-from segbench.stats import analyze, beside_source
+from segbench.stats import analyze, beside_source, sensitivity
 from segbench.stats.settings import StatsSettings
 
 SETTINGS = StatsSettings(n_resamples=200)
@@ -105,13 +105,19 @@ def kits_like_results(metadata: Path, out: Path) -> Path:
         m: _model(m, kind, trained_on, "kits23", **({"source": "Example et al. 2025"} if kind == "published" else {}))
         for m, (kind, _, _, trained_on) in specs.items()
     }
-    analysis = analyze(rows, metrics=metrics, settings=SETTINGS, subgroup_fields=["gender", "malignant", "age_band"],
-                       contaminated={m: e["contaminated"] for m, e in models.items()})
+    contaminated = {m: e["contaminated"] for m, e in models.items()}
+    analysis = analyze(rows, metrics=metrics, settings=SETTINGS, subgroup_fields=["gender", "malignant", "age_band"], contaminated=contaminated)
+    # another metric-definition profile: the same Dice, HD95 stretched per case (more for the erode model), so some orders flip
+    stretch = np.where(rows["model"] == "sim_erode_1mm", 0.7, 1.0) * rng.uniform(0.9, 1.1, len(rows))
+    profile_rows = rows.assign(metric_profile="deepmind", hd95=rows["hd95"] * stretch)
+    results_sensitivity = sensitivity(analysis, rows, profile_rows, baseline_profile="segauge", metrics=metrics, settings=SETTINGS,
+                                      contaminated=contaminated)
     results = _envelope(
         "kits23", "KiTS23-like test data", models, metrics, analysis, licence="CC BY-NC-SA 4.0",
         citation="Heller et al., The KiTS23 Challenge, 2023",
         regions={"kidney_and_mass": {"labels": [1, 2, 3], "nsd_tolerance_mm": 1.0331}},
     )
+    results["sensitivity"] = results_sensitivity
     write_json_atomic(out, results)
     return out
 

@@ -116,6 +116,21 @@ def test_score_cases_order_and_workers(tmp_path: Path, ref: Path) -> None:
     assert 0 < serial.loc[0, "dice"] < 1
 
 
+def test_extra_profiles_come_from_the_same_decode_after_the_main_rows(tmp_path: Path, ref: Path) -> None:
+    """score_cases with extra_profiles: the main profile's rows are exactly a plain call's, then each extra profile's
+    rows equal that profile scored alone (a missing prediction included); an unknown profile fails before any decode."""
+    pred = write(tmp_path / "pred.nii.gz", np.roll(kidney_case(), 2, axis=1))
+    cases = [("a", ref, pred), ("b", ref, None)]
+    both = score_cases(cases, REGIONS, progress=False, extra_profiles=["deepmind"])
+    main, extra = both[both["metric_profile"] == "segauge"], both[both["metric_profile"] == "deepmind"]
+    assert main.reset_index(drop=True).equals(score_cases(cases, REGIONS, progress=False))
+    assert extra.reset_index(drop=True).equals(score_cases(cases, REGIONS, progress=False, profile="deepmind"))
+    assert list(both["metric_profile"]) == ["segauge"] * 3 + ["deepmind"] * 3 + ["segauge"] * 3 + ["deepmind"] * 3
+    assert (extra[["assd", "masd", "nsd"]].to_numpy() != main[["assd", "masd", "nsd"]].to_numpy()).any()  # the definitions differ here
+    with pytest.raises(ValueError, match="unknown metric-definition profile 'vtk'"):
+        score_cases([("a", tmp_path / "absent.nii.gz", None)], REGIONS, progress=False, extra_profiles=["vtk"])
+
+
 def test_allowed_labels(tmp_path: Path, ref: Path) -> None:
     bad = kidney_case()
     bad[0, 0, 0] = 7

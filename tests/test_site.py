@@ -201,6 +201,24 @@ def test_consensus_schemes_and_case_alignment_are_shown(site: tuple[Path, list[P
     assert "Case alignment" not in kits and "Podium" in kits
 
 
+def test_implementation_sensitivity_is_shown_with_its_numbers(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
+    """The dataset page's sensitivity tables: each variant's summary and per-cell flips, read from the results JSON."""
+    out, _ = site
+    kits = " ".join(page_text(out / "kits23.html").split())
+    sens = load(results_files[1])["sensitivity"]
+    variant = sens["profiles"]["variants"]["deepmind"]
+    s = variant["summary"]
+    assert s["n_flipped_pairs"] > 0  # the stretched HD95 reorders some models
+    assert "Implementation sensitivity" in kits and "metric-definition profile deepmind instead of segauge" in kits
+    assert (f"{s['n_cells_with_flips']} of {s['n_cells']} leaderboards change order ({s['n_flipped_pairs']} pairs flip); "
+            f"#1 changes in {s['n_top_changed']}, the co-winner set in {s['n_co_winners_changed']}") in kits
+    cell = next(c for by_metric in variant["cells"].values() for c in by_metric.values() if c["ranked"] and c["flipped_pairs"])
+    assert "{} / {}".format(*cell["flipped_pairs"][0]) in kits and f"{cell['kendall_tau']:.3f}" in kits
+    policy = sens["missing_policy"]["variants"]["zero"]
+    assert "missing-value policy zero (failed cases scored 0)" in kits and (policy["run"] or "Not run: no failed case" in kits)
+    assert "Implementation sensitivity" not in " ".join(page_text(out / "touchstone_totalsegmentator.html").split())
+
+
 def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], tmp_path: Path) -> None:
     """Every plot draws, nothing logs an error, nothing is fetched from the network; screenshots saved."""
     out, pages = site

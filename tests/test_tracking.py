@@ -45,6 +45,22 @@ def test_logging_is_idempotent_and_rows_come_back(tracking_store: str) -> None:
     assert runs.run_ids == {"sim_a": first}
 
 
+def test_rows_under_other_profiles_travel_with_the_run_and_come_back(tracking_store: str) -> None:
+    """A bundle with per_case_profiles.csv: another fingerprint than without it, logged as an artifact, read back
+    as profile_rows beside the runs that have none."""
+    plain = _bundle()
+    other = plain.per_case_csv.decode().replace("0.9", "0.7").replace("reference_present", "reference_present,metric_profile")
+    other = other.replace("True,", "True,deepmind,").encode()
+    bundle = dataclasses.replace(plain, profiles_csv=other)
+    assert bundle.fingerprint != plain.fingerprint
+    tracking.log_bundle(bundle)
+    tracking.log_bundle(_bundle(model="sim_b"))
+    runs = tracking.read_runs("toy", {"sim_a": bundle.fingerprint, "sim_b": _bundle(model="sim_b").fingerprint})
+    assert runs.profile_rows[["model", "metric_profile", "dice"]].values.tolist() == [["sim_a", "deepmind", 0.7], ["sim_a", "deepmind", 0.8]]
+    assert runs.rows["dice"].tolist() == [0.9, 0.8, 0.9, 0.8]
+    assert tracking.read_runs("toy", {"sim_b": _bundle(model="sim_b").fingerprint}).profile_rows.empty
+
+
 def test_interrupted_run_is_marked_failed_and_relogged(tracking_store: str) -> None:
     bundle = _bundle()
     client = MlflowClient(tracking_store)

@@ -465,6 +465,9 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
     scoring = dict(raw.get("scoring", {}))
     if str(scoring.get("profile", DEFAULT_PROFILE)) not in PROFILES:
         raise ConfigError(f"params: scoring.profile {scoring['profile']!r} is not a metric-definition profile; known: {sorted(PROFILES)}")
+    others = scoring.get("sensitivity_profiles") or []
+    if not isinstance(others, list) or any(str(name) not in PROFILES for name in others):
+        raise ConfigError(f"params: scoring.sensitivity_profiles {others!r} must be a list of metric-definition profiles; known: {sorted(PROFILES)}")
     return Params(
         datasets=datasets,
         models=models,

@@ -124,11 +124,19 @@ def _version_tags(dataset: str, model: str, kind: str, **extra: str) -> dict[str
     }
 
 
-def _write_bundle(out: Path, rows: pd.DataFrame, record: dict[str, Any]) -> None:
-    """Write one score bundle (per-case table + run record) atomically."""
+def _csv_text(rows: pd.DataFrame) -> str:
     buffer = io.StringIO()
     rows.to_csv(buffer, index=False, lineterminator="\n")
-    write_text_atomic(out / tracking.PER_CASE_ARTIFACT, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def _write_bundle(out: Path, rows: pd.DataFrame, record: dict[str, Any], profile_rows: pd.DataFrame | None = None) -> None:
+    """Write one score bundle (per-case table, run record, rows under the other profiles if any) atomically."""
+    write_text_atomic(out / tracking.PER_CASE_ARTIFACT, _csv_text(rows))
+    if profile_rows is not None:
+        write_text_atomic(out / tracking.PROFILES_ARTIFACT, _csv_text(profile_rows))
+    else:
+        (out / tracking.PROFILES_ARTIFACT).unlink(missing_ok=True)
     write_json_atomic(out / "run.json", record)
 
 
@@ -192,16 +200,20 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     regions = [r for r in dataset.regions if r.name not in excluded]
     if not regions:
         raise ValueError(f"model {model_name!r} on dataset {dataset_name!r}: no region can be scored ({excluded})")
-    rows = scoring.score_cases(
+    profile = str(params.scoring.get("profile", scoring.DEFAULT_PROFILE))
+    others = [name for name in params.scoring.get("sensitivity_profiles") or () if name != profile]
+    scored = scoring.score_cases(
         triples, regions, workers=workers or int(params.scoring.get("workers", 1)), allowed_labels=dataset.region_labels(),
-        profile=str(params.scoring.get("profile", scoring.DEFAULT_PROFILE)),
+        profile=profile, extra_profiles=others,
     )
-    rows = rows.join(load_metadata(dataset, cases), on="case_id")
-    rows.insert(0, "model", model.name)
-    rows.insert(1, "kind", model.kind)
+    scored.insert(0, "model", model.name)
+    scored.insert(1, "kind", model.kind)
+    main = (scored["metric_profile"] == profile).to_numpy()
+    rows = scored[main].reset_index(drop=True).join(load_metadata(dataset, cases), on="case_id")
     record = _run_record(params, dataset, model, rows)
     record["params"]["scoring.excluded_regions"] = json.dumps(excluded, sort_keys=True)
-    _write_bundle(scores_dir(dataset_name, model_name), rows, record)
+    record["params"]["scoring.sensitivity_profiles"] = ",".join(others)
+    _write_bundle(scores_dir(dataset_name, model_name), rows, record, scored[~main].reset_index(drop=True) if others else None)
 
 
 def excluded_regions(pred_dir: Path) -> dict[str, dict[str, Any]]:
@@ -326,16 +338,13 @@ def run_compare(params: Params, name: str) -> None:
     rows = runs.rows
     for model, entry in models.items():
         entry["versions"] = {k.removeprefix("segbench."): v for k, v in sorted(runs.tags[model].items())}
-    analysis = stats.analyze(
-        rows,
-        metrics=metrics,
-        settings=stats_settings(params),
-        subgroup_fields=subgroups,
-        contaminated={m: entry["contaminated"] for m, entry in models.items()},
-    )
+    contaminated = {m: entry["contaminated"] for m, entry in models.items()}
+    analysis = stats.analyze(rows, metrics=metrics, settings=stats_settings(params), subgroup_fields=subgroups, contaminated=contaminated)
     block["version"] = data_version()
     hd95 = rows["hd95_definition"].iloc[0] if "hd95_definition" in rows else "as published by the source"
     profile = rows["metric_profile"].iloc[0] if "metric_profile" in rows else "as published by the source"
+    sensitivity = stats.sensitivity(analysis, rows, runs.profile_rows, baseline_profile=str(profile), metrics=metrics, settings=stats_settings(params),
+                                    contaminated=contaminated)
     if "regions" not in block and "nsd_tolerance_mm" in rows:  # a published set stating its NSD tolerance
         block["nsd_tolerance_mm"] = {str(s): float(t) for s, t in rows.groupby("structure", sort=True)["nsd_tolerance_mm"].first().items()}
     results = {
@@ -346,6 +355,7 @@ def run_compare(params: Params, name: str) -> None:
         "hd95_definition": str(hd95),
         "metric_profile": str(profile),
         "analysis": analysis,
+        "sensitivity": sensitivity,
     }
     source_analysis = _published_analysis(params, name)
     if source_analysis is not None:

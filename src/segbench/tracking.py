@@ -42,6 +42,8 @@ EXPERIMENT_KIND = "custom_model_development"
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 PER_CASE_ARTIFACT = "per_case.csv"
 PER_CASE_TABLE = "per_case.json"
+#: the same cases scored under the other metric-definition profiles (``scoring.sensitivity_profiles``), when asked for
+PROFILES_ARTIFACT = "per_case_profiles.csv"
 #: what a score bundle's run.json must hold: the dataset's identity becomes the run's MLflow dataset input
 REQUIRED_RECORD = {"tags": ("segbench.dataset", "segbench.model", "segbench.kind", "segbench.dataset_version"), "params": ("dataset.source",)}
 
@@ -52,16 +54,20 @@ class TrackingError(RuntimeError):
 
 @dataclass(frozen=True)
 class ScoreBundle:
-    """What the score stage writes for one (dataset, model): the per-case table and the run record."""
+    """What the score stage writes for one (dataset, model): the per-case table, the run record and, when the
+    sensitivity analysis asks for them, the per-case rows under the other metric-definition profiles."""
 
     per_case_csv: bytes
     record: dict[str, Any]
+    profiles_csv: bytes | None = None
 
     @property
     def fingerprint(self) -> str:
         """Content hash of the bundle: equal bundles are the same run."""
         digest = hashlib.sha256(self.per_case_csv)
         digest.update(json.dumps(self.record, sort_keys=True).encode())
+        if self.profiles_csv is not None:
+            digest.update(self.profiles_csv)
         return digest.hexdigest()
 
     @classmethod
@@ -72,7 +78,8 @@ class ScoreBundle:
         missing = [f"{section}.{key}" for section, keys in REQUIRED_RECORD.items() for key in keys if key not in record.get(section, {})]
         if missing:
             raise TrackingError(f"{folder / 'run.json'}: missing {', '.join(missing)}; rerun the score or import stage")
-        return cls(per_case_csv=(folder / PER_CASE_ARTIFACT).read_bytes(), record=record)
+        profiles = folder / PROFILES_ARTIFACT
+        return cls(per_case_csv=(folder / PER_CASE_ARTIFACT).read_bytes(), record=record, profiles_csv=profiles.read_bytes() if profiles.is_file() else None)
 
 
 @dataclass(frozen=True)
@@ -98,11 +105,13 @@ class Leaderboard:
 
 @dataclass(frozen=True)
 class TrackedRuns:
-    """What compare reads back from MLflow: every model's per-case rows, segbench tags and run id."""
+    """What compare reads back from MLflow: every model's per-case rows, segbench tags and run id, and the rows
+    under the other metric-definition profiles of the runs that have them (empty otherwise)."""
 
     rows: pd.DataFrame
     tags: dict[str, dict[str, str]]
     run_ids: dict[str, str]
+    profile_rows: pd.DataFrame
 
 
 def git_commit() -> str:
@@ -328,6 +337,8 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
         client.log_table(run_id, data=rows, artifact_file=PER_CASE_TABLE)
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / PER_CASE_ARTIFACT).write_bytes(bundle.per_case_csv)
+            if bundle.profiles_csv is not None:
+                (Path(tmp) / PROFILES_ARTIFACT).write_bytes(bundle.profiles_csv)
             (Path(tmp) / "run.json").write_text(json.dumps(record, sort_keys=True, indent=1), encoding="utf-8")
             client.log_artifacts(run_id, tmp)
 
@@ -388,7 +399,7 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
     experiment = client.get_experiment_by_name(experiment_name(dataset))
     if experiment is None:
         raise TrackingError(f"tracking store {uri} has no experiment {experiment_name(dataset)!r}; run `dvc repro` (track stage)")
-    tables, tags, run_ids = [], {}, {}
+    tables, profile_tables, tags, run_ids = [], [], {}, {}
     for model, fingerprint in sorted(fingerprints.items()):
         runs = [
             r for r in _runs_with_fingerprint(client, experiment.experiment_id, fingerprint)
@@ -400,12 +411,14 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
             ids = ", ".join(r.info.run_id for r in runs)
             raise TrackingError(f"{len(runs)} MLflow runs claim dataset {dataset!r}, model {model!r} with the same versions: {ids}")
         run = runs[0]
+        names = [PER_CASE_ARTIFACT] + [PROFILES_ARTIFACT] * any(a.path == PROFILES_ARTIFACT for a in client.list_artifacts(run.info.run_id))
         with tempfile.TemporaryDirectory() as tmp:
-            local = client.download_artifacts(run.info.run_id, PER_CASE_ARTIFACT, tmp)
-            table = pd.read_csv(local, dtype={"case_id": str})
-        if (table["model"] != model).any():
+            table, *profiles = (pd.read_csv(client.download_artifacts(run.info.run_id, name, tmp), dtype={"case_id": str}) for name in names)
+        if any((t["model"] != model).any() for t in [table, *profiles]):
             raise TrackingError(f"MLflow run {run.info.run_id}: per-case table is not model {model!r}")
         tables.append(table)
+        profile_tables.extend(profiles)
         tags[model] = {k: v for k, v in run.data.tags.items() if k.startswith("segbench.") and k != FINGERPRINT_TAG}
         run_ids[model] = run.info.run_id
-    return TrackedRuns(pd.concat(tables, ignore_index=True), tags, run_ids)
+    profile_rows = pd.concat(profile_tables, ignore_index=True) if profile_tables else pd.DataFrame()
+    return TrackedRuns(pd.concat(tables, ignore_index=True), tags, run_ids, profile_rows)

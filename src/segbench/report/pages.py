@@ -140,8 +140,40 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         + _source_summary(results, link)
         + _consensus_section(results)
         + _alignment_summary(results, link)
+        + _sensitivity_section(results, link)
         + tables.models_table(results["models"])
     )
+
+
+SENSITIVITY_NAMES = {"drop_failed": "failed cases dropped", "zero": "failed cases scored 0"}
+
+
+def _sensitivity_section(results: Results, link: Callable[[str, str], str]) -> str:
+    """Dataset page: the leaderboard under the other metric definitions and missing-value policies (docs/methodology.md, 5.17)."""
+    sens = results.get("sensitivity")
+    if not sens:
+        return ""
+    parts = []
+    for choice, what, baseline in (("profiles", "metric-definition profile", sens["profiles"]["baseline"]),
+                                   ("missing_policy", "missing-value policy", sens["missing_policy"]["baseline"])):
+        for name, variant in sorted(sens[choice]["variants"].items()):
+            title = f"{what} <code>{html.escape(name)}</code>" + (f" ({SENSITIVITY_NAMES[name]})" if name in SENSITIVITY_NAMES else "")
+            if not variant["run"]:
+                parts.append(f"<h3>{title}</h3><p>Not run: {html.escape(variant['reason'])}.</p>")
+                continue
+            s = variant["summary"]
+            parts.append(f'<h3 id="sensitivity-{slug(name)}">{title} instead of <code>{html.escape(baseline)}</code></h3>'
+                         f"<p>{s['n_cells_with_flips']} of {s['n_cells']} leaderboards change order ({s['n_flipped_pairs']} pairs flip); "
+                         f"#1 changes in {s['n_top_changed']}, the co-winner set in {s['n_co_winners_changed']}; "
+                         f"{s['n_verdicts_changed']} Wilcoxon-Holm verdicts change.</p>"
+                         + tables.sensitivity(variant, link))
+    if not parts:
+        return ""
+    return ('<h2 id="sensitivity">Implementation sensitivity</h2>'
+            "<p>The same cases, statistics and seed with one choice changed: how the surface metrics are defined "
+            "(another implementation's definitions, from the same masks) or how failed cases count "
+            "(docs/methodology.md, 5.17). Kendall's tau compares the two rankings; a pair flips when the order of two models "
+            "reverses.</p>" + "".join(parts))
 
 
 def _interaction_curves(results: Results) -> str:

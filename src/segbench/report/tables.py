@@ -206,3 +206,24 @@ def source_pairs(cell: Cell, published: dict[str, Any]) -> str:
         "Wilcoxon-Holm versus the source",
     ]
     return table(headers, rows, "The source's verdicts, reproduced, and what Wilcoxon-Holm changes", "source-pairs")
+
+
+def sensitivity(variant: dict[str, Any], link_of: Callable[[str, str], str]) -> str:
+    """One sensitivity variant beside the baseline: per structure and metric, Kendall's tau, the pairs that flip,
+    a changed #1 or co-winner set, and how many Wilcoxon-Holm verdicts change."""
+    rows: list[list[TableCell]] = []
+    for structure, by_metric in sorted(variant["cells"].items()):
+        for metric, c in sorted(by_metric.items()):
+            if not c["ranked"]:
+                continue
+            where = f'<a href="{link_of(structure, metric)}">{html.escape(structure)} {html.escape(metric)}</a>'
+            flips = ", ".join(f"{html.escape(a)} / {html.escape(b)}" for a, b in c["flipped_pairs"])
+            top = (f"{html.escape(', '.join(c['top']['baseline']))} → <strong>{html.escape(', '.join(c['top']['variant']))}</strong>"
+                   if c["top_changed"] else "same")
+            co = (f"{html.escape(', '.join(c['co_winners']['baseline']) or 'none')} → "
+                  f"<strong>{html.escape(', '.join(c['co_winners']['variant']) or 'none')}</strong>" if c["co_winners_changed"] else "same")
+            rows.append([(where, f"{structure} {metric}"), (fmt(c["kendall_tau"], 3), c["kendall_tau"]),
+                         (flips or "none", len(c["flipped_pairs"])), (top, int(c["top_changed"])), (co, int(c["co_winners_changed"])),
+                         (str(len(c["verdicts_changed"])), len(c["verdicts_changed"]))])
+    return table(["structure / metric", "Kendall tau", "pairs that flip", "#1", "co-winners (Wilcoxon-Holm)", "verdicts changed"], rows,
+                 css="sensitivity")

@@ -163,8 +163,9 @@ def score_case(
     allowed_labels: set[int] | None = None,
     dicom_labels: Mapping[str, int] | None = None,
     profile: str = DEFAULT_PROFILE,
+    extra_profiles: Sequence[str] = (),
 ) -> list[dict]:
-    """Score one case: one row per region, from a single decode of each label map.
+    """Score one case: one row per region (and profile), from a single decode of each label map.
 
     A missing prediction (``None``) scores as a failure: the worst-case row for every region.
     Distances use the reference header spacing (array order), checked against both affines.
@@ -173,8 +174,10 @@ def score_case(
     other non-zero value in either map is an error. ``dicom_labels``: DICOM-SEG segment label /
     RTSTRUCT ROI name -> label id (default: segment / ROI number). ``profile``: the
     metric-definition profile of the surface metrics (``profiles.PROFILES``), recorded in each row.
+    ``extra_profiles``: further profiles measured on the same decoded masks, their rows after the
+    first profile's (the implementation-sensitivity analysis, docs/methodology.md#5-statistics-protocol).
     """
-    definition = get_profile(profile)
+    definitions = [get_profile(name) for name in dict.fromkeys([profile, *extra_profiles])]
     prediction = None if prediction is None else Path(prediction)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the inflater and numpy release the GIL: decode both files at once
         streamed: Future | None = None
@@ -191,20 +194,19 @@ def score_case(
         "prediction_missing": prediction is None,
         "worst_case": False,
         "worst_case_value_mm": worst,
-        "hd95_definition": definition.hd95_definition,
-        "metric_profile": definition.name,
         **{m: math.nan for m in DETECTION_METRICS},
     }
     if prediction is None:
         (ref_labels,) = _on_union_box(ref_crop)
         if allowed_labels is not None:
             _check_allowed(case_id, reference, ref_labels, allowed_labels)
-        for region in regions:
-            base = base_common | {"structure": region.name, "nsd_tolerance_mm": float(region.nsd_tolerance_mm)}
-            row = base | {"reference_present": bool(_region_mask(ref_labels, region).any()), "prediction_present": False}
-            if region.detection:
-                row |= {m: 0.0 for m in DETECTION_METRICS}
-            rows.append(_worst_case_row(row, worst))
+        for definition in definitions:
+            for region in regions:
+                base = base_common | _profile_columns(definition) | {"structure": region.name, "nsd_tolerance_mm": float(region.nsd_tolerance_mm)}
+                row = base | {"reference_present": bool(_region_mask(ref_labels, region).any()), "prediction_present": False}
+                if region.detection:
+                    row |= {m: 0.0 for m in DETECTION_METRICS}
+                rows.append(_worst_case_row(row, worst))
         return [{c: r[c] for c in COLUMNS} for r in rows]
 
     if pred_loaded is None:
@@ -220,22 +222,27 @@ def score_case(
     if allowed_labels is not None:  # every voxel of both maps outside the box is 0
         _check_allowed(case_id, reference, ref_labels, allowed_labels)
         _check_allowed(case_id, prediction, pred_labels, allowed_labels)
-    # regions selecting the same voxels (mass and tumor in a case without cysts) share one surface
-    measured: list[tuple[np.ndarray, np.ndarray, SurfaceDistances | None]] = []
-    for region in regions:
-        base = base_common | {"structure": region.name, "nsd_tolerance_mm": float(region.nsd_tolerance_mm)}
-        ref = _region_mask(ref_labels, region)
-        pred = _region_mask(pred_labels, region)
-        sd = next((d for r, p, d in measured if np.array_equal(r, ref) and np.array_equal(p, pred)), None)
-        row, sd = _score_region(ref, pred, spacing, region, base, worst, definition, sd)
-        rows.append(row)
-        measured.append((ref, pred, sd))
+    masks = [(region, _region_mask(ref_labels, region), _region_mask(pred_labels, region)) for region in regions]
+    for definition in definitions:
+        # regions selecting the same voxels (mass and tumor in a case without cysts) share one surface
+        measured: list[tuple[np.ndarray, np.ndarray, SurfaceDistances | None]] = []
+        for region, ref, pred in masks:
+            base = base_common | _profile_columns(definition) | {"structure": region.name, "nsd_tolerance_mm": float(region.nsd_tolerance_mm)}
+            sd = next((d for r, p, d in measured if np.array_equal(r, ref) and np.array_equal(p, pred)), None)
+            row, sd = _score_region(ref, pred, spacing, region, base, worst, definition, sd)
+            rows.append(row)
+            measured.append((ref, pred, sd))
     return [{c: r[c] for c in COLUMNS} for r in rows]
 
 
+def _profile_columns(definition: Profile) -> dict[str, str]:
+    return {"hd95_definition": definition.hd95_definition, "metric_profile": definition.name}
+
+
 def _score_case_job(args: tuple) -> list[dict]:
-    case_id, reference, prediction, regions, allowed_labels, dicom_labels, profile = args
-    return score_case(case_id, reference, prediction, regions, allowed_labels=allowed_labels, dicom_labels=dicom_labels, profile=profile)
+    case_id, reference, prediction, regions, allowed_labels, dicom_labels, profile, extra_profiles = args
+    return score_case(case_id, reference, prediction, regions, allowed_labels=allowed_labels, dicom_labels=dicom_labels, profile=profile,
+                      extra_profiles=extra_profiles)
 
 
 def _one_kernel_thread() -> None:
@@ -258,18 +265,21 @@ def score_cases(
     allowed_labels: set[int] | None = None,
     dicom_labels: Mapping[str, int] | None = None,
     profile: str = DEFAULT_PROFILE,
+    extra_profiles: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """Score every (case_id, reference, prediction) in input order; one row per case x region.
+    """Score every (case_id, reference, prediction) in input order; one row per case x region (x profile).
 
     With ``workers > 1`` cases run in a process pool that hands out one case at a time
-    (``imap`` with chunksize 1), so at most ``workers`` cases are decoded at once. ``profile``: as
-    in :func:`score_case` (checked before any case is decoded).
+    (``imap`` with chunksize 1), so at most ``workers`` cases are decoded at once. ``profile`` and
+    ``extra_profiles``: as in :func:`score_case` (checked before any case is decoded).
     """
-    get_profile(profile)
+    for name in (profile, *extra_profiles):
+        get_profile(name)
+    extra_profiles = tuple(extra_profiles)
     from tqdm import tqdm
 
     jobs = [
-        (cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels, dicom_labels, profile)
+        (cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels, dicom_labels, profile, extra_profiles)
         for cid, ref, pred in cases
     ]
     bar = tqdm(total=len(jobs), desc="scoring", unit="case", disable=not progress)

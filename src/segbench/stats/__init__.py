@@ -1,16 +1,18 @@
 """Statistics engine (docs/methodology.md#5-statistics-protocol): estimates, ranking stability, pairwise tests, subgroups, power.
 
 The public API is ``StatsSettings``, ``analyze``, ``reanalyze`` and ``recompute``, ``beside_source`` (a
-source's published analysis beside segbench's), and the DVC views ``leaderboard_heads`` and ``mean_ci_rows``;
+source's published analysis beside segbench's), ``sensitivity`` (the analysis under other metric definitions
+and missing-value policies), and the DVC views ``leaderboard_heads`` and ``mean_ci_rows``;
 see ``segbench.stats.analysis`` for the layout of the results dict.
 """
 
 from .analysis import analyze, reanalyze, recompute
 from .heads import PLOT_COLUMNS, leaderboard_heads, mean_ci_rows
+from .sensitivity import sensitivity
 from .settings import StatsSettings
 from .source import beside_source, reanalyze_source
 
 __all__ = [
     "PLOT_COLUMNS", "StatsSettings", "analyze", "beside_source", "leaderboard_heads", "mean_ci_rows", "reanalyze",
-    "reanalyze_source", "recompute",
+    "reanalyze_source", "recompute", "sensitivity",
 ]
