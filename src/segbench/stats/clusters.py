@@ -71,16 +71,22 @@ def cluster_indices(labels: list[str]) -> list[np.ndarray]:
 def cluster_counts(clusters: list[np.ndarray], n_cases: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
     """(B, n) case counts of B two-stage resamples: clusters with replacement, then cases within each copy.
 
-    Stage 1 is one multinomial over the clusters per resample (multiplicities, summing to C). Stage 2,
-    per cluster of n_c cases drawn m times: one multinomial of m * n_c draws over its cases (the sum of
-    m independent case resamples of the cluster), vectorised over the resamples.
+    Stage 1 is one multinomial over the clusters per resample (multiplicities m, summing to C). Stage 2
+    draws, for a cluster of n_c cases drawn m times, m * n_c of its cases uniformly with replacement
+    (the same as m independent case resamples of it). All resamples' stage-2 draws are one vector of
+    integers counted by one bincount, as ``resampling.resample_counts`` does for the case bootstrap
+    (measured ~4x faster than a multinomial per cluster).
     """
     n_clusters = len(clusters)
+    sizes = np.array([idx.size for idx in clusters], dtype=np.int64)
     times = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=n_resamples)
-    counts = np.zeros((n_resamples, n_cases))
-    for c, idx in enumerate(clusters):
-        counts[:, idx] = rng.multinomial(times[:, c] * idx.size, np.full(idx.size, 1.0 / idx.size))
-    return counts
+    draws = (times * sizes).ravel()  # per (resample, cluster): how many of its cases to draw
+    cluster = np.repeat(np.tile(np.arange(n_clusters), n_resamples), draws)
+    resample = np.repeat(np.arange(n_resamples, dtype=np.int64), draws.reshape(n_resamples, n_clusters).sum(axis=1))
+    start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    # floor(u * n_c) for u uniform in [0, 1): a uniform case of the cluster (cheaper than integers with an array bound)
+    case = np.concatenate(clusters)[start[cluster] + (rng.random(cluster.size) * sizes[cluster]).astype(np.int64)]
+    return np.bincount(resample * n_cases + case, minlength=n_resamples * n_cases).reshape(n_resamples, n_cases).astype(np.float64)
 
 
 def cluster_jackknife(values: np.ndarray, clusters: list[np.ndarray]) -> np.ndarray:
@@ -150,7 +156,8 @@ def _block(cell: dict, models: list[str], values: np.ndarray, boot: np.ndarray, 
         a = np.array([at[p["a"]] for p in shared])
         b = np.array([at[p["b"]] for p in shared])
         level = np.array([p["ci_level"] for p in shared], dtype=np.float64)
-        d_low, d_high = intervals(boot[:, a] - boot[:, b], means[a] - means[b], jack[:, a] - jack[:, b], 1.0 - level, settings.ci_method)
+        diff = np.subtract(boot[:, a], boot[:, b], order="F")  # column-major: the per-column sort reads contiguous memory
+        d_low, d_high = intervals(diff, means[a] - means[b], jack[:, a] - jack[:, b], 1.0 - level, settings.ci_method)
         out["pairwise"] = [
             {"a": p["a"], "b": p["b"], "mean_diff": means[a[j]] - means[b[j]], "ci_level": p["ci_level"],
              "ci_low": d_low[j], "ci_high": d_high[j], "case_ci_low": p["ci_low"], "case_ci_high": p["ci_high"],
