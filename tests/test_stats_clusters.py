@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from segbench.config import load_params
+from segbench.config import ConfigError, compose_params, parse_params
 from segbench.stats import StatsSettings, analyze, reanalyze
 from segbench.stats.clusters import MISSING, cluster_counts, cluster_indices, clustered_means
 from segbench.stats.resampling import bootstrap_means, intervals
@@ -118,8 +118,16 @@ def test_bad_field_or_single_cluster_is_refused_by_name(field: str, sites: dict,
         analyze(_rows(sites), metrics={"dice": True}, settings=StatsSettings(n_resamples=50), cluster_field=field)
 
 
+def test_config_cluster_field_must_be_a_field_name() -> None:
+    root = Path(__file__).resolve().parents[1]
+    raw = compose_params(root / "conf")
+    assert parse_params(raw, root).published_set("touchstone_totalsegmentator").cluster_field == "institute"
+    raw["published"]["touchstone_totalsegmentator"]["cluster_field"] = ["institute"]
+    with pytest.raises(ConfigError, match="published set 'touchstone_totalsegmentator': cluster_field must be a metadata field name"):
+        parse_params(raw, root)
+
+
 def test_touchstone_by_institute_is_wider_than_the_case_bootstrap(touchstone_rows: pd.DataFrame) -> None:
-    assert load_params(Path(__file__).resolve().parents[1] / "params.yaml").published_set("touchstone_totalsegmentator").cluster_field == "institute"
     rows = touchstone_rows[touchstone_rows["structure"].isin(["liver", "pancreas"])]
     results = analyze(rows, metrics={"dice": True, "nsd": True}, settings=StatsSettings(n_resamples=500), cluster_field="institute")
     for organ in ("liver", "pancreas"):
