@@ -1,7 +1,7 @@
 """Results files for the site tests, made by running ``segbench.stats.analyze`` on real data rows.
 
 - Touchstone: the published per-case Dice/NSD of 19 models on the TotalSegmentator scans (real), a few
-  organs, imported as ``kind: published`` with a ``source``.
+  organs, imported as ``kind: published`` with a ``source``, clustered by institute.
 - KiTS-like: the real KiTS23 clinical metadata (78 cases) with seeded per-case scores of a simulated,
   an inference (contaminated: trained on kits23) and a published model; tumour absent in some cases.
 - segauge-benchmark GPU run: the real published per-case scores of TotalSegmentator, CT-FM and MOOSE on
@@ -57,7 +57,7 @@ def touchstone_results(folder: Path, out: Path, organs: tuple[str, ...]) -> Path
     rows = rows[rows["structure"].isin(organs)]
     metrics = {"dice": True, "nsd": True}
     fields = ["gender", "age_band"]
-    analysis = analyze(rows, metrics=metrics, settings=SETTINGS, subgroup_fields=fields)
+    analysis = analyze(rows, metrics=metrics, settings=SETTINGS, subgroup_fields=fields, cluster_field="institute")
     models = {
         m: _model(m.replace("_", " "), "published", source=TOUCHSTONE_SOURCE) for m in sorted(rows["model"].unique())
     }

@@ -201,6 +201,18 @@ def test_consensus_schemes_and_case_alignment_are_shown(site: tuple[Path, list[P
     assert "Case alignment" not in kits and "Podium" in kits
 
 
+def test_cluster_versus_case_intervals_are_shown(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
+    """The dataset page's clustered-bootstrap table and width-ratio heatmap, their numbers from the results JSON."""
+    out, _ = site
+    block = load(results_files[0])["analysis"]["structures"]["liver"]["metrics"]["dice"]["clustered"]
+    ratios = sorted(e["width_ratio"] for e in block["models"].values())
+    page = (out / "touchstone_totalsegmentator.html").read_text(encoding="utf-8")
+    dataset = " ".join(page_text(out / "touchstone_totalsegmentator.html").split())
+    assert "Clustered bootstrap" in dataset and "The cases cluster by institute" in dataset
+    assert f"liver dice {block['n_clusters']} {ratios[len(ratios) // 2]:.2f} {ratios[0]:.2f} - {ratios[-1]:.2f}" in dataset
+    assert 'id="touchstone_totalsegmentator-clustered-0"' in page and "CI width by cluster over CI width by case" in page
+    assert "Clustered bootstrap" not in page_text(out / "kits23.html")  # no cluster field there
+
 def test_implementation_sensitivity_is_shown_with_its_numbers(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
     """The dataset page's sensitivity tables: each variant's summary and per-cell flips, read from the results JSON."""
     out, _ = site

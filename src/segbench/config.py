@@ -48,6 +48,7 @@ class DatasetConfig:
     metadata_format: str | None
     metadata_fields: tuple[str, ...]
     subgroups: tuple[str, ...]
+    cluster_field: str | None  # the metadata field whose values cluster the cases (docs/methodology.md#516-clustered-data)
     cases: tuple[str, ...] | None
     licence: str
     citation: str
@@ -116,6 +117,7 @@ class PublishedConfig:
     source: str
     metrics: dict[str, bool]
     subgroups: tuple[str, ...]
+    cluster_field: str | None  # the metadata field whose values cluster the cases (docs/methodology.md#516-clustered-data)
     trained_on: dict[str, tuple[str, ...]]
     licence: str
     citation: str
@@ -231,6 +233,7 @@ def _dataset(name: str, raw: dict[str, Any], root: Path) -> DatasetConfig:
         metadata_format=raw.get("metadata_format"),
         metadata_fields=tuple(raw.get("metadata_fields", ())),
         subgroups=tuple(raw.get("subgroups", ())),
+        cluster_field=_cluster_field(raw.get("cluster_field"), where),
         cases=tuple(str(c) for c in cases) if cases else None,
         licence=str(raw.get("licence", "")),
         citation=str(raw.get("citation", "")),
@@ -301,6 +304,7 @@ def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
         source=str(_require(raw, "source", where)),
         metrics=metrics,
         subgroups=tuple(raw.get("subgroups", ())),
+        cluster_field=_cluster_field(raw.get("cluster_field"), where),
         trained_on={str(m): tuple(d) for m, d in (raw.get("trained_on") or {}).items()},
         licence=str(raw.get("licence", "")),
         citation=str(raw.get("citation", "")),
@@ -421,6 +425,13 @@ def _case_alignment(value: Any, where: str) -> str | None:
 
     if value is not None and value not in CASE_ALIGNMENTS:
         raise ConfigError(f"{where}: case_alignment must be one of {CASE_ALIGNMENTS}, got {value!r}")
+    return value
+
+
+def _cluster_field(value: Any, where: str) -> str | None:
+    """The metadata field clustering a set's cases, or None; its presence in the rows is checked by the statistics."""
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ConfigError(f"{where}: cluster_field must be a metadata field name, got {value!r}")
     return value
 
 

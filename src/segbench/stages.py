@@ -278,8 +278,10 @@ def output_root(params: Params, name: str) -> Path:
     return INTERACTIVE_ROOT if name in params.interactive_datasets else Path(".")
 
 
-def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, bool], tuple[str, ...]]:
-    """What compare needs besides the rows: dataset block, model entries, metrics, subgroup fields."""
+def _leaderboard_setup(
+    params: Params, name: str
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, bool], tuple[str, ...], str | None]:
+    """What compare needs besides the rows: dataset block, model entries, metrics, subgroup fields, cluster field."""
     if name in params.published:
         source = params.published_set(name)
         models = sorted(p.stem for p in tracking_marker(name, "*").parent.glob("*.json"))
@@ -296,7 +298,7 @@ def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[
                  "source": source.source, "evaluated_on": source.evaluated_on}
         if source.case_alignment:  # the source's own protocol; both alignments are in the analysis
             block["source_case_alignment"] = source.case_alignment
-        return block, entries, source.metrics, source.subgroups
+        return block, entries, source.metrics, source.subgroups, source.cluster_field
     if name in params.interactive_datasets:
         source = params.interactive_dataset(name)
         entries = {
@@ -307,7 +309,7 @@ def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[
         block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
                  "interactive": True, "reference": REFERENCE_LABELS[source.reference], "reference_note": source.note,
                  "seconds_per_class": source.seconds_per_class}
-        return block, entries, interactive_scores.METRICS, ()
+        return block, entries, interactive_scores.METRICS, (), None
     dataset = params.dataset(name)
     entries = {
         m.name: {"title": m.title, "kind": m.kind, "simulated": m.is_simulated, "licence": m.licence,
@@ -318,7 +320,7 @@ def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[
         "name": dataset.name, "title": dataset.title, "licence": dataset.licence, "citation": dataset.citation,
         "regions": {r.name: {"labels": list(r.labels), "nsd_tolerance_mm": r.nsd_tolerance_mm} for r in dataset.regions},
     }
-    return block, entries, ANALYZED_METRICS, dataset.subgroups
+    return block, entries, ANALYZED_METRICS, dataset.subgroups, dataset.cluster_field
 
 
 def _published_analysis(params: Params, name: str) -> dict[str, Any] | None:
@@ -331,7 +333,7 @@ def _published_analysis(params: Params, name: str) -> dict[str, Any] | None:
 def run_compare(params: Params, name: str) -> None:
     """Compare stage: per-case rows read back FROM MLFLOW -> statistics (docs/methodology.md#5-statistics-protocol) -> results/<name>.json."""
     root = output_root(params, name)
-    block, models, metrics, subgroups = _leaderboard_setup(params, name)
+    block, models, metrics, subgroups, cluster_field = _leaderboard_setup(params, name)
     markers = {m: json.loads(tracking_marker(name, m, root).read_text(encoding="utf-8")) for m in sorted(models)}
     _restore_runs(name, markers, root)
     runs = tracking.read_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()})
@@ -339,7 +341,8 @@ def run_compare(params: Params, name: str) -> None:
     for model, entry in models.items():
         entry["versions"] = {k.removeprefix("segbench."): v for k, v in sorted(runs.tags[model].items())}
     contaminated = {m: entry["contaminated"] for m, entry in models.items()}
-    analysis = stats.analyze(rows, metrics=metrics, settings=stats_settings(params), subgroup_fields=subgroups, contaminated=contaminated)
+    analysis = stats.analyze(rows, metrics=metrics, settings=stats_settings(params), subgroup_fields=subgroups, contaminated=contaminated,
+                             cluster_field=cluster_field)
     block["version"] = data_version()
     hd95 = rows["hd95_definition"].iloc[0] if "hd95_definition" in rows else "as published by the source"
     profile = rows["metric_profile"].iloc[0] if "metric_profile" in rows else "as published by the source"

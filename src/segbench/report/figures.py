@@ -352,3 +352,26 @@ def ranking_heatmap(consensus: dict[str, Any], models: Models) -> go.Figure:
     fig.update_yaxes(type="category", autorange="reversed", title="consensus rank", showgrid=False)
     fig.update_layout(height=160 + ROW_HEIGHT * n)
     return _finish(fig, f"Ranking heatmap: share of {consensus['n_resamples']:,} bootstrap resamples giving each consensus rank", "")
+
+
+def cluster_widths(structures: dict[str, Any], models: Models) -> go.Figure:
+    """Per model (rows) and structure x metric (columns): cluster-bootstrap CI width over case-bootstrap CI width, both CIs on hover."""
+    cells = [(f"{s} {m}", cell["clustered"]) for s, block in sorted(structures.items())
+             for m, cell in sorted(block["metrics"].items()) if cell.get("clustered")]
+    names = sorted({name for _, c in cells for name in c["models"]})
+    labels = _labels(names, models)
+
+    def ci(entry: dict[str, Any] | None, prefix: str) -> str:
+        return "n/a" if entry is None else f"[{fmt(entry[prefix + 'ci_low'], 3)}, {fmt(entry[prefix + 'ci_high'], 3)}]"
+
+    ratio = [[(c["models"].get(n) or {}).get("width_ratio") for _, c in cells] for n in names]
+    hover = [[f"{ci(c['models'].get(n), '')} by {c['field']} (cluster), {ci(c['models'].get(n), 'case_')} (case)" for _, c in cells]
+             for n in names]
+    fig = go.Figure(go.Heatmap(
+        z=ratio, x=[t for t, _ in cells], y=labels, text=[[fmt(v, 2) for v in row] for row in ratio], texttemplate="%{text}",
+        customdata=hover, colorscale="Oranges", zmin=1, showscale=False, xgap=1, ygap=1,
+        hovertemplate="%{y}, %{x}: width ratio %{z:.2f}<br>95% CI %{customdata}<extra></extra>",
+    ))
+    fig.update_xaxes(type="category", tickangle=-40, showgrid=False)
+    _model_axis(fig, labels)
+    return _finish(fig, "Clustered bootstrap: CI width by cluster over CI width by case (1 = as wide)", "")

@@ -139,6 +139,7 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         + ".</p>"
         + _source_summary(results, link)
         + _consensus_section(results)
+        + _clustered_section(results, link)
         + _alignment_summary(results, link)
         + _sensitivity_section(results, link)
         + tables.models_table(results["models"])
@@ -265,6 +266,22 @@ def _consensus_section(results: Results) -> str:
             f"{fmt(con['mean_rank'][first], 2)}, consensus rank 1 in {fmt(con['p_rank1'][first] * 100, 1)}% of "
             f"{con['n_resamples']:,} bootstrap resamples (docs/methodology.md, 5.15).</p>"
             + _plots([figures.podium(con, results["models"]), figures.ranking_heatmap(con, results["models"])], f"{key}-consensus"))
+
+
+def _clustered_section(results: Results, link: Callable[[str, str], str]) -> str:
+    """Dataset page: the two-stage cluster bootstrap's intervals beside the case bootstrap's, when a cluster field is set."""
+    clusters = results["analysis"].get("clusters")
+    structures = results["analysis"]["structures"]
+    if not clusters or not any(c.get("clustered") for b in structures.values() for c in b["metrics"].values()):
+        return ""
+    field = html.escape(clusters["field"])
+    return ('<h2 id="clustered">Clustered bootstrap</h2>'
+            f"<p>The cases cluster by <code>{field}</code>. Besides the case bootstrap, every CI, P(rank 1) and pairwise CI was "
+            f"also taken from a two-stage bootstrap: the {field} clusters drawn with replacement, then the cases within each drawn "
+            "cluster (cases without a value form one cluster). A width ratio above 1 is how much wider the interval is once "
+            "cases of one cluster are not taken as independent. Both use the cases every model has (docs/methodology.md, 5.16).</p>"
+            + tables.clustered(structures, link)
+            + _plots([figures.cluster_widths(structures, results["models"])], f"{slug(results['dataset']['name'])}-clustered"))
 
 
 def _alignment_summary(results: Results, link: Callable[[str, str], str]) -> str:

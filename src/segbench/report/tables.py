@@ -227,3 +227,31 @@ def sensitivity(variant: dict[str, Any], link_of: Callable[[str, str], str]) -> 
                          (str(len(c["verdicts_changed"])), len(c["verdicts_changed"]))])
     return table(["structure / metric", "Kendall tau", "pairs that flip", "#1", "co-winners (Wilcoxon-Holm)", "verdicts changed"], rows,
                  css="sensitivity")
+
+
+def clustered(structures: dict[str, Any], link_of: Callable[[str, str], str]) -> str:
+    """Per structure and metric: the two-stage cluster bootstrap beside the case bootstrap (docs/methodology.md, 5.16)."""
+    rows = []
+    for structure, block in sorted(structures.items()):
+        for metric, cell in sorted(block["metrics"].items()):
+            c = cell.get("clustered")
+            if not c:
+                continue
+            ratios = sorted(e["width_ratio"] for e in c["models"].values() if e["width_ratio"] is not None)
+            median = ratios[len(ratios) // 2] if ratios else None
+            first = cell["ranking"]["order"][0] if cell.get("ranking") else None
+            p1 = c["p_rank1"][first] if first else None
+            separable = [sum(p[k] for p in c["pairwise"]) for k in ("case_separable", "separable")]
+            rows.append([
+                (f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>', structure),
+                (html.escape(metric), metric),
+                (str(c["n_clusters"]), c["n_clusters"]),
+                (fmt(median, 2), median),
+                (f"{fmt(ratios[0], 2)} - {fmt(ratios[-1], 2)}" if ratios else "n/a", ratios[0] if ratios else None),
+                (html.escape(first or "n/a"), first),
+                (f"{fmt(p1['case'], 3)} / {fmt(p1['cluster'], 3)}" if p1 else "n/a", p1["cluster"] if p1 else None),
+                (f"{separable[0]} / {separable[1]} of {len(c['pairwise'])}", separable[1]),
+            ])
+    headers = ["structure", "metric", "clusters", "median width ratio", "range", "#1 (case bootstrap)", "#1 P(rank 1) case / cluster",
+               "separable pairs case / cluster"]
+    return table(headers, rows, caption="Cluster versus case bootstrap")

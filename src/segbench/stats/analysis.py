@@ -49,8 +49,15 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                                 "kruskal": None | {model: {"statistic", "p_value"}},
                                 "mann_whitney": {model: [{"a", "b", "statistic", "p_value",
                                                           "p_bonferroni", "significant"}, ...]}}},
+          "clustered": None | {"field", "n_clusters", "cluster_sizes": {cluster: n}, "case_set": "shared",
+                               "models": {model: {"mean", "ci_low", "ci_high", "case_ci_low", "case_ci_high",
+                                                  "width_ratio"}},          # cluster CI width / case CI width
+                               "p_rank1": None | {model: {"cluster", "case"}},   # ranked models
+                               "pairwise": [{"a", "b", "mean_diff", "ci_level", "ci_low", "ci_high", "case_ci_low",
+                                             "case_ci_high", "width_ratio", "separable", "case_separable"}, ...]},
         }}
       }},
+      "clusters": None | {"field", "labels": {case_id: cluster}},   # the cluster_field of analyze
       "consensus": None | {"tasks": ["structure/metric", ...], "order": [model, ...],
                            "mean_rank", "rank", "p_rank1": {model: x},
                            "task_ranks": {task: {model: rank}}, "rank_frequency": {model: [count of rank 1..K]},
@@ -66,6 +73,10 @@ are the shared ones (both protocols are then one analysis). Everything else uses
 Ranking schemes and consensus (docs/methodology.md#514-ranking-schemes, #515-consensus): challengeR's
 schemes on the shared cases of the ranked models, and one consensus over every structure and metric
 (tasks whose ranking is defined), both with ``scheme_resamples`` resamples seeded per (structure, metric).
+
+Clustered data (docs/methodology.md#516-clustered-data): with ``cluster_field``, every cell also holds the
+two-stage cluster bootstrap of ``clusters.py`` on the shared cases, beside the case bootstrap; None
+without a field or where the structure's shared cases fall in one cluster.
 
 Conventions. Ranks are 'min' competition ranks among the ranked models, from the mean (higher better
 when higher_is_better). Contaminated models (docs/methodology.md#510-contamination) appear in "models", "per_case" and
@@ -89,6 +100,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from .clusters import add_clustered, case_clusters
 from .pairwise import common_case_groups, pair_indices, separability, wilcoxon_map
 from .power import cases_needed
 from .ranking import leave_one_out, rank_min, ranking_stability
@@ -133,12 +145,13 @@ def analyze(
     settings: StatsSettings,
     subgroup_fields: Sequence[str] = (),
     contaminated: Mapping[str, bool] = {},
+    cluster_field: str | None = None,
 ) -> dict:
     """The whole statistics protocol on one dataset's per-case rows; see the module docstring for the output."""
     metrics, subgroup_fields, models, contaminated = _validate(rows, metrics, settings, subgroup_fields, contaminated)
     structures = _prepare(rows, metrics, models, subgroup_fields)
     with _single_threaded_blas():
-        return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated)
+        return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated, case_clusters(rows, cluster_field))
 
 
 def reanalyze(results: Mapping) -> list[str]:
@@ -160,6 +173,7 @@ def recompute(results: Mapping, **changes: object) -> dict:
         models = sorted(results["models"])
         contaminated = {m: bool(results["models"][m]["contaminated"]) for m in models}
         subgroup_fields = list(results["subgroup_fields"])
+        clusters = results.get("clusters")
         structures: dict[str, _Structure] = {}
         metrics: dict[str, bool] = {}
         for name, s in results["structures"].items():
@@ -185,7 +199,7 @@ def recompute(results: Mapping, **changes: object) -> dict:
         raise ValueError(f"not a segbench results dict: {exc!r}") from exc
     settings = replace(settings, **changes)  # StatsSettings validates the changed values
     with _single_threaded_blas():
-        return _run(structures, models, metrics, settings, subgroup_fields, contaminated)
+        return _run(structures, models, metrics, settings, subgroup_fields, contaminated, clusters)
 
 
 def _single_threaded_blas() -> threadpool_limits:
@@ -361,6 +375,7 @@ def _run(
     settings: StatsSettings,
     subgroup_fields: list[str],
     contaminated: Mapping[str, bool],
+    clusters: Mapping | None,
 ) -> dict:
     out = {}
     tasks = []
@@ -374,12 +389,14 @@ def _run(
             "case_meta": s.case_meta,
             "metrics": _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool), settings),
         }
+        add_clustered(out[name]["metrics"], s.values, s.models, s.case_ids, name, clusters, settings)
         tasks += [(f"{name}/{metric}", cell.pop("_consensus")) for metric, cell in out[name]["metrics"].items() if "_consensus" in cell]
     return _to_json({
         "settings": settings.to_dict(),
         "subgroup_fields": subgroup_fields,
         "models": {m: {"contaminated": bool(contaminated[m])} for m in models},
         "structures": out,
+        "clusters": clusters,
         "consensus": _consensus(tasks, settings),
     })
 

@@ -16,7 +16,7 @@ entry NaN (only plausible for groups of a few cases), and the CI uses the remain
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -34,7 +34,11 @@ def rng_for(seed: int, *keys: str) -> np.random.Generator:
 
 
 def bootstrap_means(
-    values: np.ndarray, n_resamples: int, rng: np.random.Generator, groups: Sequence[np.ndarray] = ()
+    values: np.ndarray,
+    n_resamples: int,
+    rng: np.random.Generator,
+    groups: Sequence[np.ndarray] = (),
+    draw: Callable[[int, np.random.Generator], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Means of ``values`` (K rows x n cases) over ``n_resamples`` paired case resamples -> (B, K).
 
@@ -42,6 +46,8 @@ def bootstrap_means(
     in that group. One product per chunk serves both: the counts multiply [values | values masked to
     group 1 | ... | group indicators], which gives the overall sums, the group sums and the group
     sizes (measured cheaper than gathering each group's count columns, or than per-cell products).
+    ``draw(size, rng)``: the (size, n) counts of another resampling scheme (clusters.cluster_counts), whose
+    resamples may hold more or fewer than n cases; each mean then divides by its resample's case count.
     """
     n_rows, n_cases = values.shape
     n_groups = len(groups)
@@ -55,15 +61,16 @@ def bootstrap_means(
     chunk = max(1, _CHUNK_ENTRIES // max(n_cases, design.shape[1], 1))
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
-        counts = resample_counts(n_cases, size, rng)
+        counts = resample_counts(n_cases, size, rng) if draw is None else draw(size, rng)
         sums = counts @ design
         rows = slice(start, start + size)
-        out[rows] = sums[:, :n_rows]
+        out[rows] = sums[:, :n_rows] if draw is None else sums[:, :n_rows] / counts.sum(axis=1, keepdims=True)
         if n_groups:
             group_sums = sums[:, n_rows : n_rows * (n_groups + 1)].reshape(size, n_groups, n_rows)
             with np.errstate(invalid="ignore", divide="ignore"):
                 group_out[rows] = group_sums / sums[:, n_rows * (n_groups + 1) :, None]
-    out /= n_cases
+    if draw is None:
+        out /= n_cases
     return out, group_out
 
 
