@@ -64,6 +64,12 @@ def test_repro_produces_results_site_and_one_mlflow_run_per_pair(project: Path) 
     assert kidney["models"]["sim_dilate_1mm"]["n"] == len(CASES)
     assert 0 < kidney["models"]["sim_dilate_1mm"]["ci_low"] <= kidney["models"]["sim_dilate_1mm"]["mean"] <= kidney["models"]["sim_dilate_1mm"]["ci_high"] < 1
     assert mlflow_runs(project) == EXPECTED_RUNS
+    # the deepmind profile's rows went score -> MLflow -> compare; no model fails a case of these four
+    sensitivity = results["sensitivity"]
+    assert sensitivity["profiles"]["baseline"] == "segauge" and sensitivity["profiles"]["variants"]["deepmind"]["run"]
+    assert sensitivity["missing_policy"]["n_failed_rows"] == 0 and not sensitivity["missing_policy"]["variants"]["drop_failed"]["run"]
+    assert (project / "scores" / "kits23" / "sim_dilate_1mm" / "per_case_profiles.csv").is_file()
+    assert "Implementation sensitivity" in (project / "site" / "kits23.html").read_text()
     published = json.loads((project / "results" / "segauge_kits23_seed.json").read_text())
     assert all(m["kind"] == "published" for m in published["models"].values())
     assert "SIMULATED" in (project / "site" / "index.html").read_text()
