@@ -46,15 +46,16 @@ def separability(
     """
     n_pairs = diff_boot.shape[1]
     p_boot = bootstrap_p_values(diff_boot)
+    diff_boot = np.sort(diff_boot, axis=0)  # once for every interval below
     if correction == "bonferroni":
         level_alpha = np.full(n_pairs, alpha / n_pairs)
-        low, high = intervals(diff_boot, diff, diff_jack, level_alpha, ci_method)
+        low, high = intervals(diff_boot, diff, diff_jack, level_alpha, ci_method, presorted=True)
         separable = (low > 0) | (high < 0)
     else:
         order = np.argsort(p_boot, kind="stable")
         step_alpha = np.empty(n_pairs)
         step_alpha[order] = alpha / (n_pairs - np.arange(n_pairs))
-        low, high = intervals(diff_boot, diff, diff_jack, step_alpha, ci_method)
+        low, high = intervals(diff_boot, diff, diff_jack, step_alpha, ci_method, presorted=True)
         excludes = ((low > 0) | (high < 0))[order]
         n_separable = n_pairs if excludes.all() else int(np.argmin(excludes))
         separable = np.zeros(n_pairs, dtype=bool)
@@ -66,7 +67,7 @@ def separability(
             level_alpha[rest] = step_alpha[order[n_separable]]
             jack_rest = None if diff_jack is None else diff_jack[:, rest]
             low[rest], high[rest] = intervals(
-                diff_boot[:, rest], diff[rest], jack_rest, level_alpha[rest], ci_method
+                diff_boot[:, rest], diff[rest], jack_rest, level_alpha[rest], ci_method, presorted=True
             )
     return {
         "ci_low": low,

@@ -96,41 +96,24 @@ def jackknife_means(values: np.ndarray) -> np.ndarray:
     return (values.sum(axis=1)[None, :] - values.T) / (n_cases - 1)
 
 
-def column_quantiles(boot: np.ndarray, *probs: np.ndarray) -> list[np.ndarray]:
+def column_quantiles(boot: np.ndarray, *probs: np.ndarray, presorted: bool = False) -> list[np.ndarray]:
     """For each array of levels in ``probs``: quantile ``p[j]`` of column j of ``boot`` (numpy 'linear').
 
     np.quantile takes one set of levels for all columns; Holm and BCa need a different level per column.
-    NaN entries (subgroup absent from a resample) are ignored (NaN sorts last). Only the order
-    statistics the levels need are put in place: CI levels sit in the two tails, so the columns are
-    partitioned at the innermost needed position of each tail and only the tails are sorted (measured
-    3-4x faster than a full sort for B = 10,000); when the needed positions reach the middle, a full sort.
+    NaN entries (subgroup absent from a resample) are ignored. One sort serves all levels (a full sort
+    along axis 0 measured faster here than np.partition or np.quantile for B = 10,000).
     """
-    n_rows, n_cols = boot.shape
-    n_valid = n_rows - np.isnan(boot).sum(axis=0)
+    ordered = boot if presorted else np.sort(boot, axis=0)  # NaN sorts last
+    n_valid = boot.shape[0] - np.isnan(boot).sum(axis=0)
     top = np.maximum(n_valid - 1, 0)
-    positions = []
+    cols = np.arange(boot.shape[1])
+    out = []
     for p in probs:
         h = top * np.clip(p, 0.0, 1.0)
         lo = np.floor(h).astype(np.int64)
-        positions.append((h, lo, np.minimum(lo + 1, top)))
-    needed = np.concatenate([np.concatenate([lo, hi]) for _, lo, hi in positions]) if positions else np.zeros(0, np.int64)
-    mid = n_rows // 2
-    last_low = int(needed[needed < mid].max(initial=-1))
-    first_high = int(needed[needed >= mid].min(initial=n_rows))
-    ordered = np.ascontiguousarray(boot.T)  # rows: one column of boot each, contiguous for partition and sort
-    if (last_low + 1) + (n_rows - first_high) > n_rows // 4:
-        ordered.sort(axis=1)
-    else:
-        kth = [k for k in (last_low, first_high) if 0 <= k < n_rows]
-        if kth:
-            ordered = np.partition(ordered, kth, axis=1)
-        ordered[:, : last_low + 1].sort(axis=1)
-        ordered[:, first_high:].sort(axis=1)
-    cols = np.arange(n_cols)
-    out = []
-    for h, lo, hi in positions:
-        low_val = ordered[cols, lo]
-        out.append(np.where(n_valid > 0, low_val + (h - lo) * (ordered[cols, hi] - low_val), np.nan))
+        hi = np.minimum(lo + 1, top)
+        low_val = ordered[lo, cols]
+        out.append(np.where(n_valid > 0, low_val + (h - lo) * (ordered[hi, cols] - low_val), np.nan))
     return out
 
 
@@ -140,6 +123,7 @@ def intervals(
     jackknife: np.ndarray | None,
     alpha: np.ndarray,
     method: str,
+    presorted: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided (1 - alpha[j]) bootstrap CI per column of ``boot`` (B, P).
 
@@ -149,7 +133,8 @@ def intervals(
     percentile: the alpha/2 and 1 - alpha/2 quantiles. bca (Efron 1987): the levels are shifted by the
     bias correction z0 (share of resampled statistics below the estimate, ties counted half) and the
     acceleration a (skewness of the jackknife statistics, ``jackknife`` (n, P)); a = 0 when the
-    jackknife has no spread (e.g. n = 1 or constant values).
+    jackknife has no spread (e.g. n = 1 or constant values). ``presorted``: ``boot`` is already sorted
+    along axis 0 (callers taking several intervals of the same columns sort once).
     """
     lower = alpha / 2.0
     upper = 1.0 - alpha / 2.0
@@ -168,5 +153,5 @@ def intervals(
         lower, upper = (
             ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z))) for z in (ndtri(lower), ndtri(upper))
         )
-    low, high = column_quantiles(boot, lower, upper)
+    low, high = column_quantiles(boot, lower, upper, presorted=presorted)
     return low, high
