@@ -202,34 +202,32 @@ def resampled_scores(values: np.ndarray, higher_is_better: bool, alpha: float, c
 def _resampled_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Median of each model's values over each resample: (K, n), (B, n) -> (B, K).
 
-    In a model's sorted order the resample's median sits where the cumulative count passes n/2. That
-    crossing lies within a few sqrt(n) positions of the middle, so cumulative counts are built only on
-    a window there, on top of one product giving the count below the window; resamples whose crossing
-    falls outside the window (none expected) are done over the whole row. Exact either way.
+    Each model's values are sorted once; a resample's median is where the running count of its draws
+    in that order passes the middle (numpy's median: the middle draw, or the average of the two).
     """
     n_cases = values.shape[1]
-    lo, hi = (n_cases + 1) // 2, n_cases // 2 + 1  # 1-based positions of the middle element(s)
     orders = np.argsort(values, axis=1, kind="stable")
-    half = int(8 * np.sqrt(n_cases)) + 2
-    start, stop = max(0, lo - 1 - half), min(n_cases, hi + half)
-    below = np.zeros((n_cases, values.shape[0]))
-    for k, order in enumerate(orders):
-        below[order[:start], k] = 1.0
-    base = counts @ below  # (B, K): resampled cases before the window, per model
-    # cumulative counts reach n: 2-byte integers when they fit, a quarter of float64's memory traffic
-    small = np.int16 if n_cases <= np.iinfo(np.int16).max else np.int64
-    ints = counts.astype(small)
-    medians = np.empty((counts.shape[0], values.shape[0]))
-    for k, order in enumerate(orders):
-        window = order[start:stop]
-        cum = np.cumsum(ints[:, window], axis=1, dtype=small) + base[:, k, None].astype(small)
-        inside = (base[:, k] < lo) & (cum[:, -1] >= hi)
-        row = values[k]
-        medians[:, k] = (row[window][(cum >= lo).argmax(axis=1)] + row[window][(cum >= hi).argmax(axis=1)]) / 2.0
-        if not inside.all():
-            full = np.cumsum(ints[~inside][:, order], axis=1, dtype=small)
-            medians[~inside, k] = (row[order][(full >= lo).argmax(axis=1)] + row[order][(full >= hi).argmax(axis=1)]) / 2.0
-    return medians
+    return _median_walk(np.take_along_axis(values, orders, axis=1), orders, counts, (n_cases + 1) // 2, n_cases // 2 + 1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _median_walk(ordered: np.ndarray, orders: np.ndarray, counts: np.ndarray, lo: int, hi: int) -> np.ndarray:  # pragma: no cover - compiled
+    """Average of the lo-th and hi-th (1-based) draw in each model's sorted order, per resample: (B, K)."""
+    n_models, n_resamples = ordered.shape[0], counts.shape[0]
+    out = np.empty((n_resamples, n_models))
+    for r in range(n_resamples):
+        row = counts[r]
+        for k in range(n_models):
+            seen, low, j = 0.0, np.nan, 0
+            while True:
+                seen += row[orders[k, j]]
+                if seen >= lo and np.isnan(low):
+                    low = ordered[k, j]
+                if seen >= hi:
+                    break
+                j += 1
+            out[r, k] = (low + ordered[k, j]) / 2.0
+    return out
 
 
 def schemes(values: np.ndarray, names: list[str], higher_is_better: bool, alpha: float, counts: np.ndarray) -> tuple[dict, np.ndarray]:
