@@ -130,9 +130,12 @@ def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> di
             # For n > 50 scipy's method='auto' is the normal approximation without continuity correction
             # for every pair: signed_rank_z computes it with the same operations (zeros dropped, average
             # ranks, tie-corrected SD), without scipy's per-call overhead.
-            centred, sd, _ = signed_rank_z(diffs[test])
-            z = centred / sd
-            p[pairs[test]] = ndtr(-z if higher_is_better else z)
+            # One direction per pair: the reverse pair's statistic is exactly the negative.
+            forward = pairs[test[a[pairs[test]] < b[pairs[test]]]]
+            centred, sd, _ = signed_rank_z(values[a[forward]][:, cases] - values[b[forward]][:, cases])
+            z = centred / sd if higher_is_better else -centred / sd
+            reverse = b[forward] * (n_models - 1) + a[forward] - (a[forward] > b[forward])  # position of (b, a)
+            p[forward], p[reverse] = ndtr(-z), ndtr(z)
         else:
             # n <= 50: 'auto' picks exact / permutation / normal from the ties and zeros of the whole
             # batch when vectorised; per-pair calls keep each pair's own choice, as a per-pair protocol does.
