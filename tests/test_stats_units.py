@@ -11,7 +11,7 @@ from segbench.stats import StatsSettings, analyze
 from segbench.stats.pairwise import holm, separability, wilcoxon_map
 from segbench.stats.power import cases_needed, paired_t_power
 from segbench.stats.ranking import kendall_tau_b, leave_one_out, rank_min
-from segbench.stats.resampling import bootstrap_means, intervals, jackknife_means, rng_for
+from segbench.stats.resampling import bootstrap_means, column_quantiles, intervals, jackknife_means, rng_for
 
 
 @pytest.mark.parametrize("n_models", [2, 3, 7, 19])
@@ -224,3 +224,18 @@ def test_degenerate_inputs_give_none_not_errors(case: str, ci_method: str) -> No
     if case == "constant":
         assert metric["significance"]["co_winners"] == ["A", "B", "C"]
         assert metric["power"]["n_required"] is None
+
+
+def test_column_quantiles_equal_numpy_in_the_tails_the_middle_and_with_nan() -> None:
+    """Per-column levels equal np.quantile at any level, with ties; NaN (absent subgroup) is ignored."""
+    rng = np.random.default_rng(21)
+    boot = np.round(rng.normal(size=(1000, 6)), 2)  # ties
+    boot[:40, 5] = np.nan
+    boot[rng.permutation(1000)[:990], 4] = np.nan  # a nearly empty column
+    boot[:, 3] = np.nan  # an empty column: NaN
+    for probs in ((np.full(6, 0.025), np.full(6, 0.975)), (rng.uniform(0, 0.02, 6), rng.uniform(0.99, 1.0, 6)),
+                  (np.full(6, 0.5), rng.uniform(0, 1, 6)), (np.zeros(6), np.ones(6))):
+        got = column_quantiles(boot, *probs)
+        for level, values in zip(probs, got):
+            want = [np.quantile(boot[~np.isnan(boot[:, j]), j], level[j]) if j != 3 else np.nan for j in range(6)]
+            np.testing.assert_array_equal(values, want)
