@@ -6,7 +6,7 @@ import numpy as np
 from scipy import stats
 from scipy.special import ndtr
 
-from .resampling import intervals
+from .resampling import intervals, sort_columns
 from .schemes import signed_rank_z
 
 
@@ -46,7 +46,7 @@ def separability(
     """
     n_pairs = diff_boot.shape[1]
     p_boot = bootstrap_p_values(diff_boot)
-    diff_boot = np.sort(diff_boot, axis=0)  # once for every interval below
+    diff_boot = sort_columns(diff_boot)  # once for every interval below
     if correction == "bonferroni":
         level_alpha = np.full(n_pairs, alpha / n_pairs)
         low, high = intervals(diff_boot, diff, diff_jack, level_alpha, ci_method, presorted=True)

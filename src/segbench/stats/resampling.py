@@ -103,7 +103,7 @@ def column_quantiles(boot: np.ndarray, *probs: np.ndarray, presorted: bool = Fal
     NaN entries (subgroup absent from a resample) are ignored. One sort serves all levels (a full sort
     along axis 0 measured faster here than np.partition or np.quantile for B = 10,000).
     """
-    ordered = boot if presorted else np.sort(boot, axis=0)  # NaN sorts last
+    ordered = boot if presorted else sort_columns(boot)  # NaN sorts last
     n_valid = boot.shape[0] - np.isnan(boot).sum(axis=0)
     top = np.maximum(n_valid - 1, 0)
     cols = np.arange(boot.shape[1])
@@ -115,6 +115,17 @@ def column_quantiles(boot: np.ndarray, *probs: np.ndarray, presorted: bool = Fal
         low_val = ordered[lo, cols]
         out.append(np.where(n_valid > 0, low_val + (h - lo) * (ordered[hi, cols] - low_val), np.nan))
     return out
+
+
+def sort_columns(boot: np.ndarray) -> np.ndarray:
+    """Each column of (B, P) ``boot`` sorted, as a (B, P) view of a (P, B) array.
+
+    Sorting contiguous rows of the transpose measured ~20% faster than np.sort(axis=0), which copies
+    every strided column in and out.
+    """
+    rows = np.ascontiguousarray(boot.T)
+    rows.sort(axis=1)
+    return rows.T
 
 
 def intervals(
