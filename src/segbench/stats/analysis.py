@@ -38,7 +38,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                                "significant": [[a, b], ...], "separable": [[a, b], ...]}},
           "schemes": None | {"ranks", "scores": {scheme: {model: x}},   # schemes.SCHEMES, ranked models
                              "kendall_tau": {scheme: {scheme: tau-b}},
-                             "stability": {scheme: None | {"p_rank1": {model: x}, "kendall_tau_median"}},
+                             "stability": {scheme: {"p_rank1": {model: x}, "kendall_tau_median"}},
                              "n_resamples": scheme_resamples},
           "loo": None | {"winner_change_share", "any_rank_change_share"},
           "power": None | {"first", "second", "n_cases", "mean_diff", "sd_diff", "effect_size",
