@@ -22,6 +22,7 @@ from scipy.special import ndtr
 from .ranking import kendall_tau_b, rank_min
 
 SCHEMES = ("mean", "median", "rank_then_aggregate", "test_then_rank")
+_BLOCK = 256  # resamples per call of the test-then-rank walk
 
 
 def case_ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
@@ -114,7 +115,12 @@ def resampled_signed_rank_z(diffs: np.ndarray, counts: np.ndarray) -> tuple[np.n
     group_end[:, :-1] = ordered[:, 1:] != ordered[:, :-1]
     positive = np.take_along_axis(diffs, order, axis=1) > 0
     n_nonzero = (diffs != 0).sum(axis=1)
-    t_plus, ties, m = _resampled_signed_ranks(np.ascontiguousarray(counts.T, dtype=np.float64), order, group_end, positive, n_nonzero)
+    # Blocks of resamples with 1-byte counts: the walks of all pairs then read a block that stays in cache
+    # (a float64 (n, B) matrix re-read from memory per pair made it memory-bound at n = 5,000).
+    small = np.uint8 if counts.max(initial=0) <= np.iinfo(np.uint8).max else np.float64
+    blocks = [_resampled_signed_ranks(np.ascontiguousarray(counts[r:r + _BLOCK].T, dtype=small), order, group_end, positive, n_nonzero)
+              for r in range(0, counts.shape[0], _BLOCK)]
+    t_plus, ties, m = (np.concatenate([block[i] for block in blocks], axis=1) for i in range(3))
     centred = t_plus - m * (m + 1.0) / 4.0
     sd = np.sqrt((m * (m + 1.0) * (2 * m + 1) - 0.5 * ties) / 24.0)
     return centred.T, sd.T, m.T
@@ -124,7 +130,7 @@ def resampled_signed_rank_z(diffs: np.ndarray, counts: np.ndarray) -> tuple[np.n
 def _resampled_signed_ranks(
     counts_t: np.ndarray, order: np.ndarray, group_end: np.ndarray, positive: np.ndarray, n_nonzero: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """T+, sum(T^3 - T) over tie groups and m, each (P, B), for (n, B) counts and per pair p its cases in |d| order.
+    """T+, sum(T^3 - T) over tie groups and m, each (P, B), for (n, B) counts (any numeric type) and per pair p its cases in |d| order.
 
     A case alone in its tie group adds c^3 - c, which does not depend on the pair: the tie term starts
     from that sum over all cases, and the walk corrects it only at zero differences and shared |d|.
@@ -135,7 +141,7 @@ def _resampled_signed_ranks(
     cubes = np.zeros(n_resamples)
     for i in range(n_cases):
         for r in range(n_resamples):
-            c = counts_t[i, r]
+            c = float(counts_t[i, r])
             cubes[r] += c * c * c - c
     t_plus = np.zeros((n_pairs, n_resamples))
     ties = np.empty((n_pairs, n_resamples))
@@ -148,20 +154,23 @@ def _resampled_signed_ranks(
         for k in range(n_nonzero[p], n_cases):  # zero differences: not ranked
             row = counts_t[order[p, k]]
             for r in range(n_resamples):
-                tt[r] -= row[r] * row[r] * row[r] - row[r]
+                c = float(row[r])
+                tt[r] -= c * c * c - c
         single = True  # the current position starts a tie group
         for k in range(n_nonzero[p]):
             row = counts_t[order[p, k]]
             pos = 1.0 if positive[p, k] else 0.0
             if single and group_end[p, k]:  # a group of one case: the common case, one pass
                 for r in range(n_resamples):
-                    tp[r] += pos * row[r] * (cb[r] + (row[r] + 1.0) * 0.5)
-                    cb[r] += row[r]
+                    c = float(row[r])
+                    tp[r] += pos * c * (cb[r] + (c + 1.0) * 0.5)
+                    cb[r] += c
                 continue
             for r in range(n_resamples):
-                group[r] += row[r]
-                group_pos[r] += pos * row[r]
-                tt[r] -= row[r] * row[r] * row[r] - row[r]
+                c = float(row[r])
+                group[r] += c
+                group_pos[r] += pos * c
+                tt[r] -= c * c * c - c
             single = bool(group_end[p, k])
             if single:
                 for r in range(n_resamples):
