@@ -809,8 +809,13 @@ def _to_json(obj: object) -> object:
     kind = type(obj)
     if kind is float:  # the common leaves first: exact type checks are much cheaper than the ABC checks below
         return obj if math.isfinite(obj) else None
+    if kind is np.float64:
+        value = float(obj)
+        return value if math.isfinite(value) else None
     if kind is str or kind is int or kind is bool or obj is None:
         return obj
+    if kind is dict:
+        return {str(k): _to_json(v) for k, v in obj.items()}
     if isinstance(obj, Mapping):
         return {str(k): _to_json(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":
