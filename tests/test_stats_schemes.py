@@ -65,7 +65,7 @@ def test_schemes_equal_hand_derived_challenger_values(results: dict) -> None:
     # Kendall tau-b of (1, 2, 3, 3) and (1, 1, 3, 3): 4 concordant pairs / sqrt((6 - 1)(6 - 2))
     assert sc["kendall_tau"]["mean"]["rank_then_aggregate"] == pytest.approx(4 / math.sqrt(20))
     assert sc["kendall_tau"]["mean"]["median"] == 1.0
-    assert sc["stability"]["test_then_rank"] is None and sc["stability"]["mean"]["p_rank1"]["C"] == 0.0
+    assert sc["stability"]["mean"]["p_rank1"]["C"] == 0.0 and sc["stability"]["test_then_rank"]["p_rank1"]["C"] == 0.0
 
 
 def test_consensus_is_the_mean_of_average_tie_ranks(results: dict) -> None:
@@ -80,7 +80,7 @@ def test_consensus_is_the_mean_of_average_tie_ranks(results: dict) -> None:
 def test_resampled_medians_equal_numpy_on_the_drawn_cases() -> None:
     values = np.stack([A, B, C])
     counts = resample_counts(10, 50, np.random.default_rng(1))
-    got = schemes.resampled_scores(values, True, counts)
+    got = schemes.resampled_scores(values, True, 0.05, counts)
     for r in range(50):
         drawn = np.repeat(values, counts[r].astype(int), axis=1)
         assert got["median"][r] == pytest.approx(np.median(drawn, axis=1), abs=0)
@@ -114,6 +114,29 @@ def test_signed_rank_statistic_equals_scipy_with_ties_and_zeros() -> None:
 def test_windowed_resampled_medians_equal_numpy_at_scale() -> None:
     values = np.round(np.random.default_rng(4).random((3, 3000)), 3)
     counts = resample_counts(3000, 40, np.random.default_rng(5))
-    got = schemes.resampled_scores(values, True, counts)["median"]
+    got = schemes.resampled_scores(values, True, 0.05, counts)["median"]
     for r in range(40):
         assert got[r] == pytest.approx(np.median(np.repeat(values, counts[r].astype(int), axis=1), axis=1), abs=0)
+
+
+def test_resampled_test_then_rank_equals_the_scores_of_the_drawn_cases() -> None:
+    """Brute force: every resample materialised with np.repeat and scored by test_then_rank_scores."""
+    rng = np.random.default_rng(11)
+    values = np.round(rng.normal(0.8, 0.04, (5, 30)), 2)  # 2 decimals: tied |d| and zero differences
+    values[4] = values[3]  # a pair with only zero differences: never a win
+    values[0, :20] = values[1, :20]  # zeros in a pair with a clear difference elsewhere
+    values[0, 20:] += 0.05
+    counts = resample_counts(30, 200, np.random.default_rng(12))
+    a, b = np.triu_indices(5, k=1)
+    centred, sd, m = schemes.resampled_signed_rank_z(values[a] - values[b], counts)
+    for r, c in enumerate(counts):
+        drawn = np.repeat(values, c.astype(int), axis=1)
+        want_c, want_sd, want_m = schemes.signed_rank_z(drawn[a] - drawn[b])
+        np.testing.assert_array_equal(m[r], want_m)
+        np.testing.assert_allclose(centred[r], want_c, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(sd[r], want_sd, rtol=1e-12)
+    for higher, alpha in ((True, 0.05), (False, 0.2)):
+        got = schemes.resampled_test_then_rank(values, higher, alpha, counts)
+        want = np.stack([schemes.test_then_rank_scores(np.repeat(values, c.astype(int), axis=1), higher, alpha) for c in counts])
+        assert np.unique(want, axis=0).shape[0] > 5  # the resamples do change the scores
+        np.testing.assert_array_equal(got, want)

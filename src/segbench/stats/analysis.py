@@ -38,7 +38,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                                "significant": [[a, b], ...], "separable": [[a, b], ...]}},
           "schemes": None | {"ranks", "scores": {scheme: {model: x}},   # schemes.SCHEMES, ranked models
                              "kendall_tau": {scheme: {scheme: tau-b}},
-                             "stability": {scheme: None | {"p_rank1": {model: x}, "kendall_tau_median"}},
+                             "stability": {scheme: {"p_rank1": {model: x}, "kendall_tau_median"}},
                              "n_resamples": scheme_resamples},
           "loo": None | {"winner_change_share", "any_rank_change_share"},
           "power": None | {"first", "second", "n_cases", "mean_diff", "sd_diff", "effect_size",
@@ -480,11 +480,12 @@ def _analyze_structure(
     group_ci = {
         f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()
     }
+    all_reported = _all_reported(s, models, metrics, structure, settings)
     out = {}
     for i, (metric, higher) in enumerate(metrics.items()):
         cols = slice(i * n_models, (i + 1) * n_models)
         values = s.values[metric]
-        reported, reported_boots = _all_reported(s, values, models, metric, structure, settings)
+        reported, reported_boots = all_reported[metric]
         result = {
             "higher_is_better": higher,
             "per_case": {m: values[k] for k, m in enumerate(models)},
@@ -543,41 +544,43 @@ def _estimates(
 
 
 def _all_reported(
-    s: _Structure, values: np.ndarray, models: list[str], metric: str, structure: str, settings: StatsSettings
-) -> tuple[dict[str, dict], dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]]:
-    """Per model with scores outside the shared cases: mean, SD, median, n and CI over all its reported cases.
+    s: _Structure, models: list[str], metrics: Mapping[str, bool], structure: str, settings: StatsSettings
+) -> dict[str, tuple[dict[str, dict], dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]]]:
+    """Per metric, per model with scores outside the shared cases: mean, SD, median, n and CI over all its reported cases.
 
     Published sets may score different case sets per model (Touchstone: two models report 656 of 743
     scans). Ranks and paired tests need the shared cases (docs/methodology.md#512-published-sets), but the source's own per-model
-    numbers are over every case the model reports; both are given, the latter here. Models reporting
-    the same case set share one paired bootstrap (one call, keyed by structure, metric and case set).
-    Second result, per set of extra cases: the models, their values (shared cases, then the extra
-    ones) and resampled means, which the pairwise-complete alignment reuses for pairs on that case set.
+    numbers are over every case the model reports; both are given, the latter here. All (metric, model)
+    rows reporting the same case set share one paired bootstrap (one call, keyed by structure and case
+    set, as the shared-case resamples serve every metric). Second result per metric, per set of extra
+    cases: the models, their values (shared cases, then the extra ones) and resampled means, which the
+    pairwise-complete alignment reuses for pairs on that case set.
     """
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for k, model in enumerate(models):
-        extra = s.unshared[metric].get(model)
-        if extra:
-            groups.setdefault(tuple(sorted(extra)), []).append(k)
-    out, boots = {}, {}
-    for extra_cases, ks in groups.items():
-        own = np.concatenate(
-            [values[ks], np.array([[s.unshared[metric][models[k]][c] for c in extra_cases] for k in ks])], axis=1
-        )
-        rng = rng_for(settings.seed, structure, metric, "all_reported", *extra_cases)
+    groups: dict[tuple[str, ...], list[tuple[str, int]]] = {}
+    for metric in metrics:
+        for k, model in enumerate(models):
+            extra = s.unshared[metric].get(model)
+            if extra:
+                groups.setdefault(tuple(sorted(extra)), []).append((metric, k))
+    out: dict = {metric: ({}, {}) for metric in metrics}
+    for extra_cases, rows in groups.items():
+        own = np.stack([np.concatenate([s.values[metric][k], [s.unshared[metric][models[k]][c] for c in extra_cases]]) for metric, k in rows])
+        rng = rng_for(settings.seed, structure, "all_reported", *extra_cases)
         boot, _ = bootstrap_means(own, settings.n_resamples, rng)
         low, high = _Boot.of(own, boot).ci(settings.confidence, settings.ci_method)
-        boots[extra_cases] = ([models[k] for k in ks], own, boot)
-        for row, k in enumerate(ks):
-            out[models[k]] = {
+        for metric in dict.fromkeys(m for m, _ in rows):
+            sel = [r for r, (m, _) in enumerate(rows) if m == metric]
+            out[metric][1][extra_cases] = ([models[rows[r][1]] for r in sel], own[sel], boot[:, sel])
+        for r, (metric, k) in enumerate(rows):
+            out[metric][0][models[k]] = {
                 "n": int(own.shape[1]),
-                "mean": float(own[row].mean()),
-                "sd": float(own[row].std(ddof=1)) if own.shape[1] > 1 else None,
-                "median": float(np.median(own[row])),
-                "ci_low": float(low[row]),
-                "ci_high": float(high[row]),
+                "mean": float(own[r].mean()),
+                "sd": float(own[r].std(ddof=1)) if own.shape[1] > 1 else None,
+                "median": float(np.median(own[r])),
+                "ci_low": float(low[r]),
+                "ci_high": float(high[r]),
             }
-    return out, boots
+    return out
 
 
 def _union_values(s: _Structure, values: np.ndarray, names: list[str], metric: str) -> tuple[np.ndarray, list[str], np.ndarray] | None:
@@ -823,8 +826,13 @@ def _to_json(obj: object) -> object:
     kind = type(obj)
     if kind is float:  # the common leaves first: exact type checks are much cheaper than the ABC checks below
         return obj if math.isfinite(obj) else None
+    if kind is np.float64:
+        value = float(obj)
+        return value if math.isfinite(value) else None
     if kind is str or kind is int or kind is bool or obj is None:
         return obj
+    if kind is dict:
+        return {str(k): _to_json(v) for k, v in obj.items()}
     if isinstance(obj, Mapping):
         return {str(k): _to_json(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":

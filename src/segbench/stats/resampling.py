@@ -18,6 +18,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 
+import numba
 import numpy as np
 from scipy.special import ndtr, ndtri
 
@@ -75,10 +76,25 @@ def bootstrap_means(
 
 
 def resample_counts(n_cases: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """(B, n) matrix of how often each case is drawn in each of B resamples of n cases with replacement."""
-    idx = rng.integers(0, n_cases, size=(n_resamples, n_cases), dtype=np.int64)
-    idx += (np.arange(n_resamples, dtype=np.int64) * n_cases)[:, None]
-    return np.bincount(idx.ravel(), minlength=n_resamples * n_cases).reshape(n_resamples, n_cases).astype(np.float64)
+    """(B, n) matrix of how often each case is drawn in each of B resamples of n cases with replacement.
+
+    The draws are the narrowest integers that hold n (fewer random bits per draw) and are tallied in
+    numba straight into the float64 matrix the products need: measured 2-3x faster than int64 draws,
+    np.bincount and a cast.
+    """
+    dtype = np.int16 if n_cases <= np.iinfo(np.int16).max else np.int64
+    counts = np.zeros((n_resamples, n_cases))
+    _tally(rng.integers(0, n_cases, size=(n_resamples, n_cases), dtype=dtype), counts)
+    return counts
+
+
+@numba.njit(cache=True, nogil=True)
+def _tally(draws: np.ndarray, counts: np.ndarray) -> None:  # pragma: no cover - compiled
+    """counts[r, i] += 1 for every draw i in row r of ``draws``."""
+    for r in range(draws.shape[0]):
+        row = counts[r]
+        for j in range(draws.shape[1]):
+            row[draws[r, j]] += 1.0
 
 
 def jackknife_means(values: np.ndarray) -> np.ndarray:
@@ -94,7 +110,7 @@ def column_quantiles(boot: np.ndarray, *probs: np.ndarray, presorted: bool = Fal
     NaN entries (subgroup absent from a resample) are ignored. One sort serves all levels (a full sort
     along axis 0 measured faster here than np.partition or np.quantile for B = 10,000).
     """
-    ordered = boot if presorted else np.sort(boot, axis=0)  # NaN sorts last
+    ordered = boot if presorted else sort_columns(boot)  # NaN sorts last
     n_valid = boot.shape[0] - np.isnan(boot).sum(axis=0)
     top = np.maximum(n_valid - 1, 0)
     cols = np.arange(boot.shape[1])
@@ -106,6 +122,17 @@ def column_quantiles(boot: np.ndarray, *probs: np.ndarray, presorted: bool = Fal
         low_val = ordered[lo, cols]
         out.append(np.where(n_valid > 0, low_val + (h - lo) * (ordered[hi, cols] - low_val), np.nan))
     return out
+
+
+def sort_columns(boot: np.ndarray) -> np.ndarray:
+    """Each column of (B, P) ``boot`` sorted, as a (B, P) view of a (P, B) array.
+
+    Sorting contiguous rows of the transpose measured ~20% faster than np.sort(axis=0), which copies
+    every strided column in and out.
+    """
+    rows = np.ascontiguousarray(boot.T)
+    rows.sort(axis=1)
+    return rows.T
 
 
 def intervals(

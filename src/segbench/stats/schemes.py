@@ -15,13 +15,14 @@ Definitions (docs/methodology.md#514-ranking-schemes), all ranks 'min' competiti
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from scipy.special import ndtr
 
 from .ranking import kendall_tau_b, rank_min
 
 SCHEMES = ("mean", "median", "rank_then_aggregate", "test_then_rank")
-_RESAMPLED = ("mean", "median", "rank_then_aggregate")  # schemes whose bootstrap is vectorised here
+_BLOCK = 256  # resamples per call of the test-then-rank walk
 
 
 def case_ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
@@ -74,14 +75,112 @@ def test_then_rank_scores(values: np.ndarray, higher_is_better: bool, alpha: flo
     if n_models < 2:
         return np.zeros(n_models)
     a, b = np.triu_indices(n_models, k=1)
-    centred, sd, m = signed_rank_z(values[a] - values[b])
+    return _win_shares(*signed_rank_z(values[a] - values[b]), n_models, higher_is_better, alpha)
+
+
+def _win_shares(centred: np.ndarray, sd: np.ndarray, m: np.ndarray, n_models: int, higher_is_better: bool, alpha: float) -> np.ndarray:
+    """Test-then-rank scores from the signed-rank statistics of the pairs np.triu_indices(K, 1): (..., P) -> (..., K)."""
+    a, b = np.triu_indices(n_models, k=1)
     sign = 1.0 if higher_is_better else -1.0
-    wins = np.zeros((n_models, n_models))
+    wins = np.zeros((*centred.shape[:-1], n_models))
     with np.errstate(invalid="ignore", divide="ignore"):
-        for x, y, s in ((a, b, sign), (b, a, -sign)):
-            p = ndtr(-(s * centred - 0.5) / sd)
-            wins[x, y] = (m > 0) & (p <= alpha)
-    return wins.sum(axis=1) / (n_models - 1)
+        for x, s in ((a, sign), (b, -sign)):  # 'a beats b' uses T+ of a - b, 'b beats a' its negative
+            won = (m > 0) & (ndtr(-(s * centred - 0.5) / sd) <= alpha)
+            wins += won @ (x[:, None] == np.arange(n_models)).astype(np.float64)  # wins per winner model
+    return wins / (n_models - 1)
+
+
+def resampled_test_then_rank(values: np.ndarray, higher_is_better: bool, alpha: float, counts: np.ndarray) -> np.ndarray:
+    """test_then_rank_scores of every resample, (K, n) values and (B, n) case counts -> (B, K), without materialising a resample."""
+    n_models = values.shape[0]
+    if n_models < 2:
+        return np.zeros((counts.shape[0], n_models))
+    a, b = np.triu_indices(n_models, k=1)
+    return _win_shares(*resampled_signed_rank_z(values[a] - values[b], counts), n_models, higher_is_better, alpha)
+
+
+def resampled_signed_rank_z(diffs: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """signed_rank_z of every resample: (P, n) differences, (B, n) case counts -> (B, P) arrays.
+
+    Per pair, the cases are sorted once by |d| (zeros dropped) into tie groups. In a resample with case
+    multiplicities c_i, a tie group holding T = sum of its c_i draws after C draws of smaller |d| gives
+    each of its draws the average rank C + (T + 1) / 2 (drawing a case twice makes a tie), adds T^3 - T
+    to the tie correction, and m = sum of the c_i over non-zero differences. The walk over the sorted
+    cases runs in numba, vectorised over the resamples: O(B P n), no resample materialised.
+    """
+    absd = np.where(diffs == 0, np.inf, np.abs(diffs))
+    order = np.argsort(absd, axis=1, kind="stable")
+    ordered = np.take_along_axis(absd, order, axis=1)
+    group_end = np.ones(ordered.shape, dtype=bool)
+    group_end[:, :-1] = ordered[:, 1:] != ordered[:, :-1]
+    positive = np.take_along_axis(diffs, order, axis=1) > 0
+    n_nonzero = (diffs != 0).sum(axis=1)
+    # Blocks of resamples with 1-byte counts: the walks of all pairs then read a block that stays in cache
+    # (a float64 (n, B) matrix re-read from memory per pair made it memory-bound at n = 5,000).
+    small = np.uint8 if counts.max(initial=0) <= np.iinfo(np.uint8).max else np.float64
+    blocks = [_resampled_signed_ranks(np.ascontiguousarray(counts[r:r + _BLOCK].T, dtype=small), order, group_end, positive, n_nonzero)
+              for r in range(0, counts.shape[0], _BLOCK)]
+    t_plus, ties, m = (np.concatenate([block[i] for block in blocks], axis=1) for i in range(3))
+    centred = t_plus - m * (m + 1.0) / 4.0
+    sd = np.sqrt((m * (m + 1.0) * (2 * m + 1) - 0.5 * ties) / 24.0)
+    return centred.T, sd.T, m.T
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
+def _resampled_signed_ranks(
+    counts_t: np.ndarray, order: np.ndarray, group_end: np.ndarray, positive: np.ndarray, n_nonzero: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """T+, sum(T^3 - T) over tie groups and m, each (P, B), for (n, B) counts (any numeric type) and per pair p its cases in |d| order.
+
+    A case alone in its tie group adds c^3 - c, which does not depend on the pair: the tie term starts
+    from that sum over all cases, and the walk corrects it only at zero differences and shared |d|.
+    All values are integers or halves far below 2^53, so fastmath's reordering (which lets the loops
+    over the resamples vectorise) cannot change a result.
+    """
+    n_pairs, n_cases, n_resamples = order.shape[0], order.shape[1], counts_t.shape[1]
+    cubes = np.zeros(n_resamples)
+    for i in range(n_cases):
+        for r in range(n_resamples):
+            c = float(counts_t[i, r])
+            cubes[r] += c * c * c - c
+    t_plus = np.zeros((n_pairs, n_resamples))
+    ties = np.empty((n_pairs, n_resamples))
+    below = np.zeros((n_pairs, n_resamples))  # draws of smaller |d| so far; m at the end
+    group = np.zeros(n_resamples)
+    group_pos = np.zeros(n_resamples)
+    for p in range(n_pairs):
+        tp, tt, cb = t_plus[p], ties[p], below[p]
+        tt[:] = cubes
+        for k in range(n_nonzero[p], n_cases):  # zero differences: not ranked
+            row = counts_t[order[p, k]]
+            for r in range(n_resamples):
+                c = float(row[r])
+                tt[r] -= c * c * c - c
+        single = True  # the current position starts a tie group
+        for k in range(n_nonzero[p]):
+            row = counts_t[order[p, k]]
+            pos = 1.0 if positive[p, k] else 0.0
+            if single and group_end[p, k]:  # a group of one case: the common case, one pass
+                for r in range(n_resamples):
+                    c = float(row[r])
+                    tp[r] += pos * c * (cb[r] + (c + 1.0) * 0.5)
+                    cb[r] += c
+                continue
+            for r in range(n_resamples):
+                c = float(row[r])
+                group[r] += c
+                group_pos[r] += pos * c
+                tt[r] -= c * c * c - c
+            single = bool(group_end[p, k])
+            if single:
+                for r in range(n_resamples):
+                    g = group[r]
+                    tp[r] += group_pos[r] * (cb[r] + (g + 1.0) * 0.5)
+                    tt[r] += g * g * g - g
+                    cb[r] += g
+                    group[r] = 0.0
+                    group_pos[r] = 0.0
+    return t_plus, ties, below
 
 
 def scheme_scores(values: np.ndarray, higher_is_better: bool, alpha: float) -> dict[str, tuple[np.ndarray, bool]]:
@@ -94,65 +193,64 @@ def scheme_scores(values: np.ndarray, higher_is_better: bool, alpha: float) -> d
     }
 
 
-def resampled_scores(values: np.ndarray, higher_is_better: bool, counts: np.ndarray) -> dict[str, np.ndarray]:
-    """Scores of the resampled schemes for (B, n) case counts -> {scheme: (B, K)}.
+def resampled_scores(values: np.ndarray, higher_is_better: bool, alpha: float, counts: np.ndarray) -> dict[str, np.ndarray]:
+    """Scores of every scheme for (B, n) case counts -> {scheme: (B, K)}.
 
     Means and mean case ranks are count products (a case's ranks among the models do not change when
     it is drawn again). Medians: each model's values sorted once; the median of a resample is read off
     the cumulative counts in that order (numpy's median: the middle element, or the average of the two).
+    Test-then-rank: resampled_test_then_rank.
     """
     n_cases = values.shape[1]
     out = {"mean": counts @ values.T / n_cases, "rank_then_aggregate": counts @ case_ranks(values, higher_is_better).T / n_cases}
     out["median"] = _resampled_medians(values, counts)
+    out["test_then_rank"] = resampled_test_then_rank(values, higher_is_better, alpha, counts)
     return out
 
 
 def _resampled_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Median of each model's values over each resample: (K, n), (B, n) -> (B, K).
 
-    In a model's sorted order the resample's median sits where the cumulative count passes n/2. That
-    crossing lies within a few sqrt(n) positions of the middle, so cumulative counts are built only on
-    a window there, on top of one product giving the count below the window; resamples whose crossing
-    falls outside the window (none expected) are done over the whole row. Exact either way.
+    Each model's values are sorted once; a resample's median is where the running count of its draws
+    in that order passes the middle (numpy's median: the middle draw, or the average of the two).
     """
     n_cases = values.shape[1]
-    lo, hi = (n_cases + 1) // 2, n_cases // 2 + 1  # 1-based positions of the middle element(s)
     orders = np.argsort(values, axis=1, kind="stable")
-    half = int(8 * np.sqrt(n_cases)) + 2
-    start, stop = max(0, lo - 1 - half), min(n_cases, hi + half)
-    below = np.zeros((n_cases, values.shape[0]))
-    for k, order in enumerate(orders):
-        below[order[:start], k] = 1.0
-    base = counts @ below  # (B, K): resampled cases before the window, per model
-    # cumulative counts reach n: 2-byte integers when they fit, a quarter of float64's memory traffic
-    small = np.int16 if n_cases <= np.iinfo(np.int16).max else np.int64
-    ints = counts.astype(small)
-    medians = np.empty((counts.shape[0], values.shape[0]))
-    for k, order in enumerate(orders):
-        window = order[start:stop]
-        cum = np.cumsum(ints[:, window], axis=1, dtype=small) + base[:, k, None].astype(small)
-        inside = (base[:, k] < lo) & (cum[:, -1] >= hi)
-        row = values[k]
-        medians[:, k] = (row[window][(cum >= lo).argmax(axis=1)] + row[window][(cum >= hi).argmax(axis=1)]) / 2.0
-        if not inside.all():
-            full = np.cumsum(ints[~inside][:, order], axis=1, dtype=small)
-            medians[~inside, k] = (row[order][(full >= lo).argmax(axis=1)] + row[order][(full >= hi).argmax(axis=1)]) / 2.0
-    return medians
+    return _median_walk(np.take_along_axis(values, orders, axis=1), orders, counts, (n_cases + 1) // 2, n_cases // 2 + 1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _median_walk(ordered: np.ndarray, orders: np.ndarray, counts: np.ndarray, lo: int, hi: int) -> np.ndarray:  # pragma: no cover - compiled
+    """Average of the lo-th and hi-th (1-based) draw in each model's sorted order, per resample: (B, K)."""
+    n_models, n_resamples = ordered.shape[0], counts.shape[0]
+    out = np.empty((n_resamples, n_models))
+    for r in range(n_resamples):
+        row = counts[r]
+        for k in range(n_models):
+            seen, low, j = 0.0, np.nan, 0
+            while True:
+                seen += row[orders[k, j]]
+                if seen >= lo and np.isnan(low):
+                    low = ordered[k, j]
+                if seen >= hi:
+                    break
+                j += 1
+            out[r, k] = (low + ordered[k, j]) / 2.0
+    return out
 
 
 def schemes(values: np.ndarray, names: list[str], higher_is_better: bool, alpha: float, counts: np.ndarray) -> tuple[dict, np.ndarray]:
-    """Ranks under every scheme, Kendall's tau between schemes, and bootstrap stability of the resampled ones.
+    """Ranks under every scheme, Kendall's tau between schemes, and the bootstrap stability of each.
 
     ``counts`` (B, n): case counts of the resamples. Stability per scheme: P(rank 1) per model and the
-    median Kendall tau-b between the resampled and the full-data ranking; test-then-rank has none (a
-    Wilcoxon test per ordered pair and resample is outside this engine's time budget). Second result:
-    the (B, K) resampled ranks of the mean, for the consensus.
+    median Kendall tau-b between the resampled and the full-data ranking. Second result: the (B, K)
+    resampled ranks of the mean, for the consensus.
     """
     scores = scheme_scores(values, higher_is_better, alpha)
     ranks = {s: rank_min(score[None, :], higher)[0] for s, (score, higher) in scores.items()}
     tau = {s: {t: float(kendall_tau_b(ranks[s][None, :], ranks[t])[0]) for t in SCHEMES} for s in SCHEMES}
     stability, boot_mean = {}, None
-    for s, boot in resampled_scores(values, higher_is_better, counts).items():
+    for s, boot in resampled_scores(values, higher_is_better, alpha, counts).items():
         boot_ranks = rank_min(boot, scores[s][1])
         boot_mean = boot_ranks if s == "mean" else boot_mean
         taus = kendall_tau_b(boot_ranks, ranks[s])
@@ -162,7 +260,7 @@ def schemes(values: np.ndarray, names: list[str], higher_is_better: bool, alpha:
         "ranks": {s: dict(zip(names, ranks[s])) for s in SCHEMES},
         "scores": {s: dict(zip(names, scores[s][0])) for s in SCHEMES},
         "kendall_tau": tau,
-        "stability": {s: stability.get(s) for s in SCHEMES},
+        "stability": {s: stability[s] for s in SCHEMES},
         "n_resamples": counts.shape[0],
     }, boot_mean
 
