@@ -29,6 +29,7 @@ from scipy.spatial import cKDTree
 from segauge.metrics.distance import SurfaceDistances
 
 from segbench.scoring.surface import CORNERS, cell_codes, distance_metrics, surface_distances
+from segbench.scoring.surfacenets import surfacenets_surface_distances
 
 Spacing = tuple[float, float, float]
 
@@ -148,6 +149,7 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "segauge": Profile("segauge", "segauge_pooled_area_weighted", surface_distances, distance_metrics),
     "deepmind": Profile("deepmind", "deepmind_max_directed_area_weighted", deepmind_surface_distances, deepmind_metrics),
+    "meshmetrics": Profile("meshmetrics", "meshmetrics_max_directed_area_weighted", surfacenets_surface_distances, deepmind_metrics),
 }
 DEFAULT_PROFILE = "segauge"
 
