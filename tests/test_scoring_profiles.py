@@ -57,19 +57,31 @@ def _sphere(shape: tuple[int, int, int], centre: tuple[float, ...], radius: floa
     return sum((g - c) ** 2 for g, c in zip(grid, centre, strict=True)) <= radius**2
 
 
-def _phantoms() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+#: Phantom sizes: the deepmind comparisons' and, small enough for the meshmetrics brute force
+#: (every centroid against every triangle), a smaller set. The distant blocks are more than 6 mm
+#: apart at every tested spacing (the meshmetrics profile's search beyond its offset table).
+SIZES = {
+    False: {"ball": ((30, 34, 32), (15, 17, 16), 9), "roll": (2, -1, 3), "noise": (24, 26, 22), "block": (20, 40, 20),
+            "near": np.s_[2:8, 3:12, 4:9], "far": np.s_[12:18, 30:38, 10:18], "edge": 12},
+    True: {"ball": ((16, 17, 15), (8, 8, 7), 5), "roll": (1, -1, 2), "noise": (12, 13, 11), "block": (10, 30, 10),
+           "near": np.s_[2:6, 3:8, 3:7], "far": np.s_[5:9, 20:27, 2:8], "edge": 8},
+}
+
+
+def _phantoms(small: bool = False) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    size = SIZES[small]
     rng = np.random.default_rng(7)
-    ball = _sphere((30, 34, 32), (15, 17, 16), 9)
-    noise = ndimage.binary_opening(rng.random((24, 26, 22)) > 0.45)
-    block = np.zeros((20, 40, 20), dtype=bool)
-    block[2:8, 3:12, 4:9] = True
+    ball = _sphere(*size["ball"])
+    noise = ndimage.binary_opening(rng.random(size["noise"]) > 0.45)
+    block = np.zeros(size["block"], dtype=bool)
+    block[size["near"]] = True
     far = np.zeros_like(block)
-    far[12:18, 30:38, 10:18] = True
-    edge = np.zeros((12, 12, 12), dtype=bool)
-    edge[:, :6, :] = True  # touches the array's border: the surface closes outside the box
+    far[size["far"]] = True
+    edge = np.zeros((size["edge"],) * 3, dtype=bool)
+    edge[:, : size["edge"] // 2, :] = True  # touches the array's border: the surface closes outside the box
     return {
         "ball_dilated": (ndimage.binary_dilation(ball), ball),
-        "ball_shifted": (np.roll(ball, (2, -1, 3), axis=(0, 1, 2)), ball),
+        "ball_shifted": (np.roll(ball, size["roll"], axis=(0, 1, 2)), ball),
         "noise_vs_its_erosion": (ndimage.binary_erosion(noise), noise),
         "noise_vs_other_noise": (ndimage.binary_opening(rng.random(noise.shape) > 0.45), noise),
         "distant_blocks": (far, block),
@@ -238,32 +250,10 @@ def _brute_force_meshmetrics(pred: np.ndarray, ref: np.ndarray, spacing: tuple[f
     }
 
 
-def _small_phantoms() -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The phantoms small enough for the brute force (every centroid against every triangle)."""
-    rng = np.random.default_rng(11)
-    ball = _sphere((16, 17, 15), (8, 8, 7), 5)
-    noise = ndimage.binary_opening(rng.random((12, 13, 11)) > 0.45)
-    block = np.zeros((10, 30, 10), dtype=bool)
-    block[2:6, 3:8, 3:7] = True
-    far = np.zeros_like(block)
-    far[5:9, 20:27, 2:8] = True
-    edge = np.zeros((8, 9, 8), dtype=bool)
-    edge[:, :4, :] = True
-    return {
-        "ball_dilated": (ndimage.binary_dilation(ball), ball),
-        "ball_shifted": (np.roll(ball, (1, -1, 2), axis=(0, 1, 2)), ball),
-        "noise_vs_other_noise": (ndimage.binary_opening(rng.random(noise.shape) > 0.45), noise),
-        "distant_blocks": (far, block),  # beyond the offset table: the blocks search
-        "border": (np.roll(edge, 1, axis=1), edge),
-        "one_voxel_in_block": (np.pad(np.ones((1, 1, 1), dtype=bool), ((4, 4), (4, 4), (4, 4))),
-                               np.pad(np.ones((5, 3, 4), dtype=bool), ((2, 2), (3, 3), (2, 3)))),
-    }
-
-
-@pytest.mark.parametrize("name", list(_small_phantoms()))
+@pytest.mark.parametrize("name", list(_phantoms(small=True)))
 @pytest.mark.parametrize("spacing", [(1.0, 1.0, 1.0), (5.0, 0.73046875, 0.73046875), (0.7, 1.3, 2.9)])
 def test_meshmetrics_profile_equals_brute_force_on_phantoms(name: str, spacing: tuple[float, float, float]) -> None:
-    pred, ref = _small_phantoms()[name]
+    pred, ref = _phantoms(small=True)[name]
     ours = meshmetrics.metrics(meshmetrics.measure(pred, ref, spacing), 1.2)
     theirs = _brute_force_meshmetrics(pred, ref, spacing, 1.2)
     for metric in SURFACE_METRICS:
@@ -292,7 +282,7 @@ def test_meshmetrics_cube_in_its_dilation_has_known_distances(spacing: tuple[flo
 
 
 @pytest.mark.skipif(not LABELS.is_dir(), reason="data bundle not pulled (dvc pull)")
-@pytest.mark.parametrize("profile", ["meshmetrics"])
+@pytest.mark.parametrize("profile", ["meshmetrics", "monai"])
 def test_new_profiles_score_real_cases_with_the_same_columns(tmp_path: Path, profile: str) -> None:
     """Through ``score_case`` from the files: the same rows and metric names as the deepmind profile
     (checked equal to the package above), the profile's name and HD95 definition recorded, its own
@@ -314,3 +304,78 @@ def test_new_profiles_score_real_cases_with_the_same_columns(tmp_path: Path, pro
         box = nonzero_box(g, p)
         expected = definition.metrics(definition.measure(p[box], g[box], spacing), region.nsd_tolerance_mm)
         assert {m: row[m] for m in SURFACE_METRICS} == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+# --- monai: MONAI's edge voxels, unweighted percentiles -------------------------------------------------------------
+
+
+def _monai_package(pred: np.ndarray, ref: np.ndarray, spacing: tuple[float, ...], tolerance: float) -> dict[str, float]:
+    """MONAI's own functions on one-channel masks: HD and HD95 (``directed=False``), ASSD
+    (``symmetric=True``), MASD (the mean of ``symmetric=False`` both ways), NSD (``compute_surface_dice``)."""
+    import torch
+    from monai.metrics import compute_average_surface_distance, compute_hausdorff_distance, compute_surface_dice
+
+    p, g = (torch.as_tensor(np.asarray(m, dtype=np.float32)[None, None]) for m in (pred, ref))
+    kw = {"include_background": True, "spacing": list(spacing)}
+    return {
+        "hd": float(compute_hausdorff_distance(p, g, **kw)),
+        "hd95": float(compute_hausdorff_distance(p, g, percentile=95, **kw)),
+        "assd": float(compute_average_surface_distance(p, g, symmetric=True, **kw)),
+        "masd": 0.5 * float(compute_average_surface_distance(p, g, **kw)) + 0.5 * float(compute_average_surface_distance(g, p, **kw)),
+        "nsd": float(compute_surface_dice(p, g, [tolerance], **kw)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_phantoms(small=True)))
+@pytest.mark.parametrize("spacing", [(1.0, 1.0, 1.0), (5.0, 0.73046875, 0.73046875), (0.7, 1.3, 2.9)])
+def test_monai_profile_equals_package_on_phantoms(name: str, spacing: tuple[float, float, float]) -> None:
+    pytest.importorskip("monai", reason="MONAI (dev extra, with torch CPU) is not installed: pip install -e '.[dev]'")
+    pred, ref = _phantoms(small=True)[name]
+    monai = PROFILES["monai"]
+    ours = monai.metrics(monai.measure(pred, ref, spacing), 1.2)
+    theirs = _monai_package(pred, ref, spacing, 1.2)
+    for metric in SURFACE_METRICS:
+        assert ours[metric] == pytest.approx(theirs[metric], rel=TOL, abs=TOL), (name, metric, ours[metric], theirs[metric])
+
+
+@pytest.mark.skipif(not LABELS.is_dir(), reason="data bundle not pulled (dvc pull)")
+@pytest.mark.parametrize("case", ["case_00030", "case_00015", "case_00005"])  # 5, 3, 0.5 mm slices
+def test_monai_profile_equals_package_on_real_cases(case: str) -> None:
+    """Crops of real KiTS23 cases with every simulated error, each region's masks on their box as the
+    engine measures them: within 1e-6 (relative, MONAI's distances being float32) of MONAI itself."""
+    pytest.importorskip("monai", reason="MONAI (dev extra, with torch CPU) is not installed: pip install -e '.[dev]'")
+    ref_img = tumour_crop(LABELS, case, margin=8)
+    ref = np.asanyarray(ref_img.dataobj)
+    spacing = tuple(float(z) for z in ref_img.header.get_zooms())
+    monai, compared = PROFILES["monai"], 0
+    for name, perturb in PERTURBATIONS.items():
+        pred = perturb(ref, spacing)
+        for region in REGIONS:
+            g, p = np.isin(ref, region.labels), np.isin(pred, region.labels)
+            if not (g.any() and p.any()):
+                continue
+            box = nonzero_box(g, p)
+            ours = monai.metrics(monai.measure(p[box], g[box], spacing), region.nsd_tolerance_mm)
+            theirs = _monai_package(p[box], g[box], spacing, region.nsd_tolerance_mm)
+            compared += 1
+            for metric in SURFACE_METRICS:
+                assert ours[metric] == pytest.approx(theirs[metric], rel=TOL, abs=TOL), (case, name, region.name, metric)
+    assert compared >= 10
+
+
+@pytest.mark.parametrize("profile", ["meshmetrics", "monai"])
+def test_new_profiles_map_empty_masks_to_the_worst_case_policy(tmp_path: Path, profile: str) -> None:
+    """MeshMetrics returns inf and NSD 0 for one empty mask, MONAI inf and NSD 0 (NaN for both empty):
+    under either profile the row is the project's worst case, and both empty a perfect row."""
+    ref = np.zeros((10, 12, 14), dtype=np.uint8)
+    ref[2:6, 3:8, 4:9] = 1
+    spacing = (2.0, 0.8, 0.8)
+    affine = np.diag([*spacing, 1.0])
+    nib.save(nib.Nifti1Image(ref, affine), tmp_path / "ref.nii.gz")
+    nib.save(nib.Nifti1Image(np.zeros_like(ref), affine), tmp_path / "empty.nii.gz")
+    regions = (Region("organ", (1,), 1.0), Region("absent", (2,), 1.0))
+    organ, absent = score_case("phantom", tmp_path / "ref.nii.gz", tmp_path / "empty.nii.gz", regions, profile=profile)
+    diagonal = float(np.sqrt(sum((n * s) ** 2 for n, s in zip(ref.shape, spacing, strict=True))))
+    assert organ["worst_case"] and organ["nsd"] == 0.0 and organ["metric_profile"] == profile
+    assert organ["hd95"] == organ["hd"] == organ["assd"] == organ["masd"] == pytest.approx(diagonal)
+    assert not absent["worst_case"] and (absent["dice"], absent["nsd"], absent["hd95"], absent["assd"]) == (1.0, 1.0, 0.0, 0.0)
