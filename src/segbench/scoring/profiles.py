@@ -174,7 +174,7 @@ def _float32_quantile(ascending: np.ndarray, q: float) -> np.float32:
     rank = np.float32(q) * np.float32(len(ascending) - 1)
     below = int(rank)
     weight = rank - np.float32(below)
-    lo, hi = ascending[below], ascending[min(below + 1, len(ascending) - 1)] if weight > 0 else ascending[below]
+    lo, hi = ascending[below], ascending[int(np.ceil(rank))]  # torch: the ranks below and above (its ceil)
     return lo + weight * (hi - lo) if weight < 0.5 else hi - (hi - lo) * (np.float32(1) - weight)
 
 
