@@ -16,6 +16,22 @@ no prediction: worst case), whatever the original library would return there (in
   at 100 and 95: the first sorted distance whose cumulative area share reaches the percentile);
   MASD is the mean of ``compute_average_surface_distance``'s two directed means, ASSD the
   area-weighted mean over both surfaces pooled; NSD is ``compute_surface_dice_at_tolerance``.
+- ``meshmetrics``: MeshMetrics 0.2.1's definitions (``surfacenets.py``): vtkSurfaceNets3D's surface
+  without smoothing, each triangle's centroid at its exact distance to the other surface, weighted
+  by its area; HD, HD95, MASD, ASSD and NSD combined as for ``deepmind`` (MeshMetrics'
+  ``DistanceMetrics`` uses the same directed area-weighted percentile and means). MeshMetrics
+  returns inf (HD, MASD, ASSD) and NSD 0 for one empty mask, 0 and NSD 1 for both empty.
+- ``monai``: MONAI 1.6's ``monai.metrics`` (``compute_hausdorff_distance``,
+  ``compute_average_surface_distance``, ``compute_surface_dice`` on one-channel masks, defaults
+  otherwise): the surface is the mask's edge voxels (the mask minus its binary erosion, the array's
+  edge counting as outside: MONAI crops with a zero margin), each counted once; a voxel's distance
+  is the Euclidean distance at this spacing to the nearest edge voxel of the other mask, in
+  float32 as MONAI returns it; HD95 is the larger of the two directions' 95th percentiles (unweighted,
+  ``percentile=95, directed=False``: ``torch.quantile``, linear interpolation, in float32); ASSD is the mean of both
+  directions' distances concatenated (``symmetric=True``), MASD the mean of the two directed means
+  (``symmetric=False`` each way); NSD counts the edge voxels of both masks within the tolerance
+  (taken in float32, as torch compares it) over all of them. MONAI returns inf distances (with a
+  warning) and NSD 0 for one empty mask, NaN for every metric for both empty.
 """
 
 from __future__ import annotations
@@ -25,10 +41,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import ndimage
 from scipy.spatial import cKDTree
 from segauge.metrics.distance import SurfaceDistances
 
 from segbench.scoring.surface import CORNERS, cell_codes, distance_metrics, surface_distances
+from segbench.scoring.surfacenets import surfacenets_surface_distances
 
 Spacing = tuple[float, float, float]
 
@@ -135,6 +153,44 @@ def deepmind_metrics(sd: SurfaceDistances, nsd_tolerance: float) -> dict[str, fl
     }
 
 
+def monai_surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing) -> SurfaceDistances:
+    """MONAI's directed edge-voxel distances of two non-empty boolean masks (float32, as MONAI
+    returns them, each voxel weight 1), each direction sorted; an edge voxel of both masks is at 0
+    without a search."""
+    sp = np.asarray(spacing, dtype=np.float64)
+    edges = [np.flatnonzero(m & ~ndimage.binary_erosion(m)) for m in (np.asarray(pred, bool), np.asarray(ref, bool))]
+
+    def tree(idx: np.ndarray) -> cKDTree:
+        return cKDTree(np.stack(np.unravel_index(idx, pred.shape), axis=1) * sp)
+
+    d_pg = np.sort(_directed(edges[0], edges[1], tree(edges[1]), pred.shape, sp).astype(np.float32))
+    d_gp = np.sort(_directed(edges[1], edges[0], tree(edges[0]), pred.shape, sp).astype(np.float32))
+    return SurfaceDistances(d_pg=d_pg, w_pg=np.ones(len(d_pg)), d_gp=d_gp, w_gp=np.ones(len(d_gp)))
+
+
+def _float32_quantile(ascending: np.ndarray, q: float) -> np.float32:
+    """``torch.quantile`` (linear) of sorted float32 values, as MONAI takes its percentiles: the rank
+    q (n - 1) and the interpolation weight in float32, and torch's ``lerp`` (from the nearer end)."""
+    rank = np.float32(q) * np.float32(len(ascending) - 1)
+    below = int(rank)
+    weight = rank - np.float32(below)
+    lo, hi = ascending[below], ascending[int(np.ceil(rank))]  # torch: the ranks below and above (its ceil)
+    return lo + weight * (hi - lo) if weight < 0.5 else hi - (hi - lo) * (np.float32(1) - weight)
+
+
+def monai_metrics(sd: SurfaceDistances, nsd_tolerance: float) -> dict[str, float]:
+    """hd, hd95, assd, masd and nsd of ``monai_surface_distances`` by MONAI's formulas (unweighted)."""
+    both = np.concatenate([sd.d_pg, sd.d_gp])
+    within = np.count_nonzero(both <= np.float32(nsd_tolerance))
+    return {
+        "hd": float(max(sd.d_pg.max(), sd.d_gp.max())),
+        "hd95": float(max(_float32_quantile(sd.d_pg, 0.95), _float32_quantile(sd.d_gp, 0.95))),
+        "assd": float(both.mean(dtype=np.float64)),
+        "masd": float(0.5 * (sd.d_pg.mean(dtype=np.float64) + sd.d_gp.mean(dtype=np.float64))),
+        "nsd": within / len(both),
+    }
+
+
 @dataclass(frozen=True)
 class Profile:
     """One definition of the surface metrics: how two non-empty masks are measured and combined."""
@@ -148,6 +204,8 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "segauge": Profile("segauge", "segauge_pooled_area_weighted", surface_distances, distance_metrics),
     "deepmind": Profile("deepmind", "deepmind_max_directed_area_weighted", deepmind_surface_distances, deepmind_metrics),
+    "meshmetrics": Profile("meshmetrics", "meshmetrics_max_directed_area_weighted", surfacenets_surface_distances, deepmind_metrics),
+    "monai": Profile("monai", "monai_max_directed_percentile_unweighted", monai_surface_distances, monai_metrics),
 }
 DEFAULT_PROFILE = "segauge"
 
