@@ -18,7 +18,7 @@ import pandas as pd
 
 import segbench
 from segbench import published, scoring, stats, tracking
-from segbench.config import DatasetConfig, ModelConfig, Params, PublishedConfig
+from segbench.config import CalibrationConfig, ConfigError, DatasetConfig, ModelConfig, Params, PublishedConfig
 from segbench.datasets import case_ids, data_version, load_metadata, reference_path
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.cases import REFERENCE_LABELS
@@ -33,6 +33,8 @@ ANALYZED_METRICS = {"dice": True, "iou": True, "nsd": True, "hd95": False, "assd
 
 #: where the interactive benchmark (interactive/dvc.yaml) keeps its outputs, laid out as the main pipeline's
 INTERACTIVE_ROOT = Path("interactive")
+#: where the calibration audit (calibration/dvc.yaml) keeps its outputs
+CALIBRATION_ROOT = Path("calibration")
 
 
 def predictions_dir(dataset: str, model: str, root: Path = Path(".")) -> Path:
@@ -452,3 +454,101 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
         "step_metrics": interactive_scores.step_curves(rows),
     }
     _write_bundle(bundle, rows, record)
+
+
+def calibration_scores_dir() -> Path:
+    """The calibration audit's per-case rows, one ``<model>.csv`` per simulated model (cached by DVC, not in git)."""
+    return CALIBRATION_ROOT / "scores"
+
+
+def run_calibration_scores(params: Params, workers: int | None = None) -> None:
+    """Calibration stage 1: the simulated models of known quality on every reference label map of the dataset (the
+    configured case subset does not apply), scored by the scoring engine.
+
+    Case by case (``workers`` cases in parallel): the reference is decoded once for all models
+    (``simulated.predict_models``), each prediction is scored against the reference file and deleted; the rows
+    (``calibration/scores/<model>.csv``) are the output.
+    """
+    import dataclasses
+    import multiprocessing as mp
+    import shutil
+    import tempfile
+    from functools import partial
+
+    config = _calibration(params)
+    dataset = dataclasses.replace(params.dataset(config.dataset), cases=None)
+    cases = case_ids(dataset)
+    out = calibration_scores_dir()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".scores.") as tmp:
+        job = partial(
+            _calibration_case, dataset=dataset, models={name: list(options) for name, options in config.models.items()},
+            regions=[r for r in dataset.regions if r.name in config.structures], scratch=Path(tmp) / "predictions",
+            profile=str(params.scoring.get("profile", scoring.DEFAULT_PROFILE)),
+        )
+        rows: list[dict] = []
+        log.info("calibration: %d simulated models on %d cases", len(config.models), len(cases))
+        with mp.get_context("spawn").Pool(processes=workers or config.workers, initializer=scoring.engine._one_kernel_thread) as pool:
+            for done, case_rows in enumerate(pool.imap(job, cases, chunksize=1), start=1):
+                rows.extend(case_rows)
+                if done % 25 == 0 or done == len(cases):
+                    log.info("calibration: %d/%d cases scored", done, len(cases))
+        table = pd.DataFrame(rows)
+        for model in config.models:
+            buffer = io.StringIO()
+            table[table["model"] == model].to_csv(buffer, index=False, lineterminator="\n")
+            write_text_atomic(Path(tmp) / "scores" / f"{model}.csv", buffer.getvalue())
+        shutil.rmtree(out, ignore_errors=True)
+        (Path(tmp) / "scores").rename(out)
+
+
+def _calibration_case(case_id: str, *, dataset: DatasetConfig, models: dict[str, list[str]], regions: list, scratch: Path, profile: str) -> list[dict]:
+    """One case of the calibration audit: every model simulated, scored against the reference, its file deleted."""
+    from segbench.models.simulated import predict_models
+
+    rows = []
+    reference = reference_path(dataset, case_id)
+    for model, prediction in predict_models(case_id, reference, models, scratch).items():
+        scored = scoring.score_case(case_id, reference, prediction, regions, allowed_labels=dataset.region_labels(), profile=profile)
+        rows += [{"model": model, **row} for row in scored]
+        prediction.unlink()
+    return rows
+
+
+def calibration_results_dir() -> Path:
+    """The audit's small results (audit.json and its tables): kept in git, so the site has them without a rerun."""
+    return CALIBRATION_ROOT / "results"
+
+
+def run_calibration_audit(params: Params) -> list[Path]:
+    """Calibration stage 2: redraw samples of n cases from the scored population and analyse each as compare would;
+    writes ``audit.json`` and one CSV per table. Returns the files written."""
+    from segbench.stats import calibration
+
+    config = _calibration(params)
+    frames = []
+    for model in config.models:
+        path = calibration_scores_dir() / f"{model}.csv"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing; run `segbench calibrate score` (the score stage of calibration/dvc.yaml)")
+        frames.append(pd.read_csv(path, dtype={"case_id": str, "model": str, "structure": str}))
+    audit = calibration.audit(
+        pd.concat(frames, ignore_index=True), models=tuple(config.models), equal=config.equal, structures=config.structures,
+        metrics=config.metrics, n_cases=config.n_cases, draws=config.draws, wilcoxon_draws=config.wilcoxon_draws,
+        n_resamples=config.n_resamples, seed=config.seed, settings=stats_settings(params), workers=config.workers,
+    )
+    out = calibration_results_dir()
+    written = [out / "audit.json"]
+    write_json_atomic(written[0], audit)
+    for name, table in calibration.tables(audit).items():
+        buffer = io.StringIO()
+        table.to_csv(buffer, index=False, lineterminator="\n", float_format="%.6g")
+        written.append(out / f"{name}.csv")
+        write_text_atomic(written[-1], buffer.getvalue())
+    return written
+
+
+def _calibration(params: Params) -> CalibrationConfig:
+    if params.calibration is None:
+        raise ConfigError("params.yaml has no calibration block (conf/config.yaml's calibration:)")
+    return params.calibration
