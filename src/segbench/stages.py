@@ -463,56 +463,16 @@ def calibration_scores_dir() -> Path:
 
 def run_calibration_scores(params: Params, workers: int | None = None) -> None:
     """Calibration stage 1: the simulated models of known quality on every reference label map of the dataset (the
-    configured case subset does not apply), scored by the scoring engine.
-
-    Case by case (``workers`` cases in parallel): the reference is decoded once for all models
-    (``simulated.predict_models``), each prediction is scored against the reference file and deleted; the rows
-    (``calibration/scores/<model>.csv``) are the output.
-    """
+    configured case subset does not apply), scored -> ``calibration/scores/<model>.csv`` (``segbench.calibration``)."""
     import dataclasses
-    import multiprocessing as mp
-    import shutil
-    import tempfile
-    from functools import partial
+
+    from segbench.calibration import score_population
 
     config = _calibration(params)
-    dataset = dataclasses.replace(params.dataset(config.dataset), cases=None)
-    cases = case_ids(dataset)
-    out = calibration_scores_dir()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".scores.") as tmp:
-        job = partial(
-            _calibration_case, dataset=dataset, models={name: list(options) for name, options in config.models.items()},
-            regions=[r for r in dataset.regions if r.name in config.structures], scratch=Path(tmp) / "predictions",
-            profile=str(params.scoring.get("profile", scoring.DEFAULT_PROFILE)),
-        )
-        rows: list[dict] = []
-        log.info("calibration: %d simulated models on %d cases", len(config.models), len(cases))
-        with mp.get_context("spawn").Pool(processes=workers or config.workers, initializer=scoring.engine._one_kernel_thread) as pool:
-            for done, case_rows in enumerate(pool.imap(job, cases, chunksize=1), start=1):
-                rows.extend(case_rows)
-                if done % 25 == 0 or done == len(cases):
-                    log.info("calibration: %d/%d cases scored", done, len(cases))
-        table = pd.DataFrame(rows)
-        for model in config.models:
-            buffer = io.StringIO()
-            table[table["model"] == model].to_csv(buffer, index=False, lineterminator="\n")
-            write_text_atomic(Path(tmp) / "scores" / f"{model}.csv", buffer.getvalue())
-        shutil.rmtree(out, ignore_errors=True)
-        (Path(tmp) / "scores").rename(out)
-
-
-def _calibration_case(case_id: str, *, dataset: DatasetConfig, models: dict[str, list[str]], regions: list, scratch: Path, profile: str) -> list[dict]:
-    """One case of the calibration audit: every model simulated, scored against the reference, its file deleted."""
-    from segbench.models.simulated import predict_models
-
-    rows = []
-    reference = reference_path(dataset, case_id)
-    for model, prediction in predict_models(case_id, reference, models, scratch).items():
-        scored = scoring.score_case(case_id, reference, prediction, regions, allowed_labels=dataset.region_labels(), profile=profile)
-        rows += [{"model": model, **row} for row in scored]
-        prediction.unlink()
-    return rows
+    score_population(
+        dataclasses.replace(params.dataset(config.dataset), cases=None), config.models, config.structures, calibration_scores_dir(),
+        workers=workers or config.workers, profile=str(params.scoring.get("profile", scoring.DEFAULT_PROFILE)),
+    )
 
 
 def calibration_results_dir() -> Path:
