@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
+from threadpoolctl import threadpool_limits
 
 from .pairwise import pair_indices, separability, wilcoxon_map
 from .power import cases_needed, paired_t_power
@@ -186,9 +187,11 @@ def predicted_power(n: int, effect: float, alpha: float) -> float:
 
 
 def _audit_task(task: tuple) -> tuple[str, int, dict[str, np.ndarray]]:
+    """One (structure, n) on one BLAS thread, as the analysis runs (the same bytes whatever the core count)."""
     structure, n, values, higher, draws, wilcoxon_draws, n_resamples, seed, settings = task
     rng = rng_for(seed, "calibration", structure, str(n))
-    return structure, n, audit_draws(values, higher, n, draws, wilcoxon_draws, n_resamples, rng, settings)
+    with threadpool_limits(limits=1, user_api="blas"):
+        return structure, n, audit_draws(values, higher, n, draws, wilcoxon_draws, n_resamples, rng, settings)
 
 
 def audit(
