@@ -1,7 +1,9 @@
 """Calibration audit (docs/methodology.md, "Calibration audit"): do segbench's statistics keep their promises?
 
 The scored population (every case of a dataset, simulated models of known quality) is the truth: its per-model mean
-is the value a CI should cover, and models of equal true quality differ only by chance. For each sample size n the
+is the value a CI should cover. Models of equal true quality (same error distribution, different seeds) still differ
+a little in a finite population; in every sampled case their values are dealt to them in random order, which makes
+them exactly equal in the population, so that any verdict between them is false. For each sample size n the
 audit draws ``draws`` samples of n cases with replacement and runs the real analysis pieces on each one, with the
 settings of the leaderboard: the paired case bootstrap and its percentile and BCa intervals
 (``resampling``), the Holm-adjusted "separable" verdict over every pair (``pairwise.separability``), the
@@ -118,17 +120,38 @@ def audit_sample(
 
 
 def audit_draws(
-    values: np.ndarray, higher: Sequence[bool], n: int, draws: int, wilcoxon_draws: int, n_resamples: int,
+    values: np.ndarray, higher: Sequence[bool], equal: Sequence[int], n: int, draws: int, wilcoxon_draws: int, n_resamples: int,
     rng: np.random.Generator, settings: StatsSettings,
 ) -> dict[str, np.ndarray]:
     """Every sample of one (structure, n): per key of :func:`audit_sample`, its results stacked over ``draws``.
 
-    The Wilcoxon map runs on the first ``wilcoxon_draws`` samples only (scipy's exact test for n <= 50 runs
-    pair by pair, about 5 ms a call); its rows of the later samples are NaN.
+    The models at indices ``equal`` are made exchangeable: in each sampled case their values are dealt to them in
+    random order (:func:`exchange`), so that they are equal in the population itself and every verdict between
+    them is a false one. The Wilcoxon map runs on the first ``wilcoxon_draws`` samples only (scipy's exact test
+    for n <= 50 runs pair by pair, about 5 ms a call); its rows of the later samples are NaN.
     """
     picks = draw_cases(values.shape[2], n, draws, rng)
-    results = [audit_sample(values[:, :, idx], higher, n_resamples, rng, settings, r < wilcoxon_draws) for r, idx in enumerate(picks)]
+    order = rng.permuted(np.broadcast_to(np.asarray(equal), (draws, n, len(equal))), axis=2)
+    results = [
+        audit_sample(exchange(values, idx, equal, order[r]), higher, n_resamples, rng, settings, r < wilcoxon_draws)
+        for r, idx in enumerate(picks)
+    ]
     return {key: np.stack([res[key] for res in results]) for key in results[0]}
+
+
+def exchange(values: np.ndarray, idx: np.ndarray, equal: Sequence[int], order: np.ndarray) -> np.ndarray:
+    """The (M, K, n) values of the sampled cases ``idx``, the equal models' values dealt in ``order`` (n, E): in
+    sampled case j, equal model ``equal[e]`` gets the value of model ``order[j, e]``."""
+    sample = values[:, :, idx]
+    sample[:, list(equal), :] = values[:, order.T, idx[None, :]]
+    return sample
+
+
+def population_truth(values: np.ndarray, equal: Sequence[int]) -> np.ndarray:
+    """(M, K) population means, the equal models' replaced by their common mean (what :func:`exchange` makes them)."""
+    mean = values.mean(axis=2)
+    mean[:, list(equal)] = mean[:, list(equal)].mean(axis=1, keepdims=True)
+    return mean
 
 
 def summarize(
@@ -138,13 +161,16 @@ def summarize(
     """Coverage, type-I error and power from every structure's and n's stacked sample results.
 
     ``stacked[structure][n]`` is :func:`audit_draws`' output; ``truth[structure]`` the (M, K, N) population values.
+    A pair's effect is that of the population's per-case differences (between an equal model and a graded one,
+    the first equal model's).
     """
     a, b = pair_indices(len(models))
     is_equal = np.array([models[i] in equal and models[j] in equal for i, j in zip(a, b)])
+    equal_idx = [models.index(m) for m in equal]
     coverage, type1, power = [], [], []
     for structure, by_n in stacked.items():
         pop = truth[structure]
-        mean = pop.mean(axis=2)
+        mean = population_truth(pop, equal_idx)
         for n, res in by_n.items():
             for m, (metric, higher) in enumerate(metrics.items()):
                 cell = {"structure": structure, "metric": metric, "n": n}
@@ -188,10 +214,10 @@ def predicted_power(n: int, effect: float, alpha: float) -> float:
 
 def _audit_task(task: tuple) -> tuple[str, int, dict[str, np.ndarray]]:
     """One (structure, n) on one BLAS thread, as the analysis runs (the same bytes whatever the core count)."""
-    structure, n, values, higher, draws, wilcoxon_draws, n_resamples, seed, settings = task
+    structure, n, values, higher, equal, draws, wilcoxon_draws, n_resamples, seed, settings = task
     rng = rng_for(seed, "calibration", structure, str(n))
     with threadpool_limits(limits=1, user_api="blas"):
-        return structure, n, audit_draws(values, higher, n, draws, wilcoxon_draws, n_resamples, rng, settings)
+        return structure, n, audit_draws(values, higher, equal, n, draws, wilcoxon_draws, n_resamples, rng, settings)
 
 
 def audit(
@@ -207,7 +233,8 @@ def audit(
 
     truth = {s: v for s, (_, v) in population(rows, models, structures, list(metrics)).items()}
     higher = list(metrics.values())
-    tasks = [(s, n, truth[s], higher, draws, min(wilcoxon_draws, draws), n_resamples, seed, settings) for s in structures for n in n_cases]
+    equal_idx = [list(models).index(m) for m in equal]
+    tasks = [(s, n, truth[s], higher, equal_idx, draws, min(wilcoxon_draws, draws), n_resamples, seed, settings) for s in structures for n in n_cases]
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             done = list(pool.map(_audit_task, tasks))
@@ -220,6 +247,7 @@ def audit(
     pop = {
         s: {"n_cases": int(v.shape[2]), "metrics": {
             metric: {"higher_is_better": metrics[metric], "mean": dict(zip(models, v[m].mean(axis=1).tolist())),
+                     "truth": dict(zip(models, population_truth(v, equal_idx)[m].tolist())),
                      "sd": dict(zip(models, v[m].std(axis=1, ddof=1).tolist())),
                      "skewness": dict(zip(models, sps.skew(v[m], axis=1).tolist()))}
             for m, metric in enumerate(metrics)}}
