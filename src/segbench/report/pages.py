@@ -540,7 +540,7 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
                 row += [(_rate(r), r["rate"]), (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"])]
             rows.append(row)
         methods = sorted({r["method"] for r in coverage})
-        headers = ["metric", "n"] + [h for m in methods for h in (f"{m} coverage", f"{m} misses below / above")]
+        headers = ["metric", "n"] + [h for m in methods for h in (f"{m} coverage", f"{m}: CI below / above the truth")]
         parts.append(tables.table(headers, rows, f"{html.escape(structure)}: coverage of the 95% CI of a model's mean (target 95%)", "calibration"))
         type1 = [r for r in audit["type1"] if r["structure"] == structure]
         rows = [[(html.escape(r["metric"]), r["metric"]), (str(r["n"]), r["n"]), (html.escape(r["procedure"].replace("_", " ")), r["procedure"]),
