@@ -139,3 +139,26 @@ def segauge_results(path: Path, metadata: Path, out: Path) -> Path:
     results["source_analysis"] = beside_source(analysis, read_segauge_analysis(path))
     write_json_atomic(out, results)
     return out
+
+
+def calibration_audit(out: Path) -> Path:
+    """A calibration audit (``segbench.stats.calibration.audit``) of two equal models and a worse one over 300 cases drawn
+    around real KiTS-like spreads, small enough for a test: 60 samples at n = 20 and 40."""
+    import numpy as np
+    import pandas as pd
+
+    from segbench.stats import StatsSettings, calibration
+
+    rng = np.random.default_rng(0)
+    base = rng.beta(30, 3, size=300)
+    models = {"equal_a": 0.0, "equal_b": 0.0, "inward_1.5mm": 0.02}
+    rows = pd.DataFrame([
+        {"model": m, "case_id": f"case_{i:05d}", "structure": s, "reference_present": True, "dice": d, "hd95": 2.0 / max(d, 0.05)}
+        for s in ("kidney_and_mass", "tumor") for m, drop in models.items()
+        for i, d in enumerate(np.clip(base - drop + rng.normal(0, 0.01, 300), 0, 1))
+    ])
+    audit = calibration.audit(rows, models=tuple(models), equal=("equal_a", "equal_b"), structures=("kidney_and_mass", "tumor"),
+                              metrics={"dice": True, "hd95": False}, n_cases=(20, 40), draws=60, wilcoxon_draws=20, n_resamples=200,
+                              seed=0, settings=StatsSettings())
+    write_json_atomic(out, audit)
+    return out

@@ -18,7 +18,7 @@ import pytest
 from browser import Browser, find_chromium
 from segbench.io import write_json_atomic
 from segbench.report import build_site
-from site_data import TOUCHSTONE_SOURCE, kits_like_results, segauge_results, touchstone_results
+from site_data import TOUCHSTONE_SOURCE, calibration_audit, kits_like_results, segauge_results, touchstone_results
 
 TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
 SEGAUGE_MODAL = Path(__file__).resolve().parents[1] / "data" / "published" / "segauge_benchmark" / "kits23_modal.json"
@@ -38,9 +38,14 @@ def results_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 @pytest.fixture(scope="session")
-def site(results_files: list[Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+def audit_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return calibration_audit(tmp_path_factory.mktemp("calibration") / "audit.json")
+
+
+@pytest.fixture(scope="session")
+def site(results_files: list[Path], audit_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
     out = tmp_path_factory.mktemp("site")
-    return out, build_site(results_files, out)
+    return out, build_site(results_files, out, calibration=audit_file)
 
 
 def load(path: Path) -> dict:
@@ -58,7 +63,7 @@ def test_pages_and_offline_assets(site: tuple[Path, list[Path]]) -> None:
     assert names == sorted([
         "index.html", "methodology.html", "kits23.html", "kits23--kidney_and_mass.html", "kits23--tumor.html",
         "touchstone_totalsegmentator.html", "touchstone_totalsegmentator--liver.html",
-        "segauge_kits23_modal.html", "segauge_kits23_modal--kidney.html",
+        "segauge_kits23_modal.html", "segauge_kits23_modal--kidney.html", "calibration.html",
     ])
     assert (out / "plotly.min.js").stat().st_size > 1_000_000
     for page in pages:
@@ -67,9 +72,9 @@ def test_pages_and_offline_assets(site: tuple[Path, list[Path]]) -> None:
         assert text.count("plotly.min.js") == ("plotly-graph-div" in text)
 
 
-def test_same_json_gives_byte_identical_site(results_files: list[Path], site: tuple[Path, list[Path]], tmp_path: Path) -> None:
+def test_same_json_gives_byte_identical_site(results_files: list[Path], audit_file: Path, site: tuple[Path, list[Path]], tmp_path: Path) -> None:
     out, pages = site
-    again = build_site(results_files, tmp_path)
+    again = build_site(results_files, tmp_path, calibration=audit_file)
     for a, b in zip(pages, again, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
 
@@ -229,6 +234,23 @@ def test_implementation_sensitivity_is_shown_with_its_numbers(site: tuple[Path, 
     policy = sens["missing_policy"]["variants"]["zero"]
     assert "missing-value policy zero (failed cases scored 0)" in kits and (policy["run"] or "Not run: no failed case" in kits)
     assert "Implementation sensitivity" not in " ".join(page_text(out / "touchstone_totalsegmentator.html").split())
+
+
+def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_file: Path) -> None:
+    """Coverage, type-I errors (with the 5 % + 2 MC SE bound) and one power curve per structure and metric, all from audit.json."""
+    out, _ = site
+    audit = load(audit_file)
+    text = page_text(out / "calibration.html")
+    assert 'href="calibration.html"' in (out / "index.html").read_text(encoding="utf-8")
+    assert "SIMULATED" in text and "equal_a, equal_b" in text
+    first = next(r for r in audit["coverage"] if (r["structure"], r["metric"], r["n"], r["method"]) == ("tumor", "hd95", 20, "bca"))
+    assert f"{100 * first['rate']:.1f}% ± {100 * first['mc_se']:.1f}" in text
+    for r in audit["type1"]:
+        assert f"{100 * r['rate']:.1f}% ± {100 * r['mc_se']:.1f}" in text
+    assert text.count("exceeds") + text.count("within") >= len(audit["type1"])
+    html_text = (out / "calibration.html").read_text(encoding="utf-8")
+    assert html_text.count('class="plotly-graph-div"') == 4  # 2 structures x 2 metrics
+    assert "inward_1.5mm" in html_text and "paired-t formula" in html_text
 
 
 def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], tmp_path: Path) -> None:

@@ -25,6 +25,9 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   import    published per-case scores (no masks)   -> scores/<published set>/<model>/
   compare   statistics from the MLflow runs        -> results/<dataset>.json
   report    static leaderboard site                -> site/
+Calibration audit (calibration/dvc.yaml, `dvc repro calibration/dvc.yaml`; docs/methodology.md "Calibration audit"):
+  calibrate score   simulated models of known quality, every case -> calibration/scores/
+  calibrate audit   CI coverage, type-I error, power by n          -> calibration/results/
 Interactive benchmark (interactive/dvc.yaml, `dvc repro interactive/dvc.yaml`; docs/interactive.md):
   cases     images + references -> challenge npz    -> interactive/cases/<dataset>/
   interact  box step + 5 simulated clicks per case  -> interactive/predictions/.., interactive/scores/..
@@ -150,6 +153,16 @@ def _cmd_interact(args: argparse.Namespace) -> None:
     print(table[["CaseName", "DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final", "TotalRunningTime", "over_time", "reference"]].to_string(index=False))
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> None:
+    from segbench import stages
+
+    if args.step == "score":
+        stages.run_calibration_scores(_params(args), workers=args.workers)
+    else:
+        for path in stages.run_calibration_audit(_params(args)):
+            print(path)
+
+
 def _cmd_compare(args: argparse.Namespace) -> None:
     from segbench.stages import run_compare
 
@@ -162,7 +175,7 @@ def _cmd_report(args: argparse.Namespace) -> None:
     files = sorted(Path(args.results).glob("*.json"))
     if not files:
         raise FileNotFoundError(f"{args.results}: no results JSON to report (run the compare stage)")
-    for page in build_site(files, Path(args.out)):
+    for page in build_site(files, Path(args.out), calibration=args.calibration):
         print(page)
 
 
@@ -279,9 +292,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="dataset, published set or interactive dataset name")
     p.set_defaults(func=_cmd_compare)
 
+    p = sub.add_parser("calibrate", help="calibration audit (calibration/dvc.yaml): CI coverage, type-I error and power on simulated models")
+    p.add_argument("step", choices=["score", "audit"], help="score: simulate and score every case (cached); audit: redraw cases and analyse")
+    p.add_argument("--workers", type=int, help="score: cases simulated and scored in parallel (default: params calibration.workers)")
+    p.set_defaults(func=_cmd_calibrate)
+
     p = sub.add_parser("report", help="build the static leaderboard site from results/*.json")
     p.add_argument("--results", default="results", help="folder of results JSON (default: results)")
     p.add_argument("--out", default="site", help="site folder (default: site)")
+    p.add_argument("--calibration", type=Path, help="the calibration audit's audit.json (calibration/results/audit.json): adds its page")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("reanalyze", help="re-derive every statistic of results JSON files from their own per-case rows")

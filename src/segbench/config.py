@@ -7,6 +7,7 @@ dictionaries, so an unknown dataset, model or structure fails at this boundary w
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,27 @@ class InteractiveDatasetConfig:
 
 
 @dataclass(frozen=True)
+class CalibrationConfig:
+    """The calibration audit (calibration/dvc.yaml, docs/methodology.md "Calibration audit"): simulated models of known
+    quality on every reference label map of ``dataset``, and how the audit redraws cases from them."""
+
+    dataset: str
+    #: model name -> the simulated model's options (``python -m segbench.models.simulated`` flags), in order
+    models: dict[str, tuple[str, ...]]
+    #: models of equal true quality (same error distribution, different seeds): every pair among them is a true null
+    equal: tuple[str, ...]
+    structures: tuple[str, ...]
+    metrics: dict[str, bool]
+    n_cases: tuple[int, ...]
+    draws: int
+    #: the Wilcoxon map's type-I error and power come from the first this many draws (its exact test runs pair by pair)
+    wilcoxon_draws: int
+    n_resamples: int
+    seed: int
+    workers: int
+
+
+@dataclass(frozen=True)
 class Params:
     """Everything ``dvc repro`` runs on: datasets x models, scoring, statistics and tracking settings."""
 
@@ -160,6 +182,7 @@ class Params:
     scoring: dict[str, Any]
     tracking: dict[str, Any]
     raw: dict[str, Any] = field(repr=False, compare=False)
+    calibration: CalibrationConfig | None = None
 
     def dataset(self, name: str) -> DatasetConfig:
         if name not in self.datasets:
@@ -489,7 +512,52 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
         scoring=scoring,
         tracking=dict(raw.get("tracking", {})),
         raw=raw,
+        calibration=_calibration(raw["calibration"], datasets) if raw.get("calibration") else None,
     )
+
+
+def _calibration(raw: dict[str, Any], datasets: dict[str, DatasetConfig]) -> CalibrationConfig:
+    """Validate the ``calibration:`` block: a known dataset, simulated-model options the simulator accepts, sane sizes."""
+    from segbench.models.simulated import build_parser
+    from segbench.scoring import HIGHER_IS_BETTER
+
+    where = "params: calibration"
+    dataset = str(_require(raw, "dataset", where))
+    if dataset not in datasets:
+        raise ConfigError(f"{where}.dataset {dataset!r} is not a dataset of params.yaml ({sorted(datasets)})")
+    models = {}
+    for name, options in dict(_require(raw, "models", where)).items():
+        argv = tuple(arg for key, value in dict(options).items() for arg in (f"--{key.replace('_', '-')}", str(value)))
+        parser = build_parser()
+        parser.exit_on_error = False
+        try:
+            parser.parse_args(["--input", ".", "--output", ".", "--cases", ".", *argv])
+        except (argparse.ArgumentError, SystemExit) as exc:
+            raise ConfigError(f"{where}.models.{name}: options {dict(options)} are not simulated-model options ({exc})") from exc
+        models[str(name)] = argv
+    equal = tuple(str(m) for m in _require(raw, "equal", where))
+    if len(equal) < 2 or not set(equal) <= set(models):
+        raise ConfigError(f"{where}.equal must name at least two of its models {sorted(models)}, got {list(equal)}")
+    regions = {r.name for r in datasets[dataset].regions}
+    structures = tuple(str(s) for s in _require(raw, "structures", where))
+    if not structures or not set(structures) <= regions:
+        raise ConfigError(f"{where}.structures {list(structures)} must be regions of dataset {dataset!r} ({sorted(regions)})")
+    metrics = [str(m) for m in _require(raw, "metrics", where)]
+    if not metrics or not set(metrics) <= set(HIGHER_IS_BETTER):
+        raise ConfigError(f"{where}.metrics {metrics} must be scored metrics ({sorted(HIGHER_IS_BETTER)})")
+    sizes = {}
+    for key in ("draws", "wilcoxon_draws", "n_resamples", "workers"):
+        sizes[key] = _require(raw, key, where)
+        if isinstance(sizes[key], bool) or not isinstance(sizes[key], int) or sizes[key] < 1:
+            raise ConfigError(f"{where}.{key} must be a positive integer, got {sizes[key]!r}")
+    n_cases = tuple(_require(raw, "n_cases", where))
+    if not n_cases or any(isinstance(n, bool) or not isinstance(n, int) or n < 3 for n in n_cases):
+        raise ConfigError(f"{where}.n_cases must list integers >= 3, got {list(n_cases)}")
+    seed = _require(raw, "seed", where)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"{where}.seed must be an integer >= 0, got {seed!r}")
+    return CalibrationConfig(dataset=dataset, models=models, equal=equal, structures=structures,
+                             metrics={m: HIGHER_IS_BETTER[m] for m in metrics}, n_cases=n_cases, seed=seed, **sizes)
 
 
 def load_params(path: Path = Path("params.yaml")) -> Params:

@@ -80,9 +80,11 @@ def write_json_atomic(target: Path, data: Any) -> None:
 
 
 def save_label_map_atomic(target: Path, labels: np.ndarray, like: nib.Nifti1Image) -> None:
-    """Save an integer label map on the grid of ``like`` (same affine and header), atomically."""
+    """Save an integer label map on the grid of ``like`` (same affine and header), atomically; gzip-compressed
+    unless ``target`` ends in ``.nii`` (scratch files read back at once)."""
     header = like.header.copy()
     header.set_data_dtype(np.uint8 if labels.max(initial=0) < 256 else np.int16)
     image = nib.Nifti1Image(labels.astype(header.get_data_dtype(), copy=False), like.affine, header)
-    with atomic_path(target, suffix=".nii.gz") as tmp:  # nibabel picks compression from the suffix
+    suffix = ".nii" if Path(target).name.endswith(".nii") else ".nii.gz"
+    with atomic_path(target, suffix=suffix) as tmp:  # nibabel picks compression from the suffix
         nib.save(image, tmp)

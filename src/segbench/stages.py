@@ -18,7 +18,7 @@ import pandas as pd
 
 import segbench
 from segbench import published, scoring, stats, tracking
-from segbench.config import DatasetConfig, ModelConfig, Params, PublishedConfig
+from segbench.config import CalibrationConfig, ConfigError, DatasetConfig, ModelConfig, Params, PublishedConfig
 from segbench.datasets import case_ids, data_version, load_metadata, reference_path
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.cases import REFERENCE_LABELS
@@ -33,6 +33,8 @@ ANALYZED_METRICS = {"dice": True, "iou": True, "nsd": True, "hd95": False, "assd
 
 #: where the interactive benchmark (interactive/dvc.yaml) keeps its outputs, laid out as the main pipeline's
 INTERACTIVE_ROOT = Path("interactive")
+#: where the calibration audit (calibration/dvc.yaml) keeps its outputs
+CALIBRATION_ROOT = Path("calibration")
 
 
 def predictions_dir(dataset: str, model: str, root: Path = Path(".")) -> Path:
@@ -465,3 +467,61 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
         "step_metrics": interactive_scores.step_curves(rows),
     }
     _write_bundle(bundle, rows, record)
+
+
+def calibration_scores_dir() -> Path:
+    """The calibration audit's per-case rows, one ``<model>.csv`` per simulated model (cached by DVC, not in git)."""
+    return CALIBRATION_ROOT / "scores"
+
+
+def run_calibration_scores(params: Params, workers: int | None = None) -> None:
+    """Calibration stage 1: the simulated models of known quality on every reference label map of the dataset (the
+    configured case subset does not apply), scored -> ``calibration/scores/<model>.csv`` (``segbench.calibration``)."""
+    import dataclasses
+
+    from segbench.calibration import score_population
+
+    config = _calibration(params)
+    score_population(
+        dataclasses.replace(params.dataset(config.dataset), cases=None), config.models, config.structures, calibration_scores_dir(),
+        workers=workers or config.workers, profile=str(params.scoring.get("profile", scoring.DEFAULT_PROFILE)),
+    )
+
+
+def calibration_results_dir() -> Path:
+    """The audit's small results (audit.json and its tables): kept in git, so the site has them without a rerun."""
+    return CALIBRATION_ROOT / "results"
+
+
+def run_calibration_audit(params: Params) -> list[Path]:
+    """Calibration stage 2: redraw samples of n cases from the scored population and analyse each as compare would;
+    writes ``audit.json`` and one CSV per table. Returns the files written."""
+    from segbench.stats import calibration
+
+    config = _calibration(params)
+    frames = []
+    for model in config.models:
+        path = calibration_scores_dir() / f"{model}.csv"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing; run `segbench calibrate score` (the score stage of calibration/dvc.yaml)")
+        frames.append(pd.read_csv(path, dtype={"case_id": str, "model": str, "structure": str}))
+    audit = calibration.audit(
+        pd.concat(frames, ignore_index=True), models=tuple(config.models), equal=config.equal, structures=config.structures,
+        metrics=config.metrics, n_cases=config.n_cases, draws=config.draws, wilcoxon_draws=config.wilcoxon_draws,
+        n_resamples=config.n_resamples, seed=config.seed, settings=stats_settings(params), workers=config.workers,
+    )
+    out = calibration_results_dir()
+    written = [out / "audit.json"]
+    write_json_atomic(written[0], audit)
+    for name, table in calibration.tables(audit).items():
+        buffer = io.StringIO()
+        table.to_csv(buffer, index=False, lineterminator="\n", float_format="%.6g")
+        written.append(out / f"{name}.csv")
+        write_text_atomic(written[-1], buffer.getvalue())
+    return written
+
+
+def _calibration(params: Params) -> CalibrationConfig:
+    if params.calibration is None:
+        raise ConfigError("params.yaml has no calibration block (conf/config.yaml's calibration:)")
+    return params.calibration

@@ -72,27 +72,47 @@ def _boxes(mask: np.ndarray, margin: tuple[int, ...]) -> list[tuple[slice, ...]]
     return boxes
 
 
-def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float) -> np.ndarray:
+def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float, inward: np.ndarray | None = None) -> np.ndarray:
     """Move every structure's boundary by ``mm`` millimetres (outward > 0, inward < 0), in world space.
 
     Outward: a background voxel within ``mm`` of the foreground takes the label of its nearest
     foreground voxel. Inward: a foreground voxel within ``mm`` of the background becomes background.
-    Work is done inside the foreground's bounding boxes plus the displacement.
+    Work is done inside the foreground's bounding boxes plus the displacement. ``inward``: the map of
+    :func:`inward_distance`, when several inward displacements of one label map share it.
     """
     foreground = labels > 0
-    out = labels.copy(order="K")
     if mm == 0 or not foreground.any():
+        return labels.copy(order="K")
+    if mm < 0:
+        dist = inward_distance(labels, spacing, -mm) if inward is None else inward
+        out = labels.copy(order="K")
+        box = _bbox(foreground, (0, 0, 0))  # the distance is 0 outside the foreground
+        out[box] = np.where(dist[box] > -mm, labels[box], 0)
         return out
-    margin = tuple(int(np.ceil(abs(mm) / s)) + 1 for s in spacing)
-    for box in _boxes(foreground, margin):
+    out = labels.copy(order="K")
+    for box in _boxes(foreground, _margin(spacing, mm)):
         crop = labels[box]
-        if mm > 0:
-            dist, (iz, iy, ix) = ndimage.distance_transform_edt(crop == 0, sampling=spacing, return_indices=True)
-            out[box] = np.where(dist <= mm, crop[iz, iy, ix], 0)
-        else:
-            dist = ndimage.distance_transform_edt(crop > 0, sampling=spacing)
-            out[box] = np.where(dist > -mm, crop, 0)
+        dist, (iz, iy, ix) = ndimage.distance_transform_edt(crop == 0, sampling=spacing, return_indices=True)
+        out[box] = np.where(dist <= mm, crop[iz, iy, ix], 0)
     return out
+
+
+def _margin(spacing: tuple[float, ...], mm: float) -> tuple[int, ...]:
+    return tuple(int(np.ceil(abs(mm) / s)) + 1 for s in spacing)
+
+
+def inward_distance(labels: np.ndarray, spacing: tuple[float, ...], reach_mm: float) -> np.ndarray:
+    """World distance of every foreground voxel to the background (0 on the background).
+
+    Computed in the foreground's bounding boxes grown for displacements up to ``reach_mm``: one map serves every
+    inward displacement up to it (the calibration audit's models share one per case).
+    """
+    dist = np.zeros(labels.shape)
+    foreground = labels > 0
+    if foreground.any():
+        for box in _boxes(foreground, _margin(spacing, reach_mm)):
+            dist[box] = ndimage.distance_transform_edt(labels[box] > 0, sampling=spacing)
+    return dist
 
 
 def shift(labels: np.ndarray, spacing: tuple[float, ...], mm: float, rng: np.random.Generator) -> np.ndarray:
@@ -144,13 +164,15 @@ def add_blob(labels: np.ndarray, spacing: tuple[float, ...], radius_mm: float, r
     return out
 
 
-def simulate(labels: np.ndarray, spacing: tuple[float, ...], case_id: str, args: argparse.Namespace) -> np.ndarray:
-    """Apply the configured error components to one reference label map."""
+def simulate(
+    labels: np.ndarray, spacing: tuple[float, ...], case_id: str, args: argparse.Namespace, inward: np.ndarray | None = None
+) -> np.ndarray:
+    """Apply the configured error components to one reference label map (``inward``: as in :func:`displace_boundary`)."""
     rng = case_rng(args.seed, case_id)
     out = labels
     if args.boundary_mm:
         jitter = 1.0 + args.jitter * rng.uniform(-1.0, 1.0)
-        out = displace_boundary(out, spacing, args.boundary_mm * jitter)
+        out = displace_boundary(out, spacing, args.boundary_mm * jitter, inward)
     if args.shift_mm:
         out = shift(out, spacing, args.shift_mm, rng)
     if args.miss_lesion_prob and rng.uniform() < args.miss_lesion_prob:
@@ -185,6 +207,25 @@ def predict_case(case_id: str, args: argparse.Namespace) -> str:
     spacing = tuple(float(z) for z in image.header.get_zooms()[:3])
     save_label_map_atomic(args.output / f"{case_id}.nii.gz", simulate(labels, spacing, case_id, args), image)
     return case_id
+
+
+def predict_models(case_id: str, reference: Path, models: dict[str, list[str]], output: Path) -> dict[str, Path]:
+    """Write ``output/<model>/<case>.nii`` for several simulated models (name -> command-line options) of one case.
+
+    The reference is decoded once and inward boundary displacements share one distance map (sized for the largest
+    of them); each model's map equals :func:`simulate`'s. Uncompressed: scratch files for the calibration audit,
+    scored at once and deleted. Returns model -> file.
+    """
+    labels, image = load_nifti(reference)
+    spacing = tuple(float(z) for z in image.header.get_zooms()[:3])
+    parsed = {name: build_parser().parse_args(["--input", ".", "--output", ".", "--cases", ".", *options]) for name, options in models.items()}
+    reach = max((-a.boundary_mm * (1.0 + a.jitter) for a in parsed.values() if a.boundary_mm < 0), default=0.0)
+    inward = inward_distance(labels, spacing, reach) if reach > 0 else None
+    written = {}
+    for name, args in parsed.items():
+        written[name] = output / name / f"{case_id}.nii"
+        save_label_map_atomic(written[name], simulate(labels, spacing, case_id, args, inward), image)
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -375,3 +375,32 @@ def cluster_widths(structures: dict[str, Any], models: Models) -> go.Figure:
     fig.update_xaxes(type="category", tickangle=-40, showgrid=False)
     _model_axis(fig, labels)
     return _finish(fig, "Clustered bootstrap: CI width by cluster over CI width by case (1 = as wide)", "")
+
+
+def power_curve(power_rows: list[dict[str, Any]], structure: str, metric: str, procedure: str) -> go.Figure:
+    """Calibration audit: share of samples separating each pair of models of different quality, against n, with the
+    power the paired-t formula predicts for the population's effect size (dashed, same colour)."""
+    fig = go.Figure()
+    rows = [r for r in power_rows if r["structure"] == structure and r["metric"] == metric and r["procedure"] == procedure]
+    pairs = sorted({(r["better"], r["worse"]) for r in rows}, key=lambda p: min(r["effect_size"] for r in rows if (r["better"], r["worse"]) == p))
+    colours = TEMPLATE.layout.colorway
+    for k, (better, worse) in enumerate(pairs):
+        own = sorted((r for r in rows if (r["better"], r["worse"]) == (better, worse)), key=lambda r: r["n"])
+        label = f"{better} > {worse} (d_z {own[0]['effect_size']:.2f})"
+        colour = colours[k % len(colours)]
+        fig.add_trace(go.Scatter(
+            x=[r["n"] for r in own], y=[r["rate"] for r in own], mode="lines+markers", name=label,
+            line={"color": colour}, marker={"symbol": SYMBOLS[k % len(SYMBOLS)], "size": 8},
+            error_y={"type": "data", "array": [2 * r["mc_se"] for r in own], "thickness": 1, "width": 3},
+            hovertemplate=f"{html.escape(label)}<br>n %{{x}}: measured power %{{y:.3f}}<extra></extra>",
+        ))
+        fig.add_trace(go.Scatter(
+            x=[r["n"] for r in own], y=[r["predicted_power"] for r in own], mode="lines", name=f"{label}, predicted",
+            line={"color": colour, "dash": "dash"}, showlegend=False,
+            hovertemplate=f"{html.escape(label)}<br>n %{{x}}: paired-t formula %{{y:.3f}}<extra></extra>",
+        ))
+    fig.add_hline(y=0.8, line_dash="dot", line_color="#888")
+    fig.update_layout(height=380, legend={"orientation": "h", "y": -0.25, "yanchor": "top", "x": 0, "xanchor": "left"})
+    fig.update_xaxes(type="log", tickvals=sorted({r["n"] for r in rows}))
+    fig.update_yaxes(range=[0, 1.02], title="power")
+    return _finish(fig, f"{structure} {metric}: power of {procedure.replace('_', ' ')} (solid, ±2 MC SE) and the paired-t formula (dashed)", "cases n")

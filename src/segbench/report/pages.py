@@ -105,8 +105,8 @@ def _kinds(models: dict[str, Any]) -> str:
     return ", ".join(f"{n} {k.upper()}" for k, n in sorted(counts.items()))
 
 
-def index_page(all_results: list[Results]) -> str:
-    """Entry page: one line per dataset."""
+def index_page(all_results: list[Results], calibration: bool = False) -> str:
+    """Entry page: one line per dataset (and a link to the calibration audit's page when the site has one)."""
     items = []
     for r in all_results:
         s = r["analysis"]["structures"]
@@ -121,6 +121,9 @@ def index_page(all_results: list[Results]) -> str:
         "separable at all. See the <a href=\"methodology.html\">methodology</a> for the exact protocol.</p>"
         f"<ul>{''.join(items)}</ul>"
     )
+    if calibration:
+        body += (f'<p><a href="{CALIBRATION_PAGE}">Calibration audit</a>: how often the 95% CIs cover the truth and how often '
+                 "\"separable\" is wrong, measured on simulated models of known quality.</p>")
     return render("segbench", body, nav_bar(all_results))
 
 
@@ -547,3 +550,54 @@ def methodology_page(all_results: list[Results]) -> str:
     if sources:
         parts.append("<h2>Published sources</h2><ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in sources) + "</ul>")
     return render("segbench methodology", "\n".join(parts), nav_bar(all_results))
+
+
+CALIBRATION_PAGE = "calibration.html"
+
+
+def _rate(entry: dict[str, Any], digits_: int = 1) -> str:
+    return f"{100 * entry['rate']:.{digits_}f}% ± {100 * entry['mc_se']:.{digits_}f}"
+
+
+def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
+    """The calibration audit (calibration/results/audit.json): CI coverage by metric x n x method, the type-I error of
+    the verdicts for equal-quality models, and power against n beside the paired-t formula."""
+    ci_method = audit["stats"]["ci_method"]
+    sizes = ", ".join(f"{html.escape(s)}: {b['n_cases']} cases" for s, b in audit["population"].items())
+    parts = [
+        "<h1>Calibration audit</h1>",
+        f'<p class="note">The models here are SIMULATED (seeded boundary errors of known size applied to the reference label maps); '
+        f"{html.escape(', '.join(audit['equal']))} have the same error distribution (equal true quality).</p>",
+        f"<p>Do segbench's statistics keep their promises on real label maps? The population is every case scored "
+        f"({sizes}); its mean is the truth. "
+        f"For each n, {audit['draws']} samples of n cases were drawn with replacement and each was analysed as a leaderboard is "
+        f"(B = {audit['n_resamples']} bootstrap resamples; the Wilcoxon map on the first {audit['wilcoxon_draws']} samples). "
+        f"Rates carry their Monte-Carlo standard error. How it is computed: <code>{METHODOLOGY_DOC}</code>, "
+        f"\"Calibration audit\". The leaderboards use the <b>{html.escape(ci_method)}</b> CI.</p>",
+        f"<p>Models: {html.escape(', '.join(audit['models']))}.</p>",
+    ]
+    for structure in audit["population"]:
+        parts.append(f"<h2>{html.escape(structure)}</h2>")
+        coverage = [r for r in audit["coverage"] if r["structure"] == structure]
+        keys = sorted({(r["metric"], r["n"]) for r in coverage}, key=lambda k: (list(audit["population"][structure]["metrics"]).index(k[0]), k[1]))
+        rows = []
+        for metric, n in keys:
+            by_method = {r["method"]: r for r in coverage if (r["metric"], r["n"]) == (metric, n)}
+            row = [(html.escape(metric), metric), (str(n), n)]
+            for method in sorted(by_method):
+                r = by_method[method]
+                row += [(_rate(r), r["rate"]), (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"])]
+            rows.append(row)
+        methods = sorted({r["method"] for r in coverage})
+        headers = ["metric", "n"] + [h for m in methods for h in (f"{m} coverage", f"{m}: CI below / above the truth")]
+        parts.append(tables.table(headers, rows, f"{html.escape(structure)}: coverage of the 95% CI of a model's mean (target 95%)", "calibration"))
+        type1 = [r for r in audit["type1"] if r["structure"] == structure]
+        rows = [[(html.escape(r["metric"]), r["metric"]), (str(r["n"]), r["n"]), (html.escape(r["procedure"].replace("_", " ")), r["procedure"]),
+                 (_rate(r), r["rate"]), (str(r["draws"]), r["draws"]),
+                 ("exceeds" if r["rate"] > 0.05 + 2 * r["mc_se"] else "within", int(r["rate"] > 0.05 + 2 * r["mc_se"]))] for r in type1]
+        parts.append(tables.table(["metric", "n", "procedure", "type-I error", "samples", "5% + 2 MC SE"], rows,
+                                  f"{html.escape(structure)}: family-wise type-I error among the equal-quality models (alpha 5%)", "calibration"))
+        for metric in audit["population"][structure]["metrics"]:
+            fig = figures.power_curve(audit["power"], structure, metric, f"separable_{ci_method}")
+            parts.append(figures.to_div(fig, f"power-{slug(structure)}-{slug(metric)}"))
+    return render("segbench calibration audit", "\n".join(parts), nav_bar(all_results))

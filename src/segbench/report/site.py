@@ -17,8 +17,9 @@ from . import pages
 from .assets import CSS, JS
 
 
-def build_site(results_files: list[Path], out_dir: Path) -> list[Path]:
-    """Write index, methodology, one page per dataset and per dataset structure; return the pages written."""
+def build_site(results_files: list[Path], out_dir: Path, calibration: Path | None = None) -> list[Path]:
+    """Write index, methodology, one page per dataset and per dataset structure, and with ``calibration`` (the audit's
+    audit.json) the calibration page; return the pages written."""
     out_dir = Path(out_dir)
     all_results = [json.loads(Path(p).read_text(encoding="utf-8")) for p in sorted(results_files)]
     all_results.sort(key=lambda r: r["dataset"]["name"])
@@ -26,9 +27,11 @@ def build_site(results_files: list[Path], out_dir: Path) -> list[Path]:
     write_text_atomic(out_dir / "site.css", CSS)
     write_text_atomic(out_dir / "site.js", JS)
     written = {
-        "index.html": pages.index_page(all_results),
+        "index.html": pages.index_page(all_results, calibration is not None),
         "methodology.html": pages.methodology_page(all_results),
     }
+    if calibration is not None:
+        written[pages.CALIBRATION_PAGE] = pages.calibration_page(json.loads(Path(calibration).read_text(encoding="utf-8")), all_results)
     for results in all_results:
         written[pages.dataset_page_name(results)] = pages.dataset_page(results, all_results)
         for structure in sorted(results["analysis"]["structures"]):
