@@ -73,7 +73,8 @@ def new_project(root: Path, proj: Path, overrides: list[str], interactive: bool 
     for name in ("dvc.yaml", "data.dvc", ".gitignore", *(["interactive/dvc.yaml", "interactive/.gitignore"] if interactive else [])):
         (proj / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / name, proj / name)
-    for name in ("conf", "src"):
+    # the calibration audit's committed results, which the report stage draws a page from (its own pipeline is not copied)
+    for name in ("conf", "src", "calibration/results"):
         shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
     run_command(["git", "init", "-q"], proj)
     run_command(["dvc", "init", "-q"], proj)

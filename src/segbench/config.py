@@ -154,6 +154,9 @@ class CalibrationConfig:
     quality on every reference label map of ``dataset``, and how the audit redraws cases from them."""
 
     dataset: str
+    #: the dataset whose label maps are the population (``calibration.population``: composed from conf/dataset/ on its
+    #: own, so the audit does not depend on which datasets an experiment selects)
+    population: DatasetConfig
     #: model name -> the simulated model's options (``python -m segbench.models.simulated`` flags), in order
     models: dict[str, tuple[str, ...]]
     #: models of equal true quality (same error distribution, different seeds): every pair among them is a true null
@@ -512,19 +515,22 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
         scoring=scoring,
         tracking=dict(raw.get("tracking", {})),
         raw=raw,
-        calibration=_calibration(raw["calibration"], datasets) if raw.get("calibration") else None,
+        calibration=_calibration(raw["calibration"], root) if raw.get("calibration") else None,
     )
 
 
-def _calibration(raw: dict[str, Any], datasets: dict[str, DatasetConfig]) -> CalibrationConfig:
-    """Validate the ``calibration:`` block: a known dataset, simulated-model options the simulator accepts, sane sizes."""
+def _calibration(raw: dict[str, Any], root: Path) -> CalibrationConfig:
+    """Validate the ``calibration:`` block: its own population dataset (composed into ``calibration.population`` whatever
+    datasets the experiment selects), simulated-model options the simulator accepts, sane sizes."""
     from segbench.models.simulated import build_parser
     from segbench.scoring import HIGHER_IS_BETTER
 
     where = "params: calibration"
     dataset = str(_require(raw, "dataset", where))
-    if dataset not in datasets:
-        raise ConfigError(f"{where}.dataset {dataset!r} is not a dataset of params.yaml ({sorted(datasets)})")
+    population = dict(_require(raw, "population", where))
+    if dataset not in population:
+        raise ConfigError(f"{where}.dataset {dataset!r} is not in {where}.population ({sorted(population)})")
+    datasets = {dataset: _dataset(dataset, population[dataset], root)}
     models = {}
     for name, options in dict(_require(raw, "models", where)).items():
         argv = tuple(arg for key, value in dict(options).items() for arg in (f"--{key.replace('_', '-')}", str(value)))
@@ -556,7 +562,7 @@ def _calibration(raw: dict[str, Any], datasets: dict[str, DatasetConfig]) -> Cal
     seed = _require(raw, "seed", where)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"{where}.seed must be an integer >= 0, got {seed!r}")
-    return CalibrationConfig(dataset=dataset, models=models, equal=equal, structures=structures,
+    return CalibrationConfig(dataset=dataset, population=datasets[dataset], models=models, equal=equal, structures=structures,
                              metrics={m: HIGHER_IS_BETTER[m] for m in metrics}, n_cases=n_cases, seed=seed, **sizes)
 
 

@@ -483,7 +483,7 @@ def run_calibration_scores(params: Params, workers: int | None = None) -> None:
 
     config = _calibration(params)
     score_population(
-        dataclasses.replace(params.dataset(config.dataset), cases=None), config.models, config.structures, calibration_scores_dir(),
+        dataclasses.replace(config.population, cases=None), config.models, config.structures, calibration_scores_dir(),
         workers=workers or config.workers, profile=str(params.scoring.get("profile", scoring.DEFAULT_PROFILE)),
     )
 
