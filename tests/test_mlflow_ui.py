@@ -195,7 +195,7 @@ def test_per_case_table_is_an_mlflow_table_equal_to_the_csv(project: Path, monke
     client = MlflowClient(tracking_uri(project))
     for model in MODELS:
         run = _model_run(project, model)
-        assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"per_case.csv", "per_case.json", "run.json"}
+        assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"per_case.csv", "per_case.json", "per_case_profiles.csv", "run.json"}
         table = client.load_table(run.info.experiment_id, "per_case.json", run_ids=[run.info.run_id])
         csv = pd.read_csv(project / "scores" / "kits23" / model / "per_case.csv", dtype={"case_id": str})
         assert sorted(set(table["case_id"])) == CASES

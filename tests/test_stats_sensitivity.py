@@ -84,3 +84,11 @@ def test_missing_value_policies_drop_or_zero_the_failed_rows() -> None:
 def test_policies_are_not_run_without_failed_rows() -> None:
     rows = _rows({"A": 0.90, "B": 0.85})
     assert _run(rows, pd.DataFrame())["missing_policy"]["variants"]["zero"] == {"run": False, "reason": "no failed case (no row flagged worst_case)"}
+
+
+def test_dropping_every_row_is_reported_not_run() -> None:
+    """A model that failed every case (the only model here): dropping its failures leaves nothing, which is said."""
+    rows = _rows({"A": 0.9}).assign(worst_case=True, dice=0.0)
+    policies = _run(rows, pd.DataFrame())["missing_policy"]["variants"]
+    assert policies["drop_failed"] == {"run": False, "reason": "every row is a failed case: nothing is left to compare"}
+    assert policies["zero"]["run"] and policies["zero"]["summary"]["n_flipped_pairs"] == 0  # one model: nothing to flip

@@ -130,8 +130,13 @@ def sensitivity(
     failed = int(rows["worst_case"].sum()) if "worst_case" in rows else 0
     policies: dict[str, dict] = {}
     for policy in MISSING_POLICIES[1:]:
-        policies[policy] = {"run": False, "reason": "no failed case (no row flagged worst_case)"} if not failed else {
-            "run": True, **variant(apply_missing_policy(rows, policy, metrics))}
+        variant_rows = apply_missing_policy(rows, policy, metrics)
+        if not failed:
+            policies[policy] = {"run": False, "reason": "no failed case (no row flagged worst_case)"}
+        elif variant_rows.empty:
+            policies[policy] = {"run": False, "reason": "every row is a failed case: nothing is left to compare"}
+        else:
+            policies[policy] = {"run": True, **variant(variant_rows)}
     return {
         "profiles": {"baseline": baseline_profile, "variants": profiles},
         "missing_policy": {"baseline": BASELINE_POLICY, "n_failed_rows": failed, "variants": policies},
