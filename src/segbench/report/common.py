@@ -6,8 +6,11 @@ nothing is recomputed.
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
+
+from segbench.stats.verdicts import CODE_WORDS, base_digits, format_estimate
 
 Cell = dict[str, Any]  # analysis.structures.<s>.metrics.<m>
 Models = dict[str, Any]  # results["models"]
@@ -38,12 +41,7 @@ def fmt_rank(rank: float) -> str:
 
 def digits(cell: Cell) -> int:
     """Decimals for a metric: 3 for overlap scores in [0, 1], 2 for distances in mm."""
-    return 3 if cell["higher_is_better"] else 2
-
-
-def fmt_ci(est: dict[str, Any], n_digits: int) -> str:
-    """'mean [ci_low, ci_high]' of one estimate."""
-    return f"{fmt(est['mean'], n_digits)} [{fmt(est['ci_low'], n_digits)}, {fmt(est['ci_high'], n_digits)}]"
+    return base_digits(bool(cell["higher_is_better"]))
 
 
 def kind(model: dict[str, Any]) -> str:
@@ -103,35 +101,15 @@ def wilcoxon_significant(cell: Cell, a: str, b: str) -> bool:
     return bool((significance.get("significant") or {}).get(a, {}).get(b))
 
 
-def diff_text(entry: dict[str, Any], upper: str, n_digits: int) -> str:
+def diff_text(entry: dict[str, Any], upper: str, cell: Cell, metric: str) -> str:
     """'Δ = 0.015 [-0.004, 0.044]': a pairwise entry's difference and CI as ``upper`` minus the other model.
 
     Reads segbench's entries ("mean_diff") and a source's ("delta") alike.
     """
     sign = 1.0 if entry["a"] == upper else -1.0
     delta = entry["mean_diff"] if "mean_diff" in entry else entry["delta"]
-    bounds = sorted(sign * v for v in (entry["ci_low"], entry["ci_high"])) if entry["ci_low"] is not None else [None, None]
-    return f"Δ = {fmt(sign * delta, n_digits)} [{fmt(bounds[0], n_digits)}, {fmt(bounds[1], n_digits)}]"
-
-
-def verdict(cell: Cell, upper: str, lower: str) -> tuple[bool | None, str]:
-    """Separability of two ranked neighbours: (separable?, the numbers behind it).
-
-    Separable means both the family-wise adjusted paired bootstrap CI of the difference excludes 0 and
-    the Wilcoxon-Holm test is significant (docs/methodology.md#57-verdicts); when only one of them separates the pair the first
-    element is None (borderline) and the text names which one.
-    """
-    entry = pair(cell, upper, lower)
-    if entry is None:
-        return False, "no paired comparison"
-    wilcoxon = wilcoxon_significant(cell, upper, lower)
-    text = f"{p_equals('p_adj', p_adjusted(cell, upper, lower))}; {diff_text(entry, upper, digits(cell))}"
-    if bool(entry["separable"]) == wilcoxon:
-        return wilcoxon, text
-    only = "bootstrap CI excludes 0, Wilcoxon-Holm does not reject" if entry["separable"] else (
-        "Wilcoxon-Holm rejects, bootstrap CI includes 0"
-    )
-    return None, f"{only}; {text}"
+    low, high = sorted(sign * v for v in (entry["ci_low"], entry["ci_high"])) if entry["ci_low"] is not None else (None, None)
+    return f"Δ = {format_estimate(sign * delta, low, high, metric, bool(cell['higher_is_better']))}"
 
 
 def wilcoxon_winner(cell: Cell, a: str, b: str) -> str | None:
@@ -177,12 +155,22 @@ def source_co_winners(published_cell: dict[str, Any], order: list[str]) -> list[
     return [m for m in order if m not in beaten]
 
 
-VERDICT_ORDER = {True: "0", None: "1", False: "2"}  # table sort key: separable, borderline, not separable
+VERDICT_ORDER = {code: str(k) for k, code in enumerate(("separable", "borderline", "aggregation_disagrees", "not_separable"))}  # table sort key
 
 
-def verdict_word(separable: bool | None) -> str:
-    """Symbol plus words, readable without colour."""
-    return {True: "✔ separable", False: "✘ not separable", None: "≈ borderline"}[separable]
+def next_verdict(cell: Cell, upper: str) -> dict[str, Any] | None:
+    """The verdict (``segbench.stats.verdicts``) on ``upper`` against the next ranked model, or None for the last one."""
+    return next((v for v in (cell.get("verdict") or {}).get("pairs") or [] if v["a"] == upper), None)
+
+
+def verdict_html(v: dict[str, Any]) -> str:
+    """A pair's verdict as the site shows it: the code's words in bold, then the sentence written by the statistics."""
+    return f'<strong class="verdict verdict-{v["code"]}">{html.escape(CODE_WORDS[v["code"]])}</strong>: {html.escape(v["text"])}'
+
+
+def estimate(est: dict[str, Any], cell: Cell, metric: str) -> str:
+    """'mean [ci_low, ci_high] unit' of one estimate, written as every view writes it."""
+    return format_estimate(est["mean"], est["ci_low"], est["ci_high"], metric, bool(cell["higher_is_better"]))
 
 
 def slug(text: str) -> str:

@@ -16,7 +16,7 @@ from plotly.offline import get_plotlyjs
 
 from . import figures, tables
 from .assets import CSS, JS
-from .common import against_source, digits, display_order, fmt, fmt_ci, kind, pair, slug, source_co_winners, verdict, verdict_word
+from .common import against_source, display_order, estimate, fmt, kind, pair, slug, source_co_winners, verdict_html
 
 Results = dict[str, Any]
 
@@ -354,12 +354,12 @@ def _structure_body(results: Results, structure: str, anchor: Callable[[str], st
     for metric, cell in block["metrics"].items():
         key = f"{base}-{slug(metric)}"
         parts.append(f'<h2 id="{anchor(metric)}">{html.escape(metric)}</h2>')
-        parts.append(_headline(cell))
+        parts.append(_headline(cell, metric))
         parts.append(tables.leaderboard(cell, models, metric))
         published = (results.get("source_analysis") or {}).get("structures", {}).get(structure, {}).get(metric)
         if published:
             parts.append(f'<h3 id="{anchor(f"{metric}-source")}">The source\'s verdicts and Wilcoxon-Holm</h3>'
-                         f"<p>{_co_winners(cell, published)}</p>{tables.source_pairs(cell, published)}")
+                         f"<p>{_co_winners(cell, published)}</p>{tables.source_pairs(cell, published, metric)}")
         plots = [figures.forest(cell, models, metric)]
         if cell.get("ranking"):
             plots += [figures.blob(cell, models)]
@@ -395,24 +395,20 @@ def _plots(figs: list, prefix: str) -> str:
     )
 
 
-def _headline(cell: dict[str, Any]) -> str:
-    """One sentence answering 'is #1 separable from #2?', with power and leave-one-out beside it."""
-    order = (cell.get("ranking") or {}).get("order") or []
-    if len(order) < 2:
+def _headline(cell: dict[str, Any], metric: str) -> str:
+    """The cell's verdict as the statistics wrote it, the co-winners, and power and leave-one-out beside it."""
+    v = cell.get("verdict")
+    if not v or v["code"] == "single_model":
         return '<p class="headline">Fewer than two ranked models: nothing to compare.</p>'
-    first, second = order[0], order[1]
-    sep, sentence = verdict(cell, first, second)
-    text = (
-        f"#1 <strong>{html.escape(first)}</strong> ({fmt_ci(cell['models'][first], digits(cell))}, "
-        f"P(rank 1) = {fmt(cell['ranking']['p_rank1'][first], 2)}) versus #2 <strong>{html.escape(second)}</strong>: "
-        f"<strong>{verdict_word(sep)}</strong> ({html.escape(sentence)})."
-    )
+    first = v["first"]
+    text = (f"#1 <strong>{html.escape(first)}</strong> ({html.escape(estimate(cell['models'][first], cell, metric))}, "
+            f"P(rank 1) = {fmt(cell['ranking']['p_rank1'][first], 2)}) versus #2 <strong>{html.escape(v['second'])}</strong>: "
+            f"{verdict_html(v['pairs'][0])}.")
     power = cell.get("power") or {}
     if power.get("n_required") is not None:
         text += (f" Separating them at {fmt(power['power'] * 100, 0)}% power would need about {power['n_required']} cases "
                  f"(this set has {power['n_cases']}).")
-    co = (cell.get("significance") or {}).get("co_winners") or []
-    text += f" Co-winners (no model significantly better): {html.escape(', '.join(co)) or 'none'}."
+    text += f" Co-winners (not separable from #1, ranking by mean): {html.escape(', '.join(v['co_winners']))}."
     loo = cell.get("loo")
     if loo:
         text += (f" Removing one case changes the winner for {fmt(loo['winner_change_share'] * 100, 1)}% of cases "

@@ -6,6 +6,8 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from segbench.stats.verdicts import CODE_WORDS
+
 from .common import (
     VERDICT_ORDER,
     Cell,
@@ -15,17 +17,17 @@ from .common import (
     diff_text,
     digits,
     display_order,
+    estimate,
     fmt,
-    fmt_ci,
     fmt_rank,
     is_ranked,
     kind,
     markers,
+    next_verdict,
     p_adjusted,
     p_equals,
     pair,
-    verdict,
-    verdict_word,
+    verdict_html,
     wilcoxon_winner,
 )
 
@@ -67,17 +69,13 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
     n = digits(cell)
     ranking = cell.get("ranking") or {}
     order = display_order(cell)
-    ranked = [m for m in order if is_ranked(cell, m)]
     rows = []
     for name in order:
         est = cell["models"][name]
         if is_ranked(cell, name):
-            position = ranked.index(name)
             lo, hi = ranking["rank_interval"][name]
-            following = ranked[position + 1] if position + 1 < len(ranked) else None
-            sep, sentence = verdict(cell, name, following) if following else (None, "")
-            text = f"{verdict_word(sep)} from {html.escape(following)}: {html.escape(sentence)}" if following else "last ranked"
-            order_key = VERDICT_ORDER[sep] if following else "3"
+            v = next_verdict(cell, name)
+            text, order_key = (verdict_html(v), VERDICT_ORDER[v["code"]]) if v else ("last ranked", "4")
             rank_cells: list[TableCell] = [
                 (str(ranking["rank"][name]), ranking["rank"][name]),
                 (fmt(ranking["p_rank1"][name], 2), ranking["p_rank1"][name]),
@@ -92,7 +90,7 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
             [
                 rank_cells[0],
                 model_cell(name, models.get(name, {})),
-                (fmt_ci(est, n), est["mean"]),
+                (estimate(est, cell, metric), est["mean"]),
                 (fmt(est["median"], n), est["median"]),
                 *rank_cells[1:],
                 (str(est["n"]), est["n"]),
@@ -138,29 +136,25 @@ def overview(results: dict[str, Any], link_of: Callable[[str, str], str]) -> str
             if not order:
                 rows.append([(link, structure), (html.escape(metric), metric)] + [("–", None)] * 7)
                 continue
-            first = order[0]
-            sep, sentence = verdict(cell, first, order[1]) if len(order) > 1 else (None, "")
+            first, v = order[0], cell["verdict"]
             power = cell.get("power") or {}
             needed = power.get("n_required")
-            co = (cell.get("significance") or {}).get("co_winners") or []
+            co = v["co_winners"]
             loo = cell.get("loo") or {}
             rows.append(
                 [
                     (link, structure),
                     (html.escape(metric), metric),
                     (model_cell(first, results["models"].get(first, {}))[0], first),
-                    (fmt_ci(cell["models"][first], digits(cell)), cell["models"][first]["mean"]),
+                    (estimate(cell["models"][first], cell, metric), cell["models"][first]["mean"]),
                     (fmt(cell["ranking"]["p_rank1"][first], 2), cell["ranking"]["p_rank1"][first]),
-                    (
-                        f"{verdict_word(sep)} from {html.escape(order[1])}: {html.escape(sentence)}" if len(order) > 1 else "only one ranked model",
-                        VERDICT_ORDER[sep],
-                    ),
+                    (verdict_html(v["pairs"][0]) if v["pairs"] else html.escape(CODE_WORDS[v["code"]]), VERDICT_ORDER.get(v["code"], "4")),
                     (f"{len(co)}: {html.escape(', '.join(co))}", str(len(co))),
                     (fmt(loo.get("winner_change_share"), 2), loo.get("winner_change_share")),
                     (f"{'–' if needed is None else needed} (have {block['n_cases']})", needed),
                 ]
             )
-    headers = ["structure", "metric", "#1", "mean [95% CI]", "P(rank 1)", "#1 versus #2", "co-winners (Wilcoxon-Holm)",
+    headers = ["structure", "metric", "#1", "mean [95% CI]", "P(rank 1)", "#1 versus #2", "co-winners (not separable from #1 by mean ranking)",
                "LOO: share of cases changing #1", "cases to separate #1, #2"]
     return table(headers, rows, "At a glance: is #1 separable from #2?", "overview")
 
@@ -169,13 +163,12 @@ def overview(results: dict[str, Any], link_of: Callable[[str, str], str]) -> str
 AGAINST_SOURCE_ORDER = {"opposite": "0", "adds": "1", "withholds": "2", "agree": "3"}  # disagreements first
 
 
-def source_pairs(cell: Cell, published: dict[str, Any]) -> str:
+def source_pairs(cell: Cell, published: dict[str, Any], metric: str) -> str:
     """Every pair: the source's CI verdict, segbench's under the same correction, Wilcoxon-Holm, and how they differ.
 
     ``published``: this structure and metric of the results' ``source_analysis`` (the source's entries
     plus segbench's recomputation in "segbench"); ``cell``: segbench's analysis, for Wilcoxon-Holm.
     """
-    n = digits(cell)
     ours = published["segbench"]
     rows = []
     for entry in ours["pairwise"]:
@@ -191,8 +184,9 @@ def source_pairs(cell: Cell, published: dict[str, Any]) -> str:
         relation, sentence = against_source(cell, theirs, upper, lower)
         rows.append([
             (f"{html.escape(upper)} vs {html.escape(lower)}", f"{upper} vs {lower}"),
-            (f"{source_word}: {html.escape(diff_text(theirs, upper, n))}", str(int(theirs["distinguishable"]))),
-            (f"{verdict_word(bool(entry['separable']))}: {html.escape(diff_text(entry, upper, n))}; {same}", str(int(entry["separable"]))),
+            (f"{source_word}: {html.escape(diff_text(theirs, upper, cell, metric))}", str(int(theirs["distinguishable"]))),
+            (f"{'✔ separable' if entry['separable'] else '✘ not separable'}: {html.escape(diff_text(entry, upper, cell, metric))}; {same}",
+             str(int(entry["separable"]))),
             (html.escape(wilcoxon), "1" if winner else "0"),
             (f'<span class="relation-{relation}">{html.escape(sentence)}</span>', AGAINST_SOURCE_ORDER[relation]),
         ])
@@ -225,7 +219,7 @@ def sensitivity(variant: dict[str, Any], link_of: Callable[[str, str], str]) -> 
             rows.append([(where, f"{structure} {metric}"), (fmt(c["kendall_tau"], 3), c["kendall_tau"]),
                          (flips or "none", len(c["flipped_pairs"])), (top, int(c["top_changed"])), (co, int(c["co_winners_changed"])),
                          (str(len(c["verdicts_changed"])), len(c["verdicts_changed"]))])
-    return table(["structure / metric", "Kendall tau", "pairs that flip", "#1", "co-winners (Wilcoxon-Holm)", "verdicts changed"], rows,
+    return table(["structure / metric", "Kendall tau", "pairs that flip", "#1", "co-winners (not separable from #1)", "Wilcoxon-Holm verdicts changed"], rows,
                  css="sensitivity")
 
 

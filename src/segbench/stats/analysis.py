@@ -41,6 +41,8 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                              "stability": {scheme: {"p_rank1": {model: x}, "kendall_tau_median"}},
                              "n_resamples": scheme_resamples},
           "loo": None | {"winner_change_share", "any_rank_change_share"},
+          "verdict": None | {"scheme", "code", "first", "second", "text", "co_winners", "excluded",   # verdicts.py:
+                             "pairs": [{"a", "b", "code", "text", ...}, ...]},     # one answer per cell, every view
           "power": None | {"first", "second", "n_cases", "mean_diff", "sd_diff", "effect_size",
                            "n_required", "alpha", "power", "separable", "significant"},
           "subgroups": {field: {"n_missing_value": k,
@@ -110,6 +112,7 @@ from .resampling import bootstrap_means, intervals, jackknife_means, resample_co
 from .schemes import consensus, schemes
 from .settings import StatsSettings
 from .subgroups import group_indices, group_tests
+from .verdicts import cell_verdict
 
 _REQUIRED = ("model", "case_id", "structure", "reference_present")
 _FLAGS = ("prediction_missing", "worst_case")
@@ -510,6 +513,7 @@ def _analyze_structure(
             "power": None,
             "alignment": None,
             "schemes": None,
+            "verdict": None,
             "subgroups": {
                 f: _subgroups(values, models, gs, group_boot[f], group_ci[f], cols, settings)
                 for f, gs in groups.items()
@@ -519,6 +523,7 @@ def _analyze_structure(
         if n and idx.size:
             context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, counts)
             result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings, context))
+            result["verdict"] = cell_verdict(result, metric)
         out[metric] = result
     return out
 

@@ -6,7 +6,8 @@ choice changed; it is set beside the baseline per structure and metric:
 
 - ``kendall_tau``: Kendall's tau-b between the baseline's and the variant's ranks of the models ranked in both;
 - ``flipped_pairs``: [a, b] ranked strictly above b in the baseline and strictly below it in the variant;
-- ``top_changed``: the set of rank-1 models differs; ``co_winners_changed``: the Wilcoxon-Holm co-winner set differs;
+- ``top_changed``: the set of rank-1 models differs; ``co_winners_changed``: the co-winner set of the cell's verdict
+  differs (``verdicts.py``: #1 by mean and the models not separable from it); ``verdict_changed``: its code differs;
 - ``verdicts_changed``: ordered pairs whose Wilcoxon-Holm verdict ('a significantly better than b') differs;
 - ``separable_changed``: pairs whose bootstrap separability differs.
 
@@ -68,8 +69,8 @@ def compare_cells(baseline: Mapping, variant: Mapping) -> dict:
     var = np.array([var_rank[m] for m in models], dtype=np.int64)
     tau = kendall_tau_b(var[None, :], base)[0] if len(models) > 1 else np.nan
     flipped = sorted([a, b] for a in models for b in models if base_rank[a] < base_rank[b] and var_rank[a] > var_rank[b])
-    co_base = set((baseline.get("significance") or {}).get("co_winners") or ())
-    co_var = set((variant.get("significance") or {}).get("co_winners") or ())
+    co_base, co_var = set(baseline["verdict"]["co_winners"]), set(variant["verdict"]["co_winners"])
+    code = {"baseline": baseline["verdict"]["code"], "variant": variant["verdict"]["code"]}
     return {
         "ranked": True,
         "kendall_tau": None if np.isnan(tau) else float(tau),
@@ -78,6 +79,8 @@ def compare_cells(baseline: Mapping, variant: Mapping) -> dict:
         "top_changed": {m for m in models if base_rank[m] == 1} != {m for m in models if var_rank[m] == 1},
         "co_winners": {"baseline": sorted(co_base), "variant": sorted(co_var)},
         "co_winners_changed": co_base != co_var,
+        "verdict": code,
+        "verdict_changed": code["baseline"] != code["variant"],
         "verdicts_changed": sorted(map(list, _significant(baseline) ^ _significant(variant))),
         "separable_changed": sorted(map(list, _pairs(baseline, "separable") ^ _pairs(variant, "separable"))),
         "means": {m: {"baseline": baseline["models"][m]["mean"], "variant": variant["models"][m]["mean"]} for m in models},

@@ -1,0 +1,178 @@
+"""One verdict per leaderboard cell (docs/methodology.md#57-verdicts), written once here and shown verbatim by every view.
+
+A cell's two kinds of evidence can disagree: the paired bootstrap of the *mean* difference
+(``pairwise``, 5.5) and the Wilcoxon-Holm signed-rank map of the *per-case* differences
+(``significance``, 5.6). A few failed cases with huge distances can make the mean favour one model
+while most cases favour the other. Each pair of ranked models (``a`` ranked above ``b`` by mean) gets
+one code:
+
+- ``separable``: the bootstrap CI of the mean difference excludes 0 and Wilcoxon-Holm finds ``a`` better;
+- ``aggregation_disagrees``: one test separates the pair and the per-case evidence points the other way
+  (Wilcoxon-Holm finds ``b`` better, or the mean separates ``a`` while the signed ranks lean to ``b``);
+- ``borderline``: exactly one test separates the pair, both leaning to ``a``;
+- ``not_separable``: neither test separates the pair.
+
+Co-winners follow the leaderboard's own ranking (aggregate-then-rank by mean): #1 and every ranked
+model whose pair with #1 is not ``separable``; each excluded model says which model excludes it and why.
+Every p-value is printed with its direction, and intervals are printed with as many decimals as it
+takes for one that excludes 0 not to print as touching it (``format_estimate``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+#: the flat views' number for each code (MLflow metrics, DVC metrics): ordered from "a is better" down
+CODE_NUMBER: dict[str, float] = {"separable": 1.0, "borderline": 0.5, "not_separable": 0.0, "aggregation_disagrees": -1.0}
+#: the words every view puts before a verdict's sentence, readable without colour
+CODE_WORDS: dict[str, str] = {
+    "separable": "✔ separable",
+    "borderline": "≈ borderline",
+    "not_separable": "✘ not separable",
+    "aggregation_disagrees": "⇄ aggregation disagrees",
+    "single_model": "only one ranked model",
+}
+SCHEME = "mean"  # the leaderboard's ranking scheme, on which co-winners are defined
+_DISTANCES_MM = frozenset({"hd", "hd95", "assd", "masd"})
+_MAX_DIGITS = 8
+
+
+def unit(metric: str) -> str:
+    """The unit of a metric's values: 'mm' for surface distances, '' for overlap scores in [0, 1]."""
+    return "mm" if metric.lower() in _DISTANCES_MM else ""
+
+
+def base_digits(higher_is_better: bool) -> int:
+    """Decimals for a metric's values: 3 for overlap scores in [0, 1], 2 for distances in mm."""
+    return 3 if higher_is_better else 2
+
+
+def _fmt(value: float, n_digits: int) -> str:
+    text = f"{value:.{n_digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no '-0.00'
+
+
+def interval_digits(low: float | None, high: float | None, n_digits: int) -> int:
+    """The fewest decimals from ``n_digits`` on at which an interval that excludes 0 prints away from 0."""
+    if low is None or high is None or (low <= 0 <= high):
+        return n_digits
+    nearest = min(abs(low), abs(high))
+    while n_digits < _MAX_DIGITS and float(f"{nearest:.{n_digits}f}") == 0:
+        n_digits += 1
+    return n_digits
+
+
+def format_estimate(value: float | None, low: float | None, high: float | None, metric: str, higher_is_better: bool) -> str:
+    """'0.912 [0.901, 0.922]' or '-175.05 [-257.90, -101.46] mm': an estimate, its CI and the metric's unit.
+
+    An en dash stands for a missing number; a missing interval leaves only the estimate.
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    n = interval_digits(low, high, base_digits(higher_is_better))
+    suffix = f" {unit(metric)}" if unit(metric) else ""
+    if low is None or high is None:
+        return f"{_fmt(value, n)}{suffix}"
+    return f"{_fmt(value, n)} [{_fmt(low, n)}, {_fmt(high, n)}]{suffix}"
+
+
+def format_p(p: float | None) -> str:
+    """'p_adj = 0.325' or 'p_adj < 0.001' (Holm-adjusted; the caller states the direction)."""
+    if p is None:
+        return "p_adj = –"
+    return "p_adj < 0.001" if p < 0.001 else f"p_adj = {p:.3f}"
+
+
+def _pair_counts(cell: Mapping[str, Any], a: str, b: str) -> tuple[int, int, int, int]:
+    """(cases, a better, b better, tied) over the cases both models have (shared plus, under pairwise-complete alignment, unshared)."""
+    va = np.asarray(cell["per_case"][a], dtype=np.float64)
+    vb = np.asarray(cell["per_case"][b], dtype=np.float64)
+    unshared = cell.get("per_case_unshared") or {}
+    ua, ub = unshared.get(a) or {}, unshared.get(b) or {}
+    common = sorted(set(ua) & set(ub))
+    va = np.concatenate([va, np.array([ua[c] for c in common], dtype=np.float64)])
+    vb = np.concatenate([vb, np.array([ub[c] for c in common], dtype=np.float64)])
+    keep = ~(np.isnan(va) | np.isnan(vb))
+    diff = (va - vb)[keep] * (1.0 if cell["higher_is_better"] else -1.0)
+    return int(keep.sum()), int((diff > 0).sum()), int((diff < 0).sum()), int((diff == 0).sum())
+
+
+def pair_verdict(cell: Mapping[str, Any], a: str, b: str, metric: str) -> dict[str, Any]:
+    """The verdict on ranked models ``a`` (ranked above) and ``b``, with the numbers behind it and one sentence."""
+    entry = next(e for e in cell["pairwise"] if (e["a"], e["b"]) == (a, b))
+    significance = cell["significance"]
+    p_a, p_b = significance["p_adjusted"][a][b], significance["p_adjusted"][b][a]
+    raw_a, raw_b = significance["p_value"][a][b], significance["p_value"][b][a]
+    favours = a if significance["significant"][a][b] else b if significance["significant"][b][a] else None
+    boot = bool(entry["separable"])
+    leans_b = favours == b or (favours is None and raw_b < raw_a)
+    if boot and favours == a:
+        code = "separable"
+    elif (boot and leans_b) or favours == b:
+        code = "aggregation_disagrees"
+    elif boot or favours == a:
+        code = "borderline"
+    else:
+        code = "not_separable"
+    n_cases, n_a, n_b, n_tied = _pair_counts(cell, a, b)
+    out = {
+        "a": a, "b": b, "code": code,
+        "mean_diff": entry["mean_diff"], "ci_low": entry["ci_low"], "ci_high": entry["ci_high"], "ci_level": entry["ci_level"],
+        "bootstrap_separable": boot, "wilcoxon_favours": favours, "p_a_better": p_a, "p_b_better": p_b,
+        "n_cases": n_cases, "n_a_better": n_a, "n_b_better": n_b, "n_tied": n_tied,
+    }
+    out["text"] = _pair_text(out, metric, bool(cell["higher_is_better"]))
+    return out
+
+
+def _pair_text(v: Mapping[str, Any], metric: str, higher: bool) -> str:
+    """One sentence: the code's meaning, the mean difference with its CI, and the per-case test with its direction."""
+    a, b = v["a"], v["b"]
+    level = f"{v['ci_level'] * 100:.3g}% CI" if v["ci_level"] is not None else "CI"
+    delta = f"Δ = {format_estimate(v['mean_diff'], v['ci_low'], v['ci_high'], metric, higher)} ({a} − {b}, {level})"
+    cases = f"{a} better in {v['n_a_better']}, {b} in {v['n_b_better']} of {v['n_cases']} cases"
+    if v["wilcoxon_favours"]:
+        winner = v["wilcoxon_favours"]
+        loser = b if winner == a else a
+        wilcoxon = f"Wilcoxon-Holm: {winner} better than {loser}, {format_p(v['p_a_better'] if winner == a else v['p_b_better'])}"
+    else:
+        lean, p = (b, v["p_b_better"]) if v["p_b_better"] < v["p_a_better"] else (a, v["p_a_better"])
+        wilcoxon = f"Wilcoxon-Holm: neither better ({lean} better: {format_p(p)})"
+    if v["code"] == "separable":
+        return f"{a} better than {b}: {delta}; {wilcoxon}"
+    if v["code"] == "aggregation_disagrees":
+        mean_side = f"the mean favours {a}: {delta}" + ("" if v["bootstrap_separable"] else ", CI includes 0")
+        return f"aggregation disagrees: {mean_side}; per case {b} is better ({cases}; {wilcoxon})"
+    if v["code"] == "borderline":
+        only = "only the mean's bootstrap CI separates them" if v["bootstrap_separable"] else "only Wilcoxon-Holm separates them"
+        return f"borderline, {only}: {delta}; {wilcoxon}"
+    return f"not separable: {delta}; {wilcoxon}"
+
+
+def cell_verdict(cell: Mapping[str, Any], metric: str) -> dict[str, Any] | None:
+    """The cell's verdict block: #1 against #2, the co-winners of the mean ranking and every adjacent pair.
+
+    None for a cell without a ranked model. ``cell`` is an analysed cell with its ranking, pairwise
+    CIs and significance map (``segbench.stats.analysis``).
+    """
+    order: Sequence[str] = (cell.get("ranking") or {}).get("order") or []
+    if not order:
+        return None
+    first = order[0]
+    if len(order) == 1:
+        return {"scheme": SCHEME, "code": "single_model", "first": first, "second": None, "co_winners": [first], "excluded": {},
+                "pairs": [], "text": f"{first} is the only ranked model"}
+    pairs = [pair_verdict(cell, upper, lower, metric) for upper, lower in zip(order, order[1:])]
+    against_first = [pairs[0]] + [pair_verdict(cell, first, other, metric) for other in order[2:]]
+    co_winners = [first] + [v["b"] for v in against_first if v["code"] != "separable"]
+    excluded = {v["b"]: f"separated from #1 {first}: {v['text']}" for v in against_first if v["code"] == "separable"}
+    head = pairs[0]
+    return {
+        "scheme": SCHEME, "code": head["code"], "first": first, "second": head["b"],
+        "co_winners": co_winners, "excluded": excluded, "pairs": pairs,
+        "text": f"#1 {first} versus #2 {head['b']}: {head['text']}",
+    }

@@ -1,0 +1,82 @@
+"""One verdict per cell (segbench.stats.verdicts): each code on data built to produce it, co-winners, and number text."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from segbench.stats import StatsSettings, analyze
+from segbench.stats.verdicts import format_estimate
+
+
+def _cell(values: dict[str, np.ndarray], metric: str = "dice", higher: bool = True) -> dict:
+    records = [{"model": m, "case_id": f"c{i:03d}", "structure": "tumor", "reference_present": True, metric: float(v)}
+               for m, vals in values.items() for i, v in enumerate(vals)]
+    res = analyze(pd.DataFrame(records), metrics={metric: higher}, settings=StatsSettings(n_resamples=2000))
+    return res["structures"]["tumor"]["metrics"][metric]
+
+
+RNG = np.random.default_rng(3)
+BASE = RNG.uniform(0.6, 0.9, 60)
+
+
+def test_separable_when_both_tests_agree() -> None:
+    v = _cell({"A": BASE + 0.05 + RNG.normal(0, 0.01, 60), "B": BASE})["verdict"]
+    assert v["code"] == "separable" and (v["first"], v["second"]) == ("A", "B")
+    assert v["co_winners"] == ["A"] and "B" in v["excluded"] and "A" in v["excluded"]["B"]
+    assert v["text"].startswith("#1 A versus #2 B: A better than B: Δ = 0.05")
+
+
+def test_aggregation_disagrees_names_both_models_and_the_direction_of_the_test() -> None:
+    """B is better on 54 of 60 cases by a little; it fails 6 cases outright, so its mean is lower."""
+    a = BASE.copy()
+    b = BASE + 0.02
+    b[:6] = 0.0
+    cell = _cell({"A": a, "B": b})
+    v = cell["verdict"]
+    assert cell["ranking"]["order"] == ["A", "B"] and v["code"] == "aggregation_disagrees"
+    pair = v["pairs"][0]
+    assert pair["wilcoxon_favours"] == "B" and (pair["n_a_better"], pair["n_b_better"]) == (6, 54)
+    assert "the mean favours A" in v["text"] and "per case B is better" in v["text"]
+    assert "Wilcoxon-Holm: B better than A, p_adj" in v["text"]
+    assert v["co_winners"] == ["A", "B"] and v["excluded"] == {}
+
+
+def test_borderline_names_the_one_test_that_separates() -> None:
+    """A is a little better on 59 cases and fails one: Wilcoxon-Holm separates, the mean's CI does not."""
+    a = BASE + 0.01
+    a[0] = BASE[0] - 0.55
+    v = _cell({"A": a, "B": BASE})["verdict"]
+    assert v["code"] == "borderline" and "only Wilcoxon-Holm separates them" in v["text"]
+    assert v["co_winners"] == ["A", "B"]
+
+
+def test_not_separable_and_every_p_value_has_a_direction() -> None:
+    v = _cell({"A": BASE + RNG.normal(0, 0.05, 60), "B": BASE + RNG.normal(0, 0.05, 60), "C": BASE - 0.2})["verdict"]
+    assert v["code"] == "not_separable" and v["text"].count("not separable") == 1
+    assert v["co_winners"] == [v["first"], v["second"]] and list(v["excluded"]) == ["C"]
+    texts = [v["text"], *(p["text"] for p in v["pairs"]), *v["excluded"].values()]
+    for text in texts:
+        for match in re.finditer(r"p_adj", text):
+            assert re.search(r"better(:| than \S+,) $", text[: match.start()]), text
+
+
+def test_distances_carry_their_unit_and_lower_is_better() -> None:
+    v = _cell({"A": BASE * 10, "B": BASE * 10 + 2 + RNG.normal(0, 0.1, 60)}, metric="hd95", higher=False)["verdict"]
+    assert v["code"] == "separable" and v["first"] == "A"
+    assert re.search(r"Δ = -2\.\d\d \[-2\.\d\d, -[12]\.\d\d\] mm \(A − B", v["text"]), v["text"]
+
+
+@pytest.mark.parametrize(("value", "low", "high", "metric", "higher", "text"), [
+    (-0.004, -0.0061, -0.0004, "dice", True, "-0.0040 [-0.0061, -0.0004]"),   # excludes 0: never printed touching it
+    (0.0123, 0.00002, 0.03, "nsd", True, "0.01230 [0.00002, 0.03000]"),
+    (0.002, -0.0004, 0.004, "dice", True, "0.002 [0.000, 0.004]"),               # includes 0: base digits, no '-0.000'
+    (-175.05, -257.9, -101.46, "assd", False, "-175.05 [-257.90, -101.46] mm"),
+    (12.3, None, None, "hd95", False, "12.30 mm"),
+    (None, None, None, "dice", True, "–"),
+])
+def test_format_estimate(value: float | None, low: float | None, high: float | None, metric: str, higher: bool, text: str) -> None:
+    assert format_estimate(value, low, high, metric, higher) == text
