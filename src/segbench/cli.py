@@ -25,6 +25,7 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   import    published per-case scores (no masks)   -> scores/<published set>/<model>/
   compare   statistics from the MLflow runs        -> results/<dataset>.json
   report    static leaderboard site                -> site/
+  show      the leaderboards and verdicts in this terminal (from results/)
 Calibration audit (calibration/dvc.yaml, `dvc repro calibration/dvc.yaml`; docs/methodology.md "Calibration audit"):
   calibrate score   simulated models of known quality, every case -> calibration/scores/
   calibrate audit   CI coverage, type-I error, power by n          -> calibration/results/
@@ -179,6 +180,24 @@ def _cmd_report(args: argparse.Namespace) -> None:
         print(page)
 
 
+def _cmd_show(args: argparse.Namespace) -> None:
+    """Print leaderboards and verdicts from results/<dataset>.json in the terminal."""
+    from rich.console import Console
+
+    from segbench.report.terminal import show
+
+    folder = Path(args.results)
+    available = sorted(p.stem for p in folder.glob("*.json"))
+    if not available:
+        raise FileNotFoundError(f"{folder}: no results JSON to show (run `dvc repro` first)")
+    unknown = [d for d in args.datasets if d not in available]
+    if unknown:
+        raise ValueError(f"no results for {', '.join(unknown)} in {folder}/ (have {', '.join(available)})")
+    files = [folder / f"{d}.json" for d in args.datasets or available]
+    show([json.loads(f.read_text(encoding="utf-8")) for f in files], structure=args.structure, metric=args.metric,
+         console=Console(width=args.width, soft_wrap=False))
+
+
 def _cmd_reanalyze(args: argparse.Namespace) -> None:
     """Recompute every statistic from the per-case rows a results file stores; fail on any difference."""
     from segbench.stats import reanalyze, reanalyze_source
@@ -302,6 +321,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="site", help="site folder (default: site)")
     p.add_argument("--calibration", type=Path, help="the calibration audit's audit.json (calibration/results/audit.json): adds its page")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("show", help="leaderboards and verdicts in the terminal, from results/*.json")
+    p.add_argument("datasets", nargs="*", help="dataset names (default: every results/<dataset>.json)")
+    p.add_argument("--results", default="results", help="folder of results JSON (default: results)")
+    p.add_argument("--structure", help="one structure's full leaderboards instead of the overview")
+    p.add_argument("--metric", help="with --structure: only this metric")
+    p.add_argument("--width", type=int, help="columns to print in (default: the terminal's)")
+    p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("reanalyze", help="re-derive every statistic of results JSON files from their own per-case rows")
     p.add_argument("results", nargs="+", type=Path, help="results/<dataset>.json files")

@@ -352,7 +352,7 @@ def _note(experiment_id: str, board: Leaderboard, files: list[str]) -> str:
     return (
         f"Leaderboard of **{board.dataset}**, computed by `segbench compare` from the per-case tables of these runs:\n\n{links}\n\n"
         f"Artifacts: {files}. Metrics `<structure>.<metric>.<model>.<statistic>`: mean, ci_low, ci_high, p_rank1, rank_low, "
-        "rank_high, and separable_from_next (1 separable, 0.5 borderline, 0 not separable from the next ranked model)."
+        "rank_high, and separable_from_next (the verdict versus the next ranked model: 1 separable, 0.5 borderline, 0 not separable, -1 aggregation disagrees)."
     )
 
 

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import verdict
-
-#: separable_from_next: the verdict versus the next ranked model, as a number (borderline: one test only)
-SEPARABLE = {True: 1.0, None: 0.5, False: 0.0}
+from segbench.stats.verdicts import CODE_NUMBER
 
 
 def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
@@ -27,8 +24,8 @@ def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
                 if model in order:
                     lo, hi = ranking["rank_interval"][model]
                     metrics.update({f"{key}.p_rank1": ranking["p_rank1"][model], f"{key}.rank_low": lo, f"{key}.rank_high": hi})
-            for upper, lower in zip(order, order[1:]):
-                metrics[f"{structure}.{metric}.{upper}.separable_from_next"] = SEPARABLE[verdict(cell, upper, lower)[0]]
+            for v in (cell.get("verdict") or {}).get("pairs") or []:
+                metrics[f"{structure}.{metric}.{v['a']}.separable_from_next"] = CODE_NUMBER[v["code"]]
     return metrics
 
 

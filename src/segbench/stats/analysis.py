@@ -523,7 +523,7 @@ def _analyze_structure(
         if n and idx.size:
             context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, counts)
             result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings, context))
-            result["verdict"] = cell_verdict(result, metric)
+            result["verdict"] = cell_verdict(result, metric, settings.case_alignment == "pairwise_complete")
         out[metric] = result
     return out
 

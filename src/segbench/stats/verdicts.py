@@ -87,11 +87,12 @@ def format_p(p: float | None) -> str:
     return "p_adj < 0.001" if p < 0.001 else f"p_adj = {p:.3f}"
 
 
-def _pair_counts(cell: Mapping[str, Any], a: str, b: str) -> tuple[int, int, int, int]:
-    """(cases, a better, b better, tied) over the cases both models have (shared plus, under pairwise-complete alignment, unshared)."""
+def _pair_counts(cell: Mapping[str, Any], a: str, b: str, pairwise_complete: bool) -> tuple[int, int, int, int]:
+    """(cases, a better, b better, tied) over the cases the pair's tests used: the shared cases, plus under
+    pairwise-complete alignment the other cases both models have (docs/methodology.md#513-case-alignment)."""
     va = np.asarray(cell["per_case"][a], dtype=np.float64)
     vb = np.asarray(cell["per_case"][b], dtype=np.float64)
-    unshared = cell.get("per_case_unshared") or {}
+    unshared = (cell.get("per_case_unshared") or {}) if pairwise_complete else {}
     ua, ub = unshared.get(a) or {}, unshared.get(b) or {}
     common = sorted(set(ua) & set(ub))
     va = np.concatenate([va, np.array([ua[c] for c in common], dtype=np.float64)])
@@ -101,7 +102,7 @@ def _pair_counts(cell: Mapping[str, Any], a: str, b: str) -> tuple[int, int, int
     return int(keep.sum()), int((diff > 0).sum()), int((diff < 0).sum()), int((diff == 0).sum())
 
 
-def pair_verdict(cell: Mapping[str, Any], a: str, b: str, metric: str) -> dict[str, Any]:
+def pair_verdict(cell: Mapping[str, Any], a: str, b: str, metric: str, pairwise_complete: bool = False) -> dict[str, Any]:
     """The verdict on ranked models ``a`` (ranked above) and ``b``, with the numbers behind it and one sentence."""
     entry = next(e for e in cell["pairwise"] if (e["a"], e["b"]) == (a, b))
     significance = cell["significance"]
@@ -118,7 +119,7 @@ def pair_verdict(cell: Mapping[str, Any], a: str, b: str, metric: str) -> dict[s
         code = "borderline"
     else:
         code = "not_separable"
-    n_cases, n_a, n_b, n_tied = _pair_counts(cell, a, b)
+    n_cases, n_a, n_b, n_tied = _pair_counts(cell, a, b, pairwise_complete)
     out = {
         "a": a, "b": b, "code": code,
         "mean_diff": entry["mean_diff"], "ci_low": entry["ci_low"], "ci_high": entry["ci_high"], "ci_level": entry["ci_level"],
@@ -153,11 +154,11 @@ def _pair_text(v: Mapping[str, Any], metric: str, higher: bool) -> str:
     return f"not separable: {delta}; {wilcoxon}"
 
 
-def cell_verdict(cell: Mapping[str, Any], metric: str) -> dict[str, Any] | None:
+def cell_verdict(cell: Mapping[str, Any], metric: str, pairwise_complete: bool = False) -> dict[str, Any] | None:
     """The cell's verdict block: #1 against #2, the co-winners of the mean ranking and every adjacent pair.
 
     None for a cell without a ranked model. ``cell`` is an analysed cell with its ranking, pairwise
-    CIs and significance map (``segbench.stats.analysis``).
+    CIs and significance map (``segbench.stats.analysis``); ``pairwise_complete``: its case alignment.
     """
     order: Sequence[str] = (cell.get("ranking") or {}).get("order") or []
     if not order:
@@ -166,8 +167,8 @@ def cell_verdict(cell: Mapping[str, Any], metric: str) -> dict[str, Any] | None:
     if len(order) == 1:
         return {"scheme": SCHEME, "code": "single_model", "first": first, "second": None, "co_winners": [first], "excluded": {},
                 "pairs": [], "text": f"{first} is the only ranked model"}
-    pairs = [pair_verdict(cell, upper, lower, metric) for upper, lower in zip(order, order[1:])]
-    against_first = [pairs[0]] + [pair_verdict(cell, first, other, metric) for other in order[2:]]
+    pairs = [pair_verdict(cell, upper, lower, metric, pairwise_complete) for upper, lower in zip(order, order[1:])]
+    against_first = [pairs[0]] + [pair_verdict(cell, first, other, metric, pairwise_complete) for other in order[2:]]
     co_winners = [first] + [v["b"] for v in against_first if v["code"] != "separable"]
     excluded = {v["b"]: f"separated from #1 {first}: {v['text']}" for v in against_first if v["code"] == "separable"}
     head = pairs[0]

@@ -1,0 +1,53 @@
+"""`segbench show`: the leaderboards in a terminal, with the verdicts the statistics wrote, in 200 columns."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from site_data import touchstone_results
+
+TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not TOUCHSTONE.is_dir():
+        pytest.fail("data/ missing: run `dvc pull data.dvc` first (the tests use the real data bundle)")
+    folder = tmp_path_factory.mktemp("results")
+    touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("aorta",))
+    return folder
+
+
+def _show(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "segbench.cli", "show", "--width", "200", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_overview_prints_every_cell_and_its_verdict_in_200_columns(results_dir: Path) -> None:
+    done = _show("--results", str(results_dir))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 200
+    assert "19 models, all PUBLISHED: Touchstone (Bassi et al. 2024)" in done.stdout  # the badge once, not per row
+    cell = json.loads((results_dir / "touchstone_totalsegmentator.json").read_text())["analysis"]["structures"]["aorta"]["metrics"]["nsd"]
+    verdict = cell["verdict"]
+    assert verdict["code"] == "aggregation_disagrees"
+    row = next(line for line in lines if line.lstrip().startswith("aorta") and " nsd " in line)
+    assert "aggregation disagrees" in row and verdict["first"] in row
+    text = " ".join(line.strip() for line in lines)
+    assert f"aorta nsd: {verdict['text']}" in text  # the statistics' sentence verbatim, wrapped only
+
+
+def test_structure_leaderboard_and_one_line_errors(results_dir: Path) -> None:
+    done = _show("--results", str(results_dir), "--structure", "aorta", "--metric", "dice")
+    assert done.returncode == 0, done.stderr
+    assert "aorta dice (higher is better" in done.stdout and "versus next model" in done.stdout
+    assert max(len(line) for line in done.stdout.splitlines()) <= 200
+    for args, expected in [(("nope",), "have touchstone_totalsegmentator"), (("--structure", "kidney"), "have aorta"),
+                           (("--structure", "aorta", "--metric", "hd"), "have dice, nsd")]:
+        bad = _show("--results", str(results_dir), *args)
+        assert bad.returncode != 0 and expected in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
