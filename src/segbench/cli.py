@@ -176,7 +176,7 @@ def _cmd_report(args: argparse.Namespace) -> None:
     files = sorted(Path(args.results).glob("*.json"))
     if not files:
         raise FileNotFoundError(f"{args.results}: no results JSON to report (run the compare stage)")
-    for page in build_site(files, Path(args.out), calibration=args.calibration):
+    for page in build_site(files, Path(args.out), calibration=args.calibration, interactive_site=args.interactive_site):
         print(page)
 
 
@@ -320,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", help="folder of results JSON (default: results)")
     p.add_argument("--out", default="site", help="site folder (default: site)")
     p.add_argument("--calibration", type=Path, help="the calibration audit's audit.json (calibration/results/audit.json): adds its page")
+    p.add_argument("--interactive-site", type=Path, help="the interactive pipeline's site folder (interactive/site): linked from the index")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("show", help="leaderboards and verdicts in the terminal, from results/*.json")

@@ -24,7 +24,13 @@ th button { font: inherit; font-weight: bold; background: none; border: 0; paddi
 th[aria-sort="ascending"] button::after { content: " ▲"; }
 th[aria-sort="descending"] button::after { content: " ▼"; }
 td .model { font-weight: 600; }
-table.overview td:nth-child(6), table.leaderboard td:nth-child(7) { min-width: 16rem; }
+table.leaderboard td:nth-child(7) { min-width: 16rem; }
+table.answers td { white-space: nowrap; }
+table.answers caption { font-weight: normal; font-size: .9rem; }
+table.answers td:last-child { white-space: normal; font-size: .85rem; }
+details > summary { cursor: pointer; color: #1f4e79; margin: .5rem 0; }
+details.verdict > summary { margin: 0; color: inherit; }
+details.verdict[open] { max-width: 40rem; white-space: normal; }
 .table-scroll { overflow-x: auto; }
 .tag { display: inline-block; font-size: .72rem; font-weight: 600; padding: 0 .3rem; border-radius: .25rem;
        border: 1px solid #888; background: #fff; margin-left: .2rem; }
@@ -57,4 +63,18 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
     });
   });
 });
+// Plots inside a closed <details> are drawn at a default size: redraw them at their width when opened.
+document.querySelectorAll("details").forEach(function (d) {
+  d.addEventListener("toggle", function () {
+    if (d.open && window.Plotly) { d.querySelectorAll(".plotly-graph-div").forEach(function (g) { Plotly.Plots.resize(g); }); }
+  });
+});
+// A link to an anchor inside closed details (e.g. page.html#dice-source) opens them.
+function openTarget() {
+  var target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+  for (var e = target; e; e = e.parentElement) { if (e.tagName === "DETAILS") { e.open = true; } }
+  if (target) { target.scrollIntoView(); }
+}
+window.addEventListener("hashchange", openTarget);
+openTarget();
 """

@@ -10,7 +10,7 @@ import html
 import re
 from typing import Any
 
-from segbench.stats.verdicts import CODE_WORDS, base_digits, format_estimate
+from segbench.stats.verdicts import CODE_WORDS, base_digits, format_estimate, format_p
 
 Cell = dict[str, Any]  # analysis.structures.<s>.metrics.<m>
 Models = dict[str, Any]  # results["models"]
@@ -26,12 +26,6 @@ def fmt_p(p: float | None) -> str:
     if p is None:
         return "–"
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def p_equals(name: str, p: float | None) -> str:
-    """'p_adj = 0.325' or 'p_adj < 0.001'."""
-    text = fmt_p(p)
-    return f"{name} {text}" if text.startswith("<") else f"{name} = {text}"
 
 
 def fmt_rank(rank: float) -> str:
@@ -95,6 +89,11 @@ def p_adjusted(cell: Cell, a: str, b: str) -> float | None:
     return (significance.get("p_adjusted") or {}).get(a, {}).get(b)
 
 
+def directed_p(cell: Cell, better: str, worse: str) -> str:
+    """'A better than B, p_adj = 0.036': a Holm-adjusted p-value is never printed without the direction it tests."""
+    return f"{better} better than {worse}, {format_p(p_adjusted(cell, better, worse))}"
+
+
 def wilcoxon_significant(cell: Cell, a: str, b: str) -> bool:
     """Whether the significance map says a is significantly better than b."""
     significance = cell.get("significance") or {}
@@ -138,15 +137,15 @@ def against_source(cell: Cell, published: dict[str, Any], upper: str, lower: str
     if favoured is None:
         loser = lower if winner == upper else upper
         return "adds", (f"Wilcoxon-Holm adds a verdict: {winner} is significantly better than {loser} "
-                        f"({p_equals('p_adj', p_adjusted(cell, winner, loser))}), while the source's bootstrap CI "
+                        f"({directed_p(cell, winner, loser)}), while the source's bootstrap CI "
                         "of the difference includes 0.")
     other = lower if favoured == upper else upper
     if winner is None:
         return "withholds", (f"Wilcoxon-Holm does not confirm the source's verdict: the CI favours {favoured}, but "
                              f"{favoured} is not significantly better than {other} "
-                             f"({p_equals('p_adj', p_adjusted(cell, favoured, other))}).")
+                             f"({directed_p(cell, favoured, other)}).")
     return "opposite", (f"Opposite verdicts: the source's CI favours {favoured}, Wilcoxon-Holm finds {winner} significantly "
-                        f"better ({p_equals('p_adj', p_adjusted(cell, winner, favoured))}).")
+                        f"better ({directed_p(cell, winner, favoured)}).")
 
 
 def source_co_winners(published_cell: dict[str, Any], order: list[str]) -> list[str]:
@@ -163,9 +162,17 @@ def next_verdict(cell: Cell, upper: str) -> dict[str, Any] | None:
     return next((v for v in (cell.get("verdict") or {}).get("pairs") or [] if v["a"] == upper), None)
 
 
+def verdict_words(v: dict[str, Any]) -> str:
+    """A verdict's code as words in bold, readable without colour."""
+    return f'<strong class="verdict verdict-{v["code"]}">{html.escape(CODE_WORDS[v["code"]])}</strong>'
+
+
 def verdict_html(v: dict[str, Any]) -> str:
-    """A pair's verdict as the site shows it: the code's words in bold, then the sentence written by the statistics."""
-    return f'<strong class="verdict verdict-{v["code"]}">{html.escape(CODE_WORDS[v["code"]])}</strong>: {html.escape(v["text"])}'
+    """A pair's verdict as the site shows it: the code's words in bold, then the sentence written by the statistics
+    (a sentence that opens with those words continues the bold ones instead of repeating them)."""
+    bare = CODE_WORDS[v["code"]].split(" ", 1)[1]
+    rest = v["text"][len(bare):] if v["text"].startswith(bare) else f": {v['text']}"
+    return f"{verdict_words(v)}{html.escape(rest)}"
 
 
 def estimate(est: dict[str, Any], cell: Cell, metric: str) -> str:

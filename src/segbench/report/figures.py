@@ -262,7 +262,8 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, min_cases: in
     fig.update_layout(
         height=300 + 18 * len(names),
         yaxis_title=metric,
-        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.12, "yanchor": "top", "font": {"size": 11}},
+        # beside the plot, not under it: a legend below the axis covers the group labels (two lines each)
+        legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top", "font": {"size": 11}},
     )
     missing = f"; {block['n_missing_value']} cases without a value are left out" if block.get("n_missing_value") else ""
     title = f"Subgroups by {html.escape(field)}: mean with 95% CI<br><sup>groups under {min_cases} cases are not tested{missing}</sup>"

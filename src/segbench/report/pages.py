@@ -105,8 +105,9 @@ def _kinds(models: dict[str, Any]) -> str:
     return ", ".join(f"{n} {k.upper()}" for k, n in sorted(counts.items()))
 
 
-def index_page(all_results: list[Results], calibration: bool = False) -> str:
-    """Entry page: one line per dataset (and a link to the calibration audit's page when the site has one)."""
+def index_page(all_results: list[Results], calibration: bool = False, interactive: str | None = None) -> str:
+    """Entry page: one line per dataset, then the calibration audit's page (when the site has one) and the
+    interactive benchmark's site (``interactive``: its index's address relative to this site)."""
     items = []
     for r in all_results:
         s = r["analysis"]["structures"]
@@ -115,31 +116,37 @@ def index_page(all_results: list[Results], calibration: bool = False) -> str:
             f"{len(r['models'])} models ({_kinds(r['models'])}), {len(s)} structures, "
             f"metrics {html.escape(', '.join(r['metrics']))}</li>"
         )
+    others = []
+    if calibration:
+        others.append(f'<li><a href="{CALIBRATION_PAGE}">Calibration audit</a>: how often the 95% CIs cover the truth and how '
+                      "often \"separable\" is wrong, measured on simulated models of known quality.</li>")
+    if interactive:
+        others.append(f'<li><a href="{html.escape(interactive)}">Interactive benchmark</a>: promptable models on the box-and-click '
+                      "protocol, a site of its own built by the interactive pipeline (<code>dvc repro interactive/dvc.yaml</code>; "
+                      "until that has run, the link leads nowhere).</li>")
     body = (
         "<h1>segbench leaderboards</h1>"
         "<p>Every score with a bootstrap confidence interval, ranking stability, and which pairs of models are "
         "separable at all. See the <a href=\"methodology.html\">methodology</a> for the exact protocol.</p>"
-        f"<ul>{''.join(items)}</ul>"
+        f"<h2>Leaderboards</h2><ul>{''.join(items)}</ul>"
+        + (f"<h2>Also</h2><ul>{''.join(others)}</ul>" if others else "")
     )
-    if calibration:
-        body += (f'<p><a href="{CALIBRATION_PAGE}">Calibration audit</a>: how often the 95% CIs cover the truth and how often '
-                 "\"separable\" is wrong, measured on simulated models of known quality.</p>")
     return render("segbench", body, nav_bar(all_results))
 
 
 def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
-    """The overview of a dataset; ``link(structure, metric)`` is where a structure's leaderboard of a metric is."""
+    """The overview of a dataset, the answer first; ``link(structure, metric)`` is where a structure's leaderboard of a metric is."""
     d = results["dataset"]
     structures = sorted(results["analysis"]["structures"])
     return (
-        f"<h1>{html.escape(d['title'])}</h1>{_notes(results)}"
-        f"<p>Licence: {html.escape(d.get('licence') or 'not given')}. Cite: {html.escape(d.get('citation') or 'not given')}. "
-        f"Data version <code>{html.escape(str(d.get('version') or 'not given'))}</code>.</p>"
+        f"<h1>{html.escape(d['title'])}</h1>"
+        + tables.answers(results, link)
+        + _notes(results)
+        + f"<p>Licence: {html.escape(d.get('licence') or 'not given')}. Cite: {html.escape(d.get('citation') or 'not given')}. "
+        f"Data version <code>{html.escape(str(d.get('version') or 'not given'))}</code>. Each structure's page has the full "
+        "leaderboards and plots: " + ", ".join(f'<a href="{link(s, "")}">{html.escape(s)}</a>' for s in structures) + ".</p>"
         + _interaction_curves(results)
-        + tables.overview(results, link)
-        + "<p>Each structure's page has the full leaderboards and plots: "
-        + ", ".join(f'<a href="{link(s, "")}">{html.escape(s)}</a>' for s in structures)
-        + ".</p>"
+        + _disclosure("How firm is #1: P(rank 1), leave-one-out, cases needed", tables.overview(results, link))
         + _source_summary(results, link)
         + _consensus_section(results)
         + _clustered_section(results, link)
@@ -147,6 +154,11 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         + _sensitivity_section(results, link)
         + tables.models_table(results["models"])
     )
+
+
+def _disclosure(summary: str, body: str, open_: bool = False) -> str:
+    """Details a reader opens on demand: ``summary`` is the line shown, ``body`` HTML."""
+    return f"<details{' open' if open_ else ''}><summary>{summary}</summary>{body}</details>"
 
 
 SENSITIVITY_NAMES = {"drop_failed": "failed cases dropped", "zero": "failed cases scored 0"}
@@ -222,21 +234,24 @@ def standalone_dataset_page(results: Results) -> str:
     return render(results["dataset"]["title"], body, "segbench leaderboard: " + html.escape(results["dataset"]["name"]), inline=True)
 
 
-SOURCE_PROCEDURES = Template("""<p>The source of this set published its own analysis of these scores: a pair of models is
+SOURCE_PROCEDURES = """<p>A source that published its own analysis of its scores calls a pair of models
 "distinguishable" when the paired-bootstrap CI of their mean difference, at the level Bonferroni-adjusted over
-the pairs of one structure and metric, excludes 0 (B = $n_resamples, seed $seed). segbench recomputes those CIs
+the pairs of one structure and metric, excludes 0. segbench recomputes those CIs
 under the same correction from the same per-case values, with its own resamples, and adds its Wilcoxon-Holm
 map: a one-sided Wilcoxon signed-rank test for every ordered pair, all p-values Holm-adjusted together. The two procedures ask different questions. The CI
 is about the mean difference, which a few cases with large differences move and widen; the signed-rank test is
 about how consistently, case by case, one model does better, whatever the size of each difference. So
 Wilcoxon-Holm can separate a pair whose CI includes 0 (it adds a verdict), and fail to confirm a pair whose CI
 excludes 0 (it withholds one). segbench's own leaderboard verdict calls a pair separable only when both
-procedures separate it, and borderline when only one does.</p>""")
+procedures separate it.</p>"""
 
 
 def _source_text(results: Results) -> str:
+    """One line: the source's bootstrap settings, and where the two procedures are explained (the methodology page)."""
     protocol = results["source_analysis"]["protocol"]
-    return SOURCE_PROCEDURES.substitute(n_resamples=f"{protocol['n_resamples']:,}", seed=protocol["seed"])
+    return (f"<p>The source's own analysis: paired-bootstrap CIs, Bonferroni-adjusted (B = {protocol['n_resamples']:,}, "
+            f"seed {protocol['seed']}), beside segbench's Wilcoxon-Holm map; how the two differ: "
+            '<a href="methodology.html#source-procedures">methodology</a>.</p>')
 
 
 def _source_summary(results: Results, link: Callable[[str, str], str]) -> str:
@@ -339,14 +354,17 @@ def structure_page(results: Results, structure: str, all_results: list[Results])
 
 
 def _structure_body(results: Results, structure: str, anchor: Callable[[str], str], per_case: bool = True) -> str:
-    """One structure's sections; ``anchor(metric)`` is the id of a metric's heading; ``per_case``: with
+    """One structure's sections: the answer per metric first, then per metric its headline and leaderboard, every
+    plot and table behind a disclosure; ``anchor(metric)`` is the id of a metric's heading; ``per_case``: with
     the per-case and subgroup plots."""
     d, models = results["dataset"], results["models"]
     block = results["analysis"]["structures"][structure]
     settings = results["analysis"]["settings"]
     base = f"{slug(d['name'])}-{slug(structure)}"
     parts = [
-        f"<h1>{html.escape(d['title'])}: {html.escape(structure)}</h1>{_notes(results)}",
+        f"<h1>{html.escape(d['title'])}: {html.escape(structure)}</h1>",
+        tables.answers(results, lambda _, m: f"#{anchor(m)}", [structure]),
+        _notes(results),
         f"<p>{block['n_cases']} cases shared by every model; {block['n_absent']} cases without this structure and "
         f"{block['n_unshared']} not scored for every model are excluded.</p>",
         _source_text(results) if structure in (results.get("source_analysis") or {}).get("structures", {}) else "",
@@ -356,33 +374,31 @@ def _structure_body(results: Results, structure: str, anchor: Callable[[str], st
         parts.append(f'<h2 id="{anchor(metric)}">{html.escape(metric)}</h2>')
         parts.append(_headline(cell, metric))
         parts.append(tables.leaderboard(cell, models, metric))
-        published = (results.get("source_analysis") or {}).get("structures", {}).get(structure, {}).get(metric)
-        if published:
-            parts.append(f'<h3 id="{anchor(f"{metric}-source")}">The source\'s verdicts and Wilcoxon-Holm</h3>'
-                         f"<p>{_co_winners(cell, published)}</p>{tables.source_pairs(cell, published, metric)}")
-        plots = [figures.forest(cell, models, metric)]
-        if cell.get("ranking"):
-            plots += [figures.blob(cell, models)]
-        parts.append(_plots(plots, f"{key}-a"))
+        plots = [figures.forest(cell, models, metric)] + ([figures.blob(cell, models)] if cell.get("ranking") else [])
+        parts.append(_disclosure("Plots: means with CIs, rank frequencies", _plots(plots, f"{key}-a")))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:
             alignment = settings.get("case_alignment", "shared")
-            parts.append(f'<p class="note" id="{anchor(f"{metric}-alignment")}">Pairwise CIs and the significance map: '
-                         f"<code>{html.escape(alignment)}</code> cases ({html.escape(ALIGNMENTS[alignment])})"
-                         + (f"; {_alignment_text(cell)}" if cell.get("alignment") else ".") + "</p>")
-            parts.append(_plots([figures.significance_map(cell, models)], f"{key}-sig"))
+            note = (f'<p class="note" id="{anchor(f"{metric}-alignment")}">Pairwise CIs and the significance map: '
+                    f"<code>{html.escape(alignment)}</code> cases ({html.escape(ALIGNMENTS[alignment])})"
+                    + (f"; {_alignment_text(cell)}" if cell.get("alignment") else ".") + "</p>")
+            parts.append(_disclosure("Significance map (Wilcoxon-Holm) and case alignment",
+                                     note + _plots([figures.significance_map(cell, models)], f"{key}-sig")))
         if cell.get("schemes") and cell.get("ranking") and len(cell["ranking"]["order"]) > 1:
-            parts.append(_plots([figures.scheme_lines(cell, models)], f"{key}-schemes"))
+            parts.append(_disclosure("Rank under each ranking scheme", _plots([figures.scheme_lines(cell, models)], f"{key}-schemes")))
+        published = (results.get("source_analysis") or {}).get("structures", {}).get(structure, {}).get(metric)
+        if published:
+            parts.append(f'<details id="{anchor(f"{metric}-source")}"><summary>The source\'s verdicts and Wilcoxon-Holm: '
+                         f"{_co_winners(cell, published)}</summary>{tables.source_pairs(cell, published, metric)}</details>")
         if not per_case:
             continue
-        parts.append(_plots([figures.per_case(cell, models, metric, block["case_ids"])], f"{key}-cases"))
+        parts.append(_disclosure("Per-case scores", _plots([figures.per_case(cell, models, metric, block["case_ids"])], f"{key}-cases")))
         fields = list(cell.get("subgroups") or {})
         if fields:
-            parts.append("<h3>Subgroups</h3>")
             subs = [figures.subgroups(cell, models, metric, f, settings["subgroup_min_cases"]) for f in fields]
-            parts.append(_plots(subs, f"{key}-sub"))
+            parts.append(_disclosure(f"Subgroups: {html.escape(', '.join(fields))}", _plots(subs, f"{key}-sub")))
     if any(cell.get("loo") for cell in block["metrics"].values()):
         parts.append(f'<h2 id="{anchor("leave-one-out")}">Leave-one-case-out</h2>')
-        parts.append(_plots([figures.leave_one_out(block)], f"{base}-loo"))
+        parts.append(_disclosure("Ranks without each case", _plots([figures.leave_one_out(block)], f"{base}-loo")))
     return "\n".join(parts)
 
 
@@ -440,11 +456,13 @@ ranking.</li>
 $pairwise A pair is separable by bootstrap when its adjusted CI excludes 0.</li>
 <li>Significance map (5.6): for every ordered pair, a one-sided Wilcoxon signed-rank test of "better than" on
 the shared cases (zero differences dropped; a pair whose differences are all zero is never significant); all
-K(K−1) p-values of a structure and metric Holm-adjusted together, α = $alpha. Co-winners: the models that no
-other model significantly beats.</li>
-<li>Verdicts (5.7): "separable" when both the adjusted bootstrap CI and the Wilcoxon-Holm test separate a
-model from the next one down, "not separable" when neither does, "borderline" (naming which) when only one
-does.</li>
+K(K−1) p-values of a structure and metric Holm-adjusted together, α = $alpha. Every p-value is printed with the
+direction it tests ("A better than B, p_adj = …").</li>
+<li id="verdicts">Verdicts (5.7), of a model against the next one down: "separable" when the adjusted bootstrap CI
+of the mean difference excludes 0 and Wilcoxon-Holm finds the upper model better; "aggregation disagrees" when one
+test separates them and the per-case evidence points the other way (the mean favours one model, most cases the
+other); "borderline" (naming which) when only one test separates them, both leaning the same way; "not separable"
+when neither does. Co-winners, on the leaderboard's ranking by mean: #1 and every model not separable from #1.</li>
 <li>Leave-one-case-out (5.8): the ranking without each case; the share of cases whose removal changes the
 winner, and any rank.</li>
 <li>Subgroups (5.9) by $subgroup_fields: each model's mean and CI per group from the same resamples; over
@@ -515,6 +533,11 @@ def _protocol(results: Results) -> str:
     )
 
 
+def _protocol_items(text: str) -> list[str]:
+    """The protocol's paragraphs and list items, the units in which two datasets' protocols are compared."""
+    return [m.strip() for m in re.findall(r"<(?:p|li)[^>]*>(.*?)</(?:p|li)>", text, flags=re.S)]
+
+
 def methodology_page(all_results: list[Results]) -> str:
     """The protocol with the parameters actually used, per group of datasets sharing them; licences and citations."""
     groups: dict[str, list[Results]] = {}
@@ -525,9 +548,17 @@ def methodology_page(all_results: list[Results]) -> str:
              f"default, is <code>{METHODOLOGY_DOC}</code> in the segbench repository; the section numbers below are "
              f"its sections. Every number on this site is read from the results files written by the compare stage; "
              f"the parameters below are read from those files too.</p>"]
-    for text, members in groups.items():
-        names = ", ".join(html.escape(r["dataset"]["name"]) for r in members)
-        parts.append(f"<h2>Protocol used for {names}</h2>{text}")
+    texts = list(groups)
+    first = ", ".join(html.escape(r["dataset"]["name"]) for r in groups[texts[0]])
+    parts.append(f'<h2 id="protocol">Protocol</h2><p>As used for {first}' + ("; the other sets differ only where said below" if len(texts) > 1 else "")
+                 + f".</p>{texts[0]}")
+    shared = set(_protocol_items(texts[0]))
+    for text in texts[1:]:
+        names = ", ".join(html.escape(r["dataset"]["name"]) for r in groups[text])
+        differing = "".join(f"<li>{item}</li>" for item in _protocol_items(text) if item not in shared)
+        parts.append(f"<h3>Where the protocol of {names} differs</h3><ul>{differing}</ul>")
+    if any("source_analysis" in r for r in all_results):
+        parts.append(f'<h2 id="source-procedures">Published analyses beside segbench\'s</h2>{SOURCE_PROCEDURES}')
     parts.append("<h2>Datasets</h2>")
     rows = [
         [
@@ -555,6 +586,36 @@ def _rate(entry: dict[str, Any], digits_: int = 1) -> str:
     return f"{100 * entry['rate']:.{digits_}f}% ± {100 * entry['mc_se']:.{digits_}f}"
 
 
+def _span(rates: list[float]) -> str:
+    """'90.0–93.9%' (or '5.0%' when every rate is the same), rates as shares."""
+    low, high = f"{100 * min(rates):.1f}", f"{100 * max(rates):.1f}"
+    return f"{low}%" if low == high else f"{low}–{high}%"
+
+
+def calibration_takeaways(audit: dict[str, Any]) -> list[str]:
+    """One line per structure and metric, read from the audit: the range of the leaderboard CI's coverage over the
+    sample sizes, and the range of each verdict procedure's type-I error among the equal-quality models."""
+    method = audit["stats"]["ci_method"]
+    lines = []
+    for structure, population in audit["population"].items():
+        for metric in population["metrics"]:
+            coverage = [r for r in audit["coverage"] if (r["structure"], r["metric"], r["method"]) == (structure, metric, method)]
+            type1 = [r for r in audit["type1"] if (r["structure"], r["metric"]) == (structure, metric)]
+            sizes = sorted({r["n"] for r in coverage})
+            errors = "; ".join(
+                f"{PROCEDURE_NAMES.get(proc, proc.replace('_', ' '))} {_span([r['rate'] for r in type1 if r['procedure'] == proc])}"
+                for proc in dict.fromkeys(r["procedure"] for r in type1)
+            )
+            lines.append(f"{structure} {metric}: {audit['stats']['confidence'] * 100:g}% {method} CIs cover "
+                         f"{_span([r['rate'] for r in coverage])} (n = {sizes[0]}..{sizes[-1]}); type-I error "
+                         f"(target {audit['stats']['alpha'] * 100:g}%): {errors}")
+    return lines
+
+
+PROCEDURE_NAMES = {"separable_percentile": "bootstrap CI (percentile) separates", "separable_bca": "bootstrap CI (BCa) separates",
+                   "wilcoxon_holm": "Wilcoxon-Holm separates"}
+
+
 def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
     """The calibration audit (calibration/results/audit.json): CI coverage by metric x n x method, the type-I error of
     the verdicts for equal-quality models, and power against n beside the paired-t formula."""
@@ -572,6 +633,8 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
         f"\"Calibration audit\". The leaderboards use the <b>{html.escape(ci_method)}</b> CI.</p>",
         f"<p>Models: {html.escape(', '.join(audit['models']))}.</p>",
     ]
+    parts.insert(1, '<h2 id="takeaways">In one line per metric</h2><ul class="takeaways">'
+                 + "".join(f"<li>{html.escape(line)}</li>" for line in calibration_takeaways(audit)) + "</ul>")
     for structure in audit["population"]:
         parts.append(f"<h2>{html.escape(structure)}</h2>")
         coverage = [r for r in audit["coverage"] if r["structure"] == structure]
@@ -586,13 +649,16 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
             rows.append(row)
         methods = sorted({r["method"] for r in coverage})
         headers = ["metric", "n"] + [h for m in methods for h in (f"{m} coverage", f"{m}: CI below / above the truth")]
-        parts.append(tables.table(headers, rows, f"{html.escape(structure)}: coverage of the 95% CI of a model's mean (target 95%)", "calibration"))
+        caption = f"{html.escape(structure)}: coverage of the 95% CI of a model's mean (target 95%)"
+        parts.append(_disclosure(f"Coverage by metric, n and CI method ({len(rows)} rows)", tables.table(headers, rows, caption, "calibration")))
         type1 = [r for r in audit["type1"] if r["structure"] == structure]
         rows = [[(html.escape(r["metric"]), r["metric"]), (str(r["n"]), r["n"]), (html.escape(r["procedure"].replace("_", " ")), r["procedure"]),
                  (_rate(r), r["rate"]), (str(r["draws"]), r["draws"]),
                  ("exceeds" if r["rate"] > 0.05 + 2 * r["mc_se"] else "within", int(r["rate"] > 0.05 + 2 * r["mc_se"]))] for r in type1]
-        parts.append(tables.table(["metric", "n", "procedure", "type-I error", "samples", "5% + 2 MC SE"], rows,
-                                  f"{html.escape(structure)}: family-wise type-I error among the equal-quality models (alpha 5%)", "calibration"))
+        parts.append(_disclosure(f"Type-I error by metric, n and procedure ({len(rows)} rows)",
+                                 tables.table(["metric", "n", "procedure", "type-I error", "samples", "5% + 2 MC SE"], rows,
+                                              f"{html.escape(structure)}: family-wise type-I error among the equal-quality models (alpha 5%)",
+                                              "calibration")))
         for metric in audit["population"][structure]["metrics"]:
             fig = figures.power_curve(audit["power"], structure, metric, f"separable_{ci_method}")
             parts.append(figures.to_div(fig, f"power-{slug(structure)}-{slug(metric)}"))

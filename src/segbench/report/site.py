@@ -7,6 +7,7 @@ is written once into the site folder, so pages work offline (no CDN). Same input
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from plotly.offline import get_plotlyjs
@@ -17,17 +18,19 @@ from . import pages
 from .assets import CSS, JS
 
 
-def build_site(results_files: list[Path], out_dir: Path, calibration: Path | None = None) -> list[Path]:
+def build_site(results_files: list[Path], out_dir: Path, calibration: Path | None = None, interactive_site: Path | None = None) -> list[Path]:
     """Write index, methodology, one page per dataset and per dataset structure, and with ``calibration`` (the audit's
-    audit.json) the calibration page; return the pages written."""
+    audit.json) the calibration page; return the pages written. ``interactive_site``: the folder the interactive
+    pipeline writes its site to (it need not exist yet), linked from the index by a relative address."""
     out_dir = Path(out_dir)
+    interactive = Path(os.path.relpath(Path(interactive_site) / "index.html", out_dir)).as_posix() if interactive_site else None
     all_results = [json.loads(Path(p).read_text(encoding="utf-8")) for p in sorted(results_files)]
     all_results.sort(key=lambda r: r["dataset"]["name"])
     write_text_atomic(out_dir / "plotly.min.js", get_plotlyjs())
     write_text_atomic(out_dir / "site.css", CSS)
     write_text_atomic(out_dir / "site.js", JS)
     written = {
-        "index.html": pages.index_page(all_results, calibration is not None),
+        "index.html": pages.index_page(all_results, calibration is not None, interactive),
         "methodology.html": pages.methodology_page(all_results),
     }
     if calibration is not None:

@@ -6,8 +6,6 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from segbench.stats.verdicts import CODE_WORDS
-
 from .common import (
     VERDICT_ORDER,
     Cell,
@@ -16,6 +14,7 @@ from .common import (
     ci_favoured,
     diff_text,
     digits,
+    directed_p,
     display_order,
     estimate,
     fmt,
@@ -24,10 +23,8 @@ from .common import (
     kind,
     markers,
     next_verdict,
-    p_adjusted,
-    p_equals,
     pair,
-    verdict_html,
+    verdict_words,
     wilcoxon_winner,
 )
 
@@ -57,11 +54,57 @@ def _key(key: str | float | int | None) -> str:
     return repr(float(key)) if isinstance(key, (int, float)) else key
 
 
-def model_cell(name: str, model: dict[str, Any]) -> TableCell:
-    """Model name with its marks as text badges; the full title as a tooltip."""
-    tags = "".join(f' <span class="tag tag-{kind(model)}">{html.escape(m)}</span>' for m in markers(model))
+def model_cell(name: str, model: dict[str, Any], said: Sequence[str] = ()) -> TableCell:
+    """Model name with its marks as text badges, but for the marks ``said`` once for the whole table
+    (``shared_marks``); the full title as a tooltip."""
+    tags = "".join(f' <span class="tag tag-{kind(model)}">{html.escape(m)}</span>' for m in markers(model) if m not in said)
     title = html.escape(model.get("title") or name)
     return f'<span class="model" title="{title}">{html.escape(name)}</span>{tags}', name
+
+
+def shared_marks(names: Sequence[str], models: Models) -> list[str]:
+    """The marks every listed model carries (e.g. 'PUBLISHED: <source>'), said once in the table's caption, not per row."""
+    marks = [markers(models.get(n, {})) for n in names]
+    return [m for m in marks[0] if all(m in other for other in marks[1:])] if marks else []
+
+
+def _marks_caption(marks: Sequence[str]) -> str:
+    return "".join(f' <span class="tag">all models {html.escape(m)}</span>' for m in marks)
+
+
+def verdict_cell(v: dict[str, Any]) -> str:
+    """A verdict's words, its one-line text behind a disclosure (and as the tooltip), so a row stays one line."""
+    return (f'<details class="verdict"><summary title="{html.escape(v["text"])}">{verdict_words(v)}</summary>'
+            f"{html.escape(v['text'])}</details>")
+
+
+def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structures: Sequence[str] | None = None) -> str:
+    """The first thing a dataset's (or a structure's) page shows: per structure and metric, #1 with its mean and CI,
+    the #1-versus-#2 verdict's words (its sentence one click away) and the co-winners."""
+    models = results["models"]
+    said = shared_marks(sorted(models), models)
+    rows: list[list[TableCell]] = []
+    for structure in structures or sorted(results["analysis"]["structures"]):
+        for metric, cell in results["analysis"]["structures"][structure]["metrics"].items():
+            v = cell.get("verdict")
+            where = (f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>', structure)
+            if not v:
+                rows.append([where, (html.escape(metric), metric), ("no ranked model", None), ("–", None), ("–", None), ("–", None)])
+                continue
+            co = ", ".join(v["co_winners"])
+            rows.append([
+                where,
+                (html.escape(metric), metric),
+                model_cell(v["first"], models.get(v["first"], {}), said),
+                (estimate(cell["models"][v["first"]], cell, metric), cell["models"][v["first"]]["mean"]),
+                (verdict_cell(v) if v["pairs"] else verdict_words(v), VERDICT_ORDER.get(v["code"], "4")),
+                (f'<span title="{html.escape(co)}">{len(v["co_winners"])}: {html.escape(co)}</span>', f"{len(v['co_winners']):03d}"),
+            ])
+    caption = ("#1 versus #2 for every structure and metric (click a verdict for its numbers). Co-winners: #1 and every "
+               "model not separable from it on the leaderboard's ranking by mean; separable means the bootstrap CI of the "
+               'mean difference excludes 0 and Wilcoxon-Holm agrees (<a href="methodology.html#verdicts">verdicts</a>).'
+               + _marks_caption(said))
+    return table(["structure", "metric", "#1", "mean [95% CI]", "#1 versus #2", "co-winners"], rows, caption, "answers")
 
 
 def leaderboard(cell: Cell, models: Models, metric: str) -> str:
@@ -69,13 +112,14 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
     n = digits(cell)
     ranking = cell.get("ranking") or {}
     order = display_order(cell)
+    said = shared_marks(order, models)
     rows = []
     for name in order:
         est = cell["models"][name]
         if is_ranked(cell, name):
             lo, hi = ranking["rank_interval"][name]
             v = next_verdict(cell, name)
-            text, order_key = (verdict_html(v), VERDICT_ORDER[v["code"]]) if v else ("last ranked", "4")
+            text, order_key = (verdict_cell(v), VERDICT_ORDER[v["code"]]) if v else ("last ranked", "4")
             rank_cells: list[TableCell] = [
                 (str(ranking["rank"][name]), ranking["rank"][name]),
                 (fmt(ranking["p_rank1"][name], 2), ranking["p_rank1"][name]),
@@ -89,7 +133,7 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
         rows.append(
             [
                 rank_cells[0],
-                model_cell(name, models.get(name, {})),
+                model_cell(name, models.get(name, {}), said),
                 (estimate(est, cell, metric), est["mean"]),
                 (fmt(est["median"], n), est["median"]),
                 *rank_cells[1:],
@@ -99,7 +143,7 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
         )
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     headers = ["rank", "model", "mean [95% CI]", "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
-    return table(headers, rows, f"{html.escape(metric)} ({direction})", "leaderboard")
+    return table(headers, rows, f"{html.escape(metric)} ({direction})" + _marks_caption(said), "leaderboard")
 
 
 def models_table(models: Models) -> str:
@@ -124,40 +168,32 @@ def models_table(models: Models) -> str:
 
 
 def overview(results: dict[str, Any], link_of: Callable[[str, str], str]) -> str:
-    """One row per structure and metric: #1, its estimate and P(rank 1), and whether #2 is separable.
-
-    ``link_of(structure, metric)`` is the address of that structure's leaderboard of that metric.
-    """
+    """How firm each #1 is: per structure and metric, P(rank 1), the leave-one-out share and the cases that would
+    separate #1 from #2, beside the cases this set has. ``link_of(structure, metric)``: that leaderboard's address."""
     rows = []
     for structure, block in sorted(results["analysis"]["structures"].items()):
         for metric, cell in block["metrics"].items():
             link = f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>'
             order = (cell.get("ranking") or {}).get("order") or []
             if not order:
-                rows.append([(link, structure), (html.escape(metric), metric)] + [("–", None)] * 7)
+                rows.append([(link, structure), (html.escape(metric), metric)] + [("–", None)] * 4)
                 continue
-            first, v = order[0], cell["verdict"]
-            power = cell.get("power") or {}
-            needed = power.get("n_required")
-            co = v["co_winners"]
+            first = order[0]
+            needed = (cell.get("power") or {}).get("n_required")
             loo = cell.get("loo") or {}
-            rows.append(
-                [
-                    (link, structure),
-                    (html.escape(metric), metric),
-                    (model_cell(first, results["models"].get(first, {}))[0], first),
-                    (estimate(cell["models"][first], cell, metric), cell["models"][first]["mean"]),
-                    (fmt(cell["ranking"]["p_rank1"][first], 2), cell["ranking"]["p_rank1"][first]),
-                    (verdict_html(v["pairs"][0]) if v["pairs"] else html.escape(CODE_WORDS[v["code"]]), VERDICT_ORDER.get(v["code"], "4")),
-                    (f"{len(co)}: {html.escape(', '.join(co))}", str(len(co))),
-                    (fmt(loo.get("winner_change_share"), 2), loo.get("winner_change_share")),
-                    (f"{'–' if needed is None else needed} (have {block['n_cases']})", needed),
-                ]
-            )
-    headers = ["structure", "metric", "#1", "mean [95% CI]", "P(rank 1)", "#1 versus #2", "co-winners (not separable from #1 by mean ranking)",
-               "LOO: share of cases changing #1", "cases to separate #1, #2"]
-    return table(headers, rows, "At a glance: is #1 separable from #2?", "overview")
-
+            rows.append([
+                (link, structure),
+                (html.escape(metric), metric),
+                (f'<span class="model">{html.escape(first)}</span>', first),
+                (fmt(cell["ranking"]["p_rank1"][first], 2), cell["ranking"]["p_rank1"][first]),
+                (fmt(loo.get("winner_change_share"), 2), loo.get("winner_change_share")),
+                ("–" if needed is None else str(needed), needed),
+                (str(block["n_cases"]), block["n_cases"]),
+            ])
+    headers = ["structure", "metric", "#1", "P(rank 1)", "LOO: share of cases changing #1",
+               "cases needed to separate #1 and #2 (paired t, power as set)", "cases every model has (used here)"]
+    return table(headers, rows, "How firm is #1? Bootstrap P(rank 1), leave-one-case-out and the power to separate #1 from #2",
+                 "overview")
 
 
 AGAINST_SOURCE_ORDER = {"opposite": "0", "adds": "1", "withholds": "2", "agree": "3"}  # disagreements first
@@ -179,8 +215,8 @@ def source_pairs(cell: Cell, published: dict[str, Any], metric: str) -> str:
         source_word = f"✔ distinguishable, favours {theirs['favored']}" if theirs["distinguishable"] else "✘ not distinguishable"
         same = "same verdict as the source" if ci_favoured(entry) == ci_favoured(theirs) else "differs from the source"
         winner = wilcoxon_winner(cell, upper, lower)
-        wilcoxon = (f"{winner} better: {p_equals('p_adj', p_adjusted(cell, winner, lower if winner == upper else upper))}" if winner
-                    else f"neither better: {p_equals('p_adj', p_adjusted(cell, upper, lower))} for {upper} better")
+        wilcoxon = (directed_p(cell, winner, lower if winner == upper else upper) if winner
+                    else f"neither better ({directed_p(cell, upper, lower)})")
         relation, sentence = against_source(cell, theirs, upper, lower)
         rows.append([
             (f"{html.escape(upper)} vs {html.escape(lower)}", f"{upper} vs {lower}"),
