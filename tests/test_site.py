@@ -31,7 +31,7 @@ def results_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         pytest.fail("data/ missing: run `dvc pull data.dvc` first (the tests use the real data bundle)")
     folder = tmp_path_factory.mktemp("results")
     return [
-        touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("liver",)),
+        touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("liver", "aorta")),
         kits_like_results(KITS_META, folder / "kits23.json"),
         segauge_results(SEGAUGE_MODAL, KITS_META, folder / "segauge_kits23_modal.json"),
     ]
@@ -44,8 +44,8 @@ def audit_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def site(results_files: list[Path], audit_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
-    out = tmp_path_factory.mktemp("site")
-    return out, build_site(results_files, out, calibration=audit_file)
+    out = tmp_path_factory.mktemp("project") / "site"  # the interactive pipeline's site beside it, as in the project
+    return out, build_site(results_files, out, calibration=audit_file, interactive_site=out.parent / "interactive" / "site")
 
 
 def load(path: Path) -> dict:
@@ -62,7 +62,7 @@ def test_pages_and_offline_assets(site: tuple[Path, list[Path]]) -> None:
     names = sorted(p.name for p in pages)
     assert names == sorted([
         "index.html", "methodology.html", "kits23.html", "kits23--kidney_and_mass.html", "kits23--tumor.html",
-        "touchstone_totalsegmentator.html", "touchstone_totalsegmentator--liver.html",
+        "touchstone_totalsegmentator.html", "touchstone_totalsegmentator--liver.html", "touchstone_totalsegmentator--aorta.html",
         "segauge_kits23_modal.html", "segauge_kits23_modal--kidney.html", "calibration.html",
     ])
     assert (out / "plotly.min.js").stat().st_size > 1_000_000
@@ -74,7 +74,7 @@ def test_pages_and_offline_assets(site: tuple[Path, list[Path]]) -> None:
 
 def test_same_json_gives_byte_identical_site(results_files: list[Path], audit_file: Path, site: tuple[Path, list[Path]], tmp_path: Path) -> None:
     out, pages = site
-    again = build_site(results_files, tmp_path, calibration=audit_file)
+    again = build_site(results_files, tmp_path / "site", calibration=audit_file, interactive_site=tmp_path / "interactive" / "site")
     for a, b in zip(pages, again, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
 
@@ -93,17 +93,86 @@ def test_numbers_come_from_the_results_json(results_files: list[Path], tmp_path:
 
 
 def test_leaderboard_marks_ranks_and_verdicts(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
+    """Marks on the rows when models differ; a mark every model shares said once per table, in its caption."""
     out, _ = site
     kits = page_text(out / "kits23--tumor.html")
     assert "TRAINED ON THIS DATA: unranked" in kits and "unranked: trained on this data" in kits
-    assert "SIMULATED" in kits and "PUBLISHED: Example et al. 2025" in kits
-    touchstone = page_text(out / "touchstone_totalsegmentator--liver.html")
-    assert f"PUBLISHED: {TOUCHSTONE_SOURCE}" in touchstone
+    assert "SIMULATED" in kits and "PUBLISHED: Example et al. 2025" in kits and "all models" not in kits
+    page = (out / "touchstone_totalsegmentator--liver.html").read_text(encoding="utf-8")
+    n_tables = page.count('<table class="sortable answers">') + page.count('<table class="sortable leaderboard">')
+    assert n_tables == 3  # the answers, one leaderboard per metric
+    assert page.count(f"all models PUBLISHED: {TOUCHSTONE_SOURCE}") == n_tables and "tag-published" not in page
     cell = load(results_files[0])["analysis"]["structures"]["liver"]["metrics"]["dice"]
     first, second = cell["ranking"]["order"][:2]
-    p = cell["significance"]["p_adjusted"][first][second]
-    assert f"not separable from {second}: p_adj = {p:.3f}" in touchstone
+    touchstone = " ".join(html.unescape(page_text(out / "touchstone_totalsegmentator--liver.html")).split())
+    assert f"#1 {first} (" in touchstone and f"versus #2 {second} : ✘ not separable : Δ = " in touchstone
     assert "mean [95% CI]" in touchstone and "P(rank 1)" in touchstone
+
+
+# Every row of the page's answers table: its cells' text, and the verdict's sentence (the disclosure's body and tooltip).
+ANSWERS = """(() => Array.from(document.querySelectorAll('table.answers tbody tr'), r => {
+  const d = r.querySelector('details');
+  const summary = d && d.querySelector('summary');
+  return {cells: Array.from(r.cells, c => c.innerText.trim()), tooltip: summary ? summary.title : null,
+          sentence: d ? d.textContent.slice(summary.textContent.length).trim() : null,
+          bottom: r.getBoundingClientRect().bottom};
+}))()"""
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
+def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path, list[Path]], results_files: list[Path],
+                                                                tmp_path: Path) -> None:
+    """Each dataset page's first screen (1280 x 800) holds a row per structure and metric: #1, its mean [CI] with units,
+    the verdict's words with its sentence (naming the models and the direction) one click away, and the co-winners."""
+    out, _ = site
+    with Browser(find_chromium(), tmp_path / "profile", timeout=90) as browser:
+        rows = {path.stem: browser.visit(out / f"{path.stem}.html", script=ANSWERS).result for path in results_files}
+    for name, path in zip(rows, results_files):
+        structures = load(path)["analysis"]["structures"]
+        assert [(r["cells"][0], r["cells"][1]) for r in rows[name]] == [(s, m) for s in sorted(structures) for m in structures[s]["metrics"]]
+        assert max(r["bottom"] for r in rows[name]) <= 800, name
+    cells = {(name, r["cells"][0], r["cells"][1]): r for name, found in rows.items() for r in found}
+
+    aorta = cells["touchstone_totalsegmentator", "aorta", "nsd"]  # the mean favours STU-Net_L, 309 of 528 cases STU-Net_B
+    assert aorta["cells"][2] == "nnU-Net_STU-Net_L" and aorta["cells"][4] == "⇄ aggregation disagrees"
+    assert aorta["sentence"] == aorta["tooltip"]
+    assert aorta["sentence"].startswith("#1 nnU-Net_STU-Net_L versus #2 nnU-Net_STU-Net_B: aggregation disagrees: "
+                                        "the mean favours nnU-Net_STU-Net_L: Δ = 0.002 [")
+    assert ("per case nnU-Net_STU-Net_B is better (nnU-Net_STU-Net_L better in 201, nnU-Net_STU-Net_B in 309 of 528 cases; "
+            "Wilcoxon-Holm: nnU-Net_STU-Net_B better than nnU-Net_STU-Net_L, p_adj = 0.005)") in aorta["sentence"]
+
+    tumor = cells["kits23", "tumor", "hd95"]  # a distance: units on the estimate and the difference
+    v = load(results_files[1])["analysis"]["structures"]["tumor"]["metrics"]["hd95"]["verdict"]
+    assert (v["code"], v["first"], v["second"]) == ("separable", "sim_dilate_1mm", "sim_erode_1mm")
+    assert tumor["cells"][3].endswith(" mm") and tumor["cells"][4] == "✔ separable"
+    assert tumor["sentence"].startswith("#1 sim_dilate_1mm versus #2 sim_erode_1mm: sim_dilate_1mm better than sim_erode_1mm: Δ = -0.")
+    assert " mm (sim_dilate_1mm − sim_erode_1mm, " in tumor["sentence"]
+    assert "Wilcoxon-Holm: sim_dilate_1mm better than sim_erode_1mm, p_adj = " in tumor["sentence"]
+
+    liver = cells["touchstone_totalsegmentator", "liver", "dice"]  # not separable: #2 is a co-winner
+    v = load(results_files[0])["analysis"]["structures"]["liver"]["metrics"]["dice"]["verdict"]
+    order = load(results_files[0])["analysis"]["structures"]["liver"]["metrics"]["dice"]["ranking"]["order"]
+    assert liver["cells"][4] == "✘ not separable" and liver["sentence"].startswith(f"#1 {order[0]} versus #2 {order[1]}: not separable: Δ = ")
+    assert f"Wilcoxon-Holm: neither better ({order[0]} better: p_adj = " in liver["sentence"]
+    co = liver["cells"][5].split(": ", 1)[1].split(", ")
+    assert co[:2] == order[:2] and co == [m for m in order if m not in v["excluded"]]  # in rank order, the rest excluded
+    assert liver["cells"][5] == f"{len(co)}: {', '.join(co)}" and len(co) == 6
+
+
+P_ADJ = re.compile(r"p_adj")
+DIRECTED = re.compile(r"(?:[\w.\-]+ better than [\w.\-]+, |[\w.\-]+ better: )$")
+
+
+def test_every_p_adj_has_its_direction(site: tuple[Path, list[Path]]) -> None:
+    """An adjusted p-value says which direction it tests: 'A better than B, p_adj' or 'A better: p_adj'."""
+    out, pages = site
+    seen = 0
+    for page in pages:
+        text = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<script.*?</script>", "", page.read_text(encoding="utf-8"), flags=re.S)))
+        for match in P_ADJ.finditer(text):
+            seen += 1
+            assert DIRECTED.search(text[max(0, match.start() - 120):match.start()]), f"{page.name}: {text[match.start() - 120:match.end() + 10]!r}"
+    assert seen > 50
 
 
 def test_models_without_kind_or_source_still_render(results_files: list[Path], tmp_path: Path) -> None:
@@ -120,7 +189,7 @@ def test_cell_without_ranking_renders_every_model_unranked(results_files: list[P
     """All models contaminated (or no shared case): no ranking, tests or leave-one-out in the cell."""
     results = load(results_files[1])
     cell = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]
-    cell.update(ranking=None, pairwise=[], significance=None, loo=None, power=None)
+    cell.update(ranking=None, pairwise=[], significance=None, loo=None, power=None, verdict=None)
     write_json_atomic(tmp_path / "kits23.json", results)
     build_site([tmp_path / "kits23.json"], tmp_path / "site")
     text = page_text(tmp_path / "site" / "kits23--tumor.html")
@@ -148,13 +217,17 @@ def test_source_verdicts_and_what_wilcoxon_holm_changes(site: tuple[Path, list[P
     is named and explained, on the dataset page and in the structure page's table; other sets show nothing."""
     out, _ = site
     overview = html.unescape(page_text(out / "segauge_kits23_modal.html"))
-    assert "The source's verdicts and Wilcoxon-Holm" in overview and "whatever the size of each difference" in overview
+    assert "The source's verdicts and Wilcoxon-Holm" in overview and 'href="methodology.html#source-procedures"' in (
+        out / "segauge_kits23_modal.html").read_text(encoding="utf-8")
+    methodology = page_text(out / "methodology.html")  # the procedures explained once, there
+    assert methodology.count("whatever the size of each difference") == 1 and "whatever the size" not in page_text(out / "segauge_kits23_modal--kidney.html")
     assert ("Co-winners by the source's CIs: MOOSE, TotalSegmentator, CT-FM; by Wilcoxon-Holm: MOOSE, TotalSegmentator. "
-            "Wilcoxon-Holm adds a verdict: MOOSE is significantly better than CT-FM (p_adj = 0.036), while the source's "
-            "bootstrap CI of the difference includes 0.") in overview
-    assert "Wilcoxon-Holm adds a verdict: MOOSE is significantly better than TotalSegmentator (p_adj = 0.007)" in overview
+            "Wilcoxon-Holm adds a verdict: MOOSE is significantly better than CT-FM (MOOSE better than CT-FM, p_adj = 0.036), "
+            "while the source's bootstrap CI of the difference includes 0.") in overview
+    assert ("Wilcoxon-Holm adds a verdict: MOOSE is significantly better than TotalSegmentator "
+            "(MOOSE better than TotalSegmentator, p_adj = 0.007)") in overview
     assert ("Wilcoxon-Holm does not confirm the source's verdict: the CI favours TotalSegmentator, but TotalSegmentator "
-            "is not significantly better than CT-FM (p_adj = 0.110).") in overview
+            "is not significantly better than CT-FM (TotalSegmentator better than CT-FM, p_adj = 0.110).") in overview
     assert overview.count("The two procedures agree on every pair.") == 1  # hd95
     page = (out / "segauge_kits23_modal--kidney.html").read_text(encoding="utf-8")
     assert page.count('<table class="sortable source-pairs">') == 4
@@ -241,7 +314,15 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
     out, _ = site
     audit = load(audit_file)
     text = page_text(out / "calibration.html")
-    assert 'href="calibration.html"' in (out / "index.html").read_text(encoding="utf-8")
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert 'href="calibration.html"' in index and 'href="../interactive/site/index.html"' in index
+    assert "dvc repro interactive/dvc.yaml" in index
+    cover = [r["rate"] for r in audit["coverage"] if (r["structure"], r["metric"], r["method"]) == ("tumor", "dice", "percentile")]
+    wilcoxon = [r["rate"] for r in audit["type1"] if (r["structure"], r["metric"], r["procedure"]) == ("tumor", "dice", "wilcoxon_holm")]
+    takeaway = (f"tumor dice: 95% percentile CIs cover {100 * min(cover):.1f}–{100 * max(cover):.1f}% (n = 20..40); type-I error "
+                f"(target 5%): bootstrap CI (percentile) separates ")
+    assert text.index(takeaway) < text.index("Coverage by metric")  # the takeaway leads the page
+    assert f"Wilcoxon-Holm separates {100 * min(wilcoxon):.1f}–{100 * max(wilcoxon):.1f}%" in text
     assert "SIMULATED" in text and "equal_a, equal_b" in text
     first = next(r for r in audit["coverage"] if (r["structure"], r["metric"], r["n"], r["method"]) == ("tumor", "hd95", 20, "bca"))
     assert f"{100 * first['rate']:.1f}% ± {100 * first['mc_se']:.1f}" in text
