@@ -135,7 +135,7 @@ def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path,
 
     aorta = cells["touchstone_totalsegmentator", "aorta", "nsd"]  # the mean favours STU-Net_L, 309 of 528 cases STU-Net_B
     assert aorta["cells"][2] == "nnU-Net_STU-Net_L" and aorta["cells"][4] == "⇄ aggregation disagrees"
-    assert aorta["sentence"] == aorta["tooltip"]
+    assert aorta["sentence"] == aorta["tooltip"] + ". Co-winners: " + aorta["cells"][5].split(": ", 1)[1] + "."
     assert aorta["sentence"].startswith("#1 nnU-Net_STU-Net_L versus #2 nnU-Net_STU-Net_B: aggregation disagrees: "
                                         "the mean favours nnU-Net_STU-Net_L: Δ = 0.002 [")
     assert ("per case nnU-Net_STU-Net_B is better (nnU-Net_STU-Net_L better in 201, nnU-Net_STU-Net_B in 309 of 528 cases; "

@@ -25,9 +25,10 @@ th[aria-sort="ascending"] button::after { content: " ▲"; }
 th[aria-sort="descending"] button::after { content: " ▼"; }
 td .model { font-weight: 600; }
 table.leaderboard td:nth-child(7) { min-width: 16rem; }
-table.answers td { white-space: nowrap; }
-table.answers caption { font-weight: normal; font-size: .9rem; }
-table.answers td:last-child { white-space: normal; font-size: .85rem; }
+table.answers { font-size: .85rem; width: 100%; }
+table.answers td { white-space: nowrap; padding: .1rem .4rem; }
+table.answers caption { font-weight: normal; }
+table.answers td:last-child { max-width: 28rem; overflow: hidden; text-overflow: ellipsis; }  /* the full list in its tooltip */
 details > summary { cursor: pointer; color: #1f4e79; margin: .5rem 0; }
 details.verdict > summary { margin: 0; color: inherit; }
 details.verdict[open] { max-width: 40rem; white-space: normal; }

@@ -72,10 +72,10 @@ def _marks_caption(marks: Sequence[str]) -> str:
     return "".join(f' <span class="tag">all models {html.escape(m)}</span>' for m in marks)
 
 
-def verdict_cell(v: dict[str, Any]) -> str:
-    """A verdict's words, its one-line text behind a disclosure (and as the tooltip), so a row stays one line."""
+def verdict_cell(v: dict[str, Any], more: str = "") -> str:
+    """A verdict's words, its one-line text (and ``more``, plain text) behind a disclosure and as the tooltip, so a row stays one line."""
     return (f'<details class="verdict"><summary title="{html.escape(v["text"])}">{verdict_words(v)}</summary>'
-            f"{html.escape(v['text'])}</details>")
+            f"{html.escape(v['text'] + more)}</details>")
 
 
 def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structures: Sequence[str] | None = None) -> str:
@@ -97,12 +97,11 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
                 (html.escape(metric), metric),
                 model_cell(v["first"], models.get(v["first"], {}), said),
                 (estimate(cell["models"][v["first"]], cell, metric), cell["models"][v["first"]]["mean"]),
-                (verdict_cell(v) if v["pairs"] else verdict_words(v), VERDICT_ORDER.get(v["code"], "4")),
+                (verdict_cell(v, f". Co-winners: {co}.") if v["pairs"] else verdict_words(v), VERDICT_ORDER.get(v["code"], "4")),
                 (f'<span title="{html.escape(co)}">{len(v["co_winners"])}: {html.escape(co)}</span>', f"{len(v['co_winners']):03d}"),
             ])
-    caption = ("#1 versus #2 for every structure and metric (click a verdict for its numbers). Co-winners: #1 and every "
-               "model not separable from it on the leaderboard's ranking by mean; separable means the bootstrap CI of the "
-               'mean difference excludes 0 and Wilcoxon-Holm agrees (<a href="methodology.html#verdicts">verdicts</a>).'
+    caption = ("#1 versus #2 per structure and metric; click a verdict for its numbers. Co-winners: #1 and every model not "
+               'separable from it (bootstrap CI and Wilcoxon-Holm) on the ranking by mean (<a href="methodology.html#verdicts">verdicts</a>).'
                + _marks_caption(said))
     return table(["structure", "metric", "#1", "mean [95% CI]", "#1 versus #2", "co-winners"], rows, caption, "answers")
 
