@@ -127,6 +127,10 @@ def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path,
     out, _ = site
     with Browser(find_chromium(), tmp_path / "profile", timeout=90) as browser:
         rows = {path.stem: browser.visit(out / f"{path.stem}.html", script=ANSWERS).result for path in results_files}
+        liver = browser.visit(out / "touchstone_totalsegmentator--liver.html", script=ANSWERS + ".concat([document.querySelector("
+                              "'table.leaderboard').getBoundingClientRect().top])").result
+    assert [r["cells"][:2] for r in liver[:-1]] == [["liver", "dice"], ["liver", "nsd"]] and liver[-2]["bottom"] <= 800
+    assert liver[-1] < 1600  # a structure page: its answers, then the first leaderboard, within two screens
     for name, path in zip(rows, results_files):
         structures = load(path)["analysis"]["structures"]
         assert [(r["cells"][0], r["cells"][1]) for r in rows[name]] == [(s, m) for s in sorted(structures) for m in structures[s]["metrics"]]
