@@ -74,7 +74,8 @@ def new_project(root: Path, proj: Path, overrides: list[str], interactive: bool 
         (proj / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / name, proj / name)
     # the calibration audit's committed results, which the report stage draws a page from (its own pipeline is not copied)
-    for name in ("conf", "src", "calibration/results"):
+    # hydra_plugins/: DVC loads it before composing conf/ for `dvc exp run -S` (the validation resolver)
+    for name in ("conf", "hydra_plugins", "src", "calibration/results"):
         shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
     run_command(["git", "init", "-q"], proj)
     run_command(["dvc", "init", "-q"], proj)
