@@ -389,7 +389,8 @@ def _restore_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Pa
 
 def log_leaderboard(name: str, model_runs: dict[str, str], root: Path = Path(".")) -> str:
     """The leaderboard of ``results/<name>.json`` as one MLflow run beside the model runs it was read from:
-    the results file itself, the dataset's pages of the site as one self-contained file, the summary metrics."""
+    the results file itself, the dataset's pages of the site as one self-contained file, the leaderboard table,
+    the headline metrics, and the experiment's runs view."""
     from segbench import report  # plotly: only the stages that draw import it
 
     content = results_file(name, root).read_bytes()
@@ -401,6 +402,8 @@ def log_leaderboard(name: str, model_runs: dict[str, str], root: Path = Path("."
         model_runs=model_runs,
         metrics=report.summary_metrics(results),
         params=report.summary_params(results),
+        table=report.leaderboard_table(results),
+        view=report.view_metrics(results),
         pages=lambda: {f"{name}.html": report.standalone_dataset_page(results).encode()},
     )
     return tracking.log_leaderboard(board)
