@@ -254,7 +254,8 @@ def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path
     rows = table[(table["structure"] == "kidney_and_mass") & (table["metric"] == "dice")]
     assert rows["model"].tolist() == [first, second]
     # an MLflow table keeps 10 decimals (pandas' JSON); results/<dataset>.json keeps every digit
-    assert rows[["ci_low", "ci_high"]].to_numpy().ravel().tolist() == pytest.approx([cell["models"][m][k] for m in (first, second) for k in ("ci_low", "ci_high")], abs=1e-10)
+    bounds = [cell["models"][m][k] for m in (first, second) for k in ("ci_low", "ci_high")]
+    assert rows[["ci_low", "ci_high"]].to_numpy().ravel().tolist() == pytest.approx(bounds, abs=1e-10)
     assert rows["p_rank1"].tolist() == pytest.approx([cell["ranking"]["p_rank1"][m] for m in (first, second)], abs=1e-10)
     assert rows[["rank_low", "rank_high"]].values.tolist() == [cell["ranking"]["rank_interval"][m] for m in (first, second)]
     assert len(table) == len(cells) * len(MODELS)

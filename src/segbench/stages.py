@@ -11,8 +11,8 @@ import io
 import json
 import logging
 import os
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -373,7 +373,8 @@ def _runs_view(experiment_id: str, metrics: list[str]) -> tuple[str, str]:
     state = {"selectedColumns": ["attributes.`Source`", "attributes.`Dataset`", *shown], "columnOrder": shown,
              "columnWidths": {column: 7 * len(m) + 24 for column, m in zip(shown, metrics)}}
     link = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
-    return json.dumps(state, sort_keys=True), f"[Runs table with the headline metrics]({link}): each model's mean and, on the leaderboard run, #1's mean and its verdict."
+    note = f"[Runs table with the headline metrics]({link}): each model's mean and, on the leaderboard run, #1's mean and its verdict."
+    return json.dumps(state, sort_keys=True), note
 
 
 def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
