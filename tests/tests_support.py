@@ -17,6 +17,9 @@ from scipy import ndimage
 
 from segbench.config import compose_params
 
+#: holds the sitecustomize.py that stops a command's Python process at a moment the test chooses (``gate_env``)
+GATE = Path(__file__).resolve().parent / "gate"
+
 
 @contextlib.contextmanager
 def in_directory(path: Path) -> Iterator[None]:
@@ -32,6 +35,17 @@ def in_directory(path: Path) -> Iterator[None]:
 def command_env() -> dict[str, str]:
     """The environment for pipeline subprocesses: a project's own store, never a test's temporary one."""
     return {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
+
+
+def gate_env(folder: Path, pattern: str, on: str = "write", passes: int = 0) -> dict[str, str]:
+    """``command_env()`` for a command whose Python process that opens a path matching ``pattern`` for ``on``
+    (write or read), after ``passes`` such opens, writes ``folder/started.<pid>`` and waits for ``folder/release``
+    (tests/gate/sitecustomize.py)."""
+    env = command_env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(GATE), env.get("PYTHONPATH", "")) if p)
+    env.update(SEGBENCH_TEST_GATE=pattern, SEGBENCH_TEST_GATE_ON=on, SEGBENCH_TEST_GATE_PASS=str(passes), SEGBENCH_TEST_GATE_DIR=str(folder))
+    folder.mkdir(parents=True, exist_ok=True)
+    return env
 
 
 def run_command(args: list[str], cwd: Path, tracking_uri: str | None = None) -> str:
