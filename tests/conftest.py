@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import segbench  # noqa: F401  (first: it pins OpenBLAS's kernels before numpy loads, as the command line does)
+
+# isort: split
 import pandas as pd
 import pytest
 

@@ -108,7 +108,7 @@ class TrackingServer:
     log: Path
 
 
-def _wait_healthy(uri: str, process: subprocess.Popen, log: Path, timeout: float = 120) -> None:
+def _wait_healthy(uri: str, process: subprocess.Popen, log: Path, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -240,7 +240,7 @@ def sshd(workdir: Path) -> Iterator[SshServer]:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     log = workdir / "sshd.log"
     with _daemon(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], log) as proc:
-        wait_until(lambda: proc.poll() is None and _listening(port), "sshd", 20, log)
+        wait_until(lambda: proc.poll() is None and _listening(port), "sshd", 120, log)
         host_pub = host_key.with_suffix(".pub").read_text().split()
         yield SshServer("127.0.0.1", port, user, user_key, f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}")
 
@@ -319,5 +319,5 @@ def slurm_cluster(workdir: Path, cpus: int = 2) -> Iterator[SlurmCluster]:
         _daemon(["/usr/sbin/slurmctld", "-D", "-i", "-f", str(conf)], workdir / "slurmctld.out", env) as ctld,
         _daemon(["/usr/sbin/slurmd", "-D", "-N", "localhost", "-f", str(conf)], workdir / "slurmd.out", env) as slurmd,
     ):
-        wait_until(lambda: ctld.poll() is None and slurmd.poll() is None and _node_idle(conf), "slurm node localhost idle", 60, workdir / "slurmctld.log")
+        wait_until(lambda: ctld.poll() is None and slurmd.poll() is None and _node_idle(conf), "slurm node localhost idle", 300, workdir / "slurmctld.log")
         yield SlurmCluster(conf, "test")

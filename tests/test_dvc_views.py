@@ -1,7 +1,9 @@
-"""DVC's own views of the leaderboard: `dvc exp show` and `dvc metrics show` carry the heads, `dvc plots` the CIs.
+"""DVC's own views of the leaderboard: `dvc exp show` and `dvc metrics show` carry the heads, `dvc plots` the CIs;
+and `dvc status` after a change of the statistics settings: only the leaderboards are stale, never the scores.
 
-A throwaway project (2 real KiTS23 cases, 2 simulated models, B = 300) runs `dvc exp run -S ...` exactly as a
-user changes an experiment; the heads of every leaderboard must then be columns of `dvc exp show --json`.
+A throwaway project (2 real KiTS23 cases, 2 simulated models and a small published set, B = 300) runs
+`dvc exp run -S ...` exactly as a user changes an experiment; the heads of every leaderboard must then be
+columns of `dvc exp show --json`.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests_support import command_env, commit_all, new_project, run_command
 
 CASES = ["case_00030", "case_00110"]
 MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
-OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=300", "published=[]"]
+OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=300", "published=[segauge_kits23_seed]"]
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +38,21 @@ def _exp_show(project: Path) -> list[dict]:
     """`dvc exp show --json`, parsed (stdout only: dvc may log to stderr)."""
     result = subprocess.run(["dvc", "exp", "show", "--json"], cwd=project, env=command_env(), capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
+
+
+def test_a_statistics_setting_reruns_the_leaderboards_only(project: Path) -> None:
+    """Scores (and imported score sets) carry no statistic, so a new CI method leaves them and their MLflow runs alone."""
+    params_file = project / "params.yaml"
+    before = params_file.read_text(encoding="utf-8")
+    params = yaml.safe_load(before)
+    assert params["stats"]["ci_method"] == "percentile"
+    params["stats"]["ci_method"] = "bca"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    try:
+        result = subprocess.run(["dvc", "status", "--json"], cwd=project, env=command_env(), capture_output=True, text=True, check=True)
+    finally:
+        params_file.write_text(before, encoding="utf-8")
+    assert set(json.loads(result.stdout)) == {"compare@kits23", "compare-published@segauge_kits23_seed"}
 
 
 def test_metrics_file_holds_every_leaderboard_head(project: Path) -> None:

@@ -47,13 +47,14 @@ def _case_folder(tmp_path: Path, *, boxes: bool = True, gts: np.ndarray | None =
     return folder
 
 
-def _model(tmp_path: Path, plan: dict[str, np.ndarray], sleep: float = 0.0):
-    """A kind-interactive model config in a copy of conf/, running the stand-in on ``plan``."""
+def _model(tmp_path: Path, plan: dict[str, np.ndarray], wait_for: Path | None = None):
+    """A kind-interactive model config in a copy of conf/, running the stand-in on ``plan`` (each call first
+    waits until ``wait_for`` exists, when given)."""
     np.savez(tmp_path / "plan.npz", **plan)
     conf = tmp_path / "conf"
     shutil.copytree(ROOT / "conf", conf)
     command = ["{python}", str(STANDIN), "--input", "{input}", "--output", "{output}", "--plan", str(tmp_path / "plan.npz"),
-               "--log", str(tmp_path / "calls.jsonl"), "--sleep", str(sleep)]
+               "--log", str(tmp_path / "calls.jsonl"), *(["--wait-for", str(wait_for)] if wait_for else [])]
     spec = {"plan": {"kind": "interactive", "environment": {"type": "harness"}, "command": command, "weights": None, "device": "cpu"}}
     (conf / "model" / "plan.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     return model_from_conf(conf, "plan")
@@ -127,9 +128,10 @@ def test_over_time_case_scores_zero_and_is_flagged(tmp_path: Path) -> None:
     gts = _gts()
     plan = {f"step_{k}": gts for k in range(1, 7)}
     out = tmp_path / "out"
-    # 2 classes x 0.5 s = 1 s for the case; the model sleeps 3 s: the first call is stopped at 1 s
-    row = harness.interact(_case_folder(tmp_path), _model(tmp_path, plan, sleep=3.0), out, reference="manual", seconds_per_class=0.5).iloc[0]
-    assert row["over_time"] and 1.0 < row["TotalRunningTime"] < 2.9
+    # 2 classes x 0.5 s = 1 s for the case; the model waits for a file nobody creates: the first call is stopped at 1 s
+    held = _model(tmp_path, plan, wait_for=tmp_path / "never-released")
+    row = harness.interact(_case_folder(tmp_path), held, out, reference="manual", seconds_per_class=0.5).iloc[0]
+    assert row["over_time"] and row["TotalRunningTime"] >= 1.0
     assert row["DSC_AUC"] == row["NSD_Final"] == row["DSC_1"] == 0.0
     record = json.loads((out / "records" / "toy.json").read_text())
     assert [s["output"] for s in record["steps"]] == ["stopped_at_time_limit", *["not_run"] * 5]

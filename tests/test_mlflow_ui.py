@@ -26,6 +26,7 @@ from browser import Browser, find_chromium
 from segbench import tracking
 from segbench.cli import main
 from segbench.config import compose_params
+from segbench.stats.verdicts import CODE_NUMBER
 from tests_support import commit_all, in_directory, run_command
 
 CASES = ["case_00030", "case_00110", "case_00210"]
@@ -132,7 +133,9 @@ def screenshot_dir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_runs_table_lists_every_run_with_its_dataset(project: Path, server: str, tmp_path: Path) -> None:
+def test_runs_table_shows_every_run_with_its_dataset_and_headline_metrics(project: Path, server: str, tmp_path: Path) -> None:
+    """The experiment description's link opens the runs table with each model's mean Dice per structure and, on the
+    leaderboard run, #1's mean and the verdict, without choosing a column (MLflow 3.17 shows no metric by default)."""
     chromium = find_chromium()
     assert chromium, "chromium not found: apt-get install chromium"
     runs = _runs(project, "kits23")
@@ -141,21 +144,32 @@ def test_runs_table_lists_every_run_with_its_dataset(project: Path, server: str,
     experiment_id = runs[0].info.experiment_id
     shot = screenshot_dir(tmp_path) / "mlflow-runs-kits23.png"
     # MLflow 3.17 opens an experiment on the view of the sidebar's workflow switch (GenAI by default);
-    # workflowType=machine_learning is the link the README gives, the "Model training" side of the switch
-    url = f"{server}/#/experiments/{experiment_id}?workflowType=machine_learning"
-    board = next(r.info.run_id for r in runs if r.info.run_name == tracking.LEADERBOARD_KIND)
-    page = f"{server}/#/experiments/{experiment_id}/runs/{board}/artifacts/kits23.html?workflowType=machine_learning"
+    # workflowType=machine_learning is the "Model training" side of the switch, viewStateShareKey the saved view
+    link = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={tracking.VIEW_KEY}"
+    experiment = MlflowClient(tracking_uri(project)).get_experiment(experiment_id)
+    assert f"]({link})" in experiment.tags["mlflow.note.content"]
+    board = next(r for r in runs if r.info.run_name == tracking.LEADERBOARD_KIND)
+    page = f"{server}/#/experiments/{experiment_id}/runs/{board.info.run_id}/artifacts/kits23.html?workflowType=machine_learning"
     with Browser(chromium, tmp_path / "profile", timeout=180) as browser:
-        visit = browser.visit(url, screenshot=shot, script=RUNS_TABLE, width=1600, ready=RUNS_READY % json.dumps(names))
+        # wide enough that the grid renders every headline column (it leaves out columns scrolled out of view)
+        visit = browser.visit(f"{server}/{link}", screenshot=shot, script=RUNS_TABLE, width=2600, ready=RUNS_READY % json.dumps(names))
         artifact = browser.visit(page, screenshot=shot.with_name("mlflow-leaderboard-artifact-kits23.png"), width=1600, ready=IFRAME_READY)
-    assert "kits23.html" in artifact.text and "kits23.json" in artifact.text
+    assert "kits23.html" in artifact.text and "kits23.json" in artifact.text and "leaderboard.json" in artifact.text
     table = json.loads(visit.result)
     assert f"/experiments/{experiment_id}/runs" in table["url"], table["url"]
-    assert "Dataset" in table["header"] and "Source" in table["header"], table["header"]
-    run_rows = [row for row in table["rows"] if any(n in row for n in names)]
-    assert len(run_rows) == len(names), table["rows"]
-    for name in names:
-        assert any(name in row and "kits23" in row for row in run_rows), (name, run_rows)
+    results = json.loads((project / "results" / "kits23.json").read_text())
+    means = [f"{s}.dice.mean" for s in ("kidney_and_mass", "mass", "tumor")]
+    verdicts = [f"{s}.dice.verdict" for s in results["analysis"]["structures"]]
+    assert {"Dataset", "Source", *means, *verdicts} <= set(table["header"]), table["header"]
+    run_rows = {name: row for row in table["rows"] for name in names if f" {name} " in f" {row} "}
+    assert sorted(run_rows) == names, table["rows"]
+    for run in runs:  # every headline value of the run, as the table prints it (JavaScript's shortest repr = Python's)
+        row = run_rows[run.info.run_name]
+        assert "kits23" in row, row
+        shown = means + verdicts * (run.info.run_name == tracking.LEADERBOARD_KIND)
+        values = [run.data.metrics[m] for m in shown]
+        for value in values:
+            assert repr(value) in row, (run.info.run_name, value, row)
     assert [u for u in visit.remote_requests if not u.startswith(server)] == []
     assert shot.stat().st_size > 10_000
 
@@ -202,7 +216,21 @@ def test_per_case_table_is_an_mlflow_table_equal_to_the_csv(project: Path, monke
         pd.testing.assert_frame_equal(table[["case_id", "structure", "dice", "hd95"]], csv[["case_id", "structure", "dice", "hd95"]], check_dtype=False)
 
 
-def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path: Path) -> None:
+def test_model_runs_carry_means_and_counts_only(project: Path) -> None:
+    """A model run's headline metrics are its plain means (equal to the leaderboard's on these shared cases) and counts;
+    CIs and ranks belong to the leaderboard run."""
+    results = json.loads((project / "results" / "kits23.json").read_text())
+    for model in MODELS:
+        metrics = _model_run(project, model).data.metrics
+        assert not [k for k in metrics if "ci_" in k or "rank" in k], metrics
+        for structure, block in results["analysis"]["structures"].items():
+            assert metrics[f"{structure}.n_cases"] == block["n_cases"] == len(CASES) - block["n_absent"]
+            for metric, cell in block["metrics"].items():
+                assert metrics[f"{structure}.{metric}.mean"] == pytest.approx(cell["models"][model]["mean"], rel=1e-12), (structure, metric)
+
+
+def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri(project))  # load_table searches the default store
     client = MlflowClient(tracking_uri(project))
     (board,) = [r for r in _runs(project, "kits23") if r.data.tags["segbench.kind"] == tracking.LEADERBOARD_KIND]
     tags, metrics = board.data.tags, board.data.metrics
@@ -211,14 +239,24 @@ def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path
         assert tags[f"segbench.run.{model}"] == run_id
         assert f"(#/experiments/{board.info.experiment_id}/runs/{run_id})" in tags["mlflow.note.content"]
     results = json.loads((project / "results" / "kits23.json").read_text())
+    cells = [(f"{s}.{m}", cell) for s, block in results["analysis"]["structures"].items() for m, cell in block["metrics"].items()]
+    for name, cell in cells:  # few metrics: the #1's mean and the verdict on #1 against #2, per structure and metric
+        first = cell["ranking"]["order"][0]
+        assert metrics[f"{name}.mean"] == cell["models"][first]["mean"]
+        assert metrics[f"{name}.verdict"] == CODE_NUMBER[cell["verdict"]["code"]]
+    assert set(metrics) <= {f"{name}.{statistic}" for name, _ in cells for statistic in ("mean", "verdict")}
+    assert {a.path for a in client.list_artifacts(board.info.run_id)} == {"kits23.html", "kits23.json", "leaderboard.json"}
+    table = client.load_table(board.info.experiment_id, "leaderboard.json", run_ids=[board.info.run_id])
     cell = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]
     first, second = cell["ranking"]["order"]
-    assert metrics[f"kidney_and_mass.dice.{first}.mean"] == cell["models"][first]["mean"]
-    assert metrics[f"kidney_and_mass.dice.{first}.p_rank1"] == cell["ranking"]["p_rank1"][first]
-    assert [metrics[f"kidney_and_mass.dice.{second}.rank_{b}"] for b in ("low", "high")] == cell["ranking"]["rank_interval"][second]
-    assert metrics[f"kidney_and_mass.dice.{first}.separable_from_next"] in (0.0, 0.5, 1.0)
-    assert f"kidney_and_mass.dice.{second}.separable_from_next" not in metrics  # the last ranked model has no next
-    assert {a.path for a in client.list_artifacts(board.info.run_id)} == {"kits23.html", "kits23.json"}
+    rows = table[(table["structure"] == "kidney_and_mass") & (table["metric"] == "dice")]
+    assert rows["model"].tolist() == [first, second]
+    # an MLflow table keeps 10 decimals (pandas' JSON); results/<dataset>.json keeps every digit
+    bounds = [cell["models"][m][k] for m in (first, second) for k in ("ci_low", "ci_high")]
+    assert rows[["ci_low", "ci_high"]].to_numpy().ravel().tolist() == pytest.approx(bounds, abs=1e-10)
+    assert rows["p_rank1"].tolist() == pytest.approx([cell["ranking"]["p_rank1"][m] for m in (first, second)], abs=1e-10)
+    assert rows[["rank_low", "rank_high"]].values.tolist() == [cell["ranking"]["rank_interval"][m] for m in (first, second)]
+    assert len(table) == len(cells) * len(MODELS)
     local = Path(client.download_artifacts(board.info.run_id, "kits23.json", str(tmp_path)))
     assert local.read_bytes() == (project / "results" / "kits23.json").read_bytes()
     assert [i.dataset.name for i in board.inputs.dataset_inputs] == ["kits23"]

@@ -15,13 +15,14 @@ import os
 import signal
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
-from tests_support import command_env, new_project, run_command
+from segbench.io import PARTIAL_MARK
+from services import wait_until
+from tests_support import gate_env, new_project, run_command
 
 CASES = ["case_00030", "case_00110", "case_00210"]
 MODEL = "sim_dilate_1mm"
@@ -35,18 +36,22 @@ def project(root: Path, tmp_path: Path) -> Path:
     return new_project(root, tmp_path / "proj", overrides)
 
 
-def _kill_when(proj: Path, ready, timeout: float = 600) -> None:
-    """Start `dvc repro` and SIGKILL its whole process group as soon as ``ready()`` is true."""
-    process = subprocess.Popen(["dvc", "repro"], cwd=proj, env=command_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + timeout
+def _kill_at(proj: Path, gate: Path, pattern: str, on: str = "write", passes: int = 0) -> str:
+    """Start `dvc repro`, wait until one of its processes is held at the gate (it opened a path matching ``pattern``;
+    tests/gate/sitecustomize.py), SIGKILL the whole process group there; returns the held path.
+
+    The moment is the test's own, not a race: the held process can go no further until killed. The 600 s only
+    bound a hang."""
+    process = subprocess.Popen(["dvc", "repro"], cwd=proj, env=gate_env(gate, pattern, on, passes), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        while not ready():
-            assert process.poll() is None, "dvc repro finished before the moment to kill it"
-            assert time.monotonic() < deadline, "timed out waiting for the moment to kill"
-            time.sleep(0.05)
+        wait_until(lambda: process.poll() is not None or any(gate.glob("started.*")), f"a process at the gate {pattern}", 600)
+        assert process.poll() is None, f"dvc repro exited ({process.returncode}) without opening {pattern}"
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    (held,) = gate.glob("started.*")
+    return held.read_text().strip()
 
 
 def _no_temp_files(proj: Path) -> None:
@@ -56,16 +61,13 @@ def _no_temp_files(proj: Path) -> None:
         assert path.name.startswith("."), path
 
 
-def _running(command: str) -> bool:
-    out = subprocess.run(["pgrep", "-f", command], capture_output=True, text=True, check=False).stdout
-    return bool(out.strip())
-
-
-def test_kill_during_predict_resumes_without_recomputing_finished_cases(project: Path) -> None:
+def test_kill_during_predict_resumes_without_recomputing_finished_cases(project: Path, tmp_path: Path) -> None:
+    """Killed while predict reads the model's output for the second case: the first case's prediction is in place
+    and the rerun predicts only the other two."""
     out_dir = project / "predictions" / "kits23" / MODEL
-    _kill_when(project, lambda: out_dir.is_dir() and len(list(out_dir.glob("case_*.nii.gz"))) >= 1)
+    _kill_at(project, tmp_path / "gate", f"*/.{MODEL}.staging/out/{CASES[1]}.nii.gz", on="read")
     done = {p.name: p.stat().st_mtime_ns for p in out_dir.glob("case_*.nii.gz")}
-    assert 1 <= len(done) < len(CASES) + 1
+    assert sorted(done) == [f"{CASES[0]}.nii.gz"]
     log = run_command(["dvc", "repro"], project)
     assert "Running stage 'compare@kits23'" in log
     for name, mtime in done.items():
@@ -75,19 +77,24 @@ def test_kill_during_predict_resumes_without_recomputing_finished_cases(project:
 
 
 def test_kill_during_score_and_compare_reruns_to_the_same_results(project: Path, tmp_path: Path) -> None:
-    _kill_when(project, lambda: _running(f"segbench score --dataset kits23 --model {MODEL}"))
-    assert not (project / "scores" / "kits23" / MODEL / "per_case.csv").exists()
+    """Score killed while writing its per-case table (its temporary file open, the table absent); compare killed
+    while its leaderboard run is RUNNING (logging the results artifact): the rerun finishes both, the same bytes."""
+    scores = project / "scores" / "kits23" / MODEL
+    # passes=1: the first open creates the temporary file (mkstemp), the second one writes the table into it
+    held = _kill_at(project, tmp_path / "gate-score", f"*/scores/kits23/{MODEL}/.per_case.csv{PARTIAL_MARK}*", passes=1)
+    assert Path(held).parent == scores.resolve() and Path(held).is_file(), held
+    assert not (scores / "per_case.csv").exists()
     _no_temp_files(project)
-    _kill_when(project, lambda: _running("segbench compare --dataset kits23"))
+    _kill_at(project, tmp_path / "gate-compare", "*/artifacts/kits23.json")
     _no_temp_files(project)
     log = run_command(["dvc", "repro"], project)
     assert "Running stage 'predict" not in log and "Running stage 'score" not in log
     results = (project / "results" / "kits23.json").read_bytes()
     with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
         runs = db.execute("SELECT name, status FROM runs").fetchall()
-    # a leaderboard run the kill left RUNNING is FAILED now, and logged again
+    # the leaderboard run the kill left RUNNING is FAILED now, and logged again
     assert sorted(r for r in runs if r[1] != "FAILED") == [("leaderboard", "FINISHED"), (MODEL, "FINISHED")]
-    assert {name for name, status in runs if status == "FAILED"} <= {"leaderboard"}
+    assert [name for name, status in runs if status == "FAILED"] == ["leaderboard"]
     run_command(["dvc", "repro", "-f", "compare@kits23"], project)
     assert (project / "results" / "kits23.json").read_bytes() == results
 
@@ -112,10 +119,11 @@ def _published_runs(proj: Path) -> list[tuple[str, str, str, str]]:
 def test_kill_during_track_leaves_no_finished_run_for_an_incomplete_table(root: Path, tmp_path: Path) -> None:
     overrides = [f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASES[0]}]", "stats.n_resamples=100", f"published=[{PUBLISHED}]"]
     proj = new_project(root, tmp_path / "proj", overrides)
-    # kill while a run is being logged (RUNNING), or between runs if the poll misses every ~40 ms window
-    _kill_when(proj, lambda: any(status == "RUNNING" for _, status, _, _ in _published_runs(proj)) or len(_published_runs(proj)) >= 10)
+    # killed while the 6th published model's run is RUNNING (copying its table into the run's artifacts): each
+    # process passes its first 5 such copies, so the import stage has logged 5 runs, the track stage at most its 1
+    _kill_at(proj, tmp_path / "gate", "*/artifacts/per_case.csv", passes=5)
     before = _published_runs(proj)
-    assert 1 <= len(before) < 19 and {status for _, status, _, _ in before} <= {"FINISHED", "RUNNING"}
+    assert [status for _, status, _, _ in before].count("FINISHED") == 5 and len(before) == 6, before
     for model, status, _, artifacts in before:
         if status == "FINISHED":  # a FINISHED run holds its whole table
             table = Path(urlparse(artifacts).path) / "per_case.csv"

@@ -361,7 +361,7 @@ def test_browser_check_catches_errors_and_remote_requests(tmp_path: Path) -> Non
     page = tmp_path / "bad.html"
     page.write_text('<html><body><script>console.error("boom"); undefinedFunction();</script>'
                     '<img src="http://192.0.2.1/x.png"></body></html>', encoding="utf-8")
-    with Browser(find_chromium(), tmp_path / "profile", timeout=30) as browser:
+    with Browser(find_chromium(), tmp_path / "profile", timeout=120) as browser:
         visit = browser.visit(page)
     assert any("boom" in e for e in visit.errors) and any("undefinedFunction" in e for e in visit.errors)
     assert visit.remote_requests == ["http://192.0.2.1/x.png"]

@@ -124,23 +124,47 @@ def test_a_shard_that_keeps_failing_stops_the_stage_and_keeps_the_others(
     ]
 
 
-def test_interrupting_the_stage_cancels_its_array_job(project: tuple[Path, dict], cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ctrl-C on the stage while its tasks run: the job leaves the queue (scancel), no task keeps a GPU busy."""
+#: a wrapped model command (``_wrapped``, ``$0`` a folder) that says it started and blocks until the test creates
+#: ``$0/release``; after 600 s (a bound on a hang) it fails rather than run
+HELD_UNTIL_RELEASED = (
+    'touch "$0/started.$$"; n=0; until [ -e "$0/release" ]; do n=$((n + 1)); [ "$n" -gt 6000 ] && exit 75; sleep 0.1; done; exec "$@"'
+)
+
+
+def test_interrupting_the_stage_cancels_its_array_job(
+    project: tuple[Path, dict], cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C on the stage while its tasks run: the job leaves the queue (scancel), no task keeps a GPU busy.
+
+    The model blocks in every task until the test releases it, so the interrupt lands on running tasks however
+    busy the machine is, and only a cancel can empty the queue."""
     proj, _ = project
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    params = _wrapped(proj, "sim_dilate_1mm", HELD_UNTIL_RELEASED, str(gate))
     shutil.rmtree(proj / "predictions" / "kits23" / "sim_dilate_1mm", ignore_errors=True)
     _on_slurm(monkeypatch, cluster, cases_per_task="2")
-    stage = subprocess.Popen(["segbench", "predict", "--dataset", "kits23", "--model", "sim_dilate_1mm"], cwd=proj, env=command_env())
+    args = ["segbench", "--params", str(params), "predict", "--dataset", "kits23", "--model", "sim_dilate_1mm"]
+    stage = subprocess.Popen(args, cwd=proj, env=command_env())
 
     def queue() -> list[str]:
         return run(["squeue", "--noheader", "--format=%i %T"], proj).split()
 
-    wait_until(lambda: "RUNNING" in queue(), "a running task", 60)
-    job = queue()[0].split("_")[0]
-    stage.send_signal(signal.SIGINT)
-    assert stage.wait(timeout=60) != 0
-    wait_until(lambda: queue() == [], "the array job gone from the queue", 20)
-    states = re.findall(r"JobState=(\w+)", run(["scontrol", "show", "job", job], proj))
-    assert states and set(states) == {"CANCELLED"}, states
+    try:
+        wait_until(lambda: stage.poll() is not None or any(gate.glob("started.*")), "a task running the model", 600)
+        assert stage.poll() is None, f"the stage exited ({stage.returncode}) before any task ran the model"
+        job = queue()[0].split("_")[0]
+        stage.send_signal(signal.SIGINT)
+        assert stage.wait(timeout=600) != 0
+        wait_until(lambda: queue() == [], "the array job gone from the queue", 120)
+        states = re.findall(r"JobState=(\w+)", run(["scontrol", "show", "job", job], proj))
+        assert states and set(states) == {"CANCELLED"}, states
+    finally:  # a failed assertion leaves no task blocked, nor the stage running
+        (gate / "release").touch()
+        if stage.poll() is None:
+            stage.kill()
+            stage.wait()
+
 
 @pytest.mark.skipif(not (Path(__file__).parents[1] / "envs" / "litemedsam" / "bin" / "python").exists(),
                     reason="envs/litemedsam is absent: build it with `segbench env create litemedsam` (.ci/run does)")

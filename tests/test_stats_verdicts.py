@@ -73,7 +73,10 @@ def test_distances_carry_their_unit_and_lower_is_better() -> None:
 @pytest.mark.parametrize(("value", "low", "high", "metric", "higher", "text"), [
     (-0.004, -0.0061, -0.0004, "dice", True, "-0.0040 [-0.0061, -0.0004]"),   # excludes 0: never printed touching it
     (0.0123, 0.00002, 0.03, "nsd", True, "0.01230 [0.00002, 0.03000]"),
-    (0.002, -0.0004, 0.004, "dice", True, "0.002 [0.000, 0.004]"),               # includes 0: base digits, no '-0.000'
+    (0.002, -0.0004, 0.004, "dice", True, "0.0020 [-0.0004, 0.0040]"),           # a bound near 0 is not printed as 0
+    (0.5, 0.0, 0.9, "dice", True, "0.500 [0.000, 0.900]"),                      # a bound that is 0 is
+    (0.00001, -0.00002, 0.00004, "nsd", True, "0.00001 [-0.00002, 0.00004]"),   # nor a narrow interval as a point
+    (-0.0, -0.0, 0.0, "dice", True, "0.000 [0.000, 0.000]"),                    # no '-0.000'
     (-175.05, -257.9, -101.46, "assd", False, "-175.05 [-257.90, -101.46] mm"),
     (12.3, None, None, "hd95", False, "12.30 mm"),
     (None, None, None, "dice", True, "–"),

@@ -112,7 +112,8 @@ def test_bundle_without_dataset_identity_is_an_error_naming_the_file(tmp_path) -
         tracking.ScoreBundle.read(tmp_path)
 
 
-def test_leaderboard_run_is_logged_once_per_content_and_never_read_as_a_model_run(tracking_store: str) -> None:
+def test_leaderboard_run_is_logged_once_per_content_and_never_read_as_a_model_run(tracking_store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_store)  # load_table searches the default store
     bundles = [_bundle("sim_a"), _bundle("sim_b", dice=0.7)]
     runs = {b.record["tags"]["segbench.model"]: tracking.log_bundle(b) for b in bundles}
     drawn = []
@@ -121,7 +122,9 @@ def test_leaderboard_run_is_logged_once_per_content_and_never_read_as_a_model_ru
         drawn.append(1)
         return {"toy.html": b"<p>toy</p>"}
 
-    board = tracking.Leaderboard("toy", "toy.json", b"{}", runs, {"kidney.dice.sim_a.p_rank1": 0.9}, {"stats.seed": "0"}, pages)
+    table = pd.DataFrame({"structure": ["kidney"] * 2, "metric": ["dice"] * 2, "model": ["sim_a", "sim_b"], "ci_low": [0.8, 0.6]})
+    board = tracking.Leaderboard("toy", "toy.json", b"{}", runs, {"kidney.dice.mean": 0.85, "kidney.dice.verdict": 1.0}, {"stats.seed": "0"},
+                                 table, ["kidney.dice.mean", "kidney.dice.verdict"], pages)
     first = tracking.log_leaderboard(board)
     assert tracking.log_leaderboard(board) == first and len(drawn) == 1  # the pages are drawn for a new run only
     assert tracking.log_leaderboard(dataclasses.replace(board, results=b"{ }")) != first
@@ -129,7 +132,13 @@ def test_leaderboard_run_is_logged_once_per_content_and_never_read_as_a_model_ru
     run = client.get_run(first)
     assert run.data.tags["segbench.kind"] == "leaderboard" and run.data.tags["segbench.run.sim_b"] == runs["sim_b"]
     assert run.data.metrics == board.metrics and run.data.params == board.params
-    assert {a.path for a in client.list_artifacts(first)} == {"toy.json", "toy.html"}
+    assert {a.path for a in client.list_artifacts(first)} == {"toy.json", "toy.html", "leaderboard.json"}
+    pd.testing.assert_frame_equal(client.load_table(run.info.experiment_id, "leaderboard.json", run_ids=[first]), table)
+    experiment = client.get_experiment(run.info.experiment_id)
+    view = json.loads(experiment.tags[tracking.VIEW_TAG])  # the runs table's columns, opened by ?viewStateShareKey=segbench
+    assert view["selectedColumns"] == ["attributes.`Source`", "attributes.`Dataset`", "metrics.`kidney.dice.mean`", "metrics.`kidney.dice.verdict`"]
+    assert view["columnOrder"] == view["selectedColumns"][2:]
+    assert "viewStateShareKey=segbench" in experiment.tags["mlflow.note.content"]
     assert [i.dataset.digest for i in run.inputs.dataset_inputs] == ["0123abcd"]
     # a leaderboard run that claimed a model's fingerprint is still not read as that model's run
     client.set_tag(first, tracking.FINGERPRINT_TAG, bundles[0].fingerprint)

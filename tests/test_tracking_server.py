@@ -20,8 +20,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from segbench import tracking
-from services import TrackingServer, tracking_server
-from tests_support import command_env, commit_all, new_project, run_command, run_queue
+from services import TrackingServer, tracking_server, wait_until
+from tests_support import commit_all, gate_env, new_project, run_command, run_queue
 
 
 @pytest.fixture(scope="module")
@@ -80,10 +80,17 @@ def test_three_track_processes_on_one_bundle_leave_one_finished_run(root: Path, 
     folder.mkdir(parents=True)
     (folder / tracking.PER_CASE_ARTIFACT).write_bytes(bundle.per_case_csv)
     (folder / "run.json").write_text(json.dumps(bundle.record), encoding="utf-8")
-    env = {**command_env(), "SEGBENCH_TRACKING_URI": server.uri}
+    # each process is held when it has read the bundle, and all 3 are released together (a barrier the test holds)
+    gate = tmp_path / "gate"
+    env = {**gate_env(gate, f"*/scores/kits23/sim_shift_3mm/{tracking.PER_CASE_ARTIFACT}", on="read"), "SEGBENCH_TRACKING_URI": server.uri}
     workers = [subprocess.Popen(["segbench", "track", "--dataset", "kits23", "--model", "sim_shift_3mm"], cwd=tmp_path, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(3)]
-    outputs = [w.communicate(timeout=300)[0] for w in workers]
+    try:
+        wait_until(lambda: len(list(gate.glob("started.*"))) == 3 or any(w.poll() is not None for w in workers), "3 track processes at the gate", 600)
+        assert len(list(gate.glob("started.*"))) == 3, [w.poll() for w in workers]
+    finally:
+        (gate / "release").touch()
+    outputs = [w.communicate(timeout=600)[0] for w in workers]
     assert [w.returncode for w in workers] == [0, 0, 0], "\n".join(outputs)
     runs = _finished(server.uri, "kits23", **{tracking.FINGERPRINT_TAG: bundle.fingerprint})
     assert len(runs) == 1, [r.info.run_id for r in runs]

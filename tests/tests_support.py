@@ -17,6 +17,9 @@ from scipy import ndimage
 
 from segbench.config import compose_params
 
+#: holds the sitecustomize.py that stops a command's Python process at a moment the test chooses (``gate_env``)
+GATE = Path(__file__).resolve().parent / "gate"
+
 
 @contextlib.contextmanager
 def in_directory(path: Path) -> Iterator[None]:
@@ -34,6 +37,17 @@ def command_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
 
 
+def gate_env(folder: Path, pattern: str, on: str = "write", passes: int = 0) -> dict[str, str]:
+    """``command_env()`` for a command whose Python process that opens a path matching ``pattern`` for ``on``
+    (write or read), after ``passes`` such opens, writes ``folder/started.<pid>`` and waits for ``folder/release``
+    (tests/gate/sitecustomize.py)."""
+    env = command_env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(GATE), env.get("PYTHONPATH", "")) if p)
+    env.update(SEGBENCH_TEST_GATE=pattern, SEGBENCH_TEST_GATE_ON=on, SEGBENCH_TEST_GATE_PASS=str(passes), SEGBENCH_TEST_GATE_DIR=str(folder))
+    folder.mkdir(parents=True, exist_ok=True)
+    return env
+
+
 def run_command(args: list[str], cwd: Path, tracking_uri: str | None = None) -> str:
     """Run a command, fail the test with its output if it fails; returns stdout and stderr.
 
@@ -46,13 +60,17 @@ def run_command(args: list[str], cwd: Path, tracking_uri: str | None = None) -> 
 
 
 def run_queue(project: Path, jobs: int, timeout: float, tracking_uri: str | None = None) -> str:
-    """`dvc queue start -j jobs`, then wait until nothing is queued or running; returns `dvc queue status`."""
+    """`dvc queue start -j jobs`, then wait until nothing is queued or running; returns `dvc queue status`.
+
+    ``timeout`` only bounds a hang: past it the test fails with the queue's status."""
     run_command(["dvc", "queue", "start", "-j", str(jobs)], project, tracking_uri=tracking_uri)
     deadline = time.monotonic() + timeout
     while True:
         status = run_command(["dvc", "queue", "status"], project)
-        if ("Queued" not in status and "Running" not in status) or time.monotonic() > deadline:
+        if "Queued" not in status and "Running" not in status:
             return status
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"dvc queue still busy after {timeout:.0f} s:\n{status}")
         time.sleep(5)
 
 
@@ -74,7 +92,8 @@ def new_project(root: Path, proj: Path, overrides: list[str], interactive: bool 
         (proj / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / name, proj / name)
     # the calibration audit's committed results, which the report stage draws a page from (its own pipeline is not copied)
-    for name in ("conf", "src", "calibration/results"):
+    # hydra_plugins/: DVC loads it before composing conf/ for `dvc exp run -S` (the validation resolver)
+    for name in ("conf", "hydra_plugins", "src", "calibration/results"):
         shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
     run_command(["git", "init", "-q"], proj)
     run_command(["dvc", "init", "-q"], proj)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -213,26 +214,27 @@ def _cmd_reanalyze(args: argparse.Namespace) -> None:
 
 
 def _cmd_params(args: argparse.Namespace) -> None:
-    """Compose conf/ with Hydra; --check compares with params.yaml, --write replaces it."""
+    """Compose conf/ with Hydra and validate it: print it, --check it against params.yaml, or --write it there."""
     from segbench.config import compose_params
     from segbench.io import write_text_atomic
 
     composed = compose_params(Path(args.conf), args.overrides)
     if args.write:
         write_text_atomic(Path(args.params), yaml.safe_dump(composed, sort_keys=False))
-        return
-    current = yaml.safe_load(Path(args.params).read_text(encoding="utf-8"))
-    if current != composed:
-        raise SystemExit(f"{args.params} differs from the composition of {args.conf}/ (run `segbench params --write`)")
-    if not args.check:
-        print(yaml.safe_dump(composed, sort_keys=False))
+    elif args.check:
+        if not Path(args.params).is_file():
+            raise FileNotFoundError(f"{args.params}: not found (run `segbench params --write`)")
+        if yaml.safe_load(Path(args.params).read_text(encoding="utf-8")) != composed:
+            raise ValueError(f"{args.params} differs from the composition of {args.conf}/ (run `segbench params --write`)")
+    else:
+        print(yaml.safe_dump(composed, sort_keys=False), end="")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="segbench", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"segbench {__version__}")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="composed parameters (default: params.yaml)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, and an error's full traceback (also SEGBENCH_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def pair(p: argparse.ArgumentParser) -> None:
@@ -335,22 +337,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results", nargs="+", type=Path, help="results/<dataset>.json files")
     p.set_defaults(func=_cmd_reanalyze)
 
-    p = sub.add_parser("params", help="compose conf/ with Hydra (print, --check against params.yaml, or --write)")
+    p = sub.add_parser("params", help="compose conf/ with Hydra and validate it: print it (params.yaml untouched), --check or --write")
     p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="exit non-zero if params.yaml differs from the composition")
     mode.add_argument("--write", action="store_true", help="write the composition to params.yaml")
-    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. model=sim_dilate_1mm")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides as for `dvc exp run -S`, e.g. 'model=[sim_dilate_1mm]' stats.ci_method=bca")
     p.set_defaults(func=_cmd_params)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a subcommand; bad input (segbench's ValueError, KeyError, FileNotFoundError, RuntimeError) is one line
+    ``segbench <command>: error: ...`` and exit code 1; SEGBENCH_DEBUG=1 or -v shows the traceback instead."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         args.func(args)
     except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
+        if args.verbose or os.environ.get("SEGBENCH_DEBUG") == "1":
+            raise
         print(f"segbench {args.command}: error: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -461,6 +461,23 @@ def _cluster_field(value: Any, where: str) -> str | None:
     return value
 
 
+def _stats(raw: Any) -> dict[str, Any]:
+    """The statistics settings (docs/methodology.md#51-settings), checked by the engine's own rules when the parameters
+    are composed or read, not first at the compare stage after every score is recomputed."""
+    from segbench.stats.settings import StatsSettings
+
+    if not isinstance(raw, dict):
+        raise ConfigError(f"params: stats must map settings to values, got {raw!r}")
+    known = sorted(StatsSettings.__dataclass_fields__)
+    if unknown := sorted(set(raw) - set(known)):
+        raise ConfigError(f"params: unknown stats setting(s) {unknown}; settings are {', '.join(known)}")
+    try:
+        StatsSettings(**raw)
+    except ValueError as exc:
+        raise ConfigError(f"params: {str(exc).replace('StatsSettings.', 'stats.', 1)}") from exc
+    return dict(raw)
+
+
 def parse_params(raw: dict[str, Any], root: Path) -> Params:
     """Validate a composed parameter dictionary; paths are resolved against ``root``."""
     for key in ("dataset", "model"):
@@ -511,7 +528,7 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
         published=published,
         interactive_datasets=interactive_datasets,
         interactive_models=interactive_models,
-        stats=dict(raw.get("stats", {})),
+        stats=_stats(raw.get("stats") or {}),
         scoring=scoring,
         tracking=dict(raw.get("tracking", {})),
         raw=raw,
@@ -576,26 +593,108 @@ def load_params(path: Path = Path("params.yaml")) -> Params:
     return parse_params(raw, path.resolve().parent)
 
 
-def compose_params(conf_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Compose ``conf/config.yaml`` with Hydra exactly as DVC does for ``dvc exp run -S``."""
-    from hydra import compose, initialize_config_dir
+#: conf/config.yaml's key that DVC's own composition (``dvc exp run -S``) resolves by validating the whole composition
+#: (``${segbench.validate:}``; the resolver comes from hydra_plugins/, which DVC loads first): a typo fails there, before
+#: any stage runs or any output is removed, and params.yaml records ``validated: true``
+VALIDATED_KEY = "validated"
+VALIDATE_RESOLVER = "segbench.validate"
+
+
+def register_validation() -> None:
+    """Register the ``${segbench.validate:}`` resolver (idempotent): it validates the composition it is part of."""
     from omegaconf import OmegaConf
 
-    with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base=None):
-        cfg = compose(config_name="config", overrides=overrides or [])
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    if not OmegaConf.has_resolver(VALIDATE_RESOLVER):
+        OmegaConf.register_new_resolver(VALIDATE_RESOLVER, _validate_composition)
+
+
+def _validate_composition(*, _root_: Any) -> bool:
+    """The resolver: every other key of the composition through ``parse_params``; ConfigError names what is wrong."""
+    parse_params(_resolved(_root_), Path.cwd())
+    return True
+
+
+def _resolved(cfg: Any) -> dict[str, Any]:
+    """A composition as plain data, without the validation key (resolving it would validate)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.masked_copy(cfg, [k for k in cfg if k != VALIDATED_KEY]), resolve=True)  # type: ignore[return-value]
+
+
+def compose_params(conf_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Compose ``conf/config.yaml`` with Hydra exactly as DVC does for ``dvc exp run -S``: validated, or ConfigError."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationResolutionError
+
+    register_validation()
+    cfg = _compose(Path(conf_dir), overrides or [])
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except InterpolationResolutionError as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, ConfigError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        raise cause from None
+
+
+def _compose(conf_dir: Path, overrides: list[str]) -> Any:
+    """Hydra's composition, unresolved; an unknown config name or key, or a malformed override, is one-line ConfigError."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException, MissingConfigException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base=None):
+            return compose(config_name="config", overrides=overrides)
+    except MissingConfigException as exc:
+        group, _, name = str(exc.missing_cfg_file).rpartition("/")
+        if not group or not (conf_dir / group).is_dir():
+            raise ConfigError(_one_line(exc)) from exc
+        known = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+        raise ConfigError(f"unknown {group} {name!r}; {conf_dir / group}/ has: {', '.join(known)}") from exc
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(_unknown_key(conf_dir, overrides, str(exc)) or _one_line(exc)) from exc
+
+
+def _unknown_key(conf_dir: Path, overrides: list[str], message: str) -> str | None:
+    """For Hydra's "Could not override 'a.b'": the message naming the keys ``a`` has, or None."""
+    prefix = "Could not override '"
+    key = message.removeprefix(prefix).partition("'")[0] if message.startswith(prefix) else ""
+    parent = key.rpartition(".")[0]
+    if not parent:
+        return None
+    known = _keys(conf_dir, [o for o in overrides if not o.lstrip("+~").startswith(f"{key}=")], parent)
+    return f"unknown key {key!r}; {parent} has: {', '.join(known)}" if known else None
+
+
+def _keys(conf_dir: Path, overrides: list[str], parent: str) -> list[str] | None:
+    """The keys under ``parent`` (dotted) of a composition, or None if it cannot be composed or is no mapping there."""
+    from omegaconf import DictConfig, OmegaConf
+
+    try:
+        node = OmegaConf.select(_compose(conf_dir, overrides), parent)
+    except ConfigError:
+        return None
+    return sorted(str(k) for k in node) if isinstance(node, DictConfig) else None
+
+
+def _one_line(exc: BaseException) -> str:
+    """Hydra's message on one line, without its config search path listing."""
+    text = str(exc).split("Config search path:")[0]
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def dataset_from_conf(conf_dir: Path, name: str, root: Path) -> DatasetConfig:
     """One dataset's validated config straight from ``conf/dataset/<name>.yaml``, whatever params.yaml selects.
 
-    For setup commands (``segbench data fetch``) that act on a dataset before any experiment uses it.
+    For setup commands (``segbench data fetch``) that act on a dataset before any experiment uses it; only the
+    dataset is validated (the experiment's models may not apply to it).
     """
-    composed = compose_params(conf_dir, [f"dataset={name}"])
-    return _dataset(name, composed["dataset"][name], root)
+    return _dataset(name, _resolved(_compose(Path(conf_dir), [f"dataset={name}"]))["dataset"][name], root)
 
 
 def model_from_conf(conf_dir: Path, name: str) -> ModelConfig:
     """One model's validated config straight from ``conf/model/<name>.yaml`` (for ``segbench env create``)."""
-    composed = compose_params(conf_dir, [f"model={name}"])
-    return _model(name, composed["model"][name])
+    return _model(name, _resolved(_compose(Path(conf_dir), [f"model={name}"]))["model"][name])

@@ -11,9 +11,11 @@ import io
 import json
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 import segbench
@@ -87,22 +89,20 @@ def run_predict(
     )
 
 
-def _summary_metrics(rows: pd.DataFrame, metrics: dict[str, bool], settings: stats.StatsSettings) -> dict[str, dict[str, float]]:
-    """Per model, the MLflow summary metrics: ``<structure>.<metric>.{mean,ci_low,ci_high}`` and case counts.
+def _headline_metrics(rows: pd.DataFrame, metrics: Iterable[str]) -> dict[str, dict[str, float]]:
+    """Per model, its MLflow run's headline metrics: ``<structure>.<metric>.mean`` over the cases whose reference has
+    the structure, ``<structure>.n_cases`` (those cases) and ``<structure>.n_absent`` (the others).
 
-    Computed by the same engine and seed as compare, so the run's CI equals the leaderboard's.
+    Plain means, no statistics settings: a change of ``stats`` must not rerun scoring. CIs, ranks and verdicts
+    are leaderboard statistics, logged by compare with the leaderboard run (docs/methodology.md#12-what-an-mlflow-run-carries).
     """
-    analysis = stats.analyze(rows, metrics=metrics, settings=settings)
-    summary: dict[str, dict[str, float]] = {m: {} for m in analysis["models"]}
-    for structure, block in analysis["structures"].items():
-        for metric, cell in block["metrics"].items():
-            for model, estimate in cell["models"].items():
-                for key in ("mean", "ci_low", "ci_high"):
-                    if estimate[key] is not None:
-                        summary[model][f"{structure}.{metric}.{key}"] = estimate[key]
-        for model in summary:
-            summary[model][f"{structure}.n_cases"] = block["n_cases"]
-            summary[model][f"{structure}.n_absent"] = block["n_absent"]
+    summary: dict[str, dict[str, float]] = {}
+    for (model, structure), group in rows.groupby(["model", "structure"], sort=True):
+        present = group["reference_present"].to_numpy(dtype=bool)
+        values = summary.setdefault(str(model), {})
+        values.update({f"{structure}.{m}.mean": float(group[m].to_numpy(dtype=np.float64)[present].mean()) for m in metrics if present.any()})
+        values[f"{structure}.n_cases"] = int(group["case_id"][present].nunique())
+        values[f"{structure}.n_absent"] = int(group["case_id"][~present].nunique())
     return summary
 
 
@@ -143,8 +143,8 @@ def _write_bundle(out: Path, rows: pd.DataFrame, record: dict[str, Any], profile
 
 
 def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows: pd.DataFrame) -> dict[str, Any]:
-    """Tags, params and summary metrics of one scored (dataset, model) MLflow run (docs/methodology.md#12-what-an-mlflow-run-carries)."""
-    metrics = _summary_metrics(rows, ANALYZED_METRICS, stats_settings(params))[model.name]
+    """Tags, params and headline metrics of one scored (dataset, model) MLflow run (docs/methodology.md#12-what-an-mlflow-run-carries)."""
+    metrics = _headline_metrics(rows, ANALYZED_METRICS)[model.name]
     metrics["n_missing_prediction"] = int(rows.drop_duplicates("case_id")["prediction_missing"].sum())
     metrics["n_worst_case"] = int(rows["worst_case"].sum())
     weights = model.weights or {}
@@ -171,8 +171,6 @@ def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows
             "scoring.nsd_tolerance_mm": json.dumps({r.name: r.nsd_tolerance_mm for r in dataset.regions}, sort_keys=True),
             "scoring.n_cases": rows["case_id"].nunique(),
             "scoring.profile": str(rows["metric_profile"].iloc[0]),
-            "stats.n_resamples": params.stats.get("n_resamples"),
-            "stats.seed": params.stats.get("seed"),
         },
         "metrics": metrics,
     }
@@ -250,7 +248,7 @@ def run_import(params: Params, name: str) -> None:
     source = params.published_set(name)
     rows = read_published(source)
     claims = rows.attrs.get("models", {})
-    summaries = _summary_metrics(rows, source.metrics, stats_settings(params))
+    summaries = _headline_metrics(rows, source.metrics)
     for model, model_rows in rows.groupby("model", sort=True):
         model_rows = model_rows.reset_index(drop=True)
         model_rows.insert(1, "kind", "published")
@@ -391,7 +389,8 @@ def _restore_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Pa
 
 def log_leaderboard(name: str, model_runs: dict[str, str], root: Path = Path(".")) -> str:
     """The leaderboard of ``results/<name>.json`` as one MLflow run beside the model runs it was read from:
-    the results file itself, the dataset's pages of the site as one self-contained file, the summary metrics."""
+    the results file itself, the dataset's pages of the site as one self-contained file, the leaderboard table,
+    the headline metrics, and the experiment's runs view."""
     from segbench import report  # plotly: only the stages that draw import it
 
     content = results_file(name, root).read_bytes()
@@ -403,6 +402,8 @@ def log_leaderboard(name: str, model_runs: dict[str, str], root: Path = Path("."
         model_runs=model_runs,
         metrics=report.summary_metrics(results),
         params=report.summary_params(results),
+        table=report.leaderboard_table(results),
+        view=report.view_metrics(results),
         pages=lambda: {f"{name}.html": report.standalone_dataset_page(results).encode()},
     )
     return tracking.log_leaderboard(board)
@@ -442,7 +443,7 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
     table = interact(cases_dir(dataset_name), model, predictions, reference=source.reference, seconds_per_class=source.seconds_per_class,
                      device=device, allow_unverified_weights=allow_unverified_weights, table_file=table_file, shard_runner=shard_runner_from_environ())
     rows = interactive_scores.interactive_rows(table, predictions / "records", model.name, where=str(table_file))
-    metrics = _summary_metrics(rows, interactive_scores.METRICS, stats_settings(params))[model.name]
+    metrics = _headline_metrics(rows, interactive_scores.METRICS)[model.name]
     metrics.update({f"n_{k}": v for k, v in interactive_scores.summary(rows).items() if k != "n_cases"})
     weights = model.weights or {}
     record = {
@@ -459,8 +460,6 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
             "interactive.seconds_per_class": source.seconds_per_class,
             "interactive.box_seed": source.seed,
             "interactive.nsd_tolerance_mm": interactive_scores.protocol.NSD_TOLERANCE_MM,
-            "stats.n_resamples": params.stats.get("n_resamples"),
-            "stats.seed": params.stats.get("seed"),
         },
         "metrics": metrics,
         # MLflow step metrics (step 1 = box, 2-6 = clicks): the DSC-versus-interaction curve in the run's charts

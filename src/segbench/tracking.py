@@ -5,7 +5,8 @@ folder under ``<project>/mlruns/`` (no server; a tracking server is a configurat
 ``SEGBENCH_TRACKING_URI``). Runs are identified by a content fingerprint of the score bundle, so
 logging is idempotent: logging the same bundle twice finds the first run, and a run left unfinished
 by an interrupted process is marked FAILED before the bundle is logged again. The compare stage adds
-one leaderboard run per dataset, fingerprinted by its content in the same way.
+one leaderboard run per dataset, fingerprinted by its content in the same way, and saves the experiment's runs
+view (the headline columns MLflow's runs table shows; MLflow 3.17 shows no metric column unless chosen).
 
 Each run is shaped for MLflow's UI: the experiment is of MLflow's model-training kind, the run has the
 dataset as an MLflow dataset input (name, data.dvc md5, source, one row per case), the source tags with
@@ -42,6 +43,11 @@ EXPERIMENT_KIND = "custom_model_development"
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 PER_CASE_ARTIFACT = "per_case.csv"
 PER_CASE_TABLE = "per_case.json"
+#: the leaderboard run's table of every leaderboard (an MLflow table: mean, CI, ranks, verdicts per model)
+LEADERBOARD_TABLE = "leaderboard.json"
+#: the experiment's saved runs view, opened by ``?viewStateShareKey=segbench`` (MLflow's shared-view tag)
+VIEW_KEY = "segbench"
+VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
 #: the same cases scored under the other metric-definition profiles (``scoring.sensitivity_profiles``), when asked for
 PROFILES_ARTIFACT = "per_case_profiles.csv"
 #: what a score bundle's run.json must hold: the dataset's identity becomes the run's MLflow dataset input
@@ -85,7 +91,8 @@ class ScoreBundle:
 @dataclass(frozen=True)
 class Leaderboard:
     """What the compare stage logs for one dataset: the results file, the model runs it was computed
-    from, summary metrics and parameters, and pages made from the results (drawn only for a new run)."""
+    from, headline metrics and parameters, the leaderboard table, the metrics the runs view shows, and
+    pages made from the results (drawn only for a new run)."""
 
     dataset: str
     results_name: str
@@ -93,6 +100,8 @@ class Leaderboard:
     model_runs: dict[str, str]  # model -> MLflow run id
     metrics: dict[str, float]
     params: dict[str, str]
+    table: pd.DataFrame
+    view: list[str]  # metric names, the runs table's columns
     pages: Callable[[], dict[str, bytes]]  # artifact name -> content
 
     @property
@@ -346,28 +355,44 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
 
 
 def _note(experiment_id: str, board: Leaderboard, files: list[str]) -> str:
-    """Markdown for the leaderboard run's description: what it is and a link to each model run."""
+    """Markdown for the leaderboard run's description: what it is, a link to each model run, what its metrics mean."""
     links = "\n".join(f"- [{model}](#/experiments/{experiment_id}/runs/{run_id})" for model, run_id in sorted(board.model_runs.items()))
     files = ", ".join(f"`{name}`" for name in sorted(files))
     return (
         f"Leaderboard of **{board.dataset}**, computed by `segbench compare` from the per-case tables of these runs:\n\n{links}\n\n"
-        f"Artifacts: {files}. Metrics `<structure>.<metric>.<model>.<statistic>`: mean, ci_low, ci_high, p_rank1, rank_low, "
-        "rank_high, and separable_from_next (the verdict versus the next ranked model: 1 separable, 0.5 borderline, 0 not separable, -1 aggregation disagrees)."
+        f"Artifacts: {files}; `{LEADERBOARD_TABLE}` is every leaderboard as one table (mean, CI, P(rank 1), rank interval, "
+        "co-winners and the verdict against the next ranked model). Metrics per structure and metric: `<structure>.<metric>.mean`, "
+        "the #1's mean, and `<structure>.<metric>.verdict`, #1 against #2 (1 separable, 0.5 borderline, 0 not separable, "
+        "-1 the aggregation disagrees)."
     )
+
+
+def _runs_view(experiment_id: str, metrics: list[str]) -> tuple[str, str]:
+    """The saved runs view (MLflow's shared-view state: the runs table's columns) and the experiment description linking it."""
+    shown = [f"metrics.`{m}`" for m in metrics]  # MLflow's column ids; first after the run's name and date, wide enough for the name
+    state = {"selectedColumns": ["attributes.`Source`", "attributes.`Dataset`", *shown], "columnOrder": shown,
+             "columnWidths": {column: 7 * len(m) + 24 for column, m in zip(shown, metrics)}}
+    link = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
+    note = f"[Runs table with the headline metrics]({link}): each model's mean and, on the leaderboard run, #1's mean and its verdict."
+    return json.dumps(state, sort_keys=True), note
 
 
 def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
     """Log a dataset's leaderboard as one MLflow run beside its model runs (once per content); returns the run id.
 
     Tagged ``segbench.kind=leaderboard`` and ``segbench.run.<model>`` with each model run's id, described
-    by a note linking them, with the model runs' dataset input, the results and pages as artifacts and
-    the metrics. The pages are drawn only when the run is new.
+    by a note linking them, with the model runs' dataset input, the results and pages as artifacts, the
+    leaderboard table and the metrics. The pages are drawn only when the run is new. The experiment's saved
+    runs view is set to ``board.view`` and linked from the experiment's description.
     """
     from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
     uri = uri or tracking_uri()
     client = _client(uri)
     experiment_id = _experiment_id(client, uri, board.dataset)
+    view, description = _runs_view(experiment_id, board.view)
+    client.set_experiment_tag(experiment_id, VIEW_TAG, view)
+    client.set_experiment_tag(experiment_id, MLFLOW_RUN_NOTE, description)
     tags = {"segbench.dataset": board.dataset, KIND_TAG: LEADERBOARD_KIND, **{f"segbench.run.{m}": r for m, r in board.model_runs.items()}}
 
     def fill(run_id: str) -> None:
@@ -379,6 +404,7 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
             for dataset_input in client.get_run(model_run).inputs.dataset_inputs:
                 inputs.setdefault((dataset_input.dataset.name, dataset_input.dataset.digest), dataset_input)
         _log_inputs(client, run_id, list(inputs.values()))
+        client.log_table(run_id, data=board.table, artifact_file=LEADERBOARD_TABLE)
         with tempfile.TemporaryDirectory() as tmp:
             for name, content in files.items():
                 (Path(tmp) / name).write_bytes(content)

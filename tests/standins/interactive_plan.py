@@ -2,21 +2,28 @@
 
 The step is read off the input the way a model could: 1 without clicks, else 1 + the number of
 click rounds so far. ``--plan`` holds ``step_<k>`` label maps; a step without one writes no output.
-``--sleep`` seconds are spent first; every call appends its step and the input's keys to ``--log``.
+With ``--wait-for FILE`` it first blocks until FILE exists (a model still working when the test says so; after
+600 s, a bound on a hang, it fails); every call appends its step and the input's keys to ``--log``.
 """
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 parser = argparse.ArgumentParser()
 for flag in ("--input", "--output", "--plan", "--log"):
     parser.add_argument(flag, required=True)
-parser.add_argument("--sleep", type=float, default=0.0)
+parser.add_argument("--wait-for", type=Path)
 args = parser.parse_args()
-time.sleep(args.sleep)
+deadline = time.monotonic() + 600
+while args.wait_for is not None and not args.wait_for.exists():
+    if time.monotonic() > deadline:
+        sys.exit(f"stand-in: {args.wait_for} never appeared")
+    time.sleep(0.05)
 with np.load(args.input, allow_pickle=True) as data:
     step_input = dict(data)
 step = 1 + len(list(step_input["clicks_order"])[0]) if "clicks_order" in step_input else 1

@@ -2,12 +2,12 @@
 
 Modules by job: ``site`` (build_site), ``pages`` (HTML pages), ``tables`` (sortable tables),
 ``figures`` (plotly figures), ``common`` (formats, model marks, verdicts), ``assets`` (CSS, JS),
-``summary`` (the leaderboard as MLflow metrics). The compare stage logs ``standalone_dataset_page``
-and the summary to MLflow.
+``summary`` (the leaderboard for MLflow: headline metrics, its table, the runs view). The compare stage logs
+``standalone_dataset_page`` and the summary to MLflow.
 """
 
 from segbench.report.pages import standalone_dataset_page
 from segbench.report.site import build_site
-from segbench.report.summary import summary_metrics, summary_params
+from segbench.report.summary import leaderboard_table, summary_metrics, summary_params, view_metrics
 
-__all__ = ["build_site", "standalone_dataset_page", "summary_metrics", "summary_params"]
+__all__ = ["build_site", "leaderboard_table", "standalone_dataset_page", "summary_metrics", "summary_params", "view_metrics"]

@@ -1,32 +1,74 @@
-"""The leaderboard as flat numbers for an MLflow run: every cell of the site's leaderboards as a metric.
+"""The leaderboard for MLflow: a few headline metrics, the full leaderboard as one table, and the runs table's view.
 
-Read from the results JSON with the site's own verdict, so MLflow and the site never disagree.
+Read from the results JSON (its estimates, rankings and verdict blocks, docs/methodology.md#57-verdicts), so MLflow
+and the site never disagree.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from segbench.stats.verdicts import CODE_NUMBER
+
+#: how many structures the runs table's view shows (a published set may have a hundred; the rest are a column choice away)
+VIEW_STRUCTURES = 8
+#: the leaderboard table's columns, one row per structure, metric and model in leaderboard order
+TABLE_COLUMNS = ["structure", "metric", "rank", "model", "mean", "ci_low", "ci_high", "n", "p_rank1", "rank_low", "rank_high",
+                 "co_winner", "verdict_vs_next", "verdict_vs_next_text"]
+
+
+def _first_mean(cell: dict[str, Any]) -> float | None:
+    order = (cell.get("ranking") or {}).get("order") or []
+    return cell["models"][order[0]]["mean"] if order else None
 
 
 def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
-    """``<structure>.<metric>.<model>.<statistic>`` for every model: mean, ci_low, ci_high and, for ranked
-    models, p_rank1, rank_low, rank_high and separable_from_next (all but the last ranked model)."""
+    """Per structure and metric with a ranking: ``<structure>.<metric>.mean``, the #1's mean (the column the model
+    runs fill with their own means), and ``<structure>.<metric>.verdict``, the verdict on #1 against #2 as a number
+    (``segbench.stats.verdicts.CODE_NUMBER``: 1 separable, 0.5 borderline, 0 not separable, -1 aggregation disagrees;
+    none for a single ranked model)."""
     metrics: dict[str, float] = {}
+    for structure, block in results["analysis"]["structures"].items():
+        for metric, cell in block["metrics"].items():
+            mean = _first_mean(cell)
+            if mean is not None:
+                metrics[f"{structure}.{metric}.mean"] = mean
+            verdict = cell.get("verdict")
+            if verdict and verdict["code"] in CODE_NUMBER:
+                metrics[f"{structure}.{metric}.verdict"] = CODE_NUMBER[verdict["code"]]
+    return metrics
+
+
+def leaderboard_table(results: dict[str, Any]) -> pd.DataFrame:
+    """Every leaderboard as one table (``TABLE_COLUMNS``): per structure and metric the ranked models by rank, then
+    the unranked ones (rank empty), with mean, CI, n, P(rank 1), rank interval, whether the model is a co-winner and
+    the verdict against the next ranked model (code and its one line)."""
+    rows = []
     for structure, block in results["analysis"]["structures"].items():
         for metric, cell in block["metrics"].items():
             ranking = cell.get("ranking") or {}
             order = ranking.get("order") or []
-            for model, estimate in cell["models"].items():
-                key = f"{structure}.{metric}.{model}"
-                metrics.update({f"{key}.{s}": estimate[s] for s in ("mean", "ci_low", "ci_high") if estimate[s] is not None})
-                if model in order:
-                    lo, hi = ranking["rank_interval"][model]
-                    metrics.update({f"{key}.p_rank1": ranking["p_rank1"][model], f"{key}.rank_low": lo, f"{key}.rank_high": hi})
-            for v in (cell.get("verdict") or {}).get("pairs") or []:
-                metrics[f"{structure}.{metric}.{v['a']}.separable_from_next"] = CODE_NUMBER[v["code"]]
-    return metrics
+            verdict = cell.get("verdict") or {}
+            next_pair = {p["a"]: p for p in verdict.get("pairs", [])}
+            for model in [*order, *sorted(m for m in cell["models"] if m not in order)]:
+                estimate, ranked = cell["models"][model], model in order
+                low, high = ranking["rank_interval"][model] if ranked else (None, None)
+                pair = next_pair.get(model, {})
+                rows.append([structure, metric, ranking["rank"][model] if ranked else None, model, estimate["mean"], estimate["ci_low"],
+                             estimate["ci_high"], estimate["n"], ranking["p_rank1"][model] if ranked else None, low, high,
+                             model in verdict.get("co_winners", ()), pair.get("code"), pair.get("text")])
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def view_metrics(results: dict[str, Any]) -> list[str]:
+    """The metrics the runs table's saved view shows: for the first ``VIEW_STRUCTURES`` structures, the headline metric's
+    (the first higher-is-better one by name, e.g. dice) ``.mean`` (each model's; the #1's on the leaderboard run) and
+    ``.verdict``."""
+    metrics = sorted(results["metrics"], key=lambda m: (not results["metrics"][m]["higher_is_better"], m))
+    structures = sorted(results["analysis"]["structures"])[:VIEW_STRUCTURES]
+    return [f"{s}.{metrics[0]}.{statistic}" for s in structures for statistic in ("mean", "verdict")] if metrics else []
 
 
 def summary_params(results: dict[str, Any]) -> dict[str, str]:

@@ -57,11 +57,16 @@ def _fmt(value: float, n_digits: int) -> str:
 
 
 def interval_digits(low: float | None, high: float | None, n_digits: int) -> int:
-    """The fewest decimals from ``n_digits`` on at which an interval that excludes 0 prints away from 0."""
-    if low is None or high is None or (low <= 0 <= high):
+    """The fewest decimals from ``n_digits`` on at which no non-zero bound prints as 0, and two different bounds
+    do not print alike: an interval that excludes 0 never prints touching it, nor a narrow one as a point."""
+    if low is None or high is None:
         return n_digits
-    nearest = min(abs(low), abs(high))
-    while n_digits < _MAX_DIGITS and float(f"{nearest:.{n_digits}f}") == 0:
+
+    def unresolved(n: int) -> bool:
+        shown = [float(f"{b:.{n}f}") for b in (low, high)]
+        return any(s == 0 and b != 0 for s, b in zip(shown, (low, high))) or (shown[0] == shown[1] and low != high)
+
+    while n_digits < _MAX_DIGITS and unresolved(n_digits):
         n_digits += 1
     return n_digits
 

@@ -1,0 +1,158 @@
+"""Typos fail fast and cheaply: one line naming the bad value and the valid ones, in seconds, before any stage runs;
+and a user's own score files kept outside data/ leave data.dvc untouched.
+
+Real commands throughout: the `segbench` script, `dvc exp run` on a throwaway DVC project (DVC composes conf/
+with Hydra itself, loading hydra_plugins/ first), `dvc repro` on the README's own published-set example.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests_support import command_env, commit_all, new_project, run_command
+
+#: the budget of a typo's failure: composition plus validation, never a stage. Counted in CPU seconds of the command
+#: and its children, which a loaded machine does not stretch (its wall time is in the failure message)
+BUDGET_S = 10.0
+MODELS = "ctfm_wholebody, litemedsam"  # the start of conf/model/'s sorted listing
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, str, float]:
+    """The command's result, its wall time (text) and CPU seconds (its own and its children's)."""
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    start, start_cpu = time.monotonic(), cpu()
+    result = subprocess.run(args, cwd=cwd, env=env or command_env(), capture_output=True, text=True, check=False)
+    seconds = cpu() - start_cpu
+    return result, f"{' '.join(args)}: {time.monotonic() - start:.1f} s wall, {seconds:.1f} s CPU", seconds
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["data", "fetch", "nope"], "segbench data: error: unknown dataset 'nope'; conf/dataset/ has: amos22, btcv, kits23, msd_spleen, totalsegmentator"),
+    (["env", "create", "nope"], f"segbench env: error: unknown model 'nope'; conf/model/ has: {MODELS}"),
+    (["params", "stats.ci_method=bcaa"], "stats.ci_method must be one of ('percentile', 'bca'), got 'bcaa'"),
+    (["params", "model=[no_such_model]"], f"unknown model 'no_such_model'; conf/model/ has: {MODELS}"),
+    (["params", "dataset=[kits23,nope]"], "unknown dataset 'nope'; conf/dataset/ has: amos22, btcv"),
+    (["params", "stats.multiple_comparison=holmes"], "stats.multiple_comparison must be one of ('holm', 'bonferroni'), got 'holmes'"),
+    (["params", "stats.case_alignment=paired"], "stats.case_alignment must be one of ('shared', 'pairwise_complete'), got 'paired'"),
+    (["params", "stats.confidence=1.5"], "stats.confidence must be a number in (0, 1), got 1.5"),
+    (["params", "stats.n_resamples=0"], "stats.n_resamples must be an integer >= 1, got 0"),
+    (["params", "stats.ci_methd=bca"], "unknown key 'stats.ci_methd'; stats has: alpha, case_alignment, ci_method, confidence"),
+    (["params", "scoring.profile=segaug"], "scoring.profile 'segaug' is not a metric-definition profile; known: ['deepmind'"),
+])
+def test_typo_is_one_line_listing_the_valid_values(root: Path, args: list[str], expected: str) -> None:
+    before = (root / "params.yaml").read_bytes()
+    result, timing, seconds = _run(["segbench", *args], root)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert expected in result.stderr and result.stderr.startswith(f"segbench {args[0]}: error: "), result.stderr
+    assert seconds < BUDGET_S, timing
+    assert (root / "params.yaml").read_bytes() == before
+
+
+def test_traceback_on_request(root: Path) -> None:
+    result, _, _ = _run(["segbench", "data", "fetch", "nope"], root, env={**command_env(), "SEGBENCH_DEBUG": "1"})
+    assert result.returncode == 1 and "Traceback" in result.stderr and "MissingConfigException" in result.stderr
+
+
+def test_params_previews_a_composition_and_writes_only_when_asked(root: Path, tmp_path: Path) -> None:
+    before = (root / "params.yaml").read_bytes()
+    result, _, _ = _run(["segbench", "params", "model=[sim_erode_1mm]", "stats.ci_method=bca"], root)
+    assert result.returncode == 0, result.stderr
+    shown = yaml.safe_load(result.stdout)
+    assert list(shown["model"]) == ["sim_erode_1mm"] and shown["stats"]["ci_method"] == "bca" and shown["validated"] is True
+    assert (root / "params.yaml").read_bytes() == before
+    assert _run(["segbench", "params", "--check"], root)[0].returncode == 0
+    check, _, _ = _run(["segbench", "params", "--check", "stats.ci_method=bca"], root)
+    differs = "segbench params: error: params.yaml differs from the composition of conf/ (run `segbench params --write`)\n"
+    assert check.returncode == 1 and check.stderr == differs
+    target = tmp_path / "params.yaml"
+    assert _run(["segbench", "--params", str(target), "params", "--write", "model=[sim_erode_1mm]"], root)[0].returncode == 0
+    assert yaml.safe_load(target.read_text(encoding="utf-8"))["model"].keys() == {"sim_erode_1mm"}
+
+
+@pytest.fixture
+def dvc_project(root: Path, tmp_path: Path) -> Path:
+    """The real pipeline (dvc.yaml, conf/, hydra_plugins/, params.yaml) in a new git + DVC project with Hydra on.
+
+    No data: a typo must stop `dvc exp run` at composition, before DVC looks at any stage.
+    """
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for name in ("dvc.yaml", "params.yaml", ".gitignore"):
+        shutil.copy(root / name, proj / name)
+    for name in ("conf", "hydra_plugins"):
+        shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
+    run_command(["git", "init", "-q"], proj)
+    run_command(["dvc", "init", "-q"], proj)
+    run_command(["dvc", "config", "hydra.enabled", "true"], proj)
+    commit_all(proj, "base")
+    return proj
+
+
+@pytest.mark.parametrize(("override", "expected"), [
+    ("stats.ci_method=bcaa", "stats.ci_method must be one of ('percentile', 'bca'), got 'bcaa'"),
+    ("stats.alpha=5", "stats.alpha must be a number in (0, 1), got 5"),
+    ("dataset=[amos22]", "model 'sim_dilate_1mm' labels ['cyst', 'kidney', 'tumor'] that dataset 'amos22' does not have"),
+    # Hydra's own message for a list override: it names the missing config (`segbench params` lists the valid ones)
+    ("model=[no_such_model]", "Could not load 'model/no_such_model'"),
+])
+def test_dvc_exp_run_typo_fails_at_composition(dvc_project: Path, override: str, expected: str) -> None:
+    before = (dvc_project / "params.yaml").read_bytes()
+    result, timing, seconds = _run(["dvc", "exp", "run", "-S", override], dvc_project)
+    assert result.returncode != 0
+    first = next(line for line in (result.stdout + result.stderr).splitlines() if line.startswith("ERROR"))
+    assert expected in first, result.stderr
+    assert seconds < BUDGET_S, timing
+    assert "Running stage" not in result.stdout + result.stderr
+    assert (dvc_project / "params.yaml").read_bytes() == before and not (dvc_project / "dvc.lock").exists()
+
+
+def test_dvc_composition_is_segbenchs(dvc_project: Path, tmp_path: Path) -> None:
+    """DVC's own composition function (as `dvc exp run -S` calls it, plugins from the project root, in a fresh process)
+    loads the resolver and yields segbench's composition, `validated: true` included."""
+    from segbench.config import compose_params
+
+    out = tmp_path / "composed.yaml"
+    code = (f"from dvc.utils.hydra import compose_and_dump; compose_and_dump({str(out)!r}, {str(dvc_project / 'conf')!r}, None, "
+            f"'config', {str(dvc_project)!r}, ['stats.ci_method=bca'])")
+    run_command([sys.executable, "-c", code], tmp_path)
+    composed = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert composed == compose_params(dvc_project / "conf", ["stats.ci_method=bca"])
+    assert composed["validated"] is True and composed["stats"]["ci_method"] == "bca"
+
+
+@pytest.mark.slow
+def test_readme_user_score_files_leave_data_dvc_untouched(root: Path, tmp_path: Path) -> None:
+    """The README's challengeR example, its file where the README puts it, through `dvc repro` of its stages: data.dvc
+    stays as committed (a file under data/ would change it, and the "Data version" of every page)."""
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if b.startswith("my_challenge:"))
+    spec = yaml.safe_load(block)["my_challenge"]
+    proj = new_project(root, tmp_path / "proj", ["model=[sim_dilate_1mm]", "dataset.kits23.cases=[case_00030,case_00110]",
+                                                 "stats.n_resamples=200", "published=[]"])
+    (proj / "conf" / "published" / "my_challenge.yaml").write_text(yaml.safe_dump({"my_challenge": spec}), encoding="utf-8")
+    rows = [f"{alg},case_{i:03d},liver,{0.9 - 0.01 * i - (0.05 if alg == 'team_b' else 0):.3f}" for alg in ("team_a", "team_b") for i in range(8)]
+    csv = proj / spec["path"]
+    csv.parent.mkdir(parents=True)
+    csv.write_text("alg_name,case,task,value\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    run_command(["segbench", "params", "--write", "model=[sim_dilate_1mm]", "dataset.kits23.cases=[case_00030,case_00110]",
+                 "stats.n_resamples=200", "published=[my_challenge]"], proj)
+    commit_all(proj, "the user's score file, in git")
+    data_dvc = (proj / "data.dvc").read_bytes()
+    run_command(["dvc", "repro", "compare-published@my_challenge"], proj)  # import, track, compare of the user's set
+    assert (proj / "data.dvc").read_bytes() == data_dvc
+    assert "data.dvc" not in run_command(["dvc", "status", "data.dvc"], proj).replace("Data and pipelines are up to date.", "")
+    results = yaml.safe_load((proj / "results" / "my_challenge.json").read_text(encoding="utf-8"))
+    assert results["analysis"]["structures"]["liver"]["metrics"]["dice"]["ranking"]["order"] == ["team_a", "team_b"]
