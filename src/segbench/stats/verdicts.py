@@ -56,15 +56,19 @@ def _fmt(value: float, n_digits: int) -> str:
     return text[1:] if text.startswith("-") and float(text) == 0 else text  # no '-0.00'
 
 
-def interval_digits(low: float | None, high: float | None, n_digits: int) -> int:
-    """The fewest decimals from ``n_digits`` on at which no non-zero bound prints as 0, and two different bounds
-    do not print alike: an interval that excludes 0 never prints touching it, nor a narrow one as a point."""
+def interval_digits(low: float | None, high: float | None, n_digits: int, value: float | None = None) -> int:
+    """The fewest decimals from ``n_digits`` on at which no non-zero bound prints as 0, two different bounds do not
+    print alike, and the estimate does not print like a bound it differs from: an interval that excludes 0 never
+    prints touching it, nor a narrow one as a point."""
     if low is None or high is None:
         return n_digits
+    bounds = (low, high)
 
     def unresolved(n: int) -> bool:
-        shown = [float(f"{b:.{n}f}") for b in (low, high)]
-        return any(s == 0 and b != 0 for s, b in zip(shown, (low, high))) or (shown[0] == shown[1] and low != high)
+        shown = [float(f"{b:.{n}f}") for b in bounds]
+        estimate = None if value is None else float(f"{value:.{n}f}")
+        return (any(s == 0 and b != 0 for s, b in zip(shown, bounds)) or (shown[0] == shown[1] and low != high)
+                or any(estimate == s and value != b for s, b in zip(shown, bounds)))
 
     while n_digits < _MAX_DIGITS and unresolved(n_digits):
         n_digits += 1
@@ -78,7 +82,7 @@ def format_estimate(value: float | None, low: float | None, high: float | None, 
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    n = interval_digits(low, high, base_digits(higher_is_better))
+    n = interval_digits(low, high, base_digits(higher_is_better), value)
     suffix = f" {unit(metric)}" if unit(metric) else ""
     if low is None or high is None:
         return f"{_fmt(value, n)}{suffix}"
