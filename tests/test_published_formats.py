@@ -198,7 +198,7 @@ def test_nnunet_summaries_compare_trainers(project: Path) -> None:
     (lambda t: t.replace('"algorithm"', '"team"'), ["challenger.csv", "row 1 (header)", "'algorithm'"]),
     (lambda t: t.replace("c4,A2,liver,0.90", "c4,A2,liver,0,90"), ["challenger.csv: not a readable CSV", "line 10, saw 5"]),  # a decimal comma
     (lambda t: t.replace("c4,A2,liver,0.90", "c4,A2,liver,0.9o"), ["challenger.csv", "row 10", "column 'value'", "'0.9o'"]),
-    (lambda t: t.replace("c5,A2,liver,0.66", "c4,A2,liver,0.66"), ["challenger.csv", "row 11", "duplicate of row 10", "case 'c4'"]),
+    (lambda t: t.replace("c5,A2,liver,0.66", "c4,A2,liver,0.66"), ["challenger.csv: rows 10 and 11 (model 'A2', case 'c4', structure 'liver'), column 'value': conflicting duplicates '0.90' and '0.66'"]),
     (lambda t: t.replace("c2,A1,spleen,0.82", ",A1,spleen,0.82"), ["challenger.csv", "row 18", "column 'case'", "empty case"]),
 ])
 def test_challenger_csv_malformed(project: Path, capsys: pytest.CaptureFixture, edit: Any, expected: list[str]) -> None:
@@ -269,7 +269,11 @@ def test_nnunet_duplicate_case_missing_label_nan_dice(project: Path, capsys: pyt
     ("nnunet_summary", {"dice": True}, {"models": {"a": "../a.json"}, "labels": {1: "liver"}}, "must be relative paths under the set's path"),
     ("nnunet_summary", {"dice": True}, {"models": {"a": "a.json"}}, "options.labels: expected a mapping"),
     ("nnunet_summary", {"dice": True}, {"models": {"a": "a.json"}, "labels": {1: "liver", 2: "liver"}}, "two labels name the same structure"),
-    ("touchstone", {"dice": True}, {"labels": {}}, "not options of format 'touchstone'; it takes none"),
+    ("touchstone", {"dice": True}, {"labels": {}}, "not options of format 'touchstone'; it takes ['files', 'duplicates', 'one_sided_missing']"),
+    ("touchstone", {"dice": True, "nsd": True}, {"duplicates": "last"}, "options.duplicates: must be one of ('error', 'first', 'mean')"),
+    ("touchstone", {"dice": True, "nsd": True}, {"one_sided_missing": "zero"}, "options.one_sided_missing: must be one of ('error', 'missing')"),
+    ("touchstone", {"dice": True, "hd95": False}, {}, "options.files: metrics ['dice', 'nsd'] must be the set's metrics ['dice', 'hd95']"),
+    ("cvpr25_metrics", {"dice": True}, {"duplicates": "first"}, "not options of format 'cvpr25_metrics'"),
 ])
 def test_published_options_validated(root: Path, fmt: str, metrics: dict[str, bool], options: dict[str, Any], expected: str) -> None:
     raw = compose_params(root / "conf", [])
