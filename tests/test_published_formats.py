@@ -198,7 +198,8 @@ def test_nnunet_summaries_compare_trainers(project: Path) -> None:
     (lambda t: t.replace('"algorithm"', '"team"'), ["challenger.csv", "row 1 (header)", "'algorithm'"]),
     (lambda t: t.replace("c4,A2,liver,0.90", "c4,A2,liver,0,90"), ["challenger.csv: not a readable CSV", "line 10, saw 5"]),  # a decimal comma
     (lambda t: t.replace("c4,A2,liver,0.90", "c4,A2,liver,0.9o"), ["challenger.csv", "row 10", "column 'value'", "'0.9o'"]),
-    (lambda t: t.replace("c5,A2,liver,0.66", "c4,A2,liver,0.66"), ["challenger.csv: rows 10 and 11 (model 'A2', case 'c4', structure 'liver')", "column 'value': conflicting duplicates '0.90' and '0.66'"]),
+    (lambda t: t.replace("c5,A2,liver,0.66", "c4,A2,liver,0.66"), ["challenger.csv: rows 10 and 11 (model 'A2', case 'c4', ",
+                                                                       "column 'value': conflicting duplicates '0.90' and '0.66'"]),
     (lambda t: t.replace("c2,A1,spleen,0.82", ",A1,spleen,0.82"), ["challenger.csv", "row 18", "column 'case'", "empty case"]),
 ])
 def test_challenger_csv_malformed(project: Path, capsys: pytest.CaptureFixture, edit: Any, expected: list[str]) -> None:
