@@ -135,6 +135,7 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         f"<h1>{html.escape(d['title'])}</h1>{_notes(results)}"
         f"<p>Licence: {html.escape(d.get('licence') or 'not given')}. Cite: {html.escape(d.get('citation') or 'not given')}. "
         f"Data version <code>{html.escape(str(d.get('version') or 'not given'))}</code>.</p>"
+        + _import_summary(d)
         + _interaction_curves(results)
         + tables.overview(results, link)
         + "<p>Each structure's page has the full leaderboards and plots: "
@@ -147,6 +148,14 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         + _sensitivity_section(results, link)
         + tables.models_table(results["models"])
     )
+
+
+def _import_summary(dataset: dict[str, Any]) -> str:
+    """A published set's import summary as one line (docs/published.md); nothing for other datasets."""
+    from segbench.published import summary_line
+
+    summary = dataset.get("import_summary")
+    return f'<p class="note">Import: {html.escape(summary_line(summary))}.</p>' if summary else ""
 
 
 SENSITIVITY_NAMES = {"drop_failed": "failed cases dropped", "zero": "failed cases scored 0"}
