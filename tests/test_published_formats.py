@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -282,3 +283,25 @@ def test_published_options_validated(root: Path, fmt: str, metrics: dict[str, bo
     with pytest.raises(ConfigError, match="published set 'users_set'") as error:
         parse_params(raw, root)
     assert expected in str(error.value)
+
+
+@pytest.mark.parametrize(("name", "fmt", "metric", "options"), [
+    ("challenger_demo", "challenger_csv", "dice", {}),
+    ("generic_demo", "generic_csv", None, {"columns": {"case": "case", "model": "model", "structure": "structure"}}),
+])
+def test_export_then_import_gives_the_same_statistics(project: Path, name: str, fmt: str, metric: str | None, options: dict[str, Any]) -> None:
+    source = project / ("challenger.csv" if fmt == "challenger_csv" else "generic.csv")
+    table = pd.read_csv(source)
+    numbers = table.columns[3:] if fmt == "challenger_csv" else table.columns[2:]
+    table[numbers] = table[numbers] / 3  # values of 17 significant digits: the export must not round them
+    table.to_csv(source, index=False)
+    results = _pipeline(project, name)
+    exported = project / f"{name}_export.csv"
+    argv = ["export", "--dataset", name, "--format", fmt, "--out", str(exported)] + (["--metric", metric] if metric else [])
+    with in_directory(project):
+        assert main(argv) == 0
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["published"]["round_trip"] = {**params["published"][name], "format": fmt, "path": str(exported), "options": options}
+    (project / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    again = _pipeline(project, "round_trip")
+    assert json.dumps(again["analysis"], sort_keys=True) == json.dumps(results["analysis"], sort_keys=True)
