@@ -94,7 +94,7 @@ class ModelConfig:
 
 
 PUBLISHED_FORMATS = ("touchstone", "segauge_results", "cvpr25_metrics", "challenger_csv", "generic_csv", "nnunet_summary")
-#: the ``options:`` each published format takes (README, "Published scores"); any other key is an error
+#: the ``options:`` each published format takes (docs/published.md); any other key is an error
 PUBLISHED_OPTIONS: dict[str, tuple[str, ...]] = {
     "touchstone": ("files", "duplicates", "one_sided_missing"),
     "segauge_results": (),

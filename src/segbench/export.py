@@ -1,4 +1,4 @@
-"""Per-case rows of a results file -> the long CSVs the published-set importer reads (docs/published.md#export).
+"""Per-case rows of a results file -> the long CSVs the published-set importer reads (docs/published.md#export-segbenchs-rows-to-challenger-and-back).
 
 A user can take segbench's rows to challengeR (its case/algorithm/task/value table, one metric per file) or to any
 tool reading one row per (case, model, structure) and bring them back through the ``challenger_csv`` or
