@@ -2,7 +2,7 @@
 and a user's own score files kept outside data/ leave data.dvc untouched.
 
 Real commands throughout: the `segbench` script, `dvc exp run` on a throwaway DVC project (DVC composes conf/
-with Hydra itself, loading hydra_plugins/ first), `dvc repro` on the README's own published-set example.
+with Hydra itself, loading hydra_plugins/ first), `dvc repro` on the guide's own published-set example (docs/published.md).
 """
 
 from __future__ import annotations
@@ -134,10 +134,10 @@ def test_dvc_composition_is_segbenchs(dvc_project: Path, tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_readme_user_score_files_leave_data_dvc_untouched(root: Path, tmp_path: Path) -> None:
-    """The README's challengeR example, its file where the README puts it, through `dvc repro` of its stages: data.dvc
-    stays as committed (a file under data/ would change it, and the "Data version" of every page)."""
-    readme = (root / "README.md").read_text(encoding="utf-8")
+def test_guide_user_score_files_leave_data_dvc_untouched(root: Path, tmp_path: Path) -> None:
+    """The guide's challengeR example (docs/published.md), its file where the guide puts it, through `dvc repro` of its
+    stages: data.dvc stays as committed (a file under data/ would change it, and the "Data version" of every page)."""
+    readme = (root / "docs" / "published.md").read_text(encoding="utf-8")
     block = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if b.startswith("my_challenge:"))
     spec = yaml.safe_load(block)["my_challenge"]
     proj = new_project(root, tmp_path / "proj", ["model=[sim_dilate_1mm]", "dataset.kits23.cases=[case_00030,case_00110]",

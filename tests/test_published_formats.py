@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -198,7 +199,8 @@ def test_nnunet_summaries_compare_trainers(project: Path) -> None:
     (lambda t: t.replace('"algorithm"', '"team"'), ["challenger.csv", "row 1 (header)", "'algorithm'"]),
     (lambda t: t.replace("c4,A2,liver,0.90", "c4,A2,liver,0,90"), ["challenger.csv: not a readable CSV", "line 10, saw 5"]),  # a decimal comma
     (lambda t: t.replace("c4,A2,liver,0.90", "c4,A2,liver,0.9o"), ["challenger.csv", "row 10", "column 'value'", "'0.9o'"]),
-    (lambda t: t.replace("c5,A2,liver,0.66", "c4,A2,liver,0.66"), ["challenger.csv", "row 11", "duplicate of row 10", "case 'c4'"]),
+    (lambda t: t.replace("c5,A2,liver,0.66", "c4,A2,liver,0.66"), ["challenger.csv: rows 10 and 11 (model 'A2', case 'c4', ",
+                                                                       "column 'value': conflicting duplicates '0.90' and '0.66'"]),
     (lambda t: t.replace("c2,A1,spleen,0.82", ",A1,spleen,0.82"), ["challenger.csv", "row 18", "column 'case'", "empty case"]),
 ])
 def test_challenger_csv_malformed(project: Path, capsys: pytest.CaptureFixture, edit: Any, expected: list[str]) -> None:
@@ -269,7 +271,11 @@ def test_nnunet_duplicate_case_missing_label_nan_dice(project: Path, capsys: pyt
     ("nnunet_summary", {"dice": True}, {"models": {"a": "../a.json"}, "labels": {1: "liver"}}, "must be relative paths under the set's path"),
     ("nnunet_summary", {"dice": True}, {"models": {"a": "a.json"}}, "options.labels: expected a mapping"),
     ("nnunet_summary", {"dice": True}, {"models": {"a": "a.json"}, "labels": {1: "liver", 2: "liver"}}, "two labels name the same structure"),
-    ("touchstone", {"dice": True}, {"labels": {}}, "not options of format 'touchstone'; it takes none"),
+    ("touchstone", {"dice": True}, {"labels": {}}, "not options of format 'touchstone'; it takes ['files', 'duplicates', 'one_sided_missing']"),
+    ("touchstone", {"dice": True, "nsd": True}, {"duplicates": "last"}, "options.duplicates: must be one of ('error', 'first', 'mean')"),
+    ("touchstone", {"dice": True, "nsd": True}, {"one_sided_missing": "zero"}, "options.one_sided_missing: must be one of ('error', 'missing')"),
+    ("touchstone", {"dice": True, "hd95": False}, {}, "options.files: metrics ['dice', 'nsd'] must be the set's metrics ['dice', 'hd95']"),
+    ("cvpr25_metrics", {"dice": True}, {"duplicates": "first"}, "not options of format 'cvpr25_metrics'"),
 ])
 def test_published_options_validated(root: Path, fmt: str, metrics: dict[str, bool], options: dict[str, Any], expected: str) -> None:
     raw = compose_params(root / "conf", [])
@@ -277,3 +283,25 @@ def test_published_options_validated(root: Path, fmt: str, metrics: dict[str, bo
     with pytest.raises(ConfigError, match="published set 'users_set'") as error:
         parse_params(raw, root)
     assert expected in str(error.value)
+
+
+@pytest.mark.parametrize(("name", "fmt", "metric", "options"), [
+    ("challenger_demo", "challenger_csv", "dice", {}),
+    ("generic_demo", "generic_csv", None, {"columns": {"case": "case", "model": "model", "structure": "structure"}}),
+])
+def test_export_then_import_gives_the_same_statistics(project: Path, name: str, fmt: str, metric: str | None, options: dict[str, Any]) -> None:
+    source = project / ("challenger.csv" if fmt == "challenger_csv" else "generic.csv")
+    table = pd.read_csv(source)
+    numbers = table.columns[3:] if fmt == "challenger_csv" else table.columns[2:]
+    table[numbers] = table[numbers] / 3  # values of 17 significant digits: the export must not round them
+    table.to_csv(source, index=False)
+    results = _pipeline(project, name)
+    exported = project / f"{name}_export.csv"
+    argv = ["export", "--dataset", name, "--format", fmt, "--out", str(exported)] + (["--metric", metric] if metric else [])
+    with in_directory(project):
+        assert main(argv) == 0
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["published"]["round_trip"] = {**params["published"][name], "format": fmt, "path": str(exported), "options": options}
+    (project / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    again = _pipeline(project, "round_trip")
+    assert json.dumps(again["analysis"], sort_keys=True) == json.dumps(results["analysis"], sort_keys=True)

@@ -75,7 +75,7 @@ def test_touchstone_non_numeric_cell(touchstone_copy: Path) -> None:
 def test_touchstone_duplicate_case(touchstone_copy: Path) -> None:
     path = touchstone_copy / "MONAI_UNETR" / "nsd.csv"
     _edit(path, 3, path.read_text().splitlines()[3].split(",")[0], "s0001")
-    with pytest.raises(ValueError, match=r"nsd\.csv: row 4, column 'name': duplicate case 's0001'"):
+    with pytest.raises(ValueError, match=r"nsd\.csv: rows 3 and 4 \(name 's0001'\), column 'aorta': conflicting duplicates"):
         read_touchstone(touchstone_copy)
 
 
@@ -89,7 +89,7 @@ def test_touchstone_missing_column(touchstone_copy: Path) -> None:
 def test_touchstone_empty_cell_in_one_file_only(touchstone_copy: Path) -> None:
     path = touchstone_copy / "MONAI_UNETR" / "nsd.csv"
     _edit(path, 2, "0.1232238560914993", "")
-    with pytest.raises(ValueError, match=r"row name='s0001', column 'aorta' is empty in one of"):
+    with pytest.raises(ValueError, match=r"MONAI_UNETR/nsd\.csv: row 3 \(name='s0001'\), column 'aorta': empty, but dsc\.csv has a value"):
         read_touchstone(touchstone_copy)
 
 

@@ -25,6 +25,7 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   track     log the scores as one MLflow run       -> mlruns/ (+ tracking/<dataset>/<model>.json)
   import    published per-case scores (no masks)   -> scores/<published set>/<model>/
   compare   statistics from the MLflow runs        -> results/<dataset>.json
+  export    a results file's per-case rows          -> challengeR's long CSV or the generic CSV (docs/published.md)
   report    static leaderboard site                -> site/
   show      the leaderboards and verdicts in this terminal (from results/)
 Calibration audit (calibration/dvc.yaml, `dvc repro calibration/dvc.yaml`; docs/methodology.md "Calibration audit"):
@@ -199,6 +200,14 @@ def _cmd_show(args: argparse.Namespace) -> None:
          console=Console(width=args.width, soft_wrap=False))
 
 
+def _cmd_export(args: argparse.Namespace) -> None:
+    from segbench.export import export_results
+
+    path = args.results or Path("results") / f"{args.dataset}.json"
+    results = json.loads(path.read_text(encoding="utf-8"))
+    print(export_results(results, args.format, args.out, args.metric))
+
+
 def _cmd_reanalyze(args: argparse.Namespace) -> None:
     """Recompute every statistic from the per-case rows a results file stores; fail on any difference."""
     from segbench.stats import reanalyze, reanalyze_source
@@ -332,6 +341,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", help="with --structure: only this metric")
     p.add_argument("--width", type=int, help="columns to print in (default: the terminal's)")
     p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("export", help="write a dataset's per-case rows as challengeR's long CSV or the generic CSV (docs/published.md)")
+    p.add_argument("--dataset", required=True, help="dataset or published set name: reads results/<dataset>.json")
+    p.add_argument("--results", type=Path, help="the results JSON (default: results/<dataset>.json)")
+    p.add_argument("--format", required=True, choices=("challenger_csv", "generic_csv"), help="the published format to write")
+    p.add_argument("--metric", help="challenger_csv: the metric to write (a challengeR table holds one)")
+    p.add_argument("--out", required=True, type=Path, help="CSV file to write")
+    p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("reanalyze", help="re-derive every statistic of results JSON files from their own per-case rows")
     p.add_argument("results", nargs="+", type=Path, help="results/<dataset>.json files")

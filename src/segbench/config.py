@@ -94,13 +94,13 @@ class ModelConfig:
 
 
 PUBLISHED_FORMATS = ("touchstone", "segauge_results", "cvpr25_metrics", "challenger_csv", "generic_csv", "nnunet_summary")
-#: the ``options:`` each published format takes (README, "Published scores"); any other key is an error
+#: the ``options:`` each published format takes (docs/published.md); any other key is an error
 PUBLISHED_OPTIONS: dict[str, tuple[str, ...]] = {
-    "touchstone": (),
+    "touchstone": ("files", "duplicates", "one_sided_missing"),
     "segauge_results": (),
     "cvpr25_metrics": (),
-    "challenger_csv": ("columns", "structure", "na_value"),
-    "generic_csv": ("columns", "structure", "metric_columns", "na_value"),
+    "challenger_csv": ("columns", "structure", "na_value", "duplicates"),
+    "generic_csv": ("columns", "structure", "metric_columns", "na_value", "duplicates"),
     "nnunet_summary": ("models", "labels", "file_ending"),
 }
 
@@ -123,6 +123,8 @@ class PublishedConfig:
     licence: str
     citation: str
     case_alignment: str | None  # the case alignment of the source's own significance maps, when it states one
+    #: the metadata CSV joined to the cases (``published.join_metadata``'s path, sep, key, case_key), or None
+    metadata: dict[str, Any] | None = None
     #: the format's options, validated and completed with their defaults (``_published_options``)
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -319,6 +321,8 @@ def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
     if fmt not in PUBLISHED_FORMATS:
         raise ConfigError(f"{where}: format must be one of {PUBLISHED_FORMATS}, got {fmt!r}")
     metadata_file = raw.get("metadata_file")
+    if metadata_file and raw.get("metadata"):
+        raise ConfigError(f"{where}: give either metadata_file (a segauge clinical JSON) or metadata (a CSV), not both")
     metrics = {str(k): bool(v) for k, v in _require(raw, "metrics", where).items()}
     return PublishedConfig(
         name=name,
@@ -335,8 +339,33 @@ def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
         licence=str(raw.get("licence", "")),
         citation=str(raw.get("citation", "")),
         case_alignment=_case_alignment(raw.get("case_alignment"), where),
+        metadata=_published_metadata(raw.get("metadata"), fmt, root / _require(raw, "path", where), root, where),
         options=_published_options(fmt, raw.get("options") or {}, metrics, where),
     )
+
+
+def _published_metadata(value: Any, fmt: str, path: Path, root: Path, where: str) -> dict[str, Any] | None:
+    """A published set's ``metadata: {path, sep, key, case_key}`` checked (docs/published.md); a Touchstone folder's
+    default is its metaTotalSeg.csv."""
+    import re
+
+    from segbench.published import touchstone_metadata
+
+    if value is None:
+        return touchstone_metadata(path) if fmt == "touchstone" else None
+    at = f"{where}: metadata"
+    if not isinstance(value, dict) or not isinstance(value.get("path"), str) or not isinstance(value.get("key"), str):
+        raise ConfigError(f"{at}: expected {{path, key, sep (default ','), case_key (optional)}}, got {value!r}")
+    if unknown := sorted(set(value) - {"path", "sep", "key", "case_key"}):
+        raise ConfigError(f"{at}: unknown key(s) {unknown}; it takes path, sep, key and case_key")
+    case_key = value.get("case_key")
+    if case_key is not None:
+        try:
+            if not isinstance(case_key, str) or re.compile(case_key).groups > 1:
+                raise ConfigError(f"{at}.case_key: {case_key!r} must be a regular expression with at most one group")
+        except re.error as exc:
+            raise ConfigError(f"{at}.case_key: {case_key!r} is not a regular expression ({exc})") from exc
+    return {"path": root / value["path"], "sep": str(value.get("sep", ",")), "key": value["key"], "case_key": case_key}
 
 
 def _published_options(fmt: str, options: Any, metrics: dict[str, bool], where: str) -> dict[str, Any]:
@@ -347,7 +376,7 @@ def _published_options(fmt: str, options: Any, metrics: dict[str, bool], where: 
     a failed case); nnU-Net's become ``models`` (name -> summary.json under ``path``), ``labels`` (label key ->
     structure) and ``file_ending``.
     """
-    from segbench.published import CHALLENGER_COLUMNS, NNUNET_METRICS
+    from segbench.published import CHALLENGER_COLUMNS, NNUNET_METRICS, TOUCHSTONE_FILES
 
     at = f"{where}: options"
     if not isinstance(options, dict):
@@ -365,6 +394,12 @@ def _published_options(fmt: str, options: Any, metrics: dict[str, bool], where: 
         if len(set(labels.values())) < len(labels):
             raise ConfigError(f"{at}.labels: two labels name the same structure: {labels}")
         return {"models": models, "labels": labels, "file_ending": str(options.get("file_ending", ".nii.gz"))}
+    policies = _policies(options, at)
+    if fmt == "touchstone":
+        files = _names(options.get("files", TOUCHSTONE_FILES), f"{at}.files", "metric to its file in each model folder")
+        if set(files) != set(metrics) or len(files) < 2:
+            raise ConfigError(f"{at}.files: metrics {sorted(files)} must be the set's metrics {sorted(metrics)} (two or more files)")
+        return {"files": files, **policies}
     if fmt not in ("challenger_csv", "generic_csv"):
         return {}
     columns = _names(options.get("columns", {}), f"{at}.columns", "role to a column name", allow_empty=True)
@@ -395,7 +430,19 @@ def _published_options(fmt: str, options: Any, metrics: dict[str, bool], where: 
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in na_value.values()):
         raise ConfigError(f"{at}.na_value: expected metric -> finite number for metrics among {sorted(metrics)}, got {na_value!r}")
     return {"columns": {r: columns[r] for r in ("case", "model", "structure")}, "structure": None if fixed is None else str(fixed),
-            "metric_columns": metric_columns, "na_value": {m: float(v) for m, v in na_value.items()}}
+            "metric_columns": metric_columns, "na_value": {m: float(v) for m, v in na_value.items()},
+            "duplicates": policies["duplicates"]}
+
+
+def _policies(options: dict[str, Any], at: str) -> dict[str, str]:
+    """The import policies of ``options`` (docs/published.md), checked; both default to ``error``."""
+    from segbench.published import DUPLICATE_POLICIES, ONE_SIDED_POLICIES
+
+    chosen = {"duplicates": options.get("duplicates", "error"), "one_sided_missing": options.get("one_sided_missing", "error")}
+    for key, allowed in (("duplicates", DUPLICATE_POLICIES), ("one_sided_missing", ONE_SIDED_POLICIES)):
+        if chosen[key] not in allowed:
+            raise ConfigError(f"{at}.{key}: must be one of {allowed}, got {chosen[key]!r}")
+    return chosen
 
 
 def _names(value: Any, where: str, what: str, allow_empty: bool = False) -> dict[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,26 +46,71 @@ def age_band(ages: pd.Series) -> pd.Series:
     return pd.Series([None if pd.isna(v) else str(v) for v in banded], index=ages.index, dtype=object)
 
 
-def read_touchstone(folder: Path) -> pd.DataFrame:
-    """Touchstone published scores: ``folder/<model>/{dsc,nsd}.csv`` plus ``folder/metaTotalSeg.csv``.
+def read_touchstone(folder: Path, files: dict[str, str] | None = None, duplicates: str = "error",
+                    one_sided_missing: str = "error", metadata: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Touchstone-shaped published scores: ``folder/<model>/<file>`` per metric (``files``, default
+    ``TOUCHSTONE_FILES``: dsc.csv and nsd.csv) plus a metadata CSV (default ``folder/metaTotalSeg.csv``).
 
-    Model = subfolder name, structure = organ column, metrics ``dice`` and ``nsd``. An empty cell means
-    the organ is absent in that scan: ``reference_present`` False, metrics NaN; the two files of a model
-    must agree on which cells are empty.
+    Model = subfolder name, structure = organ column, cases matched by the ``name`` column, never by row position.
+    An empty cell means the organ is absent in that scan: ``reference_present`` False, metrics NaN. ``duplicates``
+    and ``one_sided_missing`` are the policies of ``DUPLICATE_POLICIES`` and ``ONE_SIDED_POLICIES`` (docs/published.md);
+    ``metadata``: ``join_metadata``'s arguments. ``rows.attrs["import"]`` counts what the policies did.
     """
     folder = Path(folder)
     model_dirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not model_dirs:
         raise ValueError(f"{folder}: no model folders")
-    frames = [_read_touchstone_model(d) for d in model_dirs]
+    notes = import_notes()
+    frames = [_read_touchstone_model(d, files or TOUCHSTONE_FILES, duplicates, one_sided_missing, notes) for d in model_dirs]
     organs = [set(frame["structure"]) for frame in frames]
     for model_dir, own in zip(model_dirs[1:], organs[1:]):
         if own != organs[0]:  # a model without an organ column would silently leave that leaderboard
             missing, extra = sorted(organs[0] - own), sorted(own - organs[0])
             raise ValueError(f"{model_dir}: organ columns differ from {model_dirs[0].name}'s: missing {missing}, extra {extra}")
-    rows = pd.concat(frames, ignore_index=True)
-    meta = _read_touchstone_meta(folder / TOUCHSTONE_META)
-    return rows.merge(meta, how="left", left_on="case_id", right_index=True, validate="many_to_one")
+    rows = join_metadata(pd.concat(frames, ignore_index=True), **(metadata or touchstone_metadata(folder)), notes=notes)
+    rows.attrs = {"import": notes}
+    return rows
+
+
+def touchstone_metadata(folder: Path) -> dict[str, Any]:
+    """The metadata a Touchstone folder carries: ``metaTotalSeg.csv``, ';'-separated, keyed by ``image_id`` = case id."""
+    return {"path": Path(folder) / TOUCHSTONE_META, "sep": ";", "key": "image_id", "case_key": None}
+
+
+def import_notes() -> dict[str, Any]:
+    """What an import's policies did, filled by the readers and ``join_metadata``: the counts of ``import_summary``."""
+    return {"duplicates_dropped": 0, "duplicates_resolved": 0, "one_sided_missing": {}, "cases_without_metadata": None}
+
+
+def import_summary(rows: pd.DataFrame, notes: dict[str, Any], policies: dict[str, str]) -> dict[str, Any]:
+    """The import summary printed by the import stage and kept in the results file (docs/published.md): models, cases,
+    structures, cells missing from the model x (case, structure) grid, what the policies dropped or resolved, and
+    ``text``, all of it as the one line the log and the site's dataset page print."""
+    grid = rows["model"].nunique() * len(rows[["case_id", "structure"]].drop_duplicates())
+    summary = {
+        "models": int(rows["model"].nunique()), "cases": int(rows["case_id"].nunique()), "structures": int(rows["structure"].nunique()),
+        "cells": len(rows), "cells_absent": int((~rows["reference_present"]).sum()), "cells_missing": int(grid - len(rows)),
+        "duplicates_dropped": notes["duplicates_dropped"], "duplicates_resolved": notes["duplicates_resolved"],
+        "one_sided_missing": {m: cells for m, cells in sorted(notes["one_sided_missing"].items())},
+        "cases_without_metadata": notes["cases_without_metadata"], "policies": dict(sorted(policies.items())),
+    }
+    return {**summary, "text": summary_line(summary)}
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """The import summary as one line of text, for the log and the site's dataset page."""
+    one_sided = sum(len(cells) for cells in summary["one_sided_missing"].values())
+    parts = [f"{summary['models']} models, {summary['cases']} cases, {summary['structures']} structures",
+             f"{summary['cells_missing']} cells missing", f"{summary['duplicates_dropped']} exact duplicate rows dropped"]
+    if summary["duplicates_resolved"]:
+        parts.append(f"{summary['duplicates_resolved']} conflicting duplicate rows resolved")
+    if one_sided:
+        parts.append(f"{one_sided} one-sided cells treated as not reported")
+    if summary["cases_without_metadata"] is not None:
+        parts.append(f"{summary['cases_without_metadata']} cases without metadata")
+    if summary["policies"]:
+        parts.append("policies " + ", ".join(f"{k}: {v}" for k, v in summary["policies"].items()))
+    return "; ".join(parts)
 
 
 def read_cvpr25_metrics(folder: Path) -> pd.DataFrame:
@@ -107,7 +153,7 @@ NA_CELLS = ("", "NA", "NaN", "nan", "N/A", "n/a")
 
 
 def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | None, metric_columns: dict[str, str],
-                  na_value: dict[str, float]) -> pd.DataFrame:
+                  na_value: dict[str, float], duplicates: str = "error") -> pd.DataFrame:
     """A long per-case CSV (challengeR's case/algorithm/task/value table, or any table mapped by config) -> rows.
 
     ``columns`` names the case, model and structure columns (structure None: every row is the fixed ``structure``),
@@ -116,8 +162,11 @@ def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | N
     both as NA) is a failed case: it gets the metric's ``na_value`` (challengeR's ``na.treat``; e.g. 0 for Dice, a
     worst-case distance for HD95), and without one the file is refused: a failure is never dropped
     (docs/methodology.md#4-empty-masks-and-missing-predictions and docs/methodology.md#512-published-sets).
+    Rows are matched by their case, model and structure, never by position; a row given twice follows ``duplicates``
+    (``dedupe``). ``rows.attrs["import"]`` counts what the policy did.
     """
     path = Path(path)
+    notes = import_notes()
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -133,20 +182,16 @@ def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | N
     if structure is not None:
         table["structure"] = structure
     table["row"] = np.arange(len(table)) + 2  # the file's line: the header is row 1
-    key = ["model", "case", "structure"]
-    dup = table.duplicated(key)
-    if dup.any():
-        second = table[dup].iloc[0]
-        first = table.iloc[int((table[key] == second[key]).all(axis=1).to_numpy().argmax())]
-        raise ValueError(f"{path}: row {second['row']}, columns {list(keys.values())}: duplicate of row {first['row']} "
-                         f"(model {first['model']!r}, case {first['case']!r}, structure {first['structure']!r})")
     for metric, column in metric_columns.items():
-        cells = raw[column].str.strip()
+        table[metric] = raw[column].str.strip()
+    table = dedupe(table, ["model", "case", "structure"], metric_columns, duplicates, path, notes)
+    for metric, column in metric_columns.items():
+        cells = table[metric]
         values = pd.to_numeric(cells.where(~cells.isin(NA_CELLS)), errors="coerce").to_numpy(dtype=np.float64)
         bad = ~cells.isin(NA_CELLS).to_numpy() & ~np.isfinite(values)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{path}: row {r + 2}, column {column!r}: {cells.iloc[r]!r} is not a finite number")
+            raise ValueError(f"{path}: row {table['row'].iloc[r]}, column {column!r}: {cells.iloc[r]!r} is not a finite number")
         table[metric] = values
     grid = table[["structure", "case"]].drop_duplicates().merge(pd.DataFrame({"model": table["model"].unique()}), how="cross")
     table = grid.merge(table, how="left", on=["structure", "case", "model"], indicator=True)
@@ -160,7 +205,9 @@ def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | N
                              f"(the value a failure scores, e.g. 0 for Dice) or fix the file")
         table[metric] = np.where(failed, na_value.get(metric, np.nan), table[metric])
     rows = table.rename(columns={"case": "case_id"})[["model", "case_id", "structure"]].assign(reference_present=True)
-    return pd.concat([rows, table[list(metric_columns)]], axis=1).sort_values(["model", "structure", "case_id"], ignore_index=True)
+    rows = pd.concat([rows, table[list(metric_columns)]], axis=1).sort_values(["model", "structure", "case_id"], ignore_index=True)
+    rows.attrs = {"import": notes}
+    return rows
 
 
 def read_nnunet_summaries(folder: Path, models: dict[str, str], labels: dict[str, str], file_ending: str) -> pd.DataFrame:
@@ -217,28 +264,48 @@ def _read_nnunet_summary(path: Path, model: str, labels: dict[str, str], file_en
     return pd.DataFrame.from_records(records)
 
 
-def _read_touchstone_model(model_dir: Path) -> pd.DataFrame:
-    tables = {metric: _read_score_csv(model_dir / name) for metric, name in TOUCHSTONE_FILES.items()}
-    (first, a), (second, b) = tables.items()
-    path_a, path_b = model_dir / TOUCHSTONE_FILES[first], model_dir / TOUCHSTONE_FILES[second]
-    if list(a.columns) != list(b.columns):
-        raise ValueError(f"{path_b}: columns {list(b.columns)} differ from {path_a}: {list(a.columns)}")
-    if not a.index.equals(b.index):
-        only = sorted(set(a.index).symmetric_difference(b.index))[:1] or [a.index[0]]
-        raise ValueError(f"{path_b}: case ids differ from {path_a} (e.g. row name={only[0]!r})")
-    mismatch = a.isna() != b.isna()
-    if mismatch.to_numpy().any():
-        case, organ = mismatch.stack().loc[lambda s: s].index[0]
-        raise ValueError(f"{path_b}: row name={case!r}, column {organ!r} is empty in one of {path_a.name}/{path_b.name} only")
-    long = {metric: t.stack(future_stack=True) for metric, t in tables.items()}
+def _read_touchstone_model(model_dir: Path, files: dict[str, str], duplicates: str, one_sided_missing: str,
+                           notes: dict[str, Any]) -> pd.DataFrame:
+    """One model's metric files -> long rows, the second file's cases and organs matched to the first's by name."""
+    paths = {metric: model_dir / name for metric, name in files.items()}
+    tables = {metric: _read_score_csv(path, duplicates, notes) for metric, path in paths.items()}
+    (first, (a, lines_a)), *others = tables.items()
+    for metric, (b, lines_b) in others:
+        path_a, path_b = paths[first], paths[metric]
+        if set(a.columns) != set(b.columns):
+            missing, extra = sorted(set(a.columns) - set(b.columns)), sorted(set(b.columns) - set(a.columns))
+            raise ValueError(f"{path_b}: row 1 (header): organ columns differ from {path_a.name}'s: missing {missing}, extra {extra}")
+        if only := sorted(set(a.index) - set(b.index)):
+            raise ValueError(f"{path_b}: no row for case {only[0]!r} (name column), which {path_a.name} has at row {lines_a[only[0]]}")
+        if only := sorted(set(b.index) - set(a.index)):
+            raise ValueError(f"{path_b}: row {lines_b[only[0]]} (name={only[0]!r}): case not in {path_a.name}")
+        b = b.loc[a.index, a.columns]  # matched by case id and organ name, never by position
+        tables[metric] = (b, lines_b)
+        mismatch = a.isna() != b.isna()
+        if not mismatch.to_numpy().any():
+            continue
+        cells = [(str(case), str(organ)) for case, organ in mismatch.stack().loc[lambda s: s].index]
+        if one_sided_missing == "error":
+            case, organ = cells[0]
+            has, lacks = (path_a, path_b) if pd.notna(a.at[case, organ]) else (path_b, path_a)
+            raise ValueError(f"{lacks}: row {(lines_b if lacks == path_b else lines_a)[case]} (name={case!r}), column {organ!r}: empty, "
+                             f"but {has.name} has a value ({len(cells)} such cell(s) in {model_dir.name}); set the set's "
+                             f"options.one_sided_missing to 'missing' or fix the file")
+        for case, organ in cells:
+            log.warning("%s: case %r, organ %r: a value in only one of %s; treated as not reported (one_sided_missing: missing)",
+                        model_dir, case, organ, "/".join(p.name for p in paths.values()))
+        notes["one_sided_missing"].setdefault(model_dir.name, []).extend([case, organ] for case, organ in cells)
+    long = {metric: t.stack(future_stack=True) for metric, (t, _) in tables.items()}
     rows = pd.DataFrame(long).rename_axis(["case_id", "structure"]).reset_index()
     rows.insert(0, "model", model_dir.name)
     rows.insert(3, "reference_present", rows[first].notna())
-    return rows
+    one_sided = rows[list(files)].isna().any(axis=1) & rows[list(files)].notna().any(axis=1)
+    return rows[~one_sided].reset_index(drop=True) if one_sided.any() else rows
 
 
-def _read_score_csv(path: Path) -> pd.DataFrame:
-    """A per-case score CSV (first column ``name`` = case id, one column per organ), validated."""
+def _read_score_csv(path: Path, duplicates: str, notes: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, int]]:
+    """A per-case score CSV (first column ``name`` = case id, one column per organ), validated: the values indexed
+    by case id, and each case's line in the file (for messages)."""
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
@@ -247,45 +314,115 @@ def _read_score_csv(path: Path) -> pd.DataFrame:
         raise ValueError(f"{path}: first column must be 'name' (case id), got {list(raw.columns[:1])}")
     if len(raw.columns) < 2:
         raise ValueError(f"{path}: no organ columns")
-    names = raw["name"].str.strip()
-    if (names == "").any():
-        raise ValueError(f"{path}: row {int(np.flatnonzero(names == '')[0]) + 2}, column 'name' is empty")
-    dup = names.duplicated()
-    if dup.any():
-        raise ValueError(f"{path}: row {int(np.flatnonzero(dup)[0]) + 2}, column 'name': duplicate case {names[dup].iloc[0]!r}")
-    cells = raw.drop(columns="name").apply(lambda c: c.str.strip())
+    raw = raw.apply(lambda c: c.str.strip())
+    if (raw["name"] == "").any():
+        raise ValueError(f"{path}: row {int(np.flatnonzero(raw['name'] == '')[0]) + 2}, column 'name' is empty")
+    raw.insert(0, "row", np.arange(len(raw)) + 2)  # the file's line: the header is row 1
+    raw = dedupe(raw, ["name"], {c: c for c in raw.columns[2:]}, duplicates, path, notes)
+    names, cells = raw["name"], raw.drop(columns=["row", "name"])
     numbers = cells.apply(pd.to_numeric, errors="coerce")
     bad = (cells != "") & ~np.isfinite(numbers.to_numpy(dtype=np.float64, na_value=np.nan))
     if bad.to_numpy().any():
         r, c = np.argwhere(bad.to_numpy())[0]
         raise ValueError(
-            f"{path}: row {r + 2} (name={names.iloc[r]!r}), column {cells.columns[c]!r}: "
+            f"{path}: row {raw['row'].iloc[r]} (name={names.iloc[r]!r}), column {cells.columns[c]!r}: "
             f"{cells.iat[r, c]!r} is not a finite number"
         )
     numbers.index = pd.Index(names, name="case_id")
-    return numbers.astype(np.float64)
+    return numbers.astype(np.float64), dict(zip(names, raw["row"].tolist()))
 
 
-def _read_touchstone_meta(path: Path) -> pd.DataFrame:
-    """metaTotalSeg.csv (';'-separated, optional BOM) -> meta.* columns indexed by case id."""
+#: what an import does with rows of one key (case; model, case and structure in a long table) given twice
+DUPLICATE_POLICIES = ("error", "first", "mean")
+#: what it does with a value present in one of a model's metric files and empty in the other
+ONE_SIDED_POLICIES = ("error", "missing")
+
+
+def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: str, path: Path, notes: dict[str, Any]) -> pd.DataFrame:
+    """Rows of ``table`` (text cells, its file line in ``row``) whose ``key`` repeats: exact copies are dropped and counted;
+    conflicting ones raise ValueError naming the file, both rows, the key and the column (``values``: table column ->
+    the file's column), unless ``policy`` is ``first`` (keep the first row) or ``mean`` (average the values; a cell
+    empty in one copy and filled in another stays an error)."""
+    if not table.duplicated(key).any():
+        return table
+    exact = table.duplicated([*key, *values])
+    notes["duplicates_dropped"] += int(exact.sum())
+    table = table[~exact]
+    resolved = []
+    for ident, group in table[table.duplicated(key, keep=False)].groupby(key, sort=False):
+        ident = dict(zip(key, ident if isinstance(ident, tuple) else (ident,)))
+        differ = [c for c in values if group[c].nunique() > 1]
+        other = int(np.flatnonzero(group[differ[0]] != group[differ[0]].iloc[0])[0])
+        v1, v2 = group[differ[0]].iloc[0], group[differ[0]].iloc[other]
+        where = (f"{path}: rows {group['row'].iloc[0]} and {group['row'].iloc[other]} "
+                 f"({', '.join(f'{k} {v!r}' for k, v in ident.items())}), column {values[differ[0]]!r}")
+        empty = [c for c in differ if (group[c].isin(NA_CELLS)).any()]
+        if policy == "error" or (policy == "mean" and empty):
+            hint = "a cell empty in one copy has no mean; " if policy == "mean" else ""
+            raise ValueError(f"{where}: conflicting duplicates {v1!r} and {v2!r}; {hint}set the set's options.duplicates "
+                             f"to 'first' or 'mean' ({len(group)} rows), or fix the file")
+        log.warning("%s: duplicates %s (options.duplicates: %s)", where, dict(zip(group["row"], group[differ[0]])), policy)
+        if policy == "mean":
+            numeric = group[differ].apply(pd.to_numeric, errors="coerce")
+            if numeric.isna().to_numpy().any():
+                raise ValueError(f"{where}: conflicting duplicates {v1!r} and {v2!r} are not all numbers; no mean")
+            group = group.copy()
+            group.loc[group.index[0], differ] = [repr(float(numeric[c].mean())) for c in differ]
+        notes["duplicates_resolved"] += len(group) - 1
+        resolved.append(group.iloc[[0]])
+    others = table[~table.duplicated(key, keep=False)]
+    return pd.concat([others, *resolved]).sort_values("row", ignore_index=True)
+
+
+def join_metadata(rows: pd.DataFrame, path: Path, sep: str, key: str, case_key: str | None,
+                  notes: dict[str, Any]) -> pd.DataFrame:
+    """``rows`` with the metadata CSV's fields as ``meta.<field>`` columns (plus ``meta.age_band`` from an ``age``
+    column), joined on ``key`` = the case id, or the part of it the regular expression ``case_key`` picks (its first
+    group, else its whole match). Cases without a metadata row are kept, counted in ``notes`` and logged: the
+    statistics leave them out of the subgroup tests only (docs/published.md)."""
+    meta = _read_metadata_csv(Path(path), sep, key)
+    case_ids = pd.Series(rows["case_id"].unique())
+    if case_key is None:
+        keys = case_ids
+    else:
+        pattern = re.compile(case_key)
+        matches = [pattern.search(str(case)) for case in case_ids]
+        if unmatched := [case for case, m in zip(case_ids, matches) if m is None]:
+            raise ValueError(f"{path}: metadata.case_key {case_key!r} finds no key in case id {unmatched[0]!r} "
+                             f"({len(unmatched)} case(s) without a key)")
+        keys = pd.Series([m.group(1) if pattern.groups else m.group(0) for m in matches])
+    join = dict(zip(case_ids, keys))
+    without = sorted(str(case) for case, k in join.items() if k not in meta.index)
+    notes["cases_without_metadata"] = len(without)
+    if without:
+        log.warning("%s: %d case(s) without metadata (kept; left out of the subgroup tests), e.g. %s", path, len(without), without[:5])
+    rows = rows.assign(_meta_key=rows["case_id"].map(join))
+    return rows.merge(meta, how="left", left_on="_meta_key", right_index=True, validate="many_to_one").drop(columns="_meta_key")
+
+
+def _read_metadata_csv(path: Path, sep: str, key: str) -> pd.DataFrame:
+    """A metadata CSV (optional BOM) -> meta.* columns indexed by its ``key`` column (as text); an ``age`` column must
+    be numeric and adds ``age_band``."""
     try:
-        meta = pd.read_csv(path, sep=";", encoding="utf-8-sig")
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        meta = pd.read_csv(path, sep=sep, encoding="utf-8-sig", dtype={key: str})
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot read ({exc})") from exc
-    missing = [c for c in ("image_id", "age") if c not in meta.columns]
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {missing}")
-    dup = meta["image_id"].duplicated()
+    if key not in meta.columns:
+        raise ValueError(f"{path}: row 1 (header): no key column {key!r}; columns are {list(meta.columns)}")
+    if meta[key].isna().any():
+        raise ValueError(f"{path}: row {int(np.flatnonzero(meta[key].isna())[0]) + 2}, column {key!r}: empty key")
+    dup = meta[key].duplicated()
     if dup.any():
-        raise ValueError(f"{path}: row {int(np.flatnonzero(dup)[0]) + 2}, column 'image_id': duplicate {meta['image_id'][dup].iloc[0]!r}")
-    age = pd.to_numeric(meta["age"], errors="coerce")
-    bad = meta["age"].notna() & age.isna()
-    if bad.any():
-        r = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{path}: row {r + 2}, column 'age': {meta['age'].iloc[r]!r} is not a number")
-    meta["age"] = age
-    meta["age_band"] = age_band(age)
-    meta = meta.set_index("image_id")
+        raise ValueError(f"{path}: row {int(np.flatnonzero(dup)[0]) + 2}, column {key!r}: duplicate {meta[key][dup].iloc[0]!r}")
+    if "age" in meta.columns:
+        age = pd.to_numeric(meta["age"], errors="coerce")
+        bad = meta["age"].notna() & age.isna()
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{path}: row {r + 2}, column 'age': {meta['age'].iloc[r]!r} is not a number")
+        meta["age"] = age
+        meta["age_band"] = age_band(age)
+    meta = meta.set_index(key)
     meta.columns = [f"meta.{c}" for c in meta.columns]
     return meta
 

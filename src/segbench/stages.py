@@ -231,22 +231,33 @@ def excluded_regions(pred_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def read_published(source: PublishedConfig) -> pd.DataFrame:
-    """Rows of a published score set (segauge results keep each model's version, licence and training sets in ``rows.attrs``)."""
+    """Rows of a published score set, its ``metadata`` joined; ``rows.attrs["import_summary"]`` says what the import
+    found and what its policies did (docs/published.md). Segauge results keep each model's version, licence and
+    training sets in ``rows.attrs["models"]``."""
     if source.format == "touchstone":
-        return published.read_touchstone(source.path)
-    if source.format == "cvpr25_metrics":
-        return published.read_cvpr25_metrics(source.path)
-    if source.format in ("challenger_csv", "generic_csv"):
-        return published.read_long_csv(source.path, **source.options)
-    if source.format == "nnunet_summary":
-        return published.read_nnunet_summaries(source.path, **source.options)
-    return published.read_segauge_results(source.path, source.metadata_file)
+        rows = published.read_touchstone(source.path, metadata=source.metadata, **source.options)
+    elif source.format == "cvpr25_metrics":
+        rows = published.read_cvpr25_metrics(source.path)
+    elif source.format in ("challenger_csv", "generic_csv"):
+        rows = published.read_long_csv(source.path, **source.options)
+    elif source.format == "nnunet_summary":
+        rows = published.read_nnunet_summaries(source.path, **source.options)
+    else:
+        rows = published.read_segauge_results(source.path, source.metadata_file)
+    attrs = dict(rows.attrs)
+    notes = attrs.pop("import", None) or published.import_notes()
+    if source.metadata is not None and source.format != "touchstone":  # the Touchstone reader joins its own
+        rows = published.join_metadata(rows, **source.metadata, notes=notes)
+    policies = {k: v for k, v in source.options.items() if k in ("duplicates", "one_sided_missing")}
+    rows.attrs = {**attrs, "import_summary": published.import_summary(rows, notes, policies)}
+    return rows
 
 
 def run_import(params: Params, name: str) -> None:
     """Import stage: one score bundle per model of a published set (kind=published, no masks)."""
     source = params.published_set(name)
     rows = read_published(source)
+    log.info("%s: imported %s", name, rows.attrs["import_summary"]["text"])
     claims = rows.attrs.get("models", {})
     summaries = _headline_metrics(rows, source.metrics)
     for model, model_rows in rows.groupby("model", sort=True):
@@ -285,8 +296,9 @@ def _leaderboard_setup(
     if name in params.published:
         source = params.published_set(name)
         models = sorted(p.stem for p in tracking_marker(name, "*").parent.glob("*.json"))
+        attrs = read_published(source).attrs
         # a segauge results file declares each model's version, licence and training sets (contaminated_on)
-        claims = read_published(source).attrs.get("models", {}) if source.format == "segauge_results" else {}
+        claims = attrs.get("models", {})
         trained = {m: tuple(sorted({*source.trained_on.get(m, ()), *claims.get(m, {}).get("contaminated_on", ())})) for m in models}
         entries = {
             m: {"title": m, "kind": "published", "simulated": False, "source": source.source,
@@ -295,7 +307,7 @@ def _leaderboard_setup(
             for m in models
         }
         block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
-                 "source": source.source, "evaluated_on": source.evaluated_on}
+                 "source": source.source, "evaluated_on": source.evaluated_on, "import_summary": attrs["import_summary"]}
         if source.case_alignment:  # the source's own protocol; both alignments are in the analysis
             block["source_case_alignment"] = source.case_alignment
         return block, entries, source.metrics, source.subgroups, source.cluster_field

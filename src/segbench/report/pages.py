@@ -145,6 +145,7 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         + f"<p>Licence: {html.escape(d.get('licence') or 'not given')}. Cite: {html.escape(d.get('citation') or 'not given')}. "
         f"Data version <code>{html.escape(str(d.get('version') or 'not given'))}</code>. Each structure's page has the full "
         "leaderboards and plots: " + ", ".join(f'<a href="{link(s, "")}">{html.escape(s)}</a>' for s in structures) + ".</p>"
+        + _import_summary(d)
         + _interaction_curves(results)
         + _disclosure("How firm is #1: P(rank 1), leave-one-out, cases needed", tables.overview(results, link))
         + _source_summary(results, link)
@@ -159,6 +160,12 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
 def _disclosure(summary: str, body: str, open_: bool = False) -> str:
     """Details a reader opens on demand: ``summary`` is the line shown, ``body`` HTML."""
     return f"<details{' open' if open_ else ''}><summary>{summary}</summary>{body}</details>"
+
+
+def _import_summary(dataset: dict[str, Any]) -> str:
+    """A published set's import summary as one line (docs/published.md); nothing for other datasets."""
+    summary = dataset.get("import_summary")
+    return f'<p class="note">Import: {html.escape(summary["text"])}.</p>' if summary else ""
 
 
 SENSITIVITY_NAMES = {"drop_failed": "failed cases dropped", "zero": "failed cases scored 0"}
