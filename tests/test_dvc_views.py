@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import csv
 import json
+import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from browser import Browser, find_chromium
+from segbench.stats.verdicts import format_estimate
 from tests_support import command_env, commit_all, new_project, run_command
 
 CASES = ["case_00030", "case_00110"]
@@ -23,6 +27,13 @@ MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
 OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=300", "published=[segauge_kits23_seed]"]
 
 pytestmark = pytest.mark.slow
+# the README's `dvc exp show` preset: one leaderboard cell (#1, mean [CI], verdict) across the experiments
+EXP_SHOW_PRESET = ["--drop", ".*", "--keep", "Experiment|metrics/kits23/tumor/dice.json:(first|mean_ci|verdict)"]
+# True once vega-embed has drawn every plot of a `dvc plots show` page (its canvas, vega-embed's default renderer)
+VEGA_READY = """(() => {
+  const plots = document.querySelectorAll('.vega-embed').length, drawn = document.querySelectorAll('.vega-embed canvas').length;
+  return JSON.stringify({ready: document.readyState === 'complete' && plots > 0 && drawn === plots, plots: drawn});
+})()"""
 
 
 @pytest.fixture(scope="module")
@@ -55,24 +66,52 @@ def test_a_statistics_setting_reruns_the_leaderboards_only(project: Path) -> Non
     assert set(json.loads(result.stdout)) == {"compare@kits23", "compare-published@segauge_kits23_seed"}
 
 
-def test_metrics_file_holds_every_leaderboard_head(project: Path) -> None:
+def _widest_line(text: str) -> int:
+    return max(len(line) for line in text.splitlines())
+
+
+def test_metrics_files_hold_every_leaderboard_head(project: Path) -> None:
     results = json.loads((project / "results" / "kits23.json").read_text())
-    heads = json.loads((project / "metrics" / "kits23.json").read_text())
-    for structure, block in results["analysis"]["structures"].items():
-        for metric, cell in block["metrics"].items():
-            head = heads[structure][metric]
-            first, second = cell["ranking"]["order"][:2]
-            assert (head["first"], head["second"]) == (first, second)
-            assert head["mean"] == cell["models"][first]["mean"] and head["ci_low"] == cell["models"][first]["ci_low"]
-            assert head["p_rank1"] == cell["ranking"]["p_rank1"][first]
-            pair = next(p for p in cell["pairwise"] if (p["a"], p["b"]) == (first, second))
-            assert head["second_separable"] is bool(pair["separable"])
-            assert head["second_significant"] is bool(cell["significance"]["significant"][first][second])
-    shown = run_command(["dvc", "metrics", "show"], project)
-    assert "kidney_and_mass.dice.p_rank1" in shown and "metrics/kits23.json" in shown
+    cells = [(s, m, cell) for s, block in results["analysis"]["structures"].items() for m, cell in block["metrics"].items()]
+    assert sorted(p.relative_to(project / "metrics" / "kits23").as_posix() for p in (project / "metrics" / "kits23").rglob("*.json")) == sorted(
+        f"{s}/{m}.json" for s, m, _ in cells)
+    for structure, metric, cell in cells:
+        head = json.loads((project / "metrics" / "kits23" / structure / f"{metric}.json").read_text())
+        first = cell["ranking"]["order"][0]
+        estimate = cell["models"][first]
+        assert head == {"first": first, "mean": estimate["mean"], "verdict": cell["verdict"]["code"],
+                        "n": results["analysis"]["structures"][structure]["n_cases"],
+                        "mean_ci": format_estimate(estimate["mean"], estimate["ci_low"], estimate["ci_high"], metric, cell["higher_is_better"])}
+    shown = subprocess.run(["dvc", "metrics", "show"], cwd=project, env=command_env(), capture_output=True, text=True, check=True)
+    assert shown.stderr == ""  # no "DVC failed to load some metrics"
+    header, *rows = shown.stdout.splitlines()
+    assert header.split() == ["Path", "first", "mean", "mean_ci", "n", "verdict"]
+    assert len([row for row in rows if row.startswith("metrics/kits23/")]) == len(cells) and "metrics/kits23/tumor/dice.json" in shown.stdout
+    assert _widest_line(shown.stdout) <= 200
 
 
-def test_plot_rows_are_each_models_mean_and_ci(project: Path) -> None:
+def test_a_fresh_clone_has_nothing_to_act_on(project: Path, root: Path) -> None:
+    """After the README's two commands: `dvc status dvc.yaml` (the README's) is clean and `dvc metrics show` warns of
+    nothing, although the interactive pipeline, present in every clone, has never run there."""
+    for name in ("interactive/dvc.yaml", "interactive/dvc.lock", "interactive/.gitignore"):
+        (project / name).parent.mkdir(exist_ok=True)
+        shutil.copy(root / name, project / name)
+    try:
+        assert "dvc status dvc.yaml" in (root / "README.md").read_text(encoding="utf-8")
+        assert run_command(["dvc", "status", "dvc.yaml"], project).strip() == "Data and pipelines are up to date."
+        unrun = json.loads(subprocess.run(["dvc", "status", "--json"], cwd=project, env=command_env(), capture_output=True, text=True, check=True).stdout)
+        assert unrun and all(stage.startswith("interactive/dvc.yaml:") for stage in unrun)  # what plain `dvc status` adds
+        shown = subprocess.run(["dvc", "metrics", "show"], cwd=project, env=command_env(), capture_output=True, text=True, check=True)
+        assert shown.stderr == "" and "interactive/" not in shown.stdout
+        plots = subprocess.run(["dvc", "plots", "show"], cwd=project, env=command_env(), capture_output=True, text=True, check=True)
+        assert "interactive/" not in plots.stdout + plots.stderr
+        assert run_command(["git", "status", "--porcelain", "--untracked-files=all", "--", ".", ":(exclude)interactive"], project) == ""  # no dvc_plots/
+    finally:
+        shutil.rmtree(project / "interactive")
+        shutil.rmtree(project / "dvc_plots", ignore_errors=True)
+
+
+def test_plot_rows_are_each_models_mean_and_ci(project: Path, tmp_path: Path) -> None:
     results = json.loads((project / "results" / "kits23.json").read_text())
     with (project / "plots" / "kits23.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -80,13 +119,18 @@ def test_plot_rows_are_each_models_mean_and_ci(project: Path) -> None:
     row = next(r for r in rows if r["cell"] == "tumor hd95" and r["model"] == "sim_missed_lesion")
     estimate = results["analysis"]["structures"]["tumor"]["metrics"]["hd95"]["models"]["sim_missed_lesion"]
     assert [float(row[k]) for k in ("mean", "ci_low", "ci_high")] == [estimate[k] for k in ("mean", "ci_low", "ci_high")]
-    out = project / "plots_html"
+    out = tmp_path / "plots_html"
     run_command(["dvc", "plots", "show", "--out", str(out)], project)
     page = (out / "index.html").read_text()
     assert "ci_high" in page and "sim_missed_lesion" in page  # the mean_ci template, filled with the rows
+    chromium = find_chromium()
+    assert chromium, "chromium is needed (apt-get install chromium)"
+    with Browser(chromium, tmp_path / "profile") as browser:  # vega inline (.dvc/plots/page.html): it draws offline
+        visit = browser.visit(out / "index.html", ready=VEGA_READY)
+    assert visit.errors == [] and visit.remote_requests == [] and visit.plots == page.count("vegaEmbed(") >= 1
 
 
-def test_exp_run_shows_the_heads_in_exp_show(project: Path) -> None:
+def test_exp_run_shows_the_heads_in_exp_show(project: Path, root: Path) -> None:
     # -S recomposes params.yaml from conf/ (Hydra), so the experiment restates the project's own overrides
     changed = [o for o in OVERRIDES if not o.startswith("stats.n_resamples=")] + ["stats.n_resamples=500"]
     overrides = [arg for override in changed for arg in ("-S", override)]
@@ -98,10 +142,16 @@ def test_exp_run_shows_the_heads_in_exp_show(project: Path) -> None:
     }
     assert "b500" in runs, sorted(runs)
     data = runs["b500"]["data"]
-    heads = data["metrics"]["metrics/kits23.json"]["data"]
     assert data["params"]["params.yaml"]["data"]["stats"]["n_resamples"] == 500
-    assert set(heads) == {"kidney_and_mass", "mass", "tumor"}
-    assert heads["kidney_and_mass"]["dice"]["first"] in MODELS
-    assert 0 <= heads["tumor"]["nsd"]["p_rank1"] <= 1
-    table = run_command(["dvc", "exp", "show", "--no-pager", "--csv"], project)
-    assert "kidney_and_mass.dice.first" in table.splitlines()[0]
+    results = json.loads((project / "results" / "kits23.json").read_text())
+    heads = {path: entry["data"] for path, entry in data["metrics"].items() if path.startswith("metrics/kits23/")}
+    assert set(heads) == {f"metrics/kits23/{s}/{m}.json" for s, block in results["analysis"]["structures"].items() for m in block["metrics"]}
+    assert heads["metrics/kits23/kidney_and_mass/dice.json"]["first"] in MODELS
+    # the README's preset: one cell across the experiments, legible in 200 columns
+    table = subprocess.run(["dvc", "exp", "show", "--no-pager", *EXP_SHOW_PRESET], cwd=project, env={**command_env(), "COLUMNS": "200"},
+                           capture_output=True, text=True, check=True).stdout
+    assert "b500" in table and heads["metrics/kits23/tumor/dice.json"]["first"] in table and "…" not in table, table
+    assert shlex.join(["dvc", "exp", "show", *EXP_SHOW_PRESET]) in (root / "README.md").read_text(encoding="utf-8")
+    assert _widest_line(table) <= 200
+    diff = run_command(["dvc", "metrics", "diff"], project)  # the workspace holds b500's heads, HEAD the baseline's
+    assert "metrics/kits23/" in diff and _widest_line(diff) <= 200

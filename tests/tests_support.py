@@ -99,7 +99,8 @@ def new_project(root: Path, proj: Path, overrides: list[str], interactive: bool 
     run_command(["dvc", "init", "-q"], proj)
     run_command(["dvc", "config", "hydra.enabled", "true"], proj)
     shutil.copy(root / ".dvcignore", proj / ".dvcignore")
-    shutil.copytree(root / ".dvc" / "plots", proj / ".dvc" / "plots")  # the project's plot templates
+    shutil.copytree(root / ".dvc" / "plots", proj / ".dvc" / "plots")  # the project's plot templates and offline page
+    run_command(["dvc", "config", "plots.html_template", "plots/page.html"], proj)
     run_command(["dvc", "remote", "add", "-d", "shared", str((root.parent / "shared" / "dvc-remote").resolve())], proj)
     run_command(["dvc", "pull", "-q", "data.dvc"], proj)
     params = compose_params(proj / "conf", overrides)

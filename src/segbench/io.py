@@ -19,14 +19,15 @@ import nibabel as nib
 import numpy as np
 
 
-def _file_mode() -> int:
-    """The mode a plain ``open()`` would give a new file (0666 less the umask); mkstemp would give 0600."""
+def _umask() -> int:
+    """The process's umask (read by setting it, then restoring it)."""
     umask = os.umask(0)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
 
 
-_FILE_MODE = _file_mode()
+_UMASK = _umask()
+_FILE_MODE = 0o666 & ~_UMASK  # what a plain open() gives a new file; mkstemp would give 0600
 
 
 PARTIAL_MARK = ".partial-"
@@ -60,6 +61,25 @@ def atomic_path(target: Path, suffix: str = ".tmp") -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_dir(target: Path) -> Iterator[Path]:
+    """Yield a temporary folder beside ``target``; on success it replaces ``target`` whole, so files of an
+    earlier write that this one lacks go too. A failed or killed writer leaves ``target`` as it was (the
+    hidden partial folder a killed one leaves is removed by the next write)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for leftover in target.parent.glob(f".{target.name}{PARTIAL_MARK}*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}{PARTIAL_MARK}", dir=target.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_UMASK)  # what a plain mkdir gives; mkdtemp gives 0700
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_text_atomic(target: Path, text: str) -> None:

@@ -24,7 +24,7 @@ from segbench.config import CalibrationConfig, ConfigError, DatasetConfig, Model
 from segbench.datasets import case_ids, data_version, load_metadata, reference_path
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.cases import REFERENCE_LABELS
-from segbench.io import write_json_atomic, write_text_atomic
+from segbench.io import atomic_dir, write_json_atomic, write_text_atomic
 from segbench.models.runner import predict
 from segbench.models.slurm import executor_from_environ, shard_runner_from_environ
 
@@ -55,9 +55,9 @@ def results_file(dataset: str, root: Path = Path(".")) -> Path:
     return root / "results" / f"{dataset}.json"
 
 
-def metrics_file(dataset: str, root: Path = Path(".")) -> Path:
-    """The leaderboard heads DVC shows (``dvc metrics show``, ``dvc exp show``)."""
-    return root / "metrics" / f"{dataset}.json"
+def metrics_dir(dataset: str, root: Path = Path(".")) -> Path:
+    """The leaderboard heads DVC shows (``dvc metrics show``, ``dvc exp show``): ``<structure>/<metric>.json``."""
+    return root / "metrics" / dataset
 
 
 def plot_file(dataset: str, root: Path = Path(".")) -> Path:
@@ -376,11 +376,13 @@ def run_compare(params: Params, name: str) -> None:
     if source_analysis is not None:
         results["source_analysis"] = stats.beside_source(analysis, source_analysis)
     write_json_atomic(results_file(name, root), results)
-    write_json_atomic(metrics_file(name, root), stats.leaderboard_heads(analysis))
+    with atomic_dir(metrics_dir(name, root)) as heads:
+        for (structure, metric), head in stats.leaderboard_heads(analysis).items():
+            write_json_atomic(heads / structure / f"{metric}.json", head)
     buffer = io.StringIO()
     pd.DataFrame(stats.mean_ci_rows(analysis), columns=stats.PLOT_COLUMNS).to_csv(buffer, index=False, lineterminator="\n")
     write_text_atomic(plot_file(name, root), buffer.getvalue())
-    log.info("wrote %s, %s and %s", results_file(name, root), metrics_file(name, root), plot_file(name, root))
+    log.info("wrote %s, %s and %s", results_file(name, root), metrics_dir(name, root), plot_file(name, root))
     log_leaderboard(name, runs.run_ids, root)
 
 

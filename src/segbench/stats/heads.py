@@ -1,8 +1,10 @@
 """The head of every leaderboard, and each model's mean with its CI, in the flat shapes DVC reads.
 
-``dvc metrics show``, ``dvc metrics diff`` and ``dvc exp show`` compare experiments by the scalar leaves
-of a metrics file; ``dvc plots`` draws rows of a table. Both are read from an ``analyze`` results dict
-(see ``segbench.stats.analysis``), nothing is recomputed.
+``dvc metrics show`` prints one row per metrics file and one column per scalar leaf, ``dvc metrics diff``
+one row per leaf, ``dvc exp show`` one column per leaf: so each leaderboard cell (structure x metric) is
+its own small file with the same few keys, and every view stays a few columns wide whatever the number
+of cells. ``dvc plots`` draws rows of a table. Both are read from an ``analyze`` results dict (see
+``segbench.stats.analysis``), nothing is recomputed; everything else stays in ``results/<dataset>.json``.
 """
 
 from __future__ import annotations
@@ -10,42 +12,32 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .verdicts import format_estimate
+
 PLOT_COLUMNS = ("cell", "model", "mean", "ci_low", "ci_high")
 
 
-def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per structure and metric: #1, its mean [CI], P(rank 1), #2, and whether #2 is separable from #1.
+def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (structure, metric): #1, its mean (a number, for diffs and sorting), its mean [CI] as every view
+    prints it, the cell's verdict code (docs/methodology.md#57-verdicts) and the number of cases.
 
-    ``second_separable`` is the paired-bootstrap verdict (CI of the difference, family-wise adjusted,
-    excludes 0); ``second_significant`` is the Wilcoxon-Holm map's "#1 significantly better than #2"
-    (docs/methodology.md, statistics). A cell with fewer than two ranked models has no #2 fields;
-    a cell without a ranked model is left out.
+    The keys sort into reading order (``dvc metrics show`` sorts its columns). A cell without a ranked
+    model is left out.
     """
-    heads: dict[str, dict[str, dict[str, Any]]] = {}
+    heads: dict[tuple[str, str], dict[str, Any]] = {}
     for structure, block in sorted(analysis["structures"].items()):
         for metric, cell in sorted(block["metrics"].items()):
-            ranking = cell.get("ranking")
-            if not ranking or not ranking["order"]:
+            verdict = cell.get("verdict")
+            if verdict is None:
                 continue
-            first = ranking["order"][0]
-            estimate = cell["models"][first]
-            head: dict[str, Any] = {
-                "first": first,
+            estimate = cell["models"][verdict["first"]]
+            heads[structure, metric] = {
+                "first": verdict["first"],
                 "mean": estimate["mean"],
-                "ci_low": estimate["ci_low"],
-                "ci_high": estimate["ci_high"],
-                "p_rank1": ranking["p_rank1"][first],
-                "n_cases": block["n_cases"],
+                "mean_ci": format_estimate(estimate["mean"], estimate["ci_low"], estimate["ci_high"], metric, bool(cell["higher_is_better"])),
+                "n": block["n_cases"],
+                "verdict": verdict["code"],
             }
-            if len(ranking["order"]) > 1:
-                second = ranking["order"][1]
-                pair = next(p for p in cell["pairwise"] if (p["a"], p["b"]) == (first, second))
-                head.update(
-                    second=second,
-                    second_separable=bool(pair["separable"]),
-                    second_significant=bool(cell["significance"]["significant"][first][second]),
-                )
-            heads.setdefault(structure, {})[metric] = head
     return heads
 
 
