@@ -14,7 +14,7 @@ import yaml
 
 from segbench.cli import main
 from segbench.config import compose_params
-from segbench.io import PARTIAL_MARK, remove_partial_files
+from segbench.io import PARTIAL_MARK, atomic_dir, remove_partial_files, write_json_atomic
 from tests_support import in_directory
 
 CASE = "case_00110"
@@ -41,6 +41,28 @@ def test_a_writer_killed_mid_file_leaves_the_old_target(tmp_path: Path) -> None:
     leftovers = remove_partial_files(tmp_path)
     assert [p.name.startswith(f".{target.name}{PARTIAL_MARK}") for p in leftovers] == [True]
     assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_a_folder_write_replaces_the_folder_whole_or_not_at_all(tmp_path: Path) -> None:
+    """`atomic_dir` (a leaderboard's metrics folder): a failed writer leaves the old folder; a killed one's partial
+    folder goes with the next write, which drops the files the old folder had and it has not."""
+    target = tmp_path / "kits23"
+    (target / "tumor").mkdir(parents=True)
+    (target / "tumor" / "dice.json").write_text("old")
+    (target / "tumor" / "hd95.json").write_text("old, a cell the next run lacks")
+    with pytest.raises(RuntimeError), atomic_dir(target) as tmp:
+        (tmp / "tumor").mkdir()
+        (tmp / "tumor" / "dice.json").write_text("new, half")
+        raise RuntimeError("the writer fails")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["kits23", "kits23/tumor", "kits23/tumor/dice.json",
+                                                                                     "kits23/tumor/hd95.json"]
+    (tmp_path / f".kits23{PARTIAL_MARK}killed").mkdir()  # what a killed writer leaves
+    with atomic_dir(target) as tmp:
+        write_json_atomic(tmp / "tumor" / "dice.json", {"mean": 0.9})
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["kits23", "kits23/tumor", "kits23/tumor/dice.json"]
+    assert (target / "tumor" / "dice.json").read_text() == '{\n "mean": 0.9\n}\n'
+    (tmp_path / "plain").mkdir()
+    assert target.stat().st_mode & 0o777 == (tmp_path / "plain").stat().st_mode & 0o777  # not mkdtemp's 0700
 
 
 @pytest.fixture
