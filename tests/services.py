@@ -268,7 +268,7 @@ def slurm_cluster(workdir: Path, cpus: int = 2) -> Iterator[SlurmCluster]:
     all state, spool, logs and pid files in ``workdir``, controller and node ports free on loopback.
 
     This Slurm (22.05) still ships ``auth/none`` and ``cred/none``, so no munge daemon or key is needed on one
-    machine; a real cluster uses ``auth/munge`` with one key on every node (README, "Cluster inference").
+    machine; a real cluster uses ``auth/munge`` with one key on every node (docs/guide.md, "Cluster inference").
     Jobs run as the current user, processes tracked by ``/proc`` (no cgroups, nothing system-wide).
     """
     workdir.mkdir(parents=True, exist_ok=True)

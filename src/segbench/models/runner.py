@@ -118,7 +118,7 @@ def stage_inputs(model: ModelConfig, dataset: DatasetConfig, cases: list[str], s
     if dataset.image_dir is None or not dataset.image_dir.is_dir():
         raise ConfigError(
             f"model {model.name!r} needs images but dataset {dataset.name!r} has none here "
-            f"(image_dir={dataset.image_dir}); real inference runs on a GPU machine with the images downloaded (README)"
+            f"(image_dir={dataset.image_dir}); real inference runs on a GPU machine with the images downloaded (docs/guide.md, Real models)"
         )
     folder = staging / "in"
     for case_id in cases:
@@ -307,7 +307,7 @@ def predict(
     if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
         raise ModelRunError(
             f"model {model.name!r}: weights are {weights['status']} ({model.weights.get('pin')}, {weights['file']}); "
-            "pin and fetch them (README, Real models) or pass --allow-unverified-weights (results are then marked unpublishable)"
+            "pin and fetch them (docs/guide.md, Real models) or pass --allow-unverified-weights (results are then marked unpublishable)"
         )
     _start_or_resume(out_dir, inputs_fingerprint(model, dataset))
     todo = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
