@@ -5,9 +5,12 @@ import platform
 
 __version__ = "0.1.0"
 
-# Byte-identical results on every x86-64 CPU (docs/methodology.md#6-reproducibility). OpenBLAS chooses its
-# kernels by CPU, and its AVX-512 kernels add a bootstrap's sums in another order than its AVX2 (Haswell, also
-# used on Zen) kernels, which moves the last bit of some means and CIs. The library reads this when numpy first
-# loads it, so it is set here, before any segbench module imports numpy; an explicit setting is kept.
+# Byte-identical results on every x86-64 CPU (docs/methodology.md#6-reproducibility). OpenBLAS and numpy choose
+# their kernels by CPU, and their AVX-512 kernels add in another order than their AVX2 ones, which moves the last
+# bit of some means, CIs and moments (measured: Touchstone's CIs and the calibration audit's skewness). Both read
+# these when numpy is first imported, so they are set here, before any segbench module imports numpy; explicit
+# settings are kept. numpy ignores the names it does not know (older releases named the AVX-512 groups otherwise).
+_AVX512 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR X86_V4"
 if platform.machine().lower() in ("x86_64", "amd64"):
     os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+    os.environ.setdefault("NPY_DISABLE_CPU_FEATURES", _AVX512)
