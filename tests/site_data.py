@@ -95,12 +95,13 @@ def kits_like_results(metadata: Path, out: Path) -> Path:
                     "model": model, "case_id": case, "structure": structure, "reference_present": present,
                     "dice": dice, "nsd": dice if not present else float(np.clip(dice + 0.05, 0, 1)),
                     "hd95": np.nan if not present else float(30 * (1 - dice) + 1),
+                    "assd": np.nan if not present else float(8 * (1 - dice) + 0.3),
                     "worst_case": bool(present and dice == 0),
                     "meta.gender": meta["gender"][i], "meta.malignant": meta["malignant"][i],
                 })
     rows = pd.DataFrame(records)
     rows["meta.age_band"] = age_band(meta.set_index("case_id").loc[rows["case_id"], "age_at_nephrectomy"]).to_numpy()
-    metrics = {"dice": True, "hd95": False}
+    metrics = {"dice": True, "hd95": False, "assd": False}
     models = {
         m: _model(m, kind, trained_on, "kits23", **({"source": "Example et al. 2025"} if kind == "published" else {}))
         for m, (kind, _, _, trained_on) in specs.items()

@@ -145,8 +145,8 @@ def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path,
     assert ("per case nnU-Net_STU-Net_B is better (nnU-Net_STU-Net_L better in 201, nnU-Net_STU-Net_B in 309 of 528 cases; "
             "Wilcoxon-Holm: nnU-Net_STU-Net_B better than nnU-Net_STU-Net_L, p_adj = 0.005)") in aorta["sentence"]
 
-    tumor = cells["kits23", "tumor", "hd95"]  # a distance: units on the estimate and the difference
-    v = load(results_files[1])["analysis"]["structures"]["tumor"]["metrics"]["hd95"]["verdict"]
+    tumor = cells["kits23", "tumor", "assd"]  # a distance: units on the estimate and the difference
+    v = load(results_files[1])["analysis"]["structures"]["tumor"]["metrics"]["assd"]["verdict"]
     assert (v["code"], v["first"], v["second"]) == ("separable", "sim_dilate_1mm", "sim_erode_1mm")
     assert tumor["cells"][3].endswith(" mm") and tumor["cells"][4] == "✔ separable"
     assert tumor["sentence"].startswith("#1 sim_dilate_1mm versus #2 sim_erode_1mm: sim_dilate_1mm better than sim_erode_1mm: Δ = -0.")
