@@ -163,13 +163,13 @@ def test_runs_table_shows_every_run_with_its_dataset_and_headline_metrics(projec
     assert {"Dataset", "Source", *means, *verdicts} <= set(table["header"]), table["header"]
     run_rows = {name: row for row in table["rows"] for name in names if f" {name} " in f" {row} "}
     assert sorted(run_rows) == names, table["rows"]
-    for run in runs:  # every headline value of the run, as the table prints it (JavaScript's shortest repr = Python's)
+    for run in runs:  # every headline value of the run, as the table prints it (JavaScript's shortest repr: Python's, 0 for 0.0)
         row = run_rows[run.info.run_name]
         assert "kits23" in row, row
         shown = means + verdicts * (run.info.run_name == tracking.LEADERBOARD_KIND)
         values = [run.data.metrics[m] for m in shown]
         for value in values:
-            assert repr(value) in row, (run.info.run_name, value, row)
+            assert f" {str(int(value)) if value.is_integer() else repr(value)} " in f" {row} ", (run.info.run_name, value, row)
     assert [u for u in visit.remote_requests if not u.startswith(server)] == []
     assert shot.stat().st_size > 10_000
 

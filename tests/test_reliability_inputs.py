@@ -204,19 +204,23 @@ def _non_numeric_cell(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _duplicate_row(table: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat([table, table.iloc[[1]]], ignore_index=True)
+def _conflicting_duplicate_row(table: pd.DataFrame) -> pd.DataFrame:
+    """Case s0001 listed twice with different aorta values (an exact copy is dropped and counted: docs/published.md)."""
+    copy = table.iloc[[1]].copy()
+    copy["aorta"] = "0.5"
+    return pd.concat([table, copy], ignore_index=True)
 
 
 @pytest.mark.parametrize(
     "files, fault, problem",
     [
-        (["MONAI_UNETR/dsc.csv"], _drop_liver, r"MONAI_UNETR/nsd\.csv: columns .* differ from .*MONAI_UNETR/dsc\.csv"),
+        (["MONAI_UNETR/dsc.csv"], _drop_liver, r"MONAI_UNETR/nsd\.csv: row 1 \(header\): organ columns differ from dsc\.csv's: .*'liver'"),
         (["nnU-Net_U-Net/dsc.csv", "nnU-Net_U-Net/nsd.csv"], _drop_liver, _organ_columns_differ("nnU-Net_U-Net")),
         (["MONAI_UNETR/dsc.csv"], _non_numeric_cell, r"MONAI_UNETR/dsc\.csv: row 3 \(name='s0001'\), column 'aorta': '0.14 \(see text\)' is not a finite"),
-        (["MONAI_UNETR/nsd.csv"], _duplicate_row, r"MONAI_UNETR/nsd\.csv: row \d+, column 'name': duplicate case 's0001'"),
+        (["MONAI_UNETR/nsd.csv"], _conflicting_duplicate_row,
+         r"MONAI_UNETR/nsd\.csv: rows \d+ and \d+ \(.*'s0001'.*\), column 'aorta': conflicting duplicates"),
     ],
-    ids=["column-missing-in-one-file", "column-missing-for-one-model", "non-numeric-cell", "duplicate-row"],
+    ids=["column-missing-in-one-file", "column-missing-for-one-model", "non-numeric-cell", "conflicting-duplicate-row"],
 )
 def test_bad_published_score_file(
     root: Path, tmp_path: Path, tracking_store: str, capsys: pytest.CaptureFixture, files: list[str], fault, problem: str
