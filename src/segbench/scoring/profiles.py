@@ -153,9 +153,12 @@ def deepmind_metrics(sd: SurfaceDistances, nsd_tolerance: float) -> dict[str, fl
     }
 
 
-def monai_surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing) -> SurfaceDistances:
-    """MONAI's directed edge-voxel distances of two non-empty boolean masks (float32, as MONAI
-    returns them, each voxel weight 1), each direction sorted; an edge voxel of both masks is at 0
+def edge_voxel_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing) -> tuple[np.ndarray, np.ndarray]:
+    """(prediction -> reference, reference -> prediction) distances (mm, float64, unsorted) of the edge
+    voxels of two non-empty boolean masks: a mask's edge is the mask minus its binary erosion by the
+    6-neighbour cross, the array's edge counting as outside; a voxel's distance is the Euclidean
+    distance at this spacing to the nearest edge voxel of the other mask (what a distance transform
+    of the other edge gives: MONAI's and panoptica's surfaces); an edge voxel of both masks is at 0
     without a search."""
     sp = np.asarray(spacing, dtype=np.float64)
     edges = [np.flatnonzero(m & ~ndimage.binary_erosion(m)) for m in (np.asarray(pred, bool), np.asarray(ref, bool))]
@@ -163,8 +166,14 @@ def monai_surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing)
     def tree(idx: np.ndarray) -> cKDTree:
         return cKDTree(np.stack(np.unravel_index(idx, pred.shape), axis=1) * sp)
 
-    d_pg = np.sort(_directed(edges[0], edges[1], tree(edges[1]), pred.shape, sp).astype(np.float32))
-    d_gp = np.sort(_directed(edges[1], edges[0], tree(edges[0]), pred.shape, sp).astype(np.float32))
+    return (_directed(edges[0], edges[1], tree(edges[1]), pred.shape, sp),
+            _directed(edges[1], edges[0], tree(edges[0]), pred.shape, sp))
+
+
+def monai_surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing) -> SurfaceDistances:
+    """MONAI's directed edge-voxel distances (``edge_voxel_distances``) in float32, as MONAI returns
+    them, each voxel weight 1, each direction sorted."""
+    d_pg, d_gp = (np.sort(d.astype(np.float32)) for d in edge_voxel_distances(pred, ref, spacing))
     return SurfaceDistances(d_pg=d_pg, w_pg=np.ones(len(d_pg)), d_gp=d_gp, w_gp=np.ones(len(d_gp)))
 
 

@@ -1,0 +1,413 @@
+"""Lesion-wise (instance-wise) scoring: connected components, matching rules and per-lesion metrics (docs/scoring.md#lesion-wise-scoring).
+
+One binary mask per structure (KiTS tumor, cyst) is split into instances, the reference instances
+are matched with the prediction instances under a rule, and each reference instance (matched or
+missed) and each unmatched prediction instance becomes a row of a table; the case's scores (RQ, SQ,
+PQ, detection precision/recall/F1, BraTS-style lesion-wise Dice/HD95, FP/FN volumes, recall by
+lesion-volume stratum) are reductions of that table. The rules and their edge cases are those of
+panoptica 2.1.7 and brats-evaluation 0.0.10 (tested against both, tests/test_instances.py) and of
+the BraTS 2023 lesion-wise script (dilation and merge; hand-built cases only: no package ships it).
+
+Everything that only needs voxel counts (Dice, IoU, every matching score) comes from one overlap
+table of the two label maps (``np.bincount`` of paired labels); surface distances are measured per
+matched pair inside the pair's own bounding box, by the engine's surface functions (``profiles``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import ndimage
+from scipy.optimize import linear_sum_assignment
+from segauge.metrics.distance import SurfaceDistances
+
+from segbench.scoring.labelmaps import nonzero_box
+from segbench.scoring.profiles import Profile, Spacing, edge_voxel_distances, get_profile
+
+#: Connectivity (neighbours of a voxel) -> scipy's structuring-element rank.
+CONNECTIVITY: dict[int, int] = {6: 1, 18: 2, 26: 3}
+MATCHING_METRICS: tuple[str, ...] = ("iou", "dice")
+INSTANCE_METRICS: tuple[str, ...] = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
+#: Margin (voxels) of a pair's box: the array's edge never touches a mask whose surface is measured.
+BOX_MARGIN = 2
+TABLE_COLUMNS: tuple[str, ...] = ("status", "reference_id", "prediction_ids", "reference_volume_ml", "prediction_volume_ml", *INSTANCE_METRICS)
+
+
+def check_pair(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float]) -> tuple[np.ndarray, np.ndarray, Spacing]:
+    """Boolean copies of two binary 3-D masks and the spacing as floats; an error naming what is wrong
+    (shape, dimensions, non-binary values, spacing) otherwise."""
+    masks = []
+    for name, mask in (("reference", reference), ("prediction", prediction)):
+        mask = np.asarray(mask)
+        if mask.ndim != 3:
+            raise ValueError(f"{name} mask: expected 3 dimensions, got shape {mask.shape}")
+        if mask.dtype != np.bool_:
+            values = np.unique(mask)
+            if not np.isin(values, (0, 1)).all():
+                raise ValueError(f"{name} mask is not binary: values {values[~np.isin(values, (0, 1))][:5].tolist()} besides 0 and 1")
+        masks.append(mask.astype(bool, copy=False))
+    if masks[0].shape != masks[1].shape:
+        raise ValueError(f"reference shape {masks[0].shape} != prediction shape {masks[1].shape}")
+    if spacing is None or len(spacing) != 3 or not all(math.isfinite(s) and s > 0 for s in spacing):
+        raise ValueError(f"spacing must be 3 positive finite voxel sizes (mm, array order), got {spacing!r}")
+    return masks[0], masks[1], (float(spacing[0]), float(spacing[1]), float(spacing[2]))
+
+
+def label_components(mask: np.ndarray, connectivity: int = 26) -> tuple[np.ndarray, int]:
+    """Connected components of a boolean mask (labels 1..n in raster order of their first voxel, 0
+    outside) and n; ``connectivity``: 6 (faces), 18 (faces and edges) or 26 (and corners)."""
+    if connectivity not in CONNECTIVITY:
+        raise ValueError(f"connectivity must be one of {sorted(CONNECTIVITY)}, got {connectivity!r}")
+    labels, n = ndimage.label(mask, structure=ndimage.generate_binary_structure(3, CONNECTIVITY[connectivity]))
+    return labels, int(n)
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Voxel counts of two instance label maps: ``ref_voxels[r]`` and ``pred_voxels[p]`` (index 0:
+    background) and ``shared[p, r]``, the voxels prediction instance p and reference instance r share."""
+
+    ref_voxels: np.ndarray
+    pred_voxels: np.ndarray
+    shared: np.ndarray
+
+    def score(self, metric: str) -> np.ndarray:
+        """IoU or Dice of every (prediction, reference) pair, as panoptica computes them (float64 from
+        the integer counts), shape ``shared.shape``."""
+        inter = self.shared.astype(np.float64)
+        sizes = self.ref_voxels[None, :].astype(np.float64) + self.pred_voxels[:, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if metric == "iou":
+                return inter / (sizes - inter)
+            if metric == "dice":
+                return 2.0 * inter / sizes
+        raise ValueError(f"matching metric must be one of {MATCHING_METRICS}, got {metric!r}")
+
+    def ranked_pairs(self, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(prediction ids, reference ids, scores) of the pairs sharing a voxel, best score first;
+        equal scores in ascending (prediction, reference) order (panoptica's stable sort)."""
+        p, r = np.nonzero(self.shared[1:, 1:])
+        p, r = p + 1, r + 1
+        s = self.score(metric)[p, r]
+        order = np.argsort(-s, kind="stable")
+        return p[order], r[order], s[order]
+
+    def union_score(self, metric: str, preds: Sequence[int], ref: int) -> float:
+        """IoU or Dice of reference instance ``ref`` with the union of prediction instances ``preds``
+        (disjoint, so their counts add)."""
+        inter = int(self.shared[list(preds), ref].sum())
+        size = int(self.ref_voxels[ref]) + int(self.pred_voxels[list(preds)].sum())
+        return inter / (size - inter) if metric == "iou" else 2 * inter / size
+
+
+def overlap_table(ref_labels: np.ndarray, n_ref: int, pred_labels: np.ndarray, n_pred: int) -> Overlap:
+    """The ``Overlap`` of two label maps from one pass: each voxel's (prediction, reference) pair is
+    one integer and ``np.bincount`` counts them all."""
+    pair = pred_labels.astype(np.int64, copy=False).ravel() * (n_ref + 1) + ref_labels.ravel()
+    counts = np.bincount(pair, minlength=(n_pred + 1) * (n_ref + 1)).reshape(n_pred + 1, n_ref + 1)
+    return Overlap(ref_voxels=counts.sum(axis=0), pred_voxels=counts.sum(axis=1), shared=counts)
+
+
+@dataclass(frozen=True)
+class Matching:
+    """The prediction instances each reference instance is matched with (``preds[r - 1]``, ascending;
+    empty: a false negative), and the prediction instances matched with none (false positives).
+
+    A reference instance with several predictions (one-to-many: a split lesion) is scored against
+    their union; a prediction appearing under several references (many-to-one: a merged lesion) only
+    happens with the dilation rule, and then counts toward each of them."""
+
+    preds: tuple[tuple[int, ...], ...]
+    unmatched: tuple[int, ...]
+
+    @property
+    def tp(self) -> int:
+        return sum(1 for p in self.preds if p)
+
+
+def _beats(score: float, threshold: float, strict: bool) -> bool:
+    return score > threshold if strict else score >= threshold
+
+
+def _matching(n_ref: int, n_pred: int, pred_to_ref: dict[int, int]) -> Matching:
+    preds: list[list[int]] = [[] for _ in range(n_ref)]
+    for p, r in sorted(pred_to_ref.items()):
+        preds[r - 1].append(p)
+    return Matching(tuple(tuple(p) for p in preds), tuple(p for p in range(1, n_pred + 1) if p not in pred_to_ref))
+
+
+def match_naive(ov: Overlap, metric: str = "iou", threshold: float = 0.5, many_to_one: bool = False, strict: bool = False) -> Matching:
+    """panoptica's ``NaiveThresholdMatching``: overlapping pairs best score first; a pair is matched
+    if its score reaches ``threshold`` (exceeds it if ``strict``) and its prediction is unmatched and,
+    unless ``many_to_one``, its reference too. With ``many_to_one`` a reference collects every
+    prediction that reaches the threshold with it (one-to-many, scored as their union); a prediction
+    never goes to two references."""
+    pred_to_ref: dict[int, int] = {}
+    for p, r, s in zip(*ov.ranked_pairs(metric), strict=True):
+        if p in pred_to_ref or (not many_to_one and r in pred_to_ref.values()):
+            continue
+        if _beats(s, threshold, strict):
+            pred_to_ref[int(p)] = int(r)
+    return _matching(len(ov.ref_voxels) - 1, len(ov.pred_voxels) - 1, pred_to_ref)
+
+
+def match_bipartite(ov: Overlap, metric: str = "dice", threshold: float = 1e-6, strict: bool = False) -> Matching:
+    """panoptica's ``MaxBipartiteMatching`` (brats-evaluation's rule): one-to-one, maximising the sum
+    of the scores of the pairs that reach ``threshold`` (``linear_sum_assignment`` on 1 - score, and
+    1 + 1e-6 for every other pair, which is never kept)."""
+    n_ref, n_pred = len(ov.ref_voxels) - 1, len(ov.pred_voxels) - 1
+    if n_ref == 0 or n_pred == 0:
+        return _matching(n_ref, n_pred, {})
+    score = ov.score(metric)[1:, 1:].T
+    passing = (ov.shared[1:, 1:].T > 0) & (score > threshold if strict else score >= threshold)
+    cost = np.where(passing, 1.0 - score, 1.0 + 1e-6)
+    rows, cols = linear_sum_assignment(cost)
+    return _matching(n_ref, n_pred, {int(c) + 1: int(r) + 1 for r, c in zip(rows, cols, strict=True) if cost[r, c] < 1.0})
+
+
+def match_merge(ov: Overlap, metric: str = "iou", threshold: float = 0.5, strict: bool = False) -> Matching:
+    """panoptica's ``MaximizeMergeMatching``: overlapping pairs best score first; an unmatched
+    prediction joins an already matched reference if the reference's score with the union of its
+    predictions and this one is higher than its score so far (one-to-many: a split lesion is merged
+    back), and an unmatched reference takes it if the pair's score reaches ``threshold``. A
+    prediction never goes to two references."""
+    pred_to_ref: dict[int, int] = {}
+    best: dict[int, float] = {}
+    for p, r, s in zip(*ov.ranked_pairs(metric), strict=True):
+        p, r = int(p), int(r)
+        if p in pred_to_ref:
+            continue
+        if r in best:
+            union = ov.union_score(metric, [q for q, t in pred_to_ref.items() if t == r] + [p], r)
+            if union > best[r]:
+                pred_to_ref[p], best[r] = r, union
+        elif _beats(s, threshold, strict):
+            pred_to_ref[p], best[r] = r, float(s)
+    return _matching(len(ov.ref_voxels) - 1, len(ov.pred_voxels) - 1, pred_to_ref)
+
+
+def _padded(box: tuple[slice, ...], margin: int, shape: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(slice(max(b.start - margin, 0), min(b.stop + margin, n)) for b, n in zip(box, shape, strict=True))
+
+
+def match_dilation(ref_mask: np.ndarray, pred_labels: np.ndarray, n_pred: int, iterations: int) -> tuple[np.ndarray, int, Matching]:
+    """The BraTS 2023 lesion-wise rule: the reference mask is dilated ``iterations`` times by the
+    18-neighbour element and reference components (26-connected) lying in one component of that
+    dilation are merged into one lesion; each lesion, dilated alone the same way, claims every
+    prediction instance it touches. Returns the merged reference labels, their number and the
+    matching. A prediction touching two lesions' dilations counts for both (many-to-one); a lesion
+    claiming several predictions is scored against their union (one-to-many)."""
+    element = ndimage.generate_binary_structure(3, 2)
+    dilated, n_ref = label_components(ndimage.binary_dilation(ref_mask, element, iterations=iterations), 26)
+    ref_labels = np.where(ref_mask, dilated, 0)
+    preds: list[tuple[int, ...]] = []
+    for r, box in enumerate(ndimage.find_objects(ref_labels), start=1):
+        box = _padded(box, iterations, ref_mask.shape)
+        reach = ndimage.binary_dilation(ref_labels[box] == r, element, iterations=iterations)
+        touched = np.unique(pred_labels[box][reach])
+        preds.append(tuple(int(p) for p in touched if p))
+    claimed = {p for ps in preds for p in ps}
+    return ref_labels, n_ref, Matching(tuple(preds), tuple(p for p in range(1, n_pred + 1) if p not in claimed))
+
+
+def panoptica_surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing) -> SurfaceDistances:
+    """panoptica's surface distances: the edge-voxel distances (``profiles.edge_voxel_distances``) in
+    float64, each voxel weight 1."""
+    d_pg, d_gp = edge_voxel_distances(pred, ref, spacing)
+    return SurfaceDistances(d_pg=d_pg, w_pg=np.ones(len(d_pg)), d_gp=d_gp, w_gp=np.ones(len(d_gp)))
+
+
+def panoptica_metrics(sd: SurfaceDistances, nsd_tolerance: float) -> dict[str, float]:
+    """hd, hd95, assd, masd and nsd by panoptica's formulas: HD95 the linear 95th percentile of both
+    directions pooled (``np.percentile``); panoptica's "ASSD" is the mean of the two directed means,
+    here ``masd`` (``assd`` is the pooled mean, as everywhere in segbench); NSD the mean of the two
+    directions' shares within the tolerance (its GaNDLF formula)."""
+    both = np.concatenate([sd.d_gp, sd.d_pg])
+    a, b = len(sd.d_gp), len(sd.d_pg)
+    tp_a, tp_b = np.sum(sd.d_gp <= nsd_tolerance) / a, np.sum(sd.d_pg <= nsd_tolerance) / b
+    fp, fn = np.sum(sd.d_gp > nsd_tolerance) / a, np.sum(sd.d_pg > nsd_tolerance) / b
+    return {
+        "hd": float(both.max()),
+        "hd95": float(np.percentile(both, 95)),
+        "assd": float(both.mean()),
+        "masd": float(np.mean((sd.d_gp.mean(), sd.d_pg.mean()))),
+        "nsd": float((tp_a + tp_b) / (tp_a + tp_b + fp + fn + sys.float_info.min)),
+    }
+
+
+PANOPTICA_SURFACE = Profile("panoptica", "panoptica_pooled_percentile_unweighted", panoptica_surface_distances, panoptica_metrics)
+
+
+@dataclass(frozen=True)
+class LesionProfile:
+    """One lesion-wise definition: instances, matching rule, per-instance surface and case reductions.
+
+    ``matcher``: naive | bipartite | merge | dilation (``match_*``); ``surface``: the metric profile
+    measuring a matched pair; ``unmatched_distance_mm``: the distance metrics of a missed or false
+    positive lesion (BraTS' penalty; NaN: undefined); ``size_floor_mm3`` and ``lesionwise``: which
+    reference lesions the BraTS-style lesion-wise Dice/HD95 keep and how they are averaged (``brats``:
+    volume >= floor, brats-evaluation's ``parse_mets_results``; ``brats2023``: volume > floor, the
+    2023 script); ``nsd_tolerance_mm``: None is the smallest voxel size (panoptica's default)."""
+
+    name: str
+    connectivity: int
+    matcher: str
+    matching_metric: str
+    matching_threshold: float
+    surface: Profile
+    unmatched_distance_mm: float
+    size_floor_mm3: float
+    lesionwise: str
+    many_to_one: bool = False
+    strict: bool = False
+    dilation_iterations: int = 0
+    nsd_tolerance_mm: float | None = None
+
+
+LESION_PROFILES: dict[str, LesionProfile] = {
+    # panoptica's defaults: 26-connected components (cc3d), naive one-to-one matching at IoU >= 0.5
+    "panoptica": LesionProfile("panoptica", 26, "naive", "iou", 0.5, PANOPTICA_SURFACE, math.nan, 0.0, "brats"),
+    # brats-evaluation 0.0.10: its bundled configs (config_mets.yaml: bipartite at Dice >= 1e-6) and parse_mets_results' defaults
+    "brats": LesionProfile("brats", 26, "bipartite", "dice", 1e-6, PANOPTICA_SURFACE, 373.0, 20.0, "brats"),
+    # BraTS 2023 lesion-wise script, BraTS-GLI parameters (dilation 3, volume floor 50 mm^3, HD95 penalty 374 mm)
+    "brats2023": LesionProfile("brats2023", 26, "dilation", "dice", 0.0, get_profile("deepmind"), 374.0, 50.0, "brats2023", dilation_iterations=3),
+}
+
+
+def get_lesion_profile(name: str) -> LesionProfile:
+    """The lesion profile called ``name``; an error listing the known ones otherwise."""
+    if name not in LESION_PROFILES:
+        raise ValueError(f"unknown lesion profile {name!r}; known: {sorted(LESION_PROFILES)}")
+    return LESION_PROFILES[name]
+
+
+def _match(profile: LesionProfile, ref_mask: np.ndarray, pred_labels: np.ndarray, n_pred: int) -> tuple[np.ndarray, int, Matching]:
+    if profile.matcher == "dilation":
+        return match_dilation(ref_mask, pred_labels, n_pred, profile.dilation_iterations)
+    ref_labels, n_ref = label_components(ref_mask, profile.connectivity)
+    ov = overlap_table(ref_labels, n_ref, pred_labels, n_pred)
+    rules: dict[str, Callable[[], Matching]] = {
+        "naive": lambda: match_naive(ov, profile.matching_metric, profile.matching_threshold, profile.many_to_one, profile.strict),
+        "bipartite": lambda: match_bipartite(ov, profile.matching_metric, profile.matching_threshold, profile.strict),
+        "merge": lambda: match_merge(ov, profile.matching_metric, profile.matching_threshold, profile.strict),
+    }
+    if profile.matcher not in rules:
+        raise ValueError(f"lesion profile {profile.name}: unknown matcher {profile.matcher!r}; known: {sorted([*rules, 'dilation'])}")
+    return ref_labels, n_ref, rules[profile.matcher]()
+
+
+def instance_table(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float], profile: LesionProfile | str = "panoptica") -> pd.DataFrame:
+    """One row per reference lesion (status TP or FN) and per unmatched prediction lesion (FP):
+    reference and prediction ids (the prediction lesions of a row, ``;``-separated), volumes (mL),
+    and Dice, IoU, HD, HD95, ASSD, MASD and NSD of the reference lesion against the union of its
+    predictions (``profile.surface``'s distances, in the pair's bounding box); FN and FP rows score
+    Dice, IoU and NSD 0 and ``profile.unmatched_distance_mm`` for the distances."""
+    profile = get_lesion_profile(profile) if isinstance(profile, str) else profile
+    ref, pred, spacing = check_pair(reference, prediction, spacing)
+    box = nonzero_box(ref, pred)
+    if box is not None:  # every metric is unchanged outside the masks' box (with room for the dilation)
+        box = _padded(box, max(BOX_MARGIN, profile.dilation_iterations), ref.shape)
+        ref, pred = ref[box], pred[box]
+    pred_labels, n_pred = label_components(pred, profile.connectivity)
+    ref_labels, n_ref, matching = _match(profile, ref, pred_labels, n_pred)
+    ov = overlap_table(ref_labels, n_ref, pred_labels, n_pred)
+    ml = float(np.prod(spacing)) / 1000.0
+    tol = min(spacing) if profile.nsd_tolerance_mm is None else profile.nsd_tolerance_mm
+    miss = {"dice": 0.0, "iou": 0.0, "nsd": 0.0, **{m: profile.unmatched_distance_mm for m in ("hd", "hd95", "assd", "masd")}}
+    ref_boxes, pred_boxes = ndimage.find_objects(ref_labels), ndimage.find_objects(pred_labels)
+    rows = []
+    for r, preds in enumerate(matching.preds, start=1):
+        row = {"reference_id": r, "prediction_ids": ";".join(map(str, preds)), "reference_volume_ml": ov.ref_voxels[r] * ml,
+               "prediction_volume_ml": ov.pred_voxels[list(preds)].sum() * ml}
+        if not preds:
+            rows.append(row | {"status": "FN"} | miss)
+            continue
+        inter, size = int(ov.shared[list(preds), r].sum()), int(ov.ref_voxels[r] + ov.pred_voxels[list(preds)].sum())
+        lo = np.min([[s.start for s in b] for b in [ref_boxes[r - 1], *(pred_boxes[p - 1] for p in preds)]], axis=0)
+        hi = np.max([[s.stop for s in b] for b in [ref_boxes[r - 1], *(pred_boxes[p - 1] for p in preds)]], axis=0)
+        pair_box = _padded(tuple(slice(int(a), int(b)) for a, b in zip(lo, hi, strict=True)), BOX_MARGIN, ref_labels.shape)
+        ref_m, pred_m = ref_labels[pair_box] == r, np.isin(pred_labels[pair_box], preds)
+        distances = profile.surface.metrics(profile.surface.measure(pred_m, ref_m, spacing), tol)
+        rows.append(row | {"status": "TP", "dice": 2 * inter / size, "iou": inter / (size - inter), **distances})
+    for p in matching.unmatched:
+        rows.append({"status": "FP", "reference_id": 0, "prediction_ids": str(p), "reference_volume_ml": 0.0,
+                     "prediction_volume_ml": ov.pred_voxels[p] * ml} | miss)
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    return table.astype({"reference_id": np.int64, "reference_volume_ml": float, "prediction_volume_ml": float, **dict.fromkeys(INSTANCE_METRICS, float)})
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else math.nan
+
+
+def _brats_lesionwise(table: pd.DataFrame, profile: LesionProfile) -> tuple[float, float]:
+    """brats-evaluation's ``parse_mets_results``: the reference lesions of at least the size floor
+    (their own Dice/HD95, or 0 and the penalty if missed) and one (0, penalty) per false positive;
+    infinite HD95s left out of the mean; NaN if no reference lesion reaches the floor."""
+    refs = table[table.status != "FP"]
+    large = refs[refs.reference_volume_ml * 1000.0 >= profile.size_floor_mm3]
+    if large.empty:
+        return math.nan, math.nan
+    n_fp = int((table.status == "FP").sum())
+    dice = [*large.dice, *[0.0] * n_fp]
+    hd95 = [v for v in [*large.hd95, *[profile.unmatched_distance_mm] * n_fp] if not math.isinf(v)]
+    return float(np.mean(dice)), float(np.mean(hd95)) if hd95 else profile.unmatched_distance_mm
+
+
+def _brats2023_lesionwise(table: pd.DataFrame, profile: LesionProfile) -> tuple[float, float]:
+    """The BraTS 2023 script: sums over the reference lesions larger than the size floor, plus one
+    (0, penalty) per false positive, over their number; 1 and 0 when there is neither."""
+    refs = table[table.status != "FP"]
+    kept = refs[refs.reference_volume_ml * 1000.0 > profile.size_floor_mm3]
+    n = len(kept) + int((table.status == "FP").sum())
+    if n == 0:
+        return 1.0, 0.0
+    n_fp = n - len(kept)
+    return float(kept.dice.sum() / n), float((kept.hd95.sum() + n_fp * profile.unmatched_distance_mm) / n)
+
+
+def case_scores(table: pd.DataFrame, profile: LesionProfile | str = "panoptica", strata_ml: Sequence[float] = ()) -> dict[str, float]:
+    """A case's lesion-wise scores from its ``instance_table``.
+
+    Counts (tp, fp, fn; a split lesion matched as one is one TP), detection precision, recall and F1
+    (= panoptica's RQ, tp / (tp + fp/2 + fn/2); 0 with no TP, NaN with no lesion at all; precision and
+    recall NaN when their denominator is 0), SQ per metric (the mean over TPs, NaN with none), PQ
+    (IoU and Dice: SQ x RQ, 0 when RQ is 0), BraTS-style lesion-wise Dice and HD95 (the profile's
+    ``lesionwise`` rule), FP and FN volumes (mL), and the recall of reference lesions in each
+    volume stratum cut at ``strata_ml`` (``recall_lt_A``, ``recall_A_B``, ``recall_ge_B``; NaN if none
+    falls in it: panoptica's ``recall_by_volume`` bins)."""
+    profile = get_lesion_profile(profile) if isinstance(profile, str) else profile
+    status = table.status
+    tp, fp, fn = int((status == "TP").sum()), int((status == "FP").sum()), int((status == "FN").sum())
+    rq = tp / (tp + 0.5 * fp + 0.5 * fn) if tp else (0.0 if fp + fn else math.nan)
+    matched = table[status == "TP"]
+    out: dict[str, float] = {"n_reference": tp + fn, "n_prediction": len(set(";".join(table.prediction_ids).split(";")) - {""}),
+                             "tp": tp, "fp": fp, "fn": fn, "precision": _ratio(tp, tp + fp), "recall": _ratio(tp, tp + fn), "f1": rq, "rq": rq}
+    for m in INSTANCE_METRICS:
+        out[f"sq_{m}"] = float(matched[m].mean()) if tp else math.nan
+    for m in ("iou", "dice"):
+        out[f"pq_{m}"] = out[f"sq_{m}"] * rq if tp else rq
+    rule = {"brats": _brats_lesionwise, "brats2023": _brats2023_lesionwise}[profile.lesionwise]
+    out["lesion_dice"], out["lesion_hd95"] = rule(table, profile)
+    out["fp_volume_ml"] = float(table.prediction_volume_ml[status == "FP"].sum())
+    out["fn_volume_ml"] = float(table.reference_volume_ml[status == "FN"].sum())
+    edges = sorted(float(e) for e in strata_ml)
+    refs = table[status != "FP"]
+    bins = np.digitize(refs.reference_volume_ml.to_numpy(), edges)
+    names = [f"recall_lt_{edges[0]:g}ml", *(f"recall_{a:g}_{b:g}ml" for a, b in zip(edges, edges[1:])), f"recall_ge_{edges[-1]:g}ml"] if edges else []
+    for b, name in enumerate(names):
+        hit = refs.status.to_numpy()[bins == b] == "TP"
+        out[name] = float(hit.mean()) if hit.size else math.nan
+    return out
+
+
+def score_lesions(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float], profile: LesionProfile | str = "panoptica",
+                  strata_ml: Sequence[float] = ()) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The per-lesion table and the case's scores of one structure (``instance_table``, ``case_scores``)."""
+    table = instance_table(reference, prediction, spacing, profile)
+    return table, case_scores(table, profile, strata_ml)
