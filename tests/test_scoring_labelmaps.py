@@ -117,3 +117,14 @@ def test_nonzero_box_is_the_box_of_the_nonzero_voxels(dtype: type) -> None:
         idx = np.concatenate([np.argwhere(a) for a in arrays])
         expected = tuple(slice(int(lo), int(hi) + 1) for lo, hi in zip(idx.min(0), idx.max(0), strict=True))
         assert nonzero_box(*arrays) == expected, shape
+
+
+def test_nonzero_box_is_the_same_in_any_memory_order() -> None:
+    """nibabel decodes NIfTI in Fortran order; the box must not depend on it (it is walked transposed, not copied)."""
+    mask = np.zeros((23, 31, 17), dtype=bool)
+    mask[4:9, 20:30, 2] = True
+    mask[15, 3, 16] = True
+    expected = (slice(4, 16), slice(3, 30), slice(2, 17))
+    for array in (mask, np.asfortranarray(mask), np.asfortranarray(mask).astype(np.int16), mask[:, ::-1, :][:, ::-1, :]):
+        assert nonzero_box(array) == expected
+    assert nonzero_box(np.asfortranarray(mask), np.zeros_like(mask)) == expected

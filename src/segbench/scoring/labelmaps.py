@@ -85,13 +85,16 @@ def nonzero_box(*arrays: np.ndarray) -> tuple[slice, ...] | None:
     for a in arrays:
         if a.size == 0:
             continue
-        # two passes over the array: along the first axis, and onto its (small) cross-section, whose
-        # axes give the rest (numpy's reduction over two axes at once took 4-6x longer)
-        nz = unsigned_view(a)
-        hits[0] |= nz.reshape(len(nz), -1).max(axis=1) > 0
+        # two passes over the array: along its slowest axis, and onto its (small) cross-section, whose
+        # axes give the rest (numpy's reduction over two axes at once took 4-6x longer). A Fortran-ordered
+        # array (nibabel decodes NIfTI so) is walked transposed: its reshape would otherwise copy it.
+        nz, axes = unsigned_view(a), list(range(a.ndim))
+        if not nz.flags.c_contiguous and nz.flags.f_contiguous:
+            nz, axes = nz.T, axes[::-1]
+        hits[axes[0]] |= nz.reshape(len(nz), -1).max(axis=1) > 0
         plane = nz.max(axis=0)
-        for axis in range(1, a.ndim):
-            hits[axis] |= plane.max(axis=tuple(x for x in range(plane.ndim) if x != axis - 1)) > 0
+        for i in range(1, a.ndim):
+            hits[axes[i]] |= plane.max(axis=tuple(x for x in range(plane.ndim) if x != i - 1)) > 0
     if not hits[0].any():
         return None
     return tuple(slice(int(np.argmax(h)), len(h) - int(np.argmax(h[::-1]))) for h in hits)
