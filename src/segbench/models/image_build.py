@@ -17,6 +17,7 @@ Debian 12 cannot unpickle), and its predictions equal the host command's byte fo
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -125,6 +126,13 @@ def build_image(recipe: ImageRecipe = REGION_GROWING, cache: Path | None = None,
     :func:`segbench.models.container.load_image` like any submission.
     """
     cache = Path(cache or default_cache())
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time per cache: parallel test sessions wait, then find it built
+        return _build_image(recipe, cache, podman)
+
+
+def _build_image(recipe: ImageRecipe, cache: Path, podman: str) -> BuiltImage:
     rootfs, debootstrap_s = build_rootfs(recipe, cache)
     key = _digest({"rootfs": rootfs.name, "tag": recipe.tag, "workdir": recipe.workdir,
                    "files": {name: file_sha256(source) for name, source in sorted(recipe.files.items())}})

@@ -1,0 +1,197 @@
+"""Models as containers (segbench.models.container) with real podman containers.
+
+The region-growing baseline's image is built from Debian packages (segbench.models.image_build, cached
+outside git) and loaded from its sha256-pinned archive once per session. Through the container it must
+give the host command's predictions byte for byte; images that misbehave on purpose (the same image
+with another command) must each leave a clear reason, an empty outputs folder and no container behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from segbench.interactive import cases, harness
+from segbench.models import container
+from segbench.models.image_build import REGION_GROWING, build_image, default_cache
+from segbench.models.runner import ADAPTERS_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "data" / "totalseg_example"
+ORGANS = {"spleen": 1, "kidney_right": 2, "kidney_left": 3, "liver": 5}  # TotalSegmentator v2 ids
+
+pytestmark = pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed (apt-get install podman runc debootstrap)")
+
+
+@pytest.fixture(scope="session")
+def runtime() -> container.Runtime:
+    """Podman with this machine's flags from the environment; where none are set, the limits this process has
+    (podman's runc cannot raise them, and fails on its defaults here: 'error setting rlimit ... operation not permitted')."""
+    found = container.Runtime.from_environment({**dict(os.environ), container.RUNTIME_ENV: "podman"})
+    if found.run_flags:
+        return found
+    (_, nofile), (_, nproc) = resource.getrlimit(resource.RLIMIT_NOFILE), resource.getrlimit(resource.RLIMIT_NPROC)
+    limits = ("--ulimit", f"nofile={min(nofile, 4096)}:{min(nofile, 4096)}", "--ulimit", f"nproc={min(nproc, 4096)}:{min(nproc, 4096)}")
+    return container.Runtime(found.program, found.global_flags, limits)
+
+
+@pytest.fixture(scope="session")
+def image(runtime: container.Runtime) -> str:
+    built = build_image(REGION_GROWING, default_cache())
+    return container.load_image(runtime, built.archive, built.sha256)
+
+
+@pytest.fixture(scope="session")
+def case_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("cases")
+    cases.convert([("ct_sm", EXAMPLE / "ct_sm.nii.gz", EXAMPLE / "seg_total.nii.gz"), ("mr_sm", EXAMPLE / "mr_sm.nii.gz", EXAMPLE / "seg_mr.nii.gz")],
+                  ORGANS, folder, seed=2025, reference="pseudo")
+    return folder
+
+
+def _load(folder: Path, case_id: str) -> cases.Case:
+    return cases.load_case(case_id, folder / "imgs" / f"{case_id}.npz", folder / "gts" / f"{case_id}.npz")
+
+
+@pytest.mark.parametrize("case_id", ["ct_sm", "mr_sm"])
+def test_container_predictions_equal_the_host_commands_byte_for_byte(runtime: container.Runtime, image: str, case_folder: Path,
+                                                                      case_id: str, tmp_path: Path) -> None:
+    case = _load(case_folder, case_id)
+    host_dir, box_dir = tmp_path / "host", tmp_path / "container"
+    host = [sys.executable, str(ADAPTERS_DIR / "region_growing_interactive.py"),
+            "--input", str(host_dir / "inputs" / f"{case_id}.npz"), "--output", str(host_dir / "outputs" / f"{case_id}.npz")]
+    record, predictions, _ = harness.run_case(case, (host, {}), host_dir, 1e9)
+    for folder in ("inputs", "outputs"):
+        (box_dir / folder).mkdir(parents=True)
+    # every step is one `podman run` of the image's predict.sh with the step file in /workspace/inputs, isolated
+    argv = container.run_argv(runtime, image, container.ContainerSpec(), box_dir / "inputs", box_dir / "outputs", f"segbench-test-{case_id}")
+    boxed_record, boxed, _ = harness.run_case(case, (argv, {}), box_dir, 1e9)
+    assert [s["output"] for s in boxed_record["steps"]] == ["ok"] * 6
+    assert len(boxed) == len(predictions) == 6
+    for host_segs, boxed_segs in zip(predictions, boxed, strict=True):
+        assert boxed_segs.dtype == host_segs.dtype and boxed_segs.tobytes() == host_segs.tobytes()
+    assert [s["dsc"] for s in boxed_record["steps"]] == [s["dsc"] for s in record["steps"]]
+    assert record["steps"][-1]["dsc"] > 0.5  # a real segmentation, not two empty ones
+
+
+@pytest.fixture
+def step_files(case_folder: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A box-step input of ct_sm in an inputs folder, and an empty outputs folder."""
+    inputs, outputs = tmp_path / "inputs", tmp_path / "outputs"
+    inputs.mkdir()
+    cases.write_step_input(inputs / "ct_sm.npz", _load(case_folder, "ct_sm"), None, None, None)
+    return inputs, outputs
+
+
+def _misbehave(runtime: container.Runtime, image: str, folders: tuple[Path, Path], script: str, timeout_s: float = 60.0) -> container.ContainerRun:
+    spec = container.ContainerSpec(command=("/bin/bash", "-c", script), memory="1g", cpus=1.0)
+    result = container.run(runtime, image, spec, *folders, timeout_s, expected=["ct_sm.npz"])
+    assert not container.container_exists(runtime, result.name), f"container {result.name} left behind"
+    return result
+
+
+def _shape(inputs: Path) -> tuple[int, ...]:
+    with np.load(inputs / "ct_sm.npz", allow_pickle=True) as data:
+        return data["imgs"].shape
+
+
+def test_the_challenge_command_writes_segs(runtime: container.Runtime, image: str, step_files: tuple[Path, Path]) -> None:
+    inputs, outputs = step_files
+    result = container.run(runtime, image, container.ContainerSpec(), inputs, outputs, 60.0, expected=["ct_sm.npz"])
+    assert result.ok and result.exit_status == 0, result.log
+    segs, status = cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs))
+    assert status == "ok" and set(np.unique(segs)) == {0, 1, 2, 3, 4}
+    assert not container.container_exists(runtime, result.name)  # --rm
+
+
+PARTIAL = "echo half > /workspace/outputs/ct_sm.npz; "  # each faulty script first leaves a file in outputs
+
+
+@pytest.mark.parametrize(("script", "reason"), [
+    (PARTIAL + "echo model crashed >&2; exit 3", "exited with status 3: model crashed"),
+    ("true", "exited 0 but wrote no ct_sm.npz in /workspace/outputs"),
+    (PARTIAL + "echo x > /workspace/inputs/ct_sm.npz", "exited with status 1: .*Read-only file system"),
+    (PARTIAL + "echo x > /workspace/escape", "exited with status 1: .*Read-only file system"),
+    (PARTIAL + "echo x > /etc/escape", "exited with status 1: .*Read-only file system"),
+    (PARTIAL + "test \"$(ls /sys/class/net)\" = lo && test \"$(tail -n +2 /proc/net/route)\" = '' || exit 0; echo no network >&2; exit 4",
+     "exited with status 4: no network"),
+])
+def test_a_faulty_container_leaves_a_reason_and_nothing_written(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
+                                                                script: str, reason: str) -> None:
+    inputs, outputs = step_files
+    before = (inputs / "ct_sm.npz").read_bytes()
+    result = _misbehave(runtime, image, step_files, script)
+    assert not result.ok and result.reason is not None
+    assert re.fullmatch(reason, result.reason), result.reason
+    assert list(outputs.iterdir()) == []  # nothing half-written
+    assert sorted(p.name for p in inputs.iterdir()) == ["ct_sm.npz"] and (inputs / "ct_sm.npz").read_bytes() == before
+
+
+def test_a_container_past_its_time_limit_is_killed_and_removed(runtime: container.Runtime, image: str, step_files: tuple[Path, Path]) -> None:
+    start = time.perf_counter()
+    result = _misbehave(runtime, image, step_files, PARTIAL + "sleep 600", timeout_s=3.0)
+    assert result.exit_status is None and result.reason == f"stopped at the time limit of 3.0 s; container {result.name} killed and removed"
+    assert time.perf_counter() - start < 30.0
+    assert list(step_files[1].iterdir()) == []
+
+
+@pytest.mark.parametrize(("segs", "message"), [
+    ("np.zeros((2, 2, 2), np.uint8)", r"key 'segs' has shape \(2, 2, 2\); expected \(30, 101, 122\)"),
+    ("np.zeros(shape, np.float32)", "key 'segs' has dtype float32; expected an integer label map"),
+])
+def test_wrong_shape_or_dtype_is_an_error_naming_the_file(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
+                                                          segs: str, message: str) -> None:
+    inputs, outputs = step_files
+    script = ("python3 -c 'import numpy as np; shape = np.load(\"/workspace/inputs/ct_sm.npz\", allow_pickle=True)[\"imgs\"].shape; "
+              f"np.savez_compressed(\"/workspace/outputs/ct_sm.npz\", segs={segs})'")
+    result = _misbehave(runtime, image, step_files, script)
+    assert result.ok, result.log  # the container did its part; the harness's reader refuses the output
+    with pytest.raises(cases.CaseError, match=re.escape(str(outputs / "ct_sm.npz"))) as error:
+        cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs))
+    assert re.search(message, str(error.value)), error.value
+
+
+def test_an_interrupted_call_removes_its_container(runtime: container.Runtime, image: str, step_files: tuple[Path, Path], tmp_path: Path) -> None:
+    prefix = f"segbench-interrupt-{tmp_path.name[-8:]}"
+    code = (
+        "import sys; from pathlib import Path; from segbench.models import container as c\n"
+        f"rt = c.Runtime({runtime.program!r}, {runtime.global_flags!r}, {runtime.run_flags!r})\n"
+        f"c.run(rt, {image!r}, c.ContainerSpec(command=('sleep', '600')), Path({str(step_files[0])!r}), Path({str(step_files[1])!r}), 600, "
+        f"name_prefix={prefix!r})\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    try:
+        names: list[str] = []
+        for _ in range(120):  # the container starts within a few seconds
+            names = runtime.call("ps", "--filter", f"name=^{prefix}", "--format", "{{.Names}}").stdout.split()
+            if names:
+                break
+            time.sleep(0.5)
+        assert names, "the container never started"
+        process.send_signal(signal.SIGINT)  # what an interrupted stage gets
+        assert process.wait(timeout=120) != 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert not container.container_exists(runtime, names[0])
+    assert list(step_files[1].iterdir()) == []
+
+
+def test_an_archive_that_is_not_its_pin_is_refused(runtime: container.Runtime, tmp_path: Path) -> None:
+    built = build_image(REGION_GROWING, default_cache())
+    with pytest.raises(container.ContainerError, match=f"{built.archive}: sha256 {built.sha256}, pinned 0+; refusing"):
+        container.load_image(runtime, built.archive, "0" * 64)
+    junk = tmp_path / "team.tar.gz"
+    junk.write_bytes(b"not an image")
+    with pytest.raises(container.ContainerError, match=f"{junk}: not a docker save archive"):
+        container.load_image(runtime, junk, container.file_sha256(junk))
