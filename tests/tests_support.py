@@ -70,7 +70,11 @@ def run_queue(project: Path, jobs: int, timeout: float, tracking_uri: str | None
     released together, so those steps run side by side however fast or busy the machine is. (The wait for them
     watches the gate folder only: `dvc queue status` answers only once the workers are free.) ``timeout`` only
     bounds a hang: past it the test fails with the queue's status."""
-    run_command(["dvc", "queue", "start", "-j", str(jobs)], project, tracking_uri=tracking_uri, env=meet)
+    env = meet if meet is not None else command_env()
+    env = {**env, "SEGBENCH_TRACKING_URI": tracking_uri} if tracking_uri else env
+    # the workers dvc leaves running inherit the command's output: a file, not a pipe run_command would wait on
+    with open(project / ".dvc" / "tmp" / "queue-start.log", "ab") as log:
+        subprocess.run(["dvc", "queue", "start", "-j", str(jobs)], cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
     deadline = time.monotonic() + timeout
     if meet is not None:
         folder = Path(meet["SEGBENCH_TEST_GATE_DIR"])
