@@ -47,14 +47,17 @@ def _case_folder(tmp_path: Path, *, boxes: bool = True, gts: np.ndarray | None =
     return folder
 
 
-def _model(tmp_path: Path, plan: dict[str, np.ndarray], wait_for: Path | None = None):
+def _model(tmp_path: Path, plan: dict[str, np.ndarray], wait_for: Path | None = None, busy: bool = False, via_shell: bool = False):
     """A kind-interactive model config in a copy of conf/, running the stand-in on ``plan`` (each call first
-    waits until ``wait_for`` exists, when given)."""
+    waits until ``wait_for`` exists, when given: sleeping, or ``busy`` computing). ``via_shell``: the stand-in is a
+    child of a shell, as in a model's `sh predict.sh`."""
     np.savez(tmp_path / "plan.npz", **plan)
     conf = tmp_path / "conf"
     shutil.copytree(ROOT / "conf", conf)
     command = ["{python}", str(STANDIN), "--input", "{input}", "--output", "{output}", "--plan", str(tmp_path / "plan.npz"),
-               "--log", str(tmp_path / "calls.jsonl"), *(["--wait-for", str(wait_for)] if wait_for else [])]
+               "--log", str(tmp_path / "calls.jsonl"), *(["--wait-for", str(wait_for)] if wait_for else []), *(["--busy"] if busy else [])]
+    if via_shell:
+        command = ["sh", "-c", '"$0" "$@"; exit $?', *command]
     spec = {"plan": {"kind": "interactive", "environment": {"type": "harness"}, "command": command, "weights": None, "device": "cpu"}}
     (conf / "model" / "plan.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     return model_from_conf(conf, "plan")
@@ -138,6 +141,39 @@ def test_over_time_case_scores_zero_and_is_flagged(tmp_path: Path) -> None:
     assert _calls(tmp_path) == []  # killed before it wrote anything
 
 
+def test_cpu_clock_stops_a_computing_model_at_its_cpu_seconds(tmp_path: Path) -> None:
+    """On the cpu clock the budget is CPU seconds of the model's processes, its children's included (the stand-in
+    runs under a shell here): a model computing without end is stopped once it has spent them, however busy the
+    machine (docs/interactive.md#time-limit)."""
+    gts = _gts()
+    out = tmp_path / "out"
+    # 2 classes x 0.5 s = 1 CPU second for the case; the model computes until a file nobody creates appears
+    busy = _model(tmp_path, {f"step_{k}": gts for k in range(1, 7)}, wait_for=tmp_path / "never-released", busy=True, via_shell=True)
+    row = harness.interact(_case_folder(tmp_path), busy, out, reference="manual", seconds_per_class=0.5, time_limit_clock="cpu").iloc[0]
+    assert row["over_time"] and row["time_limit_clock"] == "cpu" and row["TotalCPUTime"] >= 1.0
+    assert row["DSC_AUC"] == row["DSC_1"] == 0.0
+    record = json.loads((out / "records" / "toy.json").read_text())
+    assert record["time_limit_clock"] == "cpu" and [s["output"] for s in record["steps"]] == ["stopped_at_time_limit", *["not_run"] * 5]
+    assert json.loads((out / "run.json").read_text())["time_limit_clock"] == "cpu"
+
+
+def test_cpu_clock_stops_a_model_that_spends_no_cpu_at_ten_times_its_budget(tmp_path: Path) -> None:
+    """A model that sleeps spends almost no CPU: on the cpu clock it is still stopped, at 10x the case's budget in
+    wall seconds, and counts as over the limit, so a hung model never hangs the run."""
+    out = tmp_path / "out"
+    asleep = _model(tmp_path, {f"step_{k}": _gts() for k in range(1, 7)}, wait_for=tmp_path / "never-released")
+    row = harness.interact(_case_folder(tmp_path), asleep, out, reference="manual", seconds_per_class=0.5, time_limit_clock="cpu").iloc[0]
+    assert row["over_time"] and row["TotalRunningTime"] >= 10.0 and row["TotalCPUTime"] < 1.0
+    record = json.loads((out / "records" / "toy.json").read_text())
+    assert [s["output"] for s in record["steps"]] == ["stopped_at_time_limit", *["not_run"] * 5]
+
+
+def test_time_limit_clock_is_validated(tmp_path: Path) -> None:
+    model = _model(tmp_path, {})
+    with pytest.raises(ValueError, match="time_limit_clock must be one of wall, cpu, got 'gpu'"):
+        harness.interact(_case_folder(tmp_path), model, tmp_path / "out", reference="manual", time_limit_clock="gpu")
+
+
 def test_bad_inputs_stop_with_the_file_and_key(tmp_path: Path) -> None:
     gts = _gts()
     folder = _case_folder(tmp_path)
@@ -195,9 +231,13 @@ def test_over_time_zeroes_the_scores_of_a_finished_case(tmp_path: Path) -> None:
 
     subs = {"python": sys.executable, "input": str(tmp_path / "w" / "inputs" / "toy.npz"), "output": str(tmp_path / "w" / "outputs" / "toy.npz")}
     record, _, _ = harness.run_case(case, model_command(model, subs), tmp_path / "w", limit_s=600.0)
-    row, measured = harness._row(case, record, 600.0, "manual")
+    row, measured = harness._row(case, record, 600.0, "wall", "manual")
     assert measured["DSC_AUC"] == row["DSC_AUC"] == 4.0 and not row["over_time"]
     # the same calls judged against a limit they exceed: every score 0, the case flagged, the measured values kept
-    row, measured = harness._row(case, record, record["total_running_time_s"] / 2, "pseudo")
+    row, measured = harness._row(case, record, record["total_running_time_s"] / 2, "wall", "pseudo")
     assert row["over_time"] and row["DSC_AUC"] == row["DSC_Final"] == row["NSD_6"] == 0.0 and measured["DSC_AUC"] == 4.0
     assert row["reference"] == "PSEUDO-REFERENCE"
+    # on the cpu clock the judge is the calls' CPU seconds (the toy model's Python processes spend some)
+    assert 0.0 < record["total_cpu_time_s"]
+    assert harness._row(case, record, record["total_cpu_time_s"] / 2, "cpu", "manual")[0]["over_time"]
+    assert not harness._row(case, record, record["total_cpu_time_s"] * 2, "cpu", "manual")[0]["over_time"]

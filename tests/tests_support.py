@@ -37,34 +37,50 @@ def command_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
 
 
-def gate_env(folder: Path, pattern: str, on: str = "write", passes: int = 0) -> dict[str, str]:
+def gate_env(folder: Path, pattern: str, on: str = "write", passes: int = 0, argv: str = "") -> dict[str, str]:
     """``command_env()`` for a command whose Python process that opens a path matching ``pattern`` for ``on``
     (write or read), after ``passes`` such opens, writes ``folder/started.<pid>`` and waits for ``folder/release``
-    (tests/gate/sitecustomize.py)."""
+    (tests/gate/sitecustomize.py). ``argv``: only processes with this word among their arguments (e.g. ``track``
+    for `segbench track`, not the dvc that hashes the same files)."""
     env = command_env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(GATE), env.get("PYTHONPATH", "")) if p)
-    env.update(SEGBENCH_TEST_GATE=pattern, SEGBENCH_TEST_GATE_ON=on, SEGBENCH_TEST_GATE_PASS=str(passes), SEGBENCH_TEST_GATE_DIR=str(folder))
+    env.update(SEGBENCH_TEST_GATE=pattern, SEGBENCH_TEST_GATE_ON=on, SEGBENCH_TEST_GATE_PASS=str(passes), SEGBENCH_TEST_GATE_DIR=str(folder),
+               SEGBENCH_TEST_GATE_ARGV=argv)
     folder.mkdir(parents=True, exist_ok=True)
     return env
 
 
-def run_command(args: list[str], cwd: Path, tracking_uri: str | None = None) -> str:
+def run_command(args: list[str], cwd: Path, tracking_uri: str | None = None, env: dict[str, str] | None = None) -> str:
     """Run a command, fail the test with its output if it fails; returns stdout and stderr.
 
     ``tracking_uri``: a tracking server the command logs to (``SEGBENCH_TRACKING_URI``), else the project's own store.
+    ``env``: the command's environment (default ``command_env()``).
     """
-    env = {**command_env(), "SEGBENCH_TRACKING_URI": tracking_uri} if tracking_uri else command_env()
+    env = env if env is not None else command_env()
+    env = {**env, "SEGBENCH_TRACKING_URI": tracking_uri} if tracking_uri else env
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
 
 
-def run_queue(project: Path, jobs: int, timeout: float, tracking_uri: str | None = None) -> str:
+def run_queue(project: Path, jobs: int, timeout: float, tracking_uri: str | None = None, meet: dict[str, str] | None = None) -> str:
     """`dvc queue start -j jobs`, then wait until nothing is queued or running; returns `dvc queue status`.
 
-    ``timeout`` only bounds a hang: past it the test fails with the queue's status."""
-    run_command(["dvc", "queue", "start", "-j", str(jobs)], project, tracking_uri=tracking_uri)
+    ``meet``: a ``gate_env`` the workers run with: once ``jobs`` of their processes are held at the gate, all are
+    released together, so those steps run side by side however fast or busy the machine is. (The wait for them
+    watches the gate folder only: `dvc queue status` answers only once the workers are free.) ``timeout`` only
+    bounds a hang: past it the test fails with the queue's status."""
+    env = meet if meet is not None else command_env()
+    env = {**env, "SEGBENCH_TRACKING_URI": tracking_uri} if tracking_uri else env
+    # the workers dvc leaves running inherit the command's output: a file, not a pipe run_command would wait on
+    with open(project / ".dvc" / "tmp" / "queue-start.log", "ab") as log:
+        subprocess.run(["dvc", "queue", "start", "-j", str(jobs)], cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
     deadline = time.monotonic() + timeout
+    if meet is not None:
+        folder = Path(meet["SEGBENCH_TEST_GATE_DIR"])
+        while len(list(folder.glob("started.*"))) < jobs and time.monotonic() < deadline:
+            time.sleep(0.5)
+        (folder / "release").touch()  # past the deadline too: the gated processes then go on, and the status tells
     while True:
         status = run_command(["dvc", "queue", "status"], project)
         if "Queued" not in status and "Running" not in status:

@@ -150,6 +150,7 @@ def _cmd_interact(args: argparse.Namespace) -> None:
         Path(args.out),
         reference=args.reference,
         seconds_per_class=args.seconds_per_class,
+        time_limit_clock=args.time_limit_clock,
         device=args.device,
         allow_unverified_weights=args.allow_unverified_weights,
     )
@@ -314,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")
     p.add_argument("--reference", choices=["manual", "pseudo"], help="the reference's kind when the case folder has no cases.json")
     p.add_argument("--seconds-per-class", type=float, default=90.0, help="time limit of a case's model calls per class (default: 90)")
+    p.add_argument("--time-limit-clock", choices=["wall", "cpu"], default="wall",
+                   help="wall: the challenge's clock; cpu: the model processes' CPU seconds, for CPU runs on a shared machine (default: wall)")
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: the model's config)")
     p.add_argument("--allow-unverified-weights", action="store_true", help="run although the weights are not verified against their pin")
     p.set_defaults(func=_cmd_interact)

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from segbench.interactive.protocol import TIME_LIMIT_CLOCKS
 from segbench.scoring import DEFAULT_PROFILE, PROFILES, Region
 
 ENVIRONMENT_TYPES = ("harness", "venv", "conda", "container")
@@ -146,6 +147,8 @@ class InteractiveDatasetConfig:
     note: str
     seed: int
     seconds_per_class: float
+    #: the clock the time limit runs on (segbench.interactive.protocol.TIME_LIMIT_CLOCKS)
+    time_limit_clock: str
     licence: str
     citation: str
 
@@ -477,6 +480,9 @@ def _interactive_dataset(name: str, raw: dict[str, Any], root: Path) -> Interact
     seconds = float(raw.get("seconds_per_class", 90.0))
     if seconds <= 0:
         raise ConfigError(f"{where}: seconds_per_class must be positive, got {seconds}")
+    clock = str(raw.get("time_limit_clock", "wall"))
+    if clock not in TIME_LIMIT_CLOCKS:
+        raise ConfigError(f"{where}: time_limit_clock must be one of {', '.join(TIME_LIMIT_CLOCKS)}, got {clock!r}")
     return InteractiveDatasetConfig(
         name=name,
         title=str(raw.get("title", name)),
@@ -487,6 +493,7 @@ def _interactive_dataset(name: str, raw: dict[str, Any], root: Path) -> Interact
         note=str(raw.get("note", "")),
         seed=int(raw.get("seed", 2025)),
         seconds_per_class=seconds,
+        time_limit_clock=clock,
         licence=str(raw.get("licence", "")),
         citation=str(raw.get("citation", "")),
     )

@@ -320,7 +320,7 @@ def _leaderboard_setup(
         }
         block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
                  "interactive": True, "reference": REFERENCE_LABELS[source.reference], "reference_note": source.note,
-                 "seconds_per_class": source.seconds_per_class}
+                 "seconds_per_class": source.seconds_per_class, "time_limit_clock": source.time_limit_clock}
         return block, entries, interactive_scores.METRICS, (), None
     dataset = params.dataset(name)
     entries = {
@@ -455,7 +455,8 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
     bundle = scores_dir(dataset_name, model_name, INTERACTIVE_ROOT)
     table_file = bundle / "metrics.csv"
     table = interact(cases_dir(dataset_name), model, predictions, reference=source.reference, seconds_per_class=source.seconds_per_class,
-                     device=device, allow_unverified_weights=allow_unverified_weights, table_file=table_file, shard_runner=shard_runner_from_environ())
+                     time_limit_clock=source.time_limit_clock, device=device, allow_unverified_weights=allow_unverified_weights,
+                     table_file=table_file, shard_runner=shard_runner_from_environ())
     rows = interactive_scores.interactive_rows(table, predictions / "records", model.name, where=str(table_file))
     metrics = _headline_metrics(rows, interactive_scores.METRICS)[model.name]
     metrics.update({f"n_{k}": v for k, v in interactive_scores.summary(rows).items() if k != "n_cases"})
@@ -472,6 +473,7 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
             "model.device": device or model.device,
             "model.licence": model.licence,
             "interactive.seconds_per_class": source.seconds_per_class,
+            "interactive.time_limit_clock": source.time_limit_clock,
             "interactive.box_seed": source.seed,
             "interactive.nsd_tolerance_mm": interactive_scores.protocol.NSD_TOLERANCE_MM,
         },
