@@ -8,6 +8,7 @@ with another command) must each leave a clear reason, an empty outputs folder an
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -20,11 +21,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
+from segbench.config import model_from_conf
 from segbench.interactive import cases, harness
 from segbench.models import container
-from segbench.models.image_build import REGION_GROWING, build_image, default_cache
-from segbench.models.runner import ADAPTERS_DIR
+from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache
+from segbench.models.runner import ADAPTERS_DIR, ModelRunError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "totalseg_example"
@@ -70,18 +73,112 @@ def test_container_predictions_equal_the_host_commands_byte_for_byte(runtime: co
     host_dir, box_dir = tmp_path / "host", tmp_path / "container"
     host = [sys.executable, str(ADAPTERS_DIR / "region_growing_interactive.py"),
             "--input", str(host_dir / "inputs" / f"{case_id}.npz"), "--output", str(host_dir / "outputs" / f"{case_id}.npz")]
-    record, predictions, _ = harness.run_case(case, (host, {}), host_dir, 1e9)
-    for folder in ("inputs", "outputs"):
-        (box_dir / folder).mkdir(parents=True)
-    # every step is one `podman run` of the image's predict.sh with the step file in /workspace/inputs, isolated
-    argv = container.run_argv(runtime, image, container.ContainerSpec(), box_dir / "inputs", box_dir / "outputs", f"segbench-test-{case_id}")
-    boxed_record, boxed, _ = harness.run_case(case, (argv, {}), box_dir, 1e9)
+    record, predictions, _ = harness.run_case(case, harness.host_call(host, {}), host_dir, 1e9)
+    # every step is one isolated `podman run` of the image's predict.sh with the step file in /workspace/inputs
+    call = harness.container_call(runtime, image, container.ContainerSpec(), box_dir, case_id, "cpu")
+    boxed_record, boxed, _ = harness.run_case(case, call, box_dir, 600.0)
     assert [s["output"] for s in boxed_record["steps"]] == ["ok"] * 6
     assert len(boxed) == len(predictions) == 6
     for host_segs, boxed_segs in zip(predictions, boxed, strict=True):
         assert boxed_segs.dtype == host_segs.dtype and boxed_segs.tobytes() == host_segs.tobytes()
     assert [s["dsc"] for s in boxed_record["steps"]] == [s["dsc"] for s in record["steps"]]
     assert record["steps"][-1]["dsc"] > 0.5  # a real segmentation, not two empty ones
+
+
+@pytest.fixture(scope="session")
+def numpy1_image(runtime: container.Runtime) -> str:
+    built = build_image(REGION_GROWING_NUMPY1, default_cache())
+    return container.load_image(runtime, built.archive, built.sha256)
+
+
+#: what a numpy reads from a step file: numpy's version, then per key dtype, shape and values (numbers as a hash of their bytes)
+SUMMARY = """
+import hashlib, json, sys, numpy as np
+with np.load(sys.argv[1], allow_pickle=True) as data:
+    keys = {k: [str(data[k].dtype), list(data[k].shape), data[k].tolist() if data[k].dtype.hasobject or data[k].dtype.kind == "U"
+                else hashlib.sha256(np.ascontiguousarray(data[k]).tobytes()).hexdigest()] for k in sorted(data.files)}
+print(json.dumps({"numpy": np.__version__, "keys": keys}))
+"""
+
+
+def test_step_files_are_read_by_numpy_1_with_equal_arrays(runtime: container.Runtime, numpy1_image: str, case_folder: Path,
+                                                          tmp_path: Path) -> None:
+    case = _load(case_folder, "ct_sm")
+    box = case.boxes[0]
+    clicks = [{"fg": [[box["z_mid"], box["z_mid_y_min"], box["z_mid_x_min"]]], "bg": []}] + [{"fg": [], "bg": []}] * (case.n_classes - 1)
+    order = [["fg"]] + [[None]] * (case.n_classes - 1)  # an object array, as the harness writes when a class gets no click
+    prev = (case.gts == 1).astype(np.uint8)
+    inputs, plain = tmp_path / "inputs", tmp_path / "plain"
+    cases.write_step_input(inputs / "ct_sm.npz", case, clicks, order, prev)
+    arrays = {"imgs": case.imgs, "spacing": np.asarray(case.spacing), "boxes": case.boxes, "clicks": clicks, "clicks_order": order, "prev_pred": prev}
+    cases.save_npz_atomic(plain / "ct_sm.npz", **arrays)  # np.savez_compressed as it is: its pickles name numpy._core
+    (inputs / "summary.py").write_text(SUMMARY, encoding="utf-8")
+    (plain / "summary.py").write_text(SUMMARY, encoding="utf-8")
+    host = json.loads(subprocess.run([sys.executable, str(inputs / "summary.py"), str(inputs / "ct_sm.npz")], capture_output=True, text=True,
+                                     check=True).stdout)
+    # on the host (numpy 2) the step file reads as the plain file does: the same keys, dtypes, shapes and values
+    assert host == json.loads(subprocess.run([sys.executable, str(plain / "summary.py"), str(plain / "ct_sm.npz")], capture_output=True,
+                                             text=True, check=True).stdout)
+    assert host["keys"]["clicks_order"][0] == "object" and host["keys"]["boxes"][2] == case.boxes
+    spec = container.ContainerSpec(command=("/bin/bash", "-c", "python3 /workspace/inputs/summary.py /workspace/inputs/ct_sm.npz "
+                                            "> /workspace/outputs/summary.json"), memory="1g", cpus=1.0)
+    result = container.run(runtime, numpy1_image, spec, inputs, tmp_path / "out", 120.0, expected=["summary.json"])
+    assert result.ok, result.log
+    boxed = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert boxed["numpy"].startswith("1.") and boxed["keys"] == host["keys"]  # numpy 1.24 reads every array, equal to numpy 2's
+    # the plain file is what numpy 1 could not read
+    failed = container.run(runtime, numpy1_image, spec, plain, tmp_path / "out_plain", 120.0, expected=["summary.json"])
+    assert not failed.ok and "No module named 'numpy._core'" in failed.log
+
+
+def test_interact_runs_an_image_model_as_the_host_model_byte_for_byte(runtime: container.Runtime, image: str, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundle's cases (interactive/cases/totalseg_example: `dvc pull data.dvc; segbench cases --dataset totalseg_example`)
+    through `segbench interact` with an image: block, against the host region_growing model."""
+    cases_dir = ROOT / "interactive" / "cases" / "totalseg_example"
+    if not (cases_dir / "cases.json").is_file():
+        pytest.skip(f"{cases_dir}: run `dvc pull data.dvc && segbench cases --dataset totalseg_example` first")
+    built = build_image(REGION_GROWING, default_cache())
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    spec = {"region_growing_container": {"kind": "interactive", "image": {"archive": str(built.archive), "sha256": built.sha256, "memory": "2g"},
+                                         "weights": None, "device": "cpu", "version": "segbench-region-growing-1"}}
+    (conf / "model" / "region_growing_container.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    boxed_model, host_model = model_from_conf(conf, "region_growing_container"), model_from_conf(conf, "region_growing")
+    assert boxed_model.image is not None and boxed_model.image.spec == container.ContainerSpec(memory="2g")
+    monkeypatch.setenv(container.RUNTIME_ENV, runtime.program)
+    monkeypatch.setenv(container.RUN_FLAGS_ENV, " ".join(runtime.run_flags))
+    with pytest.raises(ModelRunError, match="region_growing_container' runs in a container.*time_limit_clock is 'cpu'"):
+        harness.interact(cases_dir, boxed_model, tmp_path / "refused", time_limit_clock="cpu")
+    start = time.perf_counter()
+    boxed = harness.interact(cases_dir, boxed_model, tmp_path / "container", seconds_per_class=90)
+    boxed_s = time.perf_counter() - start
+    host = harness.interact(cases_dir, host_model, tmp_path / "host", seconds_per_class=90)
+    print(f"container: {boxed_s:.1f} s, {boxed['TotalRunningTime'].tolist()}; host: {host['TotalRunningTime'].tolist()}")
+    assert (boxed["failed_steps"].fillna("") == "").all() and not boxed["over_time"].any()
+    assert boxed["TotalCPUTime"].isna().all()  # not measured in a container
+    for name in ("segs", "records"):
+        files = sorted(p.name for p in (tmp_path / "host" / name).iterdir())
+        assert files == sorted(p.name for p in (tmp_path / "container" / name).iterdir()) and len(files) == 3
+        for file in files:
+            assert (tmp_path / "container" / name / file).read_bytes() == (tmp_path / "host" / name / file).read_bytes(), f"{name}/{file}"
+    assert json.loads((tmp_path / "container" / "run.json").read_text())["image"] == {"archive": str(built.archive), "sha256": built.sha256}
+    assert boxed.drop(columns=[c for c in boxed if "Time" in c]).equals(host.drop(columns=[c for c in host if "Time" in c]))
+
+
+def test_wrong_segs_flag_the_step_and_the_case_goes_on(runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path) -> None:
+    case = _load(case_folder, "ct_sm")
+    script = ("python3 -c 'import numpy as np; d = np.load(\"/workspace/inputs/ct_sm.npz\", allow_pickle=True); "
+              "np.savez(\"/workspace/outputs/ct_sm.npz\", segs=np.zeros((2, 2, 2) if \"clicks\" in d else d[\"imgs\"].shape, np.float32))'")
+    spec = container.ContainerSpec(command=("/bin/bash", "-c", script), memory="1g", cpus=1.0)
+    record, predictions, called = harness.run_case(case, harness.container_call(runtime, image, spec, tmp_path, "ct_sm", "cpu"), tmp_path, 600.0)
+    assert called == [1, 2, 3, 4, 5, 6] and all(not p.any() for p in predictions)  # every step ran, each scored as all-zero
+    output = tmp_path / "outputs" / "ct_sm.npz"
+    assert [s["output"] for s in record["steps"]] == ["invalid"] * 6
+    assert record["steps"][0]["reason"] == f"{output}: key 'segs' has dtype float32; expected an integer label map"
+    assert record["steps"][1]["reason"] == f"{output}: key 'segs' has shape (2, 2, 2); expected {case.gts.shape}"
+    row, _ = harness._row(case, record, 600.0, "wall", "pseudo")
+    assert row["failed_steps"] == "1;2;3;4;5;6" and not row["over_time"]
 
 
 @pytest.fixture

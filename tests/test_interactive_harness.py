@@ -230,7 +230,7 @@ def test_over_time_zeroes_the_scores_of_a_finished_case(tmp_path: Path) -> None:
     from segbench.models.runner import model_command
 
     subs = {"python": sys.executable, "input": str(tmp_path / "w" / "inputs" / "toy.npz"), "output": str(tmp_path / "w" / "outputs" / "toy.npz")}
-    record, _, _ = harness.run_case(case, model_command(model, subs), tmp_path / "w", limit_s=600.0)
+    record, _, _ = harness.run_case(case, harness.host_call(*model_command(model, subs)), tmp_path / "w", limit_s=600.0)
     row, measured = harness._row(case, record, 600.0, "wall", "manual")
     assert measured["DSC_AUC"] == row["DSC_AUC"] == 4.0 and not row["over_time"]
     # the same calls judged against a limit they exceed: every score 0, the case flagged, the measured values kept

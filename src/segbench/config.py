@@ -11,12 +11,15 @@ import argparse
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from segbench.interactive.protocol import TIME_LIMIT_CLOCKS
 from segbench.scoring import DEFAULT_PROFILE, PROFILES, Region
+
+if TYPE_CHECKING:
+    from segbench.models.container import ContainerSpec
 
 ENVIRONMENT_TYPES = ("harness", "venv", "conda", "container")
 #: "interactive": a promptable model run step by step on box and click prompts (segbench interact, docs/interactive.md)
@@ -84,6 +87,8 @@ class ModelConfig:
     modality: str
     #: spot check of the predict stage: regions whose mean Dice over the first ``cases`` is below ``floor`` are flagged
     spot_check: dict[str, float]
+    #: an interactive model shipped as a challenge-format image (the ``image:`` block): each step is one container call
+    image: ModelImage | None = None
 
     @property
     def is_simulated(self) -> bool:
@@ -92,6 +97,15 @@ class ModelConfig:
     @property
     def is_interactive(self) -> bool:
         return self.kind == "interactive"
+
+
+@dataclass(frozen=True)
+class ModelImage:
+    """A model's ``docker save`` archive, pinned by its sha256, and how each call of it is run (command, mounts, limits)."""
+
+    archive: Path
+    sha256: str
+    spec: ContainerSpec
 
 
 PUBLISHED_FORMATS = ("touchstone", "segauge_results", "cvpr25_metrics", "challenger_csv", "generic_csv", "nnunet_summary")
@@ -276,7 +290,12 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
     kind = str(_require(raw, "kind", where))
     if kind not in MODEL_KINDS:
         raise ConfigError(f"{where}: kind must be one of {MODEL_KINDS}, got {kind!r}")
-    environment = dict(_require(raw, "environment", where))
+    image = _model_image(raw["image"], where) if "image" in raw else None
+    if image is not None and kind != "interactive":
+        raise ConfigError(f"{where}: an image: block runs the steps of kind 'interactive'; this model is of kind {kind!r}")
+    environment = dict(raw.get("environment") or {"type": "container"}) if image else dict(_require(raw, "environment", where))
+    if image is not None and environment.get("type") != "container":
+        raise ConfigError(f"{where}: a model with an image: block has environment.type container, got {environment.get('type')!r}")
     if environment.get("type") not in ENVIRONMENT_TYPES:
         raise ConfigError(f"{where}: environment.type must be one of {ENVIRONMENT_TYPES}, got {environment.get('type')!r}")
     model_input = str(raw.get("input", "images"))
@@ -301,7 +320,7 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
         title=str(raw.get("title", name)),
         kind=kind,
         environment=environment,
-        command=tuple(str(c) for c in _require(raw, "command", where)),
+        command=image.spec.command if image else tuple(str(c) for c in _require(raw, "command", where)),
         input=model_input,
         input_layout=input_layout,
         invocation=invocation,
@@ -315,7 +334,37 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
         version=str(raw.get("version", "")),
         modality=str(raw.get("modality", "CT")),
         spot_check={"floor": float(spot_check["floor"]), "cases": int(spot_check["cases"])},
+        image=image,
     )
+
+
+IMAGE_KEYS = ("archive", "sha256", "command", "inputs", "outputs", "memory", "cpus", "pids_limit")
+
+
+def _model_image(raw: Any, where: str) -> ModelImage:
+    """The ``image:`` block: ``archive`` and ``sha256`` required; command, mounts and limits default to the challenge's
+    (segbench.models.container.ContainerSpec)."""
+    from segbench.models.container import ContainerSpec
+
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: image must be a mapping with {IMAGE_KEYS}, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(IMAGE_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: image has unknown key(s) {unknown}; known {IMAGE_KEYS}")
+    sha256 = str(_require(raw, "sha256", f"{where} image")).removeprefix("sha256:")
+    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+        raise ConfigError(f"{where}: image.sha256 must be 64 lowercase hex digits (the archive's sha256), got {raw['sha256']!r}")
+    default = ContainerSpec()
+    command = raw.get("command", default.command)
+    spec = ContainerSpec(
+        command=tuple(str(c) for c in command) if isinstance(command, list | tuple) else ("/bin/bash", "-c", str(command)),
+        inputs_mount=str(raw.get("inputs", default.inputs_mount)),
+        outputs_mount=str(raw.get("outputs", default.outputs_mount)),
+        memory=str(raw.get("memory", default.memory)),
+        cpus=float(raw.get("cpus", default.cpus)),
+        pids_limit=int(raw.get("pids_limit", default.pids_limit)),
+    )
+    return ModelImage(Path(str(_require(raw, "archive", f"{where} image"))), sha256, spec)
 
 
 def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:

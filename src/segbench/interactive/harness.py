@@ -1,6 +1,7 @@
 """``segbench interact``: run a promptable model through the box step and 5 click steps of every case.
 
-The model is a command run as a subprocess once per step, in its own environment, on one npz
+The model is a command run as a subprocess once per step, in its own environment, or one isolated
+call of its challenge-format image (a model config's ``image:`` block; segbench.models.container), on one npz
 input (the case's ``imgs``, ``spacing``, ``boxes``; from the first click step on also ``clicks``,
 ``clicks_order`` and ``prev_pred``); it writes one npz with ``segs``. The harness never imports it.
 Outputs in ``--out``: ``metrics.csv`` (the challenge's columns, one row per case), ``segs/<case>.npz``
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import pickle
 import shutil
@@ -33,6 +35,7 @@ from segbench.interactive.cases import (
     PSEUDO_LABEL,
     REFERENCE_LABELS,
     Case,
+    CaseError,
     class_names,
     list_cases,
     load_case,
@@ -42,6 +45,7 @@ from segbench.interactive.cases import (
     write_step_input,
 )
 from segbench.io import write_json_atomic, write_text_atomic
+from segbench.models import container
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError, model_command
 from segbench.models.weights import PUBLISHABLE, weights_dir, weights_status
 
@@ -108,6 +112,28 @@ def _call(argv: list[str], variables: dict[str, str], budget: float, clock: str)
         time.sleep(POLL_S)
 
 
+#: one model call of a step: (budget seconds, clock) -> (wall seconds, CPU seconds, exit status or None when stopped at
+#: the budget, why the call failed or None)
+StepCall = Callable[[float, str], tuple[float, float, int | None, str | None]]
+
+
+def host_call(argv: list[str], variables: dict[str, str]) -> StepCall:
+    """A step's call of a command on this machine (its own session; see :func:`_call`)."""
+    return lambda budget, clock: (*_call(argv, variables, budget, clock), None)
+
+
+def container_call(runtime: container.Runtime, image: str, spec: container.ContainerSpec, workdir: Path, case_id: str, device: str) -> StepCall:
+    """A step's call of a loaded image, isolated (segbench.models.container.run): ``workdir``'s inputs and outputs
+    mounted, ``<case>.npz`` expected. Its processes are not this machine's children: only the wall clock is measured
+    (CPU seconds NaN), so the cpu clock is refused."""
+    def call(budget: float, clock: str) -> tuple[float, float, int | None, str | None]:
+        if clock != "wall":
+            raise ModelRunError(f"image {image}: a container's CPU seconds are not measured; run it with time_limit_clock wall, not {clock!r}")
+        result = container.run(runtime, image, spec, workdir / "inputs", workdir / "outputs", budget, expected=[f"{case_id}.npz"], device=device)
+        return result.seconds, math.nan, result.exit_status, result.reason
+    return call
+
+
 def _scores(steps: list[dict]) -> dict[str, float]:
     dsc = [s["dsc"] for s in steps]
     nsd = [s["nsd"] for s in steps]
@@ -127,12 +153,13 @@ def _step(step: int, prompt: str, n_classes: int, **fields: Any) -> dict[str, An
             "dsc_per_class": zeros, "nsd_per_class": zeros, "nsd_computed": False, "dsc": 0.0, "nsd": 0.0, **fields}
 
 
-def run_case(case: Case, command: tuple[list[str], dict[str, str]], workdir: Path, limit_s: float,
+def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
              clock: str = "wall") -> tuple[dict[str, Any], list[np.ndarray], list[int]]:
-    """The box step (or its skip) and the 5 click steps of one case.
+    """The box step (or its skip) and the 5 click steps of one case, each one ``call`` of the model.
 
     Returns the record of every step, the predictions of the steps the model was called for, and
-    those steps' numbers. A step without a readable output counts as all-zero. Once the model calls
+    those steps' numbers. A step without a usable output (none, not an npz, or ``segs`` of the wrong
+    shape or dtype: ``reason`` names the file and key) counts as all-zero. Once the model calls
     exceed ``limit_s`` seconds on ``clock`` the running call is stopped and no further step runs (the case scores 0).
     """
     inputs, outputs = workdir / "inputs", workdir / "outputs"
@@ -164,11 +191,14 @@ def run_case(case: Case, command: tuple[list[str], dict[str, str]], workdir: Pat
                     clicks[i][click.kind].append(list(click.zyx))
             write_step_input(step_in, case, clicks, order, segs)
         step_out.unlink(missing_ok=True)
-        seconds, cpu_seconds, status = _call(*command, budget=limit_s - elapsed, clock=clock)
+        seconds, cpu_seconds, status, reason = call(limit_s - elapsed, clock)
         wall_s, cpu_s = wall_s + seconds, cpu_s + cpu_seconds
         elapsed = wall_s if clock == "wall" else cpu_s
         stopped = status is None
-        segs, output = read_step_output(step_out, case.gts.shape) if status is not None else (None, "stopped_at_time_limit")
+        try:
+            segs, output = read_step_output(step_out, case.gts.shape) if status is not None else (None, "stopped_at_time_limit")
+        except CaseError as exc:
+            segs, output, reason = None, "invalid", str(exc)
         if segs is None:
             segs = np.zeros(case.gts.shape, dtype=np.uint8)
         predictions.append(segs)
@@ -180,7 +210,7 @@ def run_case(case: Case, command: tuple[list[str], dict[str, str]], workdir: Pat
             step, "box" if step == 1 else "click", case.n_classes,
             clicks=None if added is None else [None if c is None else {"kind": c.kind, "zyx": list(c.zyx)} for c in added],
             running_time_s=seconds, exit_status=status, output=output, dsc_per_class=dice, nsd_per_class=nsd, nsd_computed=nsd_computed,
-            dsc=float(np.mean(dice)), nsd=float(np.mean(nsd)),
+            dsc=float(np.mean(dice)), nsd=float(np.mean(nsd)), **({"reason": reason} if reason else {}),
         ))
     record = {"steps": steps, "clicks": clicks, "clicks_order": order, "total_running_time_s": wall_s, "total_cpu_time_s": cpu_s,
               "stopped_at_time_limit": stopped}
@@ -235,6 +265,10 @@ def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_c
     """Run ``case_ids`` of ``cases_dir``, one after the other; ``folder`` gets each case's ``segs/`` and ``records/``
     file and the cases' table rows (``rows.pickle``). A shard task: locally and on Slurm the same code runs."""
     sources = {case_id: (image_file, gts_file) for case_id, image_file, gts_file in list_cases(cases_dir)}
+    image = None
+    if model.image is not None:  # loaded once per shard, on the machine that runs it
+        runtime = container.Runtime.from_environment()
+        image = (runtime, container.load_image(runtime, model.image.archive, model.image.sha256), model.image.spec)
     rows = []
     for case_id in case_ids:
         image_file, gts_file = sources[case_id]
@@ -256,7 +290,8 @@ def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_c
         }
         (workdir / "inputs").mkdir(parents=True, exist_ok=True)
         (workdir / "inputs" / "cases.txt").write_text(case_id + "\n", encoding="utf-8")
-        record, predictions, called = run_case(case, model_command(model, substitutions), workdir, limit_s, clock)
+        call = container_call(*image, workdir, case_id, device) if image else host_call(*model_command(model, substitutions))
+        record, predictions, called = run_case(case, call, workdir, limit_s, clock)
         row, measured = _row(case, record, limit_s, clock, kind)
         if row["over_time"]:
             log.warning("case %s: model calls took %.1f s (%s clock) > %g s (%s classes x %g s): scored 0", case_id,
@@ -309,6 +344,9 @@ def interact(
         raise ValueError(f"time_limit_clock must be one of {', '.join(protocol.TIME_LIMIT_CLOCKS)}, got {time_limit_clock!r}")
     if not model.is_interactive:
         raise ModelRunError(f"model {model.name!r} is of kind {model.kind!r}; segbench interact runs kind 'interactive'")
+    if model.image is not None and time_limit_clock != "wall":
+        raise ModelRunError(f"model {model.name!r} runs in a container, whose CPU seconds are not measured: its time limit runs on "
+                            f"the wall clock; time_limit_clock is {time_limit_clock!r}")
     weights = weights_status(model)
     if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
         raise ModelRunError(f"model {model.name!r}: weights are {weights['status']}; pin them or pass --allow-unverified-weights")
@@ -339,6 +377,7 @@ def interact(
         "model_version": model.version,
         "command": list(model.command),
         "environment": model.environment.get("type"),
+        **({"image": {"archive": str(model.image.archive), "sha256": model.image.sha256}} if model.image else {}),
         "weights": weights,
         "cases_dir": str(cases_dir),
         "cases": [c for c, _, _ in sources],

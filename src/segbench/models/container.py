@@ -227,11 +227,12 @@ def run(
     argv = run_argv(runtime, image, spec, inputs, outputs, name, device)
     start = time.perf_counter()
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    out = b""  # what the container printed; empty when an interrupt came before it ended
     try:
         out, _ = process.communicate(timeout=max(timeout_s, 0.0))
         status: int | None = process.returncode
     except subprocess.TimeoutExpired:
-        status, out = None, b""
+        status = None
     finally:
         if process.returncode is None:  # the time limit, or an interrupt (KeyboardInterrupt, SystemExit) on the way out
             stop_and_remove(runtime, name)
@@ -239,7 +240,7 @@ def run(
                 os.killpg(process.pid, signal.SIGKILL)  # the client, if the container's end did not end it
             except ProcessLookupError:
                 pass
-            out = (out or b"") + (process.communicate()[0] or b"")
+            out += process.communicate()[0] or b""
             _empty(outputs)
     seconds = time.perf_counter() - start
     log = out.decode("utf-8", "replace")[-4000:]

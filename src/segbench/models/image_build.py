@@ -7,9 +7,9 @@ loads and runs. Both steps are cached outside git (``SEGBENCH_IMAGE_CACHE``, def
 ``~/.cache/segbench/images``) under a hash of their inputs, so a rebuild with unchanged inputs is
 instant; the archive's sha256 and the installed package versions are written beside it.
 
-The region-growing baseline runs on Debian 13 (trixie): its numpy 2 reads the step files segbench
-writes with numpy 2 (their object arrays are pickles naming ``numpy._core``, which the numpy 1.24 of
-Debian 12 cannot unpickle), and its predictions equal the host command's byte for byte (tests/test_container.py).
+The region-growing baseline runs on Debian 13 (trixie), and its predictions equal the host command's byte
+for byte (tests/test_container.py). The same model on Debian 12 (bookworm) has numpy 1.24, as many team
+images do: it checks that segbench's step files, written by numpy 2, are read by numpy 1.x with equal arrays.
 
 ``python -m segbench.models.image_build [--cache DIR]`` builds it and prints the archive, its sha256 and the times.
 """
@@ -17,6 +17,7 @@ Debian 12 cannot unpickle), and its predictions equal the host command's byte fo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -58,6 +59,9 @@ REGION_GROWING = ImageRecipe(
         "predict.sh": ADAPTERS_DIR / "region_growing_predict.sh",
     },
 )
+
+#: the same model with Debian 12's numpy 1.24 and scipy 1.10: a numpy-1.x image, as many CVPR 2025 teams' are
+REGION_GROWING_NUMPY1 = dataclasses.replace(REGION_GROWING, tag="segbench-region-growing-bookworm:latest", suite="bookworm")
 
 
 @dataclass(frozen=True)
