@@ -84,3 +84,22 @@ def test_dvc_composes_params_with_hydra(root: Path) -> None:
 
     out = subprocess.run(["dvc", "config", "hydra.enabled"], cwd=root, capture_output=True, text=True, check=False).stdout
     assert out.strip() == "true"
+
+
+def test_an_image_model_block_is_checked(root: Path) -> None:
+    """An interactive model's image: block (docs/interactive.md, Models): pinned archive, challenge defaults, no stray keys."""
+    raw = compose_params(root / "conf")
+    entry = raw["interactive_model"]["region_growing"]
+    del entry["command"], entry["environment"]
+    entry["image"] = {"archive": "models/team.tar.gz", "sha256": "ab" * 32, "cpus": 1}
+    image = parse_params(raw, root).interactive_models["region_growing"].image
+    assert image is not None and image.archive == Path("models/team.tar.gz") and image.spec.command == ("/bin/bash", "-c", "sh predict.sh")
+    assert (image.spec.inputs_mount, image.spec.outputs_mount, image.spec.cpus) == ("/workspace/inputs", "/workspace/outputs", 1.0)
+    for bad, message in (({"sha256": "ab" * 32}, "archive"), ({"archive": "t.tar", "sha256": "latest"}, "64 lowercase hex"),
+                         ({"archive": "t.tar", "sha256": "ab" * 32, "gpu": 1}, r"unknown key\(s\) \['gpu'\]")):
+        entry["image"] = bad
+        with pytest.raises(ConfigError, match=f"model 'region_growing'.*{message}"):
+            parse_params(raw, root)
+    entry["image"], entry["environment"] = {"archive": "t.tar", "sha256": "ab" * 32}, {"type": "harness"}
+    with pytest.raises(ConfigError, match="image: block has environment.type container, got 'harness'"):
+        parse_params(raw, root)
