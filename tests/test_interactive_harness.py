@@ -168,6 +168,21 @@ def test_cpu_clock_stops_a_model_that_spends_no_cpu_at_ten_times_its_budget(tmp_
     assert [s["output"] for s in record["steps"]] == ["stopped_at_time_limit", *["not_run"] * 5]
 
 
+@pytest.mark.parametrize(("clock", "users", "seen"), [("cpu", None, "PASSIVE"), ("cpu", "ACTIVE", "ACTIVE"), ("wall", None, None)])
+def test_cpu_clock_calls_wait_passively_unless_the_user_says_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: str, users: str | None, seen: str | None
+) -> None:
+    """Spinning OpenMP threads would be charged to the model on the cpu clock, the more so the busier the machine: its
+    calls get OMP_WAIT_POLICY=PASSIVE; the user's own setting wins, and the wall clock leaves the environment as it is."""
+    if users is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", users)
+    model = _model(tmp_path, {"step_1": _gts()})
+    harness.interact(_case_folder(tmp_path), model, tmp_path / "out", reference="manual", time_limit_clock=clock)
+    assert [call["omp_wait_policy"] for call in _calls(tmp_path)] == [seen] * 6
+
+
 def test_time_limit_clock_is_validated(tmp_path: Path) -> None:
     model = _model(tmp_path, {})
     with pytest.raises(ValueError, match="time_limit_clock must be one of wall, cpu, got 'gpu'"):

@@ -4,11 +4,12 @@ The step is read off the input the way a model could: 1 without clicks, else 1 +
 click rounds so far. ``--plan`` holds ``step_<k>`` label maps; a step without one writes no output.
 With ``--wait-for FILE`` it first blocks until FILE exists (a model still working when the test says so; after
 600 s, a bound on a hang, it fails), sleeping, or with ``--busy`` computing (spending CPU all the while); every call
-appends its step and the input's keys to ``--log``.
+appends its step, the input's keys and its OMP_WAIT_POLICY to ``--log``.
 """
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ with np.load(args.input, allow_pickle=True) as data:
     step_input = dict(data)
 step = 1 + len(list(step_input["clicks_order"])[0]) if "clicks_order" in step_input else 1
 with open(args.log, "a", encoding="utf-8") as fh:
-    fh.write(json.dumps({"step": step, "keys": sorted(step_input)}) + "\n")
+    fh.write(json.dumps({"step": step, "keys": sorted(step_input), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}) + "\n")
 with np.load(args.plan) as plan:
     if f"step_{step}" in plan:
         np.savez_compressed(args.output, segs=plan[f"step_{step}"])

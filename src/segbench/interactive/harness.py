@@ -92,9 +92,14 @@ def _session_cpu_seconds(session: int) -> float:
 def _call(argv: list[str], variables: dict[str, str], budget: float, clock: str) -> tuple[float, float, int | None]:
     """Run one model call; (wall seconds, CPU seconds, exit status), status None when it was stopped at ``budget``
     seconds on ``clock`` (protocol.TIME_LIMIT_CLOCKS; the cpu clock also stops a call at CPU_CLOCK_WALL_FACTOR times
-    ``budget`` wall seconds). CPU seconds are the command's and its waited-for descendants'."""
+    ``budget`` wall seconds). CPU seconds are the command's and its waited-for descendants'. On the cpu clock the call's
+    OpenMP threads wait passively (OMP_WAIT_POLICY=PASSIVE unless the user or the model sets it): a spinning thread's
+    wait would be charged to the model, and more of it the busier the machine."""
+    env = {**os.environ, **variables}
+    if clock == "cpu":
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     start = time.perf_counter()
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env={**os.environ, **variables}, start_new_session=True)
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     wall_budget = budget if clock == "wall" else budget * protocol.CPU_CLOCK_WALL_FACTOR
     while True:
         pid, wait_status, usage = os.wait4(process.pid, os.WNOHANG)

@@ -179,7 +179,8 @@ def auc(values: Sequence[float]) -> float:
 
 #: the clocks a case's time limit runs on: ``wall``, the challenge's (seconds on the clock: right on a machine the
 #: evaluation has to itself), and ``cpu``, the CPU seconds (user + system) of the model's processes: what the model
-#: itself spent, however busy the machine is (a CPU run on a shared machine, such as CI). docs/interactive.md#time-limit
+#: itself spent, hardly moved by other jobs (a CPU run on a shared machine, such as CI; the harness makes OpenMP threads
+#: wait passively, as spinning would be charged to the model). docs/interactive.md#time-limit
 TIME_LIMIT_CLOCKS: tuple[str, ...] = ("wall", "cpu")
 #: on the cpu clock a call is stopped as well once it has run this many times the case's remaining budget in wall
 #: seconds: a model that sleeps or waits spends no CPU, and must not hang the run
