@@ -73,6 +73,19 @@ def test_dataset_label_outside_the_vocabulary_is_an_error(root: Path) -> None:
         parse_params(raw, root)
 
 
+def test_interactive_scoring_comes_from_the_config_and_bad_values_are_named(root: Path) -> None:
+    """The committed interactive dataset is scored as the challenge scores; a typo fails at the boundary, naming where."""
+    params = load_params(root / "params.yaml")
+    scoring = params.interactive_dataset("totalseg_example").scoring
+    assert (scoring.version, scoring.nsd_profile) == ("2025-03-25", "deepmind")
+    for key, value, message in (("protocol_version", "2025-03", "protocol_version must be one of 2025-03-25, 2025-03-04, got '2025-03'"),
+                                ("nsd_profile", "surfels", "nsd_profile must be one of deepmind, segauge, got 'surfels'")):
+        raw = compose_params(root / "conf")
+        raw["interactive_dataset"]["totalseg_example"][key] = value
+        with pytest.raises(ConfigError, match=f"interactive dataset 'totalseg_example'.*{message}"):
+            parse_params(raw, root)
+
+
 def test_vocabulary_is_totalsegmentators_published_class_names() -> None:
     lists = ("totalsegmentator_total", "totalsegmentator_total_mr", "totalsegmentator_v1")
     assert TOTALSEGMENTATOR_NAMES == {name for key in lists for name in CLASS_LISTS[key]["classes"].values()}

@@ -145,7 +145,9 @@ def test_interrupting_the_stage_cancels_its_array_job(
     shutil.rmtree(proj / "predictions" / "kits23" / "sim_dilate_1mm", ignore_errors=True)
     _on_slurm(monkeypatch, cluster, cases_per_task="2")
     args = ["segbench", "--params", str(params), "predict", "--dataset", "kits23", "--model", "sim_dilate_1mm"]
-    stage = subprocess.Popen(args, cwd=proj, env=command_env())
+    # Ctrl-C reaches a foreground stage whose SIGINT is at its default; a test run started in the background of a
+    # non-interactive shell inherits SIGINT ignored, and a Python started so never sees the interrupt
+    stage = subprocess.Popen(args, cwd=proj, env=command_env(), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def queue() -> list[str]:
         return run(["squeue", "--noheader", "--format=%i %T"], proj).split()

@@ -143,6 +143,7 @@ def _cmd_interact(args: argparse.Namespace) -> None:
         raise ValueError("give --dataset (from params.yaml) or both --cases and --out")
     from segbench.config import model_from_conf
     from segbench.interactive.harness import interact
+    from segbench.interactive.protocol import Scoring
 
     table = interact(
         Path(args.cases),
@@ -151,6 +152,7 @@ def _cmd_interact(args: argparse.Namespace) -> None:
         reference=args.reference,
         seconds_per_class=args.seconds_per_class,
         time_limit_clock=args.time_limit_clock,
+        scoring=Scoring(args.protocol_version, args.nsd_profile),
         device=args.device,
         allow_unverified_weights=args.allow_unverified_weights,
     )
@@ -317,6 +319,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds-per-class", type=float, default=90.0, help="time limit of a case's model calls per class (default: 90)")
     p.add_argument("--time-limit-clock", choices=["wall", "cpu"], default="wall",
                    help="wall: the challenge's clock; cpu: the model processes' CPU seconds, for CPU runs on a shared machine (default: wall)")
+    p.add_argument("--protocol-version", choices=["2025-03-25", "2025-03-04"], default="2025-03-25",
+                   help="the challenge's scoring by the date of its change: 2025-03-25, AUC over the 5 clicks (final); 2025-03-04, AUC "
+                        "over the box step and the clicks (default: 2025-03-25)")
+    p.add_argument("--nsd-profile", choices=["deepmind", "segauge"], default="deepmind",
+                   help="NSD's definition: deepmind, the challenge's surface Dice (its SurfaceDice.py); segauge, segbench's engine (default: deepmind)")
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: the model's config)")
     p.add_argument("--allow-unverified-weights", action="store_true", help="run although the weights are not verified against their pin")
     p.set_defaults(func=_cmd_interact)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from segbench.interactive.protocol import TIME_LIMIT_CLOCKS
+from segbench.interactive.protocol import NSD_PROFILE, PROTOCOL_VERSION, TIME_LIMIT_CLOCKS, Scoring
 from segbench.scoring import DEFAULT_PROFILE, PROFILES, Region
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ PUBLISHED_FORMATS = ("touchstone", "segauge_results", "cvpr25_metrics", "challen
 PUBLISHED_OPTIONS: dict[str, tuple[str, ...]] = {
     "touchstone": ("files", "duplicates", "one_sided_missing"),
     "segauge_results": (),
-    "cvpr25_metrics": (),
+    "cvpr25_metrics": ("protocol_version", "nsd_profile"),
     "challenger_csv": ("columns", "structure", "na_value", "duplicates"),
     "generic_csv": ("columns", "structure", "metric_columns", "na_value", "duplicates"),
     "nnunet_summary": ("models", "labels", "file_ending"),
@@ -163,6 +163,8 @@ class InteractiveDatasetConfig:
     seconds_per_class: float
     #: the clock the time limit runs on (segbench.interactive.protocol.TIME_LIMIT_CLOCKS)
     time_limit_clock: str
+    #: the protocol version and NSD's definition the runs are scored under (segbench.interactive.protocol.Scoring)
+    scoring: Scoring
     licence: str
     citation: str
 
@@ -446,6 +448,11 @@ def _published_options(fmt: str, options: Any, metrics: dict[str, bool], where: 
         if len(set(labels.values())) < len(labels):
             raise ConfigError(f"{at}.labels: two labels name the same structure: {labels}")
         return {"models": models, "labels": labels, "file_ending": str(options.get("file_ending", ".nii.gz"))}
+    if fmt == "cvpr25_metrics":  # the challenge version the tables were computed under (default: the final one)
+        try:
+            return {"scoring": Scoring(str(options.get("protocol_version", PROTOCOL_VERSION)), str(options.get("nsd_profile", NSD_PROFILE)))}
+        except ValueError as exc:
+            raise ConfigError(f"{at}: {exc}") from None
     policies = _policies(options, at)
     if fmt == "touchstone":
         files = _names(options.get("files", TOUCHSTONE_FILES), f"{at}.files", "metric to its file in each model folder")
@@ -532,6 +539,10 @@ def _interactive_dataset(name: str, raw: dict[str, Any], root: Path) -> Interact
     clock = str(raw.get("time_limit_clock", "wall"))
     if clock not in TIME_LIMIT_CLOCKS:
         raise ConfigError(f"{where}: time_limit_clock must be one of {', '.join(TIME_LIMIT_CLOCKS)}, got {clock!r}")
+    try:
+        scoring = Scoring(str(raw.get("protocol_version", PROTOCOL_VERSION)), str(raw.get("nsd_profile", NSD_PROFILE)))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return InteractiveDatasetConfig(
         name=name,
         title=str(raw.get("title", name)),
@@ -543,6 +554,7 @@ def _interactive_dataset(name: str, raw: dict[str, Any], root: Path) -> Interact
         seed=int(raw.get("seed", 2025)),
         seconds_per_class=seconds,
         time_limit_clock=clock,
+        scoring=scoring,
         licence=str(raw.get("licence", "")),
         citation=str(raw.get("citation", "")),
     )

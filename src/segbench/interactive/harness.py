@@ -66,8 +66,8 @@ COLUMNS: tuple[str, ...] = (
     "runtime_upperbound",
 )
 #: segbench's columns after the challenge's: the model processes' CPU seconds, the clock the time limit ran on, the
-#: time-limit flag, the steps without a usable output, the reference's kind
-EXTRA_COLUMNS: tuple[str, ...] = ("TotalCPUTime", "time_limit_clock", "over_time", "failed_steps", "reference")
+#: time-limit flag, the steps without a usable output, the reference's kind, the protocol version and NSD's profile
+EXTRA_COLUMNS: tuple[str, ...] = ("TotalCPUTime", "time_limit_clock", "over_time", "failed_steps", "reference", "protocol_version", "nsd_profile")
 #: how often a running model call is checked against its budget (seconds)
 POLL_S = 0.05
 
@@ -139,12 +139,13 @@ def container_call(runtime: container.Runtime, image: str, spec: container.Conta
     return call
 
 
-def _scores(steps: list[dict]) -> dict[str, float]:
+def _scores(steps: list[dict], version: str) -> dict[str, float]:
     dsc = [s["dsc"] for s in steps]
     nsd = [s["nsd"] for s in steps]
+    box_step = steps[0]["output"] != "no_boxes"
     return {
-        "DSC_AUC": protocol.auc(dsc),
-        "NSD_AUC": protocol.auc(nsd),
+        "DSC_AUC": protocol.auc(dsc, version, box_step),
+        "NSD_AUC": protocol.auc(nsd, version, box_step),
         "DSC_Final": dsc[-1],
         "NSD_Final": nsd[-1],
         **{f"DSC_{i}": v for i, v in enumerate(dsc, 1)},
@@ -159,13 +160,14 @@ def _step(step: int, prompt: str, n_classes: int, **fields: Any) -> dict[str, An
 
 
 def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
-             clock: str = "wall") -> tuple[dict[str, Any], list[np.ndarray], list[int]]:
+             clock: str = "wall", nsd_profile: str = protocol.NSD_PROFILE) -> tuple[dict[str, Any], list[np.ndarray], list[int]]:
     """The box step (or its skip) and the 5 click steps of one case, each one ``call`` of the model.
 
     Returns the record of every step, the predictions of the steps the model was called for, and
     those steps' numbers. A step without a usable output (none, not an npz, or ``segs`` of the wrong
     shape or dtype: ``reason`` names the file and key) counts as all-zero. Once the model calls
     exceed ``limit_s`` seconds on ``clock`` the running call is stopped and no further step runs (the case scores 0).
+    NSD is ``nsd_profile``'s (protocol.NSD_DEFINITIONS).
     """
     inputs, outputs = workdir / "inputs", workdir / "outputs"
     for folder in (inputs, outputs):
@@ -208,7 +210,7 @@ def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
             segs = np.zeros(case.gts.shape, dtype=np.uint8)
         predictions.append(segs)
         called.append(step)
-        dice, nsd = protocol.class_scores(segs, case.gts, case.n_classes, case.spacing)
+        dice, nsd = protocol.class_scores(segs, case.gts, case.n_classes, case.spacing, nsd_profile)
         nsd_computed = nsd is not None  # only when the step's mean Dice > 0.2
         nsd = nsd if nsd is not None else [0.0] * case.n_classes
         steps.append(_step(
@@ -222,11 +224,11 @@ def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
     return record, predictions, called
 
 
-def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, reference: str) -> dict[str, Any]:
+def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, reference: str, scoring: protocol.Scoring) -> dict[str, Any]:
     """The case's CSV row: scores set to 0 when the model calls exceeded the time limit on ``clock`` (or a call was
     stopped at it: on the cpu clock, also one that spent no CPU for 10x the budget)."""
     steps = record["steps"]
-    measured = _scores(steps)
+    measured = _scores(steps, scoring.version)
     over_time = record["stopped_at_time_limit"] or record["total_running_time_s" if clock == "wall" else "total_cpu_time_s"] > limit_s
     return {
         "CaseName": case.image_file.name,
@@ -240,6 +242,8 @@ def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, referen
         "over_time": over_time,
         "failed_steps": ";".join(str(s["step"]) for s in steps if s["output"] not in ("ok", "no_boxes")),
         "reference": REFERENCE_LABELS[reference],
+        "protocol_version": scoring.version,
+        "nsd_profile": scoring.nsd_profile,
     }, measured
 
 
@@ -265,8 +269,8 @@ def _run_here(task: Callable[[list[str], Path], None], cases: list[str], staging
     assemble(cases, folder)
 
 
-def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_class: float, clock: str, device: str, case_ids: list[str],
-                   folder: Path) -> None:
+def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_class: float, clock: str, scoring: protocol.Scoring,
+                   device: str, case_ids: list[str], folder: Path) -> None:
     """Run ``case_ids`` of ``cases_dir``, one after the other; ``folder`` gets each case's ``segs/`` and ``records/``
     file and the cases' table rows (``rows.pickle``). A shard task: locally and on Slurm the same code runs."""
     sources = {case_id: (image_file, gts_file) for case_id, image_file, gts_file in list_cases(cases_dir)}
@@ -296,8 +300,8 @@ def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_c
         (workdir / "inputs").mkdir(parents=True, exist_ok=True)
         (workdir / "inputs" / "cases.txt").write_text(case_id + "\n", encoding="utf-8")
         call = container_call(*image, workdir, case_id, device) if image else host_call(*model_command(model, substitutions))
-        record, predictions, called = run_case(case, call, workdir, limit_s, clock)
-        row, measured = _row(case, record, limit_s, clock, kind)
+        record, predictions, called = run_case(case, call, workdir, limit_s, clock, scoring.nsd_profile)
+        row, measured = _row(case, record, limit_s, clock, kind, scoring)
         if row["over_time"]:
             log.warning("case %s: model calls took %.1f s (%s clock) > %g s (%s classes x %g s): scored 0", case_id,
                         row["TotalRunningTime" if clock == "wall" else "TotalCPUTime"], clock, limit_s, case.n_classes, seconds_per_class)
@@ -333,6 +337,7 @@ def interact(
     reference: str | None = None,
     seconds_per_class: float = protocol.SECONDS_PER_CLASS,
     time_limit_clock: str = "wall",
+    scoring: protocol.Scoring = protocol.Scoring(),
     device: str | None = None,
     allow_unverified_weights: bool = False,
     table_file: Path | None = None,
@@ -372,7 +377,7 @@ def interact(
                 os.replace(path, out_dir / name / path.name)
         rows_by_case.update(zip(shard, pickle.loads((folder / ROWS_FILE).read_bytes()), strict=True))
 
-    task = functools.partial(interact_cases, cases_dir, model, kind, seconds_per_class, time_limit_clock, device or model.device)
+    task = functools.partial(interact_cases, cases_dir, model, kind, seconds_per_class, time_limit_clock, scoring, device or model.device)
     (shard_runner or _run_here)(task, [c for c, _, _ in sources], staging, name=f"segbench-interact-{cases_dir.name}-{model.name}", assemble=assemble)
     shutil.rmtree(staging, ignore_errors=True)
     table = pd.DataFrame([rows_by_case[c] for c, _, _ in sources], columns=[*COLUMNS, *EXTRA_COLUMNS])
@@ -390,7 +395,9 @@ def interact(
         "seconds_per_class": seconds_per_class,
         "time_limit_clock": time_limit_clock,
         "nsd_tolerance_mm": protocol.NSD_TOLERANCE_MM,
-        "nsd_definition": protocol.NSD_DEFINITION,
+        "protocol_version": scoring.version,
+        "nsd_profile": scoring.nsd_profile,
+        "nsd_definition": protocol.NSD_DEFINITIONS[scoring.nsd_profile],
         "segbench_version": __version__,
     })
     return table
