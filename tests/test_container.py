@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from segbench.config import model_from_conf
-from segbench.interactive import cases, harness
+from segbench.interactive import cases, harness, protocol
 from segbench.models import container
 from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError
@@ -177,7 +177,7 @@ def test_wrong_segs_flag_the_step_and_the_case_goes_on(runtime: container.Runtim
     assert [s["output"] for s in record["steps"]] == ["invalid"] * 6
     assert record["steps"][0]["reason"] == f"{output}: key 'segs' has dtype float32; expected an integer label map"
     assert record["steps"][1]["reason"] == f"{output}: key 'segs' has shape (2, 2, 2); expected {case.gts.shape}"
-    row, _ = harness._row(case, record, 600.0, "wall", "pseudo")
+    row, _ = harness._row(case, record, 600.0, "wall", "pseudo", protocol.Scoring())
     assert row["failed_steps"] == "1;2;3;4;5;6" and not row["over_time"]
 
 

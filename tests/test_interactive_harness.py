@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from segbench.config import model_from_conf
-from segbench.interactive import cases, harness
+from segbench.interactive import cases, harness, protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN = ROOT / "tests" / "standins" / "interactive_plan.py"
@@ -246,13 +246,16 @@ def test_over_time_zeroes_the_scores_of_a_finished_case(tmp_path: Path) -> None:
 
     subs = {"python": sys.executable, "input": str(tmp_path / "w" / "inputs" / "toy.npz"), "output": str(tmp_path / "w" / "outputs" / "toy.npz")}
     record, _, _ = harness.run_case(case, harness.host_call(*model_command(model, subs)), tmp_path / "w", limit_s=600.0)
-    row, measured = harness._row(case, record, 600.0, "wall", "manual")
+    row, measured = harness._row(case, record, 600.0, "wall", "manual", protocol.Scoring())
     assert measured["DSC_AUC"] == row["DSC_AUC"] == 4.0 and not row["over_time"]
+    assert (row["protocol_version"], row["nsd_profile"]) == ("2025-03-25", "deepmind")
+    # the challenge's rule before 2025-03-25 put the box step in the AUC too: 5 unit steps of a perfect model
+    assert harness._row(case, record, 600.0, "wall", "manual", protocol.Scoring("2025-03-04"))[0]["DSC_AUC"] == 5.0
     # the same calls judged against a limit they exceed: every score 0, the case flagged, the measured values kept
-    row, measured = harness._row(case, record, record["total_running_time_s"] / 2, "wall", "pseudo")
+    row, measured = harness._row(case, record, record["total_running_time_s"] / 2, "wall", "pseudo", protocol.Scoring())
     assert row["over_time"] and row["DSC_AUC"] == row["DSC_Final"] == row["NSD_6"] == 0.0 and measured["DSC_AUC"] == 4.0
     assert row["reference"] == "PSEUDO-REFERENCE"
     # on the cpu clock the judge is the calls' CPU seconds (the toy model's Python processes spend some)
     assert 0.0 < record["total_cpu_time_s"]
-    assert harness._row(case, record, record["total_cpu_time_s"] / 2, "cpu", "manual")[0]["over_time"]
-    assert not harness._row(case, record, record["total_cpu_time_s"] * 2, "cpu", "manual")[0]["over_time"]
+    assert harness._row(case, record, record["total_cpu_time_s"] / 2, "cpu", "manual", protocol.Scoring())[0]["over_time"]
+    assert not harness._row(case, record, record["total_cpu_time_s"] * 2, "cpu", "manual", protocol.Scoring())[0]["over_time"]

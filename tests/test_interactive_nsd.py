@@ -52,7 +52,7 @@ def test_nsd_equals_deepminds_surface_dice_on_the_bundles_scans(bundle_cases: li
             expected = compute_surface_dice_at_tolerance(distances, protocol.NSD_TOLERANCE_MM)
             assert nsd[c - 1] == pytest.approx(expected, abs=1e-12, rel=0), (case.case_id, c)
             compared += 1
-    assert compared == 12  # ct: 5 organs, mr: 4 (no stomach label), ct_dicom: 3 (spleen, liver, stomach)
+    assert compared == 13  # ct and mr: 5 organs each; ct_dicom: spleen, liver, stomach
 
 
 def test_the_engines_nsd_stays_selectable_and_differs(bundle_cases: list[cases.Case]) -> None:
