@@ -28,6 +28,7 @@ from segbench.interactive import cases, harness, protocol
 from segbench.models import container
 from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError
+from tests_support import interruptible
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "totalseg_example"
@@ -266,7 +267,7 @@ def test_an_interrupted_call_removes_its_container(runtime: container.Runtime, i
         f"c.run(rt, {image!r}, c.ContainerSpec(command=('sleep', '600')), Path({str(step_files[0])!r}), Path({str(step_files[1])!r}), 600, "
         f"name_prefix={prefix!r})\n"
     )
-    process = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    process = interruptible([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     try:
         names: list[str] = []
         for _ in range(120):  # the container starts within a few seconds

@@ -21,7 +21,7 @@ import yaml
 from segbench.config import ConfigError
 from segbench.models.slurm import executor_from_environ, options_from_environ, shard_runner_from_environ
 from services import SlurmCluster, slurm_cluster, wait_until
-from tests_support import command_env, commit_all, lock_outs, new_project
+from tests_support import command_env, commit_all, interruptible, lock_outs, new_project
 from tests_support import run_command as run
 
 CASES = ["case_00030", "case_00110", "case_00210", "case_00425"]
@@ -145,9 +145,7 @@ def test_interrupting_the_stage_cancels_its_array_job(
     shutil.rmtree(proj / "predictions" / "kits23" / "sim_dilate_1mm", ignore_errors=True)
     _on_slurm(monkeypatch, cluster, cases_per_task="2")
     args = ["segbench", "--params", str(params), "predict", "--dataset", "kits23", "--model", "sim_dilate_1mm"]
-    # Ctrl-C reaches a foreground stage whose SIGINT is at its default; a test run started in the background of a
-    # non-interactive shell inherits SIGINT ignored, and a Python started so never sees the interrupt
-    stage = subprocess.Popen(args, cwd=proj, env=command_env(), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    stage = interruptible(args, cwd=proj, env=command_env())
 
     def queue() -> list[str]:
         return run(["squeue", "--noheader", "--format=%i %T"], proj).split()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -35,6 +36,13 @@ def in_directory(path: Path) -> Iterator[None]:
 def command_env() -> dict[str, str]:
     """The environment for pipeline subprocesses: a project's own store, never a test's temporary one."""
     return {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
+
+
+def interruptible(args: list[str], **popen: object) -> subprocess.Popen:
+    """Start ``args`` with SIGINT at its default, as a foreground process has it, so the test's SIGINT is a Ctrl-C: a
+    suite started in the background of a non-interactive shell inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt."""
+    return subprocess.Popen(args, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)  # type: ignore[call-overload]
 
 
 def gate_env(folder: Path, pattern: str, on: str = "write", passes: int = 0, argv: str = "") -> dict[str, str]:
