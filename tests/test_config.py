@@ -108,11 +108,23 @@ def test_an_image_model_block_is_checked(root: Path) -> None:
     image = parse_params(raw, root).interactive_models["region_growing"].image
     assert image is not None and image.archive == Path("models/team.tar.gz") and image.spec.command == ("/bin/bash", "-c", "sh predict.sh")
     assert (image.spec.inputs_mount, image.spec.outputs_mount, image.spec.cpus) == ("/workspace/inputs", "/workspace/outputs", 1.0)
-    for bad, message in (({"sha256": "ab" * 32}, "archive"), ({"archive": "t.tar", "sha256": "latest"}, "64 lowercase hex"),
+    entry["image"] = {"reference": "docker.io/team/model@sha256:" + "cd" * 32, "variables": {"HOME": "/tmp"}, "mounts": {"{weights_dir}": "/w"}}
+    image = parse_params(raw, root).interactive_models["region_growing"].image
+    assert image is not None and image.archive is None and image.pinned
+    assert image.spec.variables == {"HOME": "/tmp"} and image.spec.mounts == (("{weights_dir}", "/w"),)
+    entry["image"] = {"reference": "docker.io/team/model:1.0"}
+    assert not parse_params(raw, root).interactive_models["region_growing"].image.pinned  # a tag can move
+    for bad, message in (({"sha256": "ab" * 32}, "either archive .* or reference"), ({"archive": "t.tar", "sha256": "latest"}, "64 lowercase hex"),
+                         ({"archive": "t.tar", "sha256": "ab" * 32, "reference": "a:b"}, "either archive .* or reference"),
+                         ({"reference": "a:b", "mounts": ["/x"]}, "image.mounts must be a mapping"),
                          ({"archive": "t.tar", "sha256": "ab" * 32, "gpu": 1}, r"unknown key\(s\) \['gpu'\]")):
         entry["image"] = bad
         with pytest.raises(ConfigError, match=f"model 'region_growing'.*{message}"):
             parse_params(raw, root)
     entry["image"], entry["environment"] = {"archive": "t.tar", "sha256": "ab" * 32}, {"type": "harness"}
     with pytest.raises(ConfigError, match="image: block has environment.type container, got 'harness'"):
+        parse_params(raw, root)
+    del entry["image"]
+    entry["environment"], entry["command"] = {"type": "container"}, ["predict"]
+    with pytest.raises(ConfigError, match="environment.type container needs an image: block"):
         parse_params(raw, root)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
+import shlex
 import shutil
 import signal
 import subprocess
@@ -17,6 +19,7 @@ import yaml
 from scipy import ndimage
 
 from segbench.config import compose_params
+from segbench.models import container
 
 #: holds the sitecustomize.py that stops a command's Python process at a moment the test chooses (``gate_env``)
 GATE = Path(__file__).resolve().parent / "gate"
@@ -147,3 +150,21 @@ def tumour_crop(labels_dir: Path, case: str, margin: int = 6) -> nib.Nifti1Image
     affine = img.affine.copy()
     affine[:3, 3] = img.affine[:3, :3] @ [s.start for s in box] + img.affine[:3, 3]
     return nib.Nifti1Image(lab[box].copy(), affine, img.header)
+
+
+def podman_runtime() -> container.Runtime:
+    """Podman with this machine's flags from the environment; where none are set, the limits this process has
+    (podman's runc cannot raise them, and fails on its defaults here: 'error setting rlimit ... operation not permitted')."""
+    found = container.Runtime.from_environment({**dict(os.environ), container.RUNTIME_ENV: "podman"})
+    if found.run_flags:
+        return found
+    (_, nofile), (_, nproc) = resource.getrlimit(resource.RLIMIT_NOFILE), resource.getrlimit(resource.RLIMIT_NPROC)
+    limits = ("--ulimit", f"nofile={min(nofile, 4096)}:{min(nofile, 4096)}", "--ulimit", f"nproc={min(nproc, 4096)}:{min(nproc, 4096)}")
+    return container.Runtime(found.program, found.global_flags, limits)
+
+
+def use_runtime(monkeypatch: object, runtime: container.Runtime) -> None:
+    """Make ``runtime`` the one segbench finds in the environment (``monkeypatch``: pytest's fixture)."""
+    monkeypatch.setenv(container.RUNTIME_ENV, runtime.program)
+    monkeypatch.setenv(container.GLOBAL_FLAGS_ENV, shlex.join(runtime.global_flags))
+    monkeypatch.setenv(container.RUN_FLAGS_ENV, shlex.join(runtime.run_flags))

@@ -101,11 +101,24 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class ModelImage:
-    """A model's ``docker save`` archive, pinned by its sha256, and how each call of it is run (command, mounts, limits)."""
+    """A model's image and how each call of it is run (command, mounts, limits, variables).
 
-    archive: Path
-    sha256: str
+    Either a ``docker save`` ``archive`` pinned by its ``sha256`` (loaded by segbench), or a registry ``reference``
+    (pulled by ``segbench env create``), pinned when it names its digest (``name@sha256:...``).
+    """
+
+    archive: Path | None
+    sha256: str | None
     spec: ContainerSpec
+    reference: str | None = None
+    #: bound of one container call of the predict stage (an interactive step is bound by its time limit instead)
+    timeout_s: float = 3600.0
+
+    @property
+    def pinned(self) -> bool:
+        from segbench.models.container import pinned_reference
+
+        return self.archive is not None or pinned_reference(str(self.reference))
 
 
 PUBLISHED_FORMATS = ("touchstone", "segauge_results", "cvpr25_metrics", "challenger_csv", "generic_csv", "nnunet_summary")
@@ -293,11 +306,13 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
     if kind not in MODEL_KINDS:
         raise ConfigError(f"{where}: kind must be one of {MODEL_KINDS}, got {kind!r}")
     image = _model_image(raw["image"], where) if "image" in raw else None
-    if image is not None and kind != "interactive":
-        raise ConfigError(f"{where}: an image: block runs the steps of kind 'interactive'; this model is of kind {kind!r}")
+    if image is not None and kind == "simulated":
+        raise ConfigError(f"{where}: a simulated model has no image")
     environment = dict(raw.get("environment") or {"type": "container"}) if image else dict(_require(raw, "environment", where))
     if image is not None and environment.get("type") != "container":
         raise ConfigError(f"{where}: a model with an image: block has environment.type container, got {environment.get('type')!r}")
+    if image is None and environment.get("type") == "container":
+        raise ConfigError(f"{where}: environment.type container needs an image: block (archive and sha256, or reference; docs/guide.md#real-models)")
     if environment.get("type") not in ENVIRONMENT_TYPES:
         raise ConfigError(f"{where}: environment.type must be one of {ENVIRONMENT_TYPES}, got {environment.get('type')!r}")
     model_input = str(raw.get("input", "images"))
@@ -340,12 +355,14 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
     )
 
 
-IMAGE_KEYS = ("archive", "sha256", "command", "inputs", "outputs", "memory", "cpus", "pids_limit")
+IMAGE_KEYS = ("archive", "sha256", "reference", "command", "inputs", "outputs", "memory", "cpus", "pids_limit", "shm_size", "mounts", "variables",
+              "timeout_s")
 
 
 def _model_image(raw: Any, where: str) -> ModelImage:
-    """The ``image:`` block: ``archive`` and ``sha256`` required; command, mounts and limits default to the challenge's
-    (segbench.models.container.ContainerSpec)."""
+    """The ``image:`` block: ``archive`` with its ``sha256``, or a ``reference``; command, mounts and limits default to the
+    challenge's (segbench.models.container.ContainerSpec). ``mounts`` (host folder -> path inside, read-only) and
+    ``variables`` take the command's placeholders."""
     from segbench.models.container import ContainerSpec
 
     if not isinstance(raw, dict):
@@ -353,9 +370,16 @@ def _model_image(raw: Any, where: str) -> ModelImage:
     unknown = sorted(set(raw) - set(IMAGE_KEYS))
     if unknown:
         raise ConfigError(f"{where}: image has unknown key(s) {unknown}; known {IMAGE_KEYS}")
-    sha256 = str(_require(raw, "sha256", f"{where} image")).removeprefix("sha256:")
-    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
-        raise ConfigError(f"{where}: image.sha256 must be 64 lowercase hex digits (the archive's sha256), got {raw['sha256']!r}")
+    if ("archive" in raw) == ("reference" in raw):
+        raise ConfigError(f"{where}: image needs either archive (a docker save file, with its sha256) or reference (name:tag or name@sha256:...)")
+    sha256 = None
+    if "archive" in raw:
+        sha256 = str(_require(raw, "sha256", f"{where} image")).removeprefix("sha256:")
+        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+            raise ConfigError(f"{where}: image.sha256 must be 64 lowercase hex digits (the archive's sha256), got {raw['sha256']!r}")
+    for key in ("mounts", "variables"):
+        if not isinstance(raw.get(key, {}), dict):
+            raise ConfigError(f"{where}: image.{key} must be a mapping, got {type(raw[key]).__name__}")
     default = ContainerSpec()
     command = raw.get("command", default.command)
     spec = ContainerSpec(
@@ -365,8 +389,12 @@ def _model_image(raw: Any, where: str) -> ModelImage:
         memory=str(raw.get("memory", default.memory)),
         cpus=float(raw.get("cpus", default.cpus)),
         pids_limit=int(raw.get("pids_limit", default.pids_limit)),
+        shm_size=str(raw.get("shm_size", default.shm_size)),
+        variables={str(k): str(v) for k, v in (raw.get("variables") or {}).items()},
+        mounts=tuple((str(host), str(inside)) for host, inside in (raw.get("mounts") or {}).items()),
     )
-    return ModelImage(Path(str(_require(raw, "archive", f"{where} image"))), sha256, spec)
+    archive = Path(str(raw["archive"])) if "archive" in raw else None
+    return ModelImage(archive, sha256, spec, str(raw["reference"]) if "reference" in raw else None, float(raw.get("timeout_s", 3600.0)))
 
 
 def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
@@ -808,6 +836,13 @@ def dataset_from_conf(conf_dir: Path, name: str, root: Path) -> DatasetConfig:
     dataset is validated (the experiment's models may not apply to it).
     """
     return _dataset(name, _resolved(_compose(Path(conf_dir), [f"dataset={name}"]))["dataset"][name], root)
+
+
+def image_model(name: str, image: dict[str, Any], title: str | None = None) -> ModelConfig:
+    """An interactive model that is nothing but its image (a challenge submission): ``image`` is validated as a model
+    config's ``image:`` block is (archive, sha256, and optionally command, mounts and limits)."""
+    return _model(name, {"kind": "interactive", "title": title or name, "image": image, "weights": None,
+                         "version": f"sha256:{str(image.get('sha256', '')).removeprefix('sha256:')[:12]}"})
 
 
 def model_from_conf(conf_dir: Path, name: str) -> ModelConfig:

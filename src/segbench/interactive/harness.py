@@ -277,7 +277,7 @@ def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_c
     image = None
     if model.image is not None:  # loaded once per shard, on the machine that runs it
         runtime = container.Runtime.from_environment()
-        image = (runtime, container.load_image(runtime, model.image.archive, model.image.sha256), model.image.spec)
+        image = (runtime, container.ready_image(runtime, model.image), model.image.spec)
     rows = []
     for case_id in case_ids:
         image_file, gts_file = sources[case_id]
@@ -387,7 +387,7 @@ def interact(
         "model_version": model.version,
         "command": list(model.command),
         "environment": model.environment.get("type"),
-        **({"image": {"archive": str(model.image.archive), "sha256": model.image.sha256}} if model.image else {}),
+        **({"image": container.image_record(model.image)} if model.image else {}),
         "weights": weights,
         "cases_dir": str(cases_dir),
         "cases": [c for c, _, _ in sources],

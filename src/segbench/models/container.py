@@ -21,6 +21,10 @@ come from the environment, never from a model's config or params: ``SEGBENCH_CON
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import gzip
+import hashlib
 import io
 import json
 import os
@@ -29,13 +33,16 @@ import shutil
 import signal
 import subprocess
 import tarfile
+import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from segbench.models.image_build import file_sha256
+if TYPE_CHECKING:
+    from segbench.config import ModelImage
 
 RUNTIME_ENV = "SEGBENCH_CONTAINER_RUNTIME"
 GLOBAL_FLAGS_ENV = "SEGBENCH_CONTAINER_GLOBAL_FLAGS"
@@ -96,7 +103,10 @@ class ContainerSpec:
     memory: str = "8g"
     cpus: float = 2.0
     pids_limit: int = 1024
+    shm_size: str = "1g"  # /dev/shm: PyTorch data loaders (nnU-Net) need more than the runtime's 64 MB default
     variables: Mapping[str, str] = field(default_factory=dict)
+    #: further host folders, mounted read-only: (host path, path inside), e.g. weights an image does not carry
+    mounts: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,17 +124,44 @@ class ContainerRun:
         return self.reason is None
 
 
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def archive_image_id(archive: Path) -> str:
     """The image id (its config's sha256) recorded in a ``docker save`` archive's manifest.json."""
     try:
         with tarfile.open(archive, "r:*") as tar:
             member = tar.extractfile("manifest.json")
             manifest = json.load(io.TextIOWrapper(member, encoding="utf-8")) if member else None
-    except (OSError, KeyError, tarfile.TarError, json.JSONDecodeError) as exc:
-        raise ContainerError(f"{archive}: not a docker save archive (no readable manifest.json): {exc}") from exc
+    except (KeyError, tarfile.TarError, json.JSONDecodeError, EOFError, gzip.BadGzipFile) as exc:
+        raise ContainerError(f"{archive}: not a docker save archive (no readable manifest.json)") from exc
+    except OSError as exc:
+        raise ContainerError(f"{archive}: cannot be read: {exc}") from exc
     if not manifest or "Config" not in manifest[0]:
         raise ContainerError(f"{archive}: manifest.json names no image config")
     return Path(manifest[0]["Config"]).name.removesuffix(".json").removeprefix("sha256:")
+
+
+@contextlib.contextmanager
+def _uncompressed(archive: Path) -> Iterator[Path]:
+    """``archive`` itself, or a gzip'd one (``docker save | gzip``, the challenge's ``.tar.gz``) decompressed into a temporary
+    file: docker loads either, podman only the plain tar."""
+    with open(archive, "rb") as stream:
+        gzipped = stream.read(2) == b"\x1f\x8b"
+    if not gzipped:
+        yield archive
+        return
+    with tempfile.TemporaryDirectory(prefix="segbench-image-") as folder:
+        plain = Path(folder) / "image.tar"
+        with gzip.open(archive, "rb") as source, open(plain, "wb") as target:
+            shutil.copyfileobj(source, target, 1 << 20)
+        yield plain
 
 
 def load_image(runtime: Runtime, archive: Path, sha256: str) -> str:
@@ -138,12 +175,53 @@ def load_image(runtime: Runtime, archive: Path, sha256: str) -> str:
     image = archive_image_id(archive)
     if runtime.call("image", "inspect", image).returncode == 0:
         return image
-    result = runtime.call("load", "-i", str(archive))
+    with _uncompressed(archive) as tar:
+        result = runtime.call("load", "-i", str(tar))
     if result.returncode != 0:
         raise ContainerError(f"image archive {archive}: {runtime.program} load exited with status {result.returncode}: {result.stderr.strip()[-1000:]}")
     if runtime.call("image", "inspect", image).returncode != 0:
         raise ContainerError(f"image archive {archive}: loaded, but {runtime.program} has no image {image}")
     return image
+
+
+def pinned_reference(reference: str) -> bool:
+    """Whether an image reference names its content (``name@sha256:<64 hex>``) rather than a tag that can move."""
+    _, _, digest = reference.partition("@sha256:")
+    return len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+
+
+def find_reference(runtime: Runtime, reference: str) -> str:
+    """The id of the image ``reference`` already in the runtime's store (``segbench env create`` pulls it); an error says how to get it."""
+    result = runtime.call("image", "inspect", "--format", "{{.Id}}", reference)
+    if result.returncode != 0:
+        raise ContainerError(f"image {reference} is not in {runtime.program}'s store: pull it (segbench env create <model>, "
+                             f"or {runtime.program} pull {reference})")
+    return result.stdout.strip()
+
+
+def ready_image(runtime: Runtime, image: ModelImage) -> str:
+    """The runtime's id of a model's image: its archive checked and loaded, or its reference found in the store."""
+    if image.archive is not None:
+        return load_image(runtime, image.archive, str(image.sha256))
+    return find_reference(runtime, str(image.reference))
+
+
+def image_record(image: ModelImage) -> dict[str, str]:
+    """What a run's record says of the image it ran: the archive and its sha256, or the reference."""
+    return {"archive": str(image.archive), "sha256": str(image.sha256)} if image.archive is not None else {"reference": str(image.reference)}
+
+
+def with_values(spec: ContainerSpec, values: Mapping[str, str]) -> ContainerSpec:
+    """``spec`` with the placeholders of its command, variables and mount sources filled from ``values``."""
+    try:
+        return dataclasses.replace(
+            spec,
+            command=tuple(part.format(**values) for part in spec.command),
+            variables={key: value.format(**values) for key, value in spec.variables.items()},
+            mounts=tuple((host.format(**values), inside) for host, inside in spec.mounts),
+        )
+    except (KeyError, IndexError) as exc:
+        raise ContainerError(f"image command, variables or mounts: unknown placeholder {exc}; known {sorted(values)}") from exc
 
 
 def remove_image(runtime: Runtime, image: str) -> None:
@@ -172,10 +250,11 @@ def run_argv(runtime: Runtime, image: str, spec: ContainerSpec, inputs: Path, ou
         "run", "--rm", "--name", name,
         "--network", "none", "--read-only", "--tmpfs", "/tmp",
         "--cap-drop", "all", "--security-opt", "no-new-privileges",
-        "--memory", spec.memory, "--cpus", str(spec.cpus), "--pids-limit", str(spec.pids_limit),
+        "--memory", spec.memory, "--cpus", str(spec.cpus), "--pids-limit", str(spec.pids_limit), "--shm-size", spec.shm_size,
         *gpu_flags(runtime, device),
         "-v", f"{Path(inputs).resolve()}:{spec.inputs_mount}:ro",
         "-v", f"{Path(outputs).resolve()}:{spec.outputs_mount}:rw",
+        *(arg for host, inside in spec.mounts for arg in ("-v", f"{Path(host).resolve()}:{inside}:ro")),
         *variables, *runtime.run_flags,
         image, *spec.command,
     )

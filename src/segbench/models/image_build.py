@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from segbench.io import write_json_atomic
+from segbench.models.container import file_sha256
 from segbench.models.runner import ADAPTERS_DIR
 
 MIRROR = "http://deb.debian.org/debian"
@@ -81,15 +82,6 @@ def default_cache() -> Path:
 
 def _digest(payload: object) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _check(argv: list[str], timeout: float, **kwargs: object) -> subprocess.CompletedProcess:
@@ -149,7 +141,7 @@ def _build_image(recipe: ImageRecipe, cache: Path, podman: str) -> BuiltImage:
         workspace = Path(extra) / recipe.workdir.lstrip("/")
         workspace.mkdir(parents=True)
         for name, source in recipe.files.items():
-            shutil.copyfile(source, workspace / name)
+            shutil.copy(source, workspace / name)  # with its mode: an executable stays one
         start = time.perf_counter()
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "--exclude=./.complete", "-c", ".", "-C", extra, recipe.workdir.lstrip("/")], stdout=subprocess.PIPE)
         try:

@@ -52,8 +52,13 @@ def _md5(path: Path) -> str:
 def weights_status(model: ModelConfig, root: Path = Path(".")) -> dict[str, Any]:
     """Pin status of the model's weights: ``status`` is none | verified | unpinned | missing | mismatch.
 
-    ``verified`` means the file at the pinned output path exists and its md5 equals the pin's.
+    ``verified`` means the file at the pinned output path exists and its md5 equals the pin's; for a model whose weights
+    are inside its image, that the image is pinned (archive sha256 or reference digest; checked when it is loaded).
     """
+    if model.image is not None and not model.weights:  # the weights are the image's: pinned by its sha256 or digest, checked when it loads
+        reference = model.image.reference
+        return {"status": "verified" if model.image.pinned else "unpinned", "url": reference, "md5": None,
+                "file": None if model.image.archive is None else str(model.image.archive), "image_sha256": model.image.sha256}
     if model.is_simulated or not model.weights:
         return {"status": "none", "url": None, "md5": None, "file": None}
     pin = read_pin(model, root)
