@@ -8,10 +8,11 @@ with another command) must each leave a clear reason, an empty outputs folder an
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import json
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -20,15 +21,18 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
+from segbench import cli
 from segbench.config import model_from_conf
 from segbench.interactive import cases, harness, protocol
 from segbench.models import container
 from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError
-from tests_support import interruptible
+from segbench.stats import reanalyze
+from tests_support import interruptible, podman_runtime, use_runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "totalseg_example"
@@ -39,14 +43,7 @@ pytestmark = pytest.mark.skipif(shutil.which("podman") is None, reason="podman i
 
 @pytest.fixture(scope="session")
 def runtime() -> container.Runtime:
-    """Podman with this machine's flags from the environment; where none are set, the limits this process has
-    (podman's runc cannot raise them, and fails on its defaults here: 'error setting rlimit ... operation not permitted')."""
-    found = container.Runtime.from_environment({**dict(os.environ), container.RUNTIME_ENV: "podman"})
-    if found.run_flags:
-        return found
-    (_, nofile), (_, nproc) = resource.getrlimit(resource.RLIMIT_NOFILE), resource.getrlimit(resource.RLIMIT_NPROC)
-    limits = ("--ulimit", f"nofile={min(nofile, 4096)}:{min(nofile, 4096)}", "--ulimit", f"nproc={min(nproc, 4096)}:{min(nproc, 4096)}")
-    return container.Runtime(found.program, found.global_flags, limits)
+    return podman_runtime()
 
 
 @pytest.fixture(scope="session")
@@ -147,8 +144,7 @@ def test_interact_runs_an_image_model_as_the_host_model_byte_for_byte(runtime: c
     (conf / "model" / "region_growing_container.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     boxed_model, host_model = model_from_conf(conf, "region_growing_container"), model_from_conf(conf, "region_growing")
     assert boxed_model.image is not None and boxed_model.image.spec == container.ContainerSpec(memory="2g")
-    monkeypatch.setenv(container.RUNTIME_ENV, runtime.program)
-    monkeypatch.setenv(container.RUN_FLAGS_ENV, " ".join(runtime.run_flags))
+    use_runtime(monkeypatch, runtime)
     with pytest.raises(ModelRunError, match="region_growing_container' runs in a container.*time_limit_clock is 'cpu'"):
         harness.interact(cases_dir, boxed_model, tmp_path / "refused", time_limit_clock="cpu")
     start = time.perf_counter()
@@ -293,3 +289,64 @@ def test_an_archive_that_is_not_its_pin_is_refused(runtime: container.Runtime, t
     junk.write_bytes(b"not an image")
     with pytest.raises(container.ContainerError, match=f"{junk}: not a docker save archive"):
         container.load_image(runtime, junk, container.file_sha256(junk))
+
+
+#: a team whose model answers the box step and fails from the first click step on
+CLICKLESS_PREDICT = """set -e
+for input in /workspace/inputs/*.npz; do
+    python3 -c 'import sys, numpy as np; sys.exit(3 if "clicks" in np.load(sys.argv[1], allow_pickle=True) else 0)' "$input" \\
+        || { echo "this model takes no clicks" >&2; exit 3; }
+    python3 /workspace/region_growing_interactive.py --input "$input" --output "/workspace/outputs/$(basename "$input")"
+done
+"""
+
+
+def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(runtime: container.Runtime, case_folder: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """`segbench interact --submissions`: three real archives, as teams hand them in (gzip'd or not, any case of name), one unloadable."""
+    good = build_image(REGION_GROWING, default_cache())
+    script = tmp_path / "predict.sh"
+    script.write_text(CLICKLESS_PREDICT, encoding="utf-8")
+    clickless = build_image(dataclasses.replace(REGION_GROWING, tag="segbench-test-clickless:latest", files={**REGION_GROWING.files, "predict.sh": script}),
+                            default_cache())
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    with open(good.archive, "rb") as source, gzip.open(folder / "TeamA.tar.gz", "wb", compresslevel=1) as target:
+        shutil.copyfileobj(source, target, 1 << 20)
+    (folder / "teamb.tar").symlink_to(clickless.archive)
+    (folder / "broken.tar.gz").write_bytes(b"not an image")
+    (folder / "README.txt").write_text("not a submission", encoding="utf-8")
+    use_runtime(monkeypatch, runtime)
+    for built in (good, clickless):  # the evaluation loads each image itself, then removes it
+        container.remove_image(runtime, container.archive_image_id(built.archive))
+    out = tmp_path / "out"
+    assert cli.main(["interact", "--submissions", str(folder), "--cases", str(case_folder), "--out", str(out), "--memory", "1g", "--cpus", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"broken: NOT EVALUATED: .*broken.tar.gz: not a docker save archive", printed), printed
+    assert "teama: 2 cases" in printed and "teamb: 2 cases" in printed and "DSC_AUC" in printed
+
+    host = harness.interact(case_folder, model_from_conf(ROOT / "conf", "region_growing"), tmp_path / "host")
+    teama = pd.read_csv(out / "teama" / "teama_metrics.csv")
+    assert list(teama.columns) == [*harness.COLUMNS, *harness.EXTRA_COLUMNS]  # the script's columns, num_class and runtime_upperbound included
+    scores = [c for c in harness.COLUMNS if "Time" not in c]
+    assert teama[scores].equals(host[scores]) and teama["failed_steps"].isna().all()
+    for file in sorted((tmp_path / "host" / "segs").iterdir()):  # the submission's predictions are the host command's, byte for byte
+        assert (out / "teama" / "segs" / file.name).read_bytes() == file.read_bytes()
+    teamb = pd.read_csv(out / "teamb" / "teamb_metrics.csv")
+    assert (teamb["failed_steps"] == "2;3;4;5;6").all() and (teamb["DSC_1"] == teama["DSC_1"]).all()  # the box step answered, every click failed
+    record = json.loads((out / "teamb" / "records" / "ct_sm.json").read_text())
+    assert record["steps"][1]["reason"] == "exited with status 3: this model takes no clicks"
+    assert not (out / "broken").exists()
+    for built in (good, clickless):
+        assert runtime.call("image", "inspect", container.archive_image_id(built.archive)).returncode != 0, "image left loaded"
+
+    results = json.loads((out / "leaderboard.json").read_text())
+    entries = results["dataset"]["submissions"]
+    assert list(entries) == ["broken", "teama", "teamb"] and entries["broken"]["status"] == "not_evaluated"
+    assert entries["teama"]["sha256"] == container.file_sha256(folder / "TeamA.tar.gz") and entries["teamb"]["n_cases_with_failed_steps"] == 2
+    assert sorted(results["models"]) == ["teama", "teamb"] and results["dataset"]["protocol_version"] == protocol.PROTOCOL_VERSION
+    cell = results["analysis"]["structures"]["mean_over_classes"]["metrics"]["DSC_AUC"]
+    assert cell["ranking"]["order"] == ["teama", "teamb"] and cell["models"]["teama"]["ci_low"] <= cell["models"]["teama"]["mean"]
+    structures = results["analysis"]["structures"]  # per case and per class, every step (the step curves) as well
+    assert {"mean_over_classes", "spleen", "liver"} <= set(structures) and "NSD_6" in structures["liver"]["metrics"]
+    assert reanalyze(results["analysis"]) == []  # every statistic re-derives from the rows the document carries
