@@ -203,7 +203,7 @@ def test_the_challenge_command_writes_segs(runtime: container.Runtime, image: st
     inputs, outputs = step_files
     result = container.run(runtime, image, container.ContainerSpec(), inputs, outputs, 60.0, expected=["ct_sm.npz"])
     assert result.ok and result.exit_status == 0, result.log
-    segs, status = cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs))
+    segs, status = cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs), 4)
     assert status == "ok" and set(np.unique(segs)) == {0, 1, 2, 3, 4}
     assert not container.container_exists(runtime, result.name)  # --rm
 
@@ -242,6 +242,7 @@ def test_a_container_past_its_time_limit_is_killed_and_removed(runtime: containe
 @pytest.mark.parametrize(("segs", "message"), [
     ("np.zeros((2, 2, 2), np.uint8)", r"key 'segs' has shape \(2, 2, 2\); expected \(30, 101, 122\)"),
     ("np.zeros(shape, np.float32)", "key 'segs' has dtype float32; expected an integer label map"),
+    ("np.full(shape, 9, np.uint8)", r"key 'segs' has values 9..9; the case's labels are 0..4"),
 ])
 def test_wrong_shape_or_dtype_is_an_error_naming_the_file(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
                                                           segs: str, message: str) -> None:
@@ -251,7 +252,7 @@ def test_wrong_shape_or_dtype_is_an_error_naming_the_file(runtime: container.Run
     result = _misbehave(runtime, image, step_files, script)
     assert result.ok, result.log  # the container did its part; the harness's reader refuses the output
     with pytest.raises(cases.CaseError, match=re.escape(str(outputs / "ct_sm.npz"))) as error:
-        cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs))
+        cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs), 4)
     assert re.search(message, str(error.value)), error.value
 
 

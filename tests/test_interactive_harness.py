@@ -207,17 +207,18 @@ def test_bad_inputs_stop_with_the_file_and_key(tmp_path: Path) -> None:
         cases.load_case("toy", image, folder / "gts" / "toy.npz")
     # segs of the wrong shape, of a float dtype, out of range
     for segs, message in ((np.zeros((4, 6, 5), np.uint8), "has shape"), (gts.astype(np.float32), "has dtype float32"),
-                          (gts.astype(np.int16) * 300, "has values 0..600")):
+                          (gts.astype(np.int16) * 300, r"has values 0..600; the case's labels are 0..2"),
+                          (gts * 2, r"has values 0..4; the case's labels are 0..2")):
         np.savez(tmp_path / "segs.npz", segs=segs)
         with pytest.raises(cases.CaseError, match=rf"segs\.npz: key 'segs' {message}"):
-            cases.read_step_output(tmp_path / "segs.npz", gts.shape)
+            cases.read_step_output(tmp_path / "segs.npz", gts.shape, 2)
     np.savez(tmp_path / "nosegs.npz", other=gts)
     with pytest.raises(cases.CaseError, match=r"nosegs\.npz: key 'segs' missing"):
-        cases.read_step_output(tmp_path / "nosegs.npz", gts.shape)
+        cases.read_step_output(tmp_path / "nosegs.npz", gts.shape, 2)
     # missing and unreadable outputs are zeros for the step, not errors
     (tmp_path / "broken.npz").write_bytes(b"not a zip")
-    assert cases.read_step_output(tmp_path / "broken.npz", gts.shape) == (None, "unreadable")
-    assert cases.read_step_output(tmp_path / "absent.npz", gts.shape) == (None, "missing")
+    assert cases.read_step_output(tmp_path / "broken.npz", gts.shape, 2) == (None, "unreadable")
+    assert cases.read_step_output(tmp_path / "absent.npz", gts.shape, 2) == (None, "missing")
     # clicks outside the volume
     step = tmp_path / "step.npz"
     clicks = [{"fg": [[0, 0, 2]], "bg": []}, {"fg": [[4, 4, 4]], "bg": []}]

@@ -211,10 +211,10 @@ def read_step_input(path: Path) -> dict[str, Any]:
     return out
 
 
-def read_step_output(path: Path, shape: tuple[int, ...]) -> tuple[np.ndarray | None, str]:
+def read_step_output(path: Path, shape: tuple[int, ...], n_classes: int) -> tuple[np.ndarray | None, str]:
     """A model's output ``segs`` as uint8 and "ok"; (None, "missing") or (None, "unreadable") when the
     file is absent or not an npz (the step then counts as all-zero). ``segs`` absent, of another shape,
-    of a non-integer dtype or with values outside 0..255 is an error naming the file."""
+    of a non-integer dtype or with a label outside the case's 0..``n_classes`` is an error naming the file."""
     if not Path(path).is_file():
         return None, "missing"
     try:
@@ -222,8 +222,9 @@ def read_step_output(path: Path, shape: tuple[int, ...]) -> tuple[np.ndarray | N
     except CaseError:
         return None, "unreadable"
     segs = _volume(_require_key(data, "segs", path), "segs", path, integer=True, shape=shape)
-    if segs.size and (int(segs.min()) < 0 or int(segs.max()) > 255):
-        raise CaseError(f"{path}: key 'segs' has values {int(segs.min())}..{int(segs.max())}; a label map of 0..255 is expected")
+    if segs.size and (int(segs.min()) < 0 or int(segs.max()) > n_classes):
+        raise CaseError(f"{path}: key 'segs' has values {int(segs.min())}..{int(segs.max())}; the case's labels are 0..{n_classes} "
+                        f"(background and its {n_classes} classes)")
     return segs.astype(np.uint8, copy=False), "ok"
 
 

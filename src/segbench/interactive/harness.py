@@ -165,7 +165,7 @@ def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
 
     Returns the record of every step, the predictions of the steps the model was called for, and
     those steps' numbers. A step without a usable output (none, not an npz, or ``segs`` of the wrong
-    shape or dtype: ``reason`` names the file and key) counts as all-zero. Once the model calls
+    shape, dtype or labels: ``reason`` names the file and key) counts as all-zero. Once the model calls
     exceed ``limit_s`` seconds on ``clock`` the running call is stopped and no further step runs (the case scores 0).
     NSD is ``nsd_profile``'s (protocol.NSD_DEFINITIONS).
     """
@@ -203,7 +203,7 @@ def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
         elapsed = wall_s if clock == "wall" else cpu_s
         stopped = status is None
         try:
-            segs, output = read_step_output(step_out, case.gts.shape) if status is not None else (None, "stopped_at_time_limit")
+            segs, output = read_step_output(step_out, case.gts.shape, case.n_classes) if status is not None else (None, "stopped_at_time_limit")
         except CaseError as exc:
             segs, output, reason = None, "invalid", str(exc)
         if segs is None:
