@@ -144,7 +144,7 @@ def test_command_line_offers_exactly_the_protocols_choices() -> None:
     """The CLI lists the versions and NSD profiles literally (it imports nothing heavy at start-up): they must be these."""
     from segbench.cli import build_parser
 
-    interact = next(a for a in build_parser()._subparsers._group_actions[0].choices["interact"]._actions if a.dest == "protocol_version")
-    nsd = next(a for a in build_parser()._subparsers._group_actions[0].choices["interact"]._actions if a.dest == "nsd_profile")
+    options = {a.dest: a for a in build_parser()._subparsers._group_actions[0].choices["interact"]._actions}
+    interact, nsd = options["protocol_version"], options["nsd_profile"]
     assert list(interact.choices) == list(protocol.PROTOCOL_VERSIONS) and interact.default == protocol.PROTOCOL_VERSION
     assert list(nsd.choices) == list(protocol.NSD_DEFINITIONS) and nsd.default == protocol.NSD_PROFILE
