@@ -52,6 +52,8 @@ RUNTIMES = ("docker", "podman")
 CHALLENGE_COMMAND = ("/bin/bash", "-c", "sh predict.sh")
 CHALLENGE_INPUTS = "/workspace/inputs"
 CHALLENGE_OUTPUTS = "/workspace/outputs"
+#: the longest wait the operating system's timers take (a larger limit is no limit: about 116 days)
+MAX_TIMEOUT_S = 1e7
 
 
 class ContainerError(RuntimeError):
@@ -308,7 +310,7 @@ def run(
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     out = b""  # what the container printed; empty when an interrupt came before it ended
     try:
-        out, _ = process.communicate(timeout=max(timeout_s, 0.0))
+        out, _ = process.communicate(timeout=min(max(timeout_s, 0.0), MAX_TIMEOUT_S))
         status: int | None = process.returncode
     except subprocess.TimeoutExpired:
         status = None

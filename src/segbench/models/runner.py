@@ -345,7 +345,7 @@ def predict(
         raise ModelRunError(f"model {model.name!r} segments {model.modality} images; dataset {dataset.name!r} is {dataset.modality}")
     cases = case_ids(dataset)
     weights = weights_status(model)
-    if model.image is not None and weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
+    if model.image is not None and not model.image.pinned and not allow_unverified_weights:
         raise ModelRunError(f"model {model.name!r}: image {model.image.reference} is not pinned by digest (name@sha256:...; "
                             "docs/guide.md#real-models); pin it or pass --allow-unverified-weights (results are then marked unpublishable)")
     if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
