@@ -134,7 +134,7 @@ def _cmd_convert(args: argparse.Namespace) -> None:
 
 def _cmd_interact(args: argparse.Namespace) -> None:
     if bool(args.model) == bool(args.submissions):
-        raise ValueError("give --model (one model of conf/model) or --submissions (a folder of <team>.tar.gz images), not both")
+        raise ValueError("give exactly one of --model (a model of conf/model) and --submissions (a folder of <team>.tar.gz images)")
     if args.submissions:
         _interact_submissions(args)
         return

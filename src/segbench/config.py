@@ -87,7 +87,7 @@ class ModelConfig:
     modality: str
     #: spot check of the predict stage: regions whose mean Dice over the first ``cases`` is below ``floor`` are flagged
     spot_check: dict[str, float]
-    #: an interactive model shipped as a challenge-format image (the ``image:`` block): each step is one container call
+    #: the model's container image (the ``image:`` block), run isolated instead of a host command: per case or dataset, or per step
     image: ModelImage | None = None
 
     @property
