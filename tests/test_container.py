@@ -28,6 +28,7 @@ import yaml
 from segbench import cli
 from segbench.config import model_from_conf
 from segbench.interactive import cases, harness, protocol
+from segbench.io import file_digest
 from segbench.models import container
 from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache, litemedsam_recipe
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError
@@ -289,7 +290,7 @@ def test_an_archive_that_is_not_its_pin_is_refused(runtime: container.Runtime, t
     junk = tmp_path / "team.tar.gz"
     junk.write_bytes(b"not an image")
     with pytest.raises(container.ContainerError, match=f"{junk}: not a docker save archive"):
-        container.load_image(runtime, junk, container.file_sha256(junk))
+        container.load_image(runtime, junk, file_digest(junk, "sha256"))
 
 
 #: a team whose model answers the box step and fails from the first click step on
@@ -344,7 +345,7 @@ def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(ru
     results = json.loads((out / "leaderboard.json").read_text())
     entries = results["dataset"]["submissions"]
     assert list(entries) == ["broken", "teama", "teamb"] and entries["broken"]["status"] == "not_evaluated"
-    assert entries["teama"]["sha256"] == container.file_sha256(folder / "TeamA.tar.gz") and entries["teamb"]["n_cases_with_failed_steps"] == 2
+    assert entries["teama"]["sha256"] == file_digest(folder / "TeamA.tar.gz", "sha256") and entries["teamb"]["n_cases_with_failed_steps"] == 2
     assert sorted(results["models"]) == ["teama", "teamb"] and results["dataset"]["protocol_version"] == protocol.PROTOCOL_VERSION
     cell = results["analysis"]["structures"]["mean_over_classes"]["metrics"]["DSC_AUC"]
     assert cell["ranking"]["order"] == ["teama", "teamb"] and cell["models"]["teama"]["ci_low"] <= cell["models"]["teama"]["mean"]

@@ -33,8 +33,8 @@ from segbench.config import image_model
 from segbench.interactive import protocol
 from segbench.interactive.cases import REFERENCE_LABELS, reference_kind
 from segbench.interactive.harness import interact
-from segbench.interactive.scores import METRICS, interactive_rows
-from segbench.io import write_json_atomic
+from segbench.interactive.scores import METRICS, interactive_rows, summary
+from segbench.io import file_digest, write_json_atomic
 from segbench.models import container
 from segbench.models.runner import ModelRunError
 
@@ -74,35 +74,40 @@ def find_submissions(folder: Path) -> list[Submission]:
 
 
 def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtime: container.Runtime, *, limits: dict[str, Any],
-                  seconds_per_class: float, scoring: protocol.Scoring, reference: str | None, device: str) -> dict[str, Any]:
-    """Load, run and remove one team's image; returns its entry of the leaderboard's ``submissions`` (status, reason, times)."""
+                  seconds_per_class: float, scoring: protocol.Scoring, reference: str | None,
+                  device: str) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """Load, run and remove one team's image; returns its entry of the leaderboard's ``submissions`` (status, reason, times)
+    and its rows for the statistics (None when it was not evaluated)."""
     start = time.perf_counter()
-    sha256 = container.file_sha256(submission.archive)
+    sha256 = file_digest(submission.archive, "sha256")
     entry: dict[str, Any] = {"archive": submission.archive.name, "sha256": sha256}
     model = image_model(submission.team, {"archive": str(submission.archive), "sha256": sha256, **limits})
     team_dir = out_dir / submission.team
 
-    def not_evaluated(exc: Exception) -> dict[str, Any]:
+    def not_evaluated(exc: Exception) -> tuple[dict[str, Any], None]:
         log.error("team %s: not evaluated: %s", submission.team, exc)
         shutil.rmtree(team_dir, ignore_errors=True)  # nothing half-written
-        return {**entry, "status": "not_evaluated", "reason": str(exc), "seconds": time.perf_counter() - start}
+        return {**entry, "status": "not_evaluated", "reason": str(exc), "seconds": time.perf_counter() - start}, None
 
     try:
         image = container.archive_image_id(submission.archive)
     except container.ContainerError as exc:
         return not_evaluated(exc)
+    table_file = team_dir / f"{submission.team}_metrics.csv"
     try:
         table = interact(cases_dir, model, team_dir, reference=reference, seconds_per_class=seconds_per_class, time_limit_clock="wall",
-                         scoring=scoring, device=device, table_file=team_dir / f"{submission.team}_metrics.csv")
+                         scoring=scoring, device=device, table_file=table_file)
     except (container.ContainerError, ModelRunError) as exc:
         return not_evaluated(exc)
     finally:
         container.remove_image(runtime, image)  # the script removes each team's image after its cases
-    failed = int(table["failed_steps"].fillna("").astype(str).str.len().gt(0).sum())
-    log.info("team %s: %d cases, %d with failed steps, %d over time, mean DSC_AUC %.3f, NSD_AUC %.3f (%.0f s)", submission.team, len(table),
-             failed, int(table["over_time"].sum()), table["DSC_AUC"].mean(), table["NSD_AUC"].mean(), time.perf_counter() - start)
-    return {**entry, "status": "evaluated", "n_cases": len(table), "n_cases_with_failed_steps": failed,
-            "n_over_time": int(table["over_time"].sum()), "seconds": time.perf_counter() - start}
+    rows = interactive_rows(table, team_dir / "records", submission.team, str(table_file), scoring)
+    counts = summary(rows)
+    log.info("team %s: %d cases, %d with failed steps, %d over time, mean DSC_AUC %.3f, NSD_AUC %.3f (%.0f s)", submission.team,
+             counts["n_cases"], counts["n_failed_steps"], counts["n_over_time"], table["DSC_AUC"].mean(), table["NSD_AUC"].mean(),
+             time.perf_counter() - start)
+    return {**entry, "status": "evaluated", "n_cases": counts["n_cases"], "n_cases_with_failed_steps": counts["n_failed_steps"],
+            "n_over_time": counts["n_over_time"], "seconds": time.perf_counter() - start}, rows
 
 
 def evaluate_submissions(
@@ -130,12 +135,11 @@ def evaluate_submissions(
     entries, frames = {}, []
     for i, submission in enumerate(submissions, 1):
         log.info("team %s (%d of %d): %s", submission.team, i, len(submissions), submission.archive)
-        entries[submission.team] = evaluate_team(submission, cases_dir, out_dir, runtime, limits=dict(limits or {}),
-                                                 seconds_per_class=seconds_per_class, scoring=scoring, reference=reference, device=device)
-        if entries[submission.team]["status"] == "evaluated":
-            team_dir = out_dir / submission.team
-            table_file = team_dir / f"{submission.team}_metrics.csv"
-            frames.append(interactive_rows(pd.read_csv(table_file), team_dir / "records", submission.team, str(table_file), scoring))
+        entries[submission.team], rows = evaluate_team(submission, cases_dir, out_dir, runtime, limits=dict(limits or {}),
+                                                       seconds_per_class=seconds_per_class, scoring=scoring, reference=reference,
+                                                       device=device)
+        if rows is not None:
+            frames.append(rows)
     results = leaderboard(entries, frames, cases_dir, kind, seconds_per_class, scoring, settings or stats.StatsSettings())
     write_json_atomic(out_dir / LEADERBOARD_FILE, results)
     return results

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -40,6 +39,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from segbench.io import file_digest
 
 if TYPE_CHECKING:
     from segbench.config import ModelImage
@@ -126,15 +127,6 @@ class ContainerRun:
         return self.reason is None
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def archive_image_id(archive: Path) -> str:
     """The image id (its config's sha256) recorded in a ``docker save`` archive's manifest.json."""
     try:
@@ -171,7 +163,7 @@ def load_image(runtime: Runtime, archive: Path, sha256: str) -> str:
     archive = Path(archive)
     if not archive.is_file():
         raise ContainerError(f"image archive {archive} does not exist")
-    actual = file_sha256(archive)
+    actual = file_digest(archive, "sha256")
     if actual != sha256.removeprefix("sha256:"):
         raise ContainerError(f"image archive {archive}: sha256 {actual}, pinned {sha256}; refusing to load it")
     image = archive_image_id(archive)

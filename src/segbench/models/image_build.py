@@ -32,8 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from segbench.io import write_json_atomic
-from segbench.models.container import file_sha256
+from segbench.io import file_digest, write_json_atomic
 from segbench.models.runner import ADAPTERS_DIR
 
 MIRROR = "http://deb.debian.org/debian"
@@ -85,10 +84,10 @@ def litemedsam_recipe(env: Path = Path("envs/litemedsam"), weights: Path = Path(
 def _content_sha256(source: Path) -> str:
     """A file's sha256, or a folder's: of its files' relative paths and sha256s, in order."""
     if not source.is_dir():
-        return file_sha256(source)
+        return file_digest(source, "sha256")
     digest = hashlib.sha256()
     for path in sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(f"{path.relative_to(source)}\0{file_sha256(path)}\n".encode())
+        digest.update(f"{path.relative_to(source)}\0{file_digest(path, 'sha256')}\n".encode())
     return digest.hexdigest()
 
 
@@ -189,7 +188,7 @@ def _build_image(recipe: ImageRecipe, cache: Path, podman: str) -> BuiltImage:
     try:
         _check([podman, "save", "--format", "docker-archive", "-o", str(partial), recipe.tag], PODMAN_TIMEOUT_S)
         seconds["save"] = time.perf_counter() - start
-        sha256 = file_sha256(partial)
+        sha256 = file_digest(partial, "sha256")
         os.replace(partial, archive)
     finally:
         partial.unlink(missing_ok=True)

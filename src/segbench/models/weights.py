@@ -9,13 +9,13 @@ records that, so they can never be published as pinned.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from segbench.config import ConfigError, ModelConfig
+from segbench.io import file_digest
 
 #: statuses; only "verified" (or "none" for models without weights) may be published
 PUBLISHABLE = ("verified", "none")
@@ -41,14 +41,6 @@ def read_pin(model: ModelConfig, root: Path = Path(".")) -> dict[str, Any]:
     return data
 
 
-def _md5(path: Path) -> str:
-    digest = hashlib.md5()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def weights_status(model: ModelConfig, root: Path = Path(".")) -> dict[str, Any]:
     """Pin status of the model's weights: ``status`` is none | verified | unpinned | missing | mismatch.
 
@@ -70,7 +62,7 @@ def weights_status(model: ModelConfig, root: Path = Path(".")) -> dict[str, Any]
         return {"status": "unpinned", **status}
     if not target.is_file():
         return {"status": "missing", **status}
-    actual = _md5(target)
+    actual = file_digest(target, "md5")
     if actual != out["md5"]:
         return {"status": "mismatch", **status, "actual_md5": actual}
     return {"status": "verified", **status}
