@@ -5,8 +5,8 @@
 
 Starts ``--busy`` processes that spin on the CPU (each one stops itself after ``--limit-min`` minutes, even if this
 script is killed), runs ``python -m pytest -q --durations=25`` with the given arguments (``tests`` by default) in
-its own process group, stops the load, and prints the pytest summary line and the wall time. The pytest run is
-bounded by the same limit (then killed: exit status 124). Exits with pytest's status.
+its own process group, printing its output as it comes, stops the load, and prints the pytest summary line and the
+wall time. The pytest run is bounded by the same limit (then killed: exit status 124). Exits with pytest's status.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from typing import IO
 
 #: one busy process: spin until its deadline (so the load ends even if this script dies without cleaning up)
 SPIN = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
@@ -27,6 +29,13 @@ def _stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def _echo(stream: IO[str], lines: list[str]) -> None:
+    """Print the test run's output as it comes, and keep it."""
+    for line in stream:
+        print(line, end="", flush=True)
+        lines.append(line)
 
 
 def _summary(output: str) -> str:
@@ -48,20 +57,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"load: {args.busy} busy process(es) {[p.pid for p in load]}; running: {' '.join(command)}", flush=True)
         tests = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        lines: list[str] = []
+        pump = threading.Thread(target=_echo, args=(tests.stdout, lines), daemon=True)  # progress as it comes
+        pump.start()
         try:
-            output, _ = tests.communicate(timeout=limit_s)
-            status = tests.returncode
+            status = tests.wait(timeout=limit_s)
         except subprocess.TimeoutExpired:
-            _stop(tests)
-            output = (tests.stdout.read() if tests.stdout else "") + f"\nkilled after the {args.limit_min:g} min limit"
+            lines.append(f"killed after the {args.limit_min:g} min limit\n")
         finally:
             _stop(tests)
+            pump.join(timeout=60)
+        output = "".join(lines)
     finally:
         load_1min = os.getloadavg()[0]
         for process in load:
             _stop(process)
     wall = time.monotonic() - start
-    print(output, end="" if output.endswith("\n") else "\n")
     print(f"summary: {_summary(output)}")
     print(f"wall time: {wall:.0f} s ({wall / 60:.1f} min) with {args.busy} busy process(es); load average at the end {load_1min:.1f}")
     return status

@@ -11,6 +11,7 @@ checks the cache. Scores come from the real scoring engine (segauge).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -24,10 +25,12 @@ import pytest
 import yaml
 
 from adapters_support import MODEL_CLASS_LIST, REAL_MODELS, ROOT, classes, flipped, load, to_schema, translate
-from segbench.config import compose_params, load_params
+from segbench.config import compose_params, load_params, model_from_conf
+from segbench.models.image_build import REGION_GROWING, build_image, default_cache
 from segbench.models.runner import ModelRunError
 from segbench.models.runner import predict as runner_predict
 from segbench.scoring import score_cases
+from tests_support import podman_runtime, use_runtime
 
 STANDINS = Path(__file__).parent / "standins"
 #: model -> its executable (argv[0] of its command) and the recording it replays
@@ -184,3 +187,41 @@ def test_cached_predictions_are_not_rerun_and_a_lost_case_resumes(project: Path)
     staged = Path(last[last.index("-i") + 1])
     assert len(calls(project, model)) == before + 1
     assert (project / "predictions" / "amos22" / model / "ct2.nii.gz").is_file() and not staged.exists()
+
+
+def test_the_published_image_config_runs_through_the_container_path(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """conf/model/totalsegmentator_roi_image.yaml as configured (command, variables, invocation per case, output pattern, label
+    map), its image replaced by a stand-in: Debian with python3 and the TotalSegmentator stand-in, pinned as any archive is.
+    Every call is one isolated podman run; the case's staged image must be readable inside (a symlink's target is not mounted)."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (apt-get install podman runc debootstrap)")
+    monkeypatch.chdir(project)
+    params = load_params(project / "params.yaml")
+    dataset, configured = params.dataset("amos22"), model_from_conf(ROOT / "conf", "totalsegmentator_roi_image")
+    with pytest.raises(ModelRunError, match="image docker.io/wasserth/totalsegmentator:2.18.0 is not pinned by digest.*--allow-unverified-weights"):
+        runner_predict(dataset, configured, project / "predictions" / "refused_image")
+    wrapper = tmp_path / "TotalSegmentator"
+    wrapper.write_text('#!/bin/sh\nexec python3 /workspace/TotalSegmentator.py "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    recipe = dataclasses.replace(REGION_GROWING, tag="segbench-test-totalsegmentator-standin:latest", packages=("python3",), files={
+        "TotalSegmentator": wrapper, "TotalSegmentator.py": STANDINS / "TotalSegmentator.py", "_recording.py": STANDINS / "_recording.py"})
+    built = build_image(recipe, default_cache())
+    assert configured.image is not None
+    spec = dataclasses.replace(configured.image.spec, memory="2g", cpus=1.0, shm_size="64m",
+                               variables={**configured.image.spec.variables, "PATH": "/workspace:/usr/bin:/bin",
+                                          "SEGBENCH_STANDIN_RECORDINGS": "/recordings", "SEGBENCH_STANDIN_LOG": "/tmp/calls.jsonl"},
+                               mounts=(("{weights_dir}/totalsegmentator_roi", "/recordings"),))
+    model = dataclasses.replace(configured, image=dataclasses.replace(configured.image, archive=built.archive, sha256=built.sha256, reference=None,
+                                                                      spec=spec))
+    runtime = podman_runtime()
+    use_runtime(monkeypatch, runtime)
+    out = project / "predictions" / "amos22" / "totalsegmentator_roi_image"
+    manifest = runner_predict(dataset, model, out, device="cpu", weights_dir=project / "recordings")
+    assert manifest["missing"] == [] and manifest["weights"]["status"] == "verified" and manifest["weights"]["publishable"]
+    assert sorted(p.name for p in out.glob("*.nii.gz")) == ["ct1.nii.gz", "ct2.nii.gz"]
+    _, dice = scored(project, "totalsegmentator_roi_image", "amos22")
+    assert min(dice["liver"]) > 0.95 and dice["liver"][0] == dice["liver"][1]  # as the venv adapter's run (the recording holds the liver)
+    flagged = sorted(r for r, v in manifest["regions"].items() if v["status"] == "flagged")
+    assert flagged == ["kidney_left", "kidney_right", "pancreas", "spleen"], manifest["regions"]
+    leftover = runtime.call("ps", "-a", "--filter", "name=^segbench-totalsegmentator_roi_image", "--format", "{{.Names}}").stdout.split()
+    assert leftover == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import subprocess
 import sys
 import tarfile
@@ -19,10 +20,10 @@ import pytest
 import yaml
 
 from adapters_support import REAL_MODELS, ROOT, classes, load
-from segbench.config import ConfigError, Params, compose_params, dataset_from_conf, parse_params
+from segbench.config import ConfigError, Params, compose_params, dataset_from_conf, model_from_conf, parse_params
 from segbench.datasets.download import fetch
 from segbench.models.envs import create_commands
-from segbench.models.runner import model_command
+from segbench.models.runner import ModelRunError, model_command
 from segbench.models.weights import weights_status
 
 SUBSTITUTIONS = {
@@ -50,16 +51,23 @@ def test_env_create_builds_a_pinned_venv(params: Params, model: str) -> None:
     assert not any("{" in part for command in commands for part in command), "unfilled placeholder"
 
 
-def test_env_create_for_conda_and_container(params: Params) -> None:
+def test_env_create_for_conda_and_container(params: Params, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     base = params.model("totalsegmentator")
     conda = dataclasses.replace(base, environment={**base.environment, "type": "conda", "name": "ts", "channels": ["conda-forge"]})
     commands = create_commands(conda)
     assert commands[0] == ["conda", "create", "-y", "-n", "ts", "-c", "conda-forge", "python=3.11"]
     assert commands[1][:7] == ["conda", "run", "-n", "ts", "python", "-m", "pip"]
-    container = dataclasses.replace(base, environment={"type": "container", "image": "wasserth/totalsegmentator:2.18.0"})
-    assert create_commands(container) == [["docker", "pull", "wasserth/totalsegmentator:2.18.0"]]
-    with pytest.raises(ConfigError, match="must be pinned"):
-        create_commands(dataclasses.replace(base, environment={"type": "container", "image": "wasserth/totalsegmentator"}))
+    # an image by reference is pulled by the machine's runtime, with its flags; an archive needs nothing before it runs
+    image_model = model_from_conf(ROOT / "conf", "totalsegmentator_roi_image")
+    (tmp_path / "podman").write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")  # creating the commands only checks the runtime exists
+    (tmp_path / "podman").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("SEGBENCH_CONTAINER_RUNTIME", "podman")
+    monkeypatch.setenv("SEGBENCH_CONTAINER_GLOBAL_FLAGS", "--runtime runc")
+    assert create_commands(image_model) == [["podman", "--runtime", "runc", "pull", "docker.io/wasserth/totalsegmentator:2.18.0"]]
+    assert image_model.image is not None
+    archived = dataclasses.replace(image_model, image=dataclasses.replace(image_model.image, archive=Path("t.tar"), sha256="ab" * 32, reference=None))
+    assert create_commands(archived) == []
 
 
 def test_cli_env_create_dry_run_prints_the_commands(tmp_path: Path) -> None:
@@ -79,9 +87,8 @@ def test_model_command_wraps_the_same_argv_for_each_environment(params: Params) 
     assert variables["RESULTS_FOLDER"] == "/w"
     conda, _ = model_command(dataclasses.replace(base, environment={**base.environment, "type": "conda", "name": "stunet"}), SUBSTITUTIONS)
     assert conda[:5] == ["conda", "run", "--no-capture-output", "-n", "stunet"] and conda[5] == "nnUNet_predict"
-    docker, none = model_command(dataclasses.replace(base, environment={**base.environment, "type": "container", "image": "x/stunet:1"}), SUBSTITUTIONS)
-    assert none == {} and "--gpus" in docker and "-e" in docker and "RESULTS_FOLDER=/w" in docker
-    assert docker[docker.index("x/stunet:1") + 1] == "nnUNet_predict"
+    with pytest.raises(ModelRunError, match="a container model runs through its image"):
+        model_command(model_from_conf(ROOT / "conf", "totalsegmentator_roi_image"), SUBSTITUTIONS)
     ts, _ = model_command(params.model("totalsegmentator"), SUBSTITUTIONS)
     assert ts[1:] == ["-i", "/s/in/c1.nii.gz", "-o", "/s/out/c1.nii.gz", "--ml", "-ta", "total", "-d", "gpu:1"]
 

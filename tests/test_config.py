@@ -73,6 +73,19 @@ def test_dataset_label_outside_the_vocabulary_is_an_error(root: Path) -> None:
         parse_params(raw, root)
 
 
+def test_interactive_scoring_comes_from_the_config_and_bad_values_are_named(root: Path) -> None:
+    """The committed interactive dataset is scored as the challenge scores; a typo fails at the boundary, naming where."""
+    params = load_params(root / "params.yaml")
+    scoring = params.interactive_dataset("totalseg_example").scoring
+    assert (scoring.version, scoring.nsd_profile) == ("2025-03-25", "deepmind")
+    for key, value, message in (("protocol_version", "2025-03", "protocol_version must be one of 2025-03-25, 2025-03-04, got '2025-03'"),
+                                ("nsd_profile", "surfels", "nsd_profile must be one of deepmind, segauge, got 'surfels'")):
+        raw = compose_params(root / "conf")
+        raw["interactive_dataset"]["totalseg_example"][key] = value
+        with pytest.raises(ConfigError, match=f"interactive dataset 'totalseg_example'.*{message}"):
+            parse_params(raw, root)
+
+
 def test_vocabulary_is_totalsegmentators_published_class_names() -> None:
     lists = ("totalsegmentator_total", "totalsegmentator_total_mr", "totalsegmentator_v1")
     assert TOTALSEGMENTATOR_NAMES == {name for key in lists for name in CLASS_LISTS[key]["classes"].values()}
@@ -84,3 +97,34 @@ def test_dvc_composes_params_with_hydra(root: Path) -> None:
 
     out = subprocess.run(["dvc", "config", "hydra.enabled"], cwd=root, capture_output=True, text=True, check=False).stdout
     assert out.strip() == "true"
+
+
+def test_an_image_model_block_is_checked(root: Path) -> None:
+    """An interactive model's image: block (docs/interactive.md, Models): pinned archive, challenge defaults, no stray keys."""
+    raw = compose_params(root / "conf")
+    entry = raw["interactive_model"]["region_growing"]
+    del entry["command"], entry["environment"]
+    entry["image"] = {"archive": "models/team.tar.gz", "sha256": "ab" * 32, "cpus": 1}
+    image = parse_params(raw, root).interactive_models["region_growing"].image
+    assert image is not None and image.archive == Path("models/team.tar.gz") and image.spec.command == ("/bin/bash", "-c", "sh predict.sh")
+    assert (image.spec.inputs_mount, image.spec.outputs_mount, image.spec.cpus) == ("/workspace/inputs", "/workspace/outputs", 1.0)
+    entry["image"] = {"reference": "docker.io/team/model@sha256:" + "cd" * 32, "variables": {"HOME": "/tmp"}, "mounts": {"{weights_dir}": "/w"}}
+    image = parse_params(raw, root).interactive_models["region_growing"].image
+    assert image is not None and image.archive is None and image.pinned
+    assert image.spec.variables == {"HOME": "/tmp"} and image.spec.mounts == (("{weights_dir}", "/w"),)
+    entry["image"] = {"reference": "docker.io/team/model:1.0"}
+    assert not parse_params(raw, root).interactive_models["region_growing"].image.pinned  # a tag can move
+    for bad, message in (({"sha256": "ab" * 32}, "either archive .* or reference"), ({"archive": "t.tar", "sha256": "latest"}, "64 lowercase hex"),
+                         ({"archive": "t.tar", "sha256": "ab" * 32, "reference": "a:b"}, "either archive .* or reference"),
+                         ({"reference": "a:b", "mounts": ["/x"]}, "image.mounts must be a mapping"),
+                         ({"archive": "t.tar", "sha256": "ab" * 32, "gpu": 1}, r"unknown key\(s\) \['gpu'\]")):
+        entry["image"] = bad
+        with pytest.raises(ConfigError, match=f"model 'region_growing'.*{message}"):
+            parse_params(raw, root)
+    entry["image"], entry["environment"] = {"archive": "t.tar", "sha256": "ab" * 32}, {"type": "harness"}
+    with pytest.raises(ConfigError, match="image: block has environment.type container, got 'harness'"):
+        parse_params(raw, root)
+    del entry["image"]
+    entry["environment"], entry["command"] = {"type": "container"}, ["predict"]
+    with pytest.raises(ConfigError, match="environment.type container needs an image: block"):
+        parse_params(raw, root)

@@ -140,6 +140,31 @@ def test_published_tables_must_list_the_same_cases(published_project: Path) -> N
         read_cvpr25_metrics(published_project / "cvpr25")
 
 
+def test_tables_of_the_older_protocol_need_their_version(published_project: Path) -> None:
+    """Before 2025-03-25 the challenge's AUC took the box step too (up to 5): such a table is refused under the final
+    version's bound of 4, and read with options.protocol_version 2025-03-04, its rows naming that scoring."""
+    from segbench.interactive.protocol import Scoring
+    from segbench.published import read_cvpr25_metrics
+
+    for path in (published_project / "cvpr25").glob("*_metrics.csv"):
+        table = pd.read_csv(path)
+        table.loc[0, [f"DSC_{s}" for s in range(1, 7)]] = 0.95  # case 0 at 0.95 from the box step on
+        dsc = table[[f"DSC_{s}" for s in range(1, 7)]].to_numpy()
+        table["DSC_AUC"] = ((dsc[:, 1:] + dsc[:, :-1]) / 2).sum(axis=1)  # all 6 steps at x = 0..5
+        table.to_csv(path, index=False)
+    with pytest.raises(ValueError, match="team_a_metrics.csv: case 'case_0.npz', column 'DSC_AUC': 4.75 outside 0..4"):
+        read_cvpr25_metrics(published_project / "cvpr25")
+    rows = read_cvpr25_metrics(published_project / "cvpr25", Scoring("2025-03-04")).set_index(["model", "case_id"])
+    # team_a, case 1: (0.4+0.5)/2 + 2.8 (its click steps, above) = 3.25; case 0: 5 x 0.95
+    assert rows.loc[("team_a", "case_1"), "DSC_AUC"] == pytest.approx(3.25)
+    assert rows.loc[("team_a", "case_0"), "DSC_AUC"] == pytest.approx(4.75)
+    assert set(rows["metric_profile"]) == {"cvpr25_interactive 2025-03-04 (NSD: deepmind_surfel_area_weighted (the challenge's SurfaceDice.py))"}
+    raw = yaml.safe_load((published_project / "params.yaml").read_text())
+    raw["published"]["cvpr25_demo"]["options"] = {"protocol_version": "2025-03"}
+    with pytest.raises(ConfigError, match="published set 'cvpr25_demo'.*protocol_version must be one of 2025-03-25, 2025-03-04, got '2025-03'"):
+        parse_params(raw, published_project)
+
+
 def test_convert_command_takes_a_dicom_series(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cases"
     argv = ["convert", "--images", str(EXAMPLE / "ct_dicom"), "--labels", str(EXAMPLE / "seg_dicom.nii.gz"),

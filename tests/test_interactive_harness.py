@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from segbench.config import model_from_conf
-from segbench.interactive import cases, harness
+from segbench.interactive import cases, harness, protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN = ROOT / "tests" / "standins" / "interactive_plan.py"
@@ -47,14 +47,17 @@ def _case_folder(tmp_path: Path, *, boxes: bool = True, gts: np.ndarray | None =
     return folder
 
 
-def _model(tmp_path: Path, plan: dict[str, np.ndarray], wait_for: Path | None = None):
+def _model(tmp_path: Path, plan: dict[str, np.ndarray], wait_for: Path | None = None, busy: bool = False, via_shell: bool = False):
     """A kind-interactive model config in a copy of conf/, running the stand-in on ``plan`` (each call first
-    waits until ``wait_for`` exists, when given)."""
+    waits until ``wait_for`` exists, when given: sleeping, or ``busy`` computing). ``via_shell``: the stand-in is a
+    child of a shell, as in a model's `sh predict.sh`."""
     np.savez(tmp_path / "plan.npz", **plan)
     conf = tmp_path / "conf"
     shutil.copytree(ROOT / "conf", conf)
     command = ["{python}", str(STANDIN), "--input", "{input}", "--output", "{output}", "--plan", str(tmp_path / "plan.npz"),
-               "--log", str(tmp_path / "calls.jsonl"), *(["--wait-for", str(wait_for)] if wait_for else [])]
+               "--log", str(tmp_path / "calls.jsonl"), *(["--wait-for", str(wait_for)] if wait_for else []), *(["--busy"] if busy else [])]
+    if via_shell:
+        command = ["sh", "-c", '"$0" "$@"; exit $?', *command]
     spec = {"plan": {"kind": "interactive", "environment": {"type": "harness"}, "command": command, "weights": None, "device": "cpu"}}
     (conf / "model" / "plan.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     return model_from_conf(conf, "plan")
@@ -138,6 +141,54 @@ def test_over_time_case_scores_zero_and_is_flagged(tmp_path: Path) -> None:
     assert _calls(tmp_path) == []  # killed before it wrote anything
 
 
+def test_cpu_clock_stops_a_computing_model_at_its_cpu_seconds(tmp_path: Path) -> None:
+    """On the cpu clock the budget is CPU seconds of the model's processes, its children's included (the stand-in
+    runs under a shell here): a model computing without end is stopped once it has spent them, however busy the
+    machine (docs/interactive.md#time-limit)."""
+    gts = _gts()
+    out = tmp_path / "out"
+    # 2 classes x 0.5 s = 1 CPU second for the case; the model computes until a file nobody creates appears
+    busy = _model(tmp_path, {f"step_{k}": gts for k in range(1, 7)}, wait_for=tmp_path / "never-released", busy=True, via_shell=True)
+    row = harness.interact(_case_folder(tmp_path), busy, out, reference="manual", seconds_per_class=0.5, time_limit_clock="cpu").iloc[0]
+    assert row["over_time"] and row["time_limit_clock"] == "cpu" and row["TotalCPUTime"] >= 1.0
+    assert row["DSC_AUC"] == row["DSC_1"] == 0.0
+    record = json.loads((out / "records" / "toy.json").read_text())
+    assert record["time_limit_clock"] == "cpu" and [s["output"] for s in record["steps"]] == ["stopped_at_time_limit", *["not_run"] * 5]
+    assert json.loads((out / "run.json").read_text())["time_limit_clock"] == "cpu"
+
+
+def test_cpu_clock_stops_a_model_that_spends_no_cpu_at_ten_times_its_budget(tmp_path: Path) -> None:
+    """A model that sleeps spends almost no CPU: on the cpu clock it is still stopped, at 10x the case's budget in
+    wall seconds, and counts as over the limit, so a hung model never hangs the run."""
+    out = tmp_path / "out"
+    asleep = _model(tmp_path, {f"step_{k}": _gts() for k in range(1, 7)}, wait_for=tmp_path / "never-released")
+    row = harness.interact(_case_folder(tmp_path), asleep, out, reference="manual", seconds_per_class=0.5, time_limit_clock="cpu").iloc[0]
+    assert row["over_time"] and row["TotalRunningTime"] >= 10.0 and row["TotalCPUTime"] < 1.0
+    record = json.loads((out / "records" / "toy.json").read_text())
+    assert [s["output"] for s in record["steps"]] == ["stopped_at_time_limit", *["not_run"] * 5]
+
+
+@pytest.mark.parametrize(("clock", "users", "seen"), [("cpu", None, "PASSIVE"), ("cpu", "ACTIVE", "ACTIVE"), ("wall", None, None)])
+def test_cpu_clock_calls_wait_passively_unless_the_user_says_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: str, users: str | None, seen: str | None
+) -> None:
+    """Spinning OpenMP threads would be charged to the model on the cpu clock, the more so the busier the machine: its
+    calls get OMP_WAIT_POLICY=PASSIVE; the user's own setting wins, and the wall clock leaves the environment as it is."""
+    if users is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", users)
+    model = _model(tmp_path, {"step_1": _gts()})
+    harness.interact(_case_folder(tmp_path), model, tmp_path / "out", reference="manual", time_limit_clock=clock)
+    assert [call["omp_wait_policy"] for call in _calls(tmp_path)] == [seen] * 6
+
+
+def test_time_limit_clock_is_validated(tmp_path: Path) -> None:
+    model = _model(tmp_path, {})
+    with pytest.raises(ValueError, match="time_limit_clock must be one of wall, cpu, got 'gpu'"):
+        harness.interact(_case_folder(tmp_path), model, tmp_path / "out", reference="manual", time_limit_clock="gpu")
+
+
 def test_bad_inputs_stop_with_the_file_and_key(tmp_path: Path) -> None:
     gts = _gts()
     folder = _case_folder(tmp_path)
@@ -156,17 +207,18 @@ def test_bad_inputs_stop_with_the_file_and_key(tmp_path: Path) -> None:
         cases.load_case("toy", image, folder / "gts" / "toy.npz")
     # segs of the wrong shape, of a float dtype, out of range
     for segs, message in ((np.zeros((4, 6, 5), np.uint8), "has shape"), (gts.astype(np.float32), "has dtype float32"),
-                          (gts.astype(np.int16) * 300, "has values 0..600")):
+                          (gts.astype(np.int16) * 300, r"has values 0..600; the case's labels are 0..2"),
+                          (gts * 2, r"has values 0..4; the case's labels are 0..2")):
         np.savez(tmp_path / "segs.npz", segs=segs)
         with pytest.raises(cases.CaseError, match=rf"segs\.npz: key 'segs' {message}"):
-            cases.read_step_output(tmp_path / "segs.npz", gts.shape)
+            cases.read_step_output(tmp_path / "segs.npz", gts.shape, 2)
     np.savez(tmp_path / "nosegs.npz", other=gts)
     with pytest.raises(cases.CaseError, match=r"nosegs\.npz: key 'segs' missing"):
-        cases.read_step_output(tmp_path / "nosegs.npz", gts.shape)
+        cases.read_step_output(tmp_path / "nosegs.npz", gts.shape, 2)
     # missing and unreadable outputs are zeros for the step, not errors
     (tmp_path / "broken.npz").write_bytes(b"not a zip")
-    assert cases.read_step_output(tmp_path / "broken.npz", gts.shape) == (None, "unreadable")
-    assert cases.read_step_output(tmp_path / "absent.npz", gts.shape) == (None, "missing")
+    assert cases.read_step_output(tmp_path / "broken.npz", gts.shape, 2) == (None, "unreadable")
+    assert cases.read_step_output(tmp_path / "absent.npz", gts.shape, 2) == (None, "missing")
     # clicks outside the volume
     step = tmp_path / "step.npz"
     clicks = [{"fg": [[0, 0, 2]], "bg": []}, {"fg": [[4, 4, 4]], "bg": []}]
@@ -194,10 +246,17 @@ def test_over_time_zeroes_the_scores_of_a_finished_case(tmp_path: Path) -> None:
     from segbench.models.runner import model_command
 
     subs = {"python": sys.executable, "input": str(tmp_path / "w" / "inputs" / "toy.npz"), "output": str(tmp_path / "w" / "outputs" / "toy.npz")}
-    record, _, _ = harness.run_case(case, model_command(model, subs), tmp_path / "w", limit_s=600.0)
-    row, measured = harness._row(case, record, 600.0, "manual")
+    record, _, _ = harness.run_case(case, harness.host_call(*model_command(model, subs)), tmp_path / "w", limit_s=600.0)
+    row, measured = harness._row(case, record, 600.0, "wall", "manual", protocol.Scoring())
     assert measured["DSC_AUC"] == row["DSC_AUC"] == 4.0 and not row["over_time"]
+    assert (row["protocol_version"], row["nsd_profile"]) == ("2025-03-25", "deepmind")
+    # the challenge's rule before 2025-03-25 put the box step in the AUC too: 5 unit steps of a perfect model
+    assert harness._row(case, record, 600.0, "wall", "manual", protocol.Scoring("2025-03-04"))[0]["DSC_AUC"] == 5.0
     # the same calls judged against a limit they exceed: every score 0, the case flagged, the measured values kept
-    row, measured = harness._row(case, record, record["total_running_time_s"] / 2, "pseudo")
+    row, measured = harness._row(case, record, record["total_running_time_s"] / 2, "wall", "pseudo", protocol.Scoring())
     assert row["over_time"] and row["DSC_AUC"] == row["DSC_Final"] == row["NSD_6"] == 0.0 and measured["DSC_AUC"] == 4.0
     assert row["reference"] == "PSEUDO-REFERENCE"
+    # on the cpu clock the judge is the calls' CPU seconds (the toy model's Python processes spend some)
+    assert 0.0 < record["total_cpu_time_s"]
+    assert harness._row(case, record, record["total_cpu_time_s"] / 2, "cpu", "manual", protocol.Scoring())[0]["over_time"]
+    assert not harness._row(case, record, record["total_cpu_time_s"] * 2, "cpu", "manual", protocol.Scoring())[0]["over_time"]

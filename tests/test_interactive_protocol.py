@@ -124,3 +124,27 @@ def test_nsd_only_above_dice_0_2() -> None:
     segs[1, 1, 1:3] = 1  # Dice 2*2/(64+2) = 0.06 <= 0.2: NSD not computed
     dice, nsd = protocol.class_scores(segs, gts, 1, (1.0, 1.0, 1.0))
     assert dice == [pytest.approx(4 / 66)] and nsd is None
+
+
+def test_auc_under_each_protocol_version() -> None:
+    values = [0.9, 1.0, 0.5, 0.5, 1.0, 1.0]
+    # 2025-03-25: the click steps only, as above: 3.0; 2025-03-04: the box step too at x = 0: (0.9+1)/2 + 3.0 = 3.95
+    assert protocol.auc(values, "2025-03-25") == 3.0
+    assert protocol.auc(values, "2025-03-04") == pytest.approx(3.95)
+    # a case without boxes had no box step in the older rule either: its 5 clicks, 3.0
+    assert protocol.auc(values, "2025-03-04", box_step=False) == 3.0
+    assert protocol.Scoring("2025-03-25").auc_max == 4.0 and protocol.Scoring("2025-03-04").auc_max == 5.0
+    with pytest.raises(ValueError, match="protocol_version must be one of 2025-03-25, 2025-03-04, got '2024'"):
+        protocol.auc(values, "2024")
+    with pytest.raises(ValueError, match="nsd_profile must be one of deepmind, segauge, got 'monai'"):
+        protocol.Scoring(nsd_profile="monai")
+
+
+def test_command_line_offers_exactly_the_protocols_choices() -> None:
+    """The CLI lists the versions and NSD profiles literally (it imports nothing heavy at start-up): they must be these."""
+    from segbench.cli import build_parser
+
+    options = {a.dest: a for a in build_parser()._subparsers._group_actions[0].choices["interact"]._actions}
+    interact, nsd = options["protocol_version"], options["nsd_profile"]
+    assert list(interact.choices) == list(protocol.PROTOCOL_VERSIONS) and interact.default == protocol.PROTOCOL_VERSION
+    assert list(nsd.choices) == list(protocol.NSD_DEFINITIONS) and nsd.default == protocol.NSD_PROFILE

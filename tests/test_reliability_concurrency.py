@@ -11,7 +11,7 @@ import pytest
 
 from segbench import tracking
 from test_tracking import _bundle
-from tests_support import commit_all, new_project, run_command, run_queue
+from tests_support import commit_all, gate_env, new_project, run_command, run_queue
 
 
 def _log(uri: str, model: str, barrier) -> str:
@@ -41,8 +41,10 @@ def test_queued_experiments_log_each_run_once_to_the_project_store(root: Path, t
     commit_all(proj, "base")
     for model in ("sim_erode_1mm", "sim_shift_3mm"):  # Hydra recomposes params.yaml from conf/ with these overrides
         run_command(["dvc", "exp", "run", "--queue", "-S", f"model=[{model}]", *small], proj)
-    status = run_queue(proj, 2, 900)
+    gate = tmp_path / "gate"  # both workers' first `segbench track` held until both are there, then let go together
+    status = run_queue(proj, 2, 900, meet=gate_env(gate, "*/scores/kits23/*/run.json", on="read", argv="track"))
     assert "Failed" not in status, status
+    assert len(list(gate.glob("started.*"))) >= 2  # they met: the two logged to the store at once
     with sqlite3.connect(proj / "mlruns" / "mlflow.db") as db:
         runs = db.execute("SELECT name, status FROM runs ORDER BY name").fetchall()
     assert runs == [("leaderboard", "FINISHED"), ("leaderboard", "FINISHED"), ("sim_erode_1mm", "FINISHED"), ("sim_shift_3mm", "FINISHED")]

@@ -21,7 +21,7 @@ import yaml
 from segbench.config import ConfigError
 from segbench.models.slurm import executor_from_environ, options_from_environ, shard_runner_from_environ
 from services import SlurmCluster, slurm_cluster, wait_until
-from tests_support import command_env, commit_all, lock_outs, new_project
+from tests_support import command_env, commit_all, interruptible, lock_outs, new_project
 from tests_support import run_command as run
 
 CASES = ["case_00030", "case_00110", "case_00210", "case_00425"]
@@ -145,7 +145,7 @@ def test_interrupting_the_stage_cancels_its_array_job(
     shutil.rmtree(proj / "predictions" / "kits23" / "sim_dilate_1mm", ignore_errors=True)
     _on_slurm(monkeypatch, cluster, cases_per_task="2")
     args = ["segbench", "--params", str(params), "predict", "--dataset", "kits23", "--model", "sim_dilate_1mm"]
-    stage = subprocess.Popen(args, cwd=proj, env=command_env())
+    stage = interruptible(args, cwd=proj, env=command_env())
 
     def queue() -> list[str]:
         return run(["squeue", "--noheader", "--format=%i %T"], proj).split()
@@ -166,28 +166,44 @@ def test_interrupting_the_stage_cancels_its_array_job(
             stage.wait()
 
 
+def _interact_on_slurm(root: Path, proj: Path, model: str, cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch, **options: str) -> None:
+    """Run ``model``'s interact stage in ``proj`` as 2 Slurm array tasks; its cases and predictions must hash to what the
+    committed interactive/dvc.lock holds from a local run, in the local run's case order, with no staging left."""
+    commit_all(proj, "base")
+    _on_slurm(monkeypatch, cluster, cases_per_task="2", **options)
+    out = run(["dvc", "repro", f"interactive/dvc.yaml:interact@totalseg_example-{model}"], proj)
+    assert f"segbench-interact-totalseg_example-{model}: 2 of 2 shard(s) done on attempt 0" in out, out
+    produced, committed = lock_outs(proj / "interactive" / "dvc.lock"), lock_outs(root / "interactive" / "dvc.lock")
+    for path in ("interactive/cases/totalseg_example", f"interactive/predictions/totalseg_example/{model}"):
+        assert produced[path] == committed[path], path
+    table = (proj / "interactive" / "scores" / "totalseg_example" / model / "metrics.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in table[1:]] == ["ct.npz", "ct_dicom.npz", "mr.npz"]  # the local run's case order
+    assert not (proj / "interactive" / "predictions" / "totalseg_example" / model / ".staging").exists()
+
+
+def test_interact_stage_on_slurm_reproduces_the_committed_local_run(
+    root: Path, cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interact stage of the region-growing baseline (3 real scans x box + 5 clicks) as 2 Slurm array tasks: the
+    predictions and prompt records hash to what the committed interactive/dvc.lock holds from a local run."""
+    proj = new_project(root, tmp_path_factory.mktemp("slurm-interact") / "proj", ["model@interactive_model=[region_growing]", "published=[]"], interactive=True)
+    _interact_on_slurm(root, proj, "region_growing", cluster, monkeypatch)
+
+
+@pytest.mark.extended
 @pytest.mark.skipif(not (Path(__file__).parents[1] / "envs" / "litemedsam" / "bin" / "python").exists(),
                     reason="envs/litemedsam is absent: build it with `segbench env create litemedsam` (.ci/run does)")
 def test_litemedsam_interact_stage_on_slurm_reproduces_the_committed_local_run(
     root: Path, cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The interact stage of the REAL model LiteMedSAM (3 scans x box + 5 clicks) as 2 Slurm array tasks: the
-    predictions and prompt records hash to what the committed interactive/dvc.lock holds from a local run."""
+    """The same with the REAL model LiteMedSAM, torch on both cores of each task (6 min quiet, 30 under load: extended,
+    since the test above covers the Slurm path and .ci/run's interactive rerun LiteMedSAM's bytes)."""
     proj = new_project(root, tmp_path_factory.mktemp("slurm-interact") / "proj", ["model@interactive_model=[litemedsam]", "published=[]"], interactive=True)
     (proj / "envs").symlink_to(root / "envs")  # the model's environment and weights, as `segbench env create litemedsam` leaves them
     (proj / "models").mkdir()
     shutil.copy(root / "models" / "litemedsam.dvc", proj / "models")
     (proj / "models" / "litemedsam").symlink_to(root / "models" / "litemedsam")
-    commit_all(proj, "base")
-    _on_slurm(monkeypatch, cluster, cases_per_task="2", cpus_per_task="2")  # one task at a time: torch takes both cores
-    out = run(["dvc", "repro", "interactive/dvc.yaml:interact@totalseg_example-litemedsam"], proj)
-    assert "segbench-interact-totalseg_example-litemedsam: 2 of 2 shard(s) done on attempt 0" in out, out
-    produced, committed = lock_outs(proj / "interactive" / "dvc.lock"), lock_outs(root / "interactive" / "dvc.lock")
-    for path in ("interactive/cases/totalseg_example", "interactive/predictions/totalseg_example/litemedsam"):
-        assert produced[path] == committed[path], path
-    table = (proj / "interactive" / "scores" / "totalseg_example" / "litemedsam" / "metrics.csv").read_text().splitlines()
-    assert [line.split(",")[0] for line in table[1:]] == ["ct.npz", "ct_dicom.npz", "mr.npz"]  # the local run's case order
-    assert not (proj / "interactive" / "predictions" / "totalseg_example" / "litemedsam" / ".staging").exists()
+    _interact_on_slurm(root, proj, "litemedsam", cluster, monkeypatch, cpus_per_task="2")  # one task at a time: torch takes both cores
 
 
 def test_slurm_options_come_from_the_environment_and_bad_ones_are_named() -> None:

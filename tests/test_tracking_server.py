@@ -118,8 +118,11 @@ def test_queued_experiments_log_each_pair_once_and_compare_reads_the_server(root
     commit_all(proj, "base")
     for _ in range(2):
         run_command(["dvc", "exp", "run", "--queue", *(a for s in small for a in ("-S", s))], proj)
-    status = run_queue(proj, 2, 1200, tracking_uri=server.uri)
+    gate = tmp_path / "gate"  # both workers' first `segbench track` held until both are there, then let go together
+    meet = gate_env(gate, "*/scores/kits23/*/run.json", on="read", argv="track")
+    status = run_queue(proj, 2, 1200, tracking_uri=server.uri, meet=meet)
     assert "Failed" not in status and "Success" in status, status
+    assert len(list(gate.glob("started.*"))) >= 2  # they met: both logged the same bundle to the server at once
     assert not (proj / "mlruns" / "mlflow.db").exists()  # the queued workers got the server's URI from the environment
     for model in models:
         runs = _finished(server.uri, "kits23", **{"segbench.model": model})

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
+import shlex
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,6 +19,7 @@ import yaml
 from scipy import ndimage
 
 from segbench.config import compose_params
+from segbench.models import container
 
 #: holds the sitecustomize.py that stops a command's Python process at a moment the test chooses (``gate_env``)
 GATE = Path(__file__).resolve().parent / "gate"
@@ -37,34 +41,57 @@ def command_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
 
 
-def gate_env(folder: Path, pattern: str, on: str = "write", passes: int = 0) -> dict[str, str]:
+def interruptible(args: list[str], **popen: object) -> subprocess.Popen:
+    """Start ``args`` with SIGINT at its default, as a foreground process has it, so the test's SIGINT is a Ctrl-C: a
+    suite started in the background of a non-interactive shell inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt."""
+    return subprocess.Popen(args, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)  # type: ignore[call-overload]
+
+
+def gate_env(folder: Path, pattern: str, on: str = "write", passes: int = 0, argv: str = "") -> dict[str, str]:
     """``command_env()`` for a command whose Python process that opens a path matching ``pattern`` for ``on``
     (write or read), after ``passes`` such opens, writes ``folder/started.<pid>`` and waits for ``folder/release``
-    (tests/gate/sitecustomize.py)."""
+    (tests/gate/sitecustomize.py). ``argv``: only processes with this word among their arguments (e.g. ``track``
+    for `segbench track`, not the dvc that hashes the same files)."""
     env = command_env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(GATE), env.get("PYTHONPATH", "")) if p)
-    env.update(SEGBENCH_TEST_GATE=pattern, SEGBENCH_TEST_GATE_ON=on, SEGBENCH_TEST_GATE_PASS=str(passes), SEGBENCH_TEST_GATE_DIR=str(folder))
+    env.update(SEGBENCH_TEST_GATE=pattern, SEGBENCH_TEST_GATE_ON=on, SEGBENCH_TEST_GATE_PASS=str(passes), SEGBENCH_TEST_GATE_DIR=str(folder),
+               SEGBENCH_TEST_GATE_ARGV=argv)
     folder.mkdir(parents=True, exist_ok=True)
     return env
 
 
-def run_command(args: list[str], cwd: Path, tracking_uri: str | None = None) -> str:
+def run_command(args: list[str], cwd: Path, tracking_uri: str | None = None, env: dict[str, str] | None = None) -> str:
     """Run a command, fail the test with its output if it fails; returns stdout and stderr.
 
     ``tracking_uri``: a tracking server the command logs to (``SEGBENCH_TRACKING_URI``), else the project's own store.
+    ``env``: the command's environment (default ``command_env()``).
     """
-    env = {**command_env(), "SEGBENCH_TRACKING_URI": tracking_uri} if tracking_uri else command_env()
+    env = env if env is not None else command_env()
+    env = {**env, "SEGBENCH_TRACKING_URI": tracking_uri} if tracking_uri else env
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
 
 
-def run_queue(project: Path, jobs: int, timeout: float, tracking_uri: str | None = None) -> str:
+def run_queue(project: Path, jobs: int, timeout: float, tracking_uri: str | None = None, meet: dict[str, str] | None = None) -> str:
     """`dvc queue start -j jobs`, then wait until nothing is queued or running; returns `dvc queue status`.
 
-    ``timeout`` only bounds a hang: past it the test fails with the queue's status."""
-    run_command(["dvc", "queue", "start", "-j", str(jobs)], project, tracking_uri=tracking_uri)
+    ``meet``: a ``gate_env`` the workers run with: once ``jobs`` of their processes are held at the gate, all are
+    released together, so those steps run side by side however fast or busy the machine is. (The wait for them
+    watches the gate folder only: `dvc queue status` answers only once the workers are free.) ``timeout`` only
+    bounds a hang: past it the test fails with the queue's status."""
+    env = meet if meet is not None else command_env()
+    env = {**env, "SEGBENCH_TRACKING_URI": tracking_uri} if tracking_uri else env
+    # the workers dvc leaves running inherit the command's output: a file, not a pipe run_command would wait on
+    with open(project / ".dvc" / "tmp" / "queue-start.log", "ab") as log:
+        subprocess.run(["dvc", "queue", "start", "-j", str(jobs)], cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
     deadline = time.monotonic() + timeout
+    if meet is not None:
+        folder = Path(meet["SEGBENCH_TEST_GATE_DIR"])
+        while len(list(folder.glob("started.*"))) < jobs and time.monotonic() < deadline:
+            time.sleep(0.5)
+        (folder / "release").touch()  # past the deadline too: the gated processes then go on, and the status tells
     while True:
         status = run_command(["dvc", "queue", "status"], project)
         if "Queued" not in status and "Running" not in status:
@@ -123,3 +150,21 @@ def tumour_crop(labels_dir: Path, case: str, margin: int = 6) -> nib.Nifti1Image
     affine = img.affine.copy()
     affine[:3, 3] = img.affine[:3, :3] @ [s.start for s in box] + img.affine[:3, 3]
     return nib.Nifti1Image(lab[box].copy(), affine, img.header)
+
+
+def podman_runtime() -> container.Runtime:
+    """Podman with this machine's flags from the environment; where none are set, the limits this process has
+    (podman's runc cannot raise them, and fails on its defaults here: 'error setting rlimit ... operation not permitted')."""
+    found = container.Runtime.from_environment({**dict(os.environ), container.RUNTIME_ENV: "podman"})
+    if found.run_flags:
+        return found
+    (_, nofile), (_, nproc) = resource.getrlimit(resource.RLIMIT_NOFILE), resource.getrlimit(resource.RLIMIT_NPROC)
+    limits = ("--ulimit", f"nofile={min(nofile, 4096)}:{min(nofile, 4096)}", "--ulimit", f"nproc={min(nproc, 4096)}:{min(nproc, 4096)}")
+    return container.Runtime(found.program, found.global_flags, limits)
+
+
+def use_runtime(monkeypatch: object, runtime: container.Runtime) -> None:
+    """Make ``runtime`` the one segbench finds in the environment (``monkeypatch``: pytest's fixture)."""
+    monkeypatch.setenv(container.RUNTIME_ENV, runtime.program)
+    monkeypatch.setenv(container.GLOBAL_FLAGS_ENV, shlex.join(runtime.global_flags))
+    monkeypatch.setenv(container.RUN_FLAGS_ENV, shlex.join(runtime.run_flags))

@@ -36,6 +36,7 @@ Interactive benchmark (interactive/dvc.yaml, `dvc repro interactive/dvc.yaml`; d
   interact  box step + 5 simulated clicks per case  -> interactive/predictions/.., interactive/scores/..
   then track, compare and report as above, under interactive/.
   `convert` and `interact --cases DIR --model NAME --out DIR` do the same on any folder, outside DVC.
+  `interact --submissions DIR --cases DIR --out DIR`: a folder of CVPR 2025 Docker submissions, team by team, then a leaderboard.
 Setup: `env create <model>` builds a real model's environment; `data fetch <dataset>` downloads a dataset.
 Usually run through `dvc repro`; every stage reads params.yaml (composed from conf/ by Hydra).
 Methodology (metric conventions, failure rules, statistics): docs/methodology.md.
@@ -132,6 +133,11 @@ def _cmd_convert(args: argparse.Namespace) -> None:
 
 
 def _cmd_interact(args: argparse.Namespace) -> None:
+    if bool(args.model) == bool(args.submissions):
+        raise ValueError("give exactly one of --model (a model of conf/model) and --submissions (a folder of <team>.tar.gz images)")
+    if args.submissions:
+        _interact_submissions(args)
+        return
     if args.dataset:  # the DVC stage: an interactive dataset x model of params.yaml
         from segbench.stages import run_interact
 
@@ -143,6 +149,7 @@ def _cmd_interact(args: argparse.Namespace) -> None:
         raise ValueError("give --dataset (from params.yaml) or both --cases and --out")
     from segbench.config import model_from_conf
     from segbench.interactive.harness import interact
+    from segbench.interactive.protocol import Scoring
 
     table = interact(
         Path(args.cases),
@@ -150,10 +157,43 @@ def _cmd_interact(args: argparse.Namespace) -> None:
         Path(args.out),
         reference=args.reference,
         seconds_per_class=args.seconds_per_class,
+        time_limit_clock=args.time_limit_clock,
+        scoring=Scoring(args.protocol_version, args.nsd_profile),
         device=args.device,
         allow_unverified_weights=args.allow_unverified_weights,
     )
     print(table[["CaseName", "DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final", "TotalRunningTime", "over_time", "reference"]].to_string(index=False))
+
+
+def _interact_submissions(args: argparse.Namespace) -> None:
+    """The challenge's evaluation of a folder of Docker submissions, then segbench's leaderboard over the teams."""
+    from rich.console import Console
+
+    from segbench.interactive.protocol import Scoring
+    from segbench.interactive.scores import CASE_STRUCTURE
+    from segbench.interactive.submissions import LEADERBOARD_FILE, evaluate_submissions
+    from segbench.report.terminal import leaderboard
+
+    if args.dataset or not (args.cases and args.out):
+        raise ValueError("--submissions needs --cases and --out (not --dataset)")
+    if args.time_limit_clock != "wall":
+        raise ValueError("--submissions runs containers, whose time limit is on the wall clock (the challenge's); drop --time-limit-clock")
+    limits = {key: value for key, value in (("memory", args.memory), ("cpus", args.cpus)) if value is not None}
+    results = evaluate_submissions(Path(args.submissions), Path(args.cases), Path(args.out), limits=limits, seconds_per_class=args.seconds_per_class,
+                                   scoring=Scoring(args.protocol_version, args.nsd_profile), reference=args.reference, device=args.device or "cpu")
+    console = Console()
+    for team, entry in results["dataset"]["submissions"].items():
+        if entry["status"] == "evaluated":
+            console.print(f"{team}: {entry['n_cases']} cases in {entry['seconds']:.0f} s, {entry['n_cases_with_failed_steps']} with failed steps, "
+                          f"{entry['n_over_time']} over time: {Path(args.out) / team / (team + '_metrics.csv')}", highlight=False, soft_wrap=True)
+        else:
+            console.print(f"{team}: NOT EVALUATED: {entry['reason']}", highlight=False, soft_wrap=True)
+    if results["analysis"] is None:
+        raise SystemExit("no submission could be evaluated")
+    for metric in ("DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final"):
+        console.print(leaderboard(results, CASE_STRUCTURE, metric))
+    console.print(f"every metric, class and step: segbench show {Path(LEADERBOARD_FILE).stem} --results {args.out} [--structure NAME]",
+                  highlight=False, soft_wrap=True)
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> None:
@@ -309,12 +349,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("interact", help="run an interactive model on box and click prompts (CVPR 2025 protocol) over a case folder")
     p.add_argument("--dataset", help="interactive dataset from params.yaml (the DVC stage; outputs under interactive/)")
     p.add_argument("--cases", help="case folder: imgs/<case>.npz and gts/<case>.npz (challenge format)")
-    p.add_argument("--model", required=True, help="interactive model (conf/model/<model>.yaml, kind interactive)")
-    p.add_argument("--out", help="output folder: metrics.csv, segs/, records/, run.json")
+    p.add_argument("--model", help="interactive model (conf/model/<model>.yaml, kind interactive)")
+    p.add_argument("--submissions", help="instead of --model: a folder of CVPR 2025 Docker submissions (<team>.tar.gz or <team>.tar), each "
+                                         "loaded, run on every case and removed, as the challenge's script does; then a leaderboard over the teams")
+    p.add_argument("--out", help="output folder: metrics.csv, segs/, records/, run.json (with --submissions: <team>/<team>_metrics.csv ... "
+                                 "and leaderboard.json)")
     p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")
     p.add_argument("--reference", choices=["manual", "pseudo"], help="the reference's kind when the case folder has no cases.json")
     p.add_argument("--seconds-per-class", type=float, default=90.0, help="time limit of a case's model calls per class (default: 90)")
-    p.add_argument("--device", help="cpu, cuda or cuda:N (default: the model's config)")
+    p.add_argument("--time-limit-clock", choices=["wall", "cpu"], default="wall",
+                   help="wall: the challenge's clock; cpu: the model processes' CPU seconds, for CPU runs on a shared machine (default: wall)")
+    p.add_argument("--protocol-version", choices=["2025-03-25", "2025-03-04"], default="2025-03-25",
+                   help="the challenge's scoring by the date of its change: 2025-03-25, AUC over the 5 clicks (final); 2025-03-04, AUC "
+                        "over the box step and the clicks (default: 2025-03-25)")
+    p.add_argument("--nsd-profile", choices=["deepmind", "segauge"], default="deepmind",
+                   help="NSD's definition: deepmind, the challenge's surface Dice (its SurfaceDice.py); segauge, segbench's engine (default: deepmind)")
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: the model's config; with --submissions: cpu)")
+    p.add_argument("--memory", help="with --submissions: each container's memory limit (default: 8g; the challenge gave 32G)")
+    p.add_argument("--cpus", type=float, help="with --submissions: each container's CPU limit (default: 2)")
     p.add_argument("--allow-unverified-weights", action="store_true", help="run although the weights are not verified against their pin")
     p.set_defaults(func=_cmd_interact)
 

@@ -11,11 +11,15 @@ import argparse
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from segbench.interactive.protocol import NSD_PROFILE, PROTOCOL_VERSION, TIME_LIMIT_CLOCKS, Scoring
 from segbench.scoring import DEFAULT_PROFILE, PROFILES, Region
+
+if TYPE_CHECKING:
+    from segbench.models.container import ContainerSpec
 
 ENVIRONMENT_TYPES = ("harness", "venv", "conda", "container")
 #: "interactive": a promptable model run step by step on box and click prompts (segbench interact, docs/interactive.md)
@@ -83,6 +87,8 @@ class ModelConfig:
     modality: str
     #: spot check of the predict stage: regions whose mean Dice over the first ``cases`` is below ``floor`` are flagged
     spot_check: dict[str, float]
+    #: the model's container image (the ``image:`` block), run isolated instead of a host command: per case or dataset, or per step
+    image: ModelImage | None = None
 
     @property
     def is_simulated(self) -> bool:
@@ -93,12 +99,34 @@ class ModelConfig:
         return self.kind == "interactive"
 
 
+@dataclass(frozen=True)
+class ModelImage:
+    """A model's image and how each call of it is run (command, mounts, limits, variables).
+
+    Either a ``docker save`` ``archive`` pinned by its ``sha256`` (loaded by segbench), or a registry ``reference``
+    (pulled by ``segbench env create``), pinned when it names its digest (``name@sha256:...``).
+    """
+
+    archive: Path | None
+    sha256: str | None
+    spec: ContainerSpec
+    reference: str | None = None
+    #: bound of one container call of the predict stage (an interactive step is bound by its time limit instead)
+    timeout_s: float = 3600.0
+
+    @property
+    def pinned(self) -> bool:
+        from segbench.models.container import pinned_reference
+
+        return self.archive is not None or pinned_reference(str(self.reference))
+
+
 PUBLISHED_FORMATS = ("touchstone", "segauge_results", "cvpr25_metrics", "challenger_csv", "generic_csv", "nnunet_summary")
 #: the ``options:`` each published format takes (docs/published.md); any other key is an error
 PUBLISHED_OPTIONS: dict[str, tuple[str, ...]] = {
     "touchstone": ("files", "duplicates", "one_sided_missing"),
     "segauge_results": (),
-    "cvpr25_metrics": (),
+    "cvpr25_metrics": ("protocol_version", "nsd_profile"),
     "challenger_csv": ("columns", "structure", "na_value", "duplicates"),
     "generic_csv": ("columns", "structure", "metric_columns", "na_value", "duplicates"),
     "nnunet_summary": ("models", "labels", "file_ending"),
@@ -146,6 +174,10 @@ class InteractiveDatasetConfig:
     note: str
     seed: int
     seconds_per_class: float
+    #: the clock the time limit runs on (segbench.interactive.protocol.TIME_LIMIT_CLOCKS)
+    time_limit_clock: str
+    #: the protocol version and NSD's definition the runs are scored under (segbench.interactive.protocol.Scoring)
+    scoring: Scoring
     licence: str
     citation: str
 
@@ -273,7 +305,14 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
     kind = str(_require(raw, "kind", where))
     if kind not in MODEL_KINDS:
         raise ConfigError(f"{where}: kind must be one of {MODEL_KINDS}, got {kind!r}")
-    environment = dict(_require(raw, "environment", where))
+    image = _model_image(raw["image"], where) if "image" in raw else None
+    if image is not None and kind == "simulated":
+        raise ConfigError(f"{where}: a simulated model has no image")
+    environment = dict(raw.get("environment") or {"type": "container"}) if image else dict(_require(raw, "environment", where))
+    if image is not None and environment.get("type") != "container":
+        raise ConfigError(f"{where}: a model with an image: block has environment.type container, got {environment.get('type')!r}")
+    if image is None and environment.get("type") == "container":
+        raise ConfigError(f"{where}: environment.type container needs an image: block (archive and sha256, or reference; docs/guide.md#real-models)")
     if environment.get("type") not in ENVIRONMENT_TYPES:
         raise ConfigError(f"{where}: environment.type must be one of {ENVIRONMENT_TYPES}, got {environment.get('type')!r}")
     model_input = str(raw.get("input", "images"))
@@ -298,7 +337,7 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
         title=str(raw.get("title", name)),
         kind=kind,
         environment=environment,
-        command=tuple(str(c) for c in _require(raw, "command", where)),
+        command=image.spec.command if image else tuple(str(c) for c in _require(raw, "command", where)),
         input=model_input,
         input_layout=input_layout,
         invocation=invocation,
@@ -312,7 +351,50 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
         version=str(raw.get("version", "")),
         modality=str(raw.get("modality", "CT")),
         spot_check={"floor": float(spot_check["floor"]), "cases": int(spot_check["cases"])},
+        image=image,
     )
+
+
+IMAGE_KEYS = ("archive", "sha256", "reference", "command", "inputs", "outputs", "memory", "cpus", "pids_limit", "shm_size", "mounts", "variables",
+              "timeout_s")
+
+
+def _model_image(raw: Any, where: str) -> ModelImage:
+    """The ``image:`` block: ``archive`` with its ``sha256``, or a ``reference``; command, mounts and limits default to the
+    challenge's (segbench.models.container.ContainerSpec). ``mounts`` (host folder -> path inside, read-only) and
+    ``variables`` take the command's placeholders."""
+    from segbench.models.container import ContainerSpec
+
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: image must be a mapping with {IMAGE_KEYS}, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(IMAGE_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: image has unknown key(s) {unknown}; known {IMAGE_KEYS}")
+    if ("archive" in raw) == ("reference" in raw):
+        raise ConfigError(f"{where}: image needs either archive (a docker save file, with its sha256) or reference (name:tag or name@sha256:...)")
+    sha256 = None
+    if "archive" in raw:
+        sha256 = str(_require(raw, "sha256", f"{where} image")).removeprefix("sha256:")
+        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+            raise ConfigError(f"{where}: image.sha256 must be 64 lowercase hex digits (the archive's sha256), got {raw['sha256']!r}")
+    for key in ("mounts", "variables"):
+        if not isinstance(raw.get(key, {}), dict):
+            raise ConfigError(f"{where}: image.{key} must be a mapping, got {type(raw[key]).__name__}")
+    default = ContainerSpec()
+    command = raw.get("command", default.command)
+    spec = ContainerSpec(
+        command=tuple(str(c) for c in command) if isinstance(command, list | tuple) else ("/bin/bash", "-c", str(command)),
+        inputs_mount=str(raw.get("inputs", default.inputs_mount)),
+        outputs_mount=str(raw.get("outputs", default.outputs_mount)),
+        memory=str(raw.get("memory", default.memory)),
+        cpus=float(raw.get("cpus", default.cpus)),
+        pids_limit=int(raw.get("pids_limit", default.pids_limit)),
+        shm_size=str(raw.get("shm_size", default.shm_size)),
+        variables={str(k): str(v) for k, v in (raw.get("variables") or {}).items()},
+        mounts=tuple((str(host), str(inside)) for host, inside in (raw.get("mounts") or {}).items()),
+    )
+    archive = Path(str(raw["archive"])) if "archive" in raw else None
+    return ModelImage(archive, sha256, spec, str(raw["reference"]) if "reference" in raw else None, float(raw.get("timeout_s", 3600.0)))
 
 
 def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
@@ -394,6 +476,11 @@ def _published_options(fmt: str, options: Any, metrics: dict[str, bool], where: 
         if len(set(labels.values())) < len(labels):
             raise ConfigError(f"{at}.labels: two labels name the same structure: {labels}")
         return {"models": models, "labels": labels, "file_ending": str(options.get("file_ending", ".nii.gz"))}
+    if fmt == "cvpr25_metrics":  # the challenge version the tables were computed under (default: the final one)
+        try:
+            return {"scoring": Scoring(str(options.get("protocol_version", PROTOCOL_VERSION)), str(options.get("nsd_profile", NSD_PROFILE)))}
+        except ValueError as exc:
+            raise ConfigError(f"{at}: {exc}") from None
     policies = _policies(options, at)
     if fmt == "touchstone":
         files = _names(options.get("files", TOUCHSTONE_FILES), f"{at}.files", "metric to its file in each model folder")
@@ -477,6 +564,13 @@ def _interactive_dataset(name: str, raw: dict[str, Any], root: Path) -> Interact
     seconds = float(raw.get("seconds_per_class", 90.0))
     if seconds <= 0:
         raise ConfigError(f"{where}: seconds_per_class must be positive, got {seconds}")
+    clock = str(raw.get("time_limit_clock", "wall"))
+    if clock not in TIME_LIMIT_CLOCKS:
+        raise ConfigError(f"{where}: time_limit_clock must be one of {', '.join(TIME_LIMIT_CLOCKS)}, got {clock!r}")
+    try:
+        scoring = Scoring(str(raw.get("protocol_version", PROTOCOL_VERSION)), str(raw.get("nsd_profile", NSD_PROFILE)))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return InteractiveDatasetConfig(
         name=name,
         title=str(raw.get("title", name)),
@@ -487,6 +581,8 @@ def _interactive_dataset(name: str, raw: dict[str, Any], root: Path) -> Interact
         note=str(raw.get("note", "")),
         seed=int(raw.get("seed", 2025)),
         seconds_per_class=seconds,
+        time_limit_clock=clock,
+        scoring=scoring,
         licence=str(raw.get("licence", "")),
         citation=str(raw.get("citation", "")),
     )
@@ -740,6 +836,13 @@ def dataset_from_conf(conf_dir: Path, name: str, root: Path) -> DatasetConfig:
     dataset is validated (the experiment's models may not apply to it).
     """
     return _dataset(name, _resolved(_compose(Path(conf_dir), [f"dataset={name}"]))["dataset"][name], root)
+
+
+def image_model(name: str, image: dict[str, Any], title: str | None = None) -> ModelConfig:
+    """An interactive model that is nothing but its image (a challenge submission): ``image`` is validated as a model
+    config's ``image:`` block is (archive, sha256, and optionally command, mounts and limits)."""
+    return _model(name, {"kind": "interactive", "title": title or name, "image": image, "weights": None,
+                         "version": f"sha256:{str(image.get('sha256', '')).removeprefix('sha256:')[:12]}"})
 
 
 def model_from_conf(conf_dir: Path, name: str) -> ModelConfig:

@@ -7,6 +7,7 @@ into place, so an interrupted stage never leaves a half-written file that a late
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -17,6 +18,12 @@ from typing import Any
 
 import nibabel as nib
 import numpy as np
+
+
+def file_digest(path: Path, algorithm: str) -> str:
+    """The hex digest (``md5``, ``sha256``, ...) of a file's bytes, read in blocks."""
+    with open(path, "rb") as stream:
+        return hashlib.file_digest(stream, algorithm).hexdigest()
 
 
 def _umask() -> int:

@@ -12,10 +12,13 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from segbench.interactive.protocol import Scoring
 
 # Age bands (years, left-closed): decades between 40 and 80, open-ended at both ends so that the
 # youngest and oldest bands still hold enough cases for the subgroup tests (docs/methodology.md#59-subgroups).
@@ -113,14 +116,16 @@ def summary_line(summary: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def read_cvpr25_metrics(folder: Path) -> pd.DataFrame:
-    """The CVPR 2025 interactive challenge's published tables: ``folder/<team>_metrics.csv``, one per team.
+def read_cvpr25_metrics(folder: Path, scoring: Scoring | None = None) -> pd.DataFrame:
+    """The CVPR 2025 interactive challenge's published tables: ``folder/<team>_metrics.csv``, one per team, computed
+    under ``scoring`` (its protocol version bounds the AUCs; default: the final version, DeepMind's NSD).
 
     Columns: CaseName, DSC_AUC, NSD_AUC, DSC_Final, NSD_Final, TotalRunningTime, DSC_1..6, NSD_1..6
     (RunningTime_1..6 and others kept when present). Model = the team (the file name before
     ``_metrics.csv``); one ``mean_over_classes`` row per case, as segbench's own interactive runs have
     (docs/interactive.md). Every team's file must list the same cases.
     """
+    from segbench.interactive.protocol import Scoring
     from segbench.interactive.scores import case_rows
 
     folder = Path(folder)
@@ -133,7 +138,7 @@ def read_cvpr25_metrics(folder: Path) -> pd.DataFrame:
             table = pd.read_csv(path, keep_default_na=False)  # a cell such as "n/a" is reported as written
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise ValueError(f"{path}: not a readable CSV ({exc})") from exc
-        frames.append(case_rows(table, path.name.removesuffix("_metrics.csv"), "published", str(path)))
+        frames.append(case_rows(table, path.name.removesuffix("_metrics.csv"), "published", str(path), scoring or Scoring()))
     _same_cases(files, frames)
     return pd.concat(frames, ignore_index=True).drop(columns="kind")
 

@@ -237,7 +237,7 @@ def read_published(source: PublishedConfig) -> pd.DataFrame:
     if source.format == "touchstone":
         rows = published.read_touchstone(source.path, metadata=source.metadata, **source.options)
     elif source.format == "cvpr25_metrics":
-        rows = published.read_cvpr25_metrics(source.path)
+        rows = published.read_cvpr25_metrics(source.path, **source.options)
     elif source.format in ("challenger_csv", "generic_csv"):
         rows = published.read_long_csv(source.path, **source.options)
     elif source.format == "nnunet_summary":
@@ -320,7 +320,7 @@ def _leaderboard_setup(
         }
         block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
                  "interactive": True, "reference": REFERENCE_LABELS[source.reference], "reference_note": source.note,
-                 "seconds_per_class": source.seconds_per_class}
+                 "seconds_per_class": source.seconds_per_class, "time_limit_clock": source.time_limit_clock}
         return block, entries, interactive_scores.METRICS, (), None
     dataset = params.dataset(name)
     entries = {
@@ -455,8 +455,9 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
     bundle = scores_dir(dataset_name, model_name, INTERACTIVE_ROOT)
     table_file = bundle / "metrics.csv"
     table = interact(cases_dir(dataset_name), model, predictions, reference=source.reference, seconds_per_class=source.seconds_per_class,
-                     device=device, allow_unverified_weights=allow_unverified_weights, table_file=table_file, shard_runner=shard_runner_from_environ())
-    rows = interactive_scores.interactive_rows(table, predictions / "records", model.name, where=str(table_file))
+                     time_limit_clock=source.time_limit_clock, scoring=source.scoring, device=device, allow_unverified_weights=allow_unverified_weights,
+                     table_file=table_file, shard_runner=shard_runner_from_environ())
+    rows = interactive_scores.interactive_rows(table, predictions / "records", model.name, where=str(table_file), scoring=source.scoring)
     metrics = _headline_metrics(rows, interactive_scores.METRICS)[model.name]
     metrics.update({f"n_{k}": v for k, v in interactive_scores.summary(rows).items() if k != "n_cases"})
     weights = model.weights or {}
@@ -472,8 +473,11 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
             "model.device": device or model.device,
             "model.licence": model.licence,
             "interactive.seconds_per_class": source.seconds_per_class,
+            "interactive.time_limit_clock": source.time_limit_clock,
             "interactive.box_seed": source.seed,
             "interactive.nsd_tolerance_mm": interactive_scores.protocol.NSD_TOLERANCE_MM,
+            "interactive.protocol_version": source.scoring.version,
+            "interactive.nsd_profile": source.scoring.nsd_profile,
         },
         "metrics": metrics,
         # MLflow step metrics (step 1 = box, 2-6 = clicks): the DSC-versus-interaction curve in the run's charts

@@ -3,8 +3,10 @@
 A Python process that opens a file matching ``SEGBENCH_TEST_GATE`` (an fnmatch pattern on the absolute path) for
 ``SEGBENCH_TEST_GATE_ON`` (``write``, the default, or ``read``), after ``SEGBENCH_TEST_GATE_PASS`` earlier such opens
 of its own, writes ``started.<pid>`` into ``SEGBENCH_TEST_GATE_DIR`` and waits until the test creates ``release``
-there. So a test holds a real segbench process at a moment it chooses (mid-write of a score table, while an MLflow
-run is RUNNING) and kills it there, however fast or busy the machine is. Nothing is replaced: the open then goes on.
+there. With ``SEGBENCH_TEST_GATE_ARGV`` set, only a process with that word among its arguments is gated (``track``:
+`segbench track`, not the dvc that hashes the same files). So a test holds a real segbench process at a moment it
+chooses (mid-write of a score table, while an MLflow run is RUNNING) and kills it there, or holds several until all
+are there (a barrier), however fast or busy the machine is. Nothing is replaced: the open then goes on.
 The 600 s bound only ends a hang (the process then exits with status 75, never as if it had succeeded).
 """
 
@@ -18,7 +20,8 @@ BOUND_S = 600
 
 def _install() -> None:
     pattern = os.environ.get("SEGBENCH_TEST_GATE")
-    if not pattern:
+    word = os.environ.get("SEGBENCH_TEST_GATE_ARGV", "")
+    if not pattern or (word and word not in sys.argv[1:]):
         return
     folder = os.environ["SEGBENCH_TEST_GATE_DIR"]
     on_write = os.environ.get("SEGBENCH_TEST_GATE_ON", "write") == "write"

@@ -13,7 +13,6 @@ with ``dvc add data && dvc push`` and commit ``data.dvc``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import tarfile
@@ -28,22 +27,13 @@ import nibabel as nib
 import numpy as np
 
 from segbench.config import ConfigError, DatasetConfig
-from segbench.io import copy_file_atomic, save_label_map_atomic
+from segbench.io import copy_file_atomic, file_digest, save_label_map_atomic
 
 ZENODO_API = "https://zenodo.org/api/records/{record}"
 
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def md5sum(path: Path) -> str:
-    """md5 of a file, read in 1 MiB blocks."""
-    digest = hashlib.md5()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _download(url: str, target: Path) -> Path:
@@ -73,7 +63,7 @@ def verify_md5(path: Path, expected: str | None, dataset: str) -> None:
     if expected is None:
         _say(f"{dataset}: {path.name}: the source publishes no md5; pin it with `dvc add data` after checking the file")
         return
-    actual = md5sum(path)
+    actual = file_digest(path, "md5")
     if actual != expected:
         raise ValueError(f"dataset {dataset!r}: {path} has md5 {actual}, the official source publishes {expected}")
 

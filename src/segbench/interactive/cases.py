@@ -172,7 +172,26 @@ def write_step_input(target: Path, case: Case, clicks: list[dict] | None, clicks
     if clicks is not None:
         check_clicks(clicks, clicks_order, case.imgs.shape, case.n_classes, target)
         arrays |= {"clicks": clicks, "clicks_order": clicks_order, "prev_pred": prev_pred}
-    save_npz_atomic(target, **arrays)
+    save_npz_atomic(target, **{key: _numpy1_readable(value) for key, value in arrays.items()})
+
+
+class _Numpy1Pickle(np.ndarray):
+    """An object array whose pickle names only ``numpy.ndarray`` and ``numpy.dtype``.
+
+    numpy 2 pickles an array through ``numpy._core.multiarray._reconstruct``, a module numpy 1.x (what many
+    model images have, e.g. Debian 12's 1.24) cannot import. ``ndarray((0,), 'b')`` followed by the same state
+    is what ``_reconstruct`` does, so the array read back, by numpy 1 or 2, is a plain ndarray equal to this one.
+    """
+
+    def __reduce_ex__(self, protocol: object) -> tuple[Any, ...]:
+        _, _, state = np.ndarray.__reduce__(self)
+        return np.ndarray, ((0,), "b"), state
+
+
+def _numpy1_readable(value: Any) -> Any:
+    """``value`` as ``np.savez`` would store it, its object array (lists of dicts: boxes, clicks) pickled for numpy 1.x too."""
+    array = np.asanyarray(value)
+    return array.view(_Numpy1Pickle) if array.dtype.hasobject else value
 
 
 def read_step_input(path: Path) -> dict[str, Any]:
@@ -192,10 +211,10 @@ def read_step_input(path: Path) -> dict[str, Any]:
     return out
 
 
-def read_step_output(path: Path, shape: tuple[int, ...]) -> tuple[np.ndarray | None, str]:
+def read_step_output(path: Path, shape: tuple[int, ...], n_classes: int) -> tuple[np.ndarray | None, str]:
     """A model's output ``segs`` as uint8 and "ok"; (None, "missing") or (None, "unreadable") when the
     file is absent or not an npz (the step then counts as all-zero). ``segs`` absent, of another shape,
-    of a non-integer dtype or with values outside 0..255 is an error naming the file."""
+    of a non-integer dtype or with a label outside the case's 0..``n_classes`` is an error naming the file."""
     if not Path(path).is_file():
         return None, "missing"
     try:
@@ -203,8 +222,9 @@ def read_step_output(path: Path, shape: tuple[int, ...]) -> tuple[np.ndarray | N
     except CaseError:
         return None, "unreadable"
     segs = _volume(_require_key(data, "segs", path), "segs", path, integer=True, shape=shape)
-    if segs.size and (int(segs.min()) < 0 or int(segs.max()) > 255):
-        raise CaseError(f"{path}: key 'segs' has values {int(segs.min())}..{int(segs.max())}; a label map of 0..255 is expected")
+    if segs.size and (int(segs.min()) < 0 or int(segs.max()) > n_classes):
+        raise CaseError(f"{path}: key 'segs' has values {int(segs.min())}..{int(segs.max())}; the case's labels are 0..{n_classes} "
+                        f"(background and its {n_classes} classes)")
     return segs.astype(np.uint8, copy=False), "ok"
 
 

@@ -1,6 +1,7 @@
 """``segbench interact``: run a promptable model through the box step and 5 click steps of every case.
 
-The model is a command run as a subprocess once per step, in its own environment, on one npz
+The model is a command run as a subprocess once per step, in its own environment, or one isolated
+call of its challenge-format image (a model config's ``image:`` block; segbench.models.container), on one npz
 input (the case's ``imgs``, ``spacing``, ``boxes``; from the first click step on also ``clicks``,
 ``clicks_order`` and ``prev_pred``); it writes one npz with ``segs``. The harness never imports it.
 Outputs in ``--out``: ``metrics.csv`` (the challenge's columns, one row per case), ``segs/<case>.npz``
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import pickle
 import shutil
@@ -33,6 +35,7 @@ from segbench.interactive.cases import (
     PSEUDO_LABEL,
     REFERENCE_LABELS,
     Case,
+    CaseError,
     class_names,
     list_cases,
     load_case,
@@ -42,6 +45,7 @@ from segbench.interactive.cases import (
     write_step_input,
 )
 from segbench.io import write_json_atomic, write_text_atomic
+from segbench.models import container
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError, model_command
 from segbench.models.weights import PUBLISHABLE, weights_dir, weights_status
 
@@ -61,29 +65,87 @@ COLUMNS: tuple[str, ...] = (
     "num_class",
     "runtime_upperbound",
 )
-#: segbench's columns after the challenge's: the time-limit flag, the steps without a usable output, the reference's kind
-EXTRA_COLUMNS: tuple[str, ...] = ("over_time", "failed_steps", "reference")
+#: segbench's columns after the challenge's: the model processes' CPU seconds, the clock the time limit ran on, the
+#: time-limit flag, the steps without a usable output, the reference's kind, the protocol version and NSD's profile
+EXTRA_COLUMNS: tuple[str, ...] = ("TotalCPUTime", "time_limit_clock", "over_time", "failed_steps", "reference", "protocol_version", "nsd_profile")
+#: how often a running model call is checked against its budget (seconds)
+POLL_S = 0.05
 
 
-def _call(argv: list[str], variables: dict[str, str], timeout: float) -> tuple[float, int | None]:
-    """Run one model call; (seconds, exit status), status None when it was stopped at ``timeout``."""
+def _session_cpu_seconds(session: int) -> float:
+    """CPU seconds (user + system) of the live processes of ``session`` and of the children they have reaped (Linux /proc)."""
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:  # it ended meanwhile
+            continue
+        # after "(command)": state ppid pgrp session ... utime stime cutime cstime are fields 0, 1, 2, 3, ..., 11-14
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[3]) == session:
+            ticks += sum(int(f) for f in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _call(argv: list[str], variables: dict[str, str], budget: float, clock: str) -> tuple[float, float, int | None]:
+    """Run one model call; (wall seconds, CPU seconds, exit status), status None when it was stopped at ``budget``
+    seconds on ``clock`` (protocol.TIME_LIMIT_CLOCKS; the cpu clock also stops a call at CPU_CLOCK_WALL_FACTOR times
+    ``budget`` wall seconds). CPU seconds are the command's and its waited-for descendants'. On the cpu clock the call's
+    OpenMP threads wait passively (OMP_WAIT_POLICY=PASSIVE unless the user or the model sets it): a spinning thread's
+    wait would be charged to the model, and more of it the busier the machine."""
+    env = {**os.environ, **variables}
+    if clock == "cpu":
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     start = time.perf_counter()
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env={**os.environ, **variables}, start_new_session=True)
-    try:
-        status: int | None = process.wait(timeout=max(timeout, 0.0))
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # its own session: the command and what it started
-        process.wait()
-        status = None
-    return time.perf_counter() - start, status
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    wall_budget = budget if clock == "wall" else budget * protocol.CPU_CLOCK_WALL_FACTOR
+    while True:
+        pid, wait_status, usage = os.wait4(process.pid, os.WNOHANG)
+        wall = time.perf_counter() - start
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(wait_status)
+            return wall, usage.ru_utime + usage.ru_stime, process.returncode
+        cpu = _session_cpu_seconds(process.pid) if clock == "cpu" else 0.0
+        if wall > wall_budget or cpu > budget:
+            os.killpg(process.pid, signal.SIGKILL)  # its own session: the command and what it started
+            _, _, usage = os.wait4(process.pid, 0)
+            process.returncode = -signal.SIGKILL
+            # the kernel's count holds only what the command reaped; the last poll saw its killed descendants too
+            return time.perf_counter() - start, max(cpu, usage.ru_utime + usage.ru_stime), None
+        time.sleep(POLL_S)
 
 
-def _scores(steps: list[dict]) -> dict[str, float]:
+#: one model call of a step: (budget seconds, clock) -> (wall seconds, CPU seconds, exit status or None when stopped at
+#: the budget, why the call failed or None)
+StepCall = Callable[[float, str], tuple[float, float, int | None, str | None]]
+
+
+def host_call(argv: list[str], variables: dict[str, str]) -> StepCall:
+    """A step's call of a command on this machine (its own session; see :func:`_call`)."""
+    return lambda budget, clock: (*_call(argv, variables, budget, clock), None)
+
+
+def container_call(runtime: container.Runtime, image: str, spec: container.ContainerSpec, workdir: Path, case_id: str, device: str) -> StepCall:
+    """A step's call of a loaded image, isolated (segbench.models.container.run): ``workdir``'s inputs and outputs
+    mounted, ``<case>.npz`` expected. Its processes are not this machine's children: only the wall clock is measured
+    (CPU seconds NaN), so the cpu clock is refused."""
+    def call(budget: float, clock: str) -> tuple[float, float, int | None, str | None]:
+        if clock != "wall":
+            raise ModelRunError(f"image {image}: a container's CPU seconds are not measured; run it with time_limit_clock wall, not {clock!r}")
+        result = container.run(runtime, image, spec, workdir / "inputs", workdir / "outputs", budget, expected=[f"{case_id}.npz"], device=device)
+        return result.seconds, math.nan, result.exit_status, result.reason
+    return call
+
+
+def _scores(steps: list[dict], version: str) -> dict[str, float]:
     dsc = [s["dsc"] for s in steps]
     nsd = [s["nsd"] for s in steps]
+    box_step = steps[0]["output"] != "no_boxes"
     return {
-        "DSC_AUC": protocol.auc(dsc),
-        "NSD_AUC": protocol.auc(nsd),
+        "DSC_AUC": protocol.auc(dsc, version, box_step),
+        "NSD_AUC": protocol.auc(nsd, version, box_step),
         "DSC_Final": dsc[-1],
         "NSD_Final": nsd[-1],
         **{f"DSC_{i}": v for i, v in enumerate(dsc, 1)},
@@ -97,12 +159,15 @@ def _step(step: int, prompt: str, n_classes: int, **fields: Any) -> dict[str, An
             "dsc_per_class": zeros, "nsd_per_class": zeros, "nsd_computed": False, "dsc": 0.0, "nsd": 0.0, **fields}
 
 
-def run_case(case: Case, command: tuple[list[str], dict[str, str]], workdir: Path, limit_s: float) -> tuple[dict[str, Any], list[np.ndarray], list[int]]:
-    """The box step (or its skip) and the 5 click steps of one case.
+def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
+             clock: str = "wall", nsd_profile: str = protocol.NSD_PROFILE) -> tuple[dict[str, Any], list[np.ndarray], list[int]]:
+    """The box step (or its skip) and the 5 click steps of one case, each one ``call`` of the model.
 
     Returns the record of every step, the predictions of the steps the model was called for, and
-    those steps' numbers. A step without a readable output counts as all-zero. Once the model calls
-    exceed ``limit_s`` the running call is stopped and no further step runs (the case scores 0).
+    those steps' numbers. A step without a usable output (none, not an npz, or ``segs`` of the wrong
+    shape, dtype or labels: ``reason`` names the file and key) counts as all-zero. Once the model calls
+    exceed ``limit_s`` seconds on ``clock`` the running call is stopped and no further step runs (the case scores 0).
+    NSD is ``nsd_profile``'s (protocol.NSD_DEFINITIONS).
     """
     inputs, outputs = workdir / "inputs", workdir / "outputs"
     for folder in (inputs, outputs):
@@ -113,12 +178,13 @@ def run_case(case: Case, command: tuple[list[str], dict[str, str]], workdir: Pat
     segs = np.zeros(case.gts.shape, dtype=np.uint8)
     steps: list[dict[str, Any]] = []
     predictions, called = [], []
-    elapsed = 0.0
+    elapsed = wall_s = cpu_s = 0.0  # elapsed: on the time limit's clock
+    stopped = False
     for step in range(1, STEPS + 1):
         if step == 1 and case.boxes is None:
             steps.append(_step(1, "skipped", case.n_classes, output="no_boxes"))
             continue
-        if elapsed > limit_s:
+        if stopped or elapsed > limit_s:
             steps.append(_step(step, "box" if step == 1 else "click", case.n_classes))
             continue
         added = None
@@ -132,31 +198,38 @@ def run_case(case: Case, command: tuple[list[str], dict[str, str]], workdir: Pat
                     clicks[i][click.kind].append(list(click.zyx))
             write_step_input(step_in, case, clicks, order, segs)
         step_out.unlink(missing_ok=True)
-        seconds, status = _call(*command, timeout=limit_s - elapsed)
-        elapsed += seconds
-        segs, output = read_step_output(step_out, case.gts.shape) if status is not None else (None, "stopped_at_time_limit")
+        seconds, cpu_seconds, status, reason = call(limit_s - elapsed, clock)
+        wall_s, cpu_s = wall_s + seconds, cpu_s + cpu_seconds
+        elapsed = wall_s if clock == "wall" else cpu_s
+        stopped = status is None
+        try:
+            segs, output = read_step_output(step_out, case.gts.shape, case.n_classes) if status is not None else (None, "stopped_at_time_limit")
+        except CaseError as exc:
+            segs, output, reason = None, "invalid", str(exc)
         if segs is None:
             segs = np.zeros(case.gts.shape, dtype=np.uint8)
         predictions.append(segs)
         called.append(step)
-        dice, nsd = protocol.class_scores(segs, case.gts, case.n_classes, case.spacing)
+        dice, nsd = protocol.class_scores(segs, case.gts, case.n_classes, case.spacing, nsd_profile)
         nsd_computed = nsd is not None  # only when the step's mean Dice > 0.2
         nsd = nsd if nsd is not None else [0.0] * case.n_classes
         steps.append(_step(
             step, "box" if step == 1 else "click", case.n_classes,
             clicks=None if added is None else [None if c is None else {"kind": c.kind, "zyx": list(c.zyx)} for c in added],
             running_time_s=seconds, exit_status=status, output=output, dsc_per_class=dice, nsd_per_class=nsd, nsd_computed=nsd_computed,
-            dsc=float(np.mean(dice)), nsd=float(np.mean(nsd)),
+            dsc=float(np.mean(dice)), nsd=float(np.mean(nsd)), **({"reason": reason} if reason else {}),
         ))
-    record = {"steps": steps, "clicks": clicks, "clicks_order": order, "total_running_time_s": elapsed}
+    record = {"steps": steps, "clicks": clicks, "clicks_order": order, "total_running_time_s": wall_s, "total_cpu_time_s": cpu_s,
+              "stopped_at_time_limit": stopped}
     return record, predictions, called
 
 
-def _row(case: Case, record: dict[str, Any], limit_s: float, reference: str) -> dict[str, Any]:
-    """The case's CSV row: scores set to 0 when the model calls exceeded the time limit."""
+def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, reference: str, scoring: protocol.Scoring) -> dict[str, Any]:
+    """The case's CSV row: scores set to 0 when the model calls exceeded the time limit on ``clock`` (or a call was
+    stopped at it: on the cpu clock, also one that spent no CPU for 10x the budget)."""
     steps = record["steps"]
-    measured = _scores(steps)
-    over_time = record["total_running_time_s"] > limit_s
+    measured = _scores(steps, scoring.version)
+    over_time = record["stopped_at_time_limit"] or record["total_running_time_s" if clock == "wall" else "total_cpu_time_s"] > limit_s
     return {
         "CaseName": case.image_file.name,
         "TotalRunningTime": record["total_running_time_s"],
@@ -164,9 +237,13 @@ def _row(case: Case, record: dict[str, Any], limit_s: float, reference: str) -> 
         **({k: 0.0 for k in measured} if over_time else measured),
         "num_class": case.n_classes,
         "runtime_upperbound": limit_s,
+        "TotalCPUTime": record["total_cpu_time_s"],
+        "time_limit_clock": clock,
         "over_time": over_time,
         "failed_steps": ";".join(str(s["step"]) for s in steps if s["output"] not in ("ok", "no_boxes")),
         "reference": REFERENCE_LABELS[reference],
+        "protocol_version": scoring.version,
+        "nsd_profile": scoring.nsd_profile,
     }, measured
 
 
@@ -192,10 +269,15 @@ def _run_here(task: Callable[[list[str], Path], None], cases: list[str], staging
     assemble(cases, folder)
 
 
-def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_class: float, device: str, case_ids: list[str], folder: Path) -> None:
+def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_class: float, clock: str, scoring: protocol.Scoring,
+                   device: str, case_ids: list[str], folder: Path) -> None:
     """Run ``case_ids`` of ``cases_dir``, one after the other; ``folder`` gets each case's ``segs/`` and ``records/``
     file and the cases' table rows (``rows.pickle``). A shard task: locally and on Slurm the same code runs."""
     sources = {case_id: (image_file, gts_file) for case_id, image_file, gts_file in list_cases(cases_dir)}
+    image = None
+    if model.image is not None:  # loaded once per shard, on the machine that runs it
+        runtime = container.Runtime.from_environment()
+        image = (runtime, container.ready_image(runtime, model.image), model.image.spec)
     rows = []
     for case_id in case_ids:
         image_file, gts_file = sources[case_id]
@@ -217,11 +299,12 @@ def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_c
         }
         (workdir / "inputs").mkdir(parents=True, exist_ok=True)
         (workdir / "inputs" / "cases.txt").write_text(case_id + "\n", encoding="utf-8")
-        record, predictions, called = run_case(case, model_command(model, substitutions), workdir, limit_s)
-        row, measured = _row(case, record, limit_s, kind)
+        call = container_call(*image, workdir, case_id, device) if image else host_call(*model_command(model, substitutions))
+        record, predictions, called = run_case(case, call, workdir, limit_s, clock, scoring.nsd_profile)
+        row, measured = _row(case, record, limit_s, clock, kind, scoring)
         if row["over_time"]:
-            log.warning("case %s: model calls took %.1f s > %.0f s (%s classes x %.0f s): scored 0", case_id, row["TotalRunningTime"], limit_s,
-                        case.n_classes, seconds_per_class)
+            log.warning("case %s: model calls took %.1f s (%s clock) > %g s (%s classes x %g s): scored 0", case_id,
+                        row["TotalRunningTime" if clock == "wall" else "TotalCPUTime"], clock, limit_s, case.n_classes, seconds_per_class)
         log.info("case %s: DSC %s, DSC_AUC %.3f, NSD_AUC %.3f vs %s", case_id, " ".join(f"{s['dsc']:.3f}" for s in record["steps"]),
                  row["DSC_AUC"], row["NSD_AUC"], REFERENCE_LABELS[kind])
         save_npz_atomic(folder / "segs" / f"{case_id}.npz", segs=predictions[-1] if predictions else np.zeros_like(case.gts),
@@ -234,6 +317,7 @@ def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_c
             "spacing": list(case.spacing),
             "boxes": case.boxes,
             "time_limit_s": limit_s,
+            "time_limit_clock": clock,
             "over_time": row["over_time"],
             "measured_before_time_limit": measured,
             "steps": [{k: v for k, v in s.items() if k != "running_time_s"} for s in record["steps"]],  # times: the table's
@@ -252,6 +336,8 @@ def interact(
     *,
     reference: str | None = None,
     seconds_per_class: float = protocol.SECONDS_PER_CLASS,
+    time_limit_clock: str = "wall",
+    scoring: protocol.Scoring = protocol.Scoring(),
     device: str | None = None,
     allow_unverified_weights: bool = False,
     table_file: Path | None = None,
@@ -264,8 +350,13 @@ def interact(
     to ``table_file`` (default ``out_dir/metrics.csv``). ``shard_runner`` runs the cases in shards
     (Slurm: :func:`segbench.models.slurm.run_shards`); by default all of them here, one after the other.
     """
+    if time_limit_clock not in protocol.TIME_LIMIT_CLOCKS:
+        raise ValueError(f"time_limit_clock must be one of {', '.join(protocol.TIME_LIMIT_CLOCKS)}, got {time_limit_clock!r}")
     if not model.is_interactive:
         raise ModelRunError(f"model {model.name!r} is of kind {model.kind!r}; segbench interact runs kind 'interactive'")
+    if model.image is not None and time_limit_clock != "wall":
+        raise ModelRunError(f"model {model.name!r} runs in a container, whose CPU seconds are not measured: its time limit runs on "
+                            f"the wall clock; time_limit_clock is {time_limit_clock!r}")
     weights = weights_status(model)
     if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
         raise ModelRunError(f"model {model.name!r}: weights are {weights['status']}; pin them or pass --allow-unverified-weights")
@@ -286,7 +377,7 @@ def interact(
                 os.replace(path, out_dir / name / path.name)
         rows_by_case.update(zip(shard, pickle.loads((folder / ROWS_FILE).read_bytes()), strict=True))
 
-    task = functools.partial(interact_cases, cases_dir, model, kind, seconds_per_class, device or model.device)
+    task = functools.partial(interact_cases, cases_dir, model, kind, seconds_per_class, time_limit_clock, scoring, device or model.device)
     (shard_runner or _run_here)(task, [c for c, _, _ in sources], staging, name=f"segbench-interact-{cases_dir.name}-{model.name}", assemble=assemble)
     shutil.rmtree(staging, ignore_errors=True)
     table = pd.DataFrame([rows_by_case[c] for c, _, _ in sources], columns=[*COLUMNS, *EXTRA_COLUMNS])
@@ -296,13 +387,17 @@ def interact(
         "model_version": model.version,
         "command": list(model.command),
         "environment": model.environment.get("type"),
+        **({"image": container.image_record(model.image)} if model.image else {}),
         "weights": weights,
         "cases_dir": str(cases_dir),
         "cases": [c for c, _, _ in sources],
         "reference": REFERENCE_LABELS[kind],
         "seconds_per_class": seconds_per_class,
+        "time_limit_clock": time_limit_clock,
         "nsd_tolerance_mm": protocol.NSD_TOLERANCE_MM,
-        "nsd_definition": protocol.NSD_DEFINITION,
+        "protocol_version": scoring.version,
+        "nsd_profile": scoring.nsd_profile,
+        "nsd_definition": protocol.NSD_DEFINITIONS[scoring.nsd_profile],
         "segbench_version": __version__,
     })
     return table

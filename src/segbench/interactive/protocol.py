@@ -14,7 +14,7 @@ from scipy import ndimage
 
 from segbench.scoring.engine import dice_iou
 from segbench.scoring.labelmaps import nonzero_box
-from segbench.scoring.surface import distance_metrics, surface_distances
+from segbench.scoring.profiles import get_profile
 
 BOX_KEYS: tuple[str, ...] = ("z_min", "z_max", "z_mid", "z_mid_x_min", "z_mid_y_min", "z_mid_x_max", "z_mid_y_max")
 #: the box shift s is drawn from [0, BOX_SHIFT_MAX); each side widens by int(s * size / 256)
@@ -29,8 +29,45 @@ NSD_TOLERANCE_MM = 2.0
 NSD_DICE_FLOOR = 0.2
 #: seconds per class for the model calls of a whole case
 SECONDS_PER_CLASS = 90.0
-#: the engine's NSD (docs/scoring.md), not the surfel-based NSD of the challenge's script
-NSD_DEFINITION = "segauge_marching_cubes_area_weighted_exact_distance"
+#: the challenge's scoring rules by version, named by the date of the change to its evaluation script (CVPR25_iter_eval.py,
+#: github.com/JunMa11/CVPR-MedSegFMCompetition); the box and click rules are the final script's under both
+PROTOCOL_VERSIONS: dict[str, str] = {
+    "2025-03-25": "DSC_AUC and NSD_AUC over the 5 click steps at x = 0..4 (maximum 4); the rule of the final script",
+    "2025-03-04": "DSC_AUC and NSD_AUC over every step the case has: the box step and 5 clicks at x = 0..5 (maximum 5), "
+                  "the 5 clicks alone for a case without boxes",
+}
+PROTOCOL_VERSION = "2025-03-25"
+#: NSD's definitions by segbench's metric profile (docs/scoring.md): the challenge's (its SurfaceDice.py is DeepMind's
+#: surface-distance: surfels of the 2x2x2 neighbourhood codes, area-weighted) and segbench's engine
+NSD_DEFINITIONS: dict[str, str] = {
+    "deepmind": "deepmind_surfel_area_weighted (the challenge's SurfaceDice.py)",
+    "segauge": "segauge_marching_cubes_area_weighted_exact_distance (segbench's engine)",
+}
+NSD_PROFILE = "deepmind"
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How a run's numbers are computed: the protocol version (its AUC rule) and NSD's definition (a metric profile)."""
+
+    version: str = PROTOCOL_VERSION
+    nsd_profile: str = NSD_PROFILE
+
+    def __post_init__(self) -> None:
+        if self.version not in PROTOCOL_VERSIONS:
+            raise ValueError(f"protocol_version must be one of {', '.join(PROTOCOL_VERSIONS)}, got {self.version!r}")
+        if self.nsd_profile not in NSD_DEFINITIONS:
+            raise ValueError(f"nsd_profile must be one of {', '.join(NSD_DEFINITIONS)}, got {self.nsd_profile!r}")
+
+    @property
+    def label(self) -> str:
+        """The scoring convention a score row states (its ``metric_profile``)."""
+        return f"cvpr25_interactive {self.version} (NSD: {NSD_DEFINITIONS[self.nsd_profile]})"
+
+    @property
+    def auc_max(self) -> float:
+        """The largest AUC a case can reach: 1 per unit step."""
+        return float(CLICK_STEPS - 1 if self.version == "2025-03-25" else CLICK_STEPS)
 
 
 def draw_box_shift(rng: np.random.RandomState) -> int:
@@ -145,12 +182,13 @@ def step_clicks(segs: np.ndarray, gts: np.ndarray, n_classes: int) -> list[Click
     return [click_for_class(segs, gts, c) for c in range(1, n_classes + 1)]
 
 
-def class_scores(segs: np.ndarray, gts: np.ndarray, n_classes: int, spacing: Sequence[float]) -> tuple[list[float], list[float] | None]:
+def class_scores(segs: np.ndarray, gts: np.ndarray, n_classes: int, spacing: Sequence[float],
+                 nsd_profile: str = NSD_PROFILE) -> tuple[list[float], list[float] | None]:
     """Per-class Dice, and per-class NSD at 2 mm when the mean Dice exceeds 0.2 (None otherwise).
 
-    Dice and NSD are segbench's engine's: Dice = 2|P∩G| / (|P| + |G|); NSD = the fraction of the
-    area of both marching-cubes surfaces within 2 mm of the other, at the npz spacing (a class the
-    prediction misses has NSD 0).
+    Dice = 2|P∩G| / (|P| + |G|). NSD = the share of both surfaces' area within 2 mm of the other surface, at the npz
+    spacing, by ``nsd_profile``'s surfaces (NSD_DEFINITIONS; ``deepmind`` is the challenge's, its
+    ``compute_surface_dice_at_tolerance``); a class the prediction misses has NSD 0, as the challenge's script gives it.
     """
     dice, masks = [], []
     for c in range(1, n_classes + 1):
@@ -159,6 +197,7 @@ def class_scores(segs: np.ndarray, gts: np.ndarray, n_classes: int, spacing: Seq
         masks.append((pred, ref))
     if float(np.mean(dice)) <= NSD_DICE_FLOOR:
         return dice, None
+    profile = get_profile(nsd_profile)
     nsd = []
     spacing = tuple(float(s) for s in spacing)
     for pred, ref in masks:
@@ -166,15 +205,27 @@ def class_scores(segs: np.ndarray, gts: np.ndarray, n_classes: int, spacing: Seq
             nsd.append(0.0)
             continue
         box = nonzero_box(pred, ref)
-        sd = surface_distances(pred[box], ref[box], spacing)  # type: ignore[arg-type]
-        nsd.append(distance_metrics(sd, NSD_TOLERANCE_MM)["nsd"])
+        sd = profile.measure(pred[box], ref[box], spacing)  # type: ignore[arg-type]
+        nsd.append(profile.metrics(sd, NSD_TOLERANCE_MM)["nsd"])
     return dice, nsd
 
 
-def auc(values: Sequence[float]) -> float:
-    """Trapezoid area of the last 5 step values at x = 0..4 (the click steps; the box step is not in it)."""
-    y = np.asarray(values[-CLICK_STEPS:], dtype=float)
+def auc(values: Sequence[float], version: str = PROTOCOL_VERSION, box_step: bool = True) -> float:
+    """Trapezoid area of a case's 6 step values under ``version``'s rule (PROTOCOL_VERSIONS): the last 5 (the click
+    steps) at x = 0..4; under 2025-03-04, all 6 at x = 0..5 when the case had its ``box_step``."""
+    Scoring(version)  # validates it
+    y = np.asarray(values[-CLICK_STEPS:] if version == "2025-03-25" or not box_step else values, dtype=float)
     return float(np.sum((y[1:] + y[:-1]) / 2.0))
+
+
+#: the clocks a case's time limit runs on: ``wall``, the challenge's (seconds on the clock: right on a machine the
+#: evaluation has to itself), and ``cpu``, the CPU seconds (user + system) of the model's processes: what the model
+#: itself spent, hardly moved by other jobs (a CPU run on a shared machine, such as CI; the harness makes OpenMP threads
+#: wait passively, as spinning would be charged to the model). docs/interactive.md#time-limit
+TIME_LIMIT_CLOCKS: tuple[str, ...] = ("wall", "cpu")
+#: on the cpu clock a call is stopped as well once it has run this many times the case's remaining budget in wall
+#: seconds: a model that sleeps or waits spends no CPU, and must not hang the run
+CPU_CLOCK_WALL_FACTOR = 10.0
 
 
 def time_limit(n_classes: int, seconds_per_class: float = SECONDS_PER_CLASS) -> float:

@@ -29,8 +29,6 @@ SCORE_COLUMNS: tuple[str, ...] = (
 METRICS: dict[str, bool] = {**{c: True for c in SCORE_COLUMNS}, "TotalRunningTime": False}
 #: the challenge's published per-case columns (``<team>_metrics.csv``); RunningTime_1..6 may be absent there
 REQUIRED_COLUMNS: tuple[str, ...] = ("CaseName", "TotalRunningTime", *SCORE_COLUMNS)
-#: the scoring convention of every interactive row: the challenge's steps and AUC, NSD at 2 mm by segbench's engine
-PROFILE = f"cvpr25_interactive (NSD: {protocol.NSD_DEFINITION})"
 
 
 def case_id_of(case_name: str) -> str:
@@ -38,8 +36,9 @@ def case_id_of(case_name: str) -> str:
     return case_name[: -len(".npz")] if case_name.endswith(".npz") else case_name
 
 
-def check_table(table: pd.DataFrame, where: str) -> pd.DataFrame:
-    """The challenge table with its columns checked: present, numeric, finite, scores in range, one row per case."""
+def check_table(table: pd.DataFrame, where: str, scoring: protocol.Scoring = protocol.Scoring()) -> pd.DataFrame:
+    """The challenge table with its columns checked: present, numeric, finite, scores in range (an AUC up to
+    ``scoring``'s maximum), one row per case."""
     missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
         raise ValueError(f"{where}: missing column(s) {missing}")
@@ -53,8 +52,8 @@ def check_table(table: pd.DataFrame, where: str) -> pd.DataFrame:
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ValueError(f"{where}: case {names.iloc[row]!r}, column {column!r}: {table[column].iloc[row]!r} is not a finite number")
-        # a score lies in 0..1, an AUC over the 4 unit steps in 0..4, a running time in 0..inf
-        upper = np.inf if column == "TotalRunningTime" else 4.0 if column.endswith("_AUC") else 1.0
+        # a score lies in 0..1, an AUC in 0..1 per unit step, a running time in 0..inf
+        upper = np.inf if column == "TotalRunningTime" else scoring.auc_max if column.endswith("_AUC") else 1.0
         outside = ((values < 0) | (values > upper)).to_numpy()
         if outside.any():
             row = int(np.flatnonzero(outside)[0])
@@ -63,20 +62,21 @@ def check_table(table: pd.DataFrame, where: str) -> pd.DataFrame:
     return table
 
 
-def case_rows(table: pd.DataFrame, model: str, kind: str, where: str) -> pd.DataFrame:
-    """One ``mean_over_classes`` row per case of a challenge table, in the engine's layout."""
-    table = check_table(table, where)
+def case_rows(table: pd.DataFrame, model: str, kind: str, where: str, scoring: protocol.Scoring = protocol.Scoring()) -> pd.DataFrame:
+    """One ``mean_over_classes`` row per case of a challenge table computed under ``scoring``, in the engine's layout."""
+    table = check_table(table, where, scoring)
     rows = table.assign(case_id=table["CaseName"].astype(str).map(case_id_of))
     rows.insert(0, "model", model)
     rows.insert(1, "kind", kind)
     rows.insert(2, "structure", CASE_STRUCTURE)
     rows.insert(3, "reference_present", True)
     # the definitions behind the numbers, as every score row states them (docs/interactive.md, "Scores")
-    return rows.assign(metric_profile=PROFILE, hd95_definition="not computed", nsd_tolerance_mm=protocol.NSD_TOLERANCE_MM)
+    return rows.assign(metric_profile=scoring.label, hd95_definition="not computed", nsd_tolerance_mm=protocol.NSD_TOLERANCE_MM)
 
 
-def class_rows(records_dir: Path, table: pd.DataFrame) -> pd.DataFrame:
-    """One row per case and class from the harness's per-step records: the class's own DSC/NSD per step."""
+def class_rows(records_dir: Path, table: pd.DataFrame, version: str = protocol.PROTOCOL_VERSION) -> pd.DataFrame:
+    """One row per case and class from the harness's per-step records: the class's own DSC/NSD per step, its AUCs
+    under protocol ``version``."""
     rows = []
     for _, case in table.iterrows():
         case_id = case_id_of(str(case["CaseName"]))
@@ -88,9 +88,11 @@ def class_rows(records_dir: Path, table: pd.DataFrame) -> pd.DataFrame:
         for c, name in enumerate(record["classes"]):
             dsc = [0.0 if record["over_time"] else float(s["dsc_per_class"][c]) for s in steps]
             nsd = [0.0 if record["over_time"] else float(s["nsd_per_class"][c]) for s in steps]
+            box_step = steps[0]["output"] != "no_boxes"
             rows.append({
                 "case_id": case_id, "structure": name, "reference_present": True,
-                "DSC_AUC": protocol.auc(dsc), "NSD_AUC": protocol.auc(nsd), "DSC_Final": dsc[-1], "NSD_Final": nsd[-1],
+                "DSC_AUC": protocol.auc(dsc, version, box_step), "NSD_AUC": protocol.auc(nsd, version, box_step),
+                "DSC_Final": dsc[-1], "NSD_Final": nsd[-1],
                 **{f"DSC_{i}": v for i, v in enumerate(dsc, 1)}, **{f"NSD_{i}": v for i, v in enumerate(nsd, 1)},
                 "TotalRunningTime": float(case["TotalRunningTime"]),
             })
@@ -103,13 +105,15 @@ def step_curves(rows: pd.DataFrame) -> dict[str, list[float]]:
     return {name: [float(block[f"{name}_{i}"].mean()) for i in range(1, STEPS + 1)] for name in ("DSC", "NSD")}
 
 
-def interactive_rows(table: pd.DataFrame, records_dir: Path, model: str, where: str) -> pd.DataFrame:
-    """All rows of one interactive run: the per-case rows, and the per-class rows from the harness's records."""
-    rows = case_rows(table, model, "interactive", where)
-    per_class = class_rows(records_dir, rows)
+def interactive_rows(table: pd.DataFrame, records_dir: Path, model: str, where: str, scoring: protocol.Scoring = protocol.Scoring()) -> pd.DataFrame:
+    """All rows of one interactive run scored under ``scoring``: the per-case rows, and the per-class rows from the
+    harness's records."""
+    rows = case_rows(table, model, "interactive", where, scoring)
+    per_class = class_rows(records_dir, rows, scoring.version)
     per_class.insert(0, "model", model)
     per_class.insert(1, "kind", "interactive")
-    shared = [c for c in ("reference", "metric_profile", "hd95_definition", "nsd_tolerance_mm", "over_time") if c in rows]
+    shared = [c for c in ("reference", "metric_profile", "hd95_definition", "nsd_tolerance_mm", "over_time", "protocol_version", "nsd_profile")
+              if c in rows]
     per_class = per_class.join(rows.set_index("case_id")[shared], on="case_id")
     return pd.concat([rows, per_class], ignore_index=True)
 

@@ -24,7 +24,7 @@ def create_commands(model: ModelConfig, root: Path = Path(".")) -> list[list[str
 
     venv: ``python -m venv`` with the configured interpreter, then ``pip install`` of the exact pins
     (with ``pip_args`` such as the CUDA wheel index); conda: ``conda create`` then pip inside it;
-    container: ``docker pull`` of the pinned image. ``post_install`` commands (e.g. fetching the
+    container: the runtime's ``pull`` of the image's reference (an archive needs nothing). ``post_install`` commands (e.g. fetching the
     bundle configuration) run last, with ``{python}`` = the environment's interpreter and
     ``{weights_dir}`` and ``{adapters_dir}`` (segbench's model entry points) filled.
     """
@@ -50,10 +50,12 @@ def create_commands(model: ModelConfig, root: Path = Path(".")) -> list[list[str
         if packages:
             commands.append(["conda", "run", "-n", name, "python", "-m", "pip", "install", *pip_args, *packages])
     elif kind == "container":
-        image = str(env["image"])
-        if "@sha256:" not in image and ":" not in image.rsplit("/", 1)[-1]:
-            raise ConfigError(f"model {model.name!r}: container image {image!r} must be pinned by tag or digest")
-        return [[str(env.get("engine", "docker")), "pull", image]]
+        assert model.image is not None  # the config requires it
+        if model.image.reference is None:
+            return []  # an archive: checked against its sha256 and loaded when the model runs
+        from segbench.models.container import Runtime
+
+        return [Runtime.from_environment().argv("pull", model.image.reference)]
     else:
         raise ConfigError(f"model {model.name!r}: unknown environment type {kind!r}")
     from segbench.models.runner import ADAPTERS_DIR

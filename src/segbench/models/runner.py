@@ -28,6 +28,7 @@ import numpy as np
 from segbench.config import ConfigError, DatasetConfig, ModelConfig
 from segbench.datasets import case_ids, data_version, reference_path
 from segbench.io import remove_partial_files, save_label_map_atomic, write_json_atomic
+from segbench.models import container
 from segbench.models.layouts import INPUT_LAYOUTS, OUTPUT_READERS, find_output
 from segbench.models.structures import compose
 from segbench.models.weights import PUBLISHABLE, weights_status
@@ -96,12 +97,7 @@ def model_command(model: ModelConfig, substitutions: dict[str, str]) -> tuple[li
         return [str(Path(env["path"]).resolve() / "bin" / argv[0]), *argv[1:]], variables
     if kind == "conda":
         return ["conda", "run", "--no-capture-output", "-n", str(env["name"]), *argv], variables
-    # container: mount the staging, input and weights folders at the same paths inside the container
-    folders = {substitutions[k] for k in ("input_dir", "output_dir", "weights_dir", "adapters_dir")} | {str(Path(substitutions["cases_file"]).parent)}
-    mounts = [arg for p in sorted(folders) for arg in ("-v", f"{p}:{p}")]
-    gpus = ["--gpus", "all"] if substitutions["device"].startswith("cuda") else []
-    env_args = [arg for k, v in sorted(variables.items()) for arg in ("-e", f"{k}={v}")]
-    return [str(env.get("engine", "docker")), "run", "--rm", "--ipc=host", *gpus, *mounts, *env_args, str(env["image"]), *argv], {}
+    raise ModelRunError(f"model {model.name!r}: a container model runs through its image (segbench.models.container), not a host command")
 
 
 def image_path(dataset: DatasetConfig, case_id: str) -> Path:
@@ -218,6 +214,8 @@ def inputs_fingerprint(model: ModelConfig, dataset: DatasetConfig) -> str:
     code = hashlib.sha256()
     for source in sorted(Path(__file__).resolve().parent.rglob("*.py")):
         code.update(source.read_bytes())
+    if model.image is not None:  # the image is its sha256 or reference, wherever its archive lies
+        model = dataclasses.replace(model, image=dataclasses.replace(model.image, archive=None))
     configs = {
         kind: {k: v for k, v in dataclasses.asdict(config).items() if not isinstance(v, Path)}
         for kind, config in (("model", model), ("dataset", dataset))
@@ -265,18 +263,61 @@ def predict_cases(dataset: DatasetConfig, model: ModelConfig, cases: list[str], 
         "weights_dir": str((weights_dir or default_weights_dir(model)).resolve()),
         "adapters_dir": str(ADAPTERS_DIR),
     }
-    if model.invocation == "case":
+    folders = dict.fromkeys(cases, output_dir)
+    if model.image is not None:
+        folders = _predict_in_container(model, cases, input_dir, output_dir, device, Path(substitutions["weights_dir"]))
+    elif model.invocation == "case":
         for case_id in cases:
             _run(*model_command(model, {**substitutions, "case": case_id}), model, f"case {case_id}")
     else:
         _run(*model_command(model, substitutions), model, f"{len(cases)} case(s)")
     for case_id in cases:
         try:
-            native = find_output(model.output, case_id, input_dir, output_dir, model.name)
+            native = find_output(model.output, case_id, input_dir, folders[case_id], model.name)
         except ValueError as exc:
             raise ModelRunError(str(exc)) from exc
         if native is not None:
             postprocess(case_id, native, out_dir / f"{case_id}.nii.gz", model, dataset)
+
+
+def _predict_in_container(model: ModelConfig, cases: list[str], input_dir: Path, output_dir: Path, device: str, weights_dir: Path) -> dict[str, Path]:
+    """Run the model's image isolated (segbench.models.container.run): once per case (invocation ``case``, each into its own
+    empty folder under ``output_dir``) or once for all; returns each case's output folder.
+
+    Placeholders of the image's command and variables: ``{input_dir}`` / ``{output_dir}`` are the mounts inside,
+    ``{case}`` (invocation ``case``), ``{device}`` / ``{device_gpu}`` (cpu, or cuda / gpu: the GPU the container is given
+    is its only one); mount sources also take ``{weights_dir}`` (the host's).
+    """
+    assert model.image is not None
+    runtime = container.Runtime.from_environment()
+    image = container.ready_image(runtime, model.image)
+    _materialise_links(input_dir)
+    gpu = device.startswith("cuda")
+    values = {"input_dir": model.image.spec.inputs_mount, "output_dir": model.image.spec.outputs_mount, "device": "cuda" if gpu else "cpu",
+              "device_gpu": "gpu" if gpu else "cpu", "weights_dir": str(weights_dir)}
+    calls = [(f"case {c}", [c], output_dir / c, {**values, "case": c}) for c in cases] if model.invocation == "case" else \
+        [(f"{len(cases)} case(s)", cases, output_dir, values)]
+    folders = {}
+    for what, group, folder, filled in calls:
+        spec = container.with_values(model.image.spec, filled)
+        log.info("running %s in its image %s on %s: %s", model.name, image[:19], what, shlex.join(spec.command))
+        result = container.run(runtime, image, spec, input_dir, folder, model.image.timeout_s, device=device, name_prefix=f"segbench-{model.name}")
+        if not result.ok:
+            raise ModelRunError(f"model {model.name!r} on {what}: {result.reason}\n{result.log.strip()[-2000:]}")
+        folders.update(dict.fromkeys(group, folder))
+    return folders
+
+
+def _materialise_links(folder: Path) -> None:
+    """Replace the staged inputs' symlinks (their targets are not mounted in a container) by hard links, or copies across filesystems."""
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_symlink():
+            target = path.resolve(strict=True)
+            path.unlink()
+            try:
+                os.link(target, path)
+            except OSError:
+                shutil.copyfile(target, path)
 
 
 #: runs the cases still to predict: (dataset, model, cases, empty staging folder, predictions folder, device=, weights_dir=)
@@ -304,6 +345,9 @@ def predict(
         raise ModelRunError(f"model {model.name!r} segments {model.modality} images; dataset {dataset.name!r} is {dataset.modality}")
     cases = case_ids(dataset)
     weights = weights_status(model)
+    if model.image is not None and not model.image.pinned and not allow_unverified_weights:
+        raise ModelRunError(f"model {model.name!r}: image {model.image.reference} is not pinned by digest (name@sha256:...; "
+                            "docs/guide.md#real-models); pin it or pass --allow-unverified-weights (results are then marked unpublishable)")
     if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
         raise ModelRunError(
             f"model {model.name!r}: weights are {weights['status']} ({model.weights.get('pin')}, {weights['file']}); "

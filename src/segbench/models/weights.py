@@ -9,13 +9,13 @@ records that, so they can never be published as pinned.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from segbench.config import ConfigError, ModelConfig
+from segbench.io import file_digest
 
 #: statuses; only "verified" (or "none" for models without weights) may be published
 PUBLISHABLE = ("verified", "none")
@@ -41,19 +41,16 @@ def read_pin(model: ModelConfig, root: Path = Path(".")) -> dict[str, Any]:
     return data
 
 
-def _md5(path: Path) -> str:
-    digest = hashlib.md5()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def weights_status(model: ModelConfig, root: Path = Path(".")) -> dict[str, Any]:
     """Pin status of the model's weights: ``status`` is none | verified | unpinned | missing | mismatch.
 
-    ``verified`` means the file at the pinned output path exists and its md5 equals the pin's.
+    ``verified`` means the file at the pinned output path exists and its md5 equals the pin's; for a model whose weights
+    are inside its image, that the image is pinned (archive sha256 or reference digest; checked when it is loaded).
     """
+    if model.image is not None and not model.weights:  # the weights are the image's: pinned by its sha256 or digest, checked when it loads
+        reference = model.image.reference
+        return {"status": "verified" if model.image.pinned else "unpinned", "url": reference, "md5": None,
+                "file": None if model.image.archive is None else str(model.image.archive), "image_sha256": model.image.sha256}
     if model.is_simulated or not model.weights:
         return {"status": "none", "url": None, "md5": None, "file": None}
     pin = read_pin(model, root)
@@ -65,7 +62,7 @@ def weights_status(model: ModelConfig, root: Path = Path(".")) -> dict[str, Any]
         return {"status": "unpinned", **status}
     if not target.is_file():
         return {"status": "missing", **status}
-    actual = _md5(target)
+    actual = file_digest(target, "md5")
     if actual != out["md5"]:
         return {"status": "mismatch", **status, "actual_md5": actual}
     return {"status": "verified", **status}

@@ -1,0 +1,169 @@
+"""``segbench interact --submissions``: evaluate a folder of CVPR 2025 Docker submissions as the challenge's script does.
+
+Each ``<team>.tar.gz`` or ``<team>.tar`` of the folder (a ``docker save`` archive; the team is the file name before its
+first dot, lower case, as the script names it), in file-name order, is loaded, run through the box step and the 5
+click steps of every case (one isolated container call per step, timed on the wall clock: segbench.models.container),
+then removed from the runtime. Its outputs go to ``<out>/<team>/``: ``<team>_metrics.csv`` (the script's per-case
+columns, ``num_class`` and ``runtime_upperbound`` included, then segbench's), ``segs/``, ``records/`` and ``run.json``.
+
+Failures follow segbench's policy rather than the script's: a step without a usable output is scored as an empty
+prediction and named in ``failed_steps``, a case over its time limit scores 0, and no case is dropped from a team's
+table (the script lists only cases whose final prediction exists). A submission that cannot be loaded is listed in the
+leaderboard with the reason and contributes no rows.
+
+The evaluated teams' rows (per case, and per case and class) then go through segbench's statistics protocol:
+``<out>/leaderboard.json`` in the results layout (``segbench show``, ``segbench report`` and ``segbench reanalyze``
+read it), with a CI per team and metric, ranking stability, pairwise verdicts and the step curves (DSC_1..6, NSD_1..6).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from segbench import __version__, stats
+from segbench.config import image_model
+from segbench.interactive import protocol
+from segbench.interactive.cases import REFERENCE_LABELS, reference_kind
+from segbench.interactive.harness import interact
+from segbench.interactive.scores import METRICS, interactive_rows, summary
+from segbench.io import file_digest, write_json_atomic
+from segbench.models import container
+from segbench.models.runner import ModelRunError
+
+log = logging.getLogger(__name__)
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+TEAM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+LEADERBOARD_FILE = "leaderboard.json"
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One team's archive: ``team`` is the file name before its first dot, lower case (the challenge script's rule)."""
+
+    team: str
+    archive: Path
+
+
+def find_submissions(folder: Path) -> list[Submission]:
+    """The folder's image archives in file-name order; an error names a file whose team name is unusable or taken twice."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"--submissions {folder}: not a folder")
+    found: dict[str, Submission] = {}
+    for path in sorted(folder.iterdir()):
+        if not path.is_file() or not path.name.lower().endswith(ARCHIVE_SUFFIXES):
+            continue
+        team = path.name.split(".")[0].lower()
+        if not TEAM_NAME.fullmatch(team):
+            raise ValueError(f"{path}: team name {team!r} (the file name before its first dot) must be letters, digits, '_' or '-'")
+        if team in found:
+            raise ValueError(f"{path}: team {team!r} has a second archive, {found[team].archive.name}; keep one per team")
+        found[team] = Submission(team, path)
+    if not found:
+        raise ValueError(f"--submissions {folder}: no <team>.tar.gz or <team>.tar archives")
+    return list(found.values())
+
+
+def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtime: container.Runtime, *, limits: dict[str, Any],
+                  seconds_per_class: float, scoring: protocol.Scoring, reference: str | None,
+                  device: str) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """Load, run and remove one team's image; returns its entry of the leaderboard's ``submissions`` (status, reason, times)
+    and its rows for the statistics (None when it was not evaluated)."""
+    start = time.perf_counter()
+    sha256 = file_digest(submission.archive, "sha256")
+    entry: dict[str, Any] = {"archive": submission.archive.name, "sha256": sha256}
+    model = image_model(submission.team, {"archive": str(submission.archive), "sha256": sha256, **limits})
+    team_dir = out_dir / submission.team
+
+    def not_evaluated(exc: Exception) -> tuple[dict[str, Any], None]:
+        log.error("team %s: not evaluated: %s", submission.team, exc)
+        shutil.rmtree(team_dir, ignore_errors=True)  # nothing half-written
+        return {**entry, "status": "not_evaluated", "reason": str(exc), "seconds": time.perf_counter() - start}, None
+
+    try:
+        image = container.archive_image_id(submission.archive)
+    except container.ContainerError as exc:
+        return not_evaluated(exc)
+    table_file = team_dir / f"{submission.team}_metrics.csv"
+    try:
+        table = interact(cases_dir, model, team_dir, reference=reference, seconds_per_class=seconds_per_class, time_limit_clock="wall",
+                         scoring=scoring, device=device, table_file=table_file)
+    except (container.ContainerError, ModelRunError) as exc:
+        return not_evaluated(exc)
+    finally:
+        container.remove_image(runtime, image)  # the script removes each team's image after its cases
+    rows = interactive_rows(table, team_dir / "records", submission.team, str(table_file), scoring)
+    counts = summary(rows)
+    log.info("team %s: %d cases, %d with failed steps, %d over time, mean DSC_AUC %.3f, NSD_AUC %.3f (%.0f s)", submission.team,
+             counts["n_cases"], counts["n_failed_steps"], counts["n_over_time"], table["DSC_AUC"].mean(), table["NSD_AUC"].mean(),
+             time.perf_counter() - start)
+    return {**entry, "status": "evaluated", "n_cases": counts["n_cases"], "n_cases_with_failed_steps": counts["n_failed_steps"],
+            "n_over_time": counts["n_over_time"], "seconds": time.perf_counter() - start}, rows
+
+
+def evaluate_submissions(
+    folder: Path,
+    cases_dir: Path,
+    out_dir: Path,
+    *,
+    limits: dict[str, Any] | None = None,
+    seconds_per_class: float = 90.0,
+    scoring: protocol.Scoring = protocol.Scoring(),
+    reference: str | None = None,
+    device: str = "cpu",
+    settings: stats.StatsSettings | None = None,
+) -> dict[str, Any]:
+    """Evaluate every team of ``folder`` on ``cases_dir`` (see the module docstring); writes and returns the leaderboard.
+
+    ``limits``: the ``image:`` keys applied to every team (``memory``, ``cpus``, ``pids_limit``; the command and mounts
+    default to the challenge's). The runtime and its machine flags come from the environment (segbench.models.container).
+    """
+    submissions = find_submissions(folder)
+    runtime = container.Runtime.from_environment()
+    kind = reference_kind(cases_dir, reference)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    entries, frames = {}, []
+    for i, submission in enumerate(submissions, 1):
+        log.info("team %s (%d of %d): %s", submission.team, i, len(submissions), submission.archive)
+        entries[submission.team], rows = evaluate_team(submission, cases_dir, out_dir, runtime, limits=dict(limits or {}),
+                                                       seconds_per_class=seconds_per_class, scoring=scoring, reference=reference,
+                                                       device=device)
+        if rows is not None:
+            frames.append(rows)
+    results = leaderboard(entries, frames, cases_dir, kind, seconds_per_class, scoring, settings or stats.StatsSettings())
+    write_json_atomic(out_dir / LEADERBOARD_FILE, results)
+    return results
+
+
+def leaderboard(entries: dict[str, dict[str, Any]], frames: list[pd.DataFrame], cases_dir: Path, kind: str, seconds_per_class: float,
+                scoring: protocol.Scoring, settings: stats.StatsSettings) -> dict[str, Any]:
+    """The results document over the evaluated teams (none evaluated: no analysis, the reasons listed)."""
+    teams = [team for team, entry in entries.items() if entry["status"] == "evaluated"]
+    analysis = None
+    if frames:
+        analysis = stats.analyze(pd.concat(frames, ignore_index=True), metrics=METRICS, settings=settings)
+    return {
+        "segbench_version": __version__,
+        "dataset": {
+            "name": f"submissions-{Path(cases_dir).name}", "title": f"CVPR 2025 submissions on {Path(cases_dir).name}",
+            "interactive": True, "reference": REFERENCE_LABELS[kind], "seconds_per_class": seconds_per_class, "time_limit_clock": "wall",
+            "protocol_version": scoring.version, "nsd_profile": scoring.nsd_profile, "nsd_definition": protocol.NSD_DEFINITIONS[scoring.nsd_profile],
+            "submissions": entries,
+        },
+        "models": {team: {"title": team, "kind": "interactive", "simulated": False, "licence": "", "trained_on": [], "contaminated": False,
+                          "image_sha256": entries[team]["sha256"]} for team in teams},
+        "metrics": {m: {"higher_is_better": hib} for m, hib in METRICS.items()},
+        "hd95_definition": "not computed",
+        "metric_profile": scoring.label,
+        "analysis": analysis,
+    }

