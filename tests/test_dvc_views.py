@@ -70,17 +70,25 @@ def _widest_line(text: str) -> int:
     return max(len(line) for line in text.splitlines())
 
 
+def _head_cells(results: dict) -> list[tuple[str, str, dict, int]]:
+    """(file under metrics/kits23/, metric, cell, n) of every ranked leaderboard: the voxel-wise ones, then the
+    lesion-wise ones by case and of matched lesions under lesions/."""
+    analyses = (("", results["analysis"]), ("lesions/", results["lesions"]["case"]), ("lesions/", results["lesions"]["matched"]))
+    return [(f"{prefix}{s}/{m}.json", m, cell, block["n_cases"]) for prefix, analysis in analyses
+            for s, block in analysis["structures"].items() for m, cell in block["metrics"].items() if cell.get("ranking")]
+
+
 def test_metrics_files_hold_every_leaderboard_head(project: Path) -> None:
     results = json.loads((project / "results" / "kits23.json").read_text())
-    cells = [(s, m, cell) for s, block in results["analysis"]["structures"].items() for m, cell in block["metrics"].items()]
+    cells = _head_cells(results)
+    assert "lesions/tumor/pq_dice.json" in [path for path, *_ in cells]
     assert sorted(p.relative_to(project / "metrics" / "kits23").as_posix() for p in (project / "metrics" / "kits23").rglob("*.json")) == sorted(
-        f"{s}/{m}.json" for s, m, _ in cells)
-    for structure, metric, cell in cells:
-        head = json.loads((project / "metrics" / "kits23" / structure / f"{metric}.json").read_text())
+        path for path, *_ in cells)
+    for path, metric, cell, n in cells:
+        head = json.loads((project / "metrics" / "kits23" / path).read_text())
         first = cell["ranking"]["order"][0]
         estimate = cell["models"][first]
-        assert head == {"first": first, "mean": estimate["mean"], "verdict": cell["verdict"]["code"],
-                        "n": results["analysis"]["structures"][structure]["n_cases"],
+        assert head == {"first": first, "mean": estimate["mean"], "verdict": cell["verdict"]["code"], "n": n,
                         "mean_ci": format_estimate(estimate["mean"], estimate["ci_low"], estimate["ci_high"], metric, cell["higher_is_better"])}
     shown = subprocess.run(["dvc", "metrics", "show"], cwd=project, env=command_env(), capture_output=True, text=True, check=True)
     assert shown.stderr == ""  # no "DVC failed to load some metrics"
@@ -145,7 +153,7 @@ def test_exp_run_shows_the_heads_in_exp_show(project: Path, root: Path) -> None:
     assert data["params"]["params.yaml"]["data"]["stats"]["n_resamples"] == 500
     results = json.loads((project / "results" / "kits23.json").read_text())
     heads = {path: entry["data"] for path, entry in data["metrics"].items() if path.startswith("metrics/kits23/")}
-    assert set(heads) == {f"metrics/kits23/{s}/{m}.json" for s, block in results["analysis"]["structures"].items() for m in block["metrics"]}
+    assert set(heads) == {f"metrics/kits23/{path}" for path, *_ in _head_cells(results)}
     assert heads["metrics/kits23/kidney_and_mass/dice.json"]["first"] in MODELS
     # the README's preset: one cell across the experiments, legible in 200 columns
     table = subprocess.run(["dvc", "exp", "show", "--no-pager", *EXP_SHOW_PRESET], cwd=project, env={**command_env(), "COLUMNS": "200"},

@@ -209,7 +209,8 @@ def test_per_case_table_is_an_mlflow_table_equal_to_the_csv(project: Path, monke
     client = MlflowClient(tracking_uri(project))
     for model in MODELS:
         run = _model_run(project, model)
-        assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"per_case.csv", "per_case.json", "per_case_profiles.csv", "run.json"}
+        assert {a.path for a in client.list_artifacts(run.info.run_id)} == {
+            "per_case.csv", "per_case.json", "per_case_profiles.csv", "per_case_lesions.csv", "instances.csv", "run.json"}
         table = client.load_table(run.info.experiment_id, "per_case.json", run_ids=[run.info.run_id])
         csv = pd.read_csv(project / "scores" / "kits23" / model / "per_case.csv", dtype={"case_id": str})
         assert sorted(set(table["case_id"])) == CASES
@@ -239,8 +240,15 @@ def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path
         assert tags[f"segbench.run.{model}"] == run_id
         assert f"(#/experiments/{board.info.experiment_id}/runs/{run_id})" in tags["mlflow.note.content"]
     results = json.loads((project / "results" / "kits23.json").read_text())
-    cells = [(f"{s}.{m}", cell) for s, block in results["analysis"]["structures"].items() for m, cell in block["metrics"].items()]
+    analyses = [("", results["analysis"]), *((".lesion", results["lesions"][unit]) for unit in ("case", "matched")),
+                (".per_lesion", results["lesions"]["lesion"])]
+    cells = [(f"{s}{suffix}.{m}", cell) for suffix, analysis in analyses for s, block in analysis["structures"].items()
+             for m, cell in block["metrics"].items()]
+    assert "tumor.lesion.pq_dice" in dict(cells)  # the lesion-wise leaderboards, named as the model runs name their means
     for name, cell in cells:  # few metrics: the #1's mean and the verdict on #1 against #2, per structure and metric
+        if not cell.get("ranking"):
+            assert not any(k.startswith(f"{name}.") for k in metrics), name
+            continue
         first = cell["ranking"]["order"][0]
         assert metrics[f"{name}.mean"] == cell["models"][first]["mean"]
         assert metrics[f"{name}.verdict"] == CODE_NUMBER[cell["verdict"]["code"]]
@@ -256,7 +264,7 @@ def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path
     assert rows[["ci_low", "ci_high"]].to_numpy().ravel().tolist() == pytest.approx(bounds, abs=1e-10)
     assert rows["p_rank1"].tolist() == pytest.approx([cell["ranking"]["p_rank1"][m] for m in (first, second)], abs=1e-10)
     assert rows[["rank_low", "rank_high"]].values.tolist() == [cell["ranking"]["rank_interval"][m] for m in (first, second)]
-    assert len(table) == len(cells) * len(MODELS)
+    assert len(table) == sum(len(cell["models"]) for _, cell in cells)
     local = Path(client.download_artifacts(board.info.run_id, "kits23.json", str(tmp_path)))
     assert local.read_bytes() == (project / "results" / "kits23.json").read_bytes()
     assert [i.dataset.name for i in board.inputs.dataset_inputs] == ["kits23"]

@@ -77,6 +77,27 @@ def test_repro_produces_results_site_and_one_mlflow_run_per_pair(project: Path) 
     assert (project / "site" / "plotly.min.js").stat().st_size > 1_000_000
 
 
+def test_lesion_wise_scores_go_score_mlflow_compare_site(project: Path) -> None:
+    """scoring.lesions (conf/config.yaml): per-lesion tables from the score stage, MLflow artifacts of each model's run,
+    read back by compare into the results' lesions block (by case, by lesion, matching rules), drawn on the site."""
+    import pandas as pd
+
+    results = json.loads((project / "results" / "kits23.json").read_text())
+    lesions = results["lesions"]
+    assert lesions["profile"] == "brats" and set(lesions["sensitivity"]["variants"]) == {"panoptica", "panoptica_merge", "brats2023"}
+    tumor = lesions["case"]["structures"]["tumor"]
+    assert tumor["n_cases"] == len(CASES) and {"rq", "pq_dice", "lesion_dice"} <= set(tumor["metrics"])
+    for model in MODELS:
+        table = pd.read_csv(project / "scores" / "kits23" / model / "instances.csv", dtype={"case_id": str})
+        mine = table[(table.structure == "tumor") & (table.lesion_profile == "brats")]
+        counts = lesions["counts"]["tumor"][model]
+        assert (counts["tp"], counts["fn"], counts["fp"]) == tuple(int((mine.status == s).sum()) for s in ("TP", "FN", "FP"))
+        assert lesions["lesion"]["structures"]["tumor"]["metrics"]["detected"]["models"][model]["n"] == counts["tp"] + counts["fn"]
+    artifacts = sorted(p.name for p in (project / "mlruns").rglob("*.csv") if p.name in ("instances.csv", "per_case_lesions.csv"))
+    assert artifacts == ["instances.csv"] * len(MODELS) + ["per_case_lesions.csv"] * len(MODELS)
+    assert 'id="lesions"' in (project / "site" / "kits23.html").read_text()
+
+
 def test_results_record_the_version_of_everything_used(project: Path) -> None:
     """Data (data.dvc md5), weights, model, segbench and segauge per model; the git commit only in MLflow.
 

@@ -51,3 +51,17 @@ def test_structure_leaderboard_and_one_line_errors(results_dir: Path) -> None:
                            (("--structure", "aorta", "--metric", "hd"), "have dice, nsd")]:
         bad = _show("--results", str(results_dir), *args)
         assert bad.returncode != 0 and expected in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_lesion_wise_overview_follows_the_voxel_one(tmp_path: Path) -> None:
+    """A dataset with lesion-wise scores: a second overview, by case under its lesion profile, with its verdict sentences."""
+    from site_data import kits_like_results
+
+    results = json.loads(kits_like_results(TOUCHSTONE.parents[1] / "kits23" / "kits23.json", tmp_path / "kits23.json").read_text())
+    done = _show("--results", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    voxel, lesion = done.stdout.split("lesion-wise by case (brats matching)")
+    cell = results["lesions"]["case"]["structures"]["tumor"]["metrics"]["pq_dice"]
+    row = next(line for line in lesion.splitlines() if line.lstrip().startswith("tumor") and " pq_dice " in line)
+    assert cell["verdict"]["first"] in row and f"[{cell['models'][cell['verdict']['first']]['ci_low']:.3f}" in row
+    assert "pq_dice" not in voxel

@@ -110,7 +110,8 @@ def test_leaderboard_marks_ranks_and_verdicts(site: tuple[Path, list[Path]], res
 
 
 # Every row of the page's answers table: its cells' text, and the verdict's sentence (the disclosure's body and tooltip).
-ANSWERS = """(() => Array.from(document.querySelectorAll('table.answers tbody tr'), r => {
+# the rows of the page's first answers table (the lesion-wise section further down has its own)
+ANSWERS = """(() => Array.from(document.querySelector('table.answers').querySelectorAll('tbody tr'), r => {
   const d = r.querySelector('details');
   const summary = d && d.querySelector('summary');
   return {cells: Array.from(r.cells, c => c.innerText.trim()), tooltip: summary ? summary.title : null,
@@ -365,3 +366,28 @@ def test_browser_check_catches_errors_and_remote_requests(tmp_path: Path) -> Non
         visit = browser.visit(page)
     assert any("boom" in e for e in visit.errors) and any("undefinedFunction" in e for e in visit.errors)
     assert visit.remote_requests == ["http://192.0.2.1/x.png"]
+
+
+def test_lesion_wise_section_reads_the_results(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
+    """The dataset page's lesion-wise section: by case and by lesion (#1, mean [CI], verdict), the clustered intervals,
+    the lesion counts and the matching-rule sensitivity, every number from the results JSON's lesions block."""
+    out, _ = site
+    block = load(results_files[1])["lesions"]
+    page = (out / "kits23.html").read_text(encoding="utf-8")
+    text = " ".join(page_text(out / "kits23.html").split())
+    assert 'id="lesions"' in page and "Lesion-wise" in text and "under the brats lesion profile" in text
+    for unit in ("case", "lesion"):
+        cell = block[unit]["structures"]["tumor"]["metrics"]["dice" if unit == "lesion" else "pq_dice"]
+        first = cell["verdict"]["first"]
+        est = cell["models"][first]
+        assert f"[{est['ci_low']:.3f}, {est['ci_high']:.3f}]" in text, unit
+        assert cell["verdict"]["text"] in html.unescape(page)
+    assert 'id="lesions-case-tumor-rq"' in page and 'id="lesions-lesion-cyst-detected"' in page
+    counts = block["counts"]["cyst"]["sim_shift_3mm"]
+    assert f"cyst sim_shift_3mm {int(counts['n_reference'])} {int(counts['tp'])} {int(counts['fn'])} {int(counts['fp'])}" in text
+    assert "Lesions over every case, under the lesion profile all models SIMULATED" in text  # said once, in the caption
+    variant = block["sensitivity"]["variants"]["panoptica"]
+    s = variant["summary"]
+    assert "matching rule panoptica instead of brats" in text and "Not defined under it: lesion_hd95" in text
+    assert f"{s['n_cells_with_flips']} of {s['n_cells']} lesion-wise leaderboards change order" in text
+    assert "Lesion-wise" not in page_text(out / "touchstone_totalsegmentator.html")

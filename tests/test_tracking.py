@@ -51,7 +51,7 @@ def test_rows_under_other_profiles_travel_with_the_run_and_come_back(tracking_st
     plain = _bundle()
     other = plain.per_case_csv.decode().replace("0.9", "0.7").replace("reference_present", "reference_present,metric_profile")
     other = other.replace("True,", "True,deepmind,").encode()
-    bundle = dataclasses.replace(plain, profiles_csv=other)
+    bundle = dataclasses.replace(plain, tables={tracking.PROFILES_ARTIFACT: other})
     assert bundle.fingerprint != plain.fingerprint
     tracking.log_bundle(bundle)
     tracking.log_bundle(_bundle(model="sim_b"))
@@ -59,6 +59,24 @@ def test_rows_under_other_profiles_travel_with_the_run_and_come_back(tracking_st
     assert runs.profile_rows[["model", "metric_profile", "dice"]].values.tolist() == [["sim_a", "deepmind", 0.7], ["sim_a", "deepmind", 0.8]]
     assert runs.rows["dice"].tolist() == [0.9, 0.8, 0.9, 0.8]
     assert tracking.read_runs("toy", {"sim_b": _bundle(model="sim_b").fingerprint}).profile_rows.empty
+
+
+def test_lesion_tables_are_artifacts_of_the_run_and_come_back(tracking_store: str) -> None:
+    """The lesion-wise scores and the per-lesion table: part of the fingerprint, MLflow artifacts of the model's run,
+    read back beside the per-case rows; an unknown table name is refused."""
+    plain = _bundle()
+    lesions = b"model,case_id,structure,lesion_profile,reference_present,rq\nsim_a,c1,tumor,brats,True,0.5\n"
+    instances = b"model,case_id,structure,lesion_profile,status,dice\nsim_a,c1,tumor,brats,TP,0.8\nsim_a,c1,tumor,brats,FP,0.0\n"
+    bundle = dataclasses.replace(plain, tables={tracking.LESIONS_ARTIFACT: lesions, tracking.INSTANCES_ARTIFACT: instances})
+    assert bundle.fingerprint not in {plain.fingerprint, dataclasses.replace(plain, tables={tracking.LESIONS_ARTIFACT: lesions}).fingerprint}
+    run_id = tracking.log_bundle(bundle)
+    logged = [a.path for a in MlflowClient(tracking_store).list_artifacts(run_id)]
+    assert {"instances.csv", "per_case_lesions.csv"} <= set(logged)
+    runs = tracking.read_runs("toy", {"sim_a": bundle.fingerprint})
+    assert runs.lesion_rows[["structure", "lesion_profile", "rq"]].values.tolist() == [["tumor", "brats", 0.5]]
+    assert runs.instance_rows["status"].tolist() == ["TP", "FP"]
+    with pytest.raises(tracking.TrackingError, match="unknown table"):
+        tracking.ScoreBundle(plain.per_case_csv, plain.record, {"lesions.csv": lesions})
 
 
 def test_interrupted_run_is_marked_failed_and_relogged(tracking_store: str) -> None:

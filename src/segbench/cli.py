@@ -257,6 +257,10 @@ def _cmd_reanalyze(args: argparse.Namespace) -> None:
         differences = reanalyze(results["analysis"])
         if "source_analysis" in results:  # segbench's CIs under a source's correction, beside its published verdicts
             differences += reanalyze_source(results["analysis"], results["source_analysis"])
+        lesions = results.get("lesions") or {}
+        for unit in ("case", "matched", "lesion"):  # the lesion-wise analyses
+            if lesions.get(unit) is not None:
+                differences += [f"lesions.{unit}: {d}" for d in reanalyze(lesions[unit])]
         if differences:
             raise ValueError(f"{path}: {len(differences)} statistic(s) differ from a recomputation; first: {differences[0]}")
         print(f"{path}: every statistic re-derived from its per-case rows")

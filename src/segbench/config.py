@@ -17,6 +17,7 @@ import yaml
 
 from segbench.interactive.protocol import NSD_PROFILE, PROTOCOL_VERSION, TIME_LIMIT_CLOCKS, Scoring
 from segbench.scoring import DEFAULT_PROFILE, PROFILES, Region
+from segbench.scoring.lesionwise import LesionSetting, lesion_structures
 
 if TYPE_CHECKING:
     from segbench.models.container import ContainerSpec
@@ -225,6 +226,11 @@ class Params:
         if name not in self.datasets:
             raise ConfigError(f"unknown dataset {name!r}; params.yaml has {sorted(self.datasets)}")
         return self.datasets[name]
+
+    def lesion_setting(self, dataset: str) -> LesionSetting | None:
+        """What the score stage measures lesion by lesion on ``dataset`` (``scoring.lesions``); None when the dataset
+        has none of the lesion structures or the block is absent."""
+        return _lesion_setting(self.scoring, self.dataset(dataset))
 
     def published_set(self, name: str) -> PublishedConfig:
         if name not in self.published:
@@ -665,6 +671,8 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
     others = scoring.get("sensitivity_profiles") or []
     if not isinstance(others, list) or any(str(name) not in PROFILES for name in others):
         raise ConfigError(f"params: scoring.sensitivity_profiles {others!r} must be a list of metric-definition profiles; known: {sorted(PROFILES)}")
+    for dataset in datasets.values():
+        _lesion_setting(scoring, dataset)
     return Params(
         datasets=datasets,
         models=models,
@@ -677,6 +685,28 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
         raw=raw,
         calibration=_calibration(raw["calibration"], root) if raw.get("calibration") else None,
     )
+
+
+def _lesion_setting(scoring: dict[str, Any], dataset: DatasetConfig) -> LesionSetting | None:
+    """``scoring.lesions`` (structures, profile, sensitivity_profiles, strata_ml) for one dataset, checked."""
+    raw = scoring.get("lesions")
+    if not raw:
+        return None
+    where = "params: scoring.lesions"
+    unknown = sorted(set(raw) - {"structures", "profile", "sensitivity_profiles", "strata_ml"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: profile, sensitivity_profiles, strata_ml, structures")
+    names = raw.get("structures") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{where}.structures must be a list of label names, got {names!r}")
+    structures = lesion_structures(dataset.labels, names)
+    if not structures:
+        return None
+    try:
+        return LesionSetting(structures, str(raw.get("profile", "brats")), tuple(str(n) for n in raw.get("sensitivity_profiles") or ()),
+                             tuple(float(v) for v in raw.get("strata_ml") or ()))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
 
 
 def _calibration(raw: dict[str, Any], root: Path) -> CalibrationConfig:

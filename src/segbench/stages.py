@@ -7,11 +7,12 @@ outputs atomically; ``dvc.yaml`` declares exactly these paths.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,13 @@ from segbench.interactive.cases import REFERENCE_LABELS
 from segbench.io import atomic_dir, write_json_atomic, write_text_atomic
 from segbench.models.runner import predict
 from segbench.models.slurm import executor_from_environ, shard_runner_from_environ
+from segbench.models.structures import compose
 
 log = logging.getLogger(__name__)
 
+#: the lesion-wise means an MLflow run carries (its leaderboard analyses more: ``stats.lesions``)
+LESION_HEADLINE_METRICS = ("rq", "pq_dice", "lesion_dice")
+LESION_PROFILE_TAG = "segbench.lesion_profile"
 ANALYZED_METRICS = {"dice": True, "iou": True, "nsd": True, "hd95": False, "assd": False}
 
 
@@ -132,13 +137,15 @@ def _csv_text(rows: pd.DataFrame) -> str:
     return buffer.getvalue()
 
 
-def _write_bundle(out: Path, rows: pd.DataFrame, record: dict[str, Any], profile_rows: pd.DataFrame | None = None) -> None:
-    """Write one score bundle (per-case table, run record, rows under the other profiles if any) atomically."""
+def _write_bundle(out: Path, rows: pd.DataFrame, record: dict[str, Any], tables: Mapping[str, pd.DataFrame] = {}) -> None:
+    """Write one score bundle atomically: per-case table, run record and the optional tables it has
+    (``tracking.OPTIONAL_ARTIFACTS``: rows under the other profiles, lesion-wise tables); any other left is removed."""
     write_text_atomic(out / tracking.PER_CASE_ARTIFACT, _csv_text(rows))
-    if profile_rows is not None:
-        write_text_atomic(out / tracking.PROFILES_ARTIFACT, _csv_text(profile_rows))
-    else:
-        (out / tracking.PROFILES_ARTIFACT).unlink(missing_ok=True)
+    for name in tracking.OPTIONAL_ARTIFACTS:
+        if name in tables:
+            write_text_atomic(out / name, _csv_text(tables[name]))
+        else:
+            (out / name).unlink(missing_ok=True)
     write_json_atomic(out / "run.json", record)
 
 
@@ -213,7 +220,43 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     record = _run_record(params, dataset, model, rows)
     record["params"]["scoring.excluded_regions"] = json.dumps(excluded, sort_keys=True)
     record["params"]["scoring.sensitivity_profiles"] = ",".join(others)
-    _write_bundle(scores_dir(dataset_name, model_name), rows, record, scored[~main].reset_index(drop=True) if others else None)
+    tables = {tracking.PROFILES_ARTIFACT: scored[~main].reset_index(drop=True)} if others else {}
+    tables |= _score_lesions(params, dataset, model, triples, excluded, record, workers)
+    _write_bundle(scores_dir(dataset_name, model_name), rows, record, tables)
+
+
+def _score_lesions(
+    params: Params, dataset: DatasetConfig, model: ModelConfig, triples: list[tuple[str, Path, Path | None]], excluded: Mapping[str, Any],
+    record: dict[str, Any], workers: int | None,
+) -> dict[str, pd.DataFrame]:
+    """The lesion-wise tables of a (dataset, model) when ``scoring.lesions`` names structures the dataset has and the
+    model segments (a structure the model lacks, or whose region predict excluded, is not scored); their settings
+    and headline means go into the run record (docs/methodology.md#37-lesion-wise-scores)."""
+    setting = params.lesion_setting(dataset.name)
+    if setting is None:
+        return {}
+    produced = {name for name, parts in compose(model.label_map.values(), dataset.labels, where=f"model {model.name!r}").items() if parts}
+    setting = dataclasses.replace(setting, structures=tuple(s for s in setting.structures if s.name in produced and s.name not in excluded))
+    if not setting.structures:
+        return {}
+    lesion_rows, instance_rows = scoring.score_lesion_cases(
+        triples, setting, workers=workers or int(params.scoring.get("workers", 1)), allowed_labels=dataset.region_labels(),
+    )
+    lesion_rows.insert(0, "model", model.name)
+    instance_rows.insert(0, "model", model.name)
+    record["params"]["scoring.lesions"] = json.dumps(
+        {"structures": [s.name for s in setting.structures], "profile": setting.profile, "sensitivity_profiles": list(setting.extra_profiles),
+         "strata_ml": list(setting.strata_ml)}, sort_keys=True)
+    record["tags"][LESION_PROFILE_TAG] = setting.profile
+    baseline = lesion_rows[lesion_rows["lesion_profile"] == setting.profile]
+    for structure, group in baseline.groupby("structure", sort=True):
+        present = group["reference_present"].to_numpy(dtype=bool)
+        for metric in LESION_HEADLINE_METRICS:
+            if present.any():
+                record["metrics"][f"{structure}.lesion.{metric}.mean"] = float(group[metric].to_numpy(dtype=np.float64)[present].mean())
+        record["metrics"][f"{structure}.lesion.n_reference"] = int(group["n_reference"].sum())
+        record["metrics"][f"{structure}.lesion.fp"] = int(group["fp"].sum())
+    return {tracking.LESIONS_ARTIFACT: lesion_rows, tracking.INSTANCES_ARTIFACT: instance_rows}
 
 
 def excluded_regions(pred_dir: Path) -> dict[str, dict[str, Any]]:
@@ -372,6 +415,8 @@ def run_compare(params: Params, name: str) -> None:
         "analysis": analysis,
         "sensitivity": sensitivity,
     }
+    if not runs.lesion_rows.empty:
+        results["lesions"] = _lesion_block(runs, contaminated, stats_settings(params))
     source_analysis = _published_analysis(params, name)
     if source_analysis is not None:
         results["source_analysis"] = stats.beside_source(analysis, source_analysis)
@@ -379,11 +424,24 @@ def run_compare(params: Params, name: str) -> None:
     with atomic_dir(metrics_dir(name, root)) as heads:
         for (structure, metric), head in stats.leaderboard_heads(analysis).items():
             write_json_atomic(heads / structure / f"{metric}.json", head)
+        if "lesions" in results:  # the lesion-wise leaderboards by case and of matched lesions, under lesions/ (docs/methodology.md#519-lesion-wise-analysis)
+            for unit in ("case", "matched"):
+                for (structure, metric), head in stats.leaderboard_heads(results["lesions"][unit]).items():
+                    write_json_atomic(heads / "lesions" / structure / f"{metric}.json", head)
     buffer = io.StringIO()
     pd.DataFrame(stats.mean_ci_rows(analysis), columns=stats.PLOT_COLUMNS).to_csv(buffer, index=False, lineterminator="\n")
     write_text_atomic(plot_file(name, root), buffer.getvalue())
     log.info("wrote %s, %s and %s", results_file(name, root), metrics_dir(name, root), plot_file(name, root))
     log_leaderboard(name, runs.run_ids, root)
+
+
+def _lesion_block(runs: tracking.TrackedRuns, contaminated: Mapping[str, bool], settings: stats.StatsSettings) -> dict[str, Any]:
+    """The results' lesion-wise block (``stats.lesion_analysis``) under the lesion profile every model was scored with."""
+    profiles = {model: tags.get(LESION_PROFILE_TAG) for model, tags in runs.tags.items() if model in set(runs.lesion_rows["model"])}
+    if len(set(profiles.values())) != 1 or None in profiles.values():
+        raise ValueError(f"lesion-wise scores under different lesion profiles {profiles}: rerun the score stages with one scoring.lesions.profile")
+    return stats.lesion_analysis(runs.lesion_rows, runs.instance_rows, profile=next(iter(profiles.values())), settings=settings,
+                                 contaminated={m: c for m, c in contaminated.items() if m in profiles})
 
 
 def _restore_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Path(".")) -> None:

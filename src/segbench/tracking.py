@@ -25,7 +25,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,11 @@ VIEW_KEY = "segbench"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
 #: the same cases scored under the other metric-definition profiles (``scoring.sensitivity_profiles``), when asked for
 PROFILES_ARTIFACT = "per_case_profiles.csv"
+#: lesion-wise scores (``scoring.lesions``): one row per case x lesion structure x lesion profile, and one per lesion
+LESIONS_ARTIFACT = "per_case_lesions.csv"
+INSTANCES_ARTIFACT = "instances.csv"
+#: the tables a score bundle may add to its per-case table, in the order its fingerprint reads them
+OPTIONAL_ARTIFACTS: tuple[str, ...] = (PROFILES_ARTIFACT, LESIONS_ARTIFACT, INSTANCES_ARTIFACT)
 #: what a score bundle's run.json must hold: the dataset's identity becomes the run's MLflow dataset input
 REQUIRED_RECORD = {"tags": ("segbench.dataset", "segbench.model", "segbench.kind", "segbench.dataset_version"), "params": ("dataset.source",)}
 
@@ -60,20 +65,27 @@ class TrackingError(RuntimeError):
 
 @dataclass(frozen=True)
 class ScoreBundle:
-    """What the score stage writes for one (dataset, model): the per-case table, the run record and, when the
-    sensitivity analysis asks for them, the per-case rows under the other metric-definition profiles."""
+    """What the score stage writes for one (dataset, model): the per-case table, the run record and the optional
+    tables it was asked for (``OPTIONAL_ARTIFACTS`` name -> CSV bytes): the per-case rows under the other
+    metric-definition profiles, the lesion-wise scores and the per-lesion table."""
 
     per_case_csv: bytes
     record: dict[str, Any]
-    profiles_csv: bytes | None = None
+    tables: dict[str, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.tables) - set(OPTIONAL_ARTIFACTS))
+        if unknown:
+            raise TrackingError(f"score bundle: unknown table(s) {unknown}; known: {list(OPTIONAL_ARTIFACTS)}")
 
     @property
     def fingerprint(self) -> str:
         """Content hash of the bundle: equal bundles are the same run."""
         digest = hashlib.sha256(self.per_case_csv)
         digest.update(json.dumps(self.record, sort_keys=True).encode())
-        if self.profiles_csv is not None:
-            digest.update(self.profiles_csv)
+        for name in OPTIONAL_ARTIFACTS:
+            if name in self.tables:
+                digest.update(self.tables[name])
         return digest.hexdigest()
 
     @classmethod
@@ -84,8 +96,8 @@ class ScoreBundle:
         missing = [f"{section}.{key}" for section, keys in REQUIRED_RECORD.items() for key in keys if key not in record.get(section, {})]
         if missing:
             raise TrackingError(f"{folder / 'run.json'}: missing {', '.join(missing)}; rerun the score or import stage")
-        profiles = folder / PROFILES_ARTIFACT
-        return cls(per_case_csv=(folder / PER_CASE_ARTIFACT).read_bytes(), record=record, profiles_csv=profiles.read_bytes() if profiles.is_file() else None)
+        tables = {name: (folder / name).read_bytes() for name in OPTIONAL_ARTIFACTS if (folder / name).is_file()}
+        return cls(per_case_csv=(folder / PER_CASE_ARTIFACT).read_bytes(), record=record, tables=tables)
 
 
 @dataclass(frozen=True)
@@ -114,13 +126,16 @@ class Leaderboard:
 
 @dataclass(frozen=True)
 class TrackedRuns:
-    """What compare reads back from MLflow: every model's per-case rows, segbench tags and run id, and the rows
-    under the other metric-definition profiles of the runs that have them (empty otherwise)."""
+    """What compare reads back from MLflow: every model's per-case rows, segbench tags and run id, and the optional
+    tables of the runs that have them (empty otherwise): the rows under the other metric-definition profiles, the
+    lesion-wise scores and the per-lesion table."""
 
     rows: pd.DataFrame
     tags: dict[str, dict[str, str]]
     run_ids: dict[str, str]
     profile_rows: pd.DataFrame
+    lesion_rows: pd.DataFrame = field(default_factory=pd.DataFrame)
+    instance_rows: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def git_commit() -> str:
@@ -346,8 +361,8 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
         client.log_table(run_id, data=rows, artifact_file=PER_CASE_TABLE)
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / PER_CASE_ARTIFACT).write_bytes(bundle.per_case_csv)
-            if bundle.profiles_csv is not None:
-                (Path(tmp) / PROFILES_ARTIFACT).write_bytes(bundle.profiles_csv)
+            for name, content in bundle.tables.items():
+                (Path(tmp) / name).write_bytes(content)
             (Path(tmp) / "run.json").write_text(json.dumps(record, sort_keys=True, indent=1), encoding="utf-8")
             client.log_artifacts(run_id, tmp)
 
@@ -425,7 +440,8 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
     experiment = client.get_experiment_by_name(experiment_name(dataset))
     if experiment is None:
         raise TrackingError(f"tracking store {uri} has no experiment {experiment_name(dataset)!r}; run `dvc repro` (track stage)")
-    tables, profile_tables, tags, run_ids = [], [], {}, {}
+    tables: dict[str, list[pd.DataFrame]] = {name: [] for name in (PER_CASE_ARTIFACT, *OPTIONAL_ARTIFACTS)}
+    tags, run_ids = {}, {}
     for model, fingerprint in sorted(fingerprints.items()):
         runs = [
             r for r in _runs_with_fingerprint(client, experiment.experiment_id, fingerprint)
@@ -437,14 +453,15 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
             ids = ", ".join(r.info.run_id for r in runs)
             raise TrackingError(f"{len(runs)} MLflow runs claim dataset {dataset!r}, model {model!r} with the same versions: {ids}")
         run = runs[0]
-        names = [PER_CASE_ARTIFACT] + [PROFILES_ARTIFACT] * any(a.path == PROFILES_ARTIFACT for a in client.list_artifacts(run.info.run_id))
+        logged = {a.path for a in client.list_artifacts(run.info.run_id)}
+        names = [PER_CASE_ARTIFACT, *(name for name in OPTIONAL_ARTIFACTS if name in logged)]
         with tempfile.TemporaryDirectory() as tmp:
-            table, *profiles = (pd.read_csv(client.download_artifacts(run.info.run_id, name, tmp), dtype={"case_id": str}) for name in names)
-        if any((t["model"] != model).any() for t in [table, *profiles]):
+            read = {name: pd.read_csv(client.download_artifacts(run.info.run_id, name, tmp), dtype={"case_id": str}) for name in names}
+        if any("model" in t and (t["model"] != model).any() for t in read.values()):
             raise TrackingError(f"MLflow run {run.info.run_id}: per-case table is not model {model!r}")
-        tables.append(table)
-        profile_tables.extend(profiles)
+        for name, table in read.items():
+            tables[name].append(table)
         tags[model] = {k: v for k, v in run.data.tags.items() if k.startswith("segbench.") and k != FINGERPRINT_TAG}
         run_ids[model] = run.info.run_id
-    profile_rows = pd.concat(profile_tables, ignore_index=True) if profile_tables else pd.DataFrame()
-    return TrackedRuns(pd.concat(tables, ignore_index=True), tags, run_ids, profile_rows)
+    joined = {name: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame() for name, parts in tables.items()}
+    return TrackedRuns(joined[PER_CASE_ARTIFACT], tags, run_ids, joined[PROFILES_ARTIFACT], joined[LESIONS_ARTIFACT], joined[INSTANCES_ARTIFACT])

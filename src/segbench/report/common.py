@@ -180,6 +180,11 @@ def estimate(est: dict[str, Any], cell: Cell, metric: str) -> str:
     return format_estimate(est["mean"], est["ci_low"], est["ci_high"], metric, bool(cell["higher_is_better"]))
 
 
+def disclosure(summary: str, body: str, open_: bool = False) -> str:
+    """Details a reader opens on demand: ``summary`` is the line shown (HTML), ``body`` HTML."""
+    return f"<details{' open' if open_ else ''}><summary>{summary}</summary>{body}</details>"
+
+
 def slug(text: str) -> str:
     """File- and id-safe form of a name."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"

@@ -16,7 +16,8 @@ from plotly.offline import get_plotlyjs
 
 from . import figures, tables
 from .assets import CSS, JS
-from .common import against_source, display_order, estimate, fmt, kind, pair, slug, source_co_winners, verdict_html
+from .common import against_source, disclosure, display_order, estimate, fmt, kind, pair, slug, source_co_winners, verdict_html
+from .lesions import lesion_section
 
 Results = dict[str, Any]
 
@@ -147,19 +148,15 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         "leaderboards and plots: " + ", ".join(f'<a href="{link(s, "")}">{html.escape(s)}</a>' for s in structures) + ".</p>"
         + _import_summary(d)
         + _interaction_curves(results)
-        + _disclosure("How firm is #1: P(rank 1), leave-one-out, cases needed", tables.overview(results, link))
+        + disclosure("How firm is #1: P(rank 1), leave-one-out, cases needed", tables.overview(results, link))
         + _source_summary(results, link)
         + _consensus_section(results)
         + _clustered_section(results, link)
         + _alignment_summary(results, link)
         + _sensitivity_section(results, link)
+        + lesion_section(results)
         + tables.models_table(results["models"])
     )
-
-
-def _disclosure(summary: str, body: str, open_: bool = False) -> str:
-    """Details a reader opens on demand: ``summary`` is the line shown, ``body`` HTML."""
-    return f"<details{' open' if open_ else ''}><summary>{summary}</summary>{body}</details>"
 
 
 def _import_summary(dataset: dict[str, Any]) -> str:
@@ -382,30 +379,30 @@ def _structure_body(results: Results, structure: str, anchor: Callable[[str], st
         parts.append(_headline(cell, metric))
         parts.append(tables.leaderboard(cell, models, metric))
         plots = [figures.forest(cell, models, metric)] + ([figures.blob(cell, models)] if cell.get("ranking") else [])
-        parts.append(_disclosure("Plots: means with CIs, rank frequencies", _plots(plots, f"{key}-a")))
+        parts.append(disclosure("Plots: means with CIs, rank frequencies", _plots(plots, f"{key}-a")))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:
             alignment = settings.get("case_alignment", "shared")
             note = (f'<p class="note" id="{anchor(f"{metric}-alignment")}">Pairwise CIs and the significance map: '
                     f"<code>{html.escape(alignment)}</code> cases ({html.escape(ALIGNMENTS[alignment])})"
                     + (f"; {_alignment_text(cell)}" if cell.get("alignment") else ".") + "</p>")
-            parts.append(_disclosure("Significance map (Wilcoxon-Holm) and case alignment",
+            parts.append(disclosure("Significance map (Wilcoxon-Holm) and case alignment",
                                      note + _plots([figures.significance_map(cell, models)], f"{key}-sig")))
         if cell.get("schemes") and cell.get("ranking") and len(cell["ranking"]["order"]) > 1:
-            parts.append(_disclosure("Rank under each ranking scheme", _plots([figures.scheme_lines(cell, models)], f"{key}-schemes")))
+            parts.append(disclosure("Rank under each ranking scheme", _plots([figures.scheme_lines(cell, models)], f"{key}-schemes")))
         published = (results.get("source_analysis") or {}).get("structures", {}).get(structure, {}).get(metric)
         if published:
             parts.append(f'<details id="{anchor(f"{metric}-source")}"><summary>The source\'s verdicts and Wilcoxon-Holm: '
                          f"{_co_winners(cell, published)}</summary>{tables.source_pairs(cell, published, metric)}</details>")
         if not per_case:
             continue
-        parts.append(_disclosure("Per-case scores", _plots([figures.per_case(cell, models, metric, block["case_ids"])], f"{key}-cases")))
+        parts.append(disclosure("Per-case scores", _plots([figures.per_case(cell, models, metric, block["case_ids"])], f"{key}-cases")))
         fields = list(cell.get("subgroups") or {})
         if fields:
             subs = [figures.subgroups(cell, models, metric, f, settings["subgroup_min_cases"]) for f in fields]
-            parts.append(_disclosure(f"Subgroups: {html.escape(', '.join(fields))}", _plots(subs, f"{key}-sub")))
+            parts.append(disclosure(f"Subgroups: {html.escape(', '.join(fields))}", _plots(subs, f"{key}-sub")))
     if any(cell.get("loo") for cell in block["metrics"].values()):
         parts.append(f'<h2 id="{anchor("leave-one-out")}">Leave-one-case-out</h2>')
-        parts.append(_disclosure("Ranks without each case", _plots([figures.leave_one_out(block)], f"{base}-loo")))
+        parts.append(disclosure("Ranks without each case", _plots([figures.leave_one_out(block)], f"{base}-loo")))
     return "\n".join(parts)
 
 
@@ -657,12 +654,12 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
         methods = sorted({r["method"] for r in coverage})
         headers = ["metric", "n"] + [h for m in methods for h in (f"{m} coverage", f"{m}: CI below / above the truth")]
         caption = f"{html.escape(structure)}: coverage of the 95% CI of a model's mean (target 95%)"
-        parts.append(_disclosure(f"Coverage by metric, n and CI method ({len(rows)} rows)", tables.table(headers, rows, caption, "calibration")))
+        parts.append(disclosure(f"Coverage by metric, n and CI method ({len(rows)} rows)", tables.table(headers, rows, caption, "calibration")))
         type1 = [r for r in audit["type1"] if r["structure"] == structure]
         rows = [[(html.escape(r["metric"]), r["metric"]), (str(r["n"]), r["n"]), (html.escape(r["procedure"].replace("_", " ")), r["procedure"]),
                  (_rate(r), r["rate"]), (str(r["draws"]), r["draws"]),
                  ("exceeds" if r["rate"] > 0.05 + 2 * r["mc_se"] else "within", int(r["rate"] > 0.05 + 2 * r["mc_se"]))] for r in type1]
-        parts.append(_disclosure(f"Type-I error by metric, n and procedure ({len(rows)} rows)",
+        parts.append(disclosure(f"Type-I error by metric, n and procedure ({len(rows)} rows)",
                                  tables.table(["metric", "n", "procedure", "type-I error", "samples", "5% + 2 MC SE"], rows,
                                               f"{html.escape(structure)}: family-wise type-I error among the equal-quality models (alpha 5%)",
                                               "calibration")))

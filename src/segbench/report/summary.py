@@ -19,6 +19,16 @@ TABLE_COLUMNS = ["structure", "metric", "rank", "model", "mean", "ci_low", "ci_h
                  "co_winner", "verdict_vs_next", "verdict_vs_next_text"]
 
 
+def _cells(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(structure, metric, cell) of every analysis of the results: the leaderboards, then the lesion-wise ones by case
+    and of matched lesions (structure ``<structure>.lesion``, as the model runs name their lesion-wise means) and by
+    lesion (``<structure>.per_lesion``)."""
+    lesions = results.get("lesions") or {}
+    analyses = [("", results["analysis"]), (".lesion", lesions.get("case")), (".lesion", lesions.get("matched")), (".per_lesion", lesions.get("lesion"))]
+    return [(f"{structure}{suffix}", metric, cell) for suffix, analysis in analyses if analysis
+            for structure, block in analysis["structures"].items() for metric, cell in block["metrics"].items()]
+
+
 def _first_mean(cell: dict[str, Any]) -> float | None:
     order = (cell.get("ranking") or {}).get("order") or []
     return cell["models"][order[0]]["mean"] if order else None
@@ -30,35 +40,34 @@ def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
     (``segbench.stats.verdicts.CODE_NUMBER``: 1 separable, 0.5 borderline, 0 not separable, -1 aggregation disagrees;
     none for a single ranked model)."""
     metrics: dict[str, float] = {}
-    for structure, block in results["analysis"]["structures"].items():
-        for metric, cell in block["metrics"].items():
-            mean = _first_mean(cell)
-            if mean is not None:
-                metrics[f"{structure}.{metric}.mean"] = mean
-            verdict = cell.get("verdict")
-            if verdict and verdict["code"] in CODE_NUMBER:
-                metrics[f"{structure}.{metric}.verdict"] = CODE_NUMBER[verdict["code"]]
+    for structure, metric, cell in _cells(results):
+        mean = _first_mean(cell)
+        if mean is not None:
+            metrics[f"{structure}.{metric}.mean"] = mean
+        verdict = cell.get("verdict")
+        if verdict and verdict["code"] in CODE_NUMBER:
+            metrics[f"{structure}.{metric}.verdict"] = CODE_NUMBER[verdict["code"]]
     return metrics
 
 
 def leaderboard_table(results: dict[str, Any]) -> pd.DataFrame:
-    """Every leaderboard as one table (``TABLE_COLUMNS``): per structure and metric the ranked models by rank, then
+    """Every leaderboard as one table (``TABLE_COLUMNS``; the lesion-wise ones as ``_cells`` names them): per structure
+    and metric the ranked models by rank, then
     the unranked ones (rank empty), with mean, CI, n, P(rank 1), rank interval, whether the model is a co-winner and
     the verdict against the next ranked model (code and its one line)."""
     rows = []
-    for structure, block in results["analysis"]["structures"].items():
-        for metric, cell in block["metrics"].items():
-            ranking = cell.get("ranking") or {}
-            order = ranking.get("order") or []
-            verdict = cell.get("verdict") or {}
-            next_pair = {p["a"]: p for p in verdict.get("pairs", [])}
-            for model in [*order, *sorted(m for m in cell["models"] if m not in order)]:
-                estimate, ranked = cell["models"][model], model in order
-                low, high = ranking["rank_interval"][model] if ranked else (None, None)
-                pair = next_pair.get(model, {})
-                rows.append([structure, metric, ranking["rank"][model] if ranked else None, model, estimate["mean"], estimate["ci_low"],
-                             estimate["ci_high"], estimate["n"], ranking["p_rank1"][model] if ranked else None, low, high,
-                             model in verdict.get("co_winners", ()), pair.get("code"), pair.get("text")])
+    for structure, metric, cell in _cells(results):
+        ranking = cell.get("ranking") or {}
+        order = ranking.get("order") or []
+        verdict = cell.get("verdict") or {}
+        next_pair = {p["a"]: p for p in verdict.get("pairs", [])}
+        for model in [*order, *sorted(m for m in cell["models"] if m not in order)]:
+            estimate, ranked = cell["models"][model], model in order
+            low, high = ranking["rank_interval"][model] if ranked else (None, None)
+            pair = next_pair.get(model, {})
+            rows.append([structure, metric, ranking["rank"][model] if ranked else None, model, estimate["mean"], estimate["ci_low"],
+                         estimate["ci_high"], estimate["n"], ranking["p_rank1"][model] if ranked else None, low, high,
+                         model in verdict.get("co_winners", ()), pair.get("code"), pair.get("text")])
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 

@@ -68,7 +68,7 @@ def shared_marks(names: Sequence[str], models: Models) -> list[str]:
     return [m for m in marks[0] if all(m in other for other in marks[1:])] if marks else []
 
 
-def _marks_caption(marks: Sequence[str]) -> str:
+def marks_caption(marks: Sequence[str]) -> str:
     return "".join(f' <span class="tag">all models {html.escape(m)}</span>' for m in marks)
 
 
@@ -102,7 +102,7 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
             ])
     caption = ("#1 versus #2 per structure and metric; click a verdict for its numbers. Co-winners: #1 and every model not "
                'separable from it (bootstrap CI and Wilcoxon-Holm) on the ranking by mean (<a href="methodology.html#verdicts">verdicts</a>).'
-               + _marks_caption(said))
+               + marks_caption(said))
     return table(["structure", "metric", "#1", "mean [95% CI]", "#1 versus #2", "co-winners"], rows, caption, "answers")
 
 
@@ -142,7 +142,7 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
         )
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     headers = ["rank", "model", "mean [95% CI]", "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
-    return table(headers, rows, f"{html.escape(metric)} ({direction})" + _marks_caption(said), "leaderboard")
+    return table(headers, rows, f"{html.escape(metric)} ({direction})" + marks_caption(said), "leaderboard")
 
 
 def models_table(models: Models) -> str:

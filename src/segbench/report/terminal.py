@@ -84,6 +84,16 @@ def leaderboard(results: Results, structure: str, metric: str) -> Table:
     return table
 
 
+def lesion_view(results: Results) -> Results | None:
+    """The lesion-wise analysis by case as results of its own (same layout), titled with its lesion profile; None without one."""
+    block = results.get("lesions")
+    if not block:
+        return None
+    d = results["dataset"]
+    title = f"{d.get('title') or d['name']}, lesion-wise by case ({block['profile']} matching)"
+    return {"dataset": {"name": d["name"], "title": title}, "models": results["models"], "analysis": block["case"]}
+
+
 def show(all_results: Sequence[Results], *, structure: str | None = None, metric: str | None = None, console: Console | None = None) -> None:
     """Print each dataset's overview and verdicts, or with ``structure`` that structure's full leaderboards.
 
@@ -93,10 +103,12 @@ def show(all_results: Sequence[Results], *, structure: str | None = None, metric
     for results in all_results:
         structures = results["analysis"]["structures"]
         if structure is None:
-            console.print(overview(results))
-            for line in verdict_lines(results):
-                console.print(line, highlight=False)
-            console.print()
+            lesions = lesion_view(results)
+            for view in [results, *([lesions] if lesions else [])]:
+                console.print(overview(view))
+                for line in verdict_lines(view):
+                    console.print(line, highlight=False)
+                console.print()
             continue
         if structure not in structures:
             raise ValueError(f"{results['dataset']['name']}: no structure {structure!r} (have {', '.join(sorted(structures))})")

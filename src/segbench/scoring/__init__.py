@@ -11,6 +11,7 @@ from segbench.scoring.engine import (
     score_cases,
 )
 from segbench.scoring.geometry import GeometryError, check_same_grid, resample_to_reference
+from segbench.scoring.lesionwise import LesionSetting, score_lesion_cases
 from segbench.scoring.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "GeometryError",
     "HD95_DEFINITION",
     "HIGHER_IS_BETTER",
+    "LesionSetting",
     "METRICS",
     "PROFILES",
     "Region",
@@ -28,4 +30,5 @@ __all__ = [
     "resample_to_reference",
     "score_case",
     "score_cases",
+    "score_lesion_cases",
 ]

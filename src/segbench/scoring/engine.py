@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     **{m: m in ("dice", "iou", "nsd") for m in METRICS},
     **{m: True for m in DETECTION_METRICS},
 }
+T = TypeVar("T")
 HD95_DEFINITION = get_profile(DEFAULT_PROFILE).hd95_definition
 COLUMNS: tuple[str, ...] = (
     "case_id",
@@ -154,6 +156,56 @@ def _score_region(
     return row | {"dice": overlap[0], "iou": overlap[1], **profile.metrics(sd, region.nsd_tolerance_mm)}, sd
 
 
+@dataclass(frozen=True)
+class DecodedPair:
+    """A case's two label maps on their union box (``prediction`` None when the case has no prediction file),
+    the reference spacing (mm, array order) and the case's worst distance (the diagonal of the reference grid)."""
+
+    reference: np.ndarray
+    prediction: np.ndarray | None
+    spacing: tuple[float, float, float]
+    worst_mm: float
+
+
+def decode_pair(
+    case_id: str, reference: Path, prediction: Path | None, *, allowed_labels: set[int] | None = None,
+    dicom_labels: Mapping[str, int] | None = None,
+) -> DecodedPair:
+    """Decode a case's reference and prediction once, with every check scoring relies on.
+
+    Raises :class:`GeometryError` if the prediction is not on the reference grid (DICOM predictions are
+    first resampled onto it through their DICOM geometry); with ``allowed_labels``, any other non-zero
+    value in either map is an error naming the file. ``dicom_labels``: as in :func:`score_case`.
+    """
+    prediction = None if prediction is None else Path(prediction)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the inflater and numpy release the GIL: decode both files at once
+        streamed: Future | None = None
+        if prediction is not None and prediction.is_file() and not is_dicom(prediction):
+            streamed = pool.submit(load_nifti_nonzero, prediction)
+        ref_crop, ref_img = load_nifti_nonzero(Path(reference))
+        pred_loaded = None if streamed is None else streamed.result()
+    spacing = check_spacing(case_id, reference, ref_img)
+    worst = float(math.sqrt(sum((n * s) ** 2 for n, s in zip(ref_crop.shape, spacing, strict=True))))
+    if prediction is None:
+        (ref_labels,) = _on_union_box(ref_crop)
+        if allowed_labels is not None:
+            _check_allowed(case_id, reference, ref_labels, allowed_labels)
+        return DecodedPair(ref_labels, None, spacing, worst)
+    if pred_loaded is None:
+        _, pred_img = load_label_map(prediction, dicom_labels=dicom_labels)
+        pred_img = resample_to_reference(pred_img, ref_img)
+        pred_crop = nonzero_crop(np.asanyarray(pred_img.dataobj))
+    else:
+        pred_crop, pred_img = pred_loaded
+        check_spacing(case_id, prediction, pred_img)
+    check_same_grid(case_id, reference, ref_img, prediction, pred_img)
+    ref_labels, pred_labels = _on_union_box(ref_crop, pred_crop)
+    if allowed_labels is not None:  # every voxel of both maps outside the box is 0
+        _check_allowed(case_id, reference, ref_labels, allowed_labels)
+        _check_allowed(case_id, prediction, pred_labels, allowed_labels)
+    return DecodedPair(ref_labels, pred_labels, spacing, worst)
+
+
 def score_case(
     case_id: str,
     reference: Path,
@@ -178,28 +230,17 @@ def score_case(
     first profile's (the implementation-sensitivity analysis, docs/methodology.md#5-statistics-protocol).
     """
     definitions = [get_profile(name) for name in dict.fromkeys([profile, *extra_profiles])]
-    prediction = None if prediction is None else Path(prediction)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the inflater and numpy release the GIL: decode both files at once
-        streamed: Future | None = None
-        if prediction is not None and prediction.is_file() and not is_dicom(prediction):
-            streamed = pool.submit(load_nifti_nonzero, prediction)
-        ref_crop, ref_img = load_nifti_nonzero(Path(reference))
-        pred_loaded = None if streamed is None else streamed.result()
-    spacing = check_spacing(case_id, reference, ref_img)
-    worst = float(math.sqrt(sum((n * s) ** 2 for n, s in zip(ref_crop.shape, spacing, strict=True))))
-
+    pair = decode_pair(case_id, reference, prediction, allowed_labels=allowed_labels, dicom_labels=dicom_labels)
+    ref_labels, pred_labels, spacing, worst = pair.reference, pair.prediction, pair.spacing, pair.worst_mm
     rows = []
     base_common = {
         "case_id": case_id,
-        "prediction_missing": prediction is None,
+        "prediction_missing": pred_labels is None,
         "worst_case": False,
         "worst_case_value_mm": worst,
         **{m: math.nan for m in DETECTION_METRICS},
     }
-    if prediction is None:
-        (ref_labels,) = _on_union_box(ref_crop)
-        if allowed_labels is not None:
-            _check_allowed(case_id, reference, ref_labels, allowed_labels)
+    if pred_labels is None:
         for definition in definitions:
             for region in regions:
                 base = base_common | _profile_columns(definition) | {"structure": region.name, "nsd_tolerance_mm": float(region.nsd_tolerance_mm)}
@@ -209,19 +250,6 @@ def score_case(
                 rows.append(_worst_case_row(row, worst))
         return [{c: r[c] for c in COLUMNS} for r in rows]
 
-    if pred_loaded is None:
-        _, pred_img = load_label_map(prediction, dicom_labels=dicom_labels)
-        pred_img = resample_to_reference(pred_img, ref_img)
-        pred_crop = nonzero_crop(np.asanyarray(pred_img.dataobj))
-    else:
-        pred_crop, pred_img = pred_loaded
-        check_spacing(case_id, prediction, pred_img)
-    check_same_grid(case_id, reference, ref_img, prediction, pred_img)
-
-    ref_labels, pred_labels = _on_union_box(ref_crop, pred_crop)
-    if allowed_labels is not None:  # every voxel of both maps outside the box is 0
-        _check_allowed(case_id, reference, ref_labels, allowed_labels)
-        _check_allowed(case_id, prediction, pred_labels, allowed_labels)
     masks = [(region, _region_mask(ref_labels, region), _region_mask(pred_labels, region)) for region in regions]
     for definition in definitions:
         # regions selecting the same voxels (mass and tumor in a case without cysts) share one surface
@@ -256,6 +284,35 @@ def _one_kernel_thread() -> None:
     numba.set_num_threads(1)
 
 
+def map_cases(job: Callable[[tuple], T], jobs: Sequence[tuple], *, workers: int = 1, progress: bool = True, desc: str = "scoring") -> list[T]:
+    """``job`` of every entry of ``jobs``, in input order, with a progress bar.
+
+    With ``workers > 1`` the jobs run in a process pool that hands out one case at a time (``imap`` with
+    chunksize 1), so at most ``workers`` cases are decoded at once; ``job`` must be a module-level function."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(jobs), desc=desc, unit="case", disable=not progress)
+    out: list[T] = []
+    try:
+        if workers <= 1:
+            for args in jobs:
+                out.append(job(args))
+                bar.update()
+        else:
+            import multiprocessing as mp
+
+            # spawn, not fork: a forked worker inherits numba's launched thread pool and its thread count, and
+            # the first compile in the worker (cold cache) re-reads that count and stops ("Cannot set
+            # NUMBA_NUM_THREADS ... once the threads have been launched"), as in a test process that ran numba first
+            with mp.get_context("spawn").Pool(processes=workers, initializer=_one_kernel_thread) as pool:
+                for result in pool.imap(job, jobs, chunksize=1):
+                    out.append(result)
+                    bar.update()
+    finally:
+        bar.close()
+    return out
+
+
 def score_cases(
     cases: Sequence[tuple[str, Path, Path | None]],
     regions: Sequence[Region],
@@ -276,29 +333,9 @@ def score_cases(
     for name in (profile, *extra_profiles):
         get_profile(name)
     extra_profiles = tuple(extra_profiles)
-    from tqdm import tqdm
-
     jobs = [
         (cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels, dicom_labels, profile, extra_profiles)
         for cid, ref, pred in cases
     ]
-    bar = tqdm(total=len(jobs), desc="scoring", unit="case", disable=not progress)
-    rows: list[dict] = []
-    try:
-        if workers <= 1:
-            for job in jobs:
-                rows.extend(_score_case_job(job))
-                bar.update()
-        else:
-            import multiprocessing as mp
-
-            # spawn, not fork: a forked worker inherits numba's launched thread pool and its thread count, and
-            # the first compile in the worker (cold cache) re-reads that count and stops ("Cannot set
-            # NUMBA_NUM_THREADS ... once the threads have been launched"), as in a test process that ran numba first
-            with mp.get_context("spawn").Pool(processes=workers, initializer=_one_kernel_thread) as pool:
-                for case_rows in pool.imap(_score_case_job, jobs, chunksize=1):
-                    rows.extend(case_rows)
-                    bar.update()
-    finally:
-        bar.close()
+    rows = [row for case_rows in map_cases(_score_case_job, jobs, workers=workers, progress=progress) for row in case_rows]
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -272,6 +272,8 @@ class LesionProfile:
 LESION_PROFILES: dict[str, LesionProfile] = {
     # panoptica's defaults: 26-connected components (cc3d), naive one-to-one matching at IoU >= 0.5
     "panoptica": LesionProfile("panoptica", 26, "naive", "iou", 0.5, PANOPTICA_SURFACE, math.nan, 0.0, "brats"),
+    # panoptica's maximize-merge matcher: a first match at IoU >= 0.5, then split predictions merged onto it while the IoU grows
+    "panoptica_merge": LesionProfile("panoptica_merge", 26, "merge", "iou", 0.5, PANOPTICA_SURFACE, math.nan, 0.0, "brats"),
     # brats-evaluation 0.0.10: its bundled configs (config_mets.yaml: bipartite at Dice >= 1e-6) and parse_mets_results' defaults
     "brats": LesionProfile("brats", 26, "bipartite", "dice", 1e-6, PANOPTICA_SURFACE, 373.0, 20.0, "brats"),
     # BraTS 2023 lesion-wise script, BraTS-GLI parameters (dilation 3, volume floor 50 mm^3, HD95 penalty 374 mm)
@@ -345,12 +347,19 @@ def _ratio(num: float, den: float) -> float:
     return num / den if den else math.nan
 
 
+def counted_references(table: pd.DataFrame, profile: LesionProfile) -> pd.DataFrame:
+    """The reference lesions (rows of an ``instance_table``) the profile's lesion-wise Dice/HD95 keep: volume at
+    least the size floor (``brats``, brats-evaluation) or above it (``brats2023``, the 2023 script)."""
+    refs = table[table.status != "FP"]
+    volume_mm3 = refs.reference_volume_ml * 1000.0
+    return refs[volume_mm3 > profile.size_floor_mm3 if profile.lesionwise == "brats2023" else volume_mm3 >= profile.size_floor_mm3]
+
+
 def _brats_lesionwise(table: pd.DataFrame, profile: LesionProfile) -> tuple[float, float]:
     """brats-evaluation's ``parse_mets_results``: the reference lesions of at least the size floor
     (their own Dice/HD95, or 0 and the penalty if missed) and one (0, penalty) per false positive;
     infinite HD95s left out of the mean; NaN if no reference lesion reaches the floor."""
-    refs = table[table.status != "FP"]
-    large = refs[refs.reference_volume_ml * 1000.0 >= profile.size_floor_mm3]
+    large = counted_references(table, profile)
     if large.empty:
         return math.nan, math.nan
     n_fp = int((table.status == "FP").sum())
@@ -362,8 +371,7 @@ def _brats_lesionwise(table: pd.DataFrame, profile: LesionProfile) -> tuple[floa
 def _brats2023_lesionwise(table: pd.DataFrame, profile: LesionProfile) -> tuple[float, float]:
     """The BraTS 2023 script: sums over the reference lesions larger than the size floor, plus one
     (0, penalty) per false positive, over their number; 1 and 0 when there is neither."""
-    refs = table[table.status != "FP"]
-    kept = refs[refs.reference_volume_ml * 1000.0 > profile.size_floor_mm3]
+    kept = counted_references(table, profile)
     n = len(kept) + int((table.status == "FP").sum())
     if n == 0:
         return 1.0, 0.0

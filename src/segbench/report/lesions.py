@@ -1,0 +1,107 @@
+"""The dataset page's lesion-wise section (docs/methodology.md#519-lesion-wise-analysis): the answers by case and by
+lesion, the lesion counts, and how the ranking moves between matching rules. Drawn from a results file's ``lesions``
+block, whose analyses have the layout of every other analysis, so the same tables draw them."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from . import tables
+from .common import disclosure, fmt, slug
+
+#: what each lesion-wise metric is, in words a reader of the table needs
+METRIC_WORDS = {
+    "rq": "RQ: detection F1 over lesions (TP / (TP + FP/2 + FN/2))",
+    "pq_dice": "PQ: RQ x mean Dice of the matched lesions",
+    "recall": "share of reference lesions found",
+    "lesion_dice": "BraTS-style lesion-wise Dice: mean over reference lesions (0 if missed) and false positives (0)",
+    "lesion_hd95": "BraTS-style lesion-wise HD95 (mm): a missed lesion or false positive scores the penalty",
+    "dice": "Dice of each reference lesion against its matched predictions (0 if missed)",
+    "nsd": "NSD of each reference lesion",
+    "hd95": "HD95 (mm) of each reference lesion (the penalty if missed)",
+    "detected": "share of reference lesions matched (pooled over lesions)",
+    "sq_dice": "SQ: mean Dice of the lesions the model matched",
+    "sq_nsd": "SQ: mean NSD of the lesions the model matched",
+    "sq_hd95": "SQ: mean HD95 (mm) of the lesions the model matched",
+}
+
+
+UNIT_WORDS = {"case": "by-case", "matched": "SQ", "lesion": "by-lesion"}
+
+
+def _anchor(unit: str, structure: str, metric: str) -> str:
+    return f"lesions-{unit}-{slug(structure)}-{slug(metric)}"
+
+
+def _unit(results: dict[str, Any], unit: str, analysis: dict[str, Any]) -> str:
+    """One unit's answers (#1, CI, verdict, co-winners per structure and metric) and its leaderboards one click away."""
+    view = {"models": results["models"], "analysis": analysis}
+    answers = tables.answers(view, lambda structure, metric: f"#{_anchor(unit, structure, metric)}")
+    boards = "".join(
+        f'<h4 id="{_anchor(unit, structure, metric)}">{html.escape(structure)} {html.escape(metric)}</h4>'
+        f"<p>{html.escape(METRIC_WORDS.get(metric, metric))}.</p>" + tables.leaderboard(cell, results["models"], metric)
+        for structure, block in sorted(analysis["structures"].items()) for metric, cell in block["metrics"].items()
+    )
+    return answers + disclosure(f"Every {UNIT_WORDS[unit]} leaderboard, model by model", boards)
+
+
+def _counts(block: dict[str, Any], models: dict[str, Any]) -> str:
+    said = tables.shared_marks(sorted({m for by_model in block["counts"].values() for m in by_model}), models)
+    rows = []
+    for structure, by_model in sorted(block["counts"].items()):
+        for model, c in sorted(by_model.items()):
+            rows.append([(html.escape(structure), structure), tables.model_cell(model, models.get(model, {}), said),
+                         *((str(int(c[k])), c[k]) for k in ("n_reference", "tp", "fn", "fp")),
+                         (fmt(c["fp_volume_ml"], 1), c["fp_volume_ml"]), (fmt(c["fn_volume_ml"], 1), c["fn_volume_ml"]),
+                         (f"{c['n_cases_with_lesions']} of {c['n_cases']}", c["n_cases_with_lesions"])])
+    headers = ["structure", "model", "reference lesions", "TP", "FN (missed)", "FP (added)", "FP volume (mL)", "FN volume (mL)", "cases with lesions"]
+    return tables.table(headers, rows, "Lesions over every case, under the lesion profile" + tables.marks_caption(said), "counts")
+
+
+def _sensitivity(block: dict[str, Any]) -> str:
+    parts = []
+    for name, variant in sorted(block["sensitivity"]["variants"].items()):
+        s = variant["summary"]
+        undefined = (f" Not defined under it: {html.escape(', '.join(variant['undefined']))}." if variant["undefined"] else "")
+        parts.append(f'<h4 id="lesions-rule-{slug(name)}">matching rule <code>{html.escape(name)}</code> instead of '
+                     f"<code>{html.escape(block['profile'])}</code></h4>"
+                     f"<p>{s['n_cells_with_flips']} of {s['n_cells']} lesion-wise leaderboards change order ({s['n_flipped_pairs']} pairs flip); "
+                     f"#1 changes in {s['n_top_changed']}, the co-winner set in {s['n_co_winners_changed']}.{undefined}</p>"
+                     + tables.sensitivity(variant, lambda structure, metric: f"#{_anchor('case', structure, metric)}"))
+    return "".join(parts)
+
+
+def lesion_section(results: dict[str, Any]) -> str:
+    """The dataset page's lesion-wise section; nothing for a dataset without lesion-wise scores."""
+    block = results.get("lesions")
+    if not block:
+        return ""
+    undefined = block["undefined"]
+    missing = "".join(f" Not defined by this profile, so not analysed ({unit} unit): {html.escape(', '.join(names))}."
+                      for unit, names in sorted(undefined.items()) if names)
+    lesion = block.get("lesion")
+    variants = sorted(block["sensitivity"]["variants"])
+    return (
+        '<h2 id="lesions">Lesion-wise</h2>'
+        f"<p>Each structure's connected components are its lesions, matched between reference and prediction under the "
+        f"<code>{html.escape(block['profile'])}</code> lesion profile (docs/scoring.md, lesion-wise scoring). "
+        "<strong>By case</strong>: each case's lesion-wise scores, over the cases whose reference has a lesion the profile "
+        f"counts, with case bootstrap CIs and verdicts as every leaderboard.{missing}</p>"
+        + _unit(results, "case", block["case"])
+        + disclosure("Matched lesions (SQ): the quality of the lesions each model found, over the cases where every model found one",
+                   "<p>The mean quality of the lesions a model matched is defined only where it matched one: over the cases where "
+                   "every model did, so the models are compared on the same cases (each leaderboard's n says how many).</p>"
+                   + _unit(results, "matched", block["matched"]))
+        + (disclosure("By lesion: every reference lesion one value, with case-clustered CIs",
+                    "<p>Every reference lesion is one value (missed lesions included), so a case with many lesions weighs more. "
+                    "Lesions of one case are not independent: the CIs here resample lesions, and the clustered bootstrap below "
+                    "resamples cases and then their lesions; its wider intervals are the ones to trust (docs/methodology.md, 5.19).</p>"
+                    + _unit(results, "lesion", lesion)
+                    + tables.clustered(lesion["structures"], lambda structure, metric: f"#{_anchor('lesion', structure, metric)}"))
+           if lesion else "")
+        + disclosure("Lesion counts: reference lesions, TP, FN, FP and their volumes per model", _counts(block, results["models"]))
+        + (disclosure(f"Matching rule: how the by-case leaderboards move under {html.escape(', '.join(variants))}",
+                    "<p>The same cases, statistics and seed, the lesions matched under another rule.</p>" + _sensitivity(block))
+           if variants else "")
+    )

@@ -1,0 +1,100 @@
+"""Lesion-wise scoring of case files (docs/methodology.md#37-lesion-wise-scores): every lesion structure of a case
+under the lesion profile and its sensitivity profiles, from one decode of each label map.
+
+``instances`` defines the instances, matching rules and reductions on arrays; this module reads a case's two label
+maps with the engine's checks (``engine.decode_pair``: grids, spacing, allowed labels), cuts each lesion structure
+out of them and returns two tables: one row per case x structure x lesion profile (the case's lesion-wise scores),
+and one row per lesion (the per-instance table). A case without a prediction file scores every reference lesion as
+missed (an empty prediction), flagged ``prediction_missing``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from segbench.scoring.engine import Region, _region_mask, decode_pair, map_cases
+from segbench.scoring.instances import TABLE_COLUMNS, case_scores, counted_references, get_lesion_profile, instance_table
+
+KEY_COLUMNS: tuple[str, ...] = ("case_id", "structure", "lesion_profile")
+
+
+@dataclass(frozen=True)
+class LesionSetting:
+    """What the score stage measures lesion by lesion: the structures (a name and its label ids; instances are the
+    connected components of their union), the lesion profile, the further profiles of the matching-rule
+    sensitivity, and the volume cuts (mL) of the recall-by-size strata."""
+
+    structures: tuple[Region, ...]
+    profile: str
+    extra_profiles: tuple[str, ...] = ()
+    strata_ml: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in (self.profile, *self.extra_profiles):
+            get_lesion_profile(name)
+        if list(self.strata_ml) != sorted(set(self.strata_ml)) or not all(math.isfinite(v) and v > 0 for v in self.strata_ml):
+            raise ValueError(f"lesion strata_ml must be increasing positive volumes (mL), got {list(self.strata_ml)}")
+
+    @property
+    def profiles(self) -> tuple[str, ...]:
+        """The lesion profile first, then the sensitivity profiles, each once."""
+        return tuple(dict.fromkeys([self.profile, *self.extra_profiles]))
+
+    def case_columns(self) -> list[str]:
+        """Columns of the per-case lesion table: the keys, then every score of ``instances.case_scores``."""
+        scores = case_scores(pd.DataFrame(columns=list(TABLE_COLUMNS)), self.profile, self.strata_ml)
+        return [*KEY_COLUMNS, "reference_present", "prediction_missing", *scores]
+
+
+def score_case_lesions(
+    case_id: str, reference: Path, prediction: Path | None, setting: LesionSetting, *, allowed_labels: set[int] | None = None,
+) -> tuple[list[dict], pd.DataFrame]:
+    """One case: its lesion-wise score rows (structure x profile) and its per-lesion table (every profile).
+
+    ``reference_present`` of a row: the reference holds at least one lesion the profile's lesion-wise Dice/HD95
+    count (``instances.counted_references``), so that every analysed score is defined; the other rows keep their
+    counts (a false positive in a case without lesions is in ``fp`` and the per-lesion table)."""
+    pair = decode_pair(case_id, reference, prediction, allowed_labels=allowed_labels)
+    rows, tables = [], []
+    for structure in setting.structures:
+        ref = _region_mask(pair.reference, structure)
+        pred = np.zeros_like(ref) if pair.prediction is None else _region_mask(pair.prediction, structure)
+        for name in setting.profiles:
+            profile = get_lesion_profile(name)
+            table = instance_table(ref, pred, pair.spacing, profile)
+            scores = case_scores(table, profile, setting.strata_ml)
+            rows.append({"case_id": case_id, "structure": structure.name, "lesion_profile": name,
+                         "reference_present": not counted_references(table, profile).empty,
+                         "prediction_missing": pair.prediction is None} | scores)
+            tables.append(table.assign(case_id=case_id, structure=structure.name, lesion_profile=name))
+    columns = [*KEY_COLUMNS, *TABLE_COLUMNS]
+    return rows, (pd.concat(tables, ignore_index=True)[columns] if tables else pd.DataFrame(columns=columns))
+
+
+def _score_case_lesions_job(args: tuple) -> tuple[list[dict], pd.DataFrame]:
+    case_id, reference, prediction, setting, allowed_labels = args
+    return score_case_lesions(case_id, reference, prediction, setting, allowed_labels=allowed_labels)
+
+
+def score_lesion_cases(
+    cases: Sequence[tuple[str, Path, Path | None]], setting: LesionSetting, *, workers: int = 1, progress: bool = True,
+    allowed_labels: set[int] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every (case_id, reference, prediction) in input order: the per-case lesion table and the per-lesion table."""
+    jobs = [(cid, Path(ref), None if pred is None else Path(pred), setting, allowed_labels) for cid, ref, pred in cases]
+    done = map_cases(_score_case_lesions_job, jobs, workers=workers, progress=progress, desc="lesions")
+    rows = pd.DataFrame([row for case_rows, _ in done for row in case_rows], columns=setting.case_columns())
+    instances = pd.concat([table for _, table in done], ignore_index=True) if done else pd.DataFrame(columns=[*KEY_COLUMNS, *TABLE_COLUMNS])
+    return rows, instances
+
+
+def lesion_structures(labels: Mapping[str, int], names: Sequence[str]) -> tuple[Region, ...]:
+    """The lesion structures among ``names`` that the dataset's label schema has (each one label id; others are not
+    this dataset's lesions and are skipped)."""
+    return tuple(Region(name, (int(labels[name]),), 0.0) for name in names if name in labels)
