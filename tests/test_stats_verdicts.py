@@ -78,6 +78,8 @@ def test_distances_carry_their_unit_and_lower_is_better() -> None:
     (0.00001, -0.00002, 0.00004, "nsd", True, "0.00001 [-0.00002, 0.00004]"),   # nor a narrow interval as a point
     (-0.0, -0.0, 0.0, "dice", True, "0.000 [0.000, 0.000]"),                    # no '-0.000'
     (-0.0135, -0.0186, -0.0092, "assd", False, "-0.013 [-0.019, -0.009] mm"),   # nor the estimate like a bound
+    (6.94, 0.57, 14.97, "lesion_hd95", False, "6.94 [0.57, 14.97] mm"),         # lesion-wise distances carry the unit too
+    (0.963, 0.941, 0.98, "lesion_dice", True, "0.963 [0.941, 0.980]"),
     (-175.05, -257.9, -101.46, "assd", False, "-175.05 [-257.90, -101.46] mm"),
     (12.3, None, None, "hd95", False, "12.30 mm"),
     (None, None, None, "dice", True, "–"),

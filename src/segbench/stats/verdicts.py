@@ -42,8 +42,9 @@ _MAX_DIGITS = 8
 
 
 def unit(metric: str) -> str:
-    """The unit of a metric's values: 'mm' for surface distances, '' for overlap scores in [0, 1]."""
-    return "mm" if metric.lower() in _DISTANCES_MM else ""
+    """The unit of a metric's values: 'mm' for surface distances (also the lesion-wise ones, ``lesion_hd95``,
+    ``sq_hd95``), '' for overlap scores in [0, 1]."""
+    return "mm" if metric.lower().rsplit("_", 1)[-1] in _DISTANCES_MM else ""
 
 
 def base_digits(higher_is_better: bool) -> int:
