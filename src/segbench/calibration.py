@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import logging
-import multiprocessing as mp
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -18,12 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from segbench import scoring
 from segbench.config import DatasetConfig
 from segbench.datasets import case_ids, reference_path
 from segbench.io import write_text_atomic
 from segbench.models.simulated import predict_models
-from segbench.scoring.engine import _one_kernel_thread
+from segbench.scoring.engine import map_cases, score_case
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +42,8 @@ def score_population(
             _score_case, dataset=dataset, models={name: list(options) for name, options in models.items()},
             regions=[r for r in dataset.regions if r.name in structures], scratch=Path(tmp) / "predictions", profile=profile,
         )
-        rows: list[dict] = []
         log.info("calibration: %d simulated models on %d cases", len(models), len(cases))
-        # spawn and one kernel thread per worker, as the scoring engine's own pool (segbench.scoring.score_cases)
-        with mp.get_context("spawn").Pool(processes=workers, initializer=_one_kernel_thread) as pool:
-            for done, case_rows in enumerate(pool.imap(job, cases, chunksize=1), start=1):
-                rows.extend(case_rows)
-                if done % 25 == 0 or done == len(cases):
-                    log.info("calibration: %d/%d cases scored", done, len(cases))
+        rows = [row for case_rows in map_cases(job, cases, workers=workers, desc="calibration") for row in case_rows]
         table = pd.DataFrame(rows)
         for model in models:
             buffer = io.StringIO()
@@ -66,7 +58,7 @@ def _score_case(case_id: str, *, dataset: DatasetConfig, models: dict[str, list[
     rows = []
     reference = reference_path(dataset, case_id)
     for model, prediction in predict_models(case_id, reference, models, scratch).items():
-        scored = scoring.score_case(case_id, reference, prediction, regions, allowed_labels=dataset.region_labels(), profile=profile)
+        scored = score_case(case_id, reference, prediction, regions, allowed_labels=dataset.region_labels(), profile=profile)
         rows += [{"model": model, **row} for row in scored]
         prediction.unlink()
     return rows

@@ -34,6 +34,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     **{m: m in ("dice", "iou", "nsd") for m in METRICS},
     **{m: True for m in DETECTION_METRICS},
 }
+A = TypeVar("A")
 T = TypeVar("T")
 HD95_DEFINITION = get_profile(DEFAULT_PROFILE).hd95_definition
 COLUMNS: tuple[str, ...] = (
@@ -284,11 +285,12 @@ def _one_kernel_thread() -> None:
     numba.set_num_threads(1)
 
 
-def map_cases(job: Callable[[tuple], T], jobs: Sequence[tuple], *, workers: int = 1, progress: bool = True, desc: str = "scoring") -> list[T]:
+def map_cases(job: Callable[[A], T], jobs: Sequence[A], *, workers: int = 1, progress: bool = True, desc: str = "scoring") -> list[T]:
     """``job`` of every entry of ``jobs``, in input order, with a progress bar.
 
     With ``workers > 1`` the jobs run in a process pool that hands out one case at a time (``imap`` with
-    chunksize 1), so at most ``workers`` cases are decoded at once; ``job`` must be a module-level function."""
+    chunksize 1), so at most ``workers`` cases are decoded at once; ``job`` must pickle (a module-level function or a
+    ``functools.partial`` of one)."""
     from tqdm import tqdm
 
     bar = tqdm(total=len(jobs), desc=desc, unit="case", disable=not progress)
