@@ -128,3 +128,19 @@ def test_an_image_model_block_is_checked(root: Path) -> None:
     entry["environment"], entry["command"] = {"type": "container"}, ["predict"]
     with pytest.raises(ConfigError, match="environment.type container needs an image: block"):
         parse_params(raw, root)
+
+
+def test_lesion_setting_comes_from_scoring_lesions_and_bad_values_are_named(root: Path) -> None:
+    """scoring.lesions: the dataset's own lesion structures (a name its schema lacks is skipped), the profile and the
+    sensitivity profiles; an unknown key or profile is an error naming the setting."""
+    raw = compose_params(root / "conf", [])
+    setting = parse_params(raw, root).lesion_setting("kits23")
+    assert [(s.name, s.labels) for s in setting.structures] == [("tumor", (2,)), ("cyst", (3,))]
+    assert (setting.profile, setting.extra_profiles, setting.strata_ml) == ("brats", ("panoptica", "panoptica_merge", "brats2023"), (1.0, 10.0))
+    for change, message in [({"profle": "brats"}, "unknown key"), ({"profile": "panoptika"}, "unknown lesion profile 'panoptika'"),
+                            ({"structures": "tumor"}, "must be a list of label names")]:
+        bad = {**raw, "scoring": {**raw["scoring"], "lesions": {**raw["scoring"]["lesions"], **change}}}
+        with pytest.raises(ConfigError, match=message):
+            parse_params(bad, root)
+    none = {**raw, "scoring": {**raw["scoring"], "lesions": {**raw["scoring"]["lesions"], "structures": ["liver_tumor"]}}}
+    assert parse_params(none, root).lesion_setting("kits23") is None
