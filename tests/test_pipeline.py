@@ -113,6 +113,7 @@ def test_results_record_the_version_of_everything_used(project: Path) -> None:
             "dataset_version": data_md5,
             "hd95_definition": results["hd95_definition"],
             "kind": "simulated",
+            "lesion_profile": results["lesions"]["profile"],
             "metric_profile": results["metric_profile"],
             "model": model,
             "model_version": str(config["version"]),
