@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import ndimage
 
 from lesion_cases import STRUCTURES, load_case, simulate_lesions
 from segbench.scoring.instances import (
@@ -32,6 +33,7 @@ from segbench.scoring.instances import (
     match_merge,
     match_naive,
     overlap_table,
+    panoptica_surface_distances,
     score_lesions,
 )
 
@@ -67,6 +69,43 @@ def test_components_follow_connectivity():
     assert [label_components(mask, c)[1] for c in (6, 18, 26)] == [4, 3, 2]
     with pytest.raises(ValueError, match="connectivity must be one of"):
         label_components(mask, 8)
+
+
+def _random_masks(n: int, seed: int) -> list[np.ndarray]:
+    """Random boolean masks of random small shapes and fill, every third a strided (non-contiguous) view."""
+    rng = np.random.default_rng(seed)
+    masks = [rng.random(tuple(rng.integers(1, 12, 3))) < rng.uniform(0.05, 0.7) for _ in range(n)]
+    return [m[::2, :, ::-1] if i % 3 == 0 else m for i, m in enumerate(masks)]
+
+
+def test_components_and_boxes_equal_scipys():
+    """The run labeller's labels (their numbering included) are scipy's ``label``'s, and the overlap
+    table's boxes its ``find_objects``'."""
+    for mask in _random_masks(300, seed=0):
+        for connectivity, rank in ((6, 1), (18, 2), (26, 3)):
+            labels, n = label_components(mask, connectivity)
+            expected, n_expected = ndimage.label(mask, structure=ndimage.generate_binary_structure(3, rank))
+            assert n == n_expected and np.array_equal(labels, expected)
+        other, n_other = label_components(np.roll(mask, 1, axis=2), 6)
+        ov = overlap_table(labels, n, other, n_other)
+        for box, found in ((ov.ref_box[1:], ndimage.find_objects(labels)), (ov.pred_box[1:], ndimage.find_objects(other))):
+            assert [tuple(b) for b in box.tolist()] == [(*(s.start for s in f), *(s.stop for s in f)) for f in found]
+
+
+def test_surface_distances_are_a_distance_transforms_of_the_other_edge():
+    """Each edge voxel's distance is what scipy's distance transform of the other mask's edge gives
+    (panoptica's computation), to the last bits (a tie between two nearest voxels may round apart)."""
+    masks = _random_masks(200, seed=1)
+    spacings = [(1.0, 1.0, 1.0), (3.0, 0.81640625, 0.81640625), (0.7, 1.3, 2.9), (0.1, 0.7, 5.0)]
+    for i, (pred, ref) in enumerate(zip(masks[::2], masks[1::2])):
+        ref = np.resize(ref, pred.shape)
+        if not (pred.any() and ref.any()):
+            continue
+        spacing = spacings[i % len(spacings)]
+        edges = [m & ~ndimage.binary_erosion(m) for m in (pred, ref)]
+        sd = panoptica_surface_distances(pred, ref, spacing)
+        for d, (src, dst) in ((sd.d_pg, edges), (sd.d_gp, edges[::-1])):
+            np.testing.assert_allclose(d, ndimage.distance_transform_edt(~dst, sampling=spacing)[src], rtol=1e-14, atol=0)
 
 
 def test_naive_matching_one_to_one_and_many_to_one():

@@ -9,8 +9,9 @@ panoptica 2.1.7 and brats-evaluation 0.0.10 (tested against both, tests/test_ins
 the BraTS 2023 lesion-wise script (dilation and merge; hand-built cases only: no package ships it).
 
 Everything that only needs voxel counts (Dice, IoU, every matching score) comes from one overlap
-table of the two label maps (``np.bincount`` of paired labels); surface distances are measured per
-matched pair inside the pair's own bounding box, by the engine's surface functions (``profiles``).
+table of the two label maps (one pass counting paired labels, which also gives each instance's box);
+surface distances are measured per matched pair inside the pair's own bounding box, by the engine's
+surface functions (``profiles``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pandas as pd
 from scipy import ndimage
@@ -29,8 +31,13 @@ from segauge.metrics.distance import SurfaceDistances
 from segbench.scoring.labelmaps import nonzero_box
 from segbench.scoring.profiles import Profile, Spacing, edge_voxel_distances, get_profile
 
-#: Connectivity (neighbours of a voxel) -> scipy's structuring-element rank.
-CONNECTIVITY: dict[int, int] = {6: 1, 18: 2, 26: 3}
+#: Connectivity (neighbours of a voxel) -> the earlier lines (raster order) a run of voxels along the last axis
+#: can touch, as (axis-0 step, axis-1 step, reach along the last axis: 1 if diagonal neighbours count there).
+CONNECTIVITY: dict[int, np.ndarray] = {
+    6: np.array([[0, -1, 0], [-1, 0, 0]]),
+    18: np.array([[0, -1, 1], [-1, 0, 1], [-1, -1, 0], [-1, 1, 0]]),
+    26: np.array([[0, -1, 1], [-1, 0, 1], [-1, -1, 1], [-1, 1, 1]]),
+}
 MATCHING_METRICS: tuple[str, ...] = ("iou", "dice")
 INSTANCE_METRICS: tuple[str, ...] = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
 #: Margin (voxels) of a pair's box: the array's edge never touches a mask whose surface is measured.
@@ -60,21 +67,96 @@ def check_pair(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[
 
 def label_components(mask: np.ndarray, connectivity: int = 26) -> tuple[np.ndarray, int]:
     """Connected components of a boolean mask (labels 1..n in raster order of their first voxel, 0
-    outside) and n; ``connectivity``: 6 (faces), 18 (faces and edges) or 26 (and corners)."""
+    outside: ``scipy.ndimage.label``'s labels) and n; ``connectivity``: 6 (faces), 18 (faces and
+    edges) or 26 (and corners)."""
     if connectivity not in CONNECTIVITY:
         raise ValueError(f"connectivity must be one of {sorted(CONNECTIVITY)}, got {connectivity!r}")
-    labels, n = ndimage.label(mask, structure=ndimage.generate_binary_structure(3, CONNECTIVITY[connectivity]))
+    labels, n = _label_runs(np.ascontiguousarray(mask, dtype=np.bool_), CONNECTIVITY[connectivity])
     return labels, int(n)
+
+
+@numba.njit(inline="always")
+def _root(parent: np.ndarray, r: int) -> int:
+    while parent[r] != r:
+        parent[r] = parent[parent[r]]
+        r = parent[r]
+    return r
+
+
+# explicit signatures: compiled at import, as profiles._edge_voxels says why
+@numba.njit("Tuple((i4[:, :, ::1], i8))(b1[:, :, ::1], i8[:, ::1])", cache=True, nogil=True)
+def _label_runs(mask: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, int]:
+    """``label_components`` by runs: the runs of voxels along the last axis, each joined (union-find,
+    the earliest run the root) with the overlapping runs of the earlier lines ``steps`` names, then
+    numbered in the order of their components' first runs (7-11x faster than scipy's label, which
+    visits every neighbour of every voxel, on the benchmark's lesion boxes)."""
+    n0, n1, n2 = mask.shape
+    n_runs = 0
+    for i in range(n0):
+        for j in range(n1):
+            for k in range(n2):
+                if mask[i, j, k] and (k == 0 or not mask[i, j, k - 1]):
+                    n_runs += 1
+    start, stop = np.empty(n_runs, dtype=np.int64), np.empty(n_runs, dtype=np.int64)
+    first = np.empty(n0 * n1 + 1, dtype=np.int64)  # runs of line (i, j): first[i n1 + j] to first[i n1 + j + 1]
+    r = 0
+    for i in range(n0):
+        for j in range(n1):
+            first[i * n1 + j] = r
+            for k in range(n2):
+                if mask[i, j, k] and (k == 0 or not mask[i, j, k - 1]):
+                    start[r] = k
+                if mask[i, j, k] and (k == n2 - 1 or not mask[i, j, k + 1]):
+                    stop[r] = k + 1
+                    r += 1
+    first[n0 * n1] = r
+    parent = np.arange(n_runs)
+    for i in range(n0):
+        for j in range(n1):
+            a0, a_end = first[i * n1 + j], first[i * n1 + j + 1]
+            if a0 == a_end:
+                continue
+            for s in range(len(steps)):
+                i2, j2, reach = i + steps[s, 0], j + steps[s, 1], steps[s, 2]
+                if i2 < 0 or j2 < 0 or j2 >= n1:
+                    continue
+                a, b, b_end = a0, first[i2 * n1 + j2], first[i2 * n1 + j2 + 1]
+                while a < a_end and b < b_end:
+                    if start[b] < stop[a] + reach and start[a] < stop[b] + reach:
+                        ra, rb = _root(parent, a), _root(parent, b)
+                        parent[max(ra, rb)] = min(ra, rb)
+                    if stop[a] < stop[b]:
+                        a += 1
+                    else:
+                        b += 1
+    labels = np.zeros(mask.shape, dtype=np.int32)
+    number = np.empty(n_runs, dtype=np.int32)
+    n = 0
+    for i in range(n0):
+        for j in range(n1):
+            for r in range(first[i * n1 + j], first[i * n1 + j + 1]):
+                root = _root(parent, r)
+                if root == r:
+                    n += 1
+                    number[r] = n
+                else:
+                    number[r] = number[root]
+                labels[i, j, start[r]:stop[r]] = number[r]
+    return labels, n
 
 
 @dataclass(frozen=True)
 class Overlap:
     """Voxel counts of two instance label maps: ``ref_voxels[r]`` and ``pred_voxels[p]`` (index 0:
-    background) and ``shared[p, r]``, the voxels prediction instance p and reference instance r share."""
+    background) and ``shared[p, r]``, the voxels prediction instance p and reference instance r share;
+    ``ref_box[r]`` and ``pred_box[p]``: each instance's bounding box (first voxel per axis, then one
+    past the last)."""
 
     ref_voxels: np.ndarray
     pred_voxels: np.ndarray
     shared: np.ndarray
+    ref_box: np.ndarray
+    pred_box: np.ndarray
 
     def score(self, metric: str) -> np.ndarray:
         """IoU or Dice of every (prediction, reference) pair, as panoptica computes them (float64 from
@@ -106,11 +188,38 @@ class Overlap:
 
 
 def overlap_table(ref_labels: np.ndarray, n_ref: int, pred_labels: np.ndarray, n_pred: int) -> Overlap:
-    """The ``Overlap`` of two label maps from one pass: each voxel's (prediction, reference) pair is
-    one integer and ``np.bincount`` counts them all."""
-    pair = pred_labels.astype(np.int64, copy=False).ravel() * (n_ref + 1) + ref_labels.ravel()
-    counts = np.bincount(pair, minlength=(n_pred + 1) * (n_ref + 1)).reshape(n_pred + 1, n_ref + 1)
-    return Overlap(ref_voxels=counts.sum(axis=0), pred_voxels=counts.sum(axis=1), shared=counts)
+    """The ``Overlap`` of two label maps from one pass over them (``_count_pairs``)."""
+    as_int32 = (np.ascontiguousarray(a, dtype=np.int32) for a in (ref_labels, pred_labels))
+    counts, ref_box, pred_box = _count_pairs(next(as_int32), n_ref, next(as_int32), n_pred)
+    return Overlap(ref_voxels=counts.sum(axis=0), pred_voxels=counts.sum(axis=1), shared=counts, ref_box=ref_box, pred_box=pred_box)
+
+
+@numba.njit(inline="always")
+def _grow(box: np.ndarray, label: int, i: int, j: int, k: int) -> None:
+    box[label, 0], box[label, 3] = min(box[label, 0], i), max(box[label, 3], i + 1)
+    box[label, 1], box[label, 4] = min(box[label, 1], j), max(box[label, 4], j + 1)
+    box[label, 2], box[label, 5] = min(box[label, 2], k), max(box[label, 5], k + 1)
+
+
+@numba.njit("Tuple((i8[:, ::1], i8[:, ::1], i8[:, ::1]))(i4[:, :, ::1], i8, i4[:, :, ::1], i8)", cache=True, nogil=True)
+def _count_pairs(ref_labels: np.ndarray, n_ref: int, pred_labels: np.ndarray, n_pred: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Voxels per (prediction, reference) label pair and each label's box, in one pass (numpy's
+    bincount of paired labels and scipy's find_objects on both maps took 4x longer)."""
+    counts = np.zeros((n_pred + 1, n_ref + 1), dtype=np.int64)
+    ref_box, pred_box = np.empty((n_ref + 1, 6), dtype=np.int64), np.empty((n_pred + 1, 6), dtype=np.int64)
+    ref_box[:, :3], pred_box[:, :3] = np.iinfo(np.int64).max, np.iinfo(np.int64).max
+    ref_box[:, 3:], pred_box[:, 3:] = -1, -1
+    n0, n1, n2 = ref_labels.shape
+    for i in range(n0):
+        for j in range(n1):
+            for k in range(n2):
+                r, p = ref_labels[i, j, k], pred_labels[i, j, k]
+                counts[p, r] += 1
+                if r:
+                    _grow(ref_box, r, i, j, k)
+                if p:
+                    _grow(pred_box, p, i, j, k)
+    return counts, ref_box, pred_box
 
 
 @dataclass(frozen=True)
@@ -288,9 +397,11 @@ def get_lesion_profile(name: str) -> LesionProfile:
     return LESION_PROFILES[name]
 
 
-def _match(profile: LesionProfile, ref_mask: np.ndarray, pred_labels: np.ndarray, n_pred: int) -> tuple[np.ndarray, int, Matching]:
+def _match(profile: LesionProfile, ref_mask: np.ndarray, pred_labels: np.ndarray, n_pred: int) -> tuple[np.ndarray, int, Matching, Overlap]:
+    """The reference labels, their number, the matching and the overlap table of the two label maps."""
     if profile.matcher == "dilation":
-        return match_dilation(ref_mask, pred_labels, n_pred, profile.dilation_iterations)
+        ref_labels, n_ref, matching = match_dilation(ref_mask, pred_labels, n_pred, profile.dilation_iterations)
+        return ref_labels, n_ref, matching, overlap_table(ref_labels, n_ref, pred_labels, n_pred)
     ref_labels, n_ref = label_components(ref_mask, profile.connectivity)
     ov = overlap_table(ref_labels, n_ref, pred_labels, n_pred)
     rules: dict[str, Callable[[], Matching]] = {
@@ -300,7 +411,7 @@ def _match(profile: LesionProfile, ref_mask: np.ndarray, pred_labels: np.ndarray
     }
     if profile.matcher not in rules:
         raise ValueError(f"lesion profile {profile.name}: unknown matcher {profile.matcher!r}; known: {sorted([*rules, 'dilation'])}")
-    return ref_labels, n_ref, rules[profile.matcher]()
+    return ref_labels, n_ref, rules[profile.matcher](), ov
 
 
 def instance_table(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float], profile: LesionProfile | str = "panoptica") -> pd.DataFrame:
@@ -316,12 +427,10 @@ def instance_table(reference: np.ndarray, prediction: np.ndarray, spacing: Seque
         box = _padded(box, max(BOX_MARGIN, profile.dilation_iterations), ref.shape)
         ref, pred = ref[box], pred[box]
     pred_labels, n_pred = label_components(pred, profile.connectivity)
-    ref_labels, n_ref, matching = _match(profile, ref, pred_labels, n_pred)
-    ov = overlap_table(ref_labels, n_ref, pred_labels, n_pred)
+    ref_labels, n_ref, matching, ov = _match(profile, ref, pred_labels, n_pred)
     ml = float(np.prod(spacing)) / 1000.0
     tol = min(spacing) if profile.nsd_tolerance_mm is None else profile.nsd_tolerance_mm
     miss = {"dice": 0.0, "iou": 0.0, "nsd": 0.0, **{m: profile.unmatched_distance_mm for m in ("hd", "hd95", "assd", "masd")}}
-    ref_boxes, pred_boxes = ndimage.find_objects(ref_labels), ndimage.find_objects(pred_labels)
     rows = []
     for r, preds in enumerate(matching.preds, start=1):
         row = {"reference_id": r, "prediction_ids": ";".join(map(str, preds)), "reference_volume_ml": ov.ref_voxels[r] * ml,
@@ -330,8 +439,8 @@ def instance_table(reference: np.ndarray, prediction: np.ndarray, spacing: Seque
             rows.append(row | {"status": "FN"} | miss)
             continue
         inter, size = int(ov.shared[list(preds), r].sum()), int(ov.ref_voxels[r] + ov.pred_voxels[list(preds)].sum())
-        lo = np.min([[s.start for s in b] for b in [ref_boxes[r - 1], *(pred_boxes[p - 1] for p in preds)]], axis=0)
-        hi = np.max([[s.stop for s in b] for b in [ref_boxes[r - 1], *(pred_boxes[p - 1] for p in preds)]], axis=0)
+        boxes = np.vstack([ov.ref_box[r], ov.pred_box[list(preds)]])
+        lo, hi = boxes[:, :3].min(axis=0), boxes[:, 3:].max(axis=0)
         pair_box = _padded(tuple(slice(int(a), int(b)) for a, b in zip(lo, hi, strict=True)), BOX_MARGIN, ref_labels.shape)
         ref_m, pred_m = ref_labels[pair_box] == r, np.isin(pred_labels[pair_box], preds)
         distances = profile.surface.metrics(profile.surface.measure(pred_m, ref_m, spacing), tol)
