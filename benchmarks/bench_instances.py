@@ -15,6 +15,8 @@ Dice/NSD/HD95, which segbench's case scores already hold) on the "et" group. Out
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 import time
@@ -36,12 +38,14 @@ from segbench.scoring.instances import score_lesions  # noqa: E402
 
 
 def best(fn, repeat: int) -> float:
-    """Shortest of ``repeat`` wall times of ``fn()`` (s)."""
+    """Shortest of ``repeat`` wall times of ``fn()`` (s); what ``fn`` prints (the packages' banners and notices) is dropped,
+    so that the output is the table alone."""
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+        with contextlib.redirect_stdout(io.StringIO()):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
     return min(times)
 
 
@@ -56,7 +60,8 @@ def main() -> None:
         expected_input=pan.InputType.SEMANTIC, instance_approximator=pan.ConnectedComponentsInstanceApproximator(),
         instance_matcher=pan.NaiveThresholdMatching(pan.Metric.IOU, 0.5), instance_metrics=metrics, global_metrics=[],
         edge_case_handler=EdgeCaseHandler({m: MetricZeroTPEdgeCaseHandling(default_result=EdgeCaseResult.NAN) for m in metrics}))
-    brats_eval = pan.Panoptica_Evaluator.load_from_config(brats.config_path("mets"))
+    with contextlib.redirect_stdout(io.StringIO()):  # its notice on the duplicate labels of the BraTS groups
+        brats_eval = pan.Panoptica_Evaluator.load_from_config(brats.config_path("mets"))
     print(f"panoptica {pan.__version__ if hasattr(pan, '__version__') else '2.1.7'}, brats-evaluation 0.0.10, numpy {np.__version__}; "
           f"best of {args.repeat}, one thread, whole label maps")
     print(f"{'case':<11} {'structure':<9} {'shape':<16} {'lesions':>7} | {'segbench':>8} {'panoptica':>9} {'ratio':>6} |"

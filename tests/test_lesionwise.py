@@ -58,7 +58,12 @@ def test_case_file_scores_equal_the_array_scores_under_every_profile(case_files)
         for key, value in expected.items():
             assert (math.isnan(value) and math.isnan(row[key])) or value == row[key], (row["structure"], row["lesion_profile"], key)
         mine = table[(table.structure == row["structure"]) & (table.lesion_profile == row["lesion_profile"])]
-        pd.testing.assert_frame_equal(mine.drop(columns=["case_id", "structure", "lesion_profile"]).reset_index(drop=True), expected_table)
+        pd.testing.assert_frame_equal(mine.drop(columns=["case_id", "structure", "lesion_profile", "volume_stratum"]).reset_index(drop=True),
+                                      expected_table)
+        strata = mine["volume_stratum"].to_numpy()
+        volumes = mine["reference_volume_ml"].to_numpy()
+        assert ((strata == "lt_1ml") == ((mine.status != "FP") & (volumes < 1.0))).all() and (strata[(mine.status == "FP").to_numpy()] == "").all()
+        assert ((strata == "ge_10ml") == (volumes >= 10.0)).all()
         assert row["reference_present"] and not row["prediction_missing"]
     cyst = next(r for r in rows if r["structure"] == "cyst" and r["lesion_profile"] == "brats")
     assert cyst["n_reference"] == 8 and cyst["fn"] >= 1 and cyst["fp"] >= 1  # the simulated miss and addition
@@ -119,6 +124,8 @@ def test_lesion_analysis_by_case_by_lesion_and_by_matching_rule(scored) -> None:
     assert detected["sim_tumor_only"]["mean"] == 1.0  # its cysts are the reference's
     counts = block["counts"]["cyst"]["sim_lesions"]
     assert counts["tp"] + counts["fn"] == counts["n_reference"] == n_cysts and counts["fp"] >= 3
+    assert [v["stratum"] for v in counts["by_volume"]] == ["lt_1ml", "1_10ml", "ge_10ml"]
+    assert sum(v["n_reference"] for v in counts["by_volume"]) == n_cysts and sum(v["tp"] for v in counts["by_volume"]) == counts["tp"]
     # panoptica leaves a missed lesion's HD95 undefined: not analysed under it, and said so
     assert block["undefined"] == {"case": [], "lesion": []}
     assert block["sensitivity"]["variants"]["panoptica"]["undefined"] == ["lesion_hd95"]

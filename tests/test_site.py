@@ -385,6 +385,8 @@ def test_lesion_wise_section_reads_the_results(site: tuple[Path, list[Path]], re
     assert 'id="lesions-case-tumor-rq"' in page and 'id="lesions-lesion-cyst-detected"' in page
     counts = block["counts"]["cyst"]["sim_shift_3mm"]
     assert f"cyst sim_shift_3mm {int(counts['n_reference'])} {int(counts['tp'])} {int(counts['fn'])} {int(counts['fp'])}" in text
+    found = ", ".join(f"{words} {v['tp']}/{v['n_reference']}" for words, v in zip(("< 1 mL", "1-10 mL", "≥ 10 mL"), counts["by_volume"]))
+    assert html.escape(found) in text
     assert "Lesions over every case, under the lesion profile all models SIMULATED" in text  # said once, in the caption
     variant = block["sensitivity"]["variants"]["panoptica"]
     s = variant["summary"]

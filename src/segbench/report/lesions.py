@@ -46,6 +46,16 @@ def _unit(results: dict[str, Any], unit: str, analysis: dict[str, Any]) -> str:
     return answers + disclosure(f"Every {UNIT_WORDS[unit]} leaderboard, model by model", boards)
 
 
+def _volume_words(stratum: str) -> str:
+    """'lt_1ml' -> '< 1 mL', '1_10ml' -> '1-10 mL', 'ge_10ml' -> '≥ 10 mL'."""
+    body = stratum.removesuffix("ml")
+    if body.startswith("lt_"):
+        return f"< {body[3:]} mL"
+    if body.startswith("ge_"):
+        return f"≥ {body[3:]} mL"
+    return body.replace("_", "-") + " mL"
+
+
 def _counts(block: dict[str, Any], models: dict[str, Any]) -> str:
     said = tables.shared_marks(sorted({m for by_model in block["counts"].values() for m in by_model}), models)
     rows = []
@@ -54,8 +64,11 @@ def _counts(block: dict[str, Any], models: dict[str, Any]) -> str:
             rows.append([(html.escape(structure), structure), tables.model_cell(model, models.get(model, {}), said),
                          *((str(int(c[k])), c[k]) for k in ("n_reference", "tp", "fn", "fp")),
                          (fmt(c["fp_volume_ml"], 1), c["fp_volume_ml"]), (fmt(c["fn_volume_ml"], 1), c["fn_volume_ml"]),
-                         (f"{c['n_cases_with_lesions']} of {c['n_cases']}", c["n_cases_with_lesions"])])
-    headers = ["structure", "model", "reference lesions", "TP", "FN (missed)", "FP (added)", "FP volume (mL)", "FN volume (mL)", "cases with lesions"]
+                         (f"{c['n_cases_with_lesions']} of {c['n_cases']}", c["n_cases_with_lesions"]),
+                         (html.escape(", ".join(f"{_volume_words(v['stratum'])} {v['tp']}/{v['n_reference']}" for v in c["by_volume"]))
+                          or "–", None)])
+    headers = ["structure", "model", "reference lesions", "TP", "FN (missed)", "FP (added)", "FP volume (mL)", "FN volume (mL)", "cases with lesions",
+               "found, by lesion volume"]
     return tables.table(headers, rows, "Lesions over every case, under the lesion profile" + tables.marks_caption(said), "counts")
 
 

@@ -513,14 +513,29 @@ def case_scores(table: pd.DataFrame, profile: LesionProfile | str = "panoptica",
     out["lesion_dice"], out["lesion_hd95"] = rule(table, profile)
     out["fp_volume_ml"] = float(table.prediction_volume_ml[status == "FP"].sum())
     out["fn_volume_ml"] = float(table.reference_volume_ml[status == "FN"].sum())
-    edges = sorted(float(e) for e in strata_ml)
     refs = table[status != "FP"]
-    bins = np.digitize(refs.reference_volume_ml.to_numpy(), edges)
-    names = [f"recall_lt_{edges[0]:g}ml", *(f"recall_{a:g}_{b:g}ml" for a, b in zip(edges, edges[1:])), f"recall_ge_{edges[-1]:g}ml"] if edges else []
-    for b, name in enumerate(names):
-        hit = refs.status.to_numpy()[bins == b] == "TP"
-        out[name] = float(hit.mean()) if hit.size else math.nan
+    strata = volume_strata(refs.reference_volume_ml.to_numpy(), strata_ml)
+    for name in stratum_names(strata_ml):
+        hit = refs.status.to_numpy()[strata == name] == "TP"
+        out[f"recall_{name}"] = float(hit.mean()) if hit.size else math.nan
     return out
+
+
+def stratum_names(strata_ml: Sequence[float]) -> list[str]:
+    """The lesion-volume strata cut at ``strata_ml`` (mL), smallest first: ``lt_A``, ``A_B``, ..., ``ge_B`` (with ``ml``)."""
+    edges = sorted(float(e) for e in strata_ml)
+    if not edges:
+        return []
+    return [f"lt_{edges[0]:g}ml", *(f"{a:g}_{b:g}ml" for a, b in zip(edges, edges[1:])), f"ge_{edges[-1]:g}ml"]
+
+
+def volume_strata(volumes_ml: np.ndarray, strata_ml: Sequence[float]) -> np.ndarray:
+    """The stratum name of each volume (``stratum_names``; a volume equal to a cut falls in the stratum above it, as
+    panoptica's ``recall_by_volume`` bins); empty strings without cuts."""
+    names = stratum_names(strata_ml)
+    if not names:
+        return np.full(len(volumes_ml), "", dtype=object)
+    return np.asarray(names, dtype=object)[np.digitize(volumes_ml, sorted(float(e) for e in strata_ml))]
 
 
 def score_lesions(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float], profile: LesionProfile | str = "panoptica",

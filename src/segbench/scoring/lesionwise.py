@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from segbench.scoring.engine import Region, _region_mask, decode_pair, map_cases
-from segbench.scoring.instances import TABLE_COLUMNS, case_scores, counted_references, get_lesion_profile, instance_table
+from segbench.scoring.instances import TABLE_COLUMNS, case_scores, counted_references, get_lesion_profile, instance_table, volume_strata
 
 KEY_COLUMNS: tuple[str, ...] = ("case_id", "structure", "lesion_profile")
 
@@ -55,7 +55,8 @@ class LesionSetting:
 def score_case_lesions(
     case_id: str, reference: Path, prediction: Path | None, setting: LesionSetting, *, allowed_labels: set[int] | None = None,
 ) -> tuple[list[dict], pd.DataFrame]:
-    """One case: its lesion-wise score rows (structure x profile) and its per-lesion table (every profile).
+    """One case: its lesion-wise score rows (structure x profile) and its per-lesion table (every profile; a reference
+    lesion's ``volume_stratum`` is its volume's stratum of ``setting.strata_ml``, empty for false positives).
 
     ``reference_present`` of a row: the reference holds at least one lesion the profile's lesion-wise Dice/HD95
     count (``instances.counted_references``), so that every analysed score is defined; the other rows keep their
@@ -72,8 +73,9 @@ def score_case_lesions(
             rows.append({"case_id": case_id, "structure": structure.name, "lesion_profile": name,
                          "reference_present": not counted_references(table, profile).empty,
                          "prediction_missing": pair.prediction is None} | scores)
-            tables.append(table.assign(case_id=case_id, structure=structure.name, lesion_profile=name))
-    columns = [*KEY_COLUMNS, *TABLE_COLUMNS]
+            stratum = np.where(table.status != "FP", volume_strata(table.reference_volume_ml.to_numpy(), setting.strata_ml), "")
+            tables.append(table.assign(case_id=case_id, structure=structure.name, lesion_profile=name, volume_stratum=stratum))
+    columns = [*KEY_COLUMNS, *TABLE_COLUMNS, "volume_stratum"]
     return rows, (pd.concat(tables, ignore_index=True)[columns] if tables else pd.DataFrame(columns=columns))
 
 
@@ -90,7 +92,7 @@ def score_lesion_cases(
     jobs = [(cid, Path(ref), None if pred is None else Path(pred), setting, allowed_labels) for cid, ref, pred in cases]
     done = map_cases(_score_case_lesions_job, jobs, workers=workers, progress=progress, desc="lesions")
     rows = pd.DataFrame([row for case_rows, _ in done for row in case_rows], columns=setting.case_columns())
-    instances = pd.concat([table for _, table in done], ignore_index=True) if done else pd.DataFrame(columns=[*KEY_COLUMNS, *TABLE_COLUMNS])
+    instances = pd.concat([table for _, table in done], ignore_index=True) if done else pd.DataFrame(columns=[*KEY_COLUMNS, *TABLE_COLUMNS, "volume_stratum"])
     return rows, instances
 
 

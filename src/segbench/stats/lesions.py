@@ -66,15 +66,20 @@ def lesion_unit_rows(instance_rows: pd.DataFrame, profile: str) -> pd.DataFrame:
     })
 
 
-def counts(lesion_rows: pd.DataFrame, profile: str) -> dict[str, dict[str, dict[str, float]]]:
-    """Per structure and model, the lesion counts and volumes summed over every case (reference lesion or not)."""
+def counts(lesion_rows: pd.DataFrame, instance_rows: pd.DataFrame, profile: str) -> dict[str, dict[str, dict]]:
+    """Per structure and model, the lesion counts and volumes summed over every case (reference lesion or not), and
+    per lesion-volume stratum (``volume_stratum`` of the per-lesion table, smallest first) its reference lesions and TPs."""
     rows = case_unit_rows(lesion_rows, profile)
+    strata = [c.removeprefix("recall_") for c in lesion_rows.columns if c.startswith("recall_")]
+    refs = instance_rows[(instance_rows["lesion_profile"] == profile) & (instance_rows["status"] != "FP")]
     columns = ["n_reference", "n_prediction", "tp", "fp", "fn", "fp_volume_ml", "fn_volume_ml"]
-    out: dict[str, dict[str, dict[str, float]]] = {}
+    out: dict[str, dict[str, dict]] = {}
     for (structure, model), group in rows.groupby(["structure", "model"], sort=True):
-        sums = {c: float(group[c].sum()) for c in columns}
-        out.setdefault(str(structure), {})[str(model)] = sums | {"n_cases": int(group["case_id"].nunique()),
-                                                                  "n_cases_with_lesions": int(group["reference_present"].sum())}
+        mine = refs[(refs["structure"] == structure) & (refs["model"] == model)]
+        by_volume = [{"stratum": name, "n_reference": int((mine["volume_stratum"] == name).sum()),  # a list: JSON keeps its order
+                      "tp": int(((mine["volume_stratum"] == name) & (mine["status"] == "TP")).sum())} for name in strata]
+        out.setdefault(str(structure), {})[str(model)] = {c: float(group[c].sum()) for c in columns} | {
+            "n_cases": int(group["case_id"].nunique()), "n_cases_with_lesions": int(group["reference_present"].sum()), "by_volume": by_volume}
     return out
 
 
@@ -109,6 +114,6 @@ def lesion_analysis(
         "matched": matched,
         "lesion": lesion,
         "undefined": {"case": case_undefined, "lesion": lesion_undefined},
-        "counts": counts(lesion_rows, profile),
+        "counts": counts(lesion_rows, instance_rows, profile),
         "sensitivity": {"baseline": profile, "variants": variants},
     }
