@@ -134,3 +134,18 @@ def test_lesion_analysis_by_case_by_lesion_and_by_matching_rule(scored) -> None:
     assert reanalyze(block["case"]) == [] and reanalyze(block["lesion"]) == []
     with pytest.raises(ValueError, match="not the lesion profile 'monai'"):
         lesion_analysis(rows, instances, profile="monai", settings=StatsSettings(n_resamples=300))
+
+
+def test_a_lone_model_without_predictions_leaves_sq_unanalysed_and_the_page_says_so(scored) -> None:
+    """One model, one case, no prediction file: every lesion missed, so no SQ (no matched lesion anywhere); the block
+    says None there and the page says there is nothing to analyse instead of failing."""
+    from segbench.report.lesions import lesion_section
+
+    rows, instances = scored
+    keep = lambda t: t[(t.model == "sim_one_missing") & (t.case_id == "case_00037")]  # noqa: E731
+    block = lesion_analysis(keep(rows), keep(instances), profile="brats", settings=StatsSettings(n_resamples=200, scheme_resamples=50),
+                            contaminated={"sim_one_missing": False})
+    assert block["matched"] is None and block["case"]["structures"]["tumor"]["n_cases"] == 1
+    assert block["counts"]["tumor"]["sim_one_missing"]["tp"] == 0
+    page = lesion_section({"models": {"sim_one_missing": {"kind": "simulated", "simulated": True}}, "lesions": block})
+    assert "Nothing to analyse: no case has a value for every model." in page

@@ -425,8 +425,8 @@ def run_compare(params: Params, name: str) -> None:
         for (structure, metric), head in stats.leaderboard_heads(analysis).items():
             write_json_atomic(heads / structure / f"{metric}.json", head)
         if "lesions" in results:  # the lesion-wise leaderboards by case and of matched lesions, under lesions/ (docs/methodology.md#519-lesion-wise-analysis)
-            for unit in ("case", "matched"):
-                for (structure, metric), head in stats.leaderboard_heads(results["lesions"][unit]).items():
+            for lesion_analysis in (results["lesions"][unit] for unit in ("case", "matched")):
+                for (structure, metric), head in (stats.leaderboard_heads(lesion_analysis) if lesion_analysis else {}).items():
                     write_json_atomic(heads / "lesions" / structure / f"{metric}.json", head)
     buffer = io.StringIO()
     pd.DataFrame(stats.mean_ci_rows(analysis), columns=stats.PLOT_COLUMNS).to_csv(buffer, index=False, lineterminator="\n")

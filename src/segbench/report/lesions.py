@@ -34,8 +34,10 @@ def _anchor(unit: str, structure: str, metric: str) -> str:
     return f"lesions-{unit}-{slug(structure)}-{slug(metric)}"
 
 
-def _unit(results: dict[str, Any], unit: str, analysis: dict[str, Any]) -> str:
+def _unit(results: dict[str, Any], unit: str, analysis: dict[str, Any] | None) -> str:
     """One unit's answers (#1, CI, verdict, co-winners per structure and metric) and its leaderboards one click away."""
+    if analysis is None:
+        return "<p>Nothing to analyse: no case has a value for every model.</p>"
     view = {"models": results["models"], "analysis": analysis}
     answers = tables.answers(view, lambda structure, metric: f"#{_anchor(unit, structure, metric)}")
     boards = "".join(

@@ -87,7 +87,7 @@ def leaderboard(results: Results, structure: str, metric: str) -> Table:
 def lesion_view(results: Results) -> Results | None:
     """The lesion-wise analysis by case as results of its own (same layout), titled with its lesion profile; None without one."""
     block = results.get("lesions")
-    if not block:
+    if not block or block["case"] is None:
         return None
     d = results["dataset"]
     title = f"{d.get('title') or d['name']}, lesion-wise by case ({block['profile']} matching)"

@@ -48,6 +48,17 @@ def _defined(rows: pd.DataFrame, metrics: Mapping[str, bool]) -> tuple[dict[str,
     return {m: h for m, h in metrics.items() if finite[m]}, sorted(m for m in metrics if not finite[m])
 
 
+def _analyze(rows: pd.DataFrame, metrics: Mapping[str, bool], settings: StatsSettings, contaminated: Mapping[str, bool],
+             cluster_field: str | None = None) -> dict | None:
+    """``analyze`` of ``rows`` with the contamination flags of the models they hold; None without a row or a metric
+    (every case of a lone model without a prediction leaves no matched lesion, so no SQ)."""
+    if rows.empty or not metrics:
+        return None
+    held = set(rows["model"])
+    return analyze(rows, metrics=metrics, settings=settings, contaminated={m: c for m, c in contaminated.items() if m in held},
+                   cluster_field=cluster_field)
+
+
 def case_unit_rows(lesion_rows: pd.DataFrame, profile: str) -> pd.DataFrame:
     """The lesion rows of one lesion profile, as the analysis reads per-case rows."""
     rows = lesion_rows[lesion_rows["lesion_profile"] == profile]
@@ -87,27 +98,27 @@ def lesion_analysis(
     lesion_rows: pd.DataFrame, instance_rows: pd.DataFrame, *, profile: str, settings: StatsSettings, contaminated: Mapping[str, bool] = {},
 ) -> dict:
     """The lesion-wise block of a results file (module docstring): ``profile``, ``case``, ``matched`` and ``lesion`` analyses (the
-    layout of ``analysis.analyze``), the metrics each leaves undefined, ``counts`` and the matching-rule ``sensitivity``."""
+    layout of ``analysis.analyze``, or None where nothing is left to analyse), the metrics each leaves undefined, ``counts`` and
+    the matching-rule ``sensitivity``."""
     profiles = sorted(set(lesion_rows["lesion_profile"]))
     if profile not in profiles:
         raise ValueError(f"lesion rows hold profiles {profiles}, not the lesion profile {profile!r}")
     baseline_rows = case_unit_rows(lesion_rows, profile)
     case_metrics, case_undefined = _defined(baseline_rows, CASE_METRICS)
-    case = analyze(baseline_rows, metrics=case_metrics, settings=settings, contaminated=contaminated)
+    case = _analyze(baseline_rows, case_metrics, settings, contaminated)
     unmatched = baseline_rows["reference_present"] & baseline_rows["sq_dice"].isna()  # no TP: SQ undefined, the case unshared
-    matched = analyze(baseline_rows[~unmatched.to_numpy()], metrics=MATCHED_METRICS, settings=settings, contaminated=contaminated)
+    matched = _analyze(baseline_rows[~unmatched.to_numpy()], MATCHED_METRICS, settings, contaminated)
     lesion_rows_unit = lesion_unit_rows(instance_rows, profile)
     lesion_metrics, lesion_undefined = _defined(lesion_rows_unit, LESION_METRICS)
     clustered = CLUSTER_FIELD if lesion_rows_unit[f"meta.{CLUSTER_FIELD}"].nunique() > 1 else None  # one case: nothing to resample between
-    lesion = (analyze(lesion_rows_unit, metrics=lesion_metrics, settings=settings, contaminated=contaminated, cluster_field=clustered)
-              if not lesion_rows_unit.empty else None)
+    lesion = _analyze(lesion_rows_unit, lesion_metrics, settings, contaminated, clustered)
     variants = {}
     for other in profiles:
-        if other == profile:
-            continue
         rows = case_unit_rows(lesion_rows, other)
         metrics, undefined = _defined(rows, case_metrics)
-        variants[other] = {"undefined": undefined, **compare_analyses(case, analyze(rows, metrics=metrics, settings=settings, contaminated=contaminated))}
+        variant = _analyze(rows, metrics, settings, contaminated) if other != profile and case is not None else None
+        if variant is not None:
+            variants[other] = {"undefined": undefined, **compare_analyses(case, variant)}
     return {
         "profile": profile,
         "case": case,
