@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-CI_METHODS = ("percentile", "bca")
+CI_METHODS = ("percentile", "bca", "skew_t")
 MULTIPLE_COMPARISONS = ("holm", "bonferroni")
 CASE_ALIGNMENTS = ("shared", "pairwise_complete")
 
