@@ -64,6 +64,11 @@ class Population:
         return self.structure if self.source == SIMULATED else f"{self.source}/{self.structure}"
 
 
+def verdict_procedure(settings: Mapping) -> str:
+    """The audited procedure behind the leaderboard's separable verdict under ``settings`` (a StatsSettings dict)."""
+    return "signflip_holm" if settings.get("pairwise_test") == "sign_flip" else f"separable_{settings['ci_method']}"
+
+
 def population(
     rows: pd.DataFrame, models: Sequence[str], structures: Sequence[str], metrics: Sequence[str]
 ) -> dict[str, tuple[list[str], np.ndarray]]:

@@ -4,7 +4,7 @@ One resample is a multiset of case indices drawn with replacement. Instead of ga
 (B, n) index matrix per model, each chunk of resamples is turned into a (chunk, n) matrix of case counts
 and multiplied with the (n, K) value matrix: one BLAS call gives every model's resampled mean, and every
 model sees the same resampled cases (paired, as challengeR requires). Chunking bounds memory by
-``_CHUNK_ENTRIES`` regardless of n and B (n = 5,160, B = 10,000 would otherwise be 50M entries).
+``CHUNK_ENTRIES`` regardless of n and B (n = 5,160, B = 10,000 would otherwise be 50M entries).
 
 Subgroup means come from the same resamples (domain estimation): a group's resampled mean is the mean
 of the resampled cases that belong to it, so its size varies between resamples as it varies between
@@ -22,7 +22,7 @@ import numba
 import numpy as np
 from scipy.special import ndtr, ndtri, stdtrit
 
-_CHUNK_ENTRIES = 2_000_000  # count-matrix entries per chunk: ~16 MB as float64
+CHUNK_ENTRIES = 2_000_000  # count-matrix entries per chunk: ~16 MB as float64
 
 
 def rng_for(seed: int, *keys: str) -> np.random.Generator:
@@ -59,7 +59,7 @@ def bootstrap_means(
     design = np.ascontiguousarray(np.concatenate([values.T, masked, indicator], axis=1))
     out = np.empty((n_resamples, n_rows))
     group_out = np.empty((n_resamples, n_groups, n_rows))
-    chunk = max(1, _CHUNK_ENTRIES // max(n_cases, design.shape[1], 1))
+    chunk = max(1, CHUNK_ENTRIES // max(n_cases, design.shape[1], 1))
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
         counts = resample_counts(n_cases, size, rng) if draw is None else draw(size, rng)
