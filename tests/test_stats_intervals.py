@@ -67,7 +67,8 @@ def test_studentized_matches_a_loop_over_resamples(scale: str) -> None:
     for k in range(2):
         m, se = x[k].mean(), x[k].std(ddof=1) / np.sqrt(30)
         f, df = {"none": (lambda v: v, lambda v: 1.0),
-                 "logit": (lambda v: stats.logistic.ppf(v * 29 / 30 + 0.5 / 30), lambda v: (29 / 30) / ((v * 29 / 30 + 0.5 / 30) * (1 - (v * 29 / 30 + 0.5 / 30)))),
+                 "logit": (lambda v: stats.logistic.ppf(v * 29 / 30 + 0.5 / 30),
+                           lambda v: (29 / 30) / ((v * 29 / 30 + 0.5 / 30) * (1 - (v * 29 / 30 + 0.5 / 30)))),
                  "log": (np.log, lambda v: 1 / v)}[scale]
         t = [(f(b) - f(m)) / (s / np.sqrt(30) * df(b)) for b, s in zip(boot_means[:, k], boot_sd[:, k])]
         q_low, q_high = np.quantile(t, [0.025, 0.975])

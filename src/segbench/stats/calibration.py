@@ -2,7 +2,8 @@
 
 A population is the truth: its per-model mean is the value a CI should cover. Two kinds are audited: every case of a
 dataset scored for simulated models of known quality (``population``), and the per-case scores that real models
-published (``ranked_populations``: per structure, the cases every model reports and the models at given ranks). Models of equal true quality (same error distribution, different seeds) still differ
+published (``ranked_populations``: per structure, the cases every model reports and the models at given ranks).
+Models of equal true quality (same error distribution, different seeds) still differ
 a little in a finite population; in every sampled case their values are dealt to them in random order, which makes
 them exactly equal in the population, so that any verdict between them is false. For each sample size n the
 audit draws ``draws`` samples of n cases with replacement and runs the real analysis pieces on each one, with the

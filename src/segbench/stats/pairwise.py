@@ -86,7 +86,8 @@ def sign_flip_p_values(diffs: np.ndarray, n_flips: int, rng: np.random.Generator
     Under the null that a and b are exchangeable in each case, every case's difference is as likely with either
     sign; ``n_flips`` random sign vectors, shared by the rows (one product), give the null distribution of |sum|,
     and p = (1 + #{|flipped sum| >= |observed sum|}) / (n_flips + 1), which is exact at any n (the observed signs
-    count as one draw; flips are drawn in chunks of bounded memory). Studentizing changes nothing: under flips the sum of squares is fixed, so |t| grows with |sum|.
+    count as one draw; flips are drawn in chunks of bounded memory). Studentizing changes nothing: under flips the sum of
+    squares is fixed, so |t| grows with |sum|.
     """
     observed = np.abs(diffs.sum(axis=1))
     tolerance = 1e-9 * np.abs(diffs).sum(axis=1)  # the same sum in another order is a tie, not a smaller value
