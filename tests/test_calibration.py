@@ -1,8 +1,9 @@
 """The calibration audit (docs/methodology.md, "Calibration audit"): its pieces, and the CI gate.
 
 The gate reruns a small audit from scratch on real KiTS23 label maps (simulate, score, redraw, analyse) and fails
-when the CI coverage of the documented configuration leaves 93.5-96.5 % or the family-wise type-I error of the
-separable verdict exceeds 5 % plus two Monte-Carlo standard errors.
+when the coverage of the default CI (``stats.ci_method``) on ASSD or NSD leaves its documented band, or the family-wise
+type-I error of the separable verdict (``stats.pairwise_test``) or of the Wilcoxon-Holm map exceeds 5 % plus two
+Monte-Carlo standard errors on any metric.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from segbench.config import ConfigError, parse_params
+from segbench.config import ConfigError, load_params, parse_params
+from segbench.stages import read_published
 from segbench.stats import StatsSettings, calibration
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: the documented gate configuration (docs/methodology.md, "Calibration audit")
-GATE = {"structure": "tumor", "metric": "assd", "n": 40, "method": "percentile", "cases": 40}
+#: the documented gate configuration (docs/methodology.md, "Calibration audit"): the default CI and separable verdict
+GATE = {"structure": "tumor", "n": 40, "method": StatsSettings().ci_method, "cases": 40,
+        "procedure": calibration.verdict_procedure(StatsSettings().to_dict())}
 
 
 def _rows(values: dict[str, np.ndarray], structure: str = "tumor") -> pd.DataFrame:
@@ -80,6 +83,45 @@ def test_calibration_params_are_validated() -> None:
 
 
 @pytest.fixture(scope="module")
+def touchstone() -> pd.DataFrame:
+    """Touchstone's published per-case scores (19 real models, 743 scans), as the audit stage reads them."""
+    return read_published(load_params(ROOT / "params.yaml").calibration.real["touchstone_totalsegmentator"].source)
+
+
+def test_ranked_populations_of_real_models(touchstone: pd.DataFrame) -> None:
+    """Per organ: the cases every model reports, the models at the given ranks of mean Dice, the first two equal."""
+    pops = {p.structure: p for p in calibration.ranked_populations(touchstone, "touchstone", {"dice": True, "nsd": True}, (1, 2, 4))}
+    assert len(pops) == 9
+    liver = pops["liver"]
+    block = touchstone[(touchstone["structure"] == "liver") & touchstone["reference_present"].astype(bool)]
+    table = block.pivot(index="case_id", columns="model", values="dice")
+    complete = table[table.notna().all(axis=1) & block.pivot(index="case_id", columns="model", values="nsd").notna().all(axis=1)]
+    ranked = complete.mean().sort_values(ascending=False).index
+    assert liver.models == (ranked[0], ranked[1], ranked[3]) and liver.equal == liver.models[:2] and liver.name == "touchstone/liver"
+    np.testing.assert_array_equal(liver.values[0], complete[list(liver.models)].to_numpy().T)
+    with pytest.raises(ValueError, match=r"touchstone, aorta: rank 20 asked, 19 models"):
+        calibration.ranked_populations(touchstone, "touchstone", {"dice": True}, (1, 2, 20))
+
+
+def test_audit_of_a_real_population(touchstone: pd.DataFrame) -> None:
+    """A real population is audited at every n up to its size, its rows named by source and structure; the exchanged
+    pair's sign-flip verdict errs at most 5 % (+ 2 MC SE)."""
+    (pop,) = [p for p in calibration.ranked_populations(touchstone, "touchstone", {"dice": True}, (1, 2, 6)) if p.structure == "gall_bladder"]
+    rows = _rows({"a": np.linspace(0.5, 0.9, 30), "b": np.linspace(0.52, 0.92, 30)})
+    result = calibration.audit(rows, models=("a", "b"), equal=("a", "b"), structures=("tumor",), metrics={"dice": True}, n_cases=(20, 200),
+                               draws=300, wilcoxon_draws=20, n_resamples=300, seed=0, settings=StatsSettings(), real=[([pop], 400, 30)])
+    real = result["real"]
+    assert real["population"]["touchstone/gall_bladder"]["n_audited"] == [20] and pop.values.shape[2] < 200
+    assert {(r["source"], r["structure"], r["n"]) for r in real["coverage"]} == {("touchstone", "gall_bladder", 20)}
+    assert {r["method"] for r in real["coverage"]} == set(calibration.AUDIT_CI_METHODS)
+    (flip,) = [r for r in real["type1"] if r["procedure"] == "signflip_holm"]
+    assert flip["draws"] == 400 and flip["rate"] <= 0.05 + 2 * flip["mc_se"]
+    assert {r["worse"] for r in real["power"]} == {pop.models[2]}
+    assert set(calibration.tables(result)) == {"coverage", "type1", "power", "real_coverage", "real_type1", "real_power"}
+    assert json.loads(json.dumps(result)) == result
+
+
+@pytest.fixture(scope="module")
 def small_audit(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The CI gate's audit, from scratch: 40 real cases (every 12th), 3 simulated models (two equal), 2000 samples of n = 40, B = 1000."""
     labels = ROOT / "data" / "kits23" / "labels"
@@ -95,6 +137,7 @@ def small_audit(tmp_path_factory: pytest.TempPathFactory) -> dict:
     raw["calibration"] |= {
         "models": {m: models[m] for m in ("equal_a", "equal_b", "inward_1.5mm")}, "equal": ["equal_a", "equal_b"],
         "structures": [GATE["structure"]], "n_cases": [GATE["n"]], "draws": 2000, "wilcoxon_draws": 200, "n_resamples": 1000,
+        "real": {},
     }
     (proj / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -106,10 +149,33 @@ def small_audit(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return audit
 
 
+def _gate_coverage(audit: dict, metric: str, method: str) -> dict:
+    (row,) = [r for r in audit["coverage"] if (r["structure"], r["metric"], r["n"], r["method"]) == (GATE["structure"], metric, GATE["n"], method)]
+    return row
+
+
 @pytest.mark.slow
-def test_gate_ci_coverage(small_audit: dict) -> None:
-    """The 95 % percentile CI of the mean tumor ASSD covers the population mean 93.5-96.5 % of the time at n = 40."""
-    (coverage,) = [r for r in small_audit["coverage"] if all(r[k] == GATE[k] for k in ("structure", "metric", "n", "method"))]
+@pytest.mark.parametrize("metric", ["dice", "hd95", "assd"])
+def test_gate_ci_coverage(small_audit: dict, metric: str) -> None:
+    """The default 95 % CI of the mean tumor Dice, HD95 and ASSD covers the population mean 93.5-96.5 % of the time
+    at n = 40 (94.8, 95.8 and 95.4 % now)."""
+    coverage = _gate_coverage(small_audit, metric, GATE["method"])
+    assert 0.935 <= coverage["rate"] <= 0.965, coverage
+
+
+@pytest.mark.slow
+def test_gate_nsd_coverage_floor(small_audit: dict) -> None:
+    """NSD, the metric the default CI cannot bring into the band here: 75.5 % now (percentile 72.4 %); fails when the
+    default covers less than 73.5 % (two Monte-Carlo SEs below) or no better than the percentile CI."""
+    coverage = _gate_coverage(small_audit, "nsd", GATE["method"])
+    assert coverage["rate"] >= 0.735 and coverage["rate"] > _gate_coverage(small_audit, "nsd", "percentile")["rate"], coverage
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known shortfall (docs/methodology.md#518-calibration-audit): in the gate's 40-case population the equal "
+                   "models' NSD is nearly always 1 (skewness -3.7 and -5.9) and its few low cases decide the mean; no CI tried covers it")
+def test_gate_nsd_coverage_band(small_audit: dict) -> None:
+    coverage = _gate_coverage(small_audit, "nsd", GATE["method"])
     assert 0.935 <= coverage["rate"] <= 0.965, coverage
 
 
@@ -121,8 +187,8 @@ def test_gate_wilcoxon_holm_type1(small_audit: dict) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="known shortfall (docs/methodology.md#518-calibration-audit): the percentile-bootstrap separable verdict "
-                   "calls the equal models separable 6-7 % of the time at n = 40 (the full audit: 6.5-9 % on tumor Dice, HD95, ASSD)")
 def test_gate_separable_type1(small_audit: dict) -> None:
-    rows = [r for r in small_audit["type1"] if r["procedure"] == f"separable_{GATE['method']}" and r["metric"] != "nsd"]
-    assert all(r["rate"] <= 0.05 + 2 * r["mc_se"] for r in rows), rows
+    """The leaderboard's separable verdict (the sign-flip test with Holm) calls the equal models separable at most
+    5 % (+ 2 MC SE) of the time, every metric."""
+    rows = [r for r in small_audit["type1"] if r["procedure"] == GATE["procedure"]]
+    assert len(rows) == 4 and all(r["rate"] <= 0.05 + 2 * r["mc_se"] for r in rows), rows

@@ -322,9 +322,10 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
     index = (out / "index.html").read_text(encoding="utf-8")
     assert 'href="calibration.html"' in index and 'href="../interactive/site/index.html"' in index
     assert "dvc repro interactive/dvc.yaml" in index
-    cover = [r["rate"] for r in audit["coverage"] if (r["structure"], r["metric"], r["method"]) == ("tumor", "dice", "percentile")]
+    method = audit["stats"]["ci_method"]  # the leaderboards' CI: skew_t
+    cover = [r["rate"] for r in audit["coverage"] if (r["structure"], r["metric"], r["method"]) == ("tumor", "dice", method)]
     wilcoxon = [r["rate"] for r in audit["type1"] if (r["structure"], r["metric"], r["procedure"]) == ("tumor", "dice", "wilcoxon_holm")]
-    takeaway = (f"tumor dice: 95% percentile CIs cover {100 * min(cover):.1f}–{100 * max(cover):.1f}% (n = 20..40); type-I error "
+    takeaway = (f"tumor dice: 95% {method} CIs cover {100 * min(cover):.1f}–{100 * max(cover):.1f}% (n = 20..40); type-I error "
                 f"(target 5%): bootstrap CI (percentile) separates ")
     assert text.index(takeaway) < text.index("Coverage by metric")  # the takeaway leads the page
     assert f"Wilcoxon-Holm separates {100 * min(wilcoxon):.1f}–{100 * max(wilcoxon):.1f}%" in text

@@ -205,6 +205,19 @@ class CalibrationConfig:
     n_resamples: int
     seed: int
     workers: int
+    #: published real models' scores audited beside the simulated ones (``calibration.real``), by source name
+    real: dict[str, RealPopulationConfig] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RealPopulationConfig:
+    """A published set audited as populations (``segbench.stats.calibration.ranked_populations``): per structure, the
+    models at ``ranks`` of the mean of its first metric, the first two made equal; ``draws`` samples per n."""
+
+    source: PublishedConfig
+    ranks: tuple[int, ...]
+    draws: int
+    wilcoxon_draws: int
 
 
 @dataclass(frozen=True)
@@ -753,7 +766,31 @@ def _calibration(raw: dict[str, Any], root: Path) -> CalibrationConfig:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"{where}.seed must be an integer >= 0, got {seed!r}")
     return CalibrationConfig(dataset=dataset, population=datasets[dataset], models=models, equal=equal, structures=structures,
-                             metrics={m: HIGHER_IS_BETTER[m] for m in metrics}, n_cases=n_cases, seed=seed, **sizes)
+                             metrics={m: HIGHER_IS_BETTER[m] for m in metrics}, n_cases=n_cases, seed=seed, **sizes,
+                             real=_real_populations(raw.get("real") or {}, raw.get("published") or {}, root, where))
+
+
+def _real_populations(raw: Any, published: Any, root: Path, where: str) -> dict[str, RealPopulationConfig]:
+    """``calibration.real``: per published set of ``calibration.published`` (composed from conf/published/ on its own),
+    the ranks of the models it audits (at least 3 distinct, from 1) and its draws."""
+    if not isinstance(raw, dict) or not isinstance(published, dict):
+        raise ConfigError(f"{where}.real and {where}.published must be mappings, got {raw!r} and {type(published).__name__}")
+    out = {}
+    for name, spec in raw.items():
+        at = f"{where}.real.{name}"
+        if name not in published:
+            raise ConfigError(f"{at}: not a published set of {where}.published ({sorted(published)})")
+        if not isinstance(spec, dict) or set(spec) != {"ranks", "draws", "wilcoxon_draws"}:
+            raise ConfigError(f"{at}: expected {{ranks, draws, wilcoxon_draws}}, got {spec!r}")
+        ranks = spec["ranks"]
+        if (not isinstance(ranks, list) or len(ranks) < 3 or len(set(ranks)) != len(ranks)
+                or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in ranks)):
+            raise ConfigError(f"{at}.ranks must list at least 3 distinct integers >= 1 (the first two: the equal pair), got {ranks!r}")
+        for key in ("draws", "wilcoxon_draws"):
+            if isinstance(spec[key], bool) or not isinstance(spec[key], int) or spec[key] < 1:
+                raise ConfigError(f"{at}.{key} must be a positive integer, got {spec[key]!r}")
+        out[str(name)] = RealPopulationConfig(_published(str(name), published[name], root), tuple(ranks), spec["draws"], spec["wilcoxon_draws"])
+    return out
 
 
 def load_params(path: Path = Path("params.yaml")) -> Params:

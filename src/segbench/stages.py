@@ -569,8 +569,9 @@ def calibration_results_dir() -> Path:
 
 
 def run_calibration_audit(params: Params) -> list[Path]:
-    """Calibration stage 2: redraw samples of n cases from the scored population and analyse each as compare would;
-    writes ``audit.json`` and one CSV per table. Returns the files written."""
+    """Calibration stage 2: redraw samples of n cases from the scored population, and from the real populations of
+    ``calibration.real`` (published scores), and analyse each as compare would; writes ``audit.json`` and one CSV per
+    table. Returns the files written."""
     from segbench.stats import calibration
 
     config = _calibration(params)
@@ -580,10 +581,12 @@ def run_calibration_audit(params: Params) -> list[Path]:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run `segbench calibrate score` (the score stage of calibration/dvc.yaml)")
         frames.append(pd.read_csv(path, dtype={"case_id": str, "model": str, "structure": str}))
+    real = [(calibration.ranked_populations(read_published(spec.source), name, spec.source.metrics, spec.ranks), spec.draws, spec.wilcoxon_draws)
+            for name, spec in config.real.items()]
     audit = calibration.audit(
         pd.concat(frames, ignore_index=True), models=tuple(config.models), equal=config.equal, structures=config.structures,
         metrics=config.metrics, n_cases=config.n_cases, draws=config.draws, wilcoxon_draws=config.wilcoxon_draws,
-        n_resamples=config.n_resamples, seed=config.seed, settings=stats_settings(params), workers=config.workers,
+        n_resamples=config.n_resamples, seed=config.seed, settings=stats_settings(params), workers=config.workers, real=real,
     )
     out = calibration_results_dir()
     written = [out / "audit.json"]

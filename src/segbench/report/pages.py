@@ -14,6 +14,8 @@ from typing import Any
 
 from plotly.offline import get_plotlyjs
 
+from segbench.stats import calibration
+
 from . import figures, tables
 from .assets import CSS, JS
 from .common import against_source, disclosure, display_order, estimate, fmt, kind, pair, slug, source_co_winners, verdict_html
@@ -449,21 +451,21 @@ counted.</p>
 <ol>
 <li>Shared cases (5.2): only the cases every model has for a structure enter its estimates, ranks and tests,
 so every comparison is paired.</li>
-<li>Estimates (5.3): mean, SD, median and n per model; $confidence% CI of the mean by $ci_method bootstrap over
-cases, B = $n_resamples resamples, seed $seed; one resample matrix per structure, shared by every metric,
+<li>Estimates (5.3): mean, SD, median and n per model; $confidence% CI of the mean: $ci_method; bootstrap over
+cases with B = $n_resamples resamples, seed $seed; one resample matrix per structure, shared by every metric,
 model and subgroup.</li>
 <li>Ranking stability (5.4): every resample ranked by the mean (higher better for overlap, lower for
 distances; ties share the best rank). Reported: P(rank 1), mean and median rank, the central $confidence%
 rank interval, the rank frequencies (blob plot) and Kendall's τ-b of each resampled ranking to the full-data
 ranking.</li>
 <li>Pairwise separability (5.5): for every pair of ranked models, a paired bootstrap CI of the mean difference;
-$pairwise A pair is separable by bootstrap when its adjusted CI excludes 0.</li>
+$pairwise $separable</li>
 <li>Significance map (5.6): for every ordered pair, a one-sided Wilcoxon signed-rank test of "better than" on
 the shared cases (zero differences dropped; a pair whose differences are all zero is never significant); all
 K(K−1) p-values of a structure and metric Holm-adjusted together, α = $alpha. Every p-value is printed with the
 direction it tests ("A better than B, p_adj = …").</li>
-<li id="verdicts">Verdicts (5.7), of a model against the next one down: "separable" when the adjusted bootstrap CI
-of the mean difference excludes 0 and Wilcoxon-Holm finds the upper model better; "aggregation disagrees" when one
+<li id="verdicts">Verdicts (5.7), of a model against the next one down: "separable" when the test of the mean
+difference (5.5) separates them and Wilcoxon-Holm finds the upper model better; "aggregation disagrees" when one
 test separates them and the per-case evidence points the other way (the mean favours one model, most cases the
 other); "borderline" (naming which) when only one test separates them, both leaning the same way; "not separable"
 when neither does. Co-winners, on the leaderboard's ranking by mean: #1 and every model not separable from #1.</li>
@@ -501,7 +503,14 @@ PAIRWISE = {
     "bonferroni": "family-wise control at α = {alpha} over the P = K(K−1)/2 pairs by Bonferroni: every CI at level "
                   "1 − α/P.",
 }
-CI_METHODS = {"percentile": "percentile", "bca": "bias-corrected and accelerated (BCa)"}
+CI_METHODS = {"percentile": "percentile bootstrap", "bca": "bias-corrected and accelerated (BCa) bootstrap",
+              "skew_t": "Hall's skewness-corrected t (jackknife SE and skewness)"}
+SEPARABLE = {
+    "sign_flip": "A pair is separable when the sign-flip permutation test of its mean difference ({n_resamples} random "
+                 "flips of the per-case differences' signs), Holm-adjusted at α = {alpha} over the pairs, gives p < α; "
+                 "its CI is printed at the level of its Holm step.",
+    "bootstrap_ci": "A pair is separable by bootstrap when its adjusted CI excludes 0.",
+}
 
 
 def _protocol(results: Results) -> str:
@@ -530,6 +539,7 @@ def _protocol(results: Results) -> str:
         n_resamples=f"{s['n_resamples']:,}",
         seed=s["seed"],
         pairwise=html.escape(PAIRWISE[s["multiple_comparison"]].format(alpha=alpha)),
+        separable=html.escape(SEPARABLE[s.get("pairwise_test", "bootstrap_ci")].format(alpha=alpha, n_resamples=f"{s['n_resamples']:,}")),
         alpha=alpha,
         subgroup_fields=html.escape(", ".join(results["analysis"].get("subgroup_fields") or []) or "none"),
         subgroup_min_cases=s["subgroup_min_cases"],
@@ -617,6 +627,7 @@ def calibration_takeaways(audit: dict[str, Any]) -> list[str]:
 
 
 PROCEDURE_NAMES = {"separable_percentile": "bootstrap CI (percentile) separates", "separable_bca": "bootstrap CI (BCa) separates",
+                   "separable_skew_t": "skew-corrected t CI separates", "signflip_holm": "sign-flip test (Holm) separates",
                    "wilcoxon_holm": "Wilcoxon-Holm separates"}
 
 
@@ -664,6 +675,6 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
                                               f"{html.escape(structure)}: family-wise type-I error among the equal-quality models (alpha 5%)",
                                               "calibration")))
         for metric in audit["population"][structure]["metrics"]:
-            fig = figures.power_curve(audit["power"], structure, metric, f"separable_{ci_method}")
+            fig = figures.power_curve(audit["power"], structure, metric, calibration.verdict_procedure(audit["stats"]))
             parts.append(figures.to_div(fig, f"power-{slug(structure)}-{slug(metric)}"))
     return render("segbench calibration audit", "\n".join(parts), nav_bar(all_results))

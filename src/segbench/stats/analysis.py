@@ -4,7 +4,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
 ``json.dumps(results, sort_keys=True)`` is byte-identical for identical inputs and settings)::
 
     {
-      "settings": {n_resamples, confidence, seed, ci_method, multiple_comparison, alpha,
+      "settings": {n_resamples, confidence, seed, ci_method, pairwise_test, multiple_comparison, alpha,
                    subgroup_min_cases, power, case_alignment, scheme_resamples},
       "subgroup_fields": [field, ...],
       "models": {model: {"contaminated": bool}},
@@ -29,7 +29,8 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                              "rank_frequency": {model: [count of rank 1, ..., rank K]},
                              "kendall_tau": {"mean", "median", "q25", "q75"}},
           "pairwise": [{"a", "b", "mean_diff", "ci_low", "ci_high", "ci_level", "p_bootstrap",
-                        "separable"}, ...],                     # a ranked above b; diff = a - b
+                        "separable", "p_test", "p_adjusted"}, ...],  # a ranked above b; diff = a - b; the
+                                                        # sign-flip test's p-values (absent under bootstrap_ci)
           "significance": None | {"p_value", "p_adjusted": {a: {b: p}},   # 'a better than b'
                                   "significant": {a: {b: bool}}, "co_winners": [model, ...]},
           "alignment": None | {"protocol": the other case alignment ("pairwise_complete" or "shared"),
@@ -105,7 +106,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from .clusters import add_clustered, case_clusters
-from .pairwise import common_case_groups, pair_indices, separability, wilcoxon_map
+from .pairwise import common_case_groups, pair_indices, separability, sign_flip_p_values, wilcoxon_map
 from .power import cases_needed
 from .ranking import leave_one_out, rank_min, ranking_stability
 from .resampling import bootstrap_means, intervals, jackknife_means, resample_counts, rng_for
@@ -661,6 +662,7 @@ def _compare(
             alpha=settings.alpha,
             correction=settings.multiple_comparison,
             ci_method=settings.ci_method,
+            p_values=_test_p_values(values[a] - values[b], settings, context.structure, context.metric),
         )
         pairwise = [
             {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}
@@ -699,6 +701,14 @@ def _compare(
             "alignment": alignment, "schemes": scheme_block, "_consensus": (names, full_ranks, boot_mean_ranks)}
 
 
+def _test_p_values(diffs: np.ndarray, settings: StatsSettings, *keys: str) -> np.ndarray | None:
+    """The separable verdict's p-values of the (P, n) paired differences: the sign-flip test with ``n_resamples``
+    flips drawn from the seed and ``keys`` (docs/methodology.md#55-pairwise-separability); None under ``bootstrap_ci``."""
+    if settings.pairwise_test == "bootstrap_ci":
+        return None
+    return sign_flip_p_values(diffs, settings.n_resamples, rng_for(settings.seed, *keys, "sign_flips"))
+
+
 def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> dict:
     """The (K, K) Wilcoxon matrices as nested dicts a -> b, and the co-winners (models no other significantly beats)."""
     out = {key: {x: {y: wil[key][i, j] for j, y in enumerate(names) if i != j} for i, x in enumerate(names)} for key in keys}
@@ -735,25 +745,29 @@ def _pairwise_complete(
     if all(cases.size == n_shared for _, cases in groups):
         return None
     diff_boot, diff = np.empty((boot.shape[0], a.size)), np.empty(a.size)
-    bca = settings.ci_method == "bca"  # only BCa reads the jackknife
-    diff_jack = np.full((len(case_ids), a.size), np.nan) if bca else None
+    reads_jack = settings.ci_method != "percentile"  # BCa and skew_t read the jackknife
+    diff_jack = np.full((len(case_ids), a.size), np.nan) if reads_jack else None
     n_cases = np.empty(a.size, dtype=np.int64)
+    p_test = None if settings.pairwise_test == "bootstrap_ci" else np.empty(a.size)
     for pairs, cases in groups:
         n_cases[pairs] = cases.size
+        if p_test is not None:
+            p_test[pairs] = _test_p_values(union[a[pairs]][:, cases] - union[b[pairs]][:, cases], settings, context.structure,
+                                           context.metric, "pairwise_complete", *(case_ids[c] for c in cases))
         if cases.size == n_shared:  # a superset of the shared cases of the same size: the shared cases
             g_boot, g_means, g_jack, ga, gb, rows = boot, means, jack, a[pairs], b[pairs], shared_at
         else:
             used = np.union1d(a[pairs], b[pairs])
             g_boot, sub, rows = _group_bootstrap(union, case_ids, shared_at, [names[u] for u in used], used, cases, settings, context)
             g_means = sub.mean(axis=1)
-            g_jack = jackknife_means(sub) if bca and cases.size > 1 else None
+            g_jack = jackknife_means(sub) if reads_jack and cases.size > 1 else None
             ga, gb = np.searchsorted(used, a[pairs]), np.searchsorted(used, b[pairs])
         diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]
         diff[pairs] = g_means[ga] - g_means[gb]
-        if bca and g_jack is not None:
+        if reads_jack and g_jack is not None:
             diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]
     sep = separability(diff_boot, diff, diff_jack, alpha=settings.alpha, correction=settings.multiple_comparison,
-                       ci_method=settings.ci_method)
+                       ci_method=settings.ci_method, p_values=p_test)
     pairwise = [
         {"a": names[i], "b": names[j], "mean_diff": diff[p], "n_cases": n_cases[p], **{k: v[p] for k, v in sep.items()}}
         for p, (i, j) in enumerate(zip(a, b))

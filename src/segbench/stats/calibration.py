@@ -1,15 +1,19 @@
 """Calibration audit (docs/methodology.md, "Calibration audit"): do segbench's statistics keep their promises?
 
-The scored population (every case of a dataset, simulated models of known quality) is the truth: its per-model mean
-is the value a CI should cover. Models of equal true quality (same error distribution, different seeds) still differ
+A population is the truth: its per-model mean is the value a CI should cover. Two kinds are audited: every case of a
+dataset scored for simulated models of known quality (``population``), and the per-case scores that real models
+published (``ranked_populations``: per structure, the cases every model reports and the models at given ranks).
+Models of equal true quality (same error distribution, different seeds) still differ
 a little in a finite population; in every sampled case their values are dealt to them in random order, which makes
 them exactly equal in the population, so that any verdict between them is false. For each sample size n the
 audit draws ``draws`` samples of n cases with replacement and runs the real analysis pieces on each one, with the
-settings of the leaderboard: the paired case bootstrap and its percentile and BCa intervals
-(``resampling``), the Holm-adjusted "separable" verdict over every pair (``pairwise.separability``), the
-Wilcoxon-Holm significance map (``pairwise.wilcoxon_map``) and the paired-t power formula (``power``). It measures
+settings of the leaderboard: the paired case bootstrap and every selectable CI method, plus the bootstrap-t
+candidates the leaderboard does not offer (``AUDIT_CI_METHODS``, ``resampling``), the Holm-adjusted "separable"
+verdict over every pair under each CI method (``pairwise.separability``), the sign-flip permutation test of the
+mean difference with Holm (``pairwise.sign_flip_p_values``), the Wilcoxon-Holm significance map
+(``pairwise.wilcoxon_map``) and the paired-t power formula (``power``). It measures
 
-- coverage: the share of samples whose 95 % CI of a model's mean holds the population mean;
+- coverage: the share of samples whose 95 % CI of a model's mean holds the population mean, and the CIs' median width;
 - type-I error, family-wise: the share of samples in which any pair of equal-quality models is called separable
   (or significant in either direction on the map), which Holm bounds by alpha;
 - power: per pair of models of different quality, the share of samples that separate them in the right direction,
@@ -23,19 +27,47 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
-from .pairwise import pair_indices, separability, wilcoxon_map
+from .pairwise import holm, pair_indices, separability, sign_flip_p_values, wilcoxon_map
 from .power import cases_needed, paired_t_power
-from .resampling import bootstrap_means, intervals, jackknife_means, rng_for
+from .resampling import bootstrap_means, intervals, jackknife_means, rng_for, studentized_bounds
 from .settings import CI_METHODS, StatsSettings
 
-#: the separable verdict is audited under each CI method; the map does not depend on it
-PROCEDURES = (*(f"separable_{m}" for m in CI_METHODS), "wilcoxon_holm")
+#: the leaderboard's CI methods, then the bootstrap-t candidates audited beside them: on the plain scale, and on the
+#: logit (scores in [0, 1]) or log (distances) scale
+AUDIT_CI_METHODS = (*CI_METHODS, "studentized", "studentized_logit")
+#: the separable verdict under each CI method, the sign-flip test of the mean difference (Holm), the Wilcoxon-Holm map
+PROCEDURES = (*(f"separable_{m}" for m in CI_METHODS), "signflip_holm", "wilcoxon_holm")
+#: ``Population.source`` of the simulated models scored by the score stage
+SIMULATED = "simulated"
+
+
+@dataclass(frozen=True)
+class Population:
+    """One audited population: the (M metrics, K models, N cases) ``values`` whose per-model means are the truth."""
+
+    source: str
+    structure: str
+    models: tuple[str, ...]
+    equal: tuple[str, ...]
+    metrics: dict[str, bool]  # metric -> higher is better
+    values: np.ndarray
+
+    @property
+    def name(self) -> str:
+        """The structure for the simulated population, 'source/structure' for a published one."""
+        return self.structure if self.source == SIMULATED else f"{self.source}/{self.structure}"
+
+
+def verdict_procedure(settings: Mapping) -> str:
+    """The audited procedure behind the leaderboard's separable verdict under ``settings`` (a StatsSettings dict)."""
+    return "signflip_holm" if settings.get("pairwise_test") == "sign_flip" else f"separable_{settings['ci_method']}"
 
 
 def population(
@@ -69,6 +101,30 @@ def population(
     return out
 
 
+def ranked_populations(rows: pd.DataFrame, source: str, metrics: Mapping[str, bool], ranks: Sequence[int]) -> list[Population]:
+    """Per structure of a published set's ``rows``: a population of real models' per-case scores.
+
+    Its cases are those with a reference where every model of the set reports a finite value of every metric; its
+    models are those at ``ranks`` (1 = best mean of the first metric, ties by name), in that order. The first two
+    are the equal pair (their values are exchanged per sampled case); the others are graded against them.
+    """
+    first, higher = next(iter(metrics.items()))
+    out = []
+    for structure, block in rows[rows["reference_present"].astype(bool)].groupby("structure", sort=True):
+        if block.duplicated(["model", "case_id"]).any():
+            raise ValueError(f"calibration: {source}, {structure}: a model reports a case twice")
+        tables = {m: block.pivot(index="case_id", columns="model", values=m).astype(float) for m in metrics}
+        complete = np.logical_and.reduce([np.isfinite(t.to_numpy()).all(axis=1) for t in tables.values()])
+        means = tables[first][complete].mean()
+        ordered = sorted(means.index, key=lambda model: (-means[model] if higher else means[model], model))
+        if max(ranks) > len(ordered):
+            raise ValueError(f"calibration: {source}, {structure}: rank {max(ranks)} asked, {len(ordered)} models")
+        models = tuple(ordered[r - 1] for r in ranks)
+        values = np.stack([tables[m][complete][list(models)].to_numpy().T for m in metrics])
+        out.append(Population(source, str(structure), models, models[:2], dict(metrics), values))
+    return out
+
+
 def draw_cases(n_population: int, n: int, draws: int, rng: np.random.Generator) -> np.ndarray:
     """(draws, n) case indices: each row a sample of n cases drawn with replacement from the population."""
     return rng.integers(0, n_population, size=(draws, n))
@@ -81,17 +137,20 @@ def rate(hits: np.ndarray) -> dict[str, float]:
 
 
 def audit_sample(
-    values: np.ndarray, higher: Sequence[bool], n_resamples: int, rng: np.random.Generator, settings: StatsSettings, wilcoxon: bool,
+    values: np.ndarray, higher: Sequence[bool], n_resamples: int, rng: np.random.Generator, flip_rng: np.random.Generator,
+    settings: StatsSettings, wilcoxon: bool,
 ) -> dict[str, np.ndarray]:
     """The analysis of one sample's (M, K, n) values, as the leaderboard computes it.
 
-    Returns per CI method the (M, K) CI bounds of the means, per procedure the (M, P) pair verdicts (signed:
-    +1 the first model of the pair is called better, -1 the second, 0 neither; the map's row is NaN when
-    ``wilcoxon`` is False). One paired bootstrap serves every metric and model, as in the analysis.
+    Returns per CI method of ``AUDIT_CI_METHODS`` the (M, K) CI bounds of the means, per procedure the (M, P) pair
+    verdicts (signed: +1 the first model of the pair is called better, -1 the second, 0 neither; the map's row is
+    NaN when ``wilcoxon`` is False). One paired bootstrap of the values and their squares serves every metric, model
+    and method, as in the analysis; the sign flips come from ``flip_rng``, so the resamples do not depend on them.
     """
     n_metrics, n_models, n = values.shape
     flat = values.reshape(n_metrics * n_models, n)
-    boot, _ = bootstrap_means(flat, n_resamples, rng)
+    moments, _ = bootstrap_means(np.concatenate([flat, flat**2]), n_resamples, rng)
+    boot, boot_sq = moments[:, : flat.shape[0]], moments[:, flat.shape[0] :]
     estimate, jack = flat.mean(axis=1), jackknife_means(flat)
     ordered = np.sort(boot, axis=0)
     level = np.full(flat.shape[0], 1.0 - settings.confidence)
@@ -99,17 +158,27 @@ def audit_sample(
     for method in CI_METHODS:
         low, high = intervals(ordered, estimate, jack, level, method, presorted=True)
         out[f"low_{method}"], out[f"high_{method}"] = low.reshape(n_metrics, n_models), high.reshape(n_metrics, n_models)
+    rows = np.arange(flat.shape[0]).reshape(n_metrics, n_models)
+    for method, scaled in (("studentized", False), ("studentized_logit", True)):
+        low, high = np.empty((n_metrics, n_models)), np.empty((n_metrics, n_models))
+        for m in range(n_metrics):
+            scale = ("logit" if higher[m] else "log") if scaled else "none"
+            r = rows[m]
+            low[m], high[m] = studentized_bounds(boot[:, r], boot_sq[:, r], estimate[r], (flat[r] ** 2).mean(axis=1), n,
+                                                 1.0 - settings.confidence, scale)
+        out[f"low_{method}"], out[f"high_{method}"] = low, high
     a, b = pair_indices(n_models)
     boot3, est2, jack3 = boot.reshape(-1, n_metrics, n_models), estimate.reshape(n_metrics, n_models), jack.reshape(n, n_metrics, n_models)
+    sign = np.where(np.asarray(higher)[:, None], 1.0, -1.0) * np.sign(est2[:, a] - est2[:, b])
     for method in CI_METHODS:
         verdict = np.zeros((n_metrics, a.size))
         for m in range(n_metrics):
-            diff = est2[m, a] - est2[m, b]
-            sep = separability(boot3[:, m, a] - boot3[:, m, b], diff, jack3[:, m, a] - jack3[:, m, b],
+            sep = separability(boot3[:, m, a] - boot3[:, m, b], est2[m, a] - est2[m, b], jack3[:, m, a] - jack3[:, m, b],
                                alpha=settings.alpha, correction=settings.multiple_comparison, ci_method=method)
-            sign = np.sign(diff) if higher[m] else -np.sign(diff)
-            verdict[m] = np.where(sep["separable"], sign, 0.0)
+            verdict[m] = np.where(sep["separable"], sign[m], 0.0)
         out[f"separable_{method}"] = verdict
+    p_flip = sign_flip_p_values((values[:, a] - values[:, b]).reshape(-1, n), n_resamples, flip_rng).reshape(n_metrics, a.size)
+    out["signflip_holm"] = np.stack([np.where(holm(p) < settings.alpha, sign[m], 0.0) for m, p in enumerate(p_flip)])
     verdict = np.full((n_metrics, a.size), np.nan)
     if wilcoxon:
         for m in range(n_metrics):
@@ -121,9 +190,9 @@ def audit_sample(
 
 def audit_draws(
     values: np.ndarray, higher: Sequence[bool], equal: Sequence[int], n: int, draws: int, wilcoxon_draws: int, n_resamples: int,
-    rng: np.random.Generator, settings: StatsSettings,
+    rng: np.random.Generator, flip_rng: np.random.Generator, settings: StatsSettings,
 ) -> dict[str, np.ndarray]:
-    """Every sample of one (structure, n): per key of :func:`audit_sample`, its results stacked over ``draws``.
+    """Every sample of one (population, n): per key of :func:`audit_sample`, its results stacked over ``draws``.
 
     The models at indices ``equal`` are made exchangeable: in each sampled case their values are dealt to them in
     random order (:func:`exchange`), so that they are equal in the population itself and every verdict between
@@ -133,7 +202,7 @@ def audit_draws(
     picks = draw_cases(values.shape[2], n, draws, rng)
     order = rng.permuted(np.broadcast_to(np.asarray(equal), (draws, n, len(equal))), axis=2)
     results = [
-        audit_sample(exchange(values, idx, equal, order[r]), higher, n_resamples, rng, settings, r < wilcoxon_draws)
+        audit_sample(exchange(values, idx, equal, order[r]), higher, n_resamples, rng, flip_rng, settings, r < wilcoxon_draws)
         for r, idx in enumerate(picks)
     ]
     return {key: np.stack([res[key] for res in results]) for key in results[0]}
@@ -154,34 +223,29 @@ def population_truth(values: np.ndarray, equal: Sequence[int]) -> np.ndarray:
     return mean
 
 
-def summarize(
-    stacked: Mapping[str, Mapping[int, Mapping[str, np.ndarray]]], truth: Mapping[str, np.ndarray], models: Sequence[str],
-    equal: Sequence[str], metrics: Mapping[str, bool], settings: StatsSettings,
-) -> dict[str, list[dict]]:
-    """Coverage, type-I error and power from every structure's and n's stacked sample results.
+def summarize(stacked: Sequence[tuple[Population, Mapping[int, Mapping[str, np.ndarray]]]], settings: StatsSettings) -> dict[str, list[dict]]:
+    """Coverage, type-I error and power from every population's and n's stacked sample results.
 
-    ``stacked[structure][n]`` is :func:`audit_draws`' output; ``truth[structure]`` the (M, K, N) population values.
-    A pair's effect is that of the population's per-case differences (between an equal model and a graded one,
-    the first equal model's).
+    ``stacked``: per population, per n, :func:`audit_draws`' output. A pair's effect is that of the population's
+    per-case differences (between an equal model and a graded one, the first equal model's).
     """
-    a, b = pair_indices(len(models))
-    is_equal = np.array([models[i] in equal and models[j] in equal for i, j in zip(a, b)])
-    equal_idx = [models.index(m) for m in equal]
     coverage, type1, power = [], [], []
-    for structure, by_n in stacked.items():
-        pop = truth[structure]
-        mean = population_truth(pop, equal_idx)
+    for pop, by_n in stacked:
+        models = list(pop.models)
+        a, b = pair_indices(len(models))
+        is_equal = np.array([models[i] in pop.equal and models[j] in pop.equal for i, j in zip(a, b)])
+        mean = population_truth(pop.values, [models.index(m) for m in pop.equal])
         for n, res in by_n.items():
-            for m, (metric, higher) in enumerate(metrics.items()):
-                cell = {"structure": structure, "metric": metric, "n": n}
-                for method in CI_METHODS:
+            for m, (metric, higher) in enumerate(pop.metrics.items()):
+                cell = {"source": pop.source, "structure": pop.structure, "metric": metric, "n": n}
+                for method in AUDIT_CI_METHODS:
                     low, high = res[f"low_{method}"][:, m], res[f"high_{method}"][:, m]
                     below, above = high < mean[m], low > mean[m]
                     covered = ~(below | above)
                     coverage.append({
                         **cell, "method": method, **rate(covered.ravel()),
                         "coverage_min_model": float(covered.mean(axis=0).min()), "coverage_max_model": float(covered.mean(axis=0).max()),
-                        "miss_below": float(below.mean()), "miss_above": float(above.mean()),
+                        "miss_below": float(below.mean()), "miss_above": float(above.mean()), "width_median": float(np.median(high - low)),
                     })
                     # the models' CIs come from the same samples: their pooled rate is no more precise than one model's
                     coverage[-1]["mc_se"] = math.sqrt(coverage[-1]["rate"] * (1.0 - coverage[-1]["rate"]) / covered.shape[0])
@@ -191,7 +255,7 @@ def summarize(
                     type1.append({**cell, "procedure": procedure, "draws": int(verdict.shape[0]),
                                   **rate((verdict[:, is_equal] != 0).any(axis=1))})
                     for p in np.flatnonzero(~is_equal):
-                        diffs = pop[m, a[p]] - pop[m, b[p]]
+                        diffs = pop.values[m, a[p]] - pop.values[m, b[p]]
                         truth_sign = float(np.sign(diffs.mean()) if higher else -np.sign(diffs.mean()))
                         better, worse = (models[a[p]], models[b[p]]) if truth_sign > 0 else (models[b[p]], models[a[p]])
                         need = cases_needed(diffs, settings.alpha, settings.power)
@@ -212,53 +276,85 @@ def predicted_power(n: int, effect: float, alpha: float) -> float:
     return value if math.isfinite(value) else float(sps.norm.sf(sps.norm.isf(alpha / 2.0) - effect * math.sqrt(n)))
 
 
-def _audit_task(task: tuple) -> tuple[str, int, dict[str, np.ndarray]]:
-    """One (structure, n) on one BLAS thread, as the analysis runs (the same bytes whatever the core count)."""
-    structure, n, values, higher, equal, draws, wilcoxon_draws, n_resamples, seed, settings = task
-    rng = rng_for(seed, "calibration", structure, str(n))
+@dataclass(frozen=True)
+class Task:
+    """One (population, n) of the audit and how many samples it draws."""
+
+    population: Population
+    n: int
+    draws: int
+    wilcoxon_draws: int
+
+
+def _audit_task(task: tuple[Task, int, int, StatsSettings]) -> dict[str, np.ndarray]:
+    """One (population, n) on one BLAS thread, as the analysis runs (the same bytes whatever the core count)."""
+    job, n_resamples, seed, settings = task
+    pop = job.population
+    keys = (pop.structure,) if pop.source == SIMULATED else (pop.source, pop.structure)
+    rng, flip_rng = rng_for(seed, "calibration", *keys, str(job.n)), rng_for(seed, "calibration", *keys, str(job.n), "sign_flips")
     with threadpool_limits(limits=1, user_api="blas"):
-        return structure, n, audit_draws(values, higher, equal, n, draws, wilcoxon_draws, n_resamples, rng, settings)
+        return audit_draws(pop.values, list(pop.metrics.values()), [pop.models.index(m) for m in pop.equal], job.n, job.draws,
+                           min(job.wilcoxon_draws, job.draws), n_resamples, rng, flip_rng, settings)
+
+
+def describe(pop: Population) -> dict:
+    """A population's size and, per metric, each model's mean, truth (equal models: their common mean), SD and skewness."""
+    truth = population_truth(pop.values, [pop.models.index(m) for m in pop.equal])
+    return {"n_cases": int(pop.values.shape[2]), "metrics": {
+        metric: {"higher_is_better": higher, "mean": dict(zip(pop.models, pop.values[m].mean(axis=1).tolist())),
+                 "truth": dict(zip(pop.models, truth[m].tolist())),
+                 "sd": dict(zip(pop.models, pop.values[m].std(axis=1, ddof=1).tolist())),
+                 "skewness": dict(zip(pop.models, sps.skew(pop.values[m], axis=1).tolist()))}
+        for m, (metric, higher) in enumerate(pop.metrics.items())}}
 
 
 def audit(
     rows: pd.DataFrame, *, models: Sequence[str], equal: Sequence[str], structures: Sequence[str], metrics: Mapping[str, bool],
     n_cases: Sequence[int], draws: int, wilcoxon_draws: int, n_resamples: int, seed: int, settings: StatsSettings, workers: int = 1,
+    real: Sequence[tuple[Sequence[Population], int, int]] = (),
 ) -> dict:
     """The whole audit of the scored population ``rows`` (one row per model x case x structure): a JSON-ready dict.
 
-    Each (structure, n) draws its samples from its own generator (seed and names), so adding an n or a structure
-    leaves the others' samples unchanged; ``workers`` processes share the (structure, n) tasks.
+    ``real``: published populations (:func:`ranked_populations`) with their draws and Wilcoxon draws, audited at every n
+    of ``n_cases`` up to their own case count, under ``"real"``. Each (population, n) draws its samples from its own
+    generator (seed and names), so adding an n or a population leaves the others' samples unchanged; ``workers``
+    processes share the tasks.
     """
     from concurrent.futures import ProcessPoolExecutor
 
-    truth = {s: v for s, (_, v) in population(rows, models, structures, list(metrics)).items()}
-    higher = list(metrics.values())
-    equal_idx = [list(models).index(m) for m in equal]
-    tasks = [(s, n, truth[s], higher, equal_idx, draws, min(wilcoxon_draws, draws), n_resamples, seed, settings) for s in structures for n in n_cases]
+    simulated = [Population(SIMULATED, s, tuple(models), tuple(equal), dict(metrics), v)
+                 for s, (_, v) in population(rows, models, structures, list(metrics)).items()]
+    tasks = [Task(pop, n, draws, wilcoxon_draws) for pop in simulated for n in n_cases]
+    tasks += [Task(pop, n, d, w) for pops, d, w in real for pop in pops for n in n_cases if n <= pop.values.shape[2]]
+    jobs = [(t, n_resamples, seed, settings) for t in tasks]
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            done = list(pool.map(_audit_task, tasks))
+            done = list(pool.map(_audit_task, jobs))
     else:
-        done = [_audit_task(t) for t in tasks]
-    stacked: dict[str, dict[int, dict[str, np.ndarray]]] = {s: {} for s in structures}
-    for structure, n, res in done:
-        stacked[structure][n] = res
-    summary = summarize(stacked, truth, models, equal, metrics, settings)
-    pop = {
-        s: {"n_cases": int(v.shape[2]), "metrics": {
-            metric: {"higher_is_better": metrics[metric], "mean": dict(zip(models, v[m].mean(axis=1).tolist())),
-                     "truth": dict(zip(models, population_truth(v, equal_idx)[m].tolist())),
-                     "sd": dict(zip(models, v[m].std(axis=1, ddof=1).tolist())),
-                     "skewness": dict(zip(models, sps.skew(v[m], axis=1).tolist()))}
-            for m, metric in enumerate(metrics)}}
-        for s, v in truth.items()
+        done = [_audit_task(j) for j in jobs]
+    by_pop: dict[str, tuple[Population, dict[int, dict[str, np.ndarray]]]] = {}
+    for task, res in zip(tasks, done):
+        by_pop.setdefault(task.population.name, (task.population, {}))[1][task.n] = res
+    summary = summarize([v for v in by_pop.values() if v[0].source == SIMULATED], settings)
+    real_summary = summarize([v for v in by_pop.values() if v[0].source != SIMULATED], settings)
+    plan = {task.population.name: task for task in tasks}
+    real_pops = {
+        pop.name: {"source": pop.source, "structure": pop.structure, "models": list(pop.models), "equal": list(pop.equal),
+                   "n_audited": sorted(by_n), "draws": plan[pop.name].draws,
+                   "wilcoxon_draws": min(plan[pop.name].wilcoxon_draws, plan[pop.name].draws), **describe(pop)}
+        for pop, by_n in by_pop.values() if pop.source != SIMULATED
     }
     return {
         "models": list(models), "equal": list(equal), "n_cases": list(n_cases), "draws": draws, "wilcoxon_draws": min(wilcoxon_draws, draws),
-        "n_resamples": n_resamples, "seed": seed, "stats": settings.to_dict(), "population": pop, **summary,
+        "n_resamples": n_resamples, "seed": seed, "stats": settings.to_dict(), "ci_methods": list(AUDIT_CI_METHODS),
+        "procedures": list(PROCEDURES), "population": {pop.structure: describe(pop) for pop in simulated}, **summary,
+        "real": {"population": real_pops, **real_summary},
     }
 
 
 def tables(audit_result: Mapping) -> dict[str, pd.DataFrame]:
-    """The audit's three tables (coverage, type-I error, power) as data frames, one row per entry."""
-    return {key: pd.DataFrame(audit_result[key]) for key in ("coverage", "type1", "power")}
+    """The audit's tables, one row per entry: coverage, type-I error and power of the simulated population, and the
+    same three of the real populations (``real_coverage``, ``real_type1``, ``real_power``)."""
+    out = {key: pd.DataFrame(audit_result[key]) for key in ("coverage", "type1", "power")}
+    out |= {f"real_{key}": pd.DataFrame(audit_result["real"][key]) for key in ("coverage", "type1", "power")}
+    return out

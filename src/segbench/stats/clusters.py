@@ -90,7 +90,7 @@ def cluster_counts(clusters: list[np.ndarray], n_cases: int, n_resamples: int, r
 
 
 def cluster_jackknife(values: np.ndarray, clusters: list[np.ndarray]) -> np.ndarray:
-    """Leave-one-cluster-out means (C, K) of ``values`` (K, n): BCa's acceleration at the resampled level."""
+    """Leave-one-cluster-out means (C, K) of ``values`` (K, n): BCa's acceleration, skew_t's SE and skewness, at the resampled level."""
     sums = np.stack([values[:, idx].sum(axis=1) for idx in clusters])
     sizes = np.array([idx.size for idx in clusters], dtype=np.float64)
     return (sums.sum(axis=0) - sums) / (sizes.sum() - sizes)[:, None]

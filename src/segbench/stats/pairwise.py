@@ -6,7 +6,7 @@ import numpy as np
 from scipy import stats
 from scipy.special import ndtr
 
-from .resampling import intervals, sort_columns
+from .resampling import CHUNK_ENTRIES, intervals, sort_columns
 from .schemes import signed_rank_z
 
 
@@ -34,8 +34,9 @@ def separability(
     alpha: float,
     correction: str,
     ci_method: str,
+    p_values: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Family-wise adjusted paired-bootstrap CIs of the mean differences of P pairs.
+    """Family-wise adjusted separability of P pairs, with paired-bootstrap CIs of their mean differences.
 
     bonferroni: every CI at level 1 - alpha/P; separable when it excludes 0.
     holm (step-down, Holm 1979, applied to CI levels): pairs are sorted by bootstrap p-value (ties by
@@ -43,6 +44,9 @@ def separability(
     is separable while its CI excludes 0; at the first pair whose CI contains 0 the procedure stops:
     that pair and all later ones are not separable, and their CIs are reported at the stopping level
     1 - alpha/(P - k_stop + 1). ``ci_level`` gives the level of each reported CI.
+    ``p_values`` (P,), a test's p-values (``sign_flip_p_values``): they order the pairs and decide instead of the
+    CIs (separable when p < the step's alpha); the CIs keep the same levels, and ``p_adjusted`` holds the
+    Holm- or Bonferroni-adjusted p-values.
     """
     n_pairs = diff_boot.shape[1]
     p_boot = bootstrap_p_values(diff_boot)
@@ -50,13 +54,13 @@ def separability(
     if correction == "bonferroni":
         level_alpha = np.full(n_pairs, alpha / n_pairs)
         low, high = intervals(diff_boot, diff, diff_jack, level_alpha, ci_method, presorted=True)
-        separable = (low > 0) | (high < 0)
+        separable = (low > 0) | (high < 0) if p_values is None else p_values < level_alpha
     else:
-        order = np.argsort(p_boot, kind="stable")
+        order = np.argsort(p_boot if p_values is None else p_values, kind="stable")
         step_alpha = np.empty(n_pairs)
         step_alpha[order] = alpha / (n_pairs - np.arange(n_pairs))
         low, high = intervals(diff_boot, diff, diff_jack, step_alpha, ci_method, presorted=True)
-        excludes = ((low > 0) | (high < 0))[order]
+        excludes = ((low > 0) | (high < 0) if p_values is None else p_values < step_alpha)[order]
         n_separable = n_pairs if excludes.all() else int(np.argmin(excludes))
         separable = np.zeros(n_pairs, dtype=bool)
         separable[order[:n_separable]] = True
@@ -69,13 +73,30 @@ def separability(
             low[rest], high[rest] = intervals(
                 diff_boot[:, rest], diff[rest], jack_rest, level_alpha[rest], ci_method, presorted=True
             )
-    return {
-        "ci_low": low,
-        "ci_high": high,
-        "ci_level": 1.0 - level_alpha,
-        "p_bootstrap": p_boot,
-        "separable": separable,
-    }
+    out = {"ci_low": low, "ci_high": high, "ci_level": 1.0 - level_alpha, "p_bootstrap": p_boot, "separable": separable}
+    if p_values is not None:
+        out["p_test"] = p_values
+        out["p_adjusted"] = holm(p_values) if correction == "holm" else np.minimum(1.0, p_values * n_pairs)
+    return out
+
+
+def sign_flip_p_values(diffs: np.ndarray, n_flips: int, rng: np.random.Generator) -> np.ndarray:
+    """Two-sided sign-flip permutation p-value of 'mean difference = 0' per row of (P, n) paired differences.
+
+    Under the null that a and b are exchangeable in each case, every case's difference is as likely with either
+    sign; ``n_flips`` random sign vectors, shared by the rows (one product), give the null distribution of |sum|,
+    and p = (1 + #{|flipped sum| >= |observed sum|}) / (n_flips + 1), which is exact at any n (the observed signs
+    count as one draw; flips are drawn in chunks of bounded memory). Studentizing changes nothing: under flips the sum of
+    squares is fixed, so |t| grows with |sum|.
+    """
+    observed = np.abs(diffs.sum(axis=1))
+    tolerance = 1e-9 * np.abs(diffs).sum(axis=1)  # the same sum in another order is a tie, not a smaller value
+    at_least = np.zeros(diffs.shape[0])
+    chunk = max(1, CHUNK_ENTRIES // max(diffs.shape[1], 1))
+    for start in range(0, n_flips, chunk):
+        signs = rng.integers(0, 2, size=(min(chunk, n_flips - start), diffs.shape[1])).astype(np.float64) * 2.0 - 1.0
+        at_least += (np.abs(signs @ diffs.T) >= observed - tolerance).sum(axis=0)
+    return (1.0 + at_least) / (n_flips + 1.0)
 
 
 def holm(p_values: np.ndarray) -> np.ndarray:

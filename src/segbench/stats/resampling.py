@@ -4,7 +4,7 @@ One resample is a multiset of case indices drawn with replacement. Instead of ga
 (B, n) index matrix per model, each chunk of resamples is turned into a (chunk, n) matrix of case counts
 and multiplied with the (n, K) value matrix: one BLAS call gives every model's resampled mean, and every
 model sees the same resampled cases (paired, as challengeR requires). Chunking bounds memory by
-``_CHUNK_ENTRIES`` regardless of n and B (n = 5,160, B = 10,000 would otherwise be 50M entries).
+``CHUNK_ENTRIES`` regardless of n and B (n = 5,160, B = 10,000 would otherwise be 50M entries).
 
 Subgroup means come from the same resamples (domain estimation): a group's resampled mean is the mean
 of the resampled cases that belong to it, so its size varies between resamples as it varies between
@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 
 import numba
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import ndtr, ndtri, stdtrit
 
-_CHUNK_ENTRIES = 2_000_000  # count-matrix entries per chunk: ~16 MB as float64
+CHUNK_ENTRIES = 2_000_000  # count-matrix entries per chunk: ~16 MB as float64
 
 
 def rng_for(seed: int, *keys: str) -> np.random.Generator:
@@ -59,7 +59,7 @@ def bootstrap_means(
     design = np.ascontiguousarray(np.concatenate([values.T, masked, indicator], axis=1))
     out = np.empty((n_resamples, n_rows))
     group_out = np.empty((n_resamples, n_groups, n_rows))
-    chunk = max(1, _CHUNK_ENTRIES // max(n_cases, design.shape[1], 1))
+    chunk = max(1, CHUNK_ENTRIES // max(n_cases, design.shape[1], 1))
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
         counts = resample_counts(n_cases, size, rng) if draw is None else draw(size, rng)
@@ -143,33 +143,116 @@ def intervals(
     method: str,
     presorted: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Two-sided (1 - alpha[j]) bootstrap CI per column of ``boot`` (B, P).
+    """Two-sided (1 - alpha[j]) CI per column of ``boot`` (B, P) around ``estimate`` (P,).
 
     Hand-written rather than scipy.stats.bootstrap: that draws its own resamples per call, so it can
     neither share one resample matrix across models (paired) nor take a different level per column.
 
     percentile: the alpha/2 and 1 - alpha/2 quantiles. bca (Efron 1987): the levels are shifted by the
     bias correction z0 (share of resampled statistics below the estimate, ties counted half) and the
-    acceleration a (skewness of the jackknife statistics, ``jackknife`` (n, P)); a = 0 when the
-    jackknife has no spread (e.g. n = 1 or constant values). ``presorted``: ``boot`` is already sorted
-    along axis 0 (callers taking several intervals of the same columns sort once).
+    jackknife acceleration a (:func:`jackknife_spread`). skew_t (Hall 1992): the t interval with the
+    jackknife SE, its ends moved by Hall's skewness-correcting transform (:func:`skew_t_bounds`); it
+    reads no resample. ``jackknife`` (n, P) may hold NaN rows (cases a column lacks); None or no spread
+    (n = 1, constant values) gives a = 0 and, for skew_t, the point interval. ``presorted``: ``boot`` is
+    already sorted along axis 0 (callers taking several intervals of the same columns sort once).
     """
+    if method == "skew_t":
+        return skew_t_bounds(estimate, jackknife, alpha)
     lower = alpha / 2.0
     upper = 1.0 - alpha / 2.0
     if method == "bca":
         n_valid = np.maximum(boot.shape[0] - np.isnan(boot).sum(axis=0), 1)
         below = (boot < estimate).sum(axis=0) + 0.5 * (boot == estimate).sum(axis=0)
         z0 = ndtri(np.clip(below / n_valid, 1.0 / (n_valid + 1), n_valid / (n_valid + 1)))
-        accel = np.zeros(boot.shape[1])
-        if jackknife is not None:
-            # NaN rows: cases a column lacks (pairwise-complete alignment pads each pair's jackknife).
-            count = np.maximum((~np.isnan(jackknife)).sum(axis=0), 1)
-            dev = np.nansum(jackknife, axis=0) / count - jackknife
-            num = np.nansum(dev**3, axis=0)
-            den = 6.0 * np.nansum(dev**2, axis=0) ** 1.5
-            accel = np.divide(num, den, out=accel, where=den > 0)
+        _, accel, _ = jackknife_spread(jackknife, boot.shape[1])
         lower, upper = (
             ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z))) for z in (ndtri(lower), ndtri(upper))
         )
     low, high = column_quantiles(boot, lower, upper, presorted=presorted)
     return low, high
+
+
+def jackknife_spread(jackknife: np.ndarray | None, n_columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column of the leave-one-out statistics ``jackknife`` (n, P; NaN rows skipped): the jackknife SE,
+    the acceleration a = sum d^3 / (6 (sum d^2)^1.5) with d the deviations from their mean (Efron 1987),
+    and the number of cases. None: SE 0, a 0, one case.
+
+    For a mean, a = skewness / (6 sqrt(n)) and the SE is s / sqrt(n), exactly.
+    """
+    if jackknife is None:
+        return np.zeros(n_columns), np.zeros(n_columns), np.ones(n_columns, dtype=np.int64)
+    count = (~np.isnan(jackknife)).sum(axis=0)
+    dev = np.nansum(jackknife, axis=0) / np.maximum(count, 1) - jackknife
+    ss = np.nansum(dev**2, axis=0)
+    den = 6.0 * ss**1.5
+    accel = np.divide(np.nansum(dev**3, axis=0), den, out=np.zeros(n_columns), where=den > 0)
+    se = np.sqrt(ss * np.maximum(count - 1, 0) / np.maximum(count, 1))
+    return se, accel, count
+
+
+def skew_t_bounds(estimate: np.ndarray, jackknife: np.ndarray | None, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hall's (1992) skewness-corrected t interval per column, with the jackknife's SE and acceleration a.
+
+    With T = (estimate - mu) / SE and a = skewness / (6 sqrt(n)), Hall's transform
+    h(T) = ((1 + 2aT)^3 - 1) / (6a) + a is monotone and removes the first-order skewness of T, so
+    h(T) is referred to Student's t with n - 1 degrees of freedom and inverted exactly:
+    mu in [estimate - SE h^-1(t_{1-alpha/2}), estimate - SE h^-1(-t_{1-alpha/2})]. a = 0 gives the t interval.
+    """
+    se, accel, count = jackknife_spread(jackknife, estimate.size)
+    q = stdtrit(np.maximum(count - 1, 1), 1.0 - alpha / 2.0)
+
+    def inverse(target: np.ndarray) -> np.ndarray:
+        shifted = target - accel
+        with np.errstate(divide="ignore", invalid="ignore"):
+            root = (np.cbrt(1.0 + 6.0 * accel * shifted) - 1.0) / (2.0 * accel)
+        return np.where(np.abs(accel) > 1e-12, root, shifted)
+
+    se = np.where(count > 1, se, 0.0)
+    return estimate - se * inverse(q), estimate - se * inverse(-q)
+
+
+#: scales of :func:`studentized_bounds`: none, logit (scores in [0, 1]) or log (distances)
+STUDENTIZED_SCALES = ("none", "logit", "log")
+_T_CAP = 1e12  # |T*| of a resample without spread (SE* = 0) whose mean differs from the estimate
+
+
+def studentized_bounds(
+    boot: np.ndarray, boot_sq: np.ndarray, estimate: np.ndarray, estimate_sq: np.ndarray, n_cases: int, alpha: float, scale: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bootstrap-t (studentized) CI of P means from the resampled means ``boot`` and means of squares ``boot_sq`` (B, P).
+
+    Each resample's SE is its own s / sqrt(n), from its two moments (for a mean, the jackknife SE equals it), and
+    T* = (f(mean*) - f(mean)) / (SE* f'(mean*)) on the ``scale`` f: none; logit of the mean squeezed into
+    [0.5/n, 1 - 0.5/n] (scores in [0, 1]: a mean of exactly 0 or 1 stays finite; Smithson and Verkuilen 2006); log
+    (distances). The CI is f^-1(f(mean) - SE f'(mean) T*_{1-alpha/2}, ... T*_{alpha/2}). A resample with SE* = 0 gives
+    a T* of +-1e12 unless its mean is the estimate; a sample of equal values, the point interval.
+    """
+    if scale not in STUDENTIZED_SCALES:
+        raise ValueError(f"scale must be one of {STUDENTIZED_SCALES}, got {scale!r}")
+    shrink = (n_cases - 1.0) / n_cases
+
+    def forward(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if scale == "logit":
+            u = shrink * v + 0.5 / n_cases
+            return np.log(u / (1.0 - u)), shrink / (u * (1.0 - u))
+        if scale == "log":
+            with np.errstate(divide="ignore"):
+                return np.log(v), 1.0 / v
+        return v, np.ones_like(v)
+
+    def back(y: np.ndarray) -> np.ndarray:
+        if scale == "logit":
+            return np.clip((1.0 / (1.0 + np.exp(-y)) - 0.5 / n_cases) / shrink, 0.0, 1.0)
+        return np.exp(y) if scale == "log" else y
+
+    se_boot = np.sqrt(np.maximum(boot_sq - boot**2, 0.0) / (n_cases - 1))
+    se = np.sqrt(np.maximum(estimate_sq - estimate**2, 0.0) / (n_cases - 1))
+    f_boot, slope_boot = forward(boot)
+    f_est, slope_est = forward(estimate)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_boot = (f_boot - f_est) / (se_boot * slope_boot)
+    t_boot = np.where(f_boot == f_est, 0.0, np.nan_to_num(t_boot, nan=0.0, posinf=_T_CAP, neginf=-_T_CAP))
+    t_low, t_high = np.quantile(t_boot, [alpha / 2.0, 1.0 - alpha / 2.0], axis=0)
+    step = se * slope_est
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (back(np.where(step > 0, f_est - step * t_high, f_est)), back(np.where(step > 0, f_est - step * t_low, f_est)))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-CI_METHODS = ("percentile", "bca")
+CI_METHODS = ("percentile", "bca", "skew_t")
 MULTIPLE_COMPARISONS = ("holm", "bonferroni")
 CASE_ALIGNMENTS = ("shared", "pairwise_complete")
+PAIRWISE_TESTS = ("sign_flip", "bootstrap_ci")
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,8 @@ class StatsSettings:
     n_resamples: int = 10_000
     confidence: float = 0.95
     seed: int = 0
-    ci_method: str = "percentile"
+    ci_method: str = "skew_t"
+    pairwise_test: str = "sign_flip"
     multiple_comparison: str = "holm"
     alpha: float = 0.05
     subgroup_min_cases: int = 10
@@ -35,6 +37,8 @@ class StatsSettings:
                 raise ValueError(f"StatsSettings.{name} must be a number in (0, 1), got {value!r}")
         if self.ci_method not in CI_METHODS:
             raise ValueError(f"StatsSettings.ci_method must be one of {CI_METHODS}, got {self.ci_method!r}")
+        if self.pairwise_test not in PAIRWISE_TESTS:
+            raise ValueError(f"StatsSettings.pairwise_test must be one of {PAIRWISE_TESTS}, got {self.pairwise_test!r}")
         if self.multiple_comparison not in MULTIPLE_COMPARISONS:
             raise ValueError(
                 f"StatsSettings.multiple_comparison must be one of {MULTIPLE_COMPARISONS}, "

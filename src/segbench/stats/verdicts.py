@@ -1,12 +1,12 @@
 """One verdict per leaderboard cell (docs/methodology.md#57-verdicts), written once here and shown verbatim by every view.
 
-A cell's two kinds of evidence can disagree: the paired bootstrap of the *mean* difference
-(``pairwise``, 5.5) and the Wilcoxon-Holm signed-rank map of the *per-case* differences
+A cell's two kinds of evidence can disagree: the Holm-adjusted test of the *mean* difference (``pairwise``, 5.5:
+the sign-flip test by default, or the bootstrap CI) and the Wilcoxon-Holm signed-rank map of the *per-case* differences
 (``significance``, 5.6). A few failed cases with huge distances can make the mean favour one model
 while most cases favour the other. Each pair of ranked models (``a`` ranked above ``b`` by mean) gets
 one code:
 
-- ``separable``: the bootstrap CI of the mean difference excludes 0 and Wilcoxon-Holm finds ``a`` better;
+- ``separable``: the test of the mean difference separates the pair and Wilcoxon-Holm finds ``a`` better;
 - ``aggregation_disagrees``: one test separates the pair and the per-case evidence points the other way
   (Wilcoxon-Holm finds ``b`` better, or the mean separates ``a`` while the signed ranks lean to ``b``);
 - ``borderline``: exactly one test separates the pair, both leaning to ``a``;
@@ -133,7 +133,7 @@ def pair_verdict(cell: Mapping[str, Any], a: str, b: str, metric: str, pairwise_
     out = {
         "a": a, "b": b, "code": code,
         "mean_diff": entry["mean_diff"], "ci_low": entry["ci_low"], "ci_high": entry["ci_high"], "ci_level": entry["ci_level"],
-        "bootstrap_separable": boot, "wilcoxon_favours": favours, "p_a_better": p_a, "p_b_better": p_b,
+        "mean_separable": boot, "wilcoxon_favours": favours, "p_a_better": p_a, "p_b_better": p_b,
         "n_cases": n_cases, "n_a_better": n_a, "n_b_better": n_b, "n_tied": n_tied,
     }
     out["text"] = _pair_text(out, metric, bool(cell["higher_is_better"]))
@@ -156,10 +156,10 @@ def _pair_text(v: Mapping[str, Any], metric: str, higher: bool) -> str:
     if v["code"] == "separable":
         return f"{a} better than {b}: {delta}; {wilcoxon}"
     if v["code"] == "aggregation_disagrees":
-        mean_side = f"the mean favours {a}: {delta}" + ("" if v["bootstrap_separable"] else ", CI includes 0")
+        mean_side = f"the mean favours {a}: {delta}" + ("" if v["mean_separable"] else ", not separable")
         return f"aggregation disagrees: {mean_side}; per case {b} is better ({cases}; {wilcoxon})"
     if v["code"] == "borderline":
-        only = "only the mean's bootstrap CI separates them" if v["bootstrap_separable"] else "only Wilcoxon-Holm separates them"
+        only = "only the test of the mean difference separates them" if v["mean_separable"] else "only Wilcoxon-Holm separates them"
         return f"borderline, {only}: {delta}; {wilcoxon}"
     return f"not separable: {delta}; {wilcoxon}"
 
