@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from segbench.stats import StatsSettings
-from segbench.stats.pairwise import holm, separability, sign_flip_p_values
+from segbench.stats.pairwise import holm, separability, sign_flip_p_values, sign_flip_tail_bound
 from segbench.stats.resampling import bootstrap_means, intervals, jackknife_means, rng_for, skew_t_bounds, studentized_bounds
 
 
@@ -95,6 +95,29 @@ def test_sign_flip_p_values_match_exact_enumeration() -> None:
     got = sign_flip_p_values(diffs, 20_000, rng_for(0, "flips"))
     assert (np.abs(got - exact) <= 4 * np.sqrt(exact * (1 - exact) / 20_000) + 1e-4).all(), (got, exact)
     assert sign_flip_p_values(np.zeros((1, 12)), 99, rng_for(0, "zeros"))[0] == 1.0  # no difference: every flip ties
+
+
+def test_sign_flip_tail_bound_is_above_the_exact_p_value() -> None:
+    """Pinelis's bound never undercuts the exact p (all 4096 sign vectors of n = 12), even for one-signed or heavy-tailed
+    differences; it is what p falls back to where no random flip reaches the observed sum."""
+    rng = np.random.default_rng(7)
+    signs = np.array(list(itertools.product((-1.0, 1.0), repeat=12)))
+    for _ in range(200):
+        diffs = np.stack([rng.standard_t(1.2, 12) + rng.normal(0, 2), np.abs(rng.normal(size=12)), rng.exponential(1, 12) * rng.choice([-1, 1], 12) + 1])
+        exact = (np.abs(signs @ diffs.T) >= np.abs(diffs.sum(axis=1)) - 1e-12).mean(axis=0)
+        assert (sign_flip_tail_bound(diffs) >= exact).all()
+
+
+def test_sign_flip_p_values_go_below_their_monte_carlo_floor() -> None:
+    """A clear difference over 200 cases: no flip of 199 reaches it, and p is the tail bound (far below 1/200), so Holm
+    over 171 pairs (a Touchstone organ's 19 models) can still separate it; a difference within the flips keeps its
+    Monte-Carlo p."""
+    rng = np.random.default_rng(8)
+    diffs = np.stack([rng.normal(0.5, 1.0, 200), rng.normal(0.05, 1.0, 200)])
+    p = sign_flip_p_values(diffs, 199, rng_for(0, "floor"))
+    np.testing.assert_allclose(p[0], sign_flip_tail_bound(diffs[:1])[0])
+    assert p[0] < 0.05 / 171
+    assert p[1] >= 1 / 200 and p[1] == round(p[1] * 200) / 200  # a count of flips
 
 
 def test_sign_flip_holm_keeps_its_level_on_exchangeable_pairs() -> None:

@@ -507,7 +507,8 @@ CI_METHODS = {"percentile": "percentile bootstrap", "bca": "bias-corrected and a
               "skew_t": "Hall's skewness-corrected t (jackknife SE and skewness)"}
 SEPARABLE = {
     "sign_flip": "A pair is separable when the sign-flip permutation test of its mean difference ({n_resamples} random "
-                 "flips of the per-case differences' signs), Holm-adjusted at α = {alpha} over the pairs, gives p < α; "
+                 "flips of the per-case differences' signs; beyond the last flip, Pinelis's tail bound), Holm-adjusted at α = {alpha} "
+                 "over the pairs, gives p < α; "
                  "its CI is printed at the level of its Holm step.",
     "bootstrap_ci": "A pair is separable by bootstrap when its adjusted CI excludes 0.",
 }
