@@ -79,3 +79,83 @@ def test_cli_writes_predictions_on_the_reference_grid(kits_labels: Path, tmp_pat
     assert pred.shape == ref.shape
     assert np.allclose(pred.affine, ref.affine)
     assert set(np.unique(np.asarray(pred.dataobj))) <= {0, 1, 2, 3}
+
+
+def _kidney_with_tumor(spacing=(3.0, 0.8, 0.8)) -> np.ndarray:
+    """A real-looking synthetic case: an ellipsoidal kidney (label 1) holding a spherical tumor (label 2), on a thick-slice grid."""
+    shape = (24, 80, 80)
+    grid = np.indices(shape).astype(float)
+    centre = (np.array(shape) - 1) / 2
+    offset = [(g - c) * s for g, c, s in zip(grid, centre, spacing)]
+    labels = np.zeros(shape, np.uint8)
+    labels[(offset[0] / 25) ** 2 + (offset[1] / 20) ** 2 + (offset[2] / 14) ** 2 <= 1] = 1
+    labels[offset[0] ** 2 + (offset[1] - 6) ** 2 + offset[2] ** 2 <= 8.0**2] = 2
+    return labels
+
+
+# the grid's spacing as a NIfTI header gives it (float32), and exactly
+@pytest.mark.parametrize("spacing", [(3.0, 0.8, 0.8), tuple(float(np.float32(s)) for s in (3.0, 0.8, 0.8))])
+@pytest.mark.parametrize("mm", [0.75, -0.75])
+def test_boundary_move_below_the_spacing_still_moves_one_voxel_layer(spacing: tuple[float, float, float], mm: float) -> None:
+    """|D| < the finest spacing: the threshold is raised to that spacing, so exactly the voxels one in-plane step across
+    the boundary flip (before the floor, no voxel did and the 'model' returned the reference)."""
+    labels = _kidney_with_tumor(spacing)
+    out = simulated.displace_boundary(labels, spacing, mm)
+    changed = out != labels
+    assert changed.any()
+    if mm > 0:
+        assert np.all(out >= labels)
+        reach = simulated.ndimage.distance_transform_edt(labels == 0, sampling=spacing)
+    else:
+        assert np.all(out <= labels) and np.all(out[changed] == 0)
+        reach = simulated.ndimage.distance_transform_edt(labels > 0, sampling=spacing)
+    # one layer: every changed voxel is one finest spacing from the boundary, and every such voxel changed
+    assert np.allclose(reach[changed], 0.8)
+    assert np.array_equal(changed, np.isclose(reach, 0.8))
+    assert simulated.effective_mm(mm, spacing) == pytest.approx(np.copysign(0.8, mm))
+    assert simulated.effective_mm(2.0, spacing) == 2.0 and simulated.effective_mm(0.0, spacing) == 0.0
+
+
+@pytest.mark.parametrize("mm", [0.05, 0.3])
+def test_tiny_shift_still_moves_one_voxel(mm: float) -> None:
+    labels = _kidney_with_tumor()
+    spacing = (3.0, 0.8, 0.8)
+    out = simulated.shift(labels, spacing, mm, np.random.default_rng(7))
+    assert not np.array_equal(out, labels)
+    assert np.array_equal(np.bincount(out.ravel()), np.bincount(labels.ravel()))  # moved, nothing cut off
+    moved = [(axis, step) for axis in range(3) for step in (-1, 1) if np.array_equal(np.roll(labels, step, axis), out)]
+    assert len(moved) == 1
+
+
+def test_simulate_changes_every_case_it_claims_and_warns_when_it_cannot(capsys: pytest.CaptureFixture) -> None:
+    labels, spacing = _kidney_with_tumor(), (3.0, 0.8, 0.8)
+    for options in ({"boundary_mm": -1.0}, {"boundary_mm": 1.0}, {"shift_mm": 0.2}):
+        for seed in range(5):
+            assert not np.array_equal(simulated.simulate(labels, spacing, f"case_{seed}", _args(seed=seed, **options)), labels)
+    assert capsys.readouterr().err == ""
+    empty = np.zeros_like(labels)
+    assert np.array_equal(simulated.simulate(empty, spacing, "case_empty", _args(boundary_mm=1.0)), empty)
+    err = capsys.readouterr().err
+    assert "warning" in err and "case_empty" in err and "empty label map" in err
+
+
+def test_predict_models_equals_simulate_case_by_case(tmp_path: Path) -> None:
+    """The calibration audit's several models of one case (one shared inward distance map, sized by the largest inward
+    reach after the one-voxel floor) give each model's simulate() map, small moves included."""
+    labels, spacing = _kidney_with_tumor(), (3.0, 0.8, 0.8)
+    nib.save(nib.Nifti1Image(labels, np.diag([*spacing, 1.0])), tmp_path / "case_x.nii.gz")
+    models = {
+        "in_small": ["--seed", "1", "--boundary-mm", "-0.5"],
+        "in_large": ["--seed", "2", "--boundary-mm", "-1.5"],
+        "out_small": ["--seed", "3", "--boundary-mm", "0.6"],
+        "shift_tiny": ["--seed", "4", "--shift-mm", "0.2"],
+    }
+    written = simulated.predict_models("case_x", tmp_path / "case_x.nii.gz", models, tmp_path / "out")
+    ref, image = load_nifti(tmp_path / "case_x.nii.gz")
+    zooms = tuple(float(z) for z in image.header.get_zooms()[:3])
+    for name, options in models.items():
+        args = simulated.build_parser().parse_args(["--input", ".", "--output", ".", "--cases", ".", *options])
+        expected = simulated.simulate(ref, zooms, "case_x", args)
+        got, _ = load_nifti(written[name])
+        assert not np.array_equal(expected, ref), name
+        assert np.array_equal(got, expected), name

@@ -12,11 +12,21 @@ Run as the model's own subprocess, exactly like a real adapter::
 Error components (all in world millimetres, seeded per case from ``--seed`` and the case id, so a
 case's prediction does not depend on which other cases run):
 - ``--boundary-mm D``: every structure's boundary displaced outward by D mm (inward if D < 0), with
-  a per-case jitter of +-``--jitter`` x D;
-- ``--shift-mm S``: the whole prediction translated by S mm in a random direction;
+  a per-case jitter of +-``--jitter`` x D. The displacement reaches at least one voxel layer: its
+  distance threshold is max(|D|, the case's finest voxel spacing) mm with D's sign. Without that
+  floor a move of 0.75-1.25 mm on a 0.8 mm grid or coarser flips no voxel (the nearest voxel
+  centre across the boundary is one spacing away) and the "model" returns the reference unchanged;
+- ``--shift-mm S``: the whole prediction translated by S mm in a random direction, rounded to whole
+  voxels per axis; when every per-axis offset rounds to 0 it moves one voxel along the axis with
+  the largest |direction / spacing| component (the direction's sign);
 - ``--miss-lesion-prob P``: with probability P the largest tumor component is missed (read as kidney);
 - ``--blob-prob P --blob-radius-mm R``: with probability P a spurious sphere of radius R mm labelled
   tumor is added next to the kidney.
+
+A model changes every case it claims to change (a boundary move or shift, a missed lesion or a blob
+drawn for the case); a case that really cannot change (an empty label map, no tumor to miss) is
+named on stderr in a warning. How many cases each model left identical to the reference is counted
+downstream from the scores (``segbench.stats.identical_to_reference``), not here.
 """
 
 from __future__ import annotations
@@ -72,17 +82,29 @@ def _boxes(mask: np.ndarray, margin: tuple[int, ...]) -> list[tuple[slice, ...]]
     return boxes
 
 
+def effective_mm(mm: float, spacing: tuple[float, ...]) -> float:
+    """The distance threshold a boundary move of ``mm`` uses: max(|mm|, finest voxel spacing) in world mm, with mm's sign.
+
+    Voxel centres across a boundary are at least one spacing apart, so a smaller threshold moves no voxel: the floor
+    makes every non-zero move reach at least one voxel layer. 0 stays 0 (no move).
+    """
+    return 0.0 if mm == 0 else float(np.copysign(max(abs(mm), min(spacing)), mm))
+
+
 def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float, inward: np.ndarray | None = None) -> np.ndarray:
     """Move every structure's boundary by ``mm`` millimetres (outward > 0, inward < 0), in world space.
 
-    Outward: a background voxel within ``mm`` of the foreground takes the label of its nearest
-    foreground voxel. Inward: a foreground voxel within ``mm`` of the background becomes background.
-    Work is done inside the foreground's bounding boxes plus the displacement. ``inward``: the map of
-    :func:`inward_distance`, when several inward displacements of one label map share it.
+    The threshold is :func:`effective_mm`: max(|mm|, the finest voxel spacing) mm with mm's sign, so that a non-zero
+    move always reaches at least one voxel layer. Outward: a background voxel within that distance of the foreground
+    takes the label of its nearest foreground voxel. Inward: a foreground voxel within that distance of the background
+    becomes background. Work is done inside the foreground's bounding boxes plus the displacement. ``inward``: the map
+    of :func:`inward_distance`, when several inward displacements of one label map share it (its reach must cover the
+    effective distance).
     """
     foreground = labels > 0
     if mm == 0 or not foreground.any():
         return labels.copy(order="K")
+    mm = effective_mm(mm, spacing)
     if mm < 0:
         dist = inward_distance(labels, spacing, -mm) if inward is None else inward
         out = labels.copy(order="K")
@@ -116,10 +138,18 @@ def inward_distance(labels: np.ndarray, spacing: tuple[float, ...], reach_mm: fl
 
 
 def shift(labels: np.ndarray, spacing: tuple[float, ...], mm: float, rng: np.random.Generator) -> np.ndarray:
-    """Translate the label map by ``mm`` in a random direction (rounded to whole voxels per axis)."""
+    """Translate the label map by ``mm`` world millimetres in a random direction (rounded to whole voxels per axis).
+
+    When every per-axis offset rounds to 0 (``mm`` below about half the spacing), the map moves by one voxel along the
+    axis with the largest |direction / spacing| component, in that component's direction: a non-zero shift always moves.
+    """
     direction = rng.normal(size=3)
     direction /= np.linalg.norm(direction)
-    offsets = np.round(direction * mm / np.asarray(spacing)).astype(int)
+    steps = direction * mm / np.asarray(spacing)
+    offsets = np.round(steps).astype(int)
+    if mm and not offsets.any():
+        axis = int(np.argmax(np.abs(steps)))
+        offsets[axis] = 1 if steps[axis] > 0 else -1
     out = np.zeros_like(labels)
     target = tuple(slice(max(o, 0), n + min(o, 0)) for o, n in zip(offsets, labels.shape))
     source = tuple(slice(max(-o, 0), n - max(o, 0)) for o, n in zip(offsets, labels.shape))
@@ -167,18 +197,27 @@ def add_blob(labels: np.ndarray, spacing: tuple[float, ...], radius_mm: float, r
 def simulate(
     labels: np.ndarray, spacing: tuple[float, ...], case_id: str, args: argparse.Namespace, inward: np.ndarray | None = None
 ) -> np.ndarray:
-    """Apply the configured error components to one reference label map (``inward``: as in :func:`displace_boundary`)."""
+    """Apply the configured error components to one reference label map (``inward``: as in :func:`displace_boundary`).
+
+    The boundary move is the jittered ``--boundary-mm`` with :func:`displace_boundary`'s one-voxel floor. When a
+    component was applied (a boundary move or shift, a missed lesion or blob drawn for the case) and the result still
+    equals the reference (e.g. an empty label map), a warning naming the case goes to stderr.
+    """
     rng = case_rng(args.seed, case_id)
     out = labels
+    claimed = bool(args.boundary_mm or args.shift_mm)
     if args.boundary_mm:
         jitter = 1.0 + args.jitter * rng.uniform(-1.0, 1.0)
         out = displace_boundary(out, spacing, args.boundary_mm * jitter, inward)
     if args.shift_mm:
         out = shift(out, spacing, args.shift_mm, rng)
     if args.miss_lesion_prob and rng.uniform() < args.miss_lesion_prob:
-        out = miss_largest_lesion(out)
+        out, claimed = miss_largest_lesion(out), True
     if args.blob_prob and rng.uniform() < args.blob_prob:
-        out = add_blob(out, spacing, args.blob_radius_mm, rng)
+        out, claimed = add_blob(out, spacing, args.blob_radius_mm, rng), True
+    if claimed and np.array_equal(out, labels):
+        print(f"[simulated model] warning: {case_id}: the prediction equals the reference (nothing to change: "
+              f"{'empty label map' if not labels.any() else 'no voxel moved'})", file=sys.stderr, flush=True)
     return out
 
 
@@ -213,13 +252,13 @@ def predict_models(case_id: str, reference: Path, models: dict[str, list[str]], 
     """Write ``output/<model>/<case>.nii`` for several simulated models (name -> command-line options) of one case.
 
     The reference is decoded once and inward boundary displacements share one distance map (sized for the largest
-    of them); each model's map equals :func:`simulate`'s. Uncompressed: scratch files for the calibration audit,
-    scored at once and deleted. Returns model -> file.
+    of them after the one-voxel floor of :func:`effective_mm`); each model's map equals :func:`simulate`'s.
+    Uncompressed: scratch files for the calibration audit, scored at once and deleted. Returns model -> file.
     """
     labels, image = load_nifti(reference)
     spacing = tuple(float(z) for z in image.header.get_zooms()[:3])
     parsed = {name: build_parser().parse_args(["--input", ".", "--output", ".", "--cases", ".", *options]) for name, options in models.items()}
-    reach = max((-a.boundary_mm * (1.0 + a.jitter) for a in parsed.values() if a.boundary_mm < 0), default=0.0)
+    reach = max((-effective_mm(a.boundary_mm * (1.0 + a.jitter), spacing) for a in parsed.values() if a.boundary_mm < 0), default=0.0)
     inward = inward_distance(labels, spacing, reach) if reach > 0 else None
     written = {}
     for name, args in parsed.items():
