@@ -86,9 +86,10 @@ def effective_mm(mm: float, spacing: tuple[float, ...]) -> float:
     """The distance threshold a boundary move of ``mm`` uses: max(|mm|, finest voxel spacing) in world mm, with mm's sign.
 
     Voxel centres across a boundary are at least one spacing apart, so a smaller threshold moves no voxel: the floor
-    makes every non-zero move reach at least one voxel layer. 0 stays 0 (no move).
+    makes every non-zero move reach at least one voxel layer (the floor has a relative slack of 1e-6, so that a distance
+    transform's rounding of exactly one spacing stays within it). 0 stays 0 (no move).
     """
-    return 0.0 if mm == 0 else float(np.copysign(max(abs(mm), min(spacing)), mm))
+    return 0.0 if mm == 0 else float(np.copysign(max(abs(mm), min(spacing) * (1.0 + 1e-6)), mm))
 
 
 def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float, inward: np.ndarray | None = None) -> np.ndarray:
