@@ -71,6 +71,17 @@ def test_coverage_and_type1_on_a_normal_population() -> None:
     assert json.loads(json.dumps(result)) == result  # JSON-ready as written
 
 
+def test_audit_counts_the_cases_each_model_left_identical_to_the_reference() -> None:
+    """audit.json's ``identical_to_reference``: per model of the population, the leaderboard's count (every structure
+    Dice exactly 1), so a simulated model that leaves cases unchanged is seen."""
+    rng = np.random.default_rng(2)
+    values = {m: rng.uniform(0.6, 0.95, size=40) for m in ("a", "b", "worse")}
+    values["b"][[3, 17]] = 1.0
+    result = calibration.audit(_rows(values), models=("a", "b", "worse"), equal=("a", "b"), structures=("tumor",), metrics={"dice": True},
+                               n_cases=(20,), draws=20, wilcoxon_draws=5, n_resamples=50, seed=0, settings=StatsSettings())
+    assert result["identical_to_reference"] == {"a": {"cases": 0, "of": 40}, "b": {"cases": 2, "of": 40}, "worse": {"cases": 0, "of": 40}}
+
+
 def test_calibration_params_are_validated() -> None:
     raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     assert parse_params(raw, ROOT).calibration.equal == tuple(raw["calibration"]["equal"])

@@ -340,6 +340,29 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
     assert "inward_1.5mm" in html_text and "paired-t formula" in html_text
 
 
+def test_cases_identical_to_the_reference_are_shown(site: tuple[Path, list[Path]], results_files: list[Path], audit_file: Path,
+                                                    tmp_path: Path) -> None:
+    """Every model's count of cases left identical to the reference (the analysis' models block) in the Models table; a note
+    names the models with any; the calibration page says it per model of its population (audit.json)."""
+    out, _ = site
+    results = load(results_files[1])
+    n_cases = len(results["analysis"]["structures"]["kidney_and_mass"]["case_ids"])
+    counts = {m: e["identical_to_reference"] for m, e in results["analysis"]["models"].items()}
+    # the seeded KiTS-like rows: one case of sim_dilate_1mm has kidney Dice clipped to 1 and no tumor in the reference
+    assert counts == {m: {"cases": int(m == "sim_dilate_1mm"), "of": n_cases} for m in results["models"]}
+    text = page_text(out / "kits23.html")
+    assert "cases identical to the reference" in text
+    assert text.count(f"leaves 0 of {n_cases} cases identical to the reference") == len(counts) - 1
+    assert f"Identical to the reference (every structure Dice exactly 1) in some cases: sim_dilate_1mm leaves 1 of {n_cases} cases" in text
+    results["analysis"]["models"]["sim_dilate_1mm"]["identical_to_reference"] = {"cases": 0, "of": n_cases}
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    assert "Identical to the reference" not in page_text(tmp_path / "site" / "kits23.html")  # no note when no model has any
+    audit = load(audit_file)
+    assert audit["identical_to_reference"] == dict.fromkeys(audit["models"], {"cases": 0, "of": 300})
+    assert "equal_a leaves 0 of 300 cases identical to the reference; equal_b leaves 0 of 300" in page_text(out / "calibration.html")
+
+
 def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], tmp_path: Path) -> None:
     """Every plot draws, nothing logs an error, nothing is fetched from the network; screenshots saved."""
     out, pages = site

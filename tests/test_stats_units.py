@@ -153,6 +153,47 @@ def test_shared_cases_absent_references_and_contamination() -> None:
     assert kw["p_value"] == pytest.approx(stats.kruskal(x[sex == "f"], x[sex == "m"]).pvalue, rel=1e-12)
 
 
+def test_cases_identical_to_the_reference_are_counted_per_model() -> None:
+    """A case is identical to the reference when every scored structure has Dice exactly 1; an absent-absent structure
+    (Dice 1 by the empty-mask rule) agrees, a structure predicted where the reference has none (worst case, Dice 0) does
+    not. Every model gets its count, real or simulated; reanalyze carries it over (it needs rows the results lack)."""
+    import json
+
+    from segbench.stats import identical_to_reference, reanalyze, recompute
+
+    rng = np.random.default_rng(3)
+    records = []
+    for model in ("copy_once", "never", "absent_agrees", "absent_predicted"):
+        for i in range(12):
+            for structure in ("kidney", "tumor"):
+                dice, present = float(rng.uniform(0.5, 0.95)), True
+                if model == "copy_once" and i == 4:
+                    dice = 1.0  # both structures exactly as the reference
+                if model == "never" and i == 4 and structure == "kidney":
+                    dice = 1.0  # one structure only: not identical
+                if i == 7 and structure == "tumor":
+                    # no tumor in the reference: absent-absent is Dice 1, a tumor predicted there the worst case (Dice 0)
+                    dice, present = (0.0 if model == "absent_predicted" else 1.0), False
+                if model.startswith("absent") and i == 7 and structure == "kidney":
+                    dice = 1.0
+                records.append({"model": model, "case_id": f"c{i:02d}", "structure": structure, "reference_present": present, "dice": dice})
+    rows = pd.DataFrame(records)
+    res = analyze(rows, metrics={"dice": True}, settings=StatsSettings(n_resamples=50))
+    counts = {m: e["identical_to_reference"] for m, e in res["models"].items()}
+    assert counts == {"copy_once": {"cases": 1, "of": 12}, "never": {"cases": 0, "of": 12},
+                      "absent_agrees": {"cases": 1, "of": 12}, "absent_predicted": {"cases": 0, "of": 12}}
+    assert identical_to_reference(rows) == counts  # the one function, as the calibration audit calls it
+    assert identical_to_reference(rows, ["copy_once", "other"])["other"] == {"cases": 0, "of": 0}
+    assert identical_to_reference(rows.drop(columns="dice").assign(iou=0.5), ["copy_once"]) == {"copy_once": None}
+    # a NaN Dice (a published set not reporting one) is left out; a case without any Dice is not counted
+    assert identical_to_reference(rows.assign(dice=rows["dice"].where(rows["case_id"] != "c04")))["copy_once"] == {"cases": 0, "of": 11}
+    stored = json.loads(json.dumps(res, allow_nan=False, sort_keys=True))
+    assert reanalyze(stored) == []
+    assert recompute(stored)["models"] == res["models"]
+    older = {**stored, "models": {m: {"contaminated": e["contaminated"]} for m, e in stored["models"].items()}}
+    assert reanalyze(older) == []  # results written before the count still check
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [

@@ -55,6 +55,22 @@ def markers(model: dict[str, Any]) -> list[str]:
     return marks
 
 
+def identical_text(entry: dict[str, int] | None) -> str:
+    """'leaves 0 of 78 cases identical to the reference' from an ``identical_to_reference`` count ('' without one).
+
+    The count (``segbench.stats.identical_to_reference``): cases in which every scored structure has Dice exactly 1.
+    """
+    if not entry:
+        return ""
+    return f"leaves {entry['cases']} of {entry['of']} case{'' if entry['of'] == 1 else 's'} identical to the reference"
+
+
+def identical_counts(results: dict[str, Any]) -> dict[str, dict[str, int] | None]:
+    """Per model of ``results``: its ``analysis.models.<model>.identical_to_reference`` (None for older results)."""
+    analysed = results.get("analysis", {}).get("models", {})
+    return {name: (analysed.get(name) or {}).get("identical_to_reference") for name in results["models"]}
+
+
 def short_mark(model: dict[str, Any]) -> str:
     """Compact suffix for plot labels, e.g. ' [sim]' or ' [trained on this data]'."""
     marks = {"simulated": "sim", "published": "pub"}.get(kind(model), "")

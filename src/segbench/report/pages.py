@@ -18,7 +18,20 @@ from segbench.stats import calibration
 
 from . import figures, tables
 from .assets import CSS, JS
-from .common import against_source, disclosure, display_order, estimate, fmt, kind, pair, slug, source_co_winners, verdict_html
+from .common import (
+    against_source,
+    disclosure,
+    display_order,
+    estimate,
+    fmt,
+    identical_counts,
+    identical_text,
+    kind,
+    pair,
+    slug,
+    source_co_winners,
+    verdict_html,
+)
 from .lesions import lesion_section
 
 Results = dict[str, Any]
@@ -93,6 +106,10 @@ def _notes(results: Results) -> str:
         notes.append("PSEUDO-REFERENCE: this dataset's references are a model's output ("
                      + html.escape(results["dataset"].get("reference_note") or "not a manual annotation")
                      + "). Every score here measures agreement with that model, not accuracy.")
+    copies = {n: c for n, c in identical_counts(results).items() if c and c["cases"]}
+    if copies:  # a simulated model that changed nothing there, or a real one that returned the reference: look at the cases
+        notes.append("Identical to the reference (every structure Dice exactly 1) in some cases: "
+                     + html.escape("; ".join(f"{n} {identical_text(c)}" for n, c in sorted(copies.items()))) + ".")
     contaminated = sorted(n for n, m in results["models"].items() if m.get("contaminated"))
     if contaminated:
         notes.append("Trained on this data, so shown but left out of ranks, tests and winners: "
@@ -157,7 +174,7 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         + _alignment_summary(results, link)
         + _sensitivity_section(results, link)
         + lesion_section(results)
-        + tables.models_table(results["models"])
+        + tables.models_table(results["models"], identical_counts(results))
     )
 
 
@@ -648,6 +665,9 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
         f"Rates carry their Monte-Carlo standard error. How it is computed: <code>{METHODOLOGY_DOC}</code>, "
         f"\"Calibration audit\". The leaderboards use the <b>{html.escape(ci_method)}</b> CI.</p>",
         f"<p>Models: {html.escape(', '.join(audit['models']))}.</p>",
+        *(["<p>Cases identical to the reference (every structure Dice exactly 1; such a case shows no error of the model): "
+           + html.escape("; ".join(f"{m} {identical_text(c)}" for m, c in audit["identical_to_reference"].items())) + ".</p>"]
+          if audit.get("identical_to_reference") else []),
     ]
     parts.insert(1, '<h2 id="takeaways">In one line per metric</h2><ul class="takeaways">'
                  + "".join(f"<li>{html.escape(line)}</li>" for line in calibration_takeaways(audit)) + "</ul>")

@@ -19,6 +19,7 @@ from .common import (
     estimate,
     fmt,
     fmt_rank,
+    identical_text,
     is_ranked,
     kind,
     markers,
@@ -145,13 +146,16 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
     return table(headers, rows, f"{html.escape(metric)} ({direction})" + marks_caption(said), "leaderboard")
 
 
-def models_table(models: Models) -> str:
-    """Every model of a dataset: kind, source or licence, training data, versions."""
+def models_table(models: Models, identical: dict[str, dict[str, int] | None] | None = None) -> str:
+    """Every model of a dataset: kind, source or licence, training data, versions, and (``identical``: per model its
+    ``identical_to_reference`` count, ``identical_counts``) how many cases it left identical to the reference."""
+    identical = identical or {}
     rows = []
     for name in sorted(models):
         model = models[name]
         versions = model.get("versions") or {}
         version = versions.get("model_version") or versions.get("weights_version") or ""
+        same = identical.get(name)
         rows.append(
             [
                 model_cell(name, model),
@@ -161,9 +165,10 @@ def models_table(models: Models) -> str:
                 (html.escape(model.get("licence") or "–"), model.get("licence") or ""),
                 (html.escape(", ".join(model.get("trained_on") or []) or "–"), ", ".join(model.get("trained_on") or [])),
                 (html.escape(str(version) or "–"), str(version)),
+                (html.escape(identical_text(same) or "–"), same["cases"] if same else None),
             ]
         )
-    return table(["model", "title", "kind", "source", "licence", "trained on", "version"], rows, "Models")
+    return table(["model", "title", "kind", "source", "licence", "trained on", "version", "cases identical to the reference"], rows, "Models")
 
 
 def overview(results: dict[str, Any], link_of: Callable[[str, str], str]) -> str:

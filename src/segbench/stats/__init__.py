@@ -2,18 +2,20 @@
 
 The public API is ``StatsSettings``, ``analyze``, ``reanalyze`` and ``recompute``, ``beside_source`` (a
 source's published analysis beside segbench's), ``sensitivity`` (the analysis under other metric definitions
-and missing-value policies), ``lesion_analysis`` (lesion-wise scores by case and by lesion), and the DVC views ``leaderboard_heads`` and ``mean_ci_rows``;
+and missing-value policies), ``lesion_analysis`` (lesion-wise scores by case and by lesion), ``identical_to_reference`` (per model, the cases
+it left identical to the reference), and the DVC views ``leaderboard_heads`` and ``mean_ci_rows``;
 see ``segbench.stats.analysis`` for the layout of the results dict.
 """
 
 from .analysis import analyze, reanalyze, recompute
 from .heads import PLOT_COLUMNS, leaderboard_heads, mean_ci_rows
+from .identical import identical_to_reference
 from .lesions import lesion_analysis
 from .sensitivity import sensitivity
 from .settings import StatsSettings
 from .source import beside_source, reanalyze_source
 
 __all__ = [
-    "PLOT_COLUMNS", "StatsSettings", "analyze", "beside_source", "leaderboard_heads", "lesion_analysis", "mean_ci_rows", "reanalyze",
+    "PLOT_COLUMNS", "StatsSettings", "analyze", "beside_source", "identical_to_reference", "leaderboard_heads", "lesion_analysis", "mean_ci_rows", "reanalyze",
     "reanalyze_source", "recompute", "sensitivity",
 ]

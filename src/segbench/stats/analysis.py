@@ -7,7 +7,9 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
       "settings": {n_resamples, confidence, seed, ci_method, pairwise_test, multiple_comparison, alpha,
                    subgroup_min_cases, power, case_alignment, scheme_resamples},
       "subgroup_fields": [field, ...],
-      "models": {model: {"contaminated": bool}},
+      "models": {model: {"contaminated": bool,
+                         "identical_to_reference": None | {"cases": k, "of": n}}},  # identical.py: the k of the
+                                                        # model's n cases with Dice exactly 1 on every structure
       "structures": {structure: {
         "n_cases": n,            # shared cases: reference present and scored for every model
         "n_absent": k,           # cases whose reference is absent (excluded for every model)
@@ -106,6 +108,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from .clusters import add_clustered, case_clusters
+from .identical import identical_to_reference
 from .pairwise import common_case_groups, pair_indices, separability, sign_flip_p_values, wilcoxon_map
 from .power import cases_needed
 from .ranking import leave_one_out, rank_min, ranking_stability
@@ -152,18 +155,25 @@ def analyze(
     subgroup_fields: Sequence[str] = (),
     contaminated: Mapping[str, bool] = {},
     cluster_field: str | None = None,
+    count_identical: bool = True,
 ) -> dict:
-    """The whole statistics protocol on one dataset's per-case rows; see the module docstring for the output."""
+    """The whole statistics protocol on one dataset's per-case rows; see the module docstring for the output.
+
+    ``count_identical``: count each model's cases identical to the reference (``identical.identical_to_reference``);
+    False where a row is not a case (the lesion unit), and ``identical_to_reference`` is None.
+    """
     metrics, subgroup_fields, models, contaminated = _validate(rows, metrics, settings, subgroup_fields, contaminated)
     structures = _prepare(rows, metrics, models, subgroup_fields)
+    identical = identical_to_reference(rows, models) if count_identical else dict.fromkeys(models)
     with _single_threaded_blas():
-        return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated, case_clusters(rows, cluster_field))
+        return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated, case_clusters(rows, cluster_field), identical)
 
 
 def reanalyze(results: Mapping) -> list[str]:
     """Recompute every statistic from the per-case values stored in ``results``; list the differences.
 
-    Empty list = the stored statistics are exactly what the stored rows and settings give.
+    Empty list = the stored statistics are exactly what the stored rows and settings give. The counts of absent
+    references and of cases identical to the reference come from rows the results do not store: they are carried over.
     """
     return _differences(_to_json(dict(results)), recompute(results), "")
 
@@ -178,6 +188,7 @@ def recompute(results: Mapping, **changes: object) -> dict:
         settings = StatsSettings(**results["settings"])
         models = sorted(results["models"])
         contaminated = {m: bool(results["models"][m]["contaminated"]) for m in models}
+        identical = {m: results["models"][m]["identical_to_reference"] for m in models if "identical_to_reference" in results["models"][m]}
         subgroup_fields = list(results["subgroup_fields"])
         clusters = results.get("clusters")
         structures: dict[str, _Structure] = {}
@@ -205,7 +216,7 @@ def recompute(results: Mapping, **changes: object) -> dict:
         raise ValueError(f"not a segbench results dict: {exc!r}") from exc
     settings = replace(settings, **changes)  # StatsSettings validates the changed values
     with _single_threaded_blas():
-        return _run(structures, models, metrics, settings, subgroup_fields, contaminated, clusters)
+        return _run(structures, models, metrics, settings, subgroup_fields, contaminated, clusters, identical)
 
 
 def _single_threaded_blas() -> threadpool_limits:
@@ -382,7 +393,11 @@ def _run(
     subgroup_fields: list[str],
     contaminated: Mapping[str, bool],
     clusters: Mapping | None,
+    identical: Mapping[str, dict | None],
 ) -> dict:
+    """The results dict; ``identical``: per model its ``identical_to_reference`` entry (a model not in it has none: older
+    results recomputed)."""
+
     def one(name: str, s: _Structure) -> dict:
         block = {
             "n_cases": len(s.case_ids),
@@ -405,7 +420,8 @@ def _run(
     return _to_json({
         "settings": settings.to_dict(),
         "subgroup_fields": subgroup_fields,
-        "models": {m: {"contaminated": bool(contaminated[m])} for m in models},
+        "models": {m: {"contaminated": bool(contaminated[m]), **({"identical_to_reference": identical[m]} if m in identical else {})}
+                   for m in models},
         "structures": out,
         "clusters": clusters,
         "consensus": _consensus(tasks, settings),

@@ -34,6 +34,7 @@ import pandas as pd
 from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
+from .identical import identical_to_reference
 from .pairwise import holm, pair_indices, separability, sign_flip_p_values, wilcoxon_map
 from .power import cases_needed, paired_t_power
 from .resampling import bootstrap_means, intervals, jackknife_means, rng_for, studentized_bounds
@@ -315,6 +316,10 @@ def audit(
 ) -> dict:
     """The whole audit of the scored population ``rows`` (one row per model x case x structure): a JSON-ready dict.
 
+    ``"identical_to_reference"``: per model of the scored population, ``{"cases": k, "of": n}``, the cases it left identical
+    to the reference (``identical.identical_to_reference``, the leaderboard's count: every structure Dice exactly 1); a
+    simulated model that leaves cases unchanged makes the population look better than the error model it claims.
+
     ``real``: published populations (:func:`ranked_populations`) with their draws and Wilcoxon draws, audited at every n
     of ``n_cases`` up to their own case count, under ``"real"``. Each (population, n) draws its samples from its own
     generator (seed and names), so adding an n or a population leaves the others' samples unchanged; ``workers``
@@ -347,7 +352,8 @@ def audit(
     return {
         "models": list(models), "equal": list(equal), "n_cases": list(n_cases), "draws": draws, "wilcoxon_draws": min(wilcoxon_draws, draws),
         "n_resamples": n_resamples, "seed": seed, "stats": settings.to_dict(), "ci_methods": list(AUDIT_CI_METHODS),
-        "procedures": list(PROCEDURES), "population": {pop.structure: describe(pop) for pop in simulated}, **summary,
+        "procedures": list(PROCEDURES), "population": {pop.structure: describe(pop) for pop in simulated},
+        "identical_to_reference": identical_to_reference(rows[rows["model"].isin(list(models))], models), **summary,
         "real": {"population": real_pops, **real_summary},
     }
 

@@ -51,12 +51,13 @@ def _defined(rows: pd.DataFrame, metrics: Mapping[str, bool]) -> tuple[dict[str,
 def _analyze(rows: pd.DataFrame, metrics: Mapping[str, bool], settings: StatsSettings, contaminated: Mapping[str, bool],
              cluster_field: str | None = None) -> dict | None:
     """``analyze`` of ``rows`` with the contamination flags of the models they hold; None without a row or a metric
-    (every case of a lone model without a prediction leaves no matched lesion, so no SQ)."""
+    (every case of a lone model without a prediction leaves no matched lesion, so no SQ). No count of cases identical
+    to the reference: that is the voxel-wise analysis's (a lesion row's Dice is a lesion's, and a lesion row no case)."""
     if rows.empty or not metrics:
         return None
     held = set(rows["model"])
     return analyze(rows, metrics=metrics, settings=settings, contaminated={m: c for m, c in contaminated.items() if m in held},
-                   cluster_field=cluster_field)
+                   cluster_field=cluster_field, count_identical=False)
 
 
 def case_unit_rows(lesion_rows: pd.DataFrame, profile: str) -> pd.DataFrame:

@@ -122,7 +122,8 @@ def sensitivity(
     missing-value policy. A profile missing for some model, or a policy that changes no row, is reported as not run."""
 
     def variant(variant_rows: pd.DataFrame) -> dict:
-        return compare_analyses(baseline, analyze(variant_rows, metrics=metrics, settings=settings, contaminated=contaminated))
+        return compare_analyses(baseline, analyze(variant_rows, metrics=metrics, settings=settings, contaminated=contaminated,
+                                                               count_identical=False))
 
     profiles: dict[str, dict] = {}
     models = set(rows["model"])
