@@ -2,11 +2,15 @@
 
 The public API is ``StatsSettings``, ``analyze``, ``reanalyze`` and ``recompute``, ``beside_source`` (a
 source's published analysis beside segbench's), ``sensitivity`` (the analysis under other metric definitions
-and missing-value policies), ``lesion_analysis`` (lesion-wise scores by case and by lesion), and the DVC views ``leaderboard_heads`` and ``mean_ci_rows``;
+and missing-value policies), ``lesion_analysis`` (lesion-wise scores by case and by lesion),
+``audited`` (the calibration audit's rates for a leaderboard cell), and the DVC views ``leaderboard_heads`` and ``mean_ci_rows``;
 see ``segbench.stats.analysis`` for the layout of the results dict.
 """
 
 from .analysis import analyze, reanalyze, recompute
+from .audited import MARGIN as AUDIT_MARGIN
+from .audited import AuditTables, BoardCell, audited, population_data
+from .calibration import SIMULATED
 from .heads import PLOT_COLUMNS, leaderboard_heads, mean_ci_rows
 from .lesions import lesion_analysis
 from .sensitivity import sensitivity
@@ -14,6 +18,6 @@ from .settings import StatsSettings
 from .source import beside_source, reanalyze_source
 
 __all__ = [
-    "PLOT_COLUMNS", "StatsSettings", "analyze", "beside_source", "leaderboard_heads", "lesion_analysis", "mean_ci_rows", "reanalyze",
-    "reanalyze_source", "recompute", "sensitivity",
+    "AUDIT_MARGIN", "PLOT_COLUMNS", "SIMULATED", "AuditTables", "BoardCell", "StatsSettings", "analyze", "audited", "beside_source",
+    "leaderboard_heads", "lesion_analysis", "mean_ci_rows", "population_data", "reanalyze", "reanalyze_source", "recompute", "sensitivity",
 ]
