@@ -465,25 +465,16 @@ def audit_tables(params: Params, folder: Path | None = None) -> stats.AuditTable
 
 def audited_block(params: Params, name: str, analysis: Mapping[str, Any], tables: stats.AuditTables | None,
                   lesions: bool = False) -> dict[str, Any] | None:
-    """The results' ``audited`` block: per structure and metric of ``analysis``, the audited coverage of its CI and type-I
-    error of its verdict (``stats.audited``); with ``lesions``, why the lesion-wise leaderboards are not audited. None
-    without audit ``tables`` (``audit_tables``); compare passes none for an interactive dataset, whose step metrics the
-    audit does not cover (interactive/dvc.yaml does not declare the tables)."""
-    if tables is None:
-        return None
+    """The results' ``audited`` block (``stats.audited.board``): per structure and metric of ``analysis``, the audited
+    coverage of its CI and type-I error of its verdict; with ``lesions``, why the lesion-wise leaderboards are not
+    audited. None without audit ``tables`` (``audit_tables``); compare passes none for an interactive dataset, whose
+    step metrics the audit does not cover (interactive/dvc.yaml does not declare the tables). The board's own audited
+    population is the published set's of that name, or the simulated one on the audit's dataset."""
     if name in params.published:
         source, data = name, params.published_set(name).evaluated_on
     else:
         source, data = (stats.SIMULATED if params.calibration is not None and params.calibration.dataset == name else None), name
-    cells = {
-        structure: {metric: stats.audited(tables, stats.BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"]))
-                    for metric in block["metrics"]}
-        for structure, block in analysis["structures"].items() if block["n_cases"] > 0
-    }
-    block = {"tables": calibration_results_dir().as_posix(), "margin": stats.AUDIT_MARGIN, "structures": cells}
-    if lesions:
-        block["lesions"] = LESIONS_NOT_AUDITED
-    return block
+    return stats.audited_board(tables, analysis, source=source, data=data, lesions=LESIONS_NOT_AUDITED if lesions else None)
 
 
 def _lesion_block(runs: tracking.TrackedRuns, contaminated: Mapping[str, bool], settings: stats.StatsSettings) -> dict[str, Any]:

@@ -186,6 +186,20 @@ def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
     return {"coverage": coverage, "type1": type1, "reason": "; ".join(reasons) or None}
 
 
+def board(tables: AuditTables | None, analysis: Mapping, *, source: str | None, data: str, lesions: str | None = None) -> dict | None:
+    """A results file's ``audited`` block: per structure (with cases) and metric of ``analysis``, :func:`audited` of its
+    cell; ``lesions``, when the results have lesion-wise leaderboards, says why they are not audited. None without
+    ``tables``."""
+    if tables is None:
+        return None
+    cells = {
+        structure: {metric: audited(tables, BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"]))
+                    for metric in block["metrics"]}
+        for structure, block in analysis["structures"].items() if block["n_cases"] > 0
+    }
+    return {"margin": MARGIN, "structures": cells, **({"lesions": lesions} if lesions else {})}
+
+
 def population_data(calibration_dataset: str, real_sources: Mapping[str, str]) -> dict[str, str]:
     """Per audit source, the dataset its population's cases come from: the simulated population's is the audit's
     dataset, a published set's the data it was evaluated on (``real_sources``: source -> evaluated_on)."""
