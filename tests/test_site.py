@@ -18,7 +18,7 @@ import pytest
 from browser import Browser, find_chromium
 from segbench.io import write_json_atomic
 from segbench.report import build_site
-from site_data import TOUCHSTONE_SOURCE, calibration_audit, kits_like_results, segauge_results, touchstone_results
+from site_data import TOUCHSTONE_SOURCE, add_audited, calibration_audit, kits_like_results, segauge_results, touchstone_results
 
 TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
 SEGAUGE_MODAL = Path(__file__).resolve().parents[1] / "data" / "published" / "segauge_benchmark" / "kits23_modal.json"
@@ -26,20 +26,21 @@ KITS_META = Path(__file__).resolve().parents[1] / "data" / "kits23" / "kits23.js
 
 
 @pytest.fixture(scope="session")
-def results_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+def results_files(audit_file: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The three results files, each with the audited block compare writes from the test audit."""
     if not TOUCHSTONE.is_dir() or not KITS_META.is_file() or not SEGAUGE_MODAL.is_file():
         pytest.fail("data/ missing: run `dvc pull data.dvc` first (the tests use the real data bundle)")
     folder = tmp_path_factory.mktemp("results")
-    return [
+    return [add_audited(path, audit_file) for path in (
         touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("liver", "aorta")),
         kits_like_results(KITS_META, folder / "kits23.json"),
         segauge_results(SEGAUGE_MODAL, KITS_META, folder / "segauge_kits23_modal.json"),
-    ]
+    )]
 
 
 @pytest.fixture(scope="session")
 def audit_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return calibration_audit(tmp_path_factory.mktemp("calibration") / "audit.json")
+    return calibration_audit(tmp_path_factory.mktemp("calibration") / "audit.json", TOUCHSTONE)
 
 
 @pytest.fixture(scope="session")
@@ -109,12 +110,15 @@ def test_leaderboard_marks_ranks_and_verdicts(site: tuple[Path, list[Path]], res
     assert "mean [95% CI]" in touchstone and "P(rank 1)" in touchstone
 
 
-# Every row of the page's answers table: its cells' text, and the verdict's sentence (the disclosure's body and tooltip).
+# Every row of the page's answers table: its cells' text (without the audited rates, which ``audits`` holds per cell),
+# and the verdict's sentence (the disclosure's body and tooltip).
 # the rows of the page's first answers table (the lesion-wise section further down has its own)
 ANSWERS = """(() => Array.from(document.querySelector('table.answers').querySelectorAll('tbody tr'), r => {
   const d = r.querySelector('details');
   const summary = d && d.querySelector('summary');
-  return {cells: Array.from(r.cells, c => c.innerText.trim()), tooltip: summary ? summary.title : null,
+  const bare = c => { let s = c.innerText; c.querySelectorAll('.audit').forEach(a => { s = s.replace(a.innerText, ''); }); return s.trim(); };
+  return {cells: Array.from(r.cells, bare), audits: Array.from(r.cells, c => Array.from(c.querySelectorAll('.audit'), a => a.innerText)),
+          tooltip: summary ? summary.title : null,
           sentence: d ? d.textContent.slice(summary.textContent.length).trim() : null,
           bottom: r.getBoundingClientRect().bottom};
 }))()"""

@@ -439,8 +439,6 @@ def run_compare(params: Params, name: str) -> None:
 
 #: the audit tables compare reads (dvc.yaml declares them as deps of every compare stage); power is not read
 AUDIT_TABLES = ("coverage.csv", "type1.csv", "real_coverage.csv", "real_type1.csv", "audit.json")
-LESIONS_NOT_AUDITED = ("not audited: the calibration audit covers the case-level means of voxel-wise scores, "
-                       "not lesion-wise scores")
 
 
 def audit_tables(params: Params, folder: Path | None = None) -> stats.AuditTables | None:
@@ -474,7 +472,7 @@ def audited_block(params: Params, name: str, analysis: Mapping[str, Any], tables
         source, data = name, params.published_set(name).evaluated_on
     else:
         source, data = (stats.SIMULATED if params.calibration is not None and params.calibration.dataset == name else None), name
-    return stats.audited_board(tables, analysis, source=source, data=data, lesions=LESIONS_NOT_AUDITED if lesions else None)
+    return stats.audited_board(tables, analysis, source=source, data=data, lesions=stats.audited_lesions if lesions else None)
 
 
 def _lesion_block(runs: tracking.TrackedRuns, contaminated: Mapping[str, bool], settings: stats.StatsSettings) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from segbench.stats import calibration
 
 from . import figures, tables
 from .assets import CSS, JS
-from .common import against_source, disclosure, display_order, estimate, fmt, kind, pair, slug, source_co_winners, verdict_html
+from .common import against_source, audit_of, disclosure, display_order, estimate, fmt, kind, pair, slug, source_co_winners, verdict_html
 from .lesions import lesion_section
 
 Results = dict[str, Any]
@@ -379,7 +379,7 @@ def _structure_body(results: Results, structure: str, anchor: Callable[[str], st
         key = f"{base}-{slug(metric)}"
         parts.append(f'<h2 id="{anchor(metric)}">{html.escape(metric)}</h2>')
         parts.append(_headline(cell, metric))
-        parts.append(tables.leaderboard(cell, models, metric))
+        parts.append(tables.leaderboard(cell, models, metric, audit_of(results, structure, metric), structure))
         plots = [figures.forest(cell, models, metric)] + ([figures.blob(cell, models)] if cell.get("ranking") else [])
         parts.append(disclosure("Plots: means with CIs, rank frequencies", _plots(plots, f"{key}-a")))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:

@@ -8,6 +8,7 @@ see ``segbench.stats.analysis`` for the layout of the results dict.
 """
 
 from .analysis import analyze, reanalyze, recompute
+from .audited import LESIONS as audited_lesions
 from .audited import MARGIN as AUDIT_MARGIN
 from .audited import AuditTables, BoardCell, audited, population_data
 from .audited import board as audited_board
@@ -19,6 +20,7 @@ from .settings import StatsSettings
 from .source import beside_source, reanalyze_source
 
 __all__ = [
-    "AUDIT_MARGIN", "PLOT_COLUMNS", "SIMULATED", "AuditTables", "BoardCell", "StatsSettings", "analyze", "audited", "audited_board", "beside_source",
-    "leaderboard_heads", "lesion_analysis", "mean_ci_rows", "population_data", "reanalyze", "reanalyze_source", "recompute", "sensitivity",
+    "AUDIT_MARGIN", "PLOT_COLUMNS", "SIMULATED", "AuditTables", "BoardCell", "StatsSettings", "analyze", "audited", "audited_board",
+    "audited_lesions", "beside_source", "leaderboard_heads", "lesion_analysis", "mean_ci_rows", "population_data", "reanalyze",
+    "reanalyze_source", "recompute", "sensitivity",
 ]

@@ -37,6 +37,9 @@ MARGIN = 0.015
 #: how a population was chosen for a cell, best first
 MATCHES = ("exact", "other_structure", "same_data")
 
+#: why the lesion-wise leaderboards carry no audited rate
+LESIONS = "not audited: the calibration audit covers the case-level means of voxel-wise scores, not lesion-wise scores"
+
 _KEY = ("source", "structure", "metric", "n")
 _COVERAGE = (*_KEY, "method", "rate", "mc_se")
 _TYPE1 = (*_KEY, "procedure", "rate", "mc_se")
