@@ -398,3 +398,101 @@ def test_lesion_wise_section_reads_the_results(site: tuple[Path, list[Path]], re
     assert "matching rule panoptica instead of brats" in text and "Not defined under it: lesion_hd95" in text
     assert f"{s['n_cells_with_flips']} of {s['n_cells']} lesion-wise leaderboards change order" in text
     assert "Lesion-wise" not in page_text(out / "touchstone_totalsegmentator.html")
+
+
+# Every CI cell of the page's answers and leaderboard tables (the column headed "mean [95% CI]"): where it is (the table's
+# kind, the row's structure and metric for answers, the caption's metric and the lesion-wise anchor above for leaderboards)
+# and the audited-rate spans it shows, with the verdict's span (answers: its cell; leaderboards: the caption's).
+CI_CELLS = """(() => Array.from(document.querySelectorAll('table.answers, table.leaderboard'), t => {
+  const headers = Array.from(t.tHead.rows[0].cells, c => c.textContent.trim());
+  const col = headers.indexOf('mean [95% CI]'), verdictCol = headers.indexOf('#1 versus #2');
+  const lesions = document.getElementById('lesions');  // the lesion-wise section: every table after its heading
+  const spans = e => Array.from(e.querySelectorAll('.audit'), a => ({text: a.textContent, title: a.title, warn: a.classList.contains('warn')}));
+  return {kind: t.classList.contains('answers') ? 'answers' : 'leaderboard', caption: t.caption ? t.caption.textContent : '',
+          inLesions: !!lesions && !!(lesions.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING),
+          captionAudit: t.caption ? spans(t.caption) : [], headers: headers,
+          rows: Array.from(t.tBodies[0].rows, r => ({first: r.cells[0].textContent.trim(), second: r.cells[1].textContent.trim(),
+                                                      n: r.cells.length, audit: col >= 0 && r.cells[col] ? spans(r.cells[col]) : null,
+                                                      verdict: verdictCol >= 0 ? spans(r.cells[verdictCol]) : []}))};
+}))()"""
+
+
+def _expected(entry: dict | None, structure: str, kind: str) -> str:
+    """The short text a CI cell (kind 'cov.') or a verdict line (kind 'type-I') must show for an audited entry."""
+    if entry is None:
+        return "not audited" if kind == "cov." else "type-I not audited"
+    flag = entry["under_covers"] if kind == "cov." else entry["exceeds_alpha"]
+    where = "" if entry["match"] == "exact" else f" on {entry['structure'] if entry['match'] == 'other_structure' else entry['population']}"
+    return f"{'⚠ ' if flag else ''}{kind} {100 * entry['rate']:.1f}% @n={entry['n']}{where}"
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
+def test_every_ci_cell_shows_its_audited_coverage(site: tuple[Path, list[Path]], results_files: list[Path], audit_file: Path,
+                                                  tmp_path: Path) -> None:
+    """Every CI cell on every dataset and structure page shows the audited coverage of its configuration, and every verdict
+    line the audited type-I error, with the numbers of the audit's own tables (population, nearest n, rate); the
+    lesion-wise ones, which the audit does not cover, say 'not audited'."""
+    out, pages = site
+    audit = load(audit_file)
+    rows_of = {"coverage": audit["coverage"] + audit["real"]["coverage"], "type1": audit["type1"] + audit["real"]["type1"]}
+    results = {load(p)["dataset"]["name"]: load(p) for p in results_files}
+    boards = [p for p in pages if p.stem.split("--")[0] in results]
+    seen = {"answers": 0, "leaderboard": 0, "lesion": 0, "audited": 0}
+    with Browser(find_chromium(), tmp_path / "profile", timeout=90) as browser:
+        found = {page.stem: browser.visit(page, script=CI_CELLS).result for page in boards}
+    for stem, page_tables in found.items():
+        name, _, structure = stem.partition("--")
+        block = results[name]["audited"]
+        assert page_tables, stem
+        for t in page_tables:
+            if t["inLesions"]:  # lesion-wise: every CI cell says it is not audited, and why
+                for row in t["rows"]:
+                    assert [a["text"] for a in row["audit"]] == ["not audited"] and "lesion-wise" in row["audit"][0]["title"], (stem, row)
+                    seen["lesion"] += 1
+                continue
+            for row in t["rows"]:
+                s, metric = (row["first"], row["second"]) if t["kind"] == "answers" else (structure, t["caption"].split(" ", 1)[0])
+                entry = block["structures"][s][metric]
+                assert [a["text"] for a in row["audit"]] == [_expected(entry["coverage"], s, "cov.")], (stem, s, metric, row)
+                if t["kind"] == "answers":
+                    assert [a["text"] for a in row["verdict"]] in ([_expected(entry["type1"], s, "type-I")], []), (stem, s, metric)
+                seen[t["kind"]] += 1
+                if entry["coverage"] is None:
+                    continue
+                seen["audited"] += 1
+                c = entry["coverage"]  # the numbers are the audit's: its row at the population, metric, n and method
+                (source_row,) = [r for r in rows_of["coverage"] if (r["source"], r["structure"], r["metric"], r["n"], r["method"])
+                                 == (c["source"], c["structure"], metric, c["n"], results[name]["analysis"]["settings"]["ci_method"])]
+                assert (c["rate"], c["mc_se"]) == (source_row["rate"], source_row["mc_se"])
+                assert f"{100 * c['rate']:.1f}% ± {100 * c['mc_se']:.1f}" in row["audit"][0]["title"] and c["population"] in row["audit"][0]["title"]
+                assert row["audit"][0]["warn"] == (c["rate"] < 0.95 - 0.015) == ("under-covers" in row["audit"][0]["title"])
+            if t["kind"] == "leaderboard" and len(t["rows"]) > 1 and "verdicts:" in t["caption"]:
+                s, metric = structure, t["caption"].split(" ", 1)[0]
+                assert [a["text"] for a in t["captionAudit"]] == [_expected(block["structures"][s][metric]["type1"], s, "type-I")]
+    assert min(seen.values()) > 0, seen
+    # every population kind is on the board: Touchstone's own organs, KiTS23's simulated population, segauge's same-data one
+    matches = {(n, e["coverage"]["match"]) for n, r in results.items() for by_metric in r["audited"]["structures"].values()
+               for e in by_metric.values() if e["coverage"]}
+    assert {("touchstone_totalsegmentator", "exact"), ("kits23", "exact"), ("segauge_kits23_modal", "same_data")} <= matches
+    assert any(row["first"] == "tumor" and row["verdict"] for t in found["kits23"] if t["kind"] == "answers" for row in t["rows"])
+
+
+def test_under_covering_and_unaudited_cells_say_so(results_files: list[Path], tmp_path: Path) -> None:
+    """A cell whose configuration under-covers by more than 1.5 points carries ⚠ and says so; results without the audit
+    tables (audited: null) say 'not audited' on every CI cell."""
+    results = load(results_files[0])
+    entry = results["audited"]["structures"]["liver"]["dice"]
+    entry["coverage"].update(rate=0.9321, under_covers=True)
+    entry["type1"].update(rate=0.0712, exceeds_alpha=True)
+    write_json_atomic(tmp_path / "touchstone_totalsegmentator.json", results)
+    build_site([tmp_path / "touchstone_totalsegmentator.json"], tmp_path / "site")
+    page = (tmp_path / "site" / "touchstone_totalsegmentator--liver.html").read_text(encoding="utf-8")
+    n = entry["coverage"]["n"]
+    assert page.count(f"⚠ cov. 93.2% @n={n}") == 1 + len(results["analysis"]["structures"]["liver"]["metrics"]["dice"]["models"])
+    assert "under-covers by more than 1.5 points" in page and f"⚠ type-I 7.1% @n={entry['type1']['n']}" in page
+    results["audited"] = None
+    write_json_atomic(tmp_path / "touchstone_totalsegmentator.json", results)
+    build_site([tmp_path / "touchstone_totalsegmentator.json"], tmp_path / "bare")
+    text = page_text(tmp_path / "bare" / "touchstone_totalsegmentator--liver.html")
+    assert "cov. " not in text and text.count("not audited") >= 2 * len(results["analysis"]["structures"]["liver"]["metrics"]["dice"]["models"])
+    assert "no calibration audit tables when these results were computed" in (tmp_path / "bare" / "touchstone_totalsegmentator.html").read_text()
