@@ -342,6 +342,21 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
     html_text = (out / "calibration.html").read_text(encoding="utf-8")
     assert html_text.count('class="plotly-graph-div"') == 4  # 2 structures x 2 metrics
     assert "inward_1.5mm" in html_text and "paired-t formula" in html_text
+    # the real populations (Touchstone's liver and aorta here): the board's CI and verdict at each n, every row of their tables
+    real = audit["real"]
+    assert text.index("Real populations") > text.index("Coverage by metric") and "PUBLISHED per-case scores" in text
+    words = " ".join(html.unescape(text).split())
+    for r in real["coverage"]:
+        flag = "⚠ " if r["method"] == method and r["rate"] < 0.95 - 0.015 else ""
+        assert f"{flag}{100 * r['rate']:.1f}%" in words and f"{r['structure']} {r['metric']} {r['n']} {r['method']} {_rate(r)}" in words
+    for r in real["type1"]:
+        assert f"{r['structure']} {r['metric']} {r['n']} {r['procedure'].replace('_', ' ')} {_rate(r)} {r['draws']}" in words
+    assert words.count("touchstone_totalsegmentator: the leaderboard's skew_t CI and its separable verdict (signflip holm)") == 1
+    assert "aorta dice 528 " in words and "liver nsd 394 " in words
+
+
+def _rate(r: dict) -> str:
+    return f"{100 * r['rate']:.1f}% ± {100 * r['mc_se']:.1f}"
 
 
 def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], tmp_path: Path) -> None:
