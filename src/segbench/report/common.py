@@ -251,3 +251,16 @@ def type1_note(audit: dict[str, Any], structure: str) -> str:
 AUDIT_LEGEND = ("cov.: how often the calibration audit found this CI covering the truth, at the audited n nearest this board's "
                 '(hover for the population and its Monte-Carlo SE); type-I: how often its "separable" was wrong for equal models; '
                 "⚠ more than 1.5 points worse than the target.")
+
+
+def audit_words(audit: dict[str, Any], structure: str) -> str:
+    """Plain text of a leaderboard's audited rates, for the terminal: 'Audited: CI covers 94.1% at n = 40; "separable"
+    wrong for equal models 3.7% at n = 40.' ('(under-covers)' / '(above alpha)' beyond 1.5 points), or why not."""
+    c, t = audit["coverage"], audit["type1"]
+    if c is None and t is None:
+        return f"Not audited: {(audit.get('reason') or NO_AUDIT).removeprefix('not audited: ')}."
+    cov = (f"CI covers {100 * c['rate']:.1f}% at n = {c['n']}{_where(c, structure)}{' (under-covers)' if c['under_covers'] else ''}"
+           if c else "CI not audited")
+    err = (f"\"separable\" wrong for equal models {100 * t['rate']:.1f}% at n = {t['n']}{_where(t, structure)}"
+           f"{' (above alpha)' if t['exceeds_alpha'] else ''}" if t else "verdict not audited")
+    return f"Audited: {cov}; {err}."
