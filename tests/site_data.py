@@ -186,9 +186,10 @@ def segauge_results(path: Path, metadata: Path, out: Path) -> Path:
     return out
 
 
-def calibration_audit(out: Path) -> Path:
+def calibration_audit(out: Path, touchstone: Path | None = None) -> Path:
     """A calibration audit (``segbench.stats.calibration.audit``) of two equal models and a worse one over 300 cases drawn
-    around real KiTS-like spreads, small enough for a test: 60 samples at n = 20 and 40."""
+    around real KiTS-like spreads, small enough for a test: 60 samples at n = 20 and 40; with ``touchstone``, the real
+    populations of its liver and aorta (ranks 1, 2 and 4) beside them."""
     import numpy as np
     import pandas as pd
 
@@ -204,6 +205,40 @@ def calibration_audit(out: Path) -> Path:
     ])
     audit = calibration.audit(rows, models=tuple(models), equal=("equal_a", "equal_b"), structures=("kidney_and_mass", "tumor"),
                               metrics={"dice": True, "hd95": False}, n_cases=(20, 40), draws=60, wilcoxon_draws=20, n_resamples=200,
-                              seed=0, settings=StatsSettings())
+                              seed=0, settings=StatsSettings(), real=_real(touchstone))
     write_json_atomic(out, audit)
     return out
+
+
+def _real(touchstone: Path | None) -> list:
+    from segbench.stats import calibration
+
+    if touchstone is None:
+        return []
+    rows = read_touchstone(touchstone)
+    rows = rows[rows["structure"].isin(("liver", "aorta"))]
+    return [(calibration.ranked_populations(rows, "touchstone_totalsegmentator", {"dice": True, "nsd": True}, (1, 2, 4)), 60, 20)]
+
+
+#: the dataset each test audit population's cases come from, as compare takes it from params.yaml
+AUDIT_DATA = {"simulated": "kits23", "touchstone_totalsegmentator": "totalsegmentator"}
+#: the audit source and data of each test results file, as compare sets them (stages.audited_block)
+BOARD_SOURCES = {"kits23": ("simulated", "kits23"), "touchstone_totalsegmentator": ("touchstone_totalsegmentator", "totalsegmentator"),
+                 "segauge_kits23_modal": ("segauge_kits23_modal", "kits23")}
+
+
+def add_audited(results_file: Path, audit_file: Path) -> Path:
+    """The results' ``audited`` block from the test audit, built as compare builds it (``stats.audited_board`` over the
+    audit's tables, read as ``calibration.tables`` writes them)."""
+    from segbench.stats import AuditTables, audited_board, audited_lesions, calibration
+
+    audit = json.loads(audit_file.read_text(encoding="utf-8"))
+    frames = calibration.tables(audit)
+    tables = AuditTables(pd.concat([frames["coverage"], frames["real_coverage"]], ignore_index=True),
+                         pd.concat([frames["type1"], frames["real_type1"]], ignore_index=True), audit["stats"], AUDIT_DATA)
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    source, data = BOARD_SOURCES[results["dataset"]["name"]]
+    results["audited"] = audited_board(tables, results["analysis"], source=source, data=data,
+                                       lesions=audited_lesions if "lesions" in results else None)
+    write_json_atomic(results_file, results)
+    return results_file

@@ -65,3 +65,21 @@ def test_lesion_wise_overview_follows_the_voxel_one(tmp_path: Path) -> None:
     row = next(line for line in lesion.splitlines() if line.lstrip().startswith("tumor") and " pq_dice " in line)
     assert cell["verdict"]["first"] in row and f"[{cell['models'][cell['verdict']['first']]['ci_low']:.3f}" in row
     assert "pq_dice" not in voxel
+
+
+def test_each_verdict_line_states_the_audited_rates(results_dir: Path, tmp_path: Path) -> None:
+    """One line a leaderboard: the verdict sentence, then the audited coverage of its CI and type-I error of its verdict
+    (results' audited block), or 'Not audited' and why."""
+    done = _show("--results", str(results_dir))
+    assert "Not audited: no calibration audit tables when these results were computed." in " ".join(done.stdout.split())
+    results = json.loads((results_dir / "touchstone_totalsegmentator.json").read_text())
+    entry = {"population": "touchstone_totalsegmentator/aorta", "source": "touchstone_totalsegmentator", "structure": "aorta", "match": "exact",
+             "candidates": 1, "n": 150, "n_board": 528, "mc_se": 0.006}
+    results["audited"] = {"margin": 0.015, "structures": {"aorta": {
+        "nsd": {"coverage": entry | {"rate": 0.9316, "method": "skew_t", "target": 0.95, "under_covers": True},
+                "type1": entry | {"rate": 0.016, "procedure": "signflip_holm", "target": 0.05, "exceeds_alpha": False}, "reason": None},
+        "dice": {"coverage": None, "type1": None, "reason": "no audited population of dice on totalsegmentator"}}}}
+    (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))
+    text = " ".join(_show("--results", str(tmp_path)).stdout.split())
+    assert ('Audited: CI covers 93.2% at n = 150 (under-covers); "separable" wrong for equal models 1.6% at n = 150.') in text
+    assert "Not audited: no audited population of dice on totalsegmentator." in text

@@ -18,7 +18,7 @@ import pytest
 from browser import Browser, find_chromium
 from segbench.io import write_json_atomic
 from segbench.report import build_site
-from site_data import TOUCHSTONE_SOURCE, calibration_audit, kits_like_results, segauge_results, touchstone_results
+from site_data import TOUCHSTONE_SOURCE, add_audited, calibration_audit, kits_like_results, segauge_results, touchstone_results
 
 TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
 SEGAUGE_MODAL = Path(__file__).resolve().parents[1] / "data" / "published" / "segauge_benchmark" / "kits23_modal.json"
@@ -26,20 +26,21 @@ KITS_META = Path(__file__).resolve().parents[1] / "data" / "kits23" / "kits23.js
 
 
 @pytest.fixture(scope="session")
-def results_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+def results_files(audit_file: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The three results files, each with the audited block compare writes from the test audit."""
     if not TOUCHSTONE.is_dir() or not KITS_META.is_file() or not SEGAUGE_MODAL.is_file():
         pytest.fail("data/ missing: run `dvc pull data.dvc` first (the tests use the real data bundle)")
     folder = tmp_path_factory.mktemp("results")
-    return [
+    return [add_audited(path, audit_file) for path in (
         touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("liver", "aorta")),
         kits_like_results(KITS_META, folder / "kits23.json"),
         segauge_results(SEGAUGE_MODAL, KITS_META, folder / "segauge_kits23_modal.json"),
-    ]
+    )]
 
 
 @pytest.fixture(scope="session")
 def audit_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return calibration_audit(tmp_path_factory.mktemp("calibration") / "audit.json")
+    return calibration_audit(tmp_path_factory.mktemp("calibration") / "audit.json", TOUCHSTONE)
 
 
 @pytest.fixture(scope="session")
@@ -109,12 +110,15 @@ def test_leaderboard_marks_ranks_and_verdicts(site: tuple[Path, list[Path]], res
     assert "mean [95% CI]" in touchstone and "P(rank 1)" in touchstone
 
 
-# Every row of the page's answers table: its cells' text, and the verdict's sentence (the disclosure's body and tooltip).
+# Every row of the page's answers table: its cells' text (without the audited rates, which ``audits`` holds per cell),
+# and the verdict's sentence (the disclosure's body and tooltip).
 # the rows of the page's first answers table (the lesion-wise section further down has its own)
 ANSWERS = """(() => Array.from(document.querySelector('table.answers').querySelectorAll('tbody tr'), r => {
   const d = r.querySelector('details');
   const summary = d && d.querySelector('summary');
-  return {cells: Array.from(r.cells, c => c.innerText.trim()), tooltip: summary ? summary.title : null,
+  const bare = c => { let s = c.innerText; c.querySelectorAll('.audit').forEach(a => { s = s.replace(a.innerText, ''); }); return s.trim(); };
+  return {cells: Array.from(r.cells, bare), audits: Array.from(r.cells, c => Array.from(c.querySelectorAll('.audit'), a => a.innerText)),
+          tooltip: summary ? summary.title : null,
           sentence: d ? d.textContent.slice(summary.textContent.length).trim() : null,
           bottom: r.getBoundingClientRect().bottom};
 }))()"""
@@ -338,6 +342,21 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
     html_text = (out / "calibration.html").read_text(encoding="utf-8")
     assert html_text.count('class="plotly-graph-div"') == 4  # 2 structures x 2 metrics
     assert "inward_1.5mm" in html_text and "paired-t formula" in html_text
+    # the real populations (Touchstone's liver and aorta here): the board's CI and verdict at each n, every row of their tables
+    real = audit["real"]
+    assert text.index("Real populations") > text.index("Coverage by metric") and "PUBLISHED per-case scores" in text
+    words = " ".join(html.unescape(text).split())
+    for r in real["coverage"]:
+        flag = "⚠ " if r["method"] == method and r["rate"] < 0.95 - 0.015 else ""
+        assert f"{flag}{100 * r['rate']:.1f}%" in words and f"{r['structure']} {r['metric']} {r['n']} {r['method']} {_rate(r)}" in words
+    for r in real["type1"]:
+        assert f"{r['structure']} {r['metric']} {r['n']} {r['procedure'].replace('_', ' ')} {_rate(r)} {r['draws']}" in words
+    assert words.count("touchstone_totalsegmentator: the leaderboard's skew_t CI and its separable verdict (signflip holm)") == 1
+    assert "aorta dice 528 " in words and "liver nsd 394 " in words
+
+
+def _rate(r: dict) -> str:
+    return f"{100 * r['rate']:.1f}% ± {100 * r['mc_se']:.1f}"
 
 
 def test_cases_identical_to_the_reference_are_shown(site: tuple[Path, list[Path]], results_files: list[Path], audit_file: Path,
@@ -417,3 +436,101 @@ def test_lesion_wise_section_reads_the_results(site: tuple[Path, list[Path]], re
     assert "matching rule panoptica instead of brats" in text and "Not defined under it: lesion_hd95" in text
     assert f"{s['n_cells_with_flips']} of {s['n_cells']} lesion-wise leaderboards change order" in text
     assert "Lesion-wise" not in page_text(out / "touchstone_totalsegmentator.html")
+
+
+# Every CI cell of the page's answers and leaderboard tables (the column headed "mean [95% CI]"): where it is (the table's
+# kind, the row's structure and metric for answers, the caption's metric and the lesion-wise anchor above for leaderboards)
+# and the audited-rate spans it shows, with the verdict's span (answers: its cell; leaderboards: the caption's).
+CI_CELLS = """(() => Array.from(document.querySelectorAll('table.answers, table.leaderboard'), t => {
+  const headers = Array.from(t.tHead.rows[0].cells, c => c.textContent.trim());
+  const col = headers.indexOf('mean [95% CI]'), verdictCol = headers.indexOf('#1 versus #2');
+  const lesions = document.getElementById('lesions');  // the lesion-wise section: every table after its heading
+  const spans = e => Array.from(e.querySelectorAll('.audit'), a => ({text: a.textContent, title: a.title, warn: a.classList.contains('warn')}));
+  return {kind: t.classList.contains('answers') ? 'answers' : 'leaderboard', caption: t.caption ? t.caption.textContent : '',
+          inLesions: !!lesions && !!(lesions.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING),
+          captionAudit: t.caption ? spans(t.caption) : [], headers: headers,
+          rows: Array.from(t.tBodies[0].rows, r => ({first: r.cells[0].textContent.trim(), second: r.cells[1].textContent.trim(),
+                                                      n: r.cells.length, audit: col >= 0 && r.cells[col] ? spans(r.cells[col]) : null,
+                                                      verdict: verdictCol >= 0 ? spans(r.cells[verdictCol]) : []}))};
+}))()"""
+
+
+def _expected(entry: dict | None, structure: str, kind: str) -> str:
+    """The short text a CI cell (kind 'cov.') or a verdict line (kind 'type-I') must show for an audited entry."""
+    if entry is None:
+        return "not audited" if kind == "cov." else "type-I not audited"
+    flag = entry["under_covers"] if kind == "cov." else entry["exceeds_alpha"]
+    where = "" if entry["match"] == "exact" else f" on {entry['structure'] if entry['match'] == 'other_structure' else entry['population']}"
+    return f"{'⚠ ' if flag else ''}{kind} {100 * entry['rate']:.1f}% @n={entry['n']}{where}"
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
+def test_every_ci_cell_shows_its_audited_coverage(site: tuple[Path, list[Path]], results_files: list[Path], audit_file: Path,
+                                                  tmp_path: Path) -> None:
+    """Every CI cell on every dataset and structure page shows the audited coverage of its configuration, and every verdict
+    line the audited type-I error, with the numbers of the audit's own tables (population, nearest n, rate); the
+    lesion-wise ones, which the audit does not cover, say 'not audited'."""
+    out, pages = site
+    audit = load(audit_file)
+    rows_of = {"coverage": audit["coverage"] + audit["real"]["coverage"], "type1": audit["type1"] + audit["real"]["type1"]}
+    results = {load(p)["dataset"]["name"]: load(p) for p in results_files}
+    boards = [p for p in pages if p.stem.split("--")[0] in results]
+    seen = {"answers": 0, "leaderboard": 0, "lesion": 0, "audited": 0}
+    with Browser(find_chromium(), tmp_path / "profile", timeout=90) as browser:
+        found = {page.stem: browser.visit(page, script=CI_CELLS).result for page in boards}
+    for stem, page_tables in found.items():
+        name, _, structure = stem.partition("--")
+        block = results[name]["audited"]
+        assert page_tables, stem
+        for t in page_tables:
+            if t["inLesions"]:  # lesion-wise: every CI cell says it is not audited, and why
+                for row in t["rows"]:
+                    assert [a["text"] for a in row["audit"]] == ["not audited"] and "lesion-wise" in row["audit"][0]["title"], (stem, row)
+                    seen["lesion"] += 1
+                continue
+            for row in t["rows"]:
+                s, metric = (row["first"], row["second"]) if t["kind"] == "answers" else (structure, t["caption"].split(" ", 1)[0])
+                entry = block["structures"][s][metric]
+                assert [a["text"] for a in row["audit"]] == [_expected(entry["coverage"], s, "cov.")], (stem, s, metric, row)
+                if t["kind"] == "answers":
+                    assert [a["text"] for a in row["verdict"]] in ([_expected(entry["type1"], s, "type-I")], []), (stem, s, metric)
+                seen[t["kind"]] += 1
+                if entry["coverage"] is None:
+                    continue
+                seen["audited"] += 1
+                c = entry["coverage"]  # the numbers are the audit's: its row at the population, metric, n and method
+                (source_row,) = [r for r in rows_of["coverage"] if (r["source"], r["structure"], r["metric"], r["n"], r["method"])
+                                 == (c["source"], c["structure"], metric, c["n"], results[name]["analysis"]["settings"]["ci_method"])]
+                assert (c["rate"], c["mc_se"]) == (source_row["rate"], source_row["mc_se"])
+                assert f"{100 * c['rate']:.1f}% ± {100 * c['mc_se']:.1f}" in row["audit"][0]["title"] and c["population"] in row["audit"][0]["title"]
+                assert row["audit"][0]["warn"] == (c["rate"] < 0.95 - 0.015) == ("under-covers" in row["audit"][0]["title"])
+            if t["kind"] == "leaderboard" and len(t["rows"]) > 1 and "verdicts:" in t["caption"]:
+                s, metric = structure, t["caption"].split(" ", 1)[0]
+                assert [a["text"] for a in t["captionAudit"]] == [_expected(block["structures"][s][metric]["type1"], s, "type-I")]
+    assert min(seen.values()) > 0, seen
+    # every population kind is on the board: Touchstone's own organs, KiTS23's simulated population, segauge's same-data one
+    matches = {(n, e["coverage"]["match"]) for n, r in results.items() for by_metric in r["audited"]["structures"].values()
+               for e in by_metric.values() if e["coverage"]}
+    assert {("touchstone_totalsegmentator", "exact"), ("kits23", "exact"), ("segauge_kits23_modal", "same_data")} <= matches
+    assert any(row["first"] == "tumor" and row["verdict"] for t in found["kits23"] if t["kind"] == "answers" for row in t["rows"])
+
+
+def test_under_covering_and_unaudited_cells_say_so(results_files: list[Path], tmp_path: Path) -> None:
+    """A cell whose configuration under-covers by more than 1.5 points carries ⚠ and says so; results without the audit
+    tables (audited: null) say 'not audited' on every CI cell."""
+    results = load(results_files[0])
+    entry = results["audited"]["structures"]["liver"]["dice"]
+    entry["coverage"].update(rate=0.9321, under_covers=True)
+    entry["type1"].update(rate=0.0712, exceeds_alpha=True)
+    write_json_atomic(tmp_path / "touchstone_totalsegmentator.json", results)
+    build_site([tmp_path / "touchstone_totalsegmentator.json"], tmp_path / "site")
+    page = (tmp_path / "site" / "touchstone_totalsegmentator--liver.html").read_text(encoding="utf-8")
+    n = entry["coverage"]["n"]
+    assert page.count(f"⚠ cov. 93.2% @n={n}") == 1 + len(results["analysis"]["structures"]["liver"]["metrics"]["dice"]["models"])
+    assert "under-covers by more than 1.5 points" in page and f"⚠ type-I 7.1% @n={entry['type1']['n']}" in page
+    results["audited"] = None
+    write_json_atomic(tmp_path / "touchstone_totalsegmentator.json", results)
+    build_site([tmp_path / "touchstone_totalsegmentator.json"], tmp_path / "bare")
+    text = page_text(tmp_path / "bare" / "touchstone_totalsegmentator--liver.html")
+    assert "cov. " not in text and text.count("not audited") >= 2 * len(results["analysis"]["structures"]["liver"]["metrics"]["dice"]["models"])
+    assert "no calibration audit tables when these results were computed" in (tmp_path / "bare" / "touchstone_totalsegmentator.html").read_text()

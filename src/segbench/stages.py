@@ -417,6 +417,8 @@ def run_compare(params: Params, name: str) -> None:
     }
     if not runs.lesion_rows.empty:
         results["lesions"] = _lesion_block(runs, contaminated, stats_settings(params))
+    results["audited"] = audited_block(params, name, analysis, None if name in params.interactive_datasets else audit_tables(params),
+                                       lesions="lesions" in results)
     source_analysis = _published_analysis(params, name)
     if source_analysis is not None:
         results["source_analysis"] = stats.beside_source(analysis, source_analysis)
@@ -433,6 +435,44 @@ def run_compare(params: Params, name: str) -> None:
     write_text_atomic(plot_file(name, root), buffer.getvalue())
     log.info("wrote %s, %s and %s", results_file(name, root), metrics_dir(name, root), plot_file(name, root))
     log_leaderboard(name, runs.run_ids, root)
+
+
+#: the audit tables compare reads (dvc.yaml declares them as deps of every compare stage); power is not read
+AUDIT_TABLES = ("coverage.csv", "type1.csv", "real_coverage.csv", "real_type1.csv", "audit.json")
+
+
+def audit_tables(params: Params, folder: Path | None = None) -> stats.AuditTables | None:
+    """The calibration audit's coverage and type-I tables (simulated and real populations) as ``stats.audited`` reads
+    them, or None when they are absent (no ``calibration/results/``, e.g. a project without the audit) or params.yaml has
+    no calibration block."""
+    folder = calibration_results_dir() if folder is None else folder
+    missing = [name for name in AUDIT_TABLES if not (folder / name).is_file()]
+    if params.calibration is None or missing:
+        log.info("calibration audit tables absent (%s): the leaderboards say 'not audited'",
+                 "no calibration block" if params.calibration is None else ", ".join(str(folder / m) for m in missing))
+        return None
+    def read(name: str) -> pd.DataFrame:
+        return pd.read_csv(folder / name, dtype={"source": str, "structure": str, "metric": str})
+    settings = json.loads((folder / "audit.json").read_text(encoding="utf-8"))["stats"]
+    data = stats.population_data(params.calibration.dataset,
+                                 {name: spec.source.evaluated_on for name, spec in params.calibration.real.items()})
+    return stats.AuditTables(coverage=pd.concat([read("coverage.csv"), read("real_coverage.csv")], ignore_index=True),
+                             type1=pd.concat([read("type1.csv"), read("real_type1.csv")], ignore_index=True),
+                             settings=settings, data=data)
+
+
+def audited_block(params: Params, name: str, analysis: Mapping[str, Any], tables: stats.AuditTables | None,
+                  lesions: bool = False) -> dict[str, Any] | None:
+    """The results' ``audited`` block (``stats.audited.board``): per structure and metric of ``analysis``, the audited
+    coverage of its CI and type-I error of its verdict; with ``lesions``, why the lesion-wise leaderboards are not
+    audited. None without audit ``tables`` (``audit_tables``); compare passes none for an interactive dataset, whose
+    step metrics the audit does not cover (interactive/dvc.yaml does not declare the tables). The board's own audited
+    population is the published set's of that name, or the simulated one on the audit's dataset."""
+    if name in params.published:
+        source, data = name, params.published_set(name).evaluated_on
+    else:
+        source, data = (stats.SIMULATED if params.calibration is not None and params.calibration.dataset == name else None), name
+    return stats.audited_board(tables, analysis, source=source, data=data, lesions=stats.audited_lesions if lesions else None)
 
 
 def _lesion_block(runs: tracking.TrackedRuns, contaminated: Mapping[str, bool], settings: stats.StatsSettings) -> dict[str, Any]:

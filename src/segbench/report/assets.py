@@ -32,6 +32,7 @@ table.answers td:last-child { max-width: 28rem; overflow: hidden; text-overflow:
 details > summary { cursor: pointer; color: #1f4e79; margin: .5rem 0; }
 details.verdict > summary { margin: 0; color: inherit; }
 details.verdict[open] { max-width: 40rem; white-space: normal; }
+table.answers details.verdict { display: inline-block; }  /* its audited type-I error beside it, on one line */
 .table-scroll { overflow-x: auto; }
 .tag { display: inline-block; font-size: .72rem; font-weight: 600; padding: 0 .3rem; border-radius: .25rem;
        border: 1px solid #888; background: #fff; margin-left: .2rem; }
@@ -40,6 +41,8 @@ details.verdict[open] { max-width: 40rem; white-space: normal; }
 figure.plot { margin: .4rem 0 1.2rem; }
 figure.plot figcaption { font-size: .85rem; color: #444; }
 code { background: #f3f3f3; padding: 0 .2rem; }
+.audit { font-size: .75rem; color: #555; white-space: nowrap; margin-left: .3rem; }
+.audit.warn { color: #8a1c00; font-weight: 600; }
 """
 
 JS = """

@@ -204,3 +204,79 @@ def disclosure(summary: str, body: str, open_: bool = False) -> str:
 def slug(text: str) -> str:
     """File- and id-safe form of a name."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
+
+
+# The calibration audit's rate on the board (docs/methodology.md#518-calibration-audit, "On the board"): the results'
+# ``audited`` block, written by compare (``segbench.stats.audited``); None there (no audit tables) reads "not audited".
+NO_AUDIT = "no calibration audit tables when these results were computed"
+
+
+def audit_of(results: dict[str, Any], structure: str, metric: str) -> dict[str, Any]:
+    """The audited entry of one leaderboard cell: ``{"coverage", "type1", "reason"}`` (entries None where not audited).
+    ``results["audited"]`` may be None (no tables), a sentence (the lesion-wise views: why none is audited) or the block."""
+    block = results.get("audited")
+    if not block:
+        return {"coverage": None, "type1": None, "reason": NO_AUDIT}
+    if isinstance(block, str):
+        return {"coverage": None, "type1": None, "reason": block}
+    entry = (block.get("structures") or {}).get(structure, {}).get(metric)
+    return entry or {"coverage": None, "type1": None, "reason": "no cases to audit"}
+
+
+def _where(entry: dict[str, Any], structure: str) -> str:
+    """'' for the cell's own population; ' on tumor' for another structure of its set; ' on source/structure' else."""
+    if entry["match"] == "exact":
+        return ""
+    return f" on {entry['structure']}" if entry["match"] == "other_structure" else f" on {entry['population']}"
+
+
+def _audit_title(entry: dict[str, Any], what: str, structure: str) -> str:
+    """The full sentence of a tooltip: what was audited, where, at which n, the rate with its MC SE, the target."""
+    kind = {"exact": "this set and structure", "other_structure": "another structure of this set, not audited itself",
+            "same_data": "another source on the same data, this set not audited"}[entry["match"]]
+    several = f"; the least favourable of {entry['candidates']} populations" if entry["candidates"] > 1 else ""
+    return (f"{what} audited at n = {entry['n']} (this board: {entry['n_board']} cases) on {entry['population']} ({kind}{several}): "
+            f"{100 * entry['rate']:.1f}% ± {100 * entry['mc_se']:.1f} (Monte-Carlo SE); target {100 * entry['target']:g}%")
+
+
+def coverage_note(audit: dict[str, Any], structure: str) -> str:
+    """A CI cell's audited coverage, short and visible ('cov. 94.1% @n=40'), '⚠' first when it under-covers by more
+    than 1.5 points; the whole sentence as its tooltip. 'not audited' (the reason as tooltip) without an entry."""
+    entry = audit["coverage"]
+    if entry is None:
+        return f' <span class="audit" title="{html.escape(audit.get("reason") or NO_AUDIT)}">not audited</span>'
+    warn = entry["under_covers"]
+    title = _audit_title(entry, f"{100 * entry['target']:g}% {entry['method']} CI", structure)
+    title += "; under-covers by more than 1.5 points" if warn else ""
+    return (f' <span class="audit{" warn" if warn else ""}" title="{html.escape(title)}">{"⚠ " if warn else ""}'
+            f"cov. {100 * entry['rate']:.1f}% @n={entry['n']}{html.escape(_where(entry, structure))}</span>")
+
+
+def type1_note(audit: dict[str, Any], structure: str) -> str:
+    """A verdict line's audited type-I error of 'separable' ('type-I 3.7% @n=40'), '⚠' first above alpha + 1.5 points."""
+    entry = audit["type1"]
+    if entry is None:
+        return f' <span class="audit" title="{html.escape(audit.get("reason") or NO_AUDIT)}">type-I not audited</span>'
+    warn = entry["exceeds_alpha"]
+    title = _audit_title(entry, f"\"separable\" ({entry['procedure']}) for equal models", structure)
+    title += "; above alpha by more than 1.5 points" if warn else ""
+    return (f' <span class="audit{" warn" if warn else ""}" title="{html.escape(title)}">{"⚠ " if warn else ""}'
+            f"type-I {100 * entry['rate']:.1f}% @n={entry['n']}{html.escape(_where(entry, structure))}</span>")
+
+
+AUDIT_LEGEND = ("cov.: how often the calibration audit found this CI covering the truth, at the audited n nearest this board's "
+                '(hover for the population and its Monte-Carlo SE); type-I: how often its "separable" was wrong for equal models; '
+                "⚠ more than 1.5 points worse than the target.")
+
+
+def audit_words(audit: dict[str, Any], structure: str) -> str:
+    """Plain text of a leaderboard's audited rates, for the terminal: 'Audited: CI covers 94.1% at n = 40; "separable"
+    wrong for equal models 3.7% at n = 40.' ('(under-covers)' / '(above alpha)' beyond 1.5 points), or why not."""
+    c, t = audit["coverage"], audit["type1"]
+    if c is None and t is None:
+        return f"Not audited: {(audit.get('reason') or NO_AUDIT).removeprefix('not audited: ')}."
+    cov = (f"CI covers {100 * c['rate']:.1f}% at n = {c['n']}{_where(c, structure)}{' (under-covers)' if c['under_covers'] else ''}"
+           if c else "CI not audited")
+    err = (f"\"separable\" wrong for equal models {100 * t['rate']:.1f}% at n = {t['n']}{_where(t, structure)}"
+           f"{' (above alpha)' if t['exceeds_alpha'] else ''}" if t else "verdict not audited")
+    return f"Audited: {cov}; {err}."

@@ -7,8 +7,10 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from segbench.stats.audited import LESIONS as NOT_AUDITED
+
 from . import tables
-from .common import disclosure, fmt, slug
+from .common import audit_of, disclosure, fmt, slug
 
 #: what each lesion-wise metric is, in words a reader of the table needs
 METRIC_WORDS = {
@@ -38,11 +40,13 @@ def _unit(results: dict[str, Any], unit: str, analysis: dict[str, Any] | None) -
     """One unit's answers (#1, CI, verdict, co-winners per structure and metric) and its leaderboards one click away."""
     if analysis is None:
         return "<p>Nothing to analyse: no case has a value for every model.</p>"
-    view = {"models": results["models"], "analysis": analysis}
+    # the lesion-wise leaderboards are not audited (the results' audited block says why); the tables say so on every CI
+    view = {"models": results["models"], "analysis": analysis, "audited": (results.get("audited") or {}).get("lesions") or NOT_AUDITED}
     answers = tables.answers(view, lambda structure, metric: f"#{_anchor(unit, structure, metric)}")
     boards = "".join(
         f'<h4 id="{_anchor(unit, structure, metric)}">{html.escape(structure)} {html.escape(metric)}</h4>'
-        f"<p>{html.escape(METRIC_WORDS.get(metric, metric))}.</p>" + tables.leaderboard(cell, results["models"], metric)
+        f"<p>{html.escape(METRIC_WORDS.get(metric, metric))}.</p>"
+        + tables.leaderboard(cell, results["models"], metric, audit_of(view, structure, metric), structure)
         for structure, block in sorted(analysis["structures"].items()) for metric, cell in block["metrics"].items()
     )
     return answers + disclosure(f"Every {UNIT_WORDS[unit]} leaderboard, model by model", boards)

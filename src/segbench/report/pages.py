@@ -15,11 +15,13 @@ from typing import Any
 from plotly.offline import get_plotlyjs
 
 from segbench.stats import calibration
+from segbench.stats.audited import MARGIN
 
 from . import figures, tables
 from .assets import CSS, JS
 from .common import (
     against_source,
+    audit_of,
     disclosure,
     display_order,
     estimate,
@@ -139,7 +141,8 @@ def index_page(all_results: list[Results], calibration: bool = False, interactiv
     others = []
     if calibration:
         others.append(f'<li><a href="{CALIBRATION_PAGE}">Calibration audit</a>: how often the 95% CIs cover the truth and how '
-                      "often \"separable\" is wrong, measured on simulated models of known quality.</li>")
+                      "often \"separable\" is wrong, measured on simulated models of known quality and on real models' published "
+                      "per-case scores.</li>")
     if interactive:
         others.append(f'<li><a href="{html.escape(interactive)}">Interactive benchmark</a>: promptable models on the box-and-click '
                       "protocol, a site of its own built by the interactive pipeline (<code>dvc repro interactive/dvc.yaml</code>; "
@@ -396,7 +399,7 @@ def _structure_body(results: Results, structure: str, anchor: Callable[[str], st
         key = f"{base}-{slug(metric)}"
         parts.append(f'<h2 id="{anchor(metric)}">{html.escape(metric)}</h2>')
         parts.append(_headline(cell, metric))
-        parts.append(tables.leaderboard(cell, models, metric))
+        parts.append(tables.leaderboard(cell, models, metric, audit_of(results, structure, metric), structure))
         plots = [figures.forest(cell, models, metric)] + ([figures.blob(cell, models)] if cell.get("ranking") else [])
         parts.append(disclosure("Plots: means with CIs, rank frequencies", _plots(plots, f"{key}-a")))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:
@@ -656,8 +659,10 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
     sizes = ", ".join(f"{html.escape(s)}: {b['n_cases']} cases" for s, b in audit["population"].items())
     parts = [
         "<h1>Calibration audit</h1>",
-        f'<p class="note">The models here are SIMULATED (seeded boundary errors of known size applied to the reference label maps); '
-        f"{html.escape(', '.join(audit['equal']))} have the same error distribution (equal true quality).</p>",
+        f'<p class="note">The models of the simulated population are SIMULATED (seeded boundary errors of known size applied to the '
+        f"reference label maps); {html.escape(', '.join(audit['equal']))} have the same error distribution (equal true quality)."
+        + (" The real populations further down are PUBLISHED per-case scores of real models." if (audit.get("real") or {}).get("population") else "")
+        + "</p>",
         f"<p>Do segbench's statistics keep their promises on real label maps? The population is every case scored "
         f"({sizes}); its mean is the truth. "
         f"For each n, {audit['draws']} samples of n cases were drawn with replacement and each was analysed as a leaderboard is "
@@ -698,4 +703,63 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
         for metric in audit["population"][structure]["metrics"]:
             fig = figures.power_curve(audit["power"], structure, metric, calibration.verdict_procedure(audit["stats"]))
             parts.append(figures.to_div(fig, f"power-{slug(structure)}-{slug(metric)}"))
+    parts.append(_real_populations(audit))
     return render("segbench calibration audit", "\n".join(parts), nav_bar(all_results))
+
+
+def _flagged(entry: dict[str, Any], bad: bool) -> tuple[str, float]:
+    """A rate as a table cell: '94.1%' ('⚠ 91.2%' when ``bad``), its Monte-Carlo SE as the tooltip."""
+    return (f'<span title="± {100 * entry["mc_se"]:.1f} (Monte-Carlo SE)">{"⚠ " if bad else ""}{100 * entry["rate"]:.1f}%</span>', entry["rate"])
+
+
+def _real_populations(audit: dict[str, Any]) -> str:
+    """The calibration page's real populations (``calibration.real``: published per-case scores), answer first: per set,
+    structure and metric, the leaderboard CI's coverage and the verdict's type-I error at each n (⚠ beyond 1.5 points,
+    as the board flags them), then every CI method and procedure behind disclosures."""
+    real = audit.get("real") or {}
+    if not real.get("population"):
+        return ""
+    s = audit["stats"]
+    method, procedure = s["ci_method"], calibration.verdict_procedure(s)
+    low, high = s["confidence"] - MARGIN, s["alpha"] + MARGIN
+    parts = ['<h2 id="real">Real populations: published per-case scores</h2>',
+             "<p>The same audit on real models' published per-case scores, whose distributions have what simulated ones lack "
+             "(ties at the top, heavy tails, failed cases at 0). Per structure of a set: the cases where every model reports every "
+             "metric, and the models at the configured ranks of mean Dice; the first two are made equal (their values exchanged per "
+             "sampled case), so every verdict between them is false. A population is audited at each n up to its size. "
+             f"Leaderboard cells of these sets and structures read their audited rate here. ⚠: more than 1.5 points below "
+             f"{s['confidence'] * 100:g}% coverage, or above {s['alpha'] * 100:g}% type-I error.</p>"]
+    pops = real["population"]
+    for source in dict.fromkeys(p["source"] for p in pops.values()):
+        mine = [p for p in pops.values() if p["source"] == source]
+        sizes = sorted({n for p in mine for n in p["n_audited"]})
+        coverage = {(r["structure"], r["metric"], r["n"], r["method"]): r for r in real["coverage"] if r["source"] == source}
+        type1 = {(r["structure"], r["metric"], r["n"], r["procedure"]): r for r in real["type1"] if r["source"] == source}
+        rows = []
+        for pop in mine:
+            for metric in pop["metrics"]:
+                row = [(html.escape(pop["structure"]), pop["structure"]), (html.escape(metric), metric), (str(pop["n_cases"]), pop["n_cases"])]
+                for table, key, bad in ((coverage, method, lambda r: r["rate"] < low), (type1, procedure, lambda r: r["rate"] > high)):
+                    for n in sizes:
+                        r = table.get((pop["structure"], metric, n, key))
+                        row.append(_flagged(r, bad(r)) if r else ("–", None))
+                rows.append(row)
+        headers = (["structure", "metric", "cases"] + [f"{method} coverage, n = {n}" for n in sizes]
+                   + [f"type-I ({procedure.replace('_', ' ')}), n = {n}" for n in sizes])
+        models = "; ".join(f"{p['structure']}: {', '.join(p['models'])}" for p in mine)
+        parts.append(f"<h3>{html.escape(source)}</h3>"
+                     + tables.table(headers, rows, f"{html.escape(source)}: the leaderboard's {html.escape(method)} CI and its "
+                                    f"separable verdict ({html.escape(procedure.replace('_', ' '))}), by structure, metric and n", "calibration")
+                     + disclosure(f"Models per structure ({len(mine)} populations)", f"<p>{html.escape(models)}.</p>"))
+        full = [[(html.escape(st), st), (html.escape(m), m), (str(n), n), (html.escape(k), k), (_rate(r), r["rate"]),
+                 (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"])]
+                for (st, m, n, k), r in coverage.items()]
+        parts.append(disclosure(f"Coverage by structure, metric, n and CI method ({len(full)} rows)",
+                                tables.table(["structure", "metric", "n", "CI method", "coverage", "CI below / above the truth"], full,
+                                             f"{html.escape(source)}: coverage of the 95% CI of a model's mean", "calibration")))
+        full = [[(html.escape(st), st), (html.escape(m), m), (str(n), n), (html.escape(k.replace("_", " ")), k), (_rate(r), r["rate"]),
+                 (str(r["draws"]), r["draws"])] for (st, m, n, k), r in type1.items()]
+        parts.append(disclosure(f"Type-I error by structure, metric, n and procedure ({len(full)} rows)",
+                                tables.table(["structure", "metric", "n", "procedure", "type-I error", "samples"], full,
+                                             f"{html.escape(source)}: family-wise type-I error among the equal pair", "calibration")))
+    return "".join(parts)

@@ -38,8 +38,14 @@ def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
     """Per structure and metric with a ranking: ``<structure>.<metric>.mean``, the #1's mean (the column the model
     runs fill with their own means), and ``<structure>.<metric>.verdict``, the verdict on #1 against #2 as a number
     (``segbench.stats.verdicts.CODE_NUMBER``: 1 separable, 0.5 borderline, 0 not separable, -1 aggregation disagrees;
-    none for a single ranked model)."""
+    none for a single ranked model); and per leaderboard the calibration audit read for it (``results["audited"]``,
+    docs/methodology.md#518-calibration-audit), ``<structure>.<metric>.audited_coverage`` and ``.audited_type1``."""
     metrics: dict[str, float] = {}
+    for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items():
+        for metric, entry in by_metric.items():
+            for key, name in (("coverage", "audited_coverage"), ("type1", "audited_type1")):
+                if entry[key] is not None:
+                    metrics[f"{structure}.{metric}.{name}"] = entry[key]["rate"]
     for structure, metric, cell in _cells(results):
         mean = _first_mean(cell)
         if mean is not None:

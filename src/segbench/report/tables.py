@@ -7,11 +7,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .common import (
+    AUDIT_LEGEND,
     VERDICT_ORDER,
     Cell,
     Models,
     against_source,
+    audit_of,
     ci_favoured,
+    coverage_note,
     diff_text,
     digits,
     directed_p,
@@ -25,6 +28,7 @@ from .common import (
     markers,
     next_verdict,
     pair,
+    type1_note,
     verdict_words,
     wilcoxon_winner,
 )
@@ -93,23 +97,27 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
                 rows.append([where, (html.escape(metric), metric), ("no ranked model", None), ("–", None), ("–", None), ("–", None)])
                 continue
             co = ", ".join(v["co_winners"])
+            audit = audit_of(results, structure, metric)
             rows.append([
                 where,
                 (html.escape(metric), metric),
                 model_cell(v["first"], models.get(v["first"], {}), said),
-                (estimate(cell["models"][v["first"]], cell, metric), cell["models"][v["first"]]["mean"]),
-                (verdict_cell(v, f". Co-winners: {co}.") if v["pairs"] else verdict_words(v), VERDICT_ORDER.get(v["code"], "4")),
+                (html.escape(estimate(cell["models"][v["first"]], cell, metric)) + coverage_note(audit, structure), cell["models"][v["first"]]["mean"]),
+                ((verdict_cell(v, f". Co-winners: {co}.") + type1_note(audit, structure)) if v["pairs"] else verdict_words(v),
+                 VERDICT_ORDER.get(v["code"], "4")),
                 (f'<span title="{html.escape(co)}">{len(v["co_winners"])}: {html.escape(co)}</span>', f"{len(v['co_winners']):03d}"),
             ])
     caption = ("#1 versus #2 per structure and metric; click a verdict for its numbers. Co-winners: #1 and every model not "
-               'separable from it (bootstrap CI and Wilcoxon-Holm) on the ranking by mean (<a href="methodology.html#verdicts">verdicts</a>).'
-               + marks_caption(said))
+               'separable from it (bootstrap CI and Wilcoxon-Holm) on the ranking by mean (<a href="methodology.html#verdicts">verdicts</a>). '
+               + AUDIT_LEGEND + marks_caption(said))
     return table(["structure", "metric", "#1", "mean [95% CI]", "#1 versus #2", "co-winners"], rows, caption, "answers")
 
 
-def leaderboard(cell: Cell, models: Models, metric: str) -> str:
-    """Models in rank order: mean [95% CI], median, P(rank 1), rank interval, verdict versus the next one."""
+def leaderboard(cell: Cell, models: Models, metric: str, audit: dict[str, Any], structure: str) -> str:
+    """Models in rank order: mean [95% CI] with its audited coverage, median, P(rank 1), rank interval, verdict versus the
+    next one (the audited type-I error of "separable" once, in the caption). ``audit``: the cell's ``common.audit_of``."""
     n = digits(cell)
+    coverage = coverage_note(audit, structure)
     ranking = cell.get("ranking") or {}
     order = display_order(cell)
     said = shared_marks(order, models)
@@ -134,7 +142,7 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
             [
                 rank_cells[0],
                 model_cell(name, models.get(name, {}), said),
-                (estimate(est, cell, metric), est["mean"]),
+                (html.escape(estimate(est, cell, metric)) + coverage, est["mean"]),
                 (fmt(est["median"], n), est["median"]),
                 *rank_cells[1:],
                 (str(est["n"]), est["n"]),
@@ -143,7 +151,8 @@ def leaderboard(cell: Cell, models: Models, metric: str) -> str:
         )
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     headers = ["rank", "model", "mean [95% CI]", "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
-    return table(headers, rows, f"{html.escape(metric)} ({direction})" + marks_caption(said), "leaderboard")
+    verdicts = f"; verdicts:{type1_note(audit, structure)}" if cell.get("ranking") and len(cell["ranking"]["order"]) > 1 else ""
+    return table(headers, rows, f"{html.escape(metric)} ({direction}){verdicts}" + marks_caption(said), "leaderboard")
 
 
 def models_table(models: Models, identical: dict[str, dict[str, int] | None] | None = None) -> str:

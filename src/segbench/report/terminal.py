@@ -13,9 +13,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.verdicts import CODE_WORDS
 
-from .common import display_order, estimate, fmt, fmt_rank, markers, next_verdict
+from .common import audit_of, audit_words, display_order, estimate, fmt, fmt_rank, markers, next_verdict
 
 Results = dict[str, Any]
 _STYLE = {"separable": "green", "borderline": "yellow", "not_separable": "default", "aggregation_disagrees": "magenta"}
@@ -56,8 +57,8 @@ def overview(results: Results) -> Table:
 
 
 def verdict_lines(results: Results) -> list[str]:
-    """The verdict sentence of every ranked cell, 'structure metric: sentence'."""
-    return [f"[bold]{structure} {metric}[/]: {cell['verdict']['text']}"
+    """The verdict sentence of every ranked cell, 'structure metric: sentence', and its audited rates (one line a leaderboard)."""
+    return [f"[bold]{structure} {metric}[/]: {cell['verdict']['text']}. [dim]{audit_words(audit_of(results, structure, metric), structure)}[/]"
             for structure, block in sorted(results["analysis"]["structures"].items())
             for metric, cell in block["metrics"].items() if cell.get("verdict") and cell["verdict"]["pairs"]]
 
@@ -91,7 +92,8 @@ def lesion_view(results: Results) -> Results | None:
         return None
     d = results["dataset"]
     title = f"{d.get('title') or d['name']}, lesion-wise by case ({block['profile']} matching)"
-    return {"dataset": {"name": d["name"], "title": title}, "models": results["models"], "analysis": block["case"]}
+    return {"dataset": {"name": d["name"], "title": title}, "models": results["models"], "analysis": block["case"],
+            "audited": (results.get("audited") or {}).get("lesions") or LESIONS_NOT_AUDITED}
 
 
 def show(all_results: Sequence[Results], *, structure: str | None = None, metric: str | None = None, console: Console | None = None) -> None:
