@@ -230,6 +230,15 @@ def _where(entry: dict[str, Any], structure: str) -> str:
     return f" on {entry['structure']}" if entry["match"] == "other_structure" else f" on {entry['population']}"
 
 
+#: the visible mark of an audited rate measured on another population than the cell's own (the tooltip says which)
+ELSEWHERE = "†"
+
+
+def _mark(entry: dict[str, Any]) -> str:
+    """'†' when the rate was measured on another population than the cell's own, else ''."""
+    return "" if entry["match"] == "exact" else ELSEWHERE
+
+
 def _audit_title(entry: dict[str, Any], what: str, structure: str) -> str:
     """The full sentence of a tooltip: what was audited, where, at which n, the rate with its MC SE, the target."""
     kind = {"exact": "this set and structure", "other_structure": "another structure of this set, not audited itself",
@@ -241,7 +250,7 @@ def _audit_title(entry: dict[str, Any], what: str, structure: str) -> str:
 
 def coverage_note(audit: dict[str, Any], structure: str) -> str:
     """A CI cell's audited coverage, short and visible ('cov. 94.1% @n=40'), '⚠' first when it under-covers by more
-    than 1.5 points; the whole sentence as its tooltip. 'not audited' (the reason as tooltip) without an entry."""
+    than 1.5 points, '†' last when measured on another population; the whole sentence as its tooltip. 'not audited' (the reason as tooltip) without an entry."""
     entry = audit["coverage"]
     if entry is None:
         return f' <span class="audit" title="{html.escape(audit.get("reason") or NO_AUDIT)}">not audited</span>'
@@ -249,11 +258,12 @@ def coverage_note(audit: dict[str, Any], structure: str) -> str:
     title = _audit_title(entry, f"{100 * entry['target']:g}% {entry['method']} CI", structure)
     title += "; under-covers by more than 1.5 points" if warn else ""
     return (f' <span class="audit{" warn" if warn else ""}" title="{html.escape(title)}">{"⚠ " if warn else ""}'
-            f"cov. {100 * entry['rate']:.1f}% @n={entry['n']}{html.escape(_where(entry, structure))}</span>")
+            f"cov. {100 * entry['rate']:.1f}% @n={entry['n']}{_mark(entry)}</span>")
 
 
 def type1_note(audit: dict[str, Any], structure: str) -> str:
-    """A verdict line's audited type-I error of 'separable' ('type-I 3.7% @n=40'), '⚠' first above alpha + 1.5 points."""
+    """A verdict line's audited type-I error of 'separable' ('type-I 3.7%'; its n, as the coverage's, in the tooltip),
+    '⚠' first above alpha + 1.5 points, '†' when measured on another population."""
     entry = audit["type1"]
     if entry is None:
         return f' <span class="audit" title="{html.escape(audit.get("reason") or NO_AUDIT)}">type-I not audited</span>'
@@ -261,12 +271,12 @@ def type1_note(audit: dict[str, Any], structure: str) -> str:
     title = _audit_title(entry, f"\"separable\" ({entry['procedure']}) for equal models", structure)
     title += "; above alpha by more than 1.5 points" if warn else ""
     return (f' <span class="audit{" warn" if warn else ""}" title="{html.escape(title)}">{"⚠ " if warn else ""}'
-            f"type-I {100 * entry['rate']:.1f}% @n={entry['n']}{html.escape(_where(entry, structure))}</span>")
+            f"type-I {100 * entry['rate']:.1f}%{_mark(entry)}</span>")
 
 
 AUDIT_LEGEND = ("cov.: how often the calibration audit found this CI covering the truth, at the audited n nearest this board's "
                 '(hover for the population and its Monte-Carlo SE); type-I: how often its "separable" was wrong for equal models; '
-                "⚠ more than 1.5 points worse than the target.")
+                "⚠ more than 1.5 points worse than the target; † measured on another population than this cell's.")
 
 
 def audit_words(audit: dict[str, Any], structure: str) -> str:

@@ -108,7 +108,8 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
                 (f'<span title="{html.escape(co)}">{len(v["co_winners"])}: {html.escape(co)}</span>', f"{len(v['co_winners']):03d}"),
             ])
     caption = ("#1 versus #2 per structure and metric; click a verdict for its numbers. Co-winners: #1 and every model not "
-               'separable from it (bootstrap CI and Wilcoxon-Holm) on the ranking by mean (<a href="methodology.html#verdicts">verdicts</a>). '
+               'separable from it (test of the mean difference and Wilcoxon-Holm) on the ranking by mean '
+               '(<a href="methodology.html#verdicts">verdicts</a>). '
                + AUDIT_LEGEND + marks_caption(said))
     return table(["structure", "metric", "#1", "mean [95% CI]", "#1 versus #2", "co-winners"], rows, caption, "answers")
 
