@@ -28,7 +28,7 @@ table.leaderboard td:nth-child(7) { min-width: 16rem; }
 table.answers { font-size: .85rem; width: 100%; }
 table.answers td { white-space: nowrap; padding: .1rem .4rem; }
 table.answers caption { font-weight: normal; }
-table.answers td:last-child { max-width: 28rem; overflow: hidden; text-overflow: ellipsis; }  /* the full list in its tooltip */
+table.answers td:last-child { max-width: 15rem; overflow: hidden; text-overflow: ellipsis; }  /* the full list in its tooltip */
 details > summary { cursor: pointer; color: #1f4e79; margin: .5rem 0; }
 details.verdict > summary { margin: 0; color: inherit; }
 details.verdict[open] { max-width: 40rem; white-space: normal; }
