@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from typing import Any
 
 from segbench.stats.verdicts import CODE_WORDS, base_digits, format_estimate, format_p
@@ -250,28 +251,32 @@ def _audit_title(entry: dict[str, Any], what: str, structure: str) -> str:
 
 def coverage_note(audit: dict[str, Any], structure: str) -> str:
     """A CI cell's audited coverage, short and visible ('cov. 94.1% @n=40'), '⚠' first when it under-covers by more
-    than 1.5 points, '†' last when measured on another population; the whole sentence as its tooltip. 'not audited' (the reason as tooltip) without an entry."""
-    entry = audit["coverage"]
-    if entry is None:
-        return f' <span class="audit" title="{html.escape(audit.get("reason") or NO_AUDIT)}">not audited</span>'
-    warn = entry["under_covers"]
-    title = _audit_title(entry, f"{100 * entry['target']:g}% {entry['method']} CI", structure)
-    title += "; under-covers by more than 1.5 points" if warn else ""
-    return (f' <span class="audit{" warn" if warn else ""}" title="{html.escape(title)}">{"⚠ " if warn else ""}'
-            f"cov. {100 * entry['rate']:.1f}% @n={entry['n']}{_mark(entry)}</span>")
+    than 1.5 points, '†' last when measured on another population; the whole sentence as its tooltip. 'not audited'
+    (the reason as tooltip) without an entry."""
+    return _audit_note(audit, "coverage", structure, lambda e: f"{100 * e['target']:g}% {e['method']} CI",
+                       "under_covers", "under-covers by more than 1.5 points", "cov.", with_n=True)
 
 
 def type1_note(audit: dict[str, Any], structure: str) -> str:
     """A verdict line's audited type-I error of 'separable' ('type-I 3.7%'; its n, as the coverage's, in the tooltip),
     '⚠' first above alpha + 1.5 points, '†' when measured on another population."""
-    entry = audit["type1"]
+    return _audit_note(audit, "type1", structure, lambda e: f"\"separable\" ({e['procedure']}) for equal models",
+                       "exceeds_alpha", "above alpha by more than 1.5 points", "type-I", with_n=False)
+
+
+def _audit_note(audit: dict[str, Any], key: str, structure: str, what: Callable[[dict[str, Any]], str], flag: str, flag_words: str,
+                label: str, with_n: bool) -> str:
+    """The short visible span of one audited rate (``key``: coverage or type1; ``what``: the audited thing, from its
+    entry), its tooltip the whole sentence."""
+    entry = audit[key]
     if entry is None:
-        return f' <span class="audit" title="{html.escape(audit.get("reason") or NO_AUDIT)}">type-I not audited</span>'
-    warn = entry["exceeds_alpha"]
-    title = _audit_title(entry, f"\"separable\" ({entry['procedure']}) for equal models", structure)
-    title += "; above alpha by more than 1.5 points" if warn else ""
+        none = "not audited" if key == "coverage" else f"{label} not audited"
+        return f' <span class="audit" title="{html.escape(audit.get("reason") or NO_AUDIT)}">{none}</span>'
+    warn = entry[flag]
+    title = _audit_title(entry, what(entry), structure) + (f"; {flag_words}" if warn else "")
+    at = f" @n={entry['n']}" if with_n else ""
     return (f' <span class="audit{" warn" if warn else ""}" title="{html.escape(title)}">{"⚠ " if warn else ""}'
-            f"type-I {100 * entry['rate']:.1f}%{_mark(entry)}</span>")
+            f"{label} {100 * entry['rate']:.1f}%{at}{_mark(entry)}</span>")
 
 
 AUDIT_LEGEND = ("cov.: how often the calibration audit found this CI covering the truth, at the audited n nearest this board's "
