@@ -329,9 +329,11 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
     method = audit["stats"]["ci_method"]  # the leaderboards' CI: skew_t
     cover = [r["rate"] for r in audit["coverage"] if (r["structure"], r["metric"], r["method"]) == ("tumor", "dice", method)]
     wilcoxon = [r["rate"] for r in audit["type1"] if (r["structure"], r["metric"], r["procedure"]) == ("tumor", "dice", "wilcoxon_holm")]
-    takeaway = (f"tumor dice: 95% {method} CIs cover {100 * min(cover):.1f}–{100 * max(cover):.1f}% (n = 20..40); type-I error "
-                f"(target 5%): bootstrap CI (percentile) separates ")
-    assert text.index(takeaway) < text.index("Coverage by metric")  # the takeaway leads the page
+    flips = [r["rate"] for r in audit["type1"] if (r["structure"], r["metric"], r["procedure"]) == ("tumor", "dice", "signflip_holm")]
+    takeaway = (f"tumor dice: 95% {method} CIs cover {100 * min(cover):.1f}–{100 * max(cover):.1f}% (n = 20..40); the separable verdict "
+                f"by sign-flip test (Holm) is wrong for equal models {100 * min(flips):.1f}–{100 * max(flips):.1f}% "
+                "(target 5%); other rules: bootstrap CI (percentile) separates ")
+    assert text.index(takeaway) < text.index("Coverage by metric")  # the takeaway leads the page, the board's rule first
     assert f"Wilcoxon-Holm separates {100 * min(wilcoxon):.1f}–{100 * max(wilcoxon):.1f}%" in text
     assert "SIMULATED" in text and "equal_a, equal_b" in text
     first = next(r for r in audit["coverage"] if (r["structure"], r["metric"], r["n"], r["method"]) == ("tumor", "hd95", 20, "bca"))

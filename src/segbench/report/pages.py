@@ -629,27 +629,36 @@ def _span(rates: list[float]) -> str:
 
 def calibration_takeaways(audit: dict[str, Any]) -> list[str]:
     """One line per structure and metric, read from the audit: the range of the leaderboard CI's coverage over the
-    sample sizes, and the range of each verdict procedure's type-I error among the equal-quality models."""
+    sample sizes, the range of the leaderboard verdict's type-I error among the equal-quality models, then the other
+    procedures' for comparison."""
     method = audit["stats"]["ci_method"]
+    board = calibration.verdict_procedure(audit["stats"])
     lines = []
     for structure, population in audit["population"].items():
         for metric in population["metrics"]:
             coverage = [r for r in audit["coverage"] if (r["structure"], r["metric"], r["method"]) == (structure, metric, method)]
             type1 = [r for r in audit["type1"] if (r["structure"], r["metric"]) == (structure, metric)]
             sizes = sorted({r["n"] for r in coverage})
-            errors = "; ".join(
-                f"{PROCEDURE_NAMES.get(proc, proc.replace('_', ' '))} {_span([r['rate'] for r in type1 if r['procedure'] == proc])}"
-                for proc in dict.fromkeys(r["procedure"] for r in type1)
-            )
+            rates = {proc: _span([r["rate"] for r in type1 if r["procedure"] == proc]) for proc in dict.fromkeys(r["procedure"] for r in type1)}
+            others = "; ".join(f"{PROCEDURE_NAMES.get(proc, proc.replace('_', ' '))} {span}" for proc, span in rates.items() if proc != board)
             lines.append(f"{structure} {metric}: {audit['stats']['confidence'] * 100:g}% {method} CIs cover "
-                         f"{_span([r['rate'] for r in coverage])} (n = {sizes[0]}..{sizes[-1]}); type-I error "
-                         f"(target {audit['stats']['alpha'] * 100:g}%): {errors}")
+                         f"{_span([r['rate'] for r in coverage])} (n = {sizes[0]}..{sizes[-1]}); the separable verdict by "
+                         f"{PROCEDURE_NAMES.get(board, board).removesuffix(' separates')} is wrong for equal models "
+                         f"{rates.get(board, 'n/a')} (target {audit['stats']['alpha'] * 100:g}%); other rules: {others}")
     return lines
 
 
 PROCEDURE_NAMES = {"separable_percentile": "bootstrap CI (percentile) separates", "separable_bca": "bootstrap CI (BCa) separates",
                    "separable_skew_t": "skew-corrected t CI separates", "signflip_holm": "sign-flip test (Holm) separates",
                    "wilcoxon_holm": "Wilcoxon-Holm separates"}
+
+
+def _identical_summary(counts: dict[str, Any]) -> str:
+    """'every model leaves 2 of 489 cases identical to the reference' when the counts agree, else one clause per model."""
+    texts = {m: identical_text(c) for m, c in counts.items()}
+    if len(set(texts.values())) == 1:
+        return f"every model {next(iter(texts.values()))}"
+    return "; ".join(f"{m} {t}" for m, t in texts.items())
 
 
 def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
@@ -670,8 +679,8 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
         f"Rates carry their Monte-Carlo standard error. How it is computed: <code>{METHODOLOGY_DOC}</code>, "
         f"\"Calibration audit\". The leaderboards use the <b>{html.escape(ci_method)}</b> CI.</p>",
         f"<p>Models: {html.escape(', '.join(audit['models']))}.</p>",
-        *(["<p>Cases identical to the reference (every structure Dice exactly 1; such a case shows no error of the model): "
-           + html.escape("; ".join(f"{m} {identical_text(c)}" for m, c in audit["identical_to_reference"].items())) + ".</p>"]
+        *([f"<p>Cases identical to the reference (every audited structure Dice exactly 1; such a case shows no error of the "
+           f"model): {html.escape(_identical_summary(audit['identical_to_reference']))}.</p>"]
           if audit.get("identical_to_reference") else []),
     ]
     parts.insert(1, '<h2 id="takeaways">In one line per metric</h2><ul class="takeaways">'
