@@ -56,7 +56,7 @@ def test_a_statistics_setting_reruns_the_leaderboards_only(project: Path) -> Non
     params_file = project / "params.yaml"
     before = params_file.read_text(encoding="utf-8")
     params = yaml.safe_load(before)
-    assert params["stats"]["ci_method"] == "percentile"
+    assert params["stats"]["ci_method"] == "skew_t"
     params["stats"]["ci_method"] = "bca"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     try:

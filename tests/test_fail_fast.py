@@ -41,7 +41,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple
 @pytest.mark.parametrize(("args", "expected"), [
     (["data", "fetch", "nope"], "segbench data: error: unknown dataset 'nope'; conf/dataset/ has: amos22, btcv, kits23, msd_spleen, totalsegmentator"),
     (["env", "create", "nope"], f"segbench env: error: unknown model 'nope'; conf/model/ has: {MODELS}"),
-    (["params", "stats.ci_method=bcaa"], "stats.ci_method must be one of ('percentile', 'bca'), got 'bcaa'"),
+    (["params", "stats.ci_method=bcaa"], "stats.ci_method must be one of ('percentile', 'bca', 'skew_t'), got 'bcaa'"),
     (["params", "model=[no_such_model]"], f"unknown model 'no_such_model'; conf/model/ has: {MODELS}"),
     (["params", "dataset=[kits23,nope]"], "unknown dataset 'nope'; conf/dataset/ has: amos22, btcv"),
     (["params", "stats.multiple_comparison=holmes"], "stats.multiple_comparison must be one of ('holm', 'bonferroni'), got 'holmes'"),
@@ -102,7 +102,7 @@ def dvc_project(root: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("override", "expected"), [
-    ("stats.ci_method=bcaa", "stats.ci_method must be one of ('percentile', 'bca'), got 'bcaa'"),
+    ("stats.ci_method=bcaa", "stats.ci_method must be one of ('percentile', 'bca', 'skew_t'), got 'bcaa'"),
     ("stats.alpha=5", "stats.alpha must be a number in (0, 1), got 5"),
     ("dataset=[amos22]", "model 'sim_dilate_1mm' labels ['cyst', 'kidney', 'tumor'] that dataset 'amos22' does not have"),
     # Hydra's own message for a list override: it names the missing config (`segbench params` lists the valid ones)

@@ -46,7 +46,8 @@ from conftest import KITS_META, PUBLISHED
 from segbench.cli import main
 from segbench.config import compose_params
 from segbench.published import read_segauge_analysis, read_segauge_results
-from segbench.stats import StatsSettings, analyze
+from segbench.stats import StatsSettings, analyze, recompute
+from segbench.stats.source import SOURCE_RULE
 from tests_support import in_directory
 
 MODAL = PUBLISHED / "segauge_benchmark" / "kits23_modal.json"
@@ -124,7 +125,7 @@ def test_pairwise_verdicts_identical_under_bonferroni(results: dict, source: dic
 def test_source_analysis_is_what_analyze_gives_under_bonferroni(results: dict) -> None:
     """The stored recomputation equals a fresh ``analyze`` of the file's rows with Bonferroni (same B, seed)."""
     rows = read_segauge_results(MODAL, KITS_META)
-    settings = StatsSettings(**{**results["analysis"]["settings"], "multiple_comparison": "bonferroni"})
+    settings = StatsSettings(**{**results["analysis"]["settings"], "multiple_comparison": "bonferroni", **SOURCE_RULE})
     fresh = analyze(rows, metrics={m: v["higher_is_better"] for m, v in results["metrics"].items()}, settings=settings)
     for metric, cell in results["source_analysis"]["structures"]["kidney"].items():
         assert cell["segbench"]["pairwise"] == fresh["structures"]["kidney"]["metrics"][metric]["pairwise"], metric
@@ -144,10 +145,12 @@ def test_p_best_within_monte_carlo_error(results: dict, source: dict) -> None:
 
 
 def test_cis_within_monte_carlo_error(results: dict, source: dict) -> None:
+    """The source's percentile bootstrap CIs against segbench's under the same rule (its default is skew_t, 5.3)."""
     b_ours = results["analysis"]["settings"]["n_resamples"]
+    percentile = recompute(results["analysis"], ci_method="percentile")["structures"]["kidney"]["metrics"]
     for model in source["models"]:
         for metric, summary in model["per_organ"]["kidney"]["summary"].items():
-            ours = _ours(results, metric)["models"][model["name"]]
+            ours = percentile[metric]["models"][model["name"]]
             se = _endpoint_se(0.95, ours["ci_high"] - ours["ci_low"], b_ours)
             for end in ("ci_low", "ci_high"):
                 assert abs(ours[end] - summary[end]) <= MC_SES * se, (model["name"], metric, end)

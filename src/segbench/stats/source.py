@@ -18,19 +18,22 @@ from .analysis import _differences, recompute
 
 # A source's correction -> segbench's; 'none' is published only for a single pair, where Bonferroni is the same.
 CORRECTIONS = {"bonferroni": "bonferroni", "none": "bonferroni"}
+#: the source's own rule (segauge-benchmark: percentile paired-bootstrap CIs, separable when the adjusted CI excludes
+#: 0), whatever segbench's defaults are, so that its verdicts are checked by the rule that made them
+SOURCE_RULE = {"ci_method": "percentile", "pairwise_test": "bootstrap_ci"}
 
 
 def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> dict[str, Any]:
     """``published`` (``segbench.published.read_segauge_analysis`` layout) with a "segbench" block per cell.
 
-    The block: {"correction", "alpha", "n_resamples", "pairwise": [segbench's pairwise entries]}, the
-    entries as in the analysis (a ranked above b, CI level per pair) but under the source's correction
-    and alpha = 1 - its confidence, on segbench's resamples (its B and seed). A structure or metric the
+    The block: {"correction", "alpha", "n_resamples", "ci_method", "pairwise_test", "pairwise": [segbench's pairwise
+    entries]}, the entries as in the analysis (a ranked above b, CI level per pair) but under the source's correction,
+    alpha = 1 - its confidence and its rule (``SOURCE_RULE``), on segbench's resamples (its B and seed). A structure or metric the
     source analysed and segbench's analysis lacks is an error naming both.
     """
     alpha = round(1.0 - float(published["protocol"]["confidence"]), 12)  # 0.05, not 0.050000000000000044
     corrections = {CORRECTIONS[c["correction"]] for cells in published["structures"].values() for c in cells.values()}
-    again = {c: recompute(analysis, multiple_comparison=c, alpha=alpha) for c in sorted(corrections)}
+    again = {c: recompute(analysis, multiple_comparison=c, alpha=alpha, **SOURCE_RULE) for c in sorted(corrections)}
     out = copy.deepcopy(dict(published))
     for structure, cells in out["structures"].items():
         for metric, cell in cells.items():
@@ -42,6 +45,8 @@ def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> 
                 "correction": settings["multiple_comparison"],
                 "alpha": settings["alpha"],
                 "n_resamples": settings["n_resamples"],
+                "ci_method": settings["ci_method"],
+                "pairwise_test": settings["pairwise_test"],
                 "pairwise": ours["pairwise"],
             }
     return out
