@@ -381,7 +381,12 @@ def test_cases_identical_to_the_reference_are_shown(site: tuple[Path, list[Path]
     assert "Identical to the reference" not in page_text(tmp_path / "site" / "kits23.html")  # no note when no model has any
     audit = load(audit_file)
     assert audit["identical_to_reference"] == dict.fromkeys(audit["models"], {"cases": 0, "of": 300})
-    assert "equal_a leaves 0 of 300 cases identical to the reference; equal_b leaves 0 of 300" in page_text(out / "calibration.html")
+    assert "every model leaves 0 of 300 cases identical to the reference" in page_text(out / "calibration.html")  # all the same: one clause
+    audit["identical_to_reference"]["equal_b"] = {"cases": 2, "of": 300}
+    write_json_atomic(tmp_path / "audit.json", audit)
+    build_site([tmp_path / "kits23.json"], tmp_path / "calibrated", calibration=tmp_path / "audit.json")
+    assert ("equal_a leaves 0 of 300 cases identical to the reference; equal_b leaves 2 of 300"
+            in page_text(tmp_path / "calibrated" / "calibration.html"))  # they differ: one clause per model
 
 
 def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], tmp_path: Path) -> None:
