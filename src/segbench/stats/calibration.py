@@ -18,6 +18,8 @@ mean difference with Holm (``pairwise.sign_flip_p_values``), the Wilcoxon-Holm s
   (or significant in either direction on the map), which Holm bounds by alpha;
 - power: per pair of models of different quality, the share of samples that separate them in the right direction,
   beside the power the paired t-test formula predicts at n for the population's effect size.
+- calibrated levels: per metric, the skew_t level whose coverage reaches the confidence, and that rule's coverage
+  measured out of sample (``levels``; the leaderboard's CIs use it under ``stats.ci_level: audited``).
 
 Every rate carries its Monte-Carlo standard error sqrt(p (1 - p) / draws). Pure functions of arrays; the stage
 (``segbench.stages.run_calibration_audit``) reads the scores and writes the results.
@@ -35,6 +37,7 @@ from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
 from .identical import identical_to_reference
+from .levels import level_rows, population_truth
 from .pairwise import holm, pair_indices, separability, sign_flip_p_values, wilcoxon_map
 from .power import cases_needed, paired_t_power
 from .resampling import bootstrap_means, intervals, jackknife_means, rng_for, studentized_bounds
@@ -217,13 +220,6 @@ def exchange(values: np.ndarray, idx: np.ndarray, equal: Sequence[int], order: n
     return sample
 
 
-def population_truth(values: np.ndarray, equal: Sequence[int]) -> np.ndarray:
-    """(M, K) population means, the equal models' replaced by their common mean (what :func:`exchange` makes them)."""
-    mean = values.mean(axis=2)
-    mean[:, list(equal)] = mean[:, list(equal)].mean(axis=1, keepdims=True)
-    return mean
-
-
 def summarize(stacked: Sequence[tuple[Population, Mapping[int, Mapping[str, np.ndarray]]]], settings: StatsSettings) -> dict[str, list[dict]]:
     """Coverage, type-I error and power from every population's and n's stacked sample results.
 
@@ -298,6 +294,16 @@ def _audit_task(task: tuple[Task, int, int, StatsSettings]) -> dict[str, np.ndar
                            min(job.wilcoxon_draws, job.draws), n_resamples, rng, flip_rng, settings)
 
 
+def _level_task(task: tuple[Task, int, float]) -> list[dict]:
+    """The calibrated levels of one (population, n) (``levels.level_rows``), from a generator of their own."""
+    job, seed, confidence = task
+    pop = job.population
+    keys = (pop.structure,) if pop.source == SIMULATED else (pop.source, pop.structure)
+    rows = level_rows(pop.values, [pop.models.index(m) for m in pop.equal], list(pop.metrics), job.n, job.draws, confidence,
+                      rng_for(seed, "calibration", *keys, str(job.n), "levels"))
+    return [{"source": pop.source, "structure": pop.structure, **row} for row in rows]
+
+
 def describe(pop: Population) -> dict:
     """A population's size and, per metric, each model's mean, truth (equal models: their common mean), SD and skewness."""
     truth = population_truth(pop.values, [pop.models.index(m) for m in pop.equal])
@@ -332,11 +338,16 @@ def audit(
     tasks = [Task(pop, n, draws, wilcoxon_draws) for pop in simulated for n in n_cases]
     tasks += [Task(pop, n, d, w) for pops, d, w in real for pop in pops for n in n_cases if n <= pop.values.shape[2]]
     jobs = [(t, n_resamples, seed, settings) for t in tasks]
+    level_jobs = [(t, seed, settings.confidence) for t in tasks]
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             done = list(pool.map(_audit_task, jobs))
+            levels = list(pool.map(_level_task, level_jobs))
     else:
         done = [_audit_task(j) for j in jobs]
+        levels = [_level_task(j) for j in level_jobs]
+    level_table = {kind: [row for task, rows in zip(tasks, levels) if (task.population.source == SIMULATED) == (kind == SIMULATED)
+                          for row in rows] for kind in (SIMULATED, "real")}
     by_pop: dict[str, tuple[Population, dict[int, dict[str, np.ndarray]]]] = {}
     for task, res in zip(tasks, done):
         by_pop.setdefault(task.population.name, (task.population, {}))[1][task.n] = res
@@ -354,13 +365,14 @@ def audit(
         "n_resamples": n_resamples, "seed": seed, "stats": settings.to_dict(), "ci_methods": list(AUDIT_CI_METHODS),
         "procedures": list(PROCEDURES), "population": {pop.structure: describe(pop) for pop in simulated},
         "identical_to_reference": identical_to_reference(rows[rows["model"].isin(list(models))], models), **summary,
-        "real": {"population": real_pops, **real_summary},
+        "levels": level_table[SIMULATED], "real": {"population": real_pops, **real_summary, "levels": level_table["real"]},
     }
 
 
 def tables(audit_result: Mapping) -> dict[str, pd.DataFrame]:
-    """The audit's tables, one row per entry: coverage, type-I error and power of the simulated population, and the
-    same three of the real populations (``real_coverage``, ``real_type1``, ``real_power``)."""
-    out = {key: pd.DataFrame(audit_result[key]) for key in ("coverage", "type1", "power")}
-    out |= {f"real_{key}": pd.DataFrame(audit_result["real"][key]) for key in ("coverage", "type1", "power")}
+    """The audit's tables, one row per entry: coverage, type-I error, power and calibrated levels (``levels``) of the
+    simulated population, and the same four of the real populations (``real_coverage``, ... ``real_levels``)."""
+    keys = ("coverage", "type1", "power", "levels")
+    out = {key: pd.DataFrame(audit_result[key]) for key in keys}
+    out |= {f"real_{key}": pd.DataFrame(audit_result["real"][key]) for key in keys}
     return out
