@@ -42,13 +42,14 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple
     (["data", "fetch", "nope"], "segbench data: error: unknown dataset 'nope'; conf/dataset/ has: amos22, btcv, kits23, msd_spleen, totalsegmentator"),
     (["env", "create", "nope"], f"segbench env: error: unknown model 'nope'; conf/model/ has: {MODELS}"),
     (["params", "stats.ci_method=bcaa"], "stats.ci_method must be one of ('percentile', 'bca', 'skew_t'), got 'bcaa'"),
+    (["params", "stats.ci_level=calibrated"], "stats.ci_level must be one of ('audited', 'nominal'), got 'calibrated'"),
     (["params", "model=[no_such_model]"], f"unknown model 'no_such_model'; conf/model/ has: {MODELS}"),
     (["params", "dataset=[kits23,nope]"], "unknown dataset 'nope'; conf/dataset/ has: amos22, btcv"),
     (["params", "stats.multiple_comparison=holmes"], "stats.multiple_comparison must be one of ('holm', 'bonferroni'), got 'holmes'"),
     (["params", "stats.case_alignment=paired"], "stats.case_alignment must be one of ('shared', 'pairwise_complete'), got 'paired'"),
     (["params", "stats.confidence=1.5"], "stats.confidence must be a number in (0, 1), got 1.5"),
     (["params", "stats.n_resamples=0"], "stats.n_resamples must be an integer >= 1, got 0"),
-    (["params", "stats.ci_methd=bca"], "unknown key 'stats.ci_methd'; stats has: alpha, case_alignment, ci_method, confidence"),
+    (["params", "stats.ci_methd=bca"], "unknown key 'stats.ci_methd'; stats has: alpha, case_alignment, ci_level, ci_method, confidence"),
     (["params", "scoring.profile=segaug"], "scoring.profile 'segaug' is not a metric-definition profile; known: ['deepmind'"),
 ])
 def test_typo_is_one_line_listing_the_valid_values(root: Path, args: list[str], expected: str) -> None:

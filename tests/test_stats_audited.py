@@ -48,7 +48,9 @@ def tables() -> AuditTables:
         ("touchstone", "aorta", "dice", 150, "signflip_holm", 0.009, 0.003),
         ("segauge", "kidney", "dice", 20, "signflip_holm", 0.028, 0.004),
     ])
-    return AuditTables(coverage, type1, AUDIT, population_data("kits23", {"touchstone": "totalsegmentator", "segauge": "kits23"}))
+    levels = pd.DataFrame([("simulated", "tumor", "nsd", 40, "skew_t", 0.9868, False, 0.944, 0.004, 0.909, 1.32)],
+                          columns=["source", "structure", "metric", "n", "method", "level", "capped", "rate", "mc_se", "nominal_rate", "width_ratio"])
+    return AuditTables(coverage, type1, AUDIT, population_data("kits23", {"touchstone": "totalsegmentator", "segauge": "kits23"}), levels)
 
 
 def cell(structure: str = "tumor", metric: str = "dice", n: int = 40, source: str | None = "simulated", data: str = "kits23", **settings) -> BoardCell:
@@ -146,7 +148,7 @@ def test_missing_tables_give_none_and_bad_input_a_clear_error(tables: AuditTable
 def test_compare_reads_the_projects_audit_tables(tmp_path: Path) -> None:
     """The audit tables as compare reads them: every Touchstone organ's cell its own organ's numbers, the KiTS23 ones the
     simulated tumor population's, a fresh project without calibration/results/ none (the field is null)."""
-    from segbench import stages
+    from segbench import stages, stats
     from segbench.config import load_params
 
     params = load_params(ROOT / "params.yaml")
@@ -156,14 +158,20 @@ def test_compare_reads_the_projects_audit_tables(tmp_path: Path) -> None:
     settings = json.loads((ROOT / "calibration" / "results" / "audit.json").read_text(encoding="utf-8"))["stats"]
     method = settings["ci_method"]
     for organ in sorted(set(real.loc[real["source"] == "touchstone_totalsegmentator", "structure"])):
-        analysis = {"settings": settings, "structures": {organ: {"n_cases": 300, "metrics": {"dice": {}}}}}
-        block = stages.audited_block(params, "touchstone_totalsegmentator", analysis, tables)
+        analysis = {"settings": settings | {"ci_level": "nominal"}, "structures": {organ: {"n_cases": 300, "metrics": {"dice": {}}}}}
+        block = stats.audited_board(tables, analysis, source="touchstone_totalsegmentator", data="totalsegmentator")
         entry = block["structures"][organ]["dice"]["coverage"]
         row = real[(real["source"] == "touchstone_totalsegmentator") & (real["structure"] == organ) & (real["metric"] == "dice")
                    & (real["method"] == method) & (real["n"] == entry["n"])].iloc[0]
         assert entry["match"] == "exact" and entry["rate"] == row["rate"] and entry["mc_se"] == row["mc_se"]
         assert entry["n"] == max(real.loc[(real["structure"] == organ), "n"])  # 300 cases: the largest n audited
-    kits = stages.audited_block(params, "kits23", {"settings": settings, "structures": {"mass": {"n_cases": 78, "metrics": {"nsd": {}}}}},
-                                tables, lesions=True)
-    assert kits["structures"]["mass"]["nsd"]["coverage"]["population"] == "simulated/tumor" and kits["lesions"].startswith("not audited")
+    assert stages.board_population(params, "kits23") == ("simulated", "kits23")
+    assert stages.board_population(params, "touchstone_totalsegmentator") == ("touchstone_totalsegmentator", "totalsegmentator")
+    level = stats.level_provider(tables, source="simulated", data="kits23", settings=settings)("mass", "nsd", 78)
+    levels = pd.read_csv(ROOT / "calibration" / "results" / "levels.csv")
+    assert level == levels[(levels["metric"] == "nsd") & (levels["n"] == 78)]["level"].item()
+    kits = stats.audited_board(tables, {"settings": settings, "structures": {"mass": {"n_cases": 78, "metrics": {"nsd": {"ci_confidence": level}}}}},
+                               source="simulated", data="kits23", lesions=stats.audited_lesions)
+    entry = kits["structures"]["mass"]["nsd"]["coverage"]
+    assert entry["population"] == "simulated/tumor" and entry["level"] == level and kits["lesions"].startswith("not audited")
     assert stages.audit_tables(params, tmp_path / "nothing") is None

@@ -396,8 +396,11 @@ def run_compare(params: Params, name: str) -> None:
     for model, entry in models.items():
         entry["versions"] = {k.removeprefix("segbench."): v for k, v in sorted(runs.tags[model].items())}
     contaminated = {m: entry["contaminated"] for m, entry in models.items()}
+    tables = None if name in params.interactive_datasets else audit_tables(params)
+    source, data = board_population(params, name)
     analysis = stats.analyze(rows, metrics=metrics, settings=stats_settings(params), subgroup_fields=subgroups, contaminated=contaminated,
-                             cluster_field=cluster_field)
+                             cluster_field=cluster_field,
+                             ci_levels=stats.level_provider(tables, source=source, data=data, settings=stats_settings(params).to_dict()))
     block["version"] = data_version()
     hd95 = rows["hd95_definition"].iloc[0] if "hd95_definition" in rows else "as published by the source"
     profile = rows["metric_profile"].iloc[0] if "metric_profile" in rows else "as published by the source"
@@ -417,8 +420,8 @@ def run_compare(params: Params, name: str) -> None:
     }
     if not runs.lesion_rows.empty:
         results["lesions"] = _lesion_block(runs, contaminated, stats_settings(params))
-    results["audited"] = audited_block(params, name, analysis, None if name in params.interactive_datasets else audit_tables(params),
-                                       lesions="lesions" in results)
+    results["audited"] = stats.audited_board(tables, analysis, source=source, data=data,
+                                             lesions=stats.audited_lesions if "lesions" in results else None)
     source_analysis = _published_analysis(params, name)
     if source_analysis is not None:
         results["source_analysis"] = stats.beside_source(analysis, source_analysis)
@@ -438,7 +441,7 @@ def run_compare(params: Params, name: str) -> None:
 
 
 #: the audit tables compare reads (dvc.yaml declares them as deps of every compare stage); power is not read
-AUDIT_TABLES = ("coverage.csv", "type1.csv", "real_coverage.csv", "real_type1.csv", "audit.json")
+AUDIT_TABLES = ("coverage.csv", "type1.csv", "levels.csv", "real_coverage.csv", "real_type1.csv", "real_levels.csv", "audit.json")
 
 
 def audit_tables(params: Params, folder: Path | None = None) -> stats.AuditTables | None:
@@ -458,21 +461,20 @@ def audit_tables(params: Params, folder: Path | None = None) -> stats.AuditTable
                                  {name: spec.source.evaluated_on for name, spec in params.calibration.real.items()})
     return stats.AuditTables(coverage=pd.concat([read("coverage.csv"), read("real_coverage.csv")], ignore_index=True),
                              type1=pd.concat([read("type1.csv"), read("real_type1.csv")], ignore_index=True),
+                             levels=pd.concat([read("levels.csv"), read("real_levels.csv")], ignore_index=True),
                              settings=settings, data=data)
 
 
-def audited_block(params: Params, name: str, analysis: Mapping[str, Any], tables: stats.AuditTables | None,
-                  lesions: bool = False) -> dict[str, Any] | None:
-    """The results' ``audited`` block (``stats.audited.board``): per structure and metric of ``analysis``, the audited
-    coverage of its CI and type-I error of its verdict; with ``lesions``, why the lesion-wise leaderboards are not
-    audited. None without audit ``tables`` (``audit_tables``); compare passes none for an interactive dataset, whose
-    step metrics the audit does not cover (interactive/dvc.yaml does not declare the tables). The board's own audited
-    population is the published set's of that name, or the simulated one on the audit's dataset."""
+def board_population(params: Params, name: str) -> tuple[str | None, str]:
+    """The audit source of leaderboard ``name``'s own population and the dataset its cases come from: the published
+    set's of that name, or the simulated one on the audit's dataset (None: the audit has none). Compare reads the
+    audit tables for every board but an interactive one, whose step metrics the audit does not cover
+    (interactive/dvc.yaml does not declare the tables): they give the CIs' calibrated levels and the ``audited`` block
+    (``stats.audited.board``: per structure and metric, the audited coverage of its CI and type-I error of its verdict;
+    why the lesion-wise leaderboards are not audited)."""
     if name in params.published:
-        source, data = name, params.published_set(name).evaluated_on
-    else:
-        source, data = (stats.SIMULATED if params.calibration is not None and params.calibration.dataset == name else None), name
-    return stats.audited_board(tables, analysis, source=source, data=data, lesions=stats.audited_lesions if lesions else None)
+        return name, params.published_set(name).evaluated_on
+    return (stats.SIMULATED if params.calibration is not None and params.calibration.dataset == name else None), name
 
 
 def _lesion_block(runs: tracking.TrackedRuns, contaminated: Mapping[str, bool], settings: stats.StatsSettings) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 The public API is ``StatsSettings``, ``analyze``, ``reanalyze`` and ``recompute``, ``beside_source`` (a
 source's published analysis beside segbench's), ``sensitivity`` (the analysis under other metric definitions
 and missing-value policies), ``lesion_analysis`` (lesion-wise scores by case and by lesion), ``identical_to_reference`` (per model, the cases
-it left identical to the reference), ``audited`` (the calibration audit's rates for a leaderboard cell), and the DVC views
+it left identical to the reference), ``audited`` (the calibration audit's rates for a leaderboard cell), ``level_provider`` (the level of a board's CIs the
+audit calibrated), and the DVC views
 ``leaderboard_heads`` and ``mean_ci_rows``;
 see ``segbench.stats.analysis`` for the layout of the results dict.
 """
@@ -11,7 +12,7 @@ see ``segbench.stats.analysis`` for the layout of the results dict.
 from .analysis import analyze, reanalyze, recompute
 from .audited import LESIONS as audited_lesions
 from .audited import MARGIN as AUDIT_MARGIN
-from .audited import AuditTables, BoardCell, audited, population_data
+from .audited import AuditTables, BoardCell, audited, level_provider, population_data
 from .audited import board as audited_board
 from .calibration import SIMULATED
 from .heads import PLOT_COLUMNS, leaderboard_heads, mean_ci_rows
@@ -23,7 +24,7 @@ from .source import beside_source, reanalyze_source
 
 __all__ = [
     "AUDIT_MARGIN", "PLOT_COLUMNS", "SIMULATED", "AuditTables", "BoardCell", "StatsSettings", "analyze", "audited", "audited_board",
-    "audited_lesions", "beside_source", "identical_to_reference", "leaderboard_heads", "lesion_analysis", "mean_ci_rows",
+    "audited_lesions", "beside_source", "identical_to_reference", "leaderboard_heads", "lesion_analysis", "level_provider", "mean_ci_rows",
     "population_data", "reanalyze",
     "reanalyze_source", "recompute", "sensitivity",
 ]

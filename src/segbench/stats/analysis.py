@@ -4,7 +4,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
 ``json.dumps(results, sort_keys=True)`` is byte-identical for identical inputs and settings)::
 
     {
-      "settings": {n_resamples, confidence, seed, ci_method, pairwise_test, multiple_comparison, alpha,
+      "settings": {n_resamples, confidence, seed, ci_method, ci_level, pairwise_test, multiple_comparison, alpha,
                    subgroup_min_cases, power, case_alignment, scheme_resamples},
       "subgroup_fields": [field, ...],
       "models": {model: {"contaminated": bool,
@@ -21,6 +21,8 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
           "higher_is_better": bool,
           "per_case": {model: [value, ...]},                    # the values every number derives from
           "per_case_unshared": {model: {case_id: value}},       # scored outside the shared cases (published sets)
+          "ci_confidence": level,     # the level of the models' CIs (and all_reported's): ``confidence``, or the
+                                      # calibrated level a ``ci_levels`` gave (stats.levels; ci_level: audited)
           "models": {model: {"mean", "sd", "median", "n", "ci_low", "ci_high",
                              "n_missing_prediction", "n_worst_case", "contaminated",
                              "all_reported": None | {"n", "mean", "sd", "median", "ci_low", "ci_high"}}},
@@ -99,7 +101,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -117,6 +119,9 @@ from .schemes import consensus, schemes
 from .settings import StatsSettings
 from .subgroups import group_indices, group_tests
 from .verdicts import cell_verdict
+
+#: the level of a leaderboard's CIs of means, per (structure, metric, shared case count)
+CiLevels = Callable[[str, str, int], float]
 
 _REQUIRED = ("model", "case_id", "structure", "reference_present")
 _FLAGS = ("prediction_missing", "worst_case")
@@ -156,17 +161,21 @@ def analyze(
     contaminated: Mapping[str, bool] = {},
     cluster_field: str | None = None,
     count_identical: bool = True,
+    ci_levels: CiLevels | None = None,
 ) -> dict:
     """The whole statistics protocol on one dataset's per-case rows; see the module docstring for the output.
 
     ``count_identical``: count each model's cases identical to the reference (``identical.identical_to_reference``);
-    False where a row is not a case (the lesion unit), and ``identical_to_reference`` is None.
+    False where a row is not a case (the lesion unit), and ``identical_to_reference`` is None. ``ci_levels``: the
+    level of the models' CIs per (structure, metric, shared case count), e.g. the audit's calibrated level
+    (``audited.level_provider``); None: ``settings.confidence`` everywhere.
     """
     metrics, subgroup_fields, models, contaminated = _validate(rows, metrics, settings, subgroup_fields, contaminated)
     structures = _prepare(rows, metrics, models, subgroup_fields)
     identical = identical_to_reference(rows, models) if count_identical else dict.fromkeys(models)
     with _single_threaded_blas():
-        return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated, case_clusters(rows, cluster_field), identical)
+        return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated, case_clusters(rows, cluster_field), identical,
+                    ci_levels)
 
 
 def reanalyze(results: Mapping) -> list[str]:
@@ -178,11 +187,13 @@ def reanalyze(results: Mapping) -> list[str]:
     return _differences(_to_json(dict(results)), recompute(results), "")
 
 
-def recompute(results: Mapping, **changes: object) -> dict:
+def recompute(results: Mapping, ci_levels: CiLevels | None = None, **changes: object) -> dict:
     """The analysis re-derived from the per-case values ``results`` stores, with ``changes`` to its settings.
 
     E.g. ``recompute(results, multiple_comparison="bonferroni")``: the same resamples (same seed and
-    case sets) under another family-wise correction, to set beside a source that used it.
+    case sets) under another family-wise correction, to set beside a source that used it. The models' CIs keep
+    their stored levels (``ci_confidence``) unless ``changes`` alter the CI rule (confidence, ci_method, ci_level);
+    ``ci_levels`` (as for :func:`analyze`) replaces them, e.g. the levels of a rerun audit.
     """
     try:
         settings = StatsSettings(**results["settings"])
@@ -191,6 +202,8 @@ def recompute(results: Mapping, **changes: object) -> dict:
         identical = {m: results["models"][m]["identical_to_reference"] for m in models if "identical_to_reference" in results["models"][m]}
         subgroup_fields = list(results["subgroup_fields"])
         clusters = results.get("clusters")
+        stored_levels = {(name, metric): float(cell.get("ci_confidence", results["settings"]["confidence"]))
+                         for name, s in results["structures"].items() for metric, cell in s["metrics"].items()}
         structures: dict[str, _Structure] = {}
         metrics: dict[str, bool] = {}
         for name, s in results["structures"].items():
@@ -215,8 +228,12 @@ def recompute(results: Mapping, **changes: object) -> dict:
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a segbench results dict: {exc!r}") from exc
     settings = replace(settings, **changes)  # StatsSettings validates the changed values
+    # the stored levels hold while the CI rule does; another confidence, method or level rule is recomputed at its nominal
+    # level (the audit's calibrated levels are for the stored rule)
+    keep = not {"confidence", "ci_method", "ci_level"} & set(changes)
+    levels = ci_levels or ((lambda structure, metric, n: stored_levels[structure, metric]) if keep else None)
     with _single_threaded_blas():
-        return _run(structures, models, metrics, settings, subgroup_fields, contaminated, clusters, identical)
+        return _run(structures, models, metrics, settings, subgroup_fields, contaminated, clusters, identical, levels)
 
 
 def _single_threaded_blas() -> threadpool_limits:
@@ -394,11 +411,13 @@ def _run(
     contaminated: Mapping[str, bool],
     clusters: Mapping | None,
     identical: Mapping[str, dict | None],
+    ci_levels: CiLevels | None = None,
 ) -> dict:
     """The results dict; ``identical``: per model its ``identical_to_reference`` entry (a model not in it has none: older
-    results recomputed)."""
+    results recomputed); ``ci_levels`` as for :func:`analyze`."""
 
     def one(name: str, s: _Structure) -> dict:
+        confidences = {m: settings.confidence if ci_levels is None else float(ci_levels(name, m, len(s.case_ids))) for m in metrics}
         block = {
             "n_cases": len(s.case_ids),
             "n_absent": s.n_absent,
@@ -406,7 +425,8 @@ def _run(
             "case_ids": s.case_ids,
             "flags": s.flags,
             "case_meta": s.case_meta,
-            "metrics": _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool), settings),
+            "metrics": _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool), settings,
+                                          confidences),
         }
         add_clustered(block["metrics"], s.values, s.models, s.case_ids, name, clusters, settings)
         return block
@@ -479,8 +499,9 @@ class _Boot:
         jack = jackknife_means(stacked) if stacked.shape[1] > 1 else None
         return cls(stacked.mean(axis=1), boot, jack)
 
-    def ci(self, confidence: float, method: str) -> tuple[np.ndarray, np.ndarray]:
-        alpha = np.full(self.means.size, 1.0 - confidence)
+    def ci(self, confidence: float | np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
+        """CIs of every row at ``confidence`` (one level, or one per row)."""
+        alpha = np.broadcast_to(1.0 - np.asarray(confidence, dtype=float), self.means.shape)
         return intervals(self.boot, self.means, self.jack, alpha, method)
 
 
@@ -491,8 +512,10 @@ def _analyze_structure(
     metrics: Mapping[str, bool],
     ranked: np.ndarray,
     settings: StatsSettings,
+    confidences: Mapping[str, float],
 ) -> dict:
-    """Sections 5.3-5.11 of docs/methodology.md for every metric of one structure.
+    """Sections 5.3-5.11 of docs/methodology.md for every metric of one structure; the models' CIs of a metric at its
+    level in ``confidences`` (the subgroups' at ``settings.confidence``).
 
     One resample matrix per structure serves all metrics, models and subgroups (paired across all).
     """
@@ -507,12 +530,12 @@ def _analyze_structure(
         full = _Boot.of(stacked, boot)
         for k, (f, g, idx) in enumerate(flat):
             group_boot[f][g] = _Boot.of(stacked[:, idx], boots[:, k])
-    ci = full.ci(settings.confidence, settings.ci_method) if n else None
+    ci = full.ci(np.repeat([confidences[m] for m in metrics], n_models), settings.ci_method) if n else None
     counts = resample_counts(n, settings.scheme_resamples, rng_for(settings.seed, structure, "schemes")) if n else None
     group_ci = {
         f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()
     }
-    all_reported = _all_reported(s, models, metrics, structure, settings)
+    all_reported = _all_reported(s, models, metrics, structure, settings, confidences)
     out = {}
     for i, (metric, higher) in enumerate(metrics.items()):
         cols = slice(i * n_models, (i + 1) * n_models)
@@ -522,6 +545,7 @@ def _analyze_structure(
             "higher_is_better": higher,
             "per_case": {m: values[k] for k, m in enumerate(models)},
             "per_case_unshared": s.unshared[metric],
+            "ci_confidence": confidences[metric],
             "models": {m: {**e, "all_reported": reported.get(m)} for m, e in _estimates(s, values, models, ranked, full, ci, cols).items()},
             "ranking": None,
             "pairwise": [],
@@ -578,7 +602,8 @@ def _estimates(
 
 
 def _all_reported(
-    s: _Structure, models: list[str], metrics: Mapping[str, bool], structure: str, settings: StatsSettings
+    s: _Structure, models: list[str], metrics: Mapping[str, bool], structure: str, settings: StatsSettings,
+    confidences: Mapping[str, float],
 ) -> dict[str, tuple[dict[str, dict], dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]]]:
     """Per metric, per model with scores outside the shared cases: mean, SD, median, n and CI over all its reported cases.
 
@@ -601,7 +626,7 @@ def _all_reported(
         own = np.stack([np.concatenate([s.values[metric][k], [s.unshared[metric][models[k]][c] for c in extra_cases]]) for metric, k in rows])
         rng = rng_for(settings.seed, structure, "all_reported", *extra_cases)
         boot, _ = bootstrap_means(own, settings.n_resamples, rng)
-        low, high = _Boot.of(own, boot).ci(settings.confidence, settings.ci_method)
+        low, high = _Boot.of(own, boot).ci(np.array([confidences[metric] for metric, _ in rows]), settings.ci_method)
         for metric in dict.fromkeys(m for m, _ in rows):
             sel = [r for r, (m, _) in enumerate(rows) if m == metric]
             out[metric][1][extra_cases] = ([models[rows[r][1]] for r in sel], own[sel], boot[:, sel])

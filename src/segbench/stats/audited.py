@@ -16,6 +16,10 @@ procedure, so that the board can state them beside its numbers:
   ``exceeds_alpha`` when the type-I error is above alpha by more than ``MARGIN``.
 - **Settings.** Coverage applies only at the audit's confidence level, the type-I error only at its alpha and
   multiple-comparison correction; a board with other settings is not audited (the entry says why).
+- **Calibrated levels.** Under ``ci_level: audited`` a cell whose population has a calibrated level for its CI method
+  (``levels``: the audit's ``levels.csv``, ``stats.levels``) computes its CIs at that level (``level_provider``, the
+  analysis' ``ci_levels``), chosen among candidates as the highest level at its nearest n; its coverage entry is then
+  that rule's cross-fitted coverage, with the ``level``. Elsewhere the CIs are at the confidence itself.
 
 Pure functions of tables; ``segbench.stages`` reads ``calibration/results/*.csv`` and writes the entries into the
 results (``results["audited"]``, None when the tables are absent).
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .analysis import CiLevels
 from .calibration import SIMULATED, verdict_procedure
 
 #: how far (in rate, 0.015 = 1.5 points) coverage may fall below the confidence, or type-I error rise above alpha,
@@ -43,21 +48,25 @@ LESIONS = "not audited: the calibration audit covers the case-level means of vox
 _KEY = ("source", "structure", "metric", "n")
 _COVERAGE = (*_KEY, "method", "rate", "mc_se")
 _TYPE1 = (*_KEY, "procedure", "rate", "mc_se")
+_LEVELS = (*_KEY, "method", "level", "capped", "rate", "mc_se", "nominal_rate", "width_ratio")
 
 
 @dataclass(frozen=True)
 class AuditTables:
-    """The audit's coverage and type-I tables (simulated and real rows together), the settings it ran with
-    (``confidence``, ``alpha``, ``multiple_comparison``: audit.json's ``stats``) and, per source, the dataset its
+    """The audit's coverage, type-I and calibrated-level tables (simulated and real rows together), the settings it ran
+    with (``confidence``, ``alpha``, ``multiple_comparison``: audit.json's ``stats``) and, per source, the dataset its
     population's cases come from (``data``; the simulated population's is ``calibration.dataset``)."""
 
     coverage: pd.DataFrame
     type1: pd.DataFrame
     settings: Mapping[str, object]
     data: Mapping[str, str]
+    levels: pd.DataFrame | None = None  # None: the audit calibrated no level
 
     def __post_init__(self) -> None:
-        for name, frame, columns, kind in (("coverage", self.coverage, _COVERAGE, "method"), ("type1", self.type1, _TYPE1, "procedure")):
+        tables = (("coverage", self.coverage, _COVERAGE, "method"), ("type1", self.type1, _TYPE1, "procedure"),
+                  *((("levels", self.levels, _LEVELS, "method"),) if self.levels is not None else ()))
+        for name, frame, columns, kind in tables:
             if not isinstance(frame, pd.DataFrame):
                 raise ValueError(f"audit tables: {name} must be a DataFrame, got {type(frame).__name__}")
             missing = [c for c in columns if c not in frame.columns]
@@ -68,7 +77,7 @@ class AuditTables:
             n = pd.to_numeric(frame["n"], errors="coerce")
             if n.isna().any() or (n < 1).any() or (n != n.round()).any():
                 raise ValueError(f"audit tables: {name}.n must be whole numbers >= 1, got {sorted(set(frame['n']))[:5]}")
-            for column in ("rate", "mc_se"):
+            for column in ("rate", "mc_se", *(("level", "nominal_rate") if name == "levels" else ())):
                 values = pd.to_numeric(frame[column], errors="coerce")
                 if values.isna().any() or (values < 0).any() or (values > 1).any():
                     raise ValueError(f"audit tables: {name}.{column} must be shares in [0, 1]")
@@ -78,7 +87,8 @@ class AuditTables:
         for key in ("confidence", "alpha", "multiple_comparison"):
             if key not in self.settings:
                 raise ValueError(f"audit tables: settings lack {key!r} (audit.json's stats block)")
-        unknown = sorted((set(self.coverage["source"]) | set(self.type1["source"])) - set(self.data))
+        levels = set() if self.levels is None else set(self.levels["source"])
+        unknown = sorted((set(self.coverage["source"]) | set(self.type1["source"]) | levels) - set(self.data))
         if unknown:
             raise ValueError(f"audit tables: no dataset given for the sources {unknown} (data: {dict(self.data)})")
 
@@ -87,7 +97,8 @@ class AuditTables:
 class BoardCell:
     """One leaderboard cell: ``source`` is the audit source of the board's own set (the published set's name, or
     ``"simulated"`` on the audit's own dataset; None when the audit has none), ``data`` the dataset its cases come
-    from, ``n`` its case count and ``settings`` the analysis' settings (``StatsSettings.to_dict()``)."""
+    from, ``n`` its case count, ``settings`` the analysis' settings (``StatsSettings.to_dict()``) and
+    ``ci_confidence`` the level its CIs were computed at (the analysis' ``ci_confidence``; None: the confidence)."""
 
     source: str | None
     data: str
@@ -95,6 +106,7 @@ class BoardCell:
     metric: str
     n: int
     settings: Mapping[str, object]
+    ci_confidence: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("data", "structure", "metric"):
@@ -134,9 +146,9 @@ def _candidates(table: pd.DataFrame, data: Mapping[str, str], cell: BoardCell) -
     return None
 
 
-def _pick(table: pd.DataFrame, data: Mapping[str, str], cell: BoardCell, worst: str) -> dict | None:
+def _pick(table: pd.DataFrame, data: Mapping[str, str], cell: BoardCell, worst: str, column: str = "rate") -> dict | None:
     """The entry of the population chosen for ``cell`` among ``table``'s rows (one metric and method or procedure);
-    ``worst``: "min" or "max", the least favourable rate when several populations of one kind qualify."""
+    ``worst``: "min" or "max", the least favourable ``column`` when several populations of one kind qualify."""
     found = _candidates(table, data, cell)
     if found is None:
         return None
@@ -145,10 +157,37 @@ def _pick(table: pd.DataFrame, data: Mapping[str, str], cell: BoardCell, worst: 
     for (source, structure), block in rows.groupby(["source", "structure"], sort=True):
         n = nearest_n(sorted(int(v) for v in block["n"]), cell.n)
         row = block[block["n"].astype(int) == n].iloc[0]
-        choices.append((float(row["rate"]), str(source), str(structure), n, float(row["mc_se"])))
-    rate, source, structure, n, mc_se = min(choices, key=lambda c: (c[0] if worst == "min" else -c[0], c[1], c[2]))
+        choices.append((float(row[column]), str(source), str(structure), n, row))
+    _, source, structure, n, row = min(choices, key=lambda c: (c[0] if worst == "min" else -c[0], c[1], c[2]))
     return {"population": f"{source}/{structure}", "source": source, "structure": structure, "match": match,
-            "candidates": len(choices), "n": n, "n_board": cell.n, "rate": rate, "mc_se": mc_se}
+            "candidates": len(choices), "n": n, "n_board": cell.n, "rate": float(row["rate"]), "mc_se": float(row["mc_se"]),
+            **({"level": float(row["level"]), "capped": bool(row["capped"]), "nominal_rate": float(row["nominal_rate"]),
+                "width_ratio": float(row["width_ratio"])} if column == "level" else {})}
+
+
+def calibrated_level(tables: AuditTables | None, cell: BoardCell) -> dict | None:
+    """The calibrated-level entry of ``cell`` (as :func:`audited`'s, plus ``level``, ``capped``, ``nominal_rate``:
+    the coverage at the confidence itself, ``width_ratio``; ``rate`` is the cross-fitted coverage at ``level``), or
+    None: no tables, ``ci_level`` nominal, another confidence than the audit's, or no population calibrated for the
+    cell's metric and CI method."""
+    s = cell.settings
+    if tables is None or tables.levels is None or s.get("ci_level", "nominal") != "audited":
+        return None
+    if not math.isclose(float(s["confidence"]), float(tables.settings["confidence"])):
+        return None
+    rows = tables.levels[(tables.levels["metric"] == cell.metric) & (tables.levels["method"] == str(s["ci_method"]))]
+    return _pick(rows, tables.data, cell, "max", column="level")
+
+
+def level_provider(tables: AuditTables | None, *, source: str | None, data: str, settings: Mapping[str, object]) -> CiLevels:
+    """The analysis' ``ci_levels`` for a board: per (structure, metric, n) the :func:`calibrated_level` of its cell, else
+    the confidence. :func:`audited` picks the same entry for the cell's coverage note, so the two always agree."""
+
+    def level(structure: str, metric: str, n: int) -> float:
+        entry = calibrated_level(tables, BoardCell(source, data, structure, metric, n, settings)) if n > 0 else None
+        return float(settings["confidence"]) if entry is None else entry["level"]
+
+    return level
 
 
 def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
@@ -158,7 +197,8 @@ def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
     An entry: ``population`` ("source/structure") and ``match`` (``MATCHES``; ``candidates``: how many populations of
     that kind there were, the least favourable taken), ``n`` (the audited n) beside ``n_board``, ``rate`` and its
     Monte-Carlo SE ``mc_se``, ``target`` (the confidence, or alpha), the CI ``method`` or verdict ``procedure``, and
-    ``under_covers`` (coverage) or ``exceeds_alpha`` (type-I error).
+    ``under_covers`` (coverage) or ``exceeds_alpha`` (type-I error). Where the cell's CIs are at a calibrated level
+    (:func:`calibrated_level`), the coverage entry is that one: its ``rate`` the cross-fitted coverage at ``level``.
     """
     if tables is None:
         return None
@@ -170,7 +210,14 @@ def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
     else:
         method = str(s["ci_method"])
         rows = tables.coverage[(tables.coverage["metric"] == cell.metric) & (tables.coverage["method"] == method)]
-        coverage = _pick(rows, tables.data, cell, "min")
+        level = float(s["confidence"]) if cell.ci_confidence is None else float(cell.ci_confidence)
+        calibrated = calibrated_level(tables, cell)
+        if calibrated is not None and math.isclose(level, calibrated["level"]):
+            coverage = calibrated
+        elif math.isclose(level, float(s["confidence"])):
+            coverage = _pick(rows, tables.data, cell, "min")
+        else:
+            reasons.append(f"its CIs are at {level * 100:g}%, a level the audit did not calibrate for this cell")
         if coverage is not None:
             target = float(s["confidence"])
             coverage |= {"method": method, "target": target, "under_covers": coverage["rate"] < target - MARGIN}
@@ -196,8 +243,9 @@ def board(tables: AuditTables | None, analysis: Mapping, *, source: str | None, 
     if tables is None:
         return None
     cells = {
-        structure: {metric: audited(tables, BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"]))
-                    for metric in block["metrics"]}
+        structure: {metric: audited(tables, BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"],
+                                                      cell.get("ci_confidence")))
+                    for metric, cell in block["metrics"].items()}
         for structure, block in analysis["structures"].items() if block["n_cases"] > 0
     }
     return {"margin": MARGIN, "structures": cells, **({"lesions": lesions} if lesions else {})}

@@ -8,6 +8,9 @@ CI_METHODS = ("percentile", "bca", "skew_t")
 MULTIPLE_COMPARISONS = ("holm", "bonferroni")
 CASE_ALIGNMENTS = ("shared", "pairwise_complete")
 PAIRWISE_TESTS = ("sign_flip", "bootstrap_ci")
+#: the level of the leaderboard's CIs of means: the one the calibration audit chose so that the CI covers at
+#: ``confidence`` (where it audited the cell's population and CI method), or ``confidence`` itself
+CI_LEVELS = ("audited", "nominal")
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,7 @@ class StatsSettings:
     confidence: float = 0.95
     seed: int = 0
     ci_method: str = "skew_t"
+    ci_level: str = "audited"
     pairwise_test: str = "sign_flip"
     multiple_comparison: str = "holm"
     alpha: float = 0.05
@@ -37,6 +41,8 @@ class StatsSettings:
                 raise ValueError(f"StatsSettings.{name} must be a number in (0, 1), got {value!r}")
         if self.ci_method not in CI_METHODS:
             raise ValueError(f"StatsSettings.ci_method must be one of {CI_METHODS}, got {self.ci_method!r}")
+        if self.ci_level not in CI_LEVELS:
+            raise ValueError(f"StatsSettings.ci_level must be one of {CI_LEVELS}, got {self.ci_level!r}")
         if self.pairwise_test not in PAIRWISE_TESTS:
             raise ValueError(f"StatsSettings.pairwise_test must be one of {PAIRWISE_TESTS}, got {self.pairwise_test!r}")
         if self.multiple_comparison not in MULTIPLE_COMPARISONS:
