@@ -222,7 +222,7 @@ def _real(touchstone: Path | None) -> list:
 
 #: the dataset each test audit population's cases come from, as compare takes it from params.yaml
 AUDIT_DATA = {"simulated": "kits23", "touchstone_totalsegmentator": "totalsegmentator"}
-#: the audit source and data of each test results file, as compare sets them (stages.audited_block)
+#: the audit source and data of each test results file, as compare sets them (stages.board_population)
 BOARD_SOURCES = {"kits23": ("simulated", "kits23"), "touchstone_totalsegmentator": ("touchstone_totalsegmentator", "totalsegmentator"),
                  "segauge_kits23_modal": ("segauge_kits23_modal", "kits23")}
 
@@ -230,14 +230,18 @@ BOARD_SOURCES = {"kits23": ("simulated", "kits23"), "touchstone_totalsegmentator
 def add_audited(results_file: Path, audit_file: Path) -> Path:
     """The results' ``audited`` block from the test audit, built as compare builds it (``stats.audited_board`` over the
     audit's tables, read as ``calibration.tables`` writes them)."""
-    from segbench.stats import AuditTables, audited_board, audited_lesions, calibration
+    from segbench.stats import AuditTables, audited_board, audited_lesions, calibration, level_provider, recompute
 
     audit = json.loads(audit_file.read_text(encoding="utf-8"))
     frames = calibration.tables(audit)
     tables = AuditTables(pd.concat([frames["coverage"], frames["real_coverage"]], ignore_index=True),
-                         pd.concat([frames["type1"], frames["real_type1"]], ignore_index=True), audit["stats"], AUDIT_DATA)
+                         pd.concat([frames["type1"], frames["real_type1"]], ignore_index=True), audit["stats"], AUDIT_DATA,
+                         pd.concat([frames["levels"], frames["real_levels"]], ignore_index=True))
     results = json.loads(results_file.read_text(encoding="utf-8"))
     source, data = BOARD_SOURCES[results["dataset"]["name"]]
+    # compare computes the CIs at the audit's calibrated levels: the analysis re-derived at them
+    results["analysis"] = recompute(results["analysis"], ci_levels=level_provider(tables, source=source, data=data,
+                                                                                  settings=results["analysis"]["settings"]))
     results["audited"] = audited_board(tables, results["analysis"], source=source, data=data,
                                        lesions=audited_lesions if "lesions" in results else None)
     write_json_atomic(results_file, results)

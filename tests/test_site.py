@@ -330,10 +330,19 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
     cover = [r["rate"] for r in audit["coverage"] if (r["structure"], r["metric"], r["method"]) == ("tumor", "dice", method)]
     wilcoxon = [r["rate"] for r in audit["type1"] if (r["structure"], r["metric"], r["procedure"]) == ("tumor", "dice", "wilcoxon_holm")]
     flips = [r["rate"] for r in audit["type1"] if (r["structure"], r["metric"], r["procedure"]) == ("tumor", "dice", "signflip_holm")]
-    takeaway = (f"tumor dice: 95% {method} CIs cover {100 * min(cover):.1f}–{100 * max(cover):.1f}% (n = 20..40); the separable verdict "
-                f"by sign-flip test (Holm) is wrong for equal models {100 * min(flips):.1f}–{100 * max(flips):.1f}% "
-                "(target 5%); other rules: bootstrap CI (percentile) separates ")
-    assert text.index(takeaway) < text.index("Coverage by metric")  # the takeaway leads the page, the board's rule first
+    levels = [r for r in audit["levels"] if (r["structure"], r["metric"]) == ("tumor", "dice")]
+    out_of_sample = sorted(f"{100 * r['rate']:.1f}" for r in levels)
+    takeaway = (f"tumor dice: 95% {method} CIs cover {100 * min(cover):.1f}–{100 * max(cover):.1f}% at the nominal level (n = 20..40), "
+                f"and at the audit-calibrated levels the leaderboards use (")
+    verdict = (f"{out_of_sample[0]}–{out_of_sample[-1]}% out of sample; the separable verdict "
+               f"by sign-flip test (Holm) is wrong for equal models {100 * min(flips):.1f}–{100 * max(flips):.1f}% "
+               "(target 5%); other rules: bootstrap CI (percentile) separates ")
+    assert text.index(takeaway) < text.index(verdict) < text.index("Coverage by metric")  # the takeaways lead the page, the board's rule first
+    # the calibrated levels' table: every row, simulated and real, with its out-of-sample coverage
+    words_levels = " ".join(html.unescape(text).split())
+    for r in audit["levels"] + audit["real"]["levels"]:
+        name = r["structure"] if r["source"] == "simulated" else f"{r['source']}/{r['structure']}"
+        assert f"{name} {r['metric']} {r['n']} {100 * r['level']:.2f}% {100 * r['nominal_rate']:.1f}%" in words_levels, r
     assert f"Wilcoxon-Holm separates {100 * min(wilcoxon):.1f}–{100 * max(wilcoxon):.1f}%" in text
     assert "SIMULATED" in text and "equal_a, equal_b" in text
     first = next(r for r in audit["coverage"] if (r["structure"], r["metric"], r["n"], r["method"]) == ("tumor", "hd95", 20, "bca"))
@@ -480,10 +489,10 @@ def test_every_ci_cell_shows_its_audited_coverage(site: tuple[Path, list[Path]],
     lesion-wise ones, which the audit does not cover, say 'not audited'."""
     out, pages = site
     audit = load(audit_file)
-    rows_of = {"coverage": audit["coverage"] + audit["real"]["coverage"], "type1": audit["type1"] + audit["real"]["type1"]}
+    rows_of = {key: audit[key] + audit["real"][key] for key in ("coverage", "type1", "levels")}
     results = {load(p)["dataset"]["name"]: load(p) for p in results_files}
     boards = [p for p in pages if p.stem.split("--")[0] in results]
-    seen = {"answers": 0, "leaderboard": 0, "lesion": 0, "audited": 0}
+    seen = {"answers": 0, "leaderboard": 0, "lesion": 0, "audited": 0, "calibrated": 0}
     with Browser(find_chromium(), tmp_path / "profile", timeout=90) as browser:
         found = {page.stem: browser.visit(page, script=CI_CELLS).result for page in boards}
     for stem, page_tables in found.items():
@@ -507,10 +516,16 @@ def test_every_ci_cell_shows_its_audited_coverage(site: tuple[Path, list[Path]],
                     continue
                 seen["audited"] += 1
                 c = entry["coverage"]  # the numbers are the audit's: its row at the population, metric, n and method
-                (source_row,) = [r for r in rows_of["coverage"] if (r["source"], r["structure"], r["metric"], r["n"], r["method"])
+                (source_row,) = [r for r in rows_of["levels" if "level" in c else "coverage"] if (r["source"], r["structure"], r["metric"], r["n"], r["method"])
                                  == (c["source"], c["structure"], metric, c["n"], results[name]["analysis"]["settings"]["ci_method"])]
                 assert (c["rate"], c["mc_se"]) == (source_row["rate"], source_row["mc_se"])
                 assert f"{100 * c['rate']:.1f}% ± {100 * c['mc_se']:.1f}" in row["audit"][0]["title"] and c["population"] in row["audit"][0]["title"]
+                if "level" in c:  # a CI at the audit-calibrated level: the analysis computed it there, the tooltip names it
+                    assert results[name]["analysis"]["structures"][s]["metrics"][metric]["ci_confidence"] == c["level"]
+                    words = (f"audit-calibrated level {100 * c['level']:.2f}%" if c["level"] > c["target"]
+                             else "at its nominal level, which the audit's calibration kept")
+                    assert words in row["audit"][0]["title"], row["audit"][0]["title"]
+                    seen["calibrated"] += 1
                 assert row["audit"][0]["warn"] == (c["rate"] < 0.95 - 0.015) == ("under-covers" in row["audit"][0]["title"])
             if t["kind"] == "leaderboard" and len(t["rows"]) > 1 and "verdicts:" in t["caption"]:
                 s, metric = structure, t["caption"].split(" ", 1)[0]

@@ -253,7 +253,7 @@ def coverage_note(audit: dict[str, Any], structure: str) -> str:
     """A CI cell's audited coverage, short and visible ('cov. 94.1% @n=40'), '⚠' first when it under-covers by more
     than 1.5 points, '†' last when measured on another population; the whole sentence as its tooltip. 'not audited'
     (the reason as tooltip) without an entry."""
-    return _audit_note(audit, "coverage", structure, lambda e: f"{100 * e['target']:g}% {e['method']} CI",
+    return _audit_note(audit, "coverage", structure, lambda e: f"{100 * e['target']:g}% {e['method']} CI{_level_words(e)}",
                        "under_covers", "under-covers by more than 1.5 points", "cov.", with_n=True)
 
 
@@ -279,8 +279,19 @@ def _audit_note(audit: dict[str, Any], key: str, structure: str, what: Callable[
             f"{label} {100 * entry['rate']:.1f}%{at}{_mark(entry)}</span>")
 
 
+def _level_words(entry: dict[str, Any]) -> str:
+    """', computed at the audit-calibrated level 98.70% (its coverage measured out of sample)' for a CI at a calibrated level
+    ('at its nominal level, ...' where the calibration kept it), '' for a CI the audit did not calibrate."""
+    if "level" not in entry:
+        return ""
+    if entry["level"] <= entry["target"]:
+        return ", at its nominal level, which the audit's calibration kept (its coverage measured out of sample)"
+    return f", computed at the audit-calibrated level {100 * entry['level']:.2f}% (its coverage measured out of sample)"
+
+
 AUDIT_LEGEND = ("cov.: how often the calibration audit found this CI covering the truth, at the audited n nearest this board's "
-                '(hover for the population and its Monte-Carlo SE); type-I: how often its "separable" was wrong for equal models; '
+                "(hover for the population, its Monte-Carlo SE and the level the audit calibrated the CI at); "
+                'type-I: how often its "separable" was wrong for equal models; '
                 "⚠ more than 1.5 points worse than the target; † measured on another population than this cell's.")
 
 
@@ -290,7 +301,8 @@ def audit_words(audit: dict[str, Any], structure: str) -> str:
     c, t = audit["coverage"], audit["type1"]
     if c is None and t is None:
         return f"Not audited: {(audit.get('reason') or NO_AUDIT).removeprefix('not audited: ')}."
-    cov = (f"CI covers {100 * c['rate']:.1f}% at n = {c['n']}{_where(c, structure)}{' (under-covers)' if c['under_covers'] else ''}"
+    cov = (f"CI covers {100 * c['rate']:.1f}% at n = {c['n']}{_where(c, structure)}{_level_words(c)}"
+           f"{' (under-covers)' if c['under_covers'] else ''}"
            if c else "CI not audited")
     err = (f"\"separable\" wrong for equal models {100 * t['rate']:.1f}% at n = {t['n']}{_where(t, structure)}"
            f"{' (above alpha)' if t['exceeds_alpha'] else ''}" if t else "verdict not audited")
