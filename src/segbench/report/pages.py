@@ -682,7 +682,8 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
         f"For each n, {audit['draws']} samples of n cases were drawn with replacement and each was analysed as a leaderboard is "
         f"(B = {audit['n_resamples']} bootstrap resamples; the Wilcoxon map on the first {audit['wilcoxon_draws']} samples). "
         f"Rates carry their Monte-Carlo standard error. How it is computed: <code>{METHODOLOGY_DOC}</code>, "
-        f"\"Calibration audit\". The leaderboards use the <b>{html.escape(ci_method)}</b> CI.</p>",
+        f"\"Calibration audit\". The leaderboards use the <b>{html.escape(ci_method)}</b> CI"
+        + (", at the calibrated levels below" if audit["stats"].get("ci_level") == "audited" else "") + ".</p>",
         f"<p>Models: {html.escape(', '.join(audit['models']))}.</p>",
         *([f"<p>Cases identical to the reference (every audited structure Dice exactly 1; such a case shows no error of the "
            f"model): {html.escape(_identical_summary(audit['identical_to_reference']))}.</p>"]
