@@ -165,7 +165,7 @@ def _pick(table: pd.DataFrame, data: Mapping[str, str], cell: BoardCell, worst: 
                 "width_ratio": float(row["width_ratio"])} if column == "level" else {})}
 
 
-def calibrated_level(tables: AuditTables | None, cell: BoardCell) -> dict | None:
+def level_entry(tables: AuditTables | None, cell: BoardCell) -> dict | None:
     """The calibrated-level entry of ``cell`` (as :func:`audited`'s, plus ``level``, ``capped``, ``nominal_rate``:
     the coverage at the confidence itself, ``width_ratio``; ``rate`` is the cross-fitted coverage at ``level``), or
     None: no tables, ``ci_level`` nominal, another confidence than the audit's, or no population calibrated for the
@@ -180,11 +180,11 @@ def calibrated_level(tables: AuditTables | None, cell: BoardCell) -> dict | None
 
 
 def level_provider(tables: AuditTables | None, *, source: str | None, data: str, settings: Mapping[str, object]) -> CiLevels:
-    """The analysis' ``ci_levels`` for a board: per (structure, metric, n) the :func:`calibrated_level` of its cell, else
+    """The analysis' ``ci_levels`` for a board: per (structure, metric, n) the :func:`level_entry` of its cell, else
     the confidence. :func:`audited` picks the same entry for the cell's coverage note, so the two always agree."""
 
     def level(structure: str, metric: str, n: int) -> float:
-        entry = calibrated_level(tables, BoardCell(source, data, structure, metric, n, settings)) if n > 0 else None
+        entry = level_entry(tables, BoardCell(source, data, structure, metric, n, settings)) if n > 0 else None
         return float(settings["confidence"]) if entry is None else entry["level"]
 
     return level
@@ -198,7 +198,7 @@ def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
     that kind there were, the least favourable taken), ``n`` (the audited n) beside ``n_board``, ``rate`` and its
     Monte-Carlo SE ``mc_se``, ``target`` (the confidence, or alpha), the CI ``method`` or verdict ``procedure``, and
     ``under_covers`` (coverage) or ``exceeds_alpha`` (type-I error). Where the cell's CIs are at a calibrated level
-    (:func:`calibrated_level`), the coverage entry is that one: its ``rate`` the cross-fitted coverage at ``level``.
+    (:func:`level_entry`), the coverage entry is that one: its ``rate`` the cross-fitted coverage at ``level``.
     """
     if tables is None:
         return None
@@ -211,7 +211,7 @@ def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
         method = str(s["ci_method"])
         rows = tables.coverage[(tables.coverage["metric"] == cell.metric) & (tables.coverage["method"] == method)]
         level = float(s["confidence"]) if cell.ci_confidence is None else float(cell.ci_confidence)
-        calibrated = calibrated_level(tables, cell)
+        calibrated = level_entry(tables, cell)
         if calibrated is not None and math.isclose(level, calibrated["level"]):
             coverage = calibrated
         elif math.isclose(level, float(s["confidence"])):

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .resampling import skew_t_bounds
+from .resampling import jackknife_means, skew_t_bounds
 
 #: the grid of levels, as fractions of the nominal alpha: at 95 % the levels 95, 96, 97, 97.5, 98, 98.5, 99, 99.25,
 #: 99.5, 99.75 and 99.9 %
@@ -60,8 +60,7 @@ def coverage_by_level(sample: np.ndarray, truth: np.ndarray, levels: np.ndarray)
     hold the (M, K) ``truth``, and their median width. Both (M, len(levels)); ``levels`` may also be (M, L)."""
     n_metrics, n_models, draws, n = sample.shape
     flat = sample.reshape(-1, n)
-    estimate = flat.mean(axis=1)
-    jackknife = ((flat.sum(axis=1, keepdims=True) - flat) / max(n - 1, 1)).T
+    estimate, jackknife = flat.mean(axis=1), jackknife_means(flat)
     levels = np.broadcast_to(np.asarray(levels, dtype=float), (n_metrics, np.shape(levels)[-1]))
     covered, width = np.empty(levels.shape), np.empty(levels.shape)
     for g in range(levels.shape[1]):
@@ -98,6 +97,7 @@ def level_rows(
     truth = population_truth(values, equal)
     whole = sample_draws(values, equal, n, draws, rng)
     coverage, width = coverage_by_level(whole, truth, grid)
+    measure_draws = max(draws // HALVINGS, 1)
     fold_levels, fold_rates = [], []
     for _ in range(HALVINGS):
         halves = np.array_split(rng.permutation(values.shape[2]), 2)
@@ -105,10 +105,9 @@ def level_rows(
         for fit, (other, other_truth) in ((folds[0], folds[1]), (folds[1], folds[0])):
             fit_cov, _ = coverage_by_level(sample_draws(fit[0], equal, n, draws, rng), fit[1], grid)
             chosen = np.array([calibrated_level(c, grid, confidence)[0] for c in fit_cov])
-            rate, _ = coverage_by_level(sample_draws(other, equal, n, max(draws // HALVINGS, 1), rng), other_truth, chosen[:, None])
+            rate, _ = coverage_by_level(sample_draws(other, equal, n, measure_draws, rng), other_truth, chosen[:, None])
             fold_levels.append(chosen)
             fold_rates.append(rate[:, 0])
-    measured = 2 * HALVINGS * max(draws // HALVINGS, 1)
     rows = []
     for m, metric in enumerate(metrics):
         level, capped = calibrated_level(coverage[m], grid, confidence)
@@ -116,7 +115,7 @@ def level_rows(
         rate = float(np.mean([r[m] for r in fold_rates]))
         rows.append({
             "metric": metric, "n": n, "confidence": confidence, "method": CALIBRATED_METHOD, "level": round(level, 4),
-            "capped": capped, "rate": rate, "mc_se": float(np.sqrt(rate * (1.0 - rate) / measured)),
+            "capped": capped, "rate": rate, "mc_se": float(np.sqrt(rate * (1.0 - rate) / (2 * HALVINGS * measure_draws))),
             "nominal_rate": float(coverage[m, 0]), "level_halves_min": round(float(min(f[m] for f in fold_levels)), 4),
             "level_halves_max": round(float(max(f[m] for f in fold_levels)), 4),
             "width_ratio": float(at / width[m, 0]) if width[m, 0] > 0 else 1.0,
