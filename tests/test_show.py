@@ -83,3 +83,16 @@ def test_each_verdict_line_states_the_audited_rates(results_dir: Path, tmp_path:
     text = " ".join(_show("--results", str(tmp_path)).stdout.split())
     assert ('Audited: CI covers 93.2% at n = 150 (under-covers); "separable" wrong for equal models 1.6% at n = 150.') in text
     assert "Not audited: no audited population of dice on totalsegmentator." in text
+
+
+def test_ci_column_head_follows_the_boards_confidence(results_dir: Path, tmp_path: Path) -> None:
+    """'mean [95% CI]' is the board's confidence, not a constant: a board recomputed at 90% heads both tables 'mean [90% CI]'."""
+    from segbench.stats.analysis import recompute
+
+    assert "mean [95% CI]" in _show("--results", str(results_dir)).stdout
+    results = json.loads((results_dir / "touchstone_totalsegmentator.json").read_text())
+    results["analysis"] = recompute(results["analysis"], confidence=0.9, ci_level="nominal")
+    (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))
+    for args in ((), ("--structure", "aorta", "--metric", "dice")):
+        out = _show("--results", str(tmp_path), *args).stdout
+        assert "mean [90% CI]" in out and "95% CI" not in out, out

@@ -18,6 +18,7 @@ import pytest
 from browser import Browser, find_chromium
 from segbench.io import write_json_atomic
 from segbench.report import build_site
+from segbench.stats.analysis import recompute
 from site_data import TOUCHSTONE_SOURCE, add_audited, calibration_audit, kits_like_results, segauge_results, touchstone_results
 
 TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
@@ -557,3 +558,32 @@ def test_under_covering_and_unaudited_cells_say_so(results_files: list[Path], tm
     text = page_text(tmp_path / "bare" / "touchstone_totalsegmentator--liver.html")
     assert "cov. " not in text and text.count("not audited") >= 2 * len(results["analysis"]["structures"]["liver"]["metrics"]["dice"]["models"])
     assert "no calibration audit tables when these results were computed" in (tmp_path / "bare" / "touchstone_totalsegmentator.html").read_text()
+
+
+def test_ci_heads_and_plot_titles_name_the_boards_ci(site: tuple[Path, list[Path]], results_files: list[Path], tmp_path: Path) -> None:
+    """The CI column's head follows the board's confidence, and each means plot names its CI: the method and, for a cell
+    computed at an audit-calibrated level, that level (a plot saying 'bootstrap CI' over skew_t CIs contradicted the
+    cells above it)."""
+    out, _ = site
+    results = load(results_files[1])
+    assert results["analysis"]["settings"]["ci_method"] == "skew_t"
+    page = (out / "kits23--tumor.html").read_text(encoding="utf-8")
+    levels = {metric: cell["ci_confidence"] for metric, cell in results["analysis"]["structures"]["tumor"]["metrics"].items()}
+    assert any(level > 0.95 for level in levels.values()), levels
+    for level in levels.values():
+        at = f", computed at the audit-calibrated level {100 * level:.2f}%" if level > 0.95 else ""
+        assert f"Mean with 95% CI (skewness-corrected t{at}); shaded: the CI of #1" in page
+    assert "bootstrap CI" not in page and page.count('<button type="button">mean [95% CI]</button>') >= 1 + len(levels)
+
+    board = {"confidence": 0.9, "ci_method": "percentile", "ci_level": "nominal"}  # a 90% board by the percentile bootstrap
+    results["analysis"] = recompute(results["analysis"], **board)
+    results["lesions"]["case"] = recompute(results["lesions"]["case"], **board)
+    results["audited"] = None
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    page = (tmp_path / "site" / "kits23--tumor.html").read_text(encoding="utf-8")
+    assert '<button type="button">mean [90% CI]</button>' in page and "Mean with 90% CI (percentile bootstrap); shaded: the CI of #1" in page
+    # no head or plot at 95% (the verdicts' CIs of a difference stay at their Holm step's level, from alpha)
+    assert not re.search(r"(?i)mean \[?with 95%|mean \[95% CI\]", page) and "computed at the audit-calibrated level" not in page
+    methodology = page_text(tmp_path / "site" / "methodology.html")
+    assert "90% CI of the mean: percentile bootstrap;" in methodology and "audit" not in methodology.split("90% CI of the mean")[1][:200]

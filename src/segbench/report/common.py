@@ -192,6 +192,24 @@ def verdict_html(v: dict[str, Any]) -> str:
     return f"{verdict_words(v)}{html.escape(rest)}"
 
 
+#: the CI methods' short names, for column heads and plot titles (the methodology page words them in full)
+CI_METHOD_NAMES = {"percentile": "percentile bootstrap", "bca": "BCa bootstrap", "skew_t": "skewness-corrected t"}
+
+
+def ci_head(settings: dict[str, Any]) -> str:
+    """A CI column's head, 'mean [95% CI]', at the board's confidence: the coverage its CIs are for (a CI computed at
+    an audit-calibrated level is a 95% CI by its audited coverage; the cell's tooltip names the level)."""
+    return f"mean [{100 * settings['confidence']:g}% CI]"
+
+
+def ci_words(settings: dict[str, Any], level: float | None = None) -> str:
+    """What a plot's CIs are, '95% CI (skewness-corrected t, computed at the audit-calibrated level 97.05%)':
+    ``settings`` the analysis' settings, ``level`` the cell's ``ci_confidence`` (None or the confidence: nominal)."""
+    method = CI_METHOD_NAMES.get(settings["ci_method"], settings["ci_method"])
+    at = f", computed at the audit-calibrated level {100 * level:.2f}%" if level is not None and level > settings["confidence"] else ""
+    return f"{100 * settings['confidence']:g}% CI ({method}{at})"
+
+
 def estimate(est: dict[str, Any], cell: Cell, metric: str) -> str:
     """'mean [ci_low, ci_high] unit' of one estimate, written as every view writes it."""
     return format_estimate(est["mean"], est["ci_low"], est["ci_high"], metric, bool(cell["higher_is_better"]))

@@ -12,7 +12,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .common import Cell, Models, digits, display_order, fmt, fmt_p, is_ranked, short_mark
+from .common import Cell, Models, ci_head, ci_words, digits, display_order, fmt, fmt_p, is_ranked, short_mark
 
 ROW_HEIGHT = 26
 # Per-case points are drawn individually up to this many cases; above it only the box and outliers.
@@ -58,8 +58,9 @@ def _finish(fig: go.Figure, title: str, x_title: str) -> go.Figure:
     return fig
 
 
-def forest(cell: Cell, models: Models, metric: str) -> go.Figure:
-    """Mean with 95% bootstrap CI per model in rank order; #1's CI shaded, unranked models hollow."""
+def forest(cell: Cell, models: Models, metric: str, settings: dict[str, Any]) -> go.Figure:
+    """Mean with its CI per model in rank order, the title naming the CI (``settings``: the analysis'); #1's CI shaded,
+    unranked models hollow."""
     names = display_order(cell)
     labels = _labels(names, models)
     est = [cell["models"][m] for m in names]
@@ -85,7 +86,7 @@ def forest(cell: Cell, models: Models, metric: str) -> go.Figure:
                     "width": 4,
                 },
                 text=[f"{fmt(est[i]['mean'], n)} [{fmt(est[i]['ci_low'], n)}, {fmt(est[i]['ci_high'], n)}]" for i in idx],
-                hovertemplate="%{y}<br>mean [95% CI] %{text}<extra></extra>",
+                hovertemplate=f"%{{y}}<br>{ci_head(settings)} %{{text}}<extra></extra>",
             )
         )
     order = (cell.get("ranking") or {}).get("order") or []
@@ -94,11 +95,12 @@ def forest(cell: Cell, models: Models, metric: str) -> go.Figure:
         fig.add_vrect(x0=first["ci_low"], x1=first["ci_high"], fillcolor="#1f4e79", opacity=0.1, line_width=0)
     _model_axis(fig, labels)
     fig.update_layout(showlegend=len(fig.data) > 1)
-    return _finish(fig, "Mean with 95% bootstrap CI (shaded: the CI of #1)", metric)
+    return _finish(fig, f"Mean with {ci_words(settings, cell.get('ci_confidence'))}; shaded: the CI of #1", metric)
 
 
-def step_curves(block: dict[str, Any], models: Models, name: str, steps: int) -> go.Figure:
-    """An interactive dataset's ``name`` (DSC or NSD) after each step, per model: mean with its 95% bootstrap CI.
+def step_curves(block: dict[str, Any], models: Models, name: str, steps: int, settings: dict[str, Any]) -> go.Figure:
+    """An interactive dataset's ``name`` (DSC or NSD) after each step, per model: mean with its CI (``settings``: the
+    analysis', which name the CI).
 
     Step 1 is the box prompt, steps 2 to ``steps`` one click each; each point is the cell ``<name>_<step>``.
     """
@@ -114,11 +116,11 @@ def step_curves(block: dict[str, Any], models: Models, name: str, steps: int) ->
             error_y={"type": "data", "symmetric": False, "array": [_gap(c["ci_high"], c["mean"]) for c in cells],
                      "arrayminus": [_gap(c["mean"], c["ci_low"]) for c in cells], "thickness": 1.2, "width": 4},
             text=[f"{fmt(c['mean'], 3)} [{fmt(c['ci_low'], 3)}, {fmt(c['ci_high'], 3)}]" for c in cells],
-            hovertemplate="%{x}: mean [95% CI] %{text}<extra>" + html.escape(model) + "</extra>",
+            hovertemplate=f"%{{x}}: {ci_head(settings)} %{{text}}<extra>" + html.escape(model) + "</extra>",
         ))
     fig.update_yaxes(title=f"{name} (mean over cases)", range=[0, 1.02])
     fig.update_layout(height=380)
-    return _finish(fig, f"{name} after the box and each click, mean with 95% bootstrap CI (n = {block['n_cases']} cases)", "interaction")
+    return _finish(fig, f"{name} after the box and each click, mean with {ci_words(settings)} (n = {block['n_cases']} cases)", "interaction")
 
 
 def _gap(a: float | None, b: float | None) -> float:
@@ -224,8 +226,9 @@ def per_case(cell: Cell, models: Models, metric: str, case_ids: list[str]) -> go
     return _finish(fig, f"Per-case {metric} ({what})", metric)
 
 
-def subgroups(cell: Cell, models: Models, metric: str, field: str, min_cases: int) -> go.Figure:
-    """Estimates with 95% CIs per group of one metadata field, with each model's Kruskal-Wallis result."""
+def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: dict[str, Any]) -> go.Figure:
+    """Estimates with CIs (at the analysis' nominal confidence) per group of one metadata field, with each model's
+    Kruskal-Wallis result; ``settings``: the analysis' (the CI, the minimum group size)."""
     block = cell["subgroups"][field]
     groups = list(block["groups"])
     names = display_order(cell)
@@ -266,7 +269,8 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, min_cases: in
         legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top", "font": {"size": 11}},
     )
     missing = f"; {block['n_missing_value']} cases without a value are left out" if block.get("n_missing_value") else ""
-    title = f"Subgroups by {html.escape(field)}: mean with 95% CI<br><sup>groups under {min_cases} cases are not tested{missing}</sup>"
+    title = (f"Subgroups by {html.escape(field)}: mean with {ci_words(settings)}<br><sup>groups under "
+             f"{settings['subgroup_min_cases']} cases are not tested{missing}</sup>")
     return _finish(fig, title, "")
 
 

@@ -46,7 +46,7 @@ def _unit(results: dict[str, Any], unit: str, analysis: dict[str, Any] | None) -
     boards = "".join(
         f'<h4 id="{_anchor(unit, structure, metric)}">{html.escape(structure)} {html.escape(metric)}</h4>'
         f"<p>{html.escape(METRIC_WORDS.get(metric, metric))}.</p>"
-        + tables.leaderboard(cell, results["models"], metric, audit_of(view, structure, metric), structure)
+        + tables.leaderboard(cell, results["models"], metric, audit_of(view, structure, metric), structure, analysis["settings"])
         for structure, block in sorted(analysis["structures"].items()) for metric, cell in block["metrics"].items()
     )
     return answers + disclosure(f"Every {UNIT_WORDS[unit]} leaderboard, model by model", boards)
@@ -106,7 +106,7 @@ def lesion_section(results: dict[str, Any]) -> str:
         f"<p>Each structure's connected components are its lesions, matched between reference and prediction under the "
         f"<code>{html.escape(block['profile'])}</code> lesion profile (docs/scoring.md, lesion-wise scoring). "
         "<strong>By case</strong>: each case's lesion-wise scores, over the cases whose reference has a lesion the profile "
-        f"counts, with case bootstrap CIs and verdicts as every leaderboard.{missing}</p>"
+        f"counts, with CIs over cases and verdicts as every leaderboard.{missing}</p>"
         + _unit(results, "case", block["case"])
         + disclosure("Matched lesions (SQ): the quality of the lesions each model found, over the cases where every model found one",
                    "<p>The mean quality of the lesions a model matched is defined only where it matched one: over the cases where "

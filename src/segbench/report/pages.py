@@ -22,6 +22,7 @@ from .assets import CSS, JS
 from .common import (
     against_source,
     audit_of,
+    ci_words,
     disclosure,
     display_order,
     estimate,
@@ -149,7 +150,7 @@ def index_page(all_results: list[Results], calibration: bool = False, interactiv
                       "until that has run, the link leads nowhere).</li>")
     body = (
         "<h1>segbench leaderboards</h1>"
-        "<p>Every score with a bootstrap confidence interval, ranking stability, and which pairs of models are "
+        "<p>Every score with a confidence interval, ranking stability, and which pairs of models are "
         "separable at all. See the <a href=\"methodology.html\">methodology</a> for the exact protocol.</p>"
         f"<h2>Leaderboards</h2><ul>{''.join(items)}</ul>"
         + (f"<h2>Also</h2><ul>{''.join(others)}</ul>" if others else "")
@@ -222,16 +223,16 @@ def _interaction_curves(results: Results) -> str:
     """An interactive dataset's DSC and NSD per step (box, then each click) with CIs, per structure (docs/interactive.md)."""
     if not results["dataset"].get("interactive"):
         return ""
-    structures = results["analysis"]["structures"]
+    structures, settings = results["analysis"]["structures"], results["analysis"]["settings"]
     steps = sum(1 for m in results["metrics"] if m.startswith("DSC_") and m.removeprefix("DSC_").isdigit())
     order = sorted(structures, key=lambda s: (s != "mean_over_classes", s))  # the challenge's own number first
     parts = ["<h2>Interaction curves</h2><p>DSC and NSD (2 mm) after the box prompt and after each of the "
-             f"{steps - 1} simulated clicks, mean over cases with its 95% bootstrap CI. <code>mean_over_classes</code> is "
+             f"{steps - 1} simulated clicks, mean over cases with its {html.escape(ci_words(settings))}. <code>mean_over_classes</code> is "
              "the challenge's per-case number (the mean over the case's classes); each organ follows. DSC_AUC and NSD_AUC "
              "are the areas under the click steps' curve (the box step is not in them); TotalRunningTime is lower-is-better.</p>"]
     for structure in order:
         parts.append(f"<h3>{html.escape(structure)}</h3>")
-        parts.append(_plots([figures.step_curves(structures[structure], results["models"], name, steps) for name in ("DSC", "NSD")],
+        parts.append(_plots([figures.step_curves(structures[structure], results["models"], name, steps, settings) for name in ("DSC", "NSD")],
                             f"steps-{slug(structure)}"))
     return "".join(parts)
 
@@ -399,8 +400,8 @@ def _structure_body(results: Results, structure: str, anchor: Callable[[str], st
         key = f"{base}-{slug(metric)}"
         parts.append(f'<h2 id="{anchor(metric)}">{html.escape(metric)}</h2>')
         parts.append(_headline(cell, metric))
-        parts.append(tables.leaderboard(cell, models, metric, audit_of(results, structure, metric), structure))
-        plots = [figures.forest(cell, models, metric)] + ([figures.blob(cell, models)] if cell.get("ranking") else [])
+        parts.append(tables.leaderboard(cell, models, metric, audit_of(results, structure, metric), structure, settings))
+        plots = [figures.forest(cell, models, metric, settings)] + ([figures.blob(cell, models)] if cell.get("ranking") else [])
         parts.append(disclosure("Plots: means with CIs, rank frequencies", _plots(plots, f"{key}-a")))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:
             alignment = settings.get("case_alignment", "shared")
@@ -420,7 +421,7 @@ def _structure_body(results: Results, structure: str, anchor: Callable[[str], st
         parts.append(disclosure("Per-case scores", _plots([figures.per_case(cell, models, metric, block["case_ids"])], f"{key}-cases")))
         fields = list(cell.get("subgroups") or {})
         if fields:
-            subs = [figures.subgroups(cell, models, metric, f, settings["subgroup_min_cases"]) for f in fields]
+            subs = [figures.subgroups(cell, models, metric, f, settings) for f in fields]
             parts.append(disclosure(f"Subgroups: {html.escape(', '.join(fields))}", _plots(subs, f"{key}-sub")))
     if any(cell.get("loo") for cell in block["metrics"].values()):
         parts.append(f'<h2 id="{anchor("leave-one-out")}">Leave-one-case-out</h2>')
@@ -525,6 +526,11 @@ PAIRWISE = {
 }
 CI_METHODS = {"percentile": "percentile bootstrap", "bca": "bias-corrected and accelerated (BCa) bootstrap",
               "skew_t": "Hall's skewness-corrected t (jackknife SE and skewness)"}
+#: the CI level rule (stats.ci_level) in the protocol's estimates item, after the CI method
+CI_LEVEL_WORDS = {"audited": ", computed for each leaderboard cell at the level at which the calibration audit found it to cover "
+                        "{confidence}% on a population like the cell's (never below {confidence}%; the CI's tooltip names it), "
+                        "and at {confidence}% where no population was calibrated",
+             "nominal": ""}
 SEPARABLE = {
     "sign_flip": "A pair is separable when the sign-flip permutation test of its mean difference ({n_resamples} random "
                  "flips of the per-case differences' signs; beyond the last flip, Pinelis's tail bound), Holm-adjusted at α = {alpha} "
@@ -556,7 +562,7 @@ def _protocol(results: Results) -> str:
         hd95=f"HD95 definition: <code>{html.escape(definition)}</code>{html.escape(explained)}." if "hd95" in results["metrics"] else "",
         tolerances=tolerances,
         confidence=f"{s['confidence'] * 100:g}",
-        ci_method=html.escape(CI_METHODS[s["ci_method"]]),
+        ci_method=html.escape(CI_METHODS[s["ci_method"]] + CI_LEVEL_WORDS[s.get("ci_level", "nominal")].format(confidence=f"{s['confidence'] * 100:g}")),
         n_resamples=f"{s['n_resamples']:,}",
         seed=s["seed"],
         pairwise=html.escape(PAIRWISE[s["multiple_comparison"]].format(alpha=alpha)),

@@ -14,6 +14,7 @@ from .common import (
     against_source,
     audit_of,
     ci_favoured,
+    ci_head,
     coverage_note,
     diff_text,
     digits,
@@ -111,12 +112,13 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
                'separable from it (test of the mean difference and Wilcoxon-Holm) on the ranking by mean '
                '(<a href="methodology.html#verdicts">verdicts</a>). '
                + AUDIT_LEGEND + marks_caption(said))
-    return table(["structure", "metric", "#1", "mean [95% CI]", "#1 versus #2", "co-winners"], rows, caption, "answers")
+    return table(["structure", "metric", "#1", ci_head(results["analysis"]["settings"]), "#1 versus #2", "co-winners"], rows, caption, "answers")
 
 
-def leaderboard(cell: Cell, models: Models, metric: str, audit: dict[str, Any], structure: str) -> str:
+def leaderboard(cell: Cell, models: Models, metric: str, audit: dict[str, Any], structure: str, settings: dict[str, Any]) -> str:
     """Models in rank order: mean [95% CI] with its audited coverage, median, P(rank 1), rank interval, verdict versus the
-    next one (the audited type-I error of "separable" once, in the caption). ``audit``: the cell's ``common.audit_of``."""
+    next one (the audited type-I error of "separable" once, in the caption). ``audit``: the cell's ``common.audit_of``;
+    ``settings``: the analysis' (the CI's confidence)."""
     n = digits(cell)
     coverage = coverage_note(audit, structure)
     ranking = cell.get("ranking") or {}
@@ -151,7 +153,7 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: dict[str, Any], 
             ]
         )
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
-    headers = ["rank", "model", "mean [95% CI]", "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
+    headers = ["rank", "model", ci_head(settings), "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
     verdicts = f"; verdicts:{type1_note(audit, structure)}" if cell.get("ranking") and len(cell["ranking"]["order"]) > 1 else ""
     return table(headers, rows, f"{html.escape(metric)} ({direction}){verdicts}" + marks_caption(said), "leaderboard")
 

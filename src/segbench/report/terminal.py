@@ -16,7 +16,7 @@ from rich.table import Table
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.verdicts import CODE_WORDS
 
-from .common import audit_of, audit_words, display_order, estimate, fmt, fmt_rank, markers, next_verdict
+from .common import audit_of, audit_words, ci_head, display_order, estimate, fmt, fmt_rank, markers, next_verdict
 
 Results = dict[str, Any]
 _STYLE = {"separable": "green", "borderline": "yellow", "not_separable": "default", "aggregation_disagrees": "magenta"}
@@ -41,7 +41,7 @@ def overview(results: Results) -> Table:
     table = Table(title=f"{d.get('title') or d['name']}: {_kinds_line(results)}", box=box.SIMPLE_HEAD, title_justify="left",
                   caption="co-winners: #1 by mean and every model it is not separable from (docs/methodology.md#57-verdicts)",
                   caption_justify="left")
-    for header in ("structure", "metric", "n", "#1", "mean [95% CI]", "P(rank 1)", "#1 versus #2", "co-winners"):
+    for header in ("structure", "metric", "n", "#1", ci_head(results["analysis"]["settings"]), "P(rank 1)", "#1 versus #2", "co-winners"):
         table.add_column(header, overflow="fold")
     for structure, block in sorted(results["analysis"]["structures"].items()):
         for metric, cell in block["metrics"].items():
@@ -70,7 +70,7 @@ def leaderboard(results: Results, structure: str, metric: str) -> Table:
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     table = Table(title=f"{structure} {metric} ({direction}; {block['n_cases']} cases): {_kinds_line(results)}",
                   box=box.SIMPLE_HEAD, title_justify="left")
-    for header in ("rank", "model", "mean [95% CI]", "P(rank 1)", "rank interval", "versus next model"):
+    for header in ("rank", "model", ci_head(results["analysis"]["settings"]), "P(rank 1)", "rank interval", "versus next model"):
         table.add_column(header, overflow="fold")
     ranking = cell.get("ranking") or {}
     for name in display_order(cell):
