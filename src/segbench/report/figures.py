@@ -120,7 +120,7 @@ def step_curves(block: dict[str, Any], models: Models, name: str, steps: int, se
         ))
     fig.update_yaxes(title=f"{name} (mean over cases)", range=[0, 1.02])
     fig.update_layout(height=380)
-    return _finish(fig, f"{name} after the box and each click, mean with {ci_words(settings)} (n = {block['n_cases']} cases)", "interaction")
+    return _finish(fig, f"{name} after the box and each click, mean with {ci_words(settings)}, n = {block['n_cases']} cases", "interaction")
 
 
 def _gap(a: float | None, b: float | None) -> float:
