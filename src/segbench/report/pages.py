@@ -527,10 +527,12 @@ PAIRWISE = {
 CI_METHODS = {"percentile": "percentile bootstrap", "bca": "bias-corrected and accelerated (BCa) bootstrap",
               "skew_t": "Hall's skewness-corrected t (jackknife SE and skewness)"}
 #: the CI level rule (stats.ci_level) in the protocol's estimates item, after the CI method
-CI_LEVEL_WORDS = {"audited": ", computed for each leaderboard cell at the level at which the calibration audit found it to cover "
-                        "{confidence}% on a population like the cell's (never below {confidence}%; the CI's tooltip names it), "
-                        "and at {confidence}% where no population was calibrated",
-             "nominal": ""}
+CI_LEVEL_WORDS = {
+    "audited": ", computed for each leaderboard cell at the level at which the calibration audit found it to cover {confidence}% "
+               "on a population like the cell's (never below {confidence}%; the CI's tooltip names it), and at {confidence}% "
+               "where no population was calibrated",
+    "nominal": "",
+}
 SEPARABLE = {
     "sign_flip": "A pair is separable when the sign-flip permutation test of its mean difference ({n_resamples} random "
                  "flips of the per-case differences' signs; beyond the last flip, Pinelis's tail bound), Holm-adjusted at α = {alpha} "
