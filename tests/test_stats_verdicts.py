@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from segbench.stats import StatsSettings, analyze
-from segbench.stats.verdicts import format_estimate
+from segbench.stats.verdicts import format_estimate, format_level
 
 
 def _cell(values: dict[str, np.ndarray], metric: str = "dice", higher: bool = True) -> dict:
@@ -86,3 +86,8 @@ def test_distances_carry_their_unit_and_lower_is_better() -> None:
 ])
 def test_format_estimate(value: float | None, low: float | None, high: float | None, metric: str, higher: bool, text: str) -> None:
     assert format_estimate(value, low, high, metric, higher) == text
+
+
+def test_level_labels_never_round_to_100_percent():
+    assert [format_level(x) for x in (0.95, 0.9705, 0.975, 0.9953, 0.99996, 0.99995, 0.9999999, 1.0)] == [
+        "95%", "97.05%", "97.5%", "99.53%", "99.996%", "99.995%", "99.99999%", "100%"]

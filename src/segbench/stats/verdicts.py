@@ -90,6 +90,17 @@ def format_estimate(value: float | None, low: float | None, high: float | None, 
     return f"{_fmt(value, n)} [{_fmt(low, n)}, {_fmt(high, n)}]{suffix}"
 
 
+def format_level(level: float) -> str:
+    """A coverage level as a percentage, exact to two decimals with the fewest digits ('95%', '97.05%', '99.53%'), and
+    with more where those would round a level below 1 up to 100 ('99.996%'): no label reads '100%' unless it is."""
+    percent = level * 100.0
+    shown = round(percent, 2)
+    n_digits = next(n for n in range(3) if float(f"{percent:.{n}f}") == shown)
+    while level < 1.0 and float(f"{percent:.{n_digits}f}") >= 100.0 and n_digits < _MAX_DIGITS:
+        n_digits += 1
+    return f"{percent:.{n_digits}f}%"
+
+
 def format_p(p: float | None) -> str:
     """'p_adj = 0.325' or 'p_adj < 0.001' (Holm-adjusted; the caller states the direction)."""
     if p is None:
