@@ -1,4 +1,5 @@
-"""Typos fail fast and cheaply: one line naming the bad value and the valid ones, in seconds, before any stage runs;
+"""Typos fail fast and cheaply: one line naming the bad value and the valid ones, before any stage runs (each run's
+wall and CPU seconds are recorded as the test's `seconds` property and printed, never asserted: the goal is < 10 s);
 and a user's own score files kept outside data/ leave data.dvc untouched.
 
 Real commands throughout: the `segbench` script, `dvc exp run` on a throwaway DVC project (DVC composes conf/
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,14 +22,11 @@ import yaml
 
 from tests_support import command_env, commit_all, new_project, run_command
 
-#: the budget of a typo's failure: composition plus validation, never a stage. Counted in CPU seconds of the command
-#: and its children, which a loaded machine does not stretch (its wall time is in the failure message)
-BUDGET_S = 10.0
 MODELS = "ctfm_wholebody, litemedsam"  # the start of conf/model/'s sorted listing
 
 
-def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, str, float]:
-    """The command's result, its wall time (text) and CPU seconds (its own and its children's)."""
+def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, str]:
+    """The command's result, and its wall and CPU seconds (its own and its children's) as text."""
     def cpu() -> float:
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         return usage.ru_utime + usage.ru_stime
@@ -35,7 +34,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple
     start, start_cpu = time.monotonic(), cpu()
     result = subprocess.run(args, cwd=cwd, env=env or command_env(), capture_output=True, text=True, check=False)
     seconds = cpu() - start_cpu
-    return result, f"{' '.join(args)}: {time.monotonic() - start:.1f} s wall, {seconds:.1f} s CPU", seconds
+    return result, f"{' '.join(args)}: {time.monotonic() - start:.1f} s wall, {seconds:.1f} s CPU"
 
 
 @pytest.mark.parametrize(("args", "expected"), [
@@ -50,32 +49,35 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple
     (["params", "stats.confidence=1.5"], "stats.confidence must be a number in (0, 1), got 1.5"),
     (["params", "stats.n_resamples=0"], "stats.n_resamples must be an integer >= 1, got 0"),
     (["params", "stats.ci_methd=bca"], "unknown key 'stats.ci_methd'; stats has: alpha, case_alignment, ci_level, ci_method, confidence"),
+    (["params", "dataset.kits23.cases=[case_00000,case_99999]"],
+     "configured cases have no reference file in " + "{root}/data/kits23/labels: ['case_99999']; it has 489 cases, case_00000 to case_00588"),
     (["params", "scoring.profile=segaug"], "scoring.profile 'segaug' is not a metric-definition profile; known: ['deepmind'"),
 ])
-def test_typo_is_one_line_listing_the_valid_values(root: Path, args: list[str], expected: str) -> None:
+def test_typo_is_one_line_listing_the_valid_values(root: Path, args: list[str], expected: str, record_property: Callable) -> None:
     before = (root / "params.yaml").read_bytes()
-    result, timing, seconds = _run(["segbench", *args], root)
+    result, timing = _run(["segbench", *args], root)
     assert result.returncode == 1, result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
-    assert expected in result.stderr and result.stderr.startswith(f"segbench {args[0]}: error: "), result.stderr
-    assert seconds < BUDGET_S, timing
+    assert expected.format(root=root) in result.stderr and result.stderr.startswith(f"segbench {args[0]}: error: "), result.stderr
+    record_property("seconds", timing)
+    print(timing)
     assert (root / "params.yaml").read_bytes() == before
 
 
 def test_traceback_on_request(root: Path) -> None:
-    result, _, _ = _run(["segbench", "data", "fetch", "nope"], root, env={**command_env(), "SEGBENCH_DEBUG": "1"})
+    result, _ = _run(["segbench", "data", "fetch", "nope"], root, env={**command_env(), "SEGBENCH_DEBUG": "1"})
     assert result.returncode == 1 and "Traceback" in result.stderr and "MissingConfigException" in result.stderr
 
 
 def test_params_previews_a_composition_and_writes_only_when_asked(root: Path, tmp_path: Path) -> None:
     before = (root / "params.yaml").read_bytes()
-    result, _, _ = _run(["segbench", "params", "model=[sim_erode_1mm]", "stats.ci_method=bca"], root)
+    result, _ = _run(["segbench", "params", "model=[sim_erode_1mm]", "stats.ci_method=bca"], root)
     assert result.returncode == 0, result.stderr
     shown = yaml.safe_load(result.stdout)
     assert list(shown["model"]) == ["sim_erode_1mm"] and shown["stats"]["ci_method"] == "bca" and shown["validated"] is True
     assert (root / "params.yaml").read_bytes() == before
     assert _run(["segbench", "params", "--check"], root)[0].returncode == 0
-    check, _, _ = _run(["segbench", "params", "--check", "stats.ci_method=bca"], root)
+    check, _ = _run(["segbench", "params", "--check", "stats.ci_method=bca"], root)
     differs = "segbench params: error: params.yaml differs from the composition of conf/ (run `segbench params --write`)\n"
     assert check.returncode == 1 and check.stderr == differs
     target = tmp_path / "params.yaml"
@@ -87,7 +89,8 @@ def test_params_previews_a_composition_and_writes_only_when_asked(root: Path, tm
 def dvc_project(root: Path, tmp_path: Path) -> Path:
     """The real pipeline (dvc.yaml, conf/, hydra_plugins/, params.yaml) in a new git + DVC project with Hydra on.
 
-    No data: a typo must stop `dvc exp run` at composition, before DVC looks at any stage.
+    Of the data only the KiTS23 label maps (a link to the bundle's), which configured case ids are checked against: a
+    typo must stop `dvc exp run` at composition, before DVC looks at any stage.
     """
     proj = tmp_path / "proj"
     proj.mkdir()
@@ -95,6 +98,9 @@ def dvc_project(root: Path, tmp_path: Path) -> Path:
         shutil.copy(root / name, proj / name)
     for name in ("conf", "hydra_plugins"):
         shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
+    labels = proj / "data" / "kits23" / "labels"  # under data/, which .gitignore leaves to DVC
+    labels.parent.mkdir(parents=True)
+    labels.symlink_to(root / "data" / "kits23" / "labels")
     run_command(["git", "init", "-q"], proj)
     run_command(["dvc", "init", "-q"], proj)
     run_command(["dvc", "config", "hydra.enabled", "true"], proj)
@@ -106,16 +112,27 @@ def dvc_project(root: Path, tmp_path: Path) -> Path:
     ("stats.ci_method=bcaa", "stats.ci_method must be one of ('percentile', 'bca', 'skew_t'), got 'bcaa'"),
     ("stats.alpha=5", "stats.alpha must be a number in (0, 1), got 5"),
     ("dataset=[amos22]", "model 'sim_dilate_1mm' labels ['cyst', 'kidney', 'tumor'] that dataset 'amos22' does not have"),
-    # Hydra's own message for a list override: it names the missing config (`segbench params` lists the valid ones)
-    ("model=[no_such_model]", "Could not load 'model/no_such_model'"),
+    # a config missing from a group: hydra_plugins/' last config source lists the group's (Hydra's message names none)
+    ("model=[sim_dilate_1m]", f"unknown model 'sim_dilate_1m'; {{proj}}/conf/model/ has: {MODELS}"),
+    ("model=sim_dilate_1m", f"unknown model 'sim_dilate_1m'; {{proj}}/conf/model/ has: {MODELS}"),
+    ("dataset=[kits23,nope]", "unknown dataset 'nope'; {proj}/conf/dataset/ has: amos22, btcv, kits23"),
+    ("dataset.kits23.cases=[case_00000,case_99999]",
+     "configured cases have no reference file in {proj}/data/kits23/labels: ['case_99999']; it has 489 cases, case_00000 to case_00588"),
+    # a new key added as Hydra's message advises: the validation lists the settings there are
+    # Hydra refuses a new key before any plugin or resolver sees the composition, naming the key and advising "+" (the
+    # README's exception: `segbench params` lists the settings, test_typo_is_one_line_listing_the_valid_values)
+    ("stats.ci_methd=bca", "Could not override 'stats.ci_methd'"),
+    ("+stats.ci_methd=bca", "unknown stats setting(s) ['ci_methd']; settings are alpha, case_alignment, ci_level, ci_method, confidence"),
 ])
-def test_dvc_exp_run_typo_fails_at_composition(dvc_project: Path, override: str, expected: str) -> None:
+def test_dvc_exp_run_typo_fails_at_composition(dvc_project: Path, override: str, expected: str, record_property: Callable) -> None:
     before = (dvc_project / "params.yaml").read_bytes()
-    result, timing, seconds = _run(["dvc", "exp", "run", "-S", override], dvc_project)
+    result, timing = _run(["dvc", "exp", "run", "-S", override], dvc_project)
     assert result.returncode != 0
     first = next(line for line in (result.stdout + result.stderr).splitlines() if line.startswith("ERROR"))
-    assert expected in first, result.stderr
-    assert seconds < BUDGET_S, timing
+    assert expected.format(proj=dvc_project) in first, result.stderr
+    assert "Config search path" not in result.stderr
+    record_property("seconds", timing)
+    print(timing)
     assert "Running stage" not in result.stdout + result.stderr
     assert (dvc_project / "params.yaml").read_bytes() == before and not (dvc_project / "dvc.lock").exists()
 

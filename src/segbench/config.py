@@ -819,8 +819,16 @@ def register_validation() -> None:
 
 
 def _validate_composition(*, _root_: Any) -> bool:
-    """The resolver: every other key of the composition through ``parse_params``; ConfigError names what is wrong."""
-    parse_params(_resolved(_root_), Path.cwd())
+    """The resolver: every other key of the composition through ``parse_params``, and the configured case ids of each
+    dataset whose label maps are on disk (a wrong id fails here, not first in the predict stage); ConfigError names
+    what is wrong."""
+    from segbench.datasets import case_ids
+
+    params = parse_params(_resolved(_root_), Path.cwd())
+    population = params.calibration.population if params.calibration else None
+    for dataset in [*params.datasets.values(), *([population] if population else [])]:
+        if dataset.cases is not None and dataset.reference_dir.is_dir():  # before `dvc pull` there is nothing to check against
+            case_ids(dataset)
     return True
 
 
@@ -859,13 +867,19 @@ def _compose(conf_dir: Path, overrides: list[str]) -> Any:
         with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base=None):
             return compose(config_name="config", overrides=overrides)
     except MissingConfigException as exc:
-        group, _, name = str(exc.missing_cfg_file).rpartition("/")
-        if not group or not (conf_dir / group).is_dir():
-            raise ConfigError(_one_line(exc)) from exc
-        known = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
-        raise ConfigError(f"unknown {group} {name!r}; {conf_dir / group}/ has: {', '.join(known)}") from exc
+        raise ConfigError(unknown_config(conf_dir, str(exc.missing_cfg_file)) or _one_line(exc)) from exc
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_unknown_key(conf_dir, overrides, str(exc)) or _one_line(exc)) from exc
+
+
+def unknown_config(conf_dir: Path, config_path: str) -> str | None:
+    """For a config Hydra cannot find (``model/sim_dilate_1m``): the message naming the group's configs, or None when
+    ``config_path`` is no group's (``hydra_plugins/`` raises it from inside DVC's composition too)."""
+    group, _, name = config_path.rpartition("/")
+    if not group or not (conf_dir / group).is_dir():
+        return None
+    known = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+    return f"unknown {group} {name!r}; {conf_dir / group}/ has: {', '.join(known)}"
 
 
 def _unknown_key(conf_dir: Path, overrides: list[str], message: str) -> str | None:

@@ -6,6 +6,7 @@ in the pipeline. Every metadata value becomes a ``meta.<field>`` column on each 
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -57,8 +58,17 @@ def case_ids(dataset: DatasetConfig) -> CaseList:
         raise ConfigError(f"dataset {dataset.name!r}: duplicate case ids in params: {duplicates}")
     missing = sorted(set(dataset.cases) - set(found))
     if missing:
-        raise ConfigError(f"dataset {dataset.name!r}: configured cases have no reference file in {dataset.reference_dir}: {missing}")
+        raise ConfigError(f"dataset {dataset.name!r}: configured cases have no reference file in {dataset.reference_dir}: {missing}; "
+                          f"{_valid_ids(found, missing)}")
     return sorted(dataset.cases)
+
+
+def _valid_ids(found: CaseList, missing: CaseList) -> str:
+    """The valid case ids in a few words: how many, the first and last, and the ones closest to the first unknown id."""
+    if not found:
+        return "the folder has no reference files"
+    closest = difflib.get_close_matches(missing[0], found, n=3, cutoff=0.0)
+    return f"it has {len(found)} cases, {found[0]} to {found[-1]} (closest to {missing[0]!r}: {', '.join(closest)})"
 
 
 def _kits23_json(path: Path) -> pd.DataFrame:
