@@ -16,6 +16,7 @@ import yaml
 
 from segbench.cli import main
 from segbench.config import ConfigError, compose_params, parse_params
+from segbench.published import MAX_FAULTS
 from tests_support import in_directory
 
 # challengeR's long table (R's write.csv style: quoted header, NA for a missing value). liver: A3 failed on c3 (NA);
@@ -214,11 +215,35 @@ def test_failed_case_without_na_value_is_refused(project: Path, capsys: pytest.C
     params = yaml.safe_load((project / "params.yaml").read_text())
     del params["published"]["challenger_demo"]["options"]["na_value"]
     (project / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
-    err = _import_error(project, "challenger_demo", capsys)
-    assert "challenger.csv: row 14, column 'value': 'NA' (model 'A3', case 'c3', structure 'liver') is a failed case" in err
-    assert "na_value.dice" in err
+    err = _import_error(project, "challenger_demo", capsys)  # both failed cases in one run
+    assert "challenger.csv: 2 faults:\n  row 14, column 'value': 'NA' (model 'A3', case 'c3', structure 'liver') is a failed case" in err
+    assert "\n  no row (model 'A3', case 'c5', structure 'spleen') is a failed case" in err and "na_value.dice" in err
     (project / "challenger.csv").write_text(CHALLENGER_CSV.replace("c3,A3,liver,NA", "c3,A3,liver,0.0"), encoding="utf-8")
-    assert "no row (model 'A3', case 'c5', structure 'spleen') is a failed case" in _import_error(project, "challenger_demo", capsys)
+    assert "challenger.csv: no row (model 'A3', case 'c5', structure 'spleen') is a failed case" in _import_error(project, "challenger_demo", capsys)
+
+
+def test_every_fault_of_a_file_in_one_run(project: Path, capsys: pytest.CaptureFixture) -> None:
+    """Three faults of three kinds in one file: one run names all three, in one error; past MAX_FAULTS the rest are
+    counted."""
+    path = project / "challenger.csv"
+    three = (CHALLENGER_CSV.replace("c4,A2,liver,0.90", "c4,A2,liver,0.9o").replace("c2,A1,spleen,0.82", ",A1,spleen,0.82")
+             .replace("c5,A1,spleen,0.85", "c4,A1,spleen,0.85"))
+    path.write_text(three, encoding="utf-8")
+    err = _import_error(project, "challenger_demo", capsys)
+    assert "challenger.csv: 3 faults:" in err, err
+    for fault in ("row 18, column 'case': empty case", "rows 20 and 21 (model 'A1', case 'c4', structure 'spleen'), column 'value': "
+                  "conflicting duplicates '0.90' and '0.85'", "row 10, column 'value': '0.9o' is not a finite number"):
+        assert f"\n  {fault}" in err, err
+    lines = CHALLENGER_CSV.splitlines()
+    path.write_text("\n".join([lines[0], *(line.rsplit(",", 1)[0] + ",x" for line in lines[1:13])]) + "\n", encoding="utf-8")
+    err = _import_error(project, "challenger_demo", capsys)
+    assert "challenger.csv: 12 faults:" in err and err.count("is not a finite number") == MAX_FAULTS and "\n  and 2 more" in err, err
+
+
+def test_na_value_filled_cells_count_as_missing_and_filled(project: Path) -> None:
+    summary = _pipeline(project, "challenger_demo")["dataset"]["import_summary"]
+    assert (summary["cells_missing"], summary["cells_filled"]) == (2, 2)  # A3's NA for c3 liver and its missing c5 spleen row
+    assert "3 models, 5 cases, 2 structures; 2 cells missing (2 of them filled by na_value);" in summary["text"]
 
 
 def test_generic_csv_malformed(project: Path, capsys: pytest.CaptureFixture) -> None:

@@ -130,7 +130,7 @@ def test_every_fault_at_once_imports_with_policies(messy: tuple[Path, dict[str, 
     rows = _read(folder, duplicates="first", one_sided_missing="missing")
     notes = rows.attrs["import"]
     assert notes == {"duplicates_dropped": 2, "duplicates_resolved": 1, "one_sided_missing": {"MONAI_SegVol": [["s0006", "spleen"]]},
-                     "cases_without_metadata": len(WITHOUT_METADATA)}
+                     "na_filled": 0, "cases_without_metadata": len(WITHOUT_METADATA), "metadata": None}
     # the one-sided cell leaves the rows (as a scan the model does not list); everything else is the clean set
     gap = (clean["model"] == "MONAI_SegVol") & (clean["case_id"] == "s0006") & (clean["structure"] == "spleen")
     expected, got = _key(clean[~gap]), _key(rows)
@@ -172,32 +172,42 @@ def test_metadata_key_not_derivable_names_the_case(messy: tuple[Path, dict[str, 
         read_touchstone(folder, metadata=metadata, duplicates="first", one_sided_missing="missing")
 
 
-@pytest.fixture
-def project(root: Path, messy: tuple[Path, dict[str, Any]], tmp_path: Path, tracking_store: str) -> Path:
-    """A working folder whose params.yaml names the messy set by configuration only (B = 200)."""
-    folder, _ = messy
+def _project(root: Path, tmp_path: Path, sets: dict[str, dict[str, Any]]) -> Path:
+    """A working folder whose params.yaml names ``sets`` by configuration only (B = 200)."""
     raw = compose_params(root / "conf", ["published=[]", "stats.n_resamples=200"])
     for spec in raw["dataset"].values():
         for key in ("reference_dir", "metadata_file"):
             if spec.get(key):
                 spec[key] = str(root / spec[key])
-    raw["published"] = {"messy_touchstone": {
-        "title": "Touchstone cut, shuffled, duplicated, blanked, metadata renamed", "format": "touchstone", "path": str(folder),
-        "evaluated_on": "totalsegmentator", "source": "tests/test_published_mess.py", "metrics": {"dice": True, "nsd": True},
-        "subgroups": ["gender"], "cluster_field": "institute",
-        "metadata": {**METADATA, "path": str(folder / METADATA["path"])},
-        "options": {"duplicates": "first", "one_sided_missing": "missing"},
-    }}
+    raw["published"] = sets
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     (tmp_path / "data.dvc").write_text((root / "data.dvc").read_text(), encoding="utf-8")
     return tmp_path
 
 
-def test_messy_set_imports_by_config_and_reports_its_summary(project: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with in_directory(project), caplog.at_level("INFO"):
-        for argv in (["import", "--published", "messy_touchstone"], ["track", "--dataset", "messy_touchstone"],
-                     ["compare", "--dataset", "messy_touchstone"]):
+def _pipeline(project: Path, name: str) -> dict[str, Any]:
+    with in_directory(project):
+        for argv in (["import", "--published", name], ["track", "--dataset", name], ["compare", "--dataset", name]):
             assert main(argv) == 0, argv
+    return json.loads((project / "results" / f"{name}.json").read_text())
+
+
+@pytest.fixture
+def project(root: Path, messy: tuple[Path, dict[str, Any]], tmp_path: Path, tracking_store: str) -> Path:
+    """A working folder whose params.yaml names the messy set by configuration only (B = 200)."""
+    folder, _ = messy
+    return _project(root, tmp_path, {"messy_touchstone": {
+        "title": "Touchstone cut, shuffled, duplicated, blanked, metadata renamed", "format": "touchstone", "path": str(folder),
+        "evaluated_on": "totalsegmentator", "source": "tests/test_published_mess.py", "metrics": {"dice": True, "nsd": True},
+        "subgroups": ["gender"], "cluster_field": "institute",
+        "metadata": {**METADATA, "path": str(folder / METADATA["path"])},
+        "options": {"duplicates": "first", "one_sided_missing": "missing"},
+    }})
+
+
+def test_messy_set_imports_by_config_and_reports_its_summary(project: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO"):
+        _pipeline(project, "messy_touchstone")
     line = ("3 models, 120 cases, 9 structures; 1 cells missing; 2 exact duplicate rows dropped; 1 conflicting duplicate rows "
             "resolved; 1 one-sided cells treated as not reported; 2 cases without metadata; policies duplicates: first, "
             "one_sided_missing: missing")
@@ -211,3 +221,46 @@ def test_messy_set_imports_by_config_and_reports_its_summary(project: Path, capl
     assert set(WITHOUT_METADATA) <= set(liver["case_ids"])
     assert liver["metrics"]["dice"]["subgroups"]["gender"]["n_missing_value"] >= np.sum([c in liver["case_ids"] for c in WITHOUT_METADATA])
     assert line in standalone_dataset_page(results)
+
+
+def test_every_fault_of_a_touchstone_file_in_one_run(tmp_path: Path) -> None:
+    """An empty case id, a conflicting duplicate and a non-numeric cell in one dsc.csv: one error names all three."""
+    folder = _cut(tmp_path / "faulty")
+    path = folder / "MONAI_UNETR" / "dsc.csv"
+    table = _csv(path)
+    table.loc[3, "name"] = ""
+    table.loc[7, "liver"] = "0.9o"
+    table = pd.concat([table, table.iloc[[1]].assign(spleen="0.5")], ignore_index=True)
+    _write(path, table)
+    with pytest.raises(ValueError) as error:
+        read_touchstone(folder)
+    assert str(error.value).startswith(f"{path}: 3 faults:\n"), error.value
+    for fault in ("row 5, column 'name' is empty", f"rows 3 and {len(table) + 1} (name {table.loc[1, 'name']!r}), column 'spleen': "
+                  "conflicting duplicates", f"row 9 (name={table.loc[7, 'name']!r}), column 'liver': '0.9o' is not a finite number"):
+        assert f"\n  {fault}" in str(error.value), error.value
+
+
+def _dap_atlas_shaped(folder: Path) -> Path:
+    """A Touchstone-shaped folder as Touchstone's own DAP Atlas results ship: clinical_metadata.csv, no metaTotalSeg.csv."""
+    (folder / "metaTotalSeg.csv").rename(folder / "clinical_metadata.csv")
+    return folder
+
+
+@pytest.mark.parametrize(("metadata", "note"), [
+    ({}, "no metadata ({folder} has no metaTotalSeg.csv)"),  # config alone: the folder's default is not there
+    ({"metadata": "none"}, "no metadata (metadata: none)"),  # said so, whatever the folder holds
+])
+def test_touchstone_folder_without_its_metadata_file_imports_by_config_alone(root: Path, tmp_path: Path, tracking_store: str,
+                                                                             metadata: dict[str, str], note: str) -> None:
+    folder = _cut(tmp_path / "dap_atlas")
+    if not metadata:
+        _dap_atlas_shaped(folder)
+    project = _project(root, tmp_path, {"dap_atlas": {
+        "format": "touchstone", "path": str(folder), "evaluated_on": "dap_atlas", "source": "tests/test_published_mess.py",
+        "metrics": {"dice": True, "nsd": True}, **metadata}})
+    results = _pipeline(project, "dap_atlas")
+    summary = results["dataset"]["import_summary"]
+    assert summary["metadata"] == note.format(folder=folder) and f"; {summary['metadata']}; " in summary["text"]
+    assert summary["cases_without_metadata"] is None and summary["cells_missing"] == 0
+    assert set(results["models"]) == set(MODELS)
+    assert note.format(folder=folder) in standalone_dataset_page(results)

@@ -152,7 +152,8 @@ class PublishedConfig:
     licence: str
     citation: str
     case_alignment: str | None  # the case alignment of the source's own significance maps, when it states one
-    #: the metadata CSV joined to the cases (``published.join_metadata``'s path, sep, key, case_key), or None
+    #: the metadata CSV joined to the cases (``published.join_metadata``'s path, sep, key, case_key), or None (a
+    #: Touchstone folder's metaTotalSeg.csv when it has one); ``{}`` for ``metadata: none`` (not even that)
     metadata: dict[str, Any] | None = None
     #: the format's options, validated and completed with their defaults (``_published_options``)
     options: dict[str, Any] = field(default_factory=dict)
@@ -440,23 +441,24 @@ def _published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
         licence=str(raw.get("licence", "")),
         citation=str(raw.get("citation", "")),
         case_alignment=_case_alignment(raw.get("case_alignment"), where),
-        metadata=_published_metadata(raw.get("metadata"), fmt, root / _require(raw, "path", where), root, where),
+        metadata=_published_metadata(raw.get("metadata"), root, where),
         options=_published_options(fmt, raw.get("options") or {}, metrics, where),
     )
 
 
-def _published_metadata(value: Any, fmt: str, path: Path, root: Path, where: str) -> dict[str, Any] | None:
-    """A published set's ``metadata: {path, sep, key, case_key}`` checked (docs/published.md); a Touchstone folder's
-    default is its metaTotalSeg.csv."""
+def _published_metadata(value: Any, root: Path, where: str) -> dict[str, Any] | None:
+    """A published set's ``metadata: {path, sep, key, case_key}`` checked (docs/published.md); None without one (the
+    Touchstone reader then joins its folder's metaTotalSeg.csv when the folder has one); ``metadata: none`` is ``{}``:
+    no metadata, whatever the folder holds."""
     import re
 
-    from segbench.published import touchstone_metadata
-
     if value is None:
-        return touchstone_metadata(path) if fmt == "touchstone" else None
+        return None
+    if value == "none":
+        return {}
     at = f"{where}: metadata"
     if not isinstance(value, dict) or not isinstance(value.get("path"), str) or not isinstance(value.get("key"), str):
-        raise ConfigError(f"{at}: expected {{path, key, sep (default ','), case_key (optional)}}, got {value!r}")
+        raise ConfigError(f"{at}: expected none or {{path, key, sep (default ','), case_key (optional)}}, got {value!r}")
     if unknown := sorted(set(value) - {"path", "sep", "key", "case_key"}):
         raise ConfigError(f"{at}: unknown key(s) {unknown}; it takes path, sep, key and case_key")
     case_key = value.get("case_key")

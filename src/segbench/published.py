@@ -52,12 +52,14 @@ def age_band(ages: pd.Series) -> pd.Series:
 def read_touchstone(folder: Path, files: dict[str, str] | None = None, duplicates: str = "error",
                     one_sided_missing: str = "error", metadata: dict[str, Any] | None = None) -> pd.DataFrame:
     """Touchstone-shaped published scores: ``folder/<model>/<file>`` per metric (``files``, default
-    ``TOUCHSTONE_FILES``: dsc.csv and nsd.csv) plus a metadata CSV (default ``folder/metaTotalSeg.csv``).
+    ``TOUCHSTONE_FILES``: dsc.csv and nsd.csv) plus a metadata CSV (default ``folder/metaTotalSeg.csv`` when the
+    folder has one: Touchstone's own DAP Atlas results ship ``clinical_metadata.csv`` instead, and import without).
 
     Model = subfolder name, structure = organ column, cases matched by the ``name`` column, never by row position.
     An empty cell means the organ is absent in that scan: ``reference_present`` False, metrics NaN. ``duplicates``
     and ``one_sided_missing`` are the policies of ``DUPLICATE_POLICIES`` and ``ONE_SIDED_POLICIES`` (docs/published.md);
-    ``metadata``: ``join_metadata``'s arguments. ``rows.attrs["import"]`` counts what the policies did.
+    ``metadata``: ``join_metadata``'s arguments (None: the folder's default; empty: no metadata, the set's
+    ``metadata: none``). ``rows.attrs["import"]`` counts what the policies did and says when there is no metadata.
     """
     folder = Path(folder)
     model_dirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -70,7 +72,14 @@ def read_touchstone(folder: Path, files: dict[str, str] | None = None, duplicate
         if own != organs[0]:  # a model without an organ column would silently leave that leaderboard
             missing, extra = sorted(organs[0] - own), sorted(own - organs[0])
             raise ValueError(f"{model_dir}: organ columns differ from {model_dirs[0].name}'s: missing {missing}, extra {extra}")
-    rows = join_metadata(pd.concat(frames, ignore_index=True), **(metadata or touchstone_metadata(folder)), notes=notes)
+    rows = pd.concat(frames, ignore_index=True)
+    if metadata is None and not (folder / TOUCHSTONE_META).is_file():
+        notes["metadata"] = f"no metadata ({folder} has no {TOUCHSTONE_META})"
+        log.warning("%s: no %s: imported without metadata (no subgroups, no clusters)", folder, TOUCHSTONE_META)
+    elif metadata == {}:
+        notes["metadata"] = "no metadata (metadata: none)"
+    else:
+        rows = join_metadata(rows, **(metadata or touchstone_metadata(folder)), notes=notes)
     rows.attrs = {"import": notes}
     return rows
 
@@ -82,20 +91,23 @@ def touchstone_metadata(folder: Path) -> dict[str, Any]:
 
 def import_notes() -> dict[str, Any]:
     """What an import's policies did, filled by the readers and ``join_metadata``: the counts of ``import_summary``."""
-    return {"duplicates_dropped": 0, "duplicates_resolved": 0, "one_sided_missing": {}, "cases_without_metadata": None}
+    return {"duplicates_dropped": 0, "duplicates_resolved": 0, "one_sided_missing": {}, "na_filled": 0, "cases_without_metadata": None,
+            "metadata": None}
 
 
 def import_summary(rows: pd.DataFrame, notes: dict[str, Any], policies: dict[str, str]) -> dict[str, Any]:
     """The import summary printed by the import stage and kept in the results file (docs/published.md): models, cases,
     structures, cells missing from the model x (case, structure) grid, what the policies dropped or resolved, and
-    ``text``, all of it as the one line the log and the site's dataset page print."""
+    ``text``, all of it as the one line the log and the site's dataset page print. A cell ``na_value`` filled is
+    missing (no value in the file) and filled: counted in ``cells_missing`` and in ``cells_filled``."""
     grid = rows["model"].nunique() * len(rows[["case_id", "structure"]].drop_duplicates())
     summary = {
         "models": int(rows["model"].nunique()), "cases": int(rows["case_id"].nunique()), "structures": int(rows["structure"].nunique()),
-        "cells": len(rows), "cells_absent": int((~rows["reference_present"]).sum()), "cells_missing": int(grid - len(rows)),
+        "cells": len(rows), "cells_absent": int((~rows["reference_present"]).sum()),
+        "cells_missing": int(grid - len(rows)) + notes["na_filled"], "cells_filled": notes["na_filled"],
         "duplicates_dropped": notes["duplicates_dropped"], "duplicates_resolved": notes["duplicates_resolved"],
         "one_sided_missing": {m: cells for m, cells in sorted(notes["one_sided_missing"].items())},
-        "cases_without_metadata": notes["cases_without_metadata"], "policies": dict(sorted(policies.items())),
+        "cases_without_metadata": notes["cases_without_metadata"], "metadata": notes["metadata"], "policies": dict(sorted(policies.items())),
     }
     return {**summary, "text": summary_line(summary)}
 
@@ -103,14 +115,17 @@ def import_summary(rows: pd.DataFrame, notes: dict[str, Any], policies: dict[str
 def summary_line(summary: dict[str, Any]) -> str:
     """The import summary as one line of text, for the log and the site's dataset page."""
     one_sided = sum(len(cells) for cells in summary["one_sided_missing"].values())
+    filled = f" ({summary['cells_filled']} of them filled by na_value)" if summary["cells_filled"] else ""
     parts = [f"{summary['models']} models, {summary['cases']} cases, {summary['structures']} structures",
-             f"{summary['cells_missing']} cells missing", f"{summary['duplicates_dropped']} exact duplicate rows dropped"]
+             f"{summary['cells_missing']} cells missing{filled}", f"{summary['duplicates_dropped']} exact duplicate rows dropped"]
     if summary["duplicates_resolved"]:
         parts.append(f"{summary['duplicates_resolved']} conflicting duplicate rows resolved")
     if one_sided:
         parts.append(f"{one_sided} one-sided cells treated as not reported")
     if summary["cases_without_metadata"] is not None:
         parts.append(f"{summary['cases_without_metadata']} cases without metadata")
+    if summary["metadata"]:
+        parts.append(summary["metadata"])
     if summary["policies"]:
         parts.append("policies " + ", ".join(f"{k}: {v}" for k, v in summary["policies"].items()))
     return "; ".join(parts)
@@ -155,6 +170,18 @@ def _same_cases(files: list[Path], frames: list[pd.DataFrame]) -> None:
 
 #: cells a long CSV may use for "no value" (R writes NA); the set's na_value decides what they mean
 NA_CELLS = ("", "NA", "NaN", "nan", "N/A", "n/a")
+#: the faults of one file one error lists; it counts the rest
+MAX_FAULTS = 10
+
+
+def raise_faults(path: Path, faults: list[str]) -> None:
+    """One ValueError for every fault found in ``path`` (the first ``MAX_FAULTS`` of them, and how many more), so that
+    one run shows everything to fix; nothing when there is none."""
+    if len(faults) == 1:
+        raise ValueError(f"{path}: {faults[0]}")
+    if faults:
+        more = [f"and {len(faults) - MAX_FAULTS} more"] if len(faults) > MAX_FAULTS else []
+        raise ValueError(f"{path}: {len(faults)} faults:\n" + "\n".join(f"  {fault}" for fault in [*faults[:MAX_FAULTS], *more]))
 
 
 def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | None, metric_columns: dict[str, str],
@@ -177,38 +204,44 @@ def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | N
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not a readable CSV ({exc})") from exc
     keys = {role: column for role, column in columns.items() if column is not None}
-    for role, column in [*keys.items(), *metric_columns.items()]:
-        if column not in raw.columns:
-            raise ValueError(f"{path}: row 1 (header): no column {column!r} (the {role} column); columns are {list(raw.columns)}")
+    raise_faults(path, [f"row 1 (header): no column {column!r} (the {role} column); columns are {list(raw.columns)}"
+                        for role, column in [*keys.items(), *metric_columns.items()] if column not in raw.columns])
     table = pd.DataFrame({role: raw[column].str.strip() for role, column in keys.items()})
+    table["row"] = np.arange(len(table)) + 2  # the file's line: the header is row 1
+    empty = np.zeros(len(table), dtype=bool)
+    faults = []
     for role, column in keys.items():
-        if (empty := table[role] == "").any():
-            raise ValueError(f"{path}: row {int(np.flatnonzero(empty)[0]) + 2}, column {column!r}: empty {role}")
+        empty |= (blank := (table[role] == "").to_numpy())
+        faults += [f"row {r + 2}, column {column!r}: empty {role}" for r in np.flatnonzero(blank)]
     if structure is not None:
         table["structure"] = structure
-    table["row"] = np.arange(len(table)) + 2  # the file's line: the header is row 1
     for metric, column in metric_columns.items():
         table[metric] = raw[column].str.strip()
-    table = dedupe(table, ["model", "case", "structure"], metric_columns, duplicates, path, notes)
+    table = dedupe(table[~empty], ["model", "case", "structure"], metric_columns, duplicates, path, notes, faults)
+    unreadable = np.zeros(len(table), dtype=bool)  # a fault already: not a failed case too
     for metric, column in metric_columns.items():
         cells = table[metric]
         values = pd.to_numeric(cells.where(~cells.isin(NA_CELLS)), errors="coerce").to_numpy(dtype=np.float64)
-        bad = ~cells.isin(NA_CELLS).to_numpy() & ~np.isfinite(values)
-        if bad.any():
-            r = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{path}: row {table['row'].iloc[r]}, column {column!r}: {cells.iloc[r]!r} is not a finite number")
+        unreadable |= (bad := ~cells.isin(NA_CELLS).to_numpy() & ~np.isfinite(values))
+        faults += [f"row {table['row'].iloc[r]}, column {column!r}: {cells.iloc[r]!r} is not a finite number" for r in np.flatnonzero(bad)]
         table[metric] = values
+    table["_unreadable"] = unreadable
     grid = table[["structure", "case"]].drop_duplicates().merge(pd.DataFrame({"model": table["model"].unique()}), how="cross")
     table = grid.merge(table, how="left", on=["structure", "case", "model"], indicator=True)
+    unreadable = table["_unreadable"].eq(True).to_numpy()  # a cell of no row is not unreadable
+    filled = np.zeros(len(table), dtype=bool)
     for metric, column in metric_columns.items():
-        failed = table[metric].isna().to_numpy()
-        if failed.any() and metric not in na_value:
-            r = table.iloc[int(np.flatnonzero(failed)[0])]
-            where = f"row {int(r['row'])}, column {column!r}: {raw[column].iloc[int(r['row']) - 2]!r}" if r["_merge"] == "both" else "no row"
-            raise ValueError(f"{path}: {where} (model {r['model']!r}, case {r['case']!r}, structure {r['structure']!r}) is a failed case; "
-                             f"it counts against its model, so give the set's options.na_value.{metric} "
-                             f"(the value a failure scores, e.g. 0 for Dice) or fix the file")
+        failed = table[metric].isna().to_numpy() & ~unreadable
+        if metric not in na_value:
+            for _, r in table[failed].iterrows():
+                where = f"row {int(r['row'])}, column {column!r}: {raw[column].iloc[int(r['row']) - 2]!r}" if r["_merge"] == "both" else "no row"
+                faults.append(f"{where} (model {r['model']!r}, case {r['case']!r}, structure {r['structure']!r}) is a failed case; "
+                              f"it counts against its model, so give the set's options.na_value.{metric} "
+                              f"(the value a failure scores, e.g. 0 for Dice) or fix the file")
+        filled |= failed
         table[metric] = np.where(failed, na_value.get(metric, np.nan), table[metric])
+    raise_faults(path, faults)
+    notes["na_filled"] += int(filled.sum())
     rows = table.rename(columns={"case": "case_id"})[["model", "case_id", "structure"]].assign(reference_present=True)
     rows = pd.concat([rows, table[list(metric_columns)]], axis=1).sort_values(["model", "structure", "case_id"], ignore_index=True)
     rows.attrs = {"import": notes}
@@ -320,19 +353,15 @@ def _read_score_csv(path: Path, duplicates: str, notes: dict[str, Any]) -> tuple
     if len(raw.columns) < 2:
         raise ValueError(f"{path}: no organ columns")
     raw = raw.apply(lambda c: c.str.strip())
-    if (raw["name"] == "").any():
-        raise ValueError(f"{path}: row {int(np.flatnonzero(raw['name'] == '')[0]) + 2}, column 'name' is empty")
     raw.insert(0, "row", np.arange(len(raw)) + 2)  # the file's line: the header is row 1
-    raw = dedupe(raw, ["name"], {c: c for c in raw.columns[2:]}, duplicates, path, notes)
+    faults = [f"row {r + 2}, column 'name' is empty" for r in np.flatnonzero(raw["name"] == "")]
+    raw = dedupe(raw[raw["name"] != ""], ["name"], {c: c for c in raw.columns[2:]}, duplicates, path, notes, faults)
     names, cells = raw["name"], raw.drop(columns=["row", "name"])
     numbers = cells.apply(pd.to_numeric, errors="coerce")
     bad = (cells != "") & ~np.isfinite(numbers.to_numpy(dtype=np.float64, na_value=np.nan))
-    if bad.to_numpy().any():
-        r, c = np.argwhere(bad.to_numpy())[0]
-        raise ValueError(
-            f"{path}: row {raw['row'].iloc[r]} (name={names.iloc[r]!r}), column {cells.columns[c]!r}: "
-            f"{cells.iat[r, c]!r} is not a finite number"
-        )
+    faults += [f"row {raw['row'].iloc[r]} (name={names.iloc[r]!r}), column {cells.columns[c]!r}: {cells.iat[r, c]!r} is not a finite number"
+               for r, c in np.argwhere(bad.to_numpy())]
+    raise_faults(path, faults)
     numbers.index = pd.Index(names, name="case_id")
     return numbers.astype(np.float64), dict(zip(names, raw["row"].tolist()))
 
@@ -343,11 +372,12 @@ DUPLICATE_POLICIES = ("error", "first", "mean")
 ONE_SIDED_POLICIES = ("error", "missing")
 
 
-def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: str, path: Path, notes: dict[str, Any]) -> pd.DataFrame:
+def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: str, path: Path, notes: dict[str, Any],
+           faults: list[str]) -> pd.DataFrame:
     """Rows of ``table`` (text cells, its file line in ``row``) whose ``key`` repeats: exact copies are dropped and counted;
-    conflicting ones raise ValueError naming the file, both rows, the key and the column (``values``: table column ->
-    the file's column), unless ``policy`` is ``first`` (keep the first row) or ``mean`` (average the values; a cell
-    empty in one copy and filled in another stays an error)."""
+    each conflicting group is a fault added to ``faults`` naming both rows, the key and the column (``values``: table
+    column -> the file's column), its first row kept for the file's other checks, unless ``policy`` is ``first`` (keep
+    the first row) or ``mean`` (average the values; a cell empty in one copy and filled in another stays a fault)."""
     if not table.duplicated(key).any():
         return table
     exact = table.duplicated([*key, *values])
@@ -359,22 +389,24 @@ def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: 
         differ = [c for c in values if group[c].nunique() > 1]
         other = int(np.flatnonzero(group[differ[0]] != group[differ[0]].iloc[0])[0])
         v1, v2 = group[differ[0]].iloc[0], group[differ[0]].iloc[other]
-        where = (f"{path}: rows {group['row'].iloc[0]} and {group['row'].iloc[other]} "
+        where = (f"rows {group['row'].iloc[0]} and {group['row'].iloc[other]} "
                  f"({', '.join(f'{k} {v!r}' for k, v in ident.items())}), column {values[differ[0]]!r}")
         empty = [c for c in differ if (group[c].isin(NA_CELLS)).any()]
+        numeric = group[differ].apply(pd.to_numeric, errors="coerce")
+        resolved.append(group.iloc[[0]])
         if policy == "error" or (policy == "mean" and empty):
             hint = "a cell empty in one copy has no mean; " if policy == "mean" else ""
-            raise ValueError(f"{where}: conflicting duplicates {v1!r} and {v2!r}; {hint}set the set's options.duplicates "
-                             f"to 'first' or 'mean' ({len(group)} rows), or fix the file")
-        log.warning("%s: duplicates %s (options.duplicates: %s)", where, dict(zip(group["row"], group[differ[0]])), policy)
+            faults.append(f"{where}: conflicting duplicates {v1!r} and {v2!r}; {hint}set the set's options.duplicates "
+                          f"to 'first' or 'mean' ({len(group)} rows), or fix the file")
+            continue
+        if policy == "mean" and numeric.isna().to_numpy().any():
+            faults.append(f"{where}: conflicting duplicates {v1!r} and {v2!r} are not all numbers; no mean")
+            continue
+        log.warning("%s: %s: duplicates %s (options.duplicates: %s)", path, where, dict(zip(group["row"], group[differ[0]])), policy)
         if policy == "mean":
-            numeric = group[differ].apply(pd.to_numeric, errors="coerce")
-            if numeric.isna().to_numpy().any():
-                raise ValueError(f"{where}: conflicting duplicates {v1!r} and {v2!r} are not all numbers; no mean")
-            group = group.copy()
-            group.loc[group.index[0], differ] = [repr(float(numeric[c].mean())) for c in differ]
+            resolved[-1] = group.iloc[[0]].copy()
+            resolved[-1].loc[group.index[0], differ] = [repr(float(numeric[c].mean())) for c in differ]
         notes["duplicates_resolved"] += len(group) - 1
-        resolved.append(group.iloc[[0]])
     others = table[~table.duplicated(key, keep=False)]
     return pd.concat([others, *resolved]).sort_values("row", ignore_index=True)
 

@@ -289,7 +289,7 @@ def read_published(source: PublishedConfig) -> pd.DataFrame:
         rows = published.read_segauge_results(source.path, source.metadata_file)
     attrs = dict(rows.attrs)
     notes = attrs.pop("import", None) or published.import_notes()
-    if source.metadata is not None and source.format != "touchstone":  # the Touchstone reader joins its own
+    if source.metadata and source.format != "touchstone":  # the Touchstone reader joins its own
         rows = published.join_metadata(rows, **source.metadata, notes=notes)
     policies = {k: v for k, v in source.options.items() if k in ("duplicates", "one_sided_missing")}
     rows.attrs = {**attrs, "import_summary": published.import_summary(rows, notes, policies)}
