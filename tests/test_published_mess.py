@@ -20,7 +20,7 @@ import yaml
 
 from segbench.cli import main
 from segbench.config import compose_params
-from segbench.published import read_touchstone
+from segbench.published import files_version, read_touchstone
 from segbench.report.pages import standalone_dataset_page
 from tests_support import in_directory
 
@@ -264,3 +264,7 @@ def test_touchstone_folder_without_its_metadata_file_imports_by_config_alone(roo
     assert summary["cases_without_metadata"] is None and summary["cells_missing"] == 0
     assert set(results["models"]) == set(MODELS)
     assert note.format(folder=folder) in standalone_dataset_page(results)
+    # its "Data version" is its own files' md5, not the data bundle's (which a file outside data/ does not change)
+    assert results["dataset"]["version"] == files_version([folder])
+    assert results["dataset"]["version"] != yaml.safe_load((root / "data.dvc").read_text())["outs"][0]["md5"]
+    assert f"Data version <code>{results['dataset']['version']}</code>" in standalone_dataset_page(results)

@@ -8,6 +8,7 @@ the row and the column.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -87,6 +88,18 @@ def read_touchstone(folder: Path, files: dict[str, str] | None = None, duplicate
 def touchstone_metadata(folder: Path) -> dict[str, Any]:
     """The metadata a Touchstone folder carries: ``metaTotalSeg.csv``, ';'-separated, keyed by ``image_id`` = case id."""
     return {"path": Path(folder) / TOUCHSTONE_META, "sep": ";", "key": "image_id", "case_key": None}
+
+
+def files_version(paths: list[Path]) -> str:
+    """md5 of a published set's own files (each file, or every file under a folder, by its name and content): the
+    "Data version" of its pages, which the data bundle's md5 is not for files kept outside data/ (docs/published.md).
+    A metadata file that is not there (a Touchstone folder without metaTotalSeg.csv) adds nothing."""
+    digest = hashlib.md5()
+    for path in map(Path, paths):
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+        for file in files:
+            digest.update(f"{file.relative_to(path.parent).as_posix()}\0{hashlib.md5(file.read_bytes()).hexdigest()}\0".encode())
+    return digest.hexdigest()
 
 
 def import_notes() -> dict[str, Any]:

@@ -111,9 +111,10 @@ def _headline_metrics(rows: pd.DataFrame, metrics: Iterable[str]) -> dict[str, d
     return summary
 
 
-def _version_tags(dataset: str, model: str, kind: str, **extra: str) -> dict[str, str]:
+def _version_tags(dataset: str, model: str, kind: str, data: str | None = None, **extra: str) -> dict[str, str]:
     """The tags every MLflow run carries (docs/methodology.md#12-what-an-mlflow-run-carries): names, kind and the
-    versions of everything used.
+    versions of everything used; ``data``: the version of the scored files when they are not the data bundle (a
+    published set's own files).
 
     Only what the outputs depend on: the git commit is not here (the score bundle is a DVC output that
     must not change with every commit); tracking records it on the MLflow run when logging.
@@ -124,7 +125,7 @@ def _version_tags(dataset: str, model: str, kind: str, **extra: str) -> dict[str
         "segbench.dataset": dataset,
         "segbench.model": model,
         "segbench.kind": kind,
-        "segbench.dataset_version": data_version(),
+        "segbench.dataset_version": data or data_version(),
         "segbench.segauge_version": segauge.__version__,
         "segbench.segbench_version": segbench.__version__,
         **{f"segbench.{k}": v for k, v in extra.items()},
@@ -302,13 +303,15 @@ def run_import(params: Params, name: str) -> None:
     rows = read_published(source)
     log.info("%s: imported %s", name, rows.attrs["import_summary"]["text"])
     claims = rows.attrs.get("models", {})
+    files = published.files_version([source.path, *([source.metadata["path"]] if source.metadata else []),
+                                     *([source.metadata_file] if source.metadata_file else [])])
     summaries = _headline_metrics(rows, source.metrics)
     for model, model_rows in rows.groupby("model", sort=True):
         model_rows = model_rows.reset_index(drop=True)
         model_rows.insert(1, "kind", "published")
         version = {"model_version": claims[model]["version"]} if claims.get(model, {}).get("version") else {}
         record = {
-            "tags": _version_tags(name, str(model), "published", source=source.source, **version),
+            "tags": _version_tags(name, str(model), "published", files, source=source.source, **version),
             "params": {"published.format": source.format, "dataset.source": Path(os.path.relpath(source.path)).as_posix()},
             "metrics": summaries[str(model)],
         }
@@ -401,7 +404,8 @@ def run_compare(params: Params, name: str) -> None:
     analysis = stats.analyze(rows, metrics=metrics, settings=stats_settings(params), subgroup_fields=subgroups, contaminated=contaminated,
                              cluster_field=cluster_field,
                              ci_levels=stats.level_provider(tables, source=source, data=data, settings=stats_settings(params).to_dict()))
-    block["version"] = data_version()
+    # a published set's version is its own files' (the import stage's tag), a dataset's the data bundle's
+    block["version"] = next(iter(runs.tags.values()))["segbench.dataset_version"] if name in params.published else data_version()
     hd95 = rows["hd95_definition"].iloc[0] if "hd95_definition" in rows else "as published by the source"
     profile = rows["metric_profile"].iloc[0] if "metric_profile" in rows else "as published by the source"
     sensitivity = stats.sensitivity(analysis, rows, runs.profile_rows, baseline_profile=str(profile), metrics=metrics, settings=stats_settings(params),
