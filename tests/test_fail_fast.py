@@ -154,7 +154,7 @@ def test_dvc_composition_is_segbenchs(dvc_project: Path, tmp_path: Path) -> None
 @pytest.mark.slow
 def test_guide_user_score_files_leave_data_dvc_untouched(root: Path, tmp_path: Path) -> None:
     """The guide's challengeR example (docs/published.md), its file where the guide puts it, through `dvc repro` of its
-    stages: data.dvc stays as committed (a file under data/ would change it, and the "Data version" of every page)."""
+    stages: data.dvc stays as committed (a file under data/ would change it, and the "Data version" of every dataset's page)."""
     readme = (root / "docs" / "published.md").read_text(encoding="utf-8")
     block = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if b.startswith("my_challenge:"))
     spec = yaml.safe_load(block)["my_challenge"]
