@@ -272,11 +272,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
     from segbench import evaluation
 
     folders = dict(entry.partition("=")[::2] for entry in args.pred)
+    dicom_labels = {name: int(label) for name, _, label in (entry.rpartition("=") for entry in args.dicom_labels or ()) if name and label.isdigit()}
+    if len(dicom_labels) != len(args.dicom_labels or ()):
+        raise ValueError(f"--dicom-labels {' '.join(args.dicom_labels)}: expected SEGMENT_OR_ROI_NAME=LABEL_ID")
     if any(not name or not folder for name, folder in folders.items()) or len(folders) != len(args.pred):
         raise ValueError(f"--pred {' '.join(args.pred)}: expected NAME=DIR, one distinct NAME per folder")
     result = evaluation.evaluate(args.gt, folders, dataset=args.dataset, conf=args.conf, structures=args.structures or (), metadata=args.metadata,
                                  profile=args.profile, sensitivity_profiles=args.sensitivity_profiles or (), missing=args.missing,
-                                 simulated=args.simulated or (), workers=args.workers, name=args.name)
+                                 simulated=args.simulated or (), dicom_labels=dicom_labels or None, workers=args.workers,
+                                 name=args.name)
     print(result.summary(width=args.width or 140), end="")
     for path in evaluation.write(result, Path(args.out), report=args.report):
         print(path)
@@ -441,6 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--missing", choices=["error", "worst_case"], default="error",
                    help="a case without a prediction: error naming it (default), or scored as the worst case and flagged")
     p.add_argument("--simulated", nargs="+", help="models to mark SIMULATED (e.g. segbench.models.simulated outputs)")
+    p.add_argument("--dicom-labels", nargs="+", metavar="NAME=ID", help="DICOM-SEG segment labels / RTSTRUCT ROI names -> label ids "
+                                                                         "(default: segment / ROI number)")
     p.add_argument("--name", help="the leaderboard's name (default: --dataset, else the --gt folder's name)")
     p.add_argument("--workers", type=int, default=1, help="cases scored in parallel (default: 1)")
     p.add_argument("--width", type=int, help="columns to print the leaderboard in (default: 140)")

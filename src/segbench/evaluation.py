@@ -201,6 +201,7 @@ def evaluate(
     sensitivity_profiles: Sequence[str] = (),
     missing: str = "error",
     simulated: Collection[str] = (),
+    dicom_labels: Mapping[str, int] | None = None,
     settings: stats.StatsSettings | None = None,
     workers: int = 1,
     progress: bool = True,
@@ -211,7 +212,8 @@ def evaluate(
     ``dataset``: a dataset config (``<conf>/dataset/<dataset>.yaml``) giving the regions, NSD tolerances, allowed
     labels, metadata and subgroups; else ``structures`` or the label map of a ``dataset.json`` beside the references.
     ``missing``: a case without a prediction file is an error naming the model and cases (``"error"``), or scores the
-    worst case, flagged (``"worst_case"``). ``simulated``: models marked SIMULATED on every view. ``workers > 1``
+    worst case, flagged (``"worst_case"``). ``simulated``: models marked SIMULATED on every view. ``dicom_labels``:
+    DICOM-SEG segment label / RTSTRUCT ROI name -> label id (default: segment / ROI number). ``workers > 1``
     scores cases in a process pool, safe from a script without a ``__main__`` guard.
     """
     if missing not in MISSING_POLICIES:
@@ -252,7 +254,8 @@ def evaluate(
             triples += [(c, references[c], _staged(files[c], references[c], staging) if c in files else None) for c in cases]
             owners += [model] * len(cases)
         # one pass over every model's cases: one pool, and one progress bar over the whole run
-        scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, profile=profile, extra_profiles=extra)
+        scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
+                                     profile=profile, extra_profiles=extra)
     model_column = np.repeat(owners, len(chosen) * (1 + len(extra)))
     scored.insert(0, "model", model_column)
     scored.insert(1, "kind", ["simulated" if m in simulated else "predictions" for m in model_column])
