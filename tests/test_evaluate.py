@@ -188,6 +188,15 @@ def test_an_unknown_label_is_an_error_naming_the_file(small: Path) -> None:
         _evaluate(small, bad)
 
 
+def test_an_unknown_label_in_a_npy_is_an_error_naming_it(small: Path) -> None:
+    bad = _bad_copy(small)
+    labels = np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj).copy()
+    labels[0, 0, 0] = 7
+    np.save(bad / "b.npy", labels)
+    with pytest.raises(ValueError, match=r"bad/b\.npy: label values \[7\] are not in the allowed set \[0, 1\]"):
+        _evaluate(small, bad)
+
+
 def test_a_corrupt_file_is_an_error_naming_it(small: Path) -> None:
     bad = _bad_copy(small)
     (bad / "b.nii.gz").write_bytes(b"\x1f\x8b not really gzip")

@@ -128,9 +128,10 @@ def read_metadata(path: Path, cases: Sequence[str]) -> pd.DataFrame:
     return table.set_index("case_id").reindex(list(cases)).rename_axis("case_id").add_prefix("meta.")
 
 
-def _staged(path: Path, reference: Path, staging: Path) -> Path:
+def _staged(path: Path, reference: Path, staging: Path, allowed: set[int] | None) -> Path:
     """A ``.npy`` prediction as NIfTI on the reference's grid (a bare array has no geometry: its shape must be the
-    reference's); other files as they are."""
+    reference's); other files as they are. The array's label values are checked here, so an error names the
+    ``.npy`` rather than the staged copy."""
     if not path.name.lower().endswith(".npy"):
         return path
     try:
@@ -140,8 +141,13 @@ def _staged(path: Path, reference: Path, staging: Path) -> Path:
     ref_data, ref_img = load_nifti(reference)
     if data.shape != ref_data.shape:
         raise scoring.GeometryError(f"{path}: array shape {data.shape} differs from the reference {reference}'s {ref_data.shape}")
+    labels = validated_labels(path, data)
+    values = {int(v) for v in np.unique(labels)}
+    bad = sorted(v for v in values if v < 0 or v > 32767 or (allowed is not None and v not in allowed))
+    if bad:
+        raise ValueError(f"{path}: label values {bad[:10]} are not {'in the allowed set ' + str(sorted(allowed)) if allowed else 'label ids'}")
     target = staging / f"{path.name[:-4]}.nii.gz"
-    save_label_map_atomic(target, validated_labels(path, data), ref_img)
+    save_label_map_atomic(target, labels, ref_img)
     return target
 
 
@@ -251,7 +257,7 @@ def evaluate(
                             model, len(absent), len(cases), ", ".join(absent[:10]))
             staging = Path(tmp) / model
             staging.mkdir()
-            triples += [(c, references[c], _staged(files[c], references[c], staging) if c in files else None) for c in cases]
+            triples += [(c, references[c], _staged(files[c], references[c], staging, allowed) if c in files else None) for c in cases]
             owners += [model] * len(cases)
         # one pass over every model's cases: one pool, and one progress bar over the whole run
         scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
