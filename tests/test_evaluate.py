@@ -239,3 +239,16 @@ def test_a_dicom_seg_prediction_scores_as_the_same_map_in_nifti(tmp_path: Path) 
     metrics = ["dice", "nsd", "hd95", "assd"]
     pd.testing.assert_frame_equal(rows.loc["dicom", metrics], rows.loc["nifti", metrics])
     assert rows.loc[("nifti", "ts1", f"label_{big[0]}"), "dice"] < 1.0
+
+
+def test_metadata_columns_are_subgroups(small: Path) -> None:
+    (small / "cases.csv").write_text("case_id,site\na,north\nb,south\nz,west\n", encoding="utf-8")
+    result = evaluation.evaluate(small / "gt", {"good": small / "good"}, metadata=small / "cases.csv", progress=False)
+    table = result.by_subgroup("site")
+    assert sorted(set(table["site"])) == ["north", "south"] and (table["n"] == 1).all() and not table["tested"].any()
+    assert set(result.per_case["meta.site"]) == {"north", "south"}
+    with pytest.raises(ValueError, match=r"no subgroup field 'gender'; analysed: \['site'\]"):
+        result.by_subgroup("gender")
+    (small / "cases.csv").write_text("case_id,site\na,north\na,south\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"cases\.csv: case ids listed twice: \['a'\]"):
+        evaluation.evaluate(small / "gt", {"good": small / "good"}, metadata=small / "cases.csv", progress=False)
