@@ -252,3 +252,12 @@ def test_metadata_columns_are_subgroups(small: Path) -> None:
     (small / "cases.csv").write_text("case_id,site\na,north\na,south\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"cases\.csv: case ids listed twice: \['a'\]"):
         evaluation.evaluate(small / "gt", {"good": small / "good"}, metadata=small / "cases.csv", progress=False)
+
+
+def test_structures_are_names_or_definitions_and_bad_ones_are_named() -> None:
+    assert evaluation.regions(["mass=2+3:1.13", "organ=1"]) == [scoring.Region("mass", (2, 3), 1.13), scoring.Region("organ", (1,), 2.0)]
+    assert evaluation.regions(["organ"], labels={"background": 0, "organ": 1}) == [scoring.Region("organ", (1,), 2.0)]
+    for entry, message in (("t=2:nan", "positive tolerance"), ("t=0", "non-zero label ids"), ("t=x", r"expected NAME=ID\[\+ID...\]"),
+                           ("liver", "not among any known structure")):
+        with pytest.raises(ValueError, match=message):
+            evaluation.regions([entry])

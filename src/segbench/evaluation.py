@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,7 +67,11 @@ def _is_segmentation(path: Path) -> bool:
 
     if not is_dicom(path):
         raise ValueError(f"{path}: not a DICOM file (no DICM preamble)")
-    return pydicom.dcmread(path, stop_before_pixels=True, specific_tags=["Modality"]).get("Modality") in ("SEG", "RTSTRUCT")
+    try:
+        modality = pydicom.dcmread(path, stop_before_pixels=True, specific_tags=["Modality"]).get("Modality")
+    except Exception as exc:  # pydicom raises many exception types for a corrupt header
+        raise ValueError(f"{path}: cannot read the DICOM header ({type(exc).__name__}: {exc})") from None
+    return modality in ("SEG", "RTSTRUCT")
 
 
 def regions(structures: Sequence[str] = (), dataset: DatasetConfig | None = None, labels: Mapping[str, int] | None = None) -> list[Region]:
@@ -93,7 +98,7 @@ def regions(structures: Sequence[str] = (), dataset: DatasetConfig | None = None
             tolerance_mm = float(tolerance) if tolerance else (known[name].nsd_tolerance_mm if name in known else DEFAULT_NSD_TOLERANCE_MM)
         except ValueError:
             raise ValueError(f"structure {entry!r}: expected NAME=ID[+ID...][:TOLERANCE_MM], e.g. mass=2+3:1.13") from None
-        if not name or 0 in label_ids or tolerance_mm <= 0:
+        if not name or 0 in label_ids or not 0 < tolerance_mm < math.inf:
             raise ValueError(f"structure {entry!r}: needs a name, non-zero label ids and a positive tolerance")
         out.append(Region(name, label_ids, tolerance_mm))
     duplicates = sorted({r.name for r in out if [o.name for o in out].count(r.name) > 1})
