@@ -14,3 +14,13 @@ _AVX512 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_C
 if platform.machine().lower() in ("x86_64", "amd64"):
     os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
     os.environ.setdefault("NPY_DISABLE_CPU_FEATURES", _AVX512)
+
+
+def __getattr__(name: str) -> object:
+    """``segbench.evaluate`` and ``segbench.Evaluation`` (``segbench.evaluation``), imported on first use: ``import segbench``
+    stays light and sets the environment above before numpy loads."""
+    if name in ("evaluate", "Evaluation"):
+        from segbench import evaluation
+
+        return getattr(evaluation, name)
+    raise AttributeError(f"module 'segbench' has no attribute {name!r}")

@@ -28,6 +28,7 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   export    a results file's per-case rows          -> challengeR's long CSV or the generic CSV (docs/published.md)
   report    static leaderboard site                -> site/
   show      the leaderboards and verdicts in this terminal (from results/)
+  evaluate  folders of predictions -> leaderboard, outside DVC and MLflow (--gt LABELS/ --pred NAME=DIR ... --out OUT/)
 Calibration audit (calibration/dvc.yaml, `dvc repro calibration/dvc.yaml`; docs/methodology.md "Calibration audit"):
   calibrate score   simulated models of known quality, every case -> calibration/scores/
   calibrate audit   CI coverage, type-I error, power by n          -> calibration/results/
@@ -266,6 +267,25 @@ def _cmd_reanalyze(args: argparse.Namespace) -> None:
         print(f"{path}: every statistic re-derived from its per-case rows")
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> None:
+    """Score prediction folders against a reference folder, print the leaderboard and write the outputs (segbench.evaluation)."""
+    from segbench import evaluation
+
+    folders = dict(entry.partition("=")[::2] for entry in args.pred)
+    dicom_labels = {name: int(label) for name, _, label in (entry.rpartition("=") for entry in args.dicom_labels or ()) if name and label.isdigit()}
+    if len(dicom_labels) != len(args.dicom_labels or ()):
+        raise ValueError(f"--dicom-labels {' '.join(args.dicom_labels)}: expected SEGMENT_OR_ROI_NAME=LABEL_ID")
+    if any(not name or not folder for name, folder in folders.items()) or len(folders) != len(args.pred):
+        raise ValueError(f"--pred {' '.join(args.pred)}: expected NAME=DIR, one distinct NAME per folder")
+    result = evaluation.evaluate(args.gt, folders, dataset=args.dataset, conf=args.conf, structures=args.structures or (), metadata=args.metadata,
+                                 profile=args.profile, sensitivity_profiles=args.sensitivity_profiles or (), missing=args.missing,
+                                 simulated=args.simulated or (), dicom_labels=dicom_labels or None, workers=args.workers,
+                                 name=args.name)
+    print(result.summary(width=args.width or 140), end="")
+    for path in evaluation.write(result, Path(args.out), report=args.report):
+        print(path)
+
+
 def _cmd_params(args: argparse.Namespace) -> None:
     """Compose conf/ with Hydra and validate it: print it, --check it against params.yaml, or --write it there."""
     from segbench.config import compose_params
@@ -409,6 +429,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reanalyze", help="re-derive every statistic of results JSON files from their own per-case rows")
     p.add_argument("results", nargs="+", type=Path, help="results/<dataset>.json files")
     p.set_defaults(func=_cmd_reanalyze)
+
+    p = sub.add_parser("evaluate", help="score folders of predictions against reference label maps and analyse them, outside DVC and MLflow")
+    p.add_argument("--gt", required=True, type=Path, help="folder of reference label maps, <case>.nii.gz (or .nii)")
+    p.add_argument("--pred", required=True, action="append", metavar="NAME=DIR",
+                   help="a model's prediction folder: <case>.nii.gz, .nii, .npy (on the reference grid), DICOM-SEG or RTSTRUCT .dcm; repeat per model")
+    p.add_argument("--out", required=True, type=Path, help="output folder: per_case.csv, results/<name>.json, site/ (with --report)")
+    p.add_argument("--report", action="store_true", help="also write the leaderboard site to OUT/site")
+    p.add_argument("--dataset", help="a dataset config (conf/dataset/<name>.yaml): its regions, NSD tolerances, labels, metadata and subgroups")
+    p.add_argument("--conf", type=Path, default=Path("conf"), help="Hydra config folder for --dataset (default: conf)")
+    p.add_argument("--structures", nargs="+", help="region names of --dataset or of the label map, or NAME=ID[+ID...][:TOLERANCE_MM]")
+    p.add_argument("--metadata", type=Path, help="CSV with a case_id column; every other column is a subgroup field")
+    p.add_argument("--profile", default="segauge", help="metric-definition profile (default: segauge)")
+    p.add_argument("--sensitivity-profiles", nargs="+", help="further profiles for the implementation-sensitivity analysis")
+    p.add_argument("--missing", choices=["error", "worst_case"], default="error",
+                   help="a case without a prediction: error naming it (default), or scored as the worst case and flagged")
+    p.add_argument("--simulated", nargs="+", help="models to mark SIMULATED (e.g. segbench.models.simulated outputs)")
+    p.add_argument("--dicom-labels", nargs="+", metavar="NAME=ID", help="DICOM-SEG segment labels / RTSTRUCT ROI names -> label ids "
+                                                                         "(default: segment / ROI number)")
+    p.add_argument("--name", help="the leaderboard's name (default: --dataset, else the --gt folder's name)")
+    p.add_argument("--workers", type=int, default=1, help="cases scored in parallel (default: 1)")
+    p.add_argument("--width", type=int, help="columns to print the leaderboard in (default: 140)")
+    p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser("params", help="compose conf/ with Hydra and validate it: print it (params.yaml untouched), --check or --write")
     p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")

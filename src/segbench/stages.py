@@ -26,6 +26,7 @@ from segbench.datasets import case_ids, data_version, load_metadata, reference_p
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.cases import REFERENCE_LABELS
 from segbench.io import atomic_dir, write_json_atomic, write_text_atomic
+from segbench.leaderboard import ANALYZED_METRICS, dataset_block, results_document
 from segbench.models.runner import predict
 from segbench.models.slurm import executor_from_environ, shard_runner_from_environ
 from segbench.models.structures import compose
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 #: the lesion-wise means an MLflow run carries (its leaderboard analyses more: ``stats.lesions``)
 LESION_HEADLINE_METRICS = ("rq", "pq_dice", "lesion_dice")
 LESION_PROFILE_TAG = "segbench.lesion_profile"
-ANALYZED_METRICS = {"dice": True, "iou": True, "nsd": True, "hd95": False, "assd": False}
 
 
 #: where the interactive benchmark (interactive/dvc.yaml) keeps its outputs, laid out as the main pipeline's
@@ -374,11 +374,7 @@ def _leaderboard_setup(
                  "trained_on": list(m.trained_on), "contaminated": dataset.name in m.trained_on}
         for m in params.models.values()
     }
-    block = {
-        "name": dataset.name, "title": dataset.title, "licence": dataset.licence, "citation": dataset.citation,
-        "regions": {r.name: {"labels": list(r.labels), "nsd_tolerance_mm": r.nsd_tolerance_mm} for r in dataset.regions},
-    }
-    return block, entries, ANALYZED_METRICS, dataset.subgroups, dataset.cluster_field
+    return dataset_block(dataset), entries, ANALYZED_METRICS, dataset.subgroups, dataset.cluster_field
 
 
 def _published_analysis(params: Params, name: str) -> dict[str, Any] | None:
@@ -406,22 +402,7 @@ def run_compare(params: Params, name: str) -> None:
                              ci_levels=stats.level_provider(tables, source=source, data=data, settings=stats_settings(params).to_dict()))
     # a published set's version is its own files' (the import stage's tag), a dataset's the data bundle's
     block["version"] = next(iter(runs.tags.values()))["segbench.dataset_version"] if name in params.published else data_version()
-    hd95 = rows["hd95_definition"].iloc[0] if "hd95_definition" in rows else "as published by the source"
-    profile = rows["metric_profile"].iloc[0] if "metric_profile" in rows else "as published by the source"
-    sensitivity = stats.sensitivity(analysis, rows, runs.profile_rows, baseline_profile=str(profile), metrics=metrics, settings=stats_settings(params),
-                                    contaminated=contaminated)
-    if "regions" not in block and "nsd_tolerance_mm" in rows:  # a published set stating its NSD tolerance
-        block["nsd_tolerance_mm"] = {str(s): float(t) for s, t in rows.groupby("structure", sort=True)["nsd_tolerance_mm"].first().items()}
-    results = {
-        "segbench_version": segbench.__version__,
-        "dataset": block,
-        "models": models,
-        "metrics": {m: {"higher_is_better": hib} for m, hib in metrics.items()},
-        "hd95_definition": str(hd95),
-        "metric_profile": str(profile),
-        "analysis": analysis,
-        "sensitivity": sensitivity,
-    }
+    results = results_document(block, models, metrics, rows, runs.profile_rows, analysis, stats_settings(params), contaminated)
     if not runs.lesion_rows.empty:
         results["lesions"] = _lesion_block(runs, contaminated, stats_settings(params))
     results["audited"] = stats.audited_board(tables, analysis, source=source, data=data,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+import sys
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,6 +288,25 @@ def _one_kernel_thread() -> None:
     numba.set_num_threads(1)
 
 
+@contextlib.contextmanager
+def _main_hidden(job: Callable) -> Iterator[None]:
+    """While the pool starts, hide the main module from it unless ``job`` was defined there.
+
+    A spawned worker imports the parent's main script before its first job, so a script without an
+    ``if __name__ == "__main__":`` guard runs again in every worker, whose own pool start fails (a traceback per
+    worker, or a pool that never finishes). segbench's jobs need nothing of the main module: the workers start
+    without it, and a plain script can call ``score_cases`` or ``segbench.evaluate`` with ``workers > 1``."""
+    if getattr(getattr(job, "func", job), "__module__", None) == "__main__":
+        yield
+        return
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 def map_cases(job: Callable[[A], T], jobs: Sequence[A], *, workers: int = 1, progress: bool = True, desc: str = "scoring") -> list[T]:
     """``job`` of every entry of ``jobs``, in input order, with a progress bar.
 
@@ -306,7 +328,9 @@ def map_cases(job: Callable[[A], T], jobs: Sequence[A], *, workers: int = 1, pro
             # spawn, not fork: a forked worker inherits numba's launched thread pool and its thread count, and
             # the first compile in the worker (cold cache) re-reads that count and stops ("Cannot set
             # NUMBA_NUM_THREADS ... once the threads have been launched"), as in a test process that ran numba first
-            with mp.get_context("spawn").Pool(processes=workers, initializer=_one_kernel_thread) as pool:
+            with _main_hidden(job):
+                pool = mp.get_context("spawn").Pool(processes=workers, initializer=_one_kernel_thread)
+            with pool:
                 for result in pool.imap(job, jobs, chunksize=1):
                     out.append(result)
                     bar.update()

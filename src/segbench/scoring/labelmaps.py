@@ -19,7 +19,7 @@ from nibabel.arrayproxy import ArrayProxy
 _LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
 
 
-def _validated(path: Path, data: np.ndarray) -> np.ndarray:
+def validated_labels(path: Path, data: np.ndarray) -> np.ndarray:
     """Return ``data`` as an integer array; reject non-3D, NaN and non-integer label values."""
     if data.ndim != 3:
         raise ValueError(f"{path}: expected a 3D label map, got shape {data.shape}")
@@ -55,7 +55,7 @@ def load_nifti(path: Path) -> tuple[np.ndarray, nib.Nifti1Image]:
         data = np.asanyarray(img.dataobj)
     except Exception as exc:  # nibabel/gzip/zlib raise many exception types for corrupt files
         raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
-    return _validated(path, data), img
+    return validated_labels(path, data), img
 
 
 #: Voxel bytes decoded per step when a NIfTI is streamed (whole planes of the slowest axis).
@@ -253,7 +253,7 @@ def load_label_map(
     else:
         raise ValueError(f"{path}: DICOM modality {modality!r} is not a segmentation (SEG or RTSTRUCT)")
     img = nib.Nifti1Image(data, affine)
-    return _validated(path, data), img
+    return validated_labels(path, data), img
 
 
 def _load_dicom_seg(path: Path, dicom_labels: Mapping[str, int] | None) -> tuple[np.ndarray, np.ndarray]:

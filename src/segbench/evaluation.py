@@ -1,0 +1,302 @@
+"""``segbench evaluate`` and ``segbench.evaluate``: folders of prediction files onto a leaderboard in one step, outside
+DVC and MLflow (docs/guide.md#evaluate-a-folder-of-predictions).
+
+The reference folder and each model's prediction folder hold one label map per case, named ``<case><suffix>``
+(NIfTI, DICOM-SEG or RTSTRUCT, or a ``.npy`` prediction on the reference's grid). The cases are scored by the engine
+(``scoring.score_cases``) exactly as the score stage scores them, analysed by ``stats.analyze`` with the pipeline's
+settings, and written as the compare stage writes its results (``leaderboard.results_document``): ``segbench show``,
+``report``, ``export`` and ``reanalyze`` read the file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import tempfile
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from segbench import scoring, stats
+from segbench.config import DatasetConfig, dataset_from_conf
+from segbench.datasets import load_metadata
+from segbench.io import save_label_map_atomic, write_json_atomic, write_text_atomic
+from segbench.leaderboard import ANALYZED_METRICS, regions_block, results_document
+from segbench.scoring import Region
+from segbench.scoring.labelmaps import is_dicom, load_nifti, validated_labels
+
+log = logging.getLogger(__name__)
+
+#: the file names of label maps, longest first (``a.nii.gz`` is case ``a``)
+SUFFIXES = (".nii.gz", ".nii", ".npy", ".dcm")
+#: a region's NSD tolerance when nothing states one (a dataset config's default)
+DEFAULT_NSD_TOLERANCE_MM = 2.0
+#: what a missing prediction does: stop naming the cases, or score the worst case (flagged ``prediction_missing``)
+MISSING_POLICIES = ("error", "worst_case")
+PER_CASE_FILE = "per_case.csv"
+
+
+def case_files(folder: Path, what: str) -> dict[str, Path]:
+    """Case id -> label map file of ``folder`` (DICOM files other than SEG and RTSTRUCT, e.g. the series an RTSTRUCT
+    is drawn on, are not cases); an error names a folder without label maps or a case with two files."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{what} {folder}: no such folder")
+    found: dict[str, Path] = {}
+    for path in sorted(folder.iterdir()):
+        suffix = next((s for s in SUFFIXES if path.name.lower().endswith(s)), None)
+        if suffix is None or not path.is_file() or path.name.startswith(".") or (suffix == ".dcm" and not _is_segmentation(path)):
+            continue
+        case_id = path.name[: -len(suffix)]
+        if case_id in found:
+            raise ValueError(f"{what} {folder}: case {case_id} has two files, {found[case_id].name} and {path.name}")
+        found[case_id] = path
+    if not found:
+        raise FileNotFoundError(f"{what} {folder}: no label maps ({', '.join(SUFFIXES)})")
+    return found
+
+
+def _is_segmentation(path: Path) -> bool:
+    import pydicom
+
+    if not is_dicom(path):
+        raise ValueError(f"{path}: not a DICOM file (no DICM preamble)")
+    try:
+        modality = pydicom.dcmread(path, stop_before_pixels=True, specific_tags=["Modality"]).get("Modality")
+    except Exception as exc:  # pydicom raises many exception types for a corrupt header
+        raise ValueError(f"{path}: cannot read the DICOM header ({type(exc).__name__}: {exc})") from None
+    return modality in ("SEG", "RTSTRUCT")
+
+
+def regions(structures: Sequence[str] = (), dataset: DatasetConfig | None = None, labels: Mapping[str, int] | None = None) -> list[Region]:
+    """The regions to score: ``structures`` entries are names of the dataset's regions or of the label map's
+    structures, or ``NAME=ID[+ID...][:TOLERANCE_MM]`` (e.g. ``mass=2+3:1.13``); none given: every region of the
+    dataset, or one per structure of the label map (NSD tolerance ``DEFAULT_NSD_TOLERANCE_MM``)."""
+    known = {r.name: r for r in dataset.regions} if dataset else {
+        name: Region(name, (int(label),), DEFAULT_NSD_TOLERANCE_MM) for name, label in (labels or {}).items() if int(label) != 0}
+    if not structures:
+        if not known:
+            raise ValueError("no structures to score: give --structures NAME=ID ..., --dataset NAME, or a dataset.json label map beside the references")
+        return list(known.values())
+    out = []
+    for entry in structures:
+        name, sep, spec = entry.partition("=")
+        if not sep:
+            if name not in known:
+                raise ValueError(f"structure {name!r}: not among {sorted(known) or 'any known structure'}; define it as {name}=LABEL_ID")
+            out.append(known[name])
+            continue
+        ids, _, tolerance = spec.partition(":")
+        try:
+            label_ids = tuple(sorted(int(i) for i in ids.split("+")))
+            tolerance_mm = float(tolerance) if tolerance else (known[name].nsd_tolerance_mm if name in known else DEFAULT_NSD_TOLERANCE_MM)
+        except ValueError:
+            raise ValueError(f"structure {entry!r}: expected NAME=ID[+ID...][:TOLERANCE_MM], e.g. mass=2+3:1.13") from None
+        if not name or 0 in label_ids or not 0 < tolerance_mm < math.inf:
+            raise ValueError(f"structure {entry!r}: needs a name, non-zero label ids and a positive tolerance")
+        out.append(Region(name, label_ids, tolerance_mm))
+    duplicates = sorted({r.name for r in out if [o.name for o in out].count(r.name) > 1})
+    if duplicates:
+        raise ValueError(f"structures {duplicates} given twice")
+    return out
+
+
+def label_map_file(gt: Path) -> dict[str, int] | None:
+    """The structures of an nnU-Net ``dataset.json`` in the reference folder or its parent (name -> label id), else None."""
+    for path in (Path(gt) / "dataset.json", Path(gt).parent / "dataset.json"):
+        if path.is_file():
+            try:
+                labels = json.loads(path.read_text(encoding="utf-8"))["labels"]
+                return {str(name): int(label) for name, label in labels.items()}
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise ValueError(f"{path}: expected an nnU-Net dataset.json with \"labels\": {{name: id}} ({exc})") from None
+    return None
+
+
+def read_metadata(path: Path, cases: Sequence[str]) -> pd.DataFrame:
+    """A metadata CSV's columns (besides ``case_id``) as ``meta.<field>``, indexed by the cases (a case it lacks has none)."""
+    table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    if "case_id" not in table.columns:
+        raise ValueError(f"{path}: metadata CSV needs a case_id column (has {list(table.columns)})")
+    repeated = sorted(set(table["case_id"][table["case_id"].duplicated()]))
+    if repeated:
+        raise ValueError(f"{path}: case ids listed twice: {repeated[:10]}")
+    unknown = sorted(set(table["case_id"]) - set(cases))
+    if unknown:
+        log.info("%s: %d cases without a reference are not evaluated: %s", path, len(unknown), ", ".join(unknown[:10]))
+    return table.set_index("case_id").reindex(list(cases)).rename_axis("case_id").add_prefix("meta.")
+
+
+def _staged(path: Path, reference: Path, staging: Path, allowed: set[int] | None) -> Path:
+    """A ``.npy`` prediction as NIfTI on the reference's grid (a bare array has no geometry: its shape must be the
+    reference's); other files as they are. The array's label values are checked here, so an error names the
+    ``.npy`` rather than the staged copy."""
+    if not path.name.lower().endswith(".npy"):
+        return path
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: cannot read as a NumPy array ({exc})") from None
+    ref_data, ref_img = load_nifti(reference)
+    if data.shape != ref_data.shape:
+        raise scoring.GeometryError(f"{path}: array shape {data.shape} differs from the reference {reference}'s {ref_data.shape}")
+    labels = validated_labels(path, data)
+    values = {int(v) for v in np.unique(labels)}
+    bad = sorted(v for v in values if v < 0 or v > 32767 or (allowed is not None and v not in allowed))
+    if bad:
+        raise ValueError(f"{path}: label values {bad[:10]} are not {'in the allowed set ' + str(sorted(allowed)) if allowed else 'label ids'}")
+    target = staging / f"{path.name[:-4]}.nii.gz"
+    save_label_map_atomic(target, labels, ref_img)
+    return target
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What ``evaluate`` found: the results document (as ``results/<dataset>.json``) and the per-case rows."""
+
+    results: dict[str, Any]
+    per_case: pd.DataFrame
+
+    def summary(self, width: int = 140) -> str:
+        """The leaderboard as ``segbench show`` prints it: per structure and metric, #1 with its CI, P(rank 1) and the verdict."""
+        from rich.console import Console
+
+        from segbench.report.terminal import show
+
+        buffer = io.StringIO()
+        show([self.results], console=Console(file=buffer, width=width, soft_wrap=False, color_system=None))
+        return buffer.getvalue()
+
+    def by_subgroup(self, field: str) -> pd.DataFrame:
+        """Per structure, metric, group of ``field`` and model: n, whether the group was tested, mean and CI."""
+        fields = self.results["analysis"]["subgroup_fields"]
+        if field not in fields:
+            raise ValueError(f"no subgroup field {field!r}; analysed: {fields or 'none (give --metadata or a dataset with subgroups)'}")
+        rows = []
+        for structure, block in sorted(self.results["analysis"]["structures"].items()):
+            for metric, cell in block["metrics"].items():
+                for group, entry in cell["subgroups"][field]["groups"].items():
+                    rows += [{"structure": structure, "metric": metric, field: group, "n": entry["n"], "tested": entry["tested"], "model": model, **values}
+                             for model, values in entry["models"].items()]
+        return pd.DataFrame(rows, columns=["structure", "metric", field, "n", "tested", "model", "mean", "ci_low", "ci_high"])
+
+    def to_json(self, path: Path) -> Path:
+        """Write the results document (``segbench show --results``, ``report`` and ``reanalyze`` read it)."""
+        write_json_atomic(Path(path), self.results)
+        return Path(path)
+
+    def to_html(self, folder: Path) -> Path:
+        """Write the leaderboard site (as ``segbench report``) into ``folder``; returns its index page."""
+        from segbench.report import build_site
+
+        with tempfile.TemporaryDirectory() as tmp:
+            build_site([self.to_json(Path(tmp) / f"{self.results['dataset']['name']}.json")], Path(folder))
+        return Path(folder) / "index.html"
+
+
+def evaluate(
+    gt: Path | str,
+    predictions: Mapping[str, Path | str],
+    *,
+    dataset: str | None = None,
+    conf: Path | str = Path("conf"),
+    structures: Sequence[str] = (),
+    metadata: Path | str | None = None,
+    profile: str = scoring.DEFAULT_PROFILE,
+    sensitivity_profiles: Sequence[str] = (),
+    missing: str = "error",
+    simulated: Collection[str] = (),
+    dicom_labels: Mapping[str, int] | None = None,
+    settings: stats.StatsSettings | None = None,
+    workers: int = 1,
+    progress: bool = True,
+    name: str | None = None,
+) -> Evaluation:
+    """Score every model's prediction folder against the references in ``gt`` and analyse them together.
+
+    ``dataset``: a dataset config (``<conf>/dataset/<dataset>.yaml``) giving the regions, NSD tolerances, allowed
+    labels, metadata and subgroups; else ``structures`` or the label map of a ``dataset.json`` beside the references.
+    ``missing``: a case without a prediction file is an error naming the model and cases (``"error"``), or scores the
+    worst case, flagged (``"worst_case"``). ``simulated``: models marked SIMULATED on every view. ``dicom_labels``:
+    DICOM-SEG segment label / RTSTRUCT ROI name -> label id (default: segment / ROI number). ``workers > 1``
+    scores cases in a process pool, safe from a script without a ``__main__`` guard.
+    """
+    if missing not in MISSING_POLICIES:
+        raise ValueError(f"missing={missing!r}: expected one of {MISSING_POLICIES}")
+    if not predictions:
+        raise ValueError("no prediction folder given (--pred NAME=DIR)")
+    unknown = sorted(set(simulated) - set(predictions))
+    if unknown:
+        raise ValueError(f"simulated names {unknown} are not models (have {sorted(predictions)})")
+    config = dataset_from_conf(Path(conf), dataset, Path(conf).resolve().parent) if dataset else None
+    label_map = None if config else label_map_file(Path(gt))
+    # the label ids a map may hold: the dataset's or the label map's; with neither, the schema is unknown and unchecked
+    allowed = config.region_labels() if config else ({0, *label_map.values()} if label_map else None)
+    chosen = regions(structures, config, label_map)
+    references = case_files(Path(gt), "references")
+    if any(p.name.lower().endswith((".npy", ".dcm")) for p in references.values()):
+        bad = next(p for p in references.values() if p.name.lower().endswith((".npy", ".dcm")))
+        raise ValueError(f"{bad}: references must be NIfTI (a .npy has no geometry; convert DICOM references to NIfTI first)")
+    cases = sorted(references)
+    settings = settings or stats.StatsSettings()
+    extra = [p for p in sensitivity_profiles if p != profile]
+    owners, triples = [], []
+    with tempfile.TemporaryDirectory(prefix="segbench-evaluate-") as tmp:
+        for model, folder in predictions.items():
+            files = case_files(Path(folder), f"model {model}: predictions")
+            stray = sorted(set(files) - set(references))
+            if stray:
+                raise ValueError(f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}")
+            absent = [c for c in cases if c not in files]
+            if absent and missing == "error":
+                raise ValueError(f"model {model}: {folder}: no prediction for {len(absent)} of {len(cases)} cases: {', '.join(absent[:10])}"
+                                 f"{', ...' if len(absent) > 10 else ''} (missing='worst_case' / --missing worst_case scores them as failures)")
+            if absent:
+                log.warning("model %s: %d of %d cases have no prediction; each scores the worst case, flagged prediction_missing: %s",
+                            model, len(absent), len(cases), ", ".join(absent[:10]))
+            staging = Path(tmp) / model
+            staging.mkdir()
+            triples += [(c, references[c], _staged(files[c], references[c], staging, allowed) if c in files else None) for c in cases]
+            owners += [model] * len(cases)
+        # one pass over every model's cases: one pool, and one progress bar over the whole run
+        scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
+                                     profile=profile, extra_profiles=extra)
+    model_column = np.repeat(owners, len(chosen) * (1 + len(extra)))
+    scored.insert(0, "model", model_column)
+    scored.insert(1, "kind", ["simulated" if m in simulated else "predictions" for m in model_column])
+    main = (scored["metric_profile"] == profile).to_numpy()
+    if metadata:
+        meta = read_metadata(Path(metadata), cases)
+    else:
+        meta = load_metadata(config, cases) if config else pd.DataFrame(index=pd.Index(cases, name="case_id"))
+    rows = scored[main].reset_index(drop=True).join(meta, on="case_id")
+    subgroups = [c.removeprefix("meta.") for c in meta.columns] if metadata else list(config.subgroups if config else ())
+    models = {m: {"title": m, "kind": "simulated" if m in simulated else "predictions", "simulated": m in simulated, "licence": "",
+                  "trained_on": [], "contaminated": False, "source": Path(f).resolve().as_posix()} for m, f in predictions.items()}
+    contaminated = dict.fromkeys(models, False)
+    analysis = stats.analyze(rows, metrics=ANALYZED_METRICS, settings=settings, subgroup_fields=subgroups, contaminated=contaminated,
+                             cluster_field=config.cluster_field if config and not metadata else None)
+    board = name or (config.name if config else Path(gt).resolve().name)
+    block = {"name": board, "title": f"{config.title if config else board} (segbench evaluate)",
+             "licence": config.licence if config else "", "citation": config.citation if config else "", "regions": regions_block(chosen),
+             "source": Path(gt).resolve().as_posix()}
+    results = results_document(block, models, ANALYZED_METRICS, rows, scored[~main].reset_index(drop=True), analysis, settings, contaminated)
+    return Evaluation(results=results, per_case=rows)
+
+
+def write(evaluation: Evaluation, out: Path, report: bool = False) -> list[Path]:
+    """``segbench evaluate``'s outputs in ``out``: the per-case CSV, ``results/<name>.json`` and with ``report`` the site."""
+    out = Path(out)
+    buffer = io.StringIO()
+    evaluation.per_case.to_csv(buffer, index=False, lineterminator="\n")
+    write_text_atomic(out / PER_CASE_FILE, buffer.getvalue())
+    written = [out / PER_CASE_FILE, evaluation.to_json(out / "results" / f"{evaluation.results['dataset']['name']}.json")]
+    if report:
+        written.append(evaluation.to_html(out / "site"))
+    return written

@@ -1,0 +1,53 @@
+"""The results document of one leaderboard (``results/<dataset>.json``), shared by the compare stage and
+``segbench evaluate``: the same keys whichever way the per-case rows were obtained, so ``segbench show``, ``report``,
+``export`` and ``reanalyze`` read both."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+import segbench
+from segbench import stats
+from segbench.config import DatasetConfig
+from segbench.scoring import Region
+
+#: the metrics a scored dataset's leaderboards analyse, and whether higher is better
+ANALYZED_METRICS = {"dice": True, "iou": True, "nsd": True, "hd95": False, "assd": False}
+
+
+def regions_block(regions: tuple[Region, ...] | list[Region]) -> dict[str, dict[str, Any]]:
+    """The dataset block's ``regions``: each scored region's label ids and NSD tolerance."""
+    return {r.name: {"labels": list(r.labels), "nsd_tolerance_mm": r.nsd_tolerance_mm} for r in regions}
+
+
+def dataset_block(dataset: DatasetConfig) -> dict[str, Any]:
+    """The dataset block of a scored dataset's results: names, licence, citation and regions."""
+    return {"name": dataset.name, "title": dataset.title, "licence": dataset.licence, "citation": dataset.citation,
+            "regions": regions_block(dataset.regions)}
+
+
+def results_document(block: dict[str, Any], models: dict[str, dict[str, Any]], metrics: Mapping[str, bool], rows: pd.DataFrame,
+                     profile_rows: pd.DataFrame, analysis: dict[str, Any], settings: stats.StatsSettings,
+                     contaminated: Mapping[str, bool]) -> dict[str, Any]:
+    """The results document over ``analysis`` (``stats.analyze`` of ``rows``): dataset block, model entries, metrics,
+    the rows' HD95 definition and metric profile, and the sensitivity analysis over ``profile_rows`` (the same cases
+    under the other metric-definition profiles) and the missing-value policies."""
+    hd95 = rows["hd95_definition"].iloc[0] if "hd95_definition" in rows else "as published by the source"
+    profile = rows["metric_profile"].iloc[0] if "metric_profile" in rows else "as published by the source"
+    sensitivity = stats.sensitivity(analysis, rows, profile_rows, baseline_profile=str(profile), metrics=metrics, settings=settings,
+                                    contaminated=contaminated)
+    if "regions" not in block and "nsd_tolerance_mm" in rows:  # a published set stating its NSD tolerance
+        block["nsd_tolerance_mm"] = {str(s): float(t) for s, t in rows.groupby("structure", sort=True)["nsd_tolerance_mm"].first().items()}
+    return {
+        "segbench_version": segbench.__version__,
+        "dataset": block,
+        "models": models,
+        "metrics": {m: {"higher_is_better": hib} for m, hib in metrics.items()},
+        "hd95_definition": str(hd95),
+        "metric_profile": str(profile),
+        "analysis": analysis,
+        "sensitivity": sensitivity,
+    }

@@ -1,0 +1,263 @@
+"""``segbench evaluate`` and ``segbench.evaluate``: two folders of SIMULATED predictions (segbench.models.simulated) on
+three real KiTS23 cases onto a leaderboard, from the command line and from a plain script; the numbers are the score
+stage's; bad input stops with an error naming the file or case."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT
+from segbench import evaluation, scoring
+from segbench.config import compose_params, parse_params
+from segbench.models import simulated
+from segbench.stages import predictions_dir, run_score, scores_dir
+from tests_support import command_env, in_directory
+
+#: three of the default 78 cases with small label maps (fast to simulate and score)
+CASES = ("case_00110", "case_00285", "case_00440")
+#: the simulated models' options, as conf/model/<model>.yaml runs them
+MODELS = {"sim_erode_1mm": ["--boundary-mm", "-1.0"], "sim_dilate_1mm": ["--boundary-mm", "1.0"]}
+METRIC_COLUMNS = ["dice", "iou", "hd", "hd95", "assd", "masd", "nsd", "det_precision", "det_recall", "det_f1", "worst_case"]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, kits_labels: Path) -> Path:
+    """A folder with ``gt/`` (the three references) and each simulated model's predictions where the score stage
+    reads them (``predictions/kits23/<model>/``, with a manifest excluding no region)."""
+    folder = tmp_path_factory.mktemp("evaluate")
+    (folder / "gt").mkdir()
+    for case in CASES:
+        (folder / "gt" / f"{case}.nii.gz").symlink_to(kits_labels / f"{case}.nii.gz")
+    (folder / "cases.txt").write_text("\n".join(CASES) + "\n", encoding="utf-8")
+    for model, options in MODELS.items():
+        out = predictions_dir("kits23", model, folder)
+        out.mkdir(parents=True)
+        simulated.main(["--input", str(folder / "gt"), "--output", str(out), "--cases", str(folder / "cases.txt"), "--seed", "0", *options])
+        (out / "manifest.json").write_text('{"regions": {}}\n', encoding="utf-8")
+    (folder / "data.dvc").write_bytes((ROOT / "data.dvc").read_bytes())  # the data version the score stage records
+    return folder
+
+
+def _pred_args(project: Path) -> list[str]:
+    return [arg for model in MODELS for arg in ("--pred", f"{model}={predictions_dir('kits23', model, project)}")]
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=command_env(), check=False, timeout=1800)
+    assert result.returncode == 0, f"{' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_report_reanalyze_read(project: Path) -> None:
+    out = project / "cli"
+    printed = _run([sys.executable, "-m", "segbench.cli", "evaluate", "--gt", "gt", *_pred_args(project), "--dataset", "kits23",
+                    "--conf", str(ROOT / "conf"), "--simulated", *MODELS, "--out", str(out), "--report", "--width", "200"], project).stdout
+    assert "2 models, all SIMULATED" in printed and "mean [95% CI]" in printed
+    assert "tumor dice: #1 " in printed and ("sim_erode_1mm − sim_dilate_1mm" in printed or "sim_dilate_1mm − sim_erode_1mm" in printed)
+    results = json.loads((out / "results" / "kits23.json").read_text(encoding="utf-8"))
+    assert results["analysis"]["structures"]["tumor"]["n_cases"] == len(CASES)
+    assert results["models"]["sim_erode_1mm"]["simulated"] and results["dataset"]["regions"]["tumor"]["nsd_tolerance_mm"] == 1.1498
+    assert (out / "site" / "index.html").is_file() and (out / "site" / "kits23--tumor.html").is_file()
+    per_case = pd.read_csv(out / evaluation.PER_CASE_FILE, dtype={"case_id": str})
+    assert sorted(set(per_case["case_id"])) == list(CASES) and set(per_case["model"]) == set(MODELS)
+    assert "every statistic re-derived" in _run([sys.executable, "-m", "segbench.cli", "reanalyze", str(out / "results" / "kits23.json")], project).stdout
+    shown = _run([sys.executable, "-m", "segbench.cli", "show", "--results", str(out / "results"), "--width", "200"], project).stdout
+    assert "sim_dilate_1mm" in shown and "#1 versus #2" in shown
+    _run([sys.executable, "-m", "segbench.cli", "report", "--results", str(out / "results"), "--out", str(project / "site2")], project)
+    assert (project / "site2" / "kits23.html").is_file()
+
+
+def test_api_from_a_plain_script_without_main_guard_with_a_pool(project: Path) -> None:
+    """workers=2 starts a spawn pool, whose workers would re-run an unguarded script."""
+    script = project / "plain.py"
+    script.write_text(textwrap.dedent(f"""\
+        import segbench
+
+        result = segbench.evaluate({str(project / "gt")!r}, {{m: {str(project)!r} + "/predictions/kits23/" + m for m in {list(MODELS)!r}}},
+                                   dataset="kits23", conf={str(ROOT / "conf")!r}, simulated={list(MODELS)!r}, workers=2, progress=False)
+        print(result.summary(width=200))
+        print(result.by_subgroup("gender").to_csv(index=False))
+        result.to_json({str(project / "api" / "kits23.json")!r})
+        print("SITE", result.to_html({str(project / "api" / "site")!r}))
+        """), encoding="utf-8")
+    done = _run([sys.executable, str(script)], project)
+    assert "Traceback" not in done.stderr and done.stdout.count("2 models, all SIMULATED") == 1
+    assert "mean [95% CI]" in done.stdout and "tumor dice: #1 " in done.stdout
+    assert "structure,metric,gender,n,tested,model,mean,ci_low,ci_high" in done.stdout
+    assert (project / "api" / "site" / "index.html").is_file()
+    assert json.loads((project / "api" / "kits23.json").read_text(encoding="utf-8"))["dataset"]["name"] == "kits23"
+
+
+def test_numbers_equal_the_score_stage_on_the_same_cases(project: Path) -> None:
+    raw = compose_params(ROOT / "conf", ["model=[sim_erode_1mm,sim_dilate_1mm]", "dataset=kits23", f"dataset.kits23.cases=[{','.join(CASES)}]",
+                                         "scoring.sensitivity_profiles=[]"])
+    raw["scoring"].pop("lesions", None)
+    params = parse_params(raw, ROOT)
+    with in_directory(project):
+        for model in MODELS:
+            run_score(params, "kits23", model, workers=1)
+    stage = pd.concat([pd.read_csv(scores_dir("kits23", m, project) / "per_case.csv", dtype={"case_id": str}) for m in MODELS], ignore_index=True)
+    result = evaluation.evaluate(project / "gt", {m: predictions_dir("kits23", m, project) for m in MODELS}, dataset="kits23", conf=ROOT / "conf",
+                                 simulated=MODELS, progress=False)
+    ours = result.per_case
+    key = ["model", "case_id", "structure"]
+    stage, ours = stage.sort_values(key).reset_index(drop=True), ours.sort_values(key).reset_index(drop=True)
+    assert len(ours) == len(MODELS) * len(CASES) * 3
+    pd.testing.assert_frame_equal(ours[key + METRIC_COLUMNS], stage[key + METRIC_COLUMNS], check_dtype=False)
+    pd.testing.assert_frame_equal(ours[["meta.gender", "meta.age_band"]], stage[["meta.gender", "meta.age_band"]], check_dtype=False)
+    cell = result.results["analysis"]["structures"]["tumor"]["metrics"]["dice"]["models"]["sim_erode_1mm"]
+    assert cell["mean"] == pytest.approx(stage.query("model == 'sim_erode_1mm' and structure == 'tumor'")["dice"].mean(), abs=0, rel=1e-15)
+
+
+def _nifti(path: Path, data: np.ndarray, spacing: float = 1.0) -> Path:
+    nib.save(nib.Nifti1Image(data.astype(np.uint8), np.diag([spacing, spacing, spacing, 1.0])), path)
+    return path
+
+
+@pytest.fixture()
+def small(tmp_path: Path) -> Path:
+    """A reference folder of two cases (label 1: a cube) and a model folder predicting them exactly."""
+    cube = np.zeros((12, 12, 12), dtype=np.uint8)
+    cube[3:8, 3:8, 3:8] = 1
+    for folder in ("gt", "good"):
+        (tmp_path / folder).mkdir()
+        for case in ("a", "b"):
+            _nifti(tmp_path / folder / f"{case}.nii.gz", cube)
+    (tmp_path / "gt" / "dataset.json").write_text('{"labels": {"background": 0, "organ": 1}}', encoding="utf-8")
+    return tmp_path
+
+
+def _evaluate(small: Path, bad: Path, **options: object) -> evaluation.Evaluation:
+    return evaluation.evaluate(small / "gt", {"good": small / "good", "bad": bad}, progress=False, **options)
+
+
+def _bad_copy(small: Path) -> Path:
+    bad = small / "bad"
+    bad.mkdir()
+    _nifti(bad / "a.nii.gz", nib.load(small / "good" / "a.nii.gz").get_fdata())
+    return bad
+
+
+def test_structures_default_from_the_label_map_and_npy_takes_the_reference_grid(small: Path) -> None:
+    bad = small / "bad"
+    bad.mkdir()
+    for case in ("a", "b"):
+        np.save(bad / f"{case}.npy", np.asarray(nib.load(small / "good" / f"{case}.nii.gz").dataobj))
+    result = _evaluate(small, bad)
+    assert set(result.per_case["structure"]) == {"organ"} and (result.per_case["dice"] == 1.0).all()
+    assert result.results["dataset"]["regions"] == {"organ": {"labels": [1], "nsd_tolerance_mm": evaluation.DEFAULT_NSD_TOLERANCE_MM}}
+
+
+def test_a_missing_prediction_is_an_error_naming_the_case_or_the_stated_worst_case(small: Path) -> None:
+    bad = _bad_copy(small)
+    with pytest.raises(ValueError, match=r"model bad: .*no prediction for 1 of 2 cases: b"):
+        _evaluate(small, bad)
+    rows = _evaluate(small, bad, missing="worst_case").per_case.set_index(["model", "case_id"])
+    assert rows.loc[("bad", "b"), "prediction_missing"] and rows.loc[("bad", "b"), "dice"] == 0.0
+
+
+def test_another_grid_is_an_error_naming_the_file(small: Path) -> None:
+    bad = _bad_copy(small)
+    _nifti(bad / "b.nii.gz", np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj), spacing=2.0)
+    with pytest.raises(scoring.GeometryError, match=r"bad/b\.nii\.gz"):
+        _evaluate(small, bad)
+
+
+def test_a_npy_of_another_shape_is_an_error_naming_the_file(small: Path) -> None:
+    bad = _bad_copy(small)
+    np.save(bad / "b.npy", np.zeros((12, 12, 11), dtype=np.uint8))
+    with pytest.raises(scoring.GeometryError, match=r"bad/b\.npy: array shape \(12, 12, 11\)"):
+        _evaluate(small, bad)
+
+
+def test_an_unknown_label_is_an_error_naming_the_file(small: Path) -> None:
+    bad = _bad_copy(small)
+    labels = np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj).copy()
+    labels[0, 0, 0] = 7
+    _nifti(bad / "b.nii.gz", labels)
+    with pytest.raises(ValueError, match=r"case b: .*bad/b\.nii\.gz: label values \[7\]"):
+        _evaluate(small, bad)
+
+
+def test_an_unknown_label_in_a_npy_is_an_error_naming_it(small: Path) -> None:
+    bad = _bad_copy(small)
+    labels = np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj).copy()
+    labels[0, 0, 0] = 7
+    np.save(bad / "b.npy", labels)
+    with pytest.raises(ValueError, match=r"bad/b\.npy: label values \[7\] are not in the allowed set \[0, 1\]"):
+        _evaluate(small, bad)
+
+
+def test_a_corrupt_file_is_an_error_naming_it(small: Path) -> None:
+    bad = _bad_copy(small)
+    (bad / "b.nii.gz").write_bytes(b"\x1f\x8b not really gzip")
+    with pytest.raises(ValueError, match=r"bad/b\.nii\.gz: cannot read as NIfTI"):
+        _evaluate(small, bad)
+
+
+def test_a_prediction_for_a_case_without_reference_is_an_error_naming_it(small: Path) -> None:
+    bad = small / "good"
+    _nifti(bad / "c.nii.gz", np.zeros((12, 12, 12)))
+    with pytest.raises(ValueError, match=r"prediction files for cases without a reference: c\.nii\.gz"):
+        _evaluate(small, bad)
+
+
+def test_a_dicom_seg_prediction_scores_as_the_same_map_in_nifti(tmp_path: Path) -> None:
+    """The real 20-slice CT series of data/totalseg_example: a perturbed TotalSegmentator output as NIfTI for one model
+    and as DICOM-SEG on the series for the other (test_scoring_dicom's writer), on two cases."""
+    from scipy import ndimage
+
+    from test_scoring_dicom import EXAMPLE, _series, _series_grid, _write_seg
+
+    ref_path = EXAMPLE / "seg_dicom.nii.gz"
+    if not (EXAMPLE / "ct_dicom").is_dir():
+        pytest.skip("data bundle not pulled (dvc pull)")
+    ref = nib.load(ref_path)
+    labels = np.asanyarray(ref.dataobj)
+    big = sorted((int(v) for v in np.unique(labels) if v), key=lambda v: -int((labels == v).sum()))[:2]
+    pred = np.where(np.isin(labels, big), labels, 0).astype(np.uint8)
+    pred[ndimage.binary_dilation(labels == big[0]) & (pred == 0)] = big[0]
+    on_series = np.asanyarray(scoring.resample_to_reference(nib.Nifti1Image(pred, ref.affine), _series_grid(_series())).dataobj)
+    for folder in ("gt", "nifti", "dicom"):
+        (tmp_path / folder).mkdir()
+    for case in ("ts1", "ts2"):
+        (tmp_path / "gt" / f"{case}.nii.gz").symlink_to(ref_path)
+        nib.save(nib.Nifti1Image(pred, ref.affine, ref.header), tmp_path / "nifti" / f"{case}.nii.gz")
+        names = _write_seg(on_series, _series(), tmp_path / "dicom" / f"{case}.dcm")
+    result = evaluation.evaluate(tmp_path / "gt", {"nifti": tmp_path / "nifti", "dicom": tmp_path / "dicom"},
+                                 structures=[f"label_{v}={v}" for v in big], dicom_labels=names, progress=False)
+    rows = result.per_case.set_index(["model", "case_id", "structure"])
+    metrics = ["dice", "nsd", "hd95", "assd"]
+    pd.testing.assert_frame_equal(rows.loc["dicom", metrics], rows.loc["nifti", metrics])
+    assert rows.loc[("nifti", "ts1", f"label_{big[0]}"), "dice"] < 1.0
+
+
+def test_metadata_columns_are_subgroups(small: Path) -> None:
+    (small / "cases.csv").write_text("case_id,site\na,north\nb,south\nz,west\n", encoding="utf-8")
+    result = evaluation.evaluate(small / "gt", {"good": small / "good"}, metadata=small / "cases.csv", progress=False)
+    table = result.by_subgroup("site")
+    assert sorted(set(table["site"])) == ["north", "south"] and (table["n"] == 1).all() and not table["tested"].any()
+    assert set(result.per_case["meta.site"]) == {"north", "south"}
+    with pytest.raises(ValueError, match=r"no subgroup field 'gender'; analysed: \['site'\]"):
+        result.by_subgroup("gender")
+    (small / "cases.csv").write_text("case_id,site\na,north\na,south\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"cases\.csv: case ids listed twice: \['a'\]"):
+        evaluation.evaluate(small / "gt", {"good": small / "good"}, metadata=small / "cases.csv", progress=False)
+
+
+def test_structures_are_names_or_definitions_and_bad_ones_are_named() -> None:
+    assert evaluation.regions(["mass=2+3:1.13", "organ=1"]) == [scoring.Region("mass", (2, 3), 1.13), scoring.Region("organ", (1,), 2.0)]
+    assert evaluation.regions(["organ"], labels={"background": 0, "organ": 1}) == [scoring.Region("organ", (1,), 2.0)]
+    for entry, message in (("t=2:nan", "positive tolerance"), ("t=0", "non-zero label ids"), ("t=x", r"expected NAME=ID\[\+ID...\]"),
+                           ("liver", "not among any known structure")):
+        with pytest.raises(ValueError, match=message):
+            evaluation.regions([entry])
