@@ -6,6 +6,8 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from segbench.stats.verdicts import format_level
+
 from .common import (
     AUDIT_LEGEND,
     VERDICT_ORDER,
@@ -24,6 +26,7 @@ from .common import (
     fmt,
     fmt_rank,
     identical_text,
+    intervals_note,
     is_ranked,
     kind,
     markers,
@@ -90,7 +93,8 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
     models = results["models"]
     said = shared_marks(sorted(models), models)
     rows: list[list[TableCell]] = []
-    for structure in structures or sorted(results["analysis"]["structures"]):
+    chosen = structures or sorted(results["analysis"]["structures"])
+    for structure in chosen:
         for metric, cell in results["analysis"]["structures"][structure]["metrics"].items():
             v = cell.get("verdict")
             where = (f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>', structure)
@@ -108,9 +112,10 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
                  VERDICT_ORDER.get(v["code"], "4")),
                 (f'<span title="{html.escape(co)}">{len(v["co_winners"])}: {html.escape(co)}</span>', f"{len(v['co_winners']):03d}"),
             ])
+    said_once = " ".join(dict.fromkeys(n for s in chosen for n in map(intervals_note, results["analysis"]["structures"][s]["metrics"].values()) if n))
     caption = ("#1 versus #2 per structure and metric; click a verdict for its numbers. Co-winners: #1 and every model not "
                'separable from it (test of the mean difference and Wilcoxon-Holm) on the ranking by mean '
-               '(<a href="methodology.html#verdicts">verdicts</a>). '
+               f'(<a href="methodology.html#verdicts">verdicts</a>). {said_once + " " if said_once else ""}'
                + AUDIT_LEGEND + marks_caption(said))
     return table(["structure", "metric", "#1", ci_head(results["analysis"]["settings"]), "#1 versus #2", "co-winners"], rows, caption, "answers")
 
@@ -155,7 +160,8 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: dict[str, Any], 
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     headers = ["rank", "model", ci_head(settings), "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
     verdicts = f"; verdicts:{type1_note(audit, structure)}" if cell.get("ranking") and len(cell["ranking"]["order"]) > 1 else ""
-    return table(headers, rows, f"{html.escape(metric)} ({direction}){verdicts}" + marks_caption(said), "leaderboard")
+    said_once = f". {intervals_note(cell)}" if intervals_note(cell) else ""
+    return table(headers, rows, f"{html.escape(metric)} ({direction}){verdicts}{said_once}" + marks_caption(said), "leaderboard")
 
 
 def models_table(models: Models, identical: dict[str, dict[str, int] | None] | None = None) -> str:
@@ -242,7 +248,7 @@ def source_pairs(cell: Cell, published: dict[str, Any], metric: str) -> str:
             (html.escape(wilcoxon), "1" if winner else "0"),
             (f'<span class="relation-{relation}">{html.escape(sentence)}</span>', AGAINST_SOURCE_ORDER[relation]),
         ])
-    level = f"{published['ci_level'] * 100:.3g}%"
+    level = format_level(published["ci_level"])
     correction = "Bonferroni" if published["correction"] == "bonferroni" else "no correction (one pair)"
     headers = [
         "pair",
