@@ -59,13 +59,15 @@ def _model_axis(fig: go.Figure, labels: list[str]) -> None:
     fig.update_layout(height=120 + max(ROW_HEIGHT * len(labels), 40 * min(len(labels), 4)))
 
 
-def _log_axis(cell: Cell, values: list[float | None]) -> bool:
-    """Whether a distance metric's values (lower is better) need a log axis: all of them positive and spanning more than
-    ``LOG_SPAN``. Overlap scores in [0, 1] and distances with a 0 among them stay linear (a log axis cannot show 0)."""
+def _log_axis(fig: go.Figure, axis: str, cell: Cell, values: list[float | None]) -> bool:
+    """Put ``axis`` ("x" or "y") of a distance plot on a log scale (ticks at 1, 2, 5 per decade) when its values need it:
+    all positive and spanning more than ``LOG_SPAN``; True if so. Overlap scores in [0, 1] and distances with a 0 among
+    them stay linear (a log axis cannot show 0)."""
     shown = [v for v in values if v is not None]
-    if cell["higher_is_better"] or not shown or min(shown) <= 0:
+    if cell["higher_is_better"] or not shown or min(shown) <= 0 or max(shown) / min(shown) <= LOG_SPAN:
         return False
-    return max(shown) / min(shown) > LOG_SPAN
+    fig.update_layout({f"{axis}axis": {"type": "log", "dtick": "D2"}})
+    return True
 
 
 def _finish(fig: go.Figure, title: str, x_title: str) -> go.Figure:
@@ -110,9 +112,7 @@ def forest(cell: Cell, models: Models, metric: str, settings: dict[str, Any]) ->
         fig.add_vrect(x0=first["ci_low"], x1=first["ci_high"], fillcolor="#1f4e79", opacity=0.1, line_width=0)
     _model_axis(fig, labels)
     fig.update_layout(showlegend=len(fig.data) > 1)
-    log = _log_axis(cell, [e["mean"] for e in est])
-    if log:
-        fig.update_xaxes(type="log")
+    log = _log_axis(fig, "x", cell, [e["mean"] for e in est])
     return _finish(fig, f"Mean with {ci_words(settings, cell.get('ci_confidence'))}; shaded: the CI of #1{'; log axis' if log else ''}",
                    f"{metric} (log axis)" if log else metric)
 
@@ -242,9 +242,7 @@ def per_case(cell: Cell, models: Models, metric: str, case_ids: list[str]) -> go
         ]
     )
     _model_axis(fig, labels)
-    log = _log_axis(cell, [v for name in names for v in cell["per_case"][name]])
-    if log:
-        fig.update_xaxes(type="log")
+    log = _log_axis(fig, "x", cell, [v for name in names for v in cell["per_case"][name]])
     what = ("every case is a point" if few else f"{len(case_ids)} cases: box with outliers") + ("; log axis" if log else "")
     return _finish(fig, f"Per-case {metric} ({what})", f"{metric} (log axis)" if log else metric)
 
@@ -285,9 +283,7 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: dic
         f"{html.escape(g)}<br>n = {block['groups'][g]['n']}{'' if block['groups'][g]['tested'] else ' (untested)'}" for g in groups
     ]
     fig.update_xaxes(tickvals=list(range(len(groups))), ticktext=ticks, range=[-0.6, len(groups) - 0.4], showgrid=False)
-    log = _log_axis(cell, [block["groups"][g]["models"][name]["mean"] for g in groups for name in names])
-    if log:
-        fig.update_yaxes(type="log")
+    log = _log_axis(fig, "y", cell, [block["groups"][g]["models"][name]["mean"] for g in groups for name in names])
     fig.update_layout(
         height=300 + 18 * len(names),
         yaxis_title=f"{metric} (log axis)" if log else metric,
