@@ -300,6 +300,11 @@ def test_cluster_versus_case_intervals_are_shown(site: tuple[Path, list[Path]], 
     dataset = " ".join(page_text(out / "touchstone_totalsegmentator.html").split())
     assert "Clustered bootstrap" in dataset and "The cases cluster by institute" in dataset
     assert f"liver dice {block['n_clusters']} {ratios[len(ratios) // 2]:.2f} {ratios[0]:.2f} - {ratios[-1]:.2f}" in dataset
+    order = load(results_files[0])["analysis"]["structures"]["liver"]["metrics"]["dice"]["ranking"]["order"]
+    head = next(p for p in block["pairwise"] if {p["a"], p["b"]} == set(order[:2]))
+    words = {True: "separable", False: "not separable"}
+    separable = f"{sum(p['case_separable'] for p in block['pairwise'])} / {sum(p['separable'] for p in block['pairwise'])} of {len(block['pairwise'])}"
+    assert f"{separable} {words[head['case_separable']]} / {words[head['separable']]} " in dataset  # the #1-versus-#2 pair's
     assert 'id="touchstone_totalsegmentator-clustered-0"' in page
     assert "Clustered bootstrap: 95% CI (skewness-corrected t) width by cluster over width by case" in page
     assert "Clustered bootstrap" not in page_text(out / "kits23.html")  # no cluster field there

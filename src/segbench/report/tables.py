@@ -291,9 +291,13 @@ def clustered(structures: dict[str, Any], link_of: Callable[[str, str], str]) ->
                 continue
             ratios = sorted(e["width_ratio"] for e in c["models"].values() if e["width_ratio"] is not None)
             median = ratios[len(ratios) // 2] if ratios else None
-            first = cell["ranking"]["order"][0] if cell.get("ranking") else None
+            order = (cell.get("ranking") or {}).get("order") or []
+            first = order[0] if order else None
             p1 = c["p_rank1"][first] if first else None
             separable = [sum(p[k] for p in c["pairwise"]) for k in ("case_separable", "separable")]
+            head = next((p for p in c["pairwise"] if {p["a"], p["b"]} == set(order[:2])), None) if len(order) > 1 else None
+            words = {True: "separable", False: "not separable"}  # the #1-versus-#2 difference's CI, by case and by cluster
+            first_second = f"{words[head['case_separable']]} / {words[head['separable']]}" if head else "n/a"
             rows.append([
                 (f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>', structure),
                 (html.escape(metric), metric),
@@ -303,7 +307,8 @@ def clustered(structures: dict[str, Any], link_of: Callable[[str, str], str]) ->
                 (html.escape(first or "n/a"), first),
                 (f"{fmt(p1['case'], 3)} / {fmt(p1['cluster'], 3)}" if p1 else "n/a", p1["cluster"] if p1 else None),
                 (f"{separable[0]} / {separable[1]} of {len(c['pairwise'])}", separable[1]),
+                (first_second, first_second),
             ])
     headers = ["structure", "metric", "clusters", "median width ratio", "range", "#1 (case bootstrap)", "#1 P(rank 1) case / cluster",
-               "separable pairs case / cluster"]
+               "separable pairs case / cluster", "#1 versus #2 case / cluster"]
     return table(headers, rows, caption="Cluster versus case bootstrap")
