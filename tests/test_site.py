@@ -356,6 +356,21 @@ def test_levels_print_exact_and_never_as_100_percent(results_files: list[Path], 
         assert not re.search(r"(?<![\d.])100(?:\.0+)?\s?% CI|level 100(?:\.0+)?%", shown)
 
 
+def test_a_ci_bound_the_range_rule_set_is_marked_with_why(results_files: list[Path], tmp_path: Path) -> None:
+    """A model CI whose bound the range rule moved (``ci_bounded``) carries a mark whose tooltip says which bound and why,
+    in the answers and the leaderboard; the other CIs carry none."""
+    results = load(results_files[1])
+    cell = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]
+    first = cell["ranking"]["order"][0]
+    cell["models"][first]["ci_bounded"] = "high"
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    page = (tmp_path / "site" / "kits23--tumor.html").read_text(encoding="utf-8")
+    assert page.count('<span class="bounded" title="The range rule set its upper bound: the interval stays within the metric&#x27;s '
+                      "range and the per-case values it averages") == 2  # the answers row and the leaderboard row
+    assert page.count('class="bounded"') == 2
+
+
 def test_distance_plots_spanning_magnitudes_use_a_log_axis_and_ordinal_groups_keep_their_order(
         results_files: list[Path], tmp_path: Path) -> None:
     """Tumour HD95 with one model far off (a missed lesion: 260 mm) and the others 0.2 mm apart: the means plot draws a log

@@ -247,6 +247,22 @@ def estimate(est: dict[str, Any], cell: Cell, metric: str) -> str:
     return format_estimate(est["mean"], est["ci_low"], est["ci_high"], metric, bool(cell["higher_is_better"]))
 
 
+#: which bound of a model's CI the range rule moved (the estimate's ``ci_bounded``), for the CI cell's tooltip
+BOUNDED = {"low": "its lower bound", "high": "its upper bound", "both": "both its bounds"}
+
+
+def estimate_html(est: dict[str, Any], cell: Cell, metric: str) -> str:
+    """A table's 'mean [ci_low, ci_high] unit', marked '⇤' where the range rule moved a bound of the CI (``ci_bounded``),
+    the tooltip saying which: the interval keeps within the metric's range and the per-case values it averages."""
+    shown = html.escape(estimate(est, cell, metric))
+    moved = est.get("ci_bounded")
+    if not moved:
+        return shown
+    title = (f"The range rule set {BOUNDED[moved]}: the interval stays within the metric's range and the per-case values it "
+             "averages (docs/methodology.md, 5.3)")
+    return f'{shown}<span class="bounded" title="{html.escape(title)}">⇤</span>'
+
+
 def disclosure(summary: str, body: str, open_: bool = False) -> str:
     """Details a reader opens on demand: ``summary`` is the line shown (HTML), ``body`` HTML."""
     return f"<details{' open' if open_ else ''}><summary>{summary}</summary>{body}</details>"
