@@ -199,13 +199,11 @@ def _unit_headline(results: Results) -> str:
         sizes[label] = sizes.get(label, 0) + 1
     largest = max(sizes.values()) / sum(sizes.values())
     n = changes["n_cells"]
-    return (f'<p class="headline" id="unit">Unit of these verdicts: the case. Every CI and verdict below treats the '
-            f"{sum(sizes.values()):,} cases as independent, so it speaks for cases like these, from these {len(sizes)} "
-            f"{field} clusters in these proportions (the largest holds {100 * largest:.0f}%), not for a new {field}. "
-            f"Resampling {field}s instead of cases (clustered bootstrap, a sensitivity analysis) changes "
-            f"<strong>{len(changes['first_second'])} of {n}</strong> #1-versus-#2 verdicts and "
-            f"<strong>{len(changes['co_winners'])} of {n}</strong> co-winner sets "
-            f'(<a href="#clustered">clustered bootstrap</a>; why the case is the unit: methodology, 5.16).</p>')
+    return (f'<p class="headline" id="unit">Unit: the case. The verdicts treat the {sum(sizes.values()):,} cases as independent: '
+            f"they speak for cases like these, from these {len(sizes)} {field} clusters (the largest holds {100 * largest:.0f}%), "
+            f"not for a new {field}. Resampling {field}s instead (<a href=\"#clustered\">clustered bootstrap</a>, a sensitivity "
+            f"analysis) changes <strong>{len(changes['first_second'])} of {n}</strong> #1-versus-#2 verdicts and "
+            f"<strong>{len(changes['co_winners'])} of {n}</strong> co-winner sets (why the case: methodology, 5.16).</p>")
 
 
 def _import_summary(dataset: dict[str, Any]) -> str:
