@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from browser import Browser, find_chromium
+from segbench.stats.heads import ci_words
 from segbench.stats.verdicts import format_estimate
 from tests_support import command_env, commit_all, new_project, run_command
 
@@ -125,12 +127,16 @@ def test_plot_rows_are_each_models_mean_and_ci(project: Path, tmp_path: Path) ->
         rows = list(csv.DictReader(handle))
     assert len(rows) == 3 * 5 * len(MODELS)  # regions x metrics x models
     row = next(r for r in rows if r["cell"] == "tumor hd95" and r["model"] == "sim_missed_lesion")
-    estimate = results["analysis"]["structures"]["tumor"]["metrics"]["hd95"]["models"]["sim_missed_lesion"]
+    cell = results["analysis"]["structures"]["tumor"]["metrics"]["hd95"]
+    estimate = cell["models"]["sim_missed_lesion"]
     assert [float(row[k]) for k in ("mean", "ci_low", "ci_high")] == [estimate[k] for k in ("mean", "ci_low", "ci_high")]
+    # each row names its CI as the site's plots do: the method used and, for a calibrated cell, its level
+    assert row["interval"] == ci_words(results["analysis"]["settings"], cell["ci_confidence"]) and "skewness-corrected t" in row["interval"]
     out = tmp_path / "plots_html"
     run_command(["dvc", "plots", "show", "--out", str(out)], project)
     page = (out / "index.html").read_text()
     assert "ci_high" in page and "sim_missed_lesion" in page  # the mean_ci template, filled with the rows
+    assert json.dumps(row["interval"])[1:-1] in page and "bootstrap CI" not in page
     chromium = find_chromium()
     assert chromium, "chromium is needed (apt-get install chromium)"
     with Browser(chromium, tmp_path / "profile") as browser:  # vega inline (.dvc/plots/page.html): it draws offline
@@ -163,3 +169,22 @@ def test_exp_run_shows_the_heads_in_exp_show(project: Path, root: Path) -> None:
     assert _widest_line(table) <= 200
     diff = run_command(["dvc", "metrics", "diff", "--all"], project)  # b500's heads (the workspace) beside the baseline's, changed or not
     assert "metrics/kits23/" in diff and _widest_line(diff) <= 200
+
+
+def test_plot_titles_name_no_fixed_level_or_method(root: Path) -> None:
+    """`dvc plots show` once titled every plot "95% bootstrap CI" over skew_t intervals at calibrated levels: the template's
+    and dvc.yaml's titles fix neither a level nor a method, and each panel's header reads the rows' ``interval``."""
+    template = json.loads((root / ".dvc" / "plots" / "mean_ci.json").read_text(encoding="utf-8"))
+    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    plots = [(path, props) for stage in stages.values() for entry in stage.get("do", stage).get("plots", []) for path, props in entry.items()]
+    assert {props["template"] for _, props in plots} == {"mean_ci"} and len(plots) == 2
+
+    def titles(node: object) -> list[str]:
+        if isinstance(node, dict):
+            return [str(v) for k, v in node.items() if k in ("title", "text") and v] + [t for v in node.values() for t in titles(v)]
+        return [t for v in node for t in titles(v)] if isinstance(node, list) else []
+
+    for text in titles(template) + [props["title"] for _, props in plots]:
+        assert not re.search(r"\d\s*%|bootstrap|percentile|skew|BCa|0\.05|0\.95", text), text
+    panel = template["facet"]["row"]["field"]
+    assert any(t.get("as") == panel and "datum.interval" in t["calculate"] for t in template["transform"])

@@ -19,6 +19,7 @@ from browser import Browser, find_chromium
 from segbench.io import write_json_atomic
 from segbench.report import build_site
 from segbench.stats.analysis import recompute
+from segbench.stats.verdicts import CODE_WORDS, format_level
 from site_data import TOUCHSTONE_SOURCE, add_audited, calibration_audit, kits_like_results, segauge_results, touchstone_results
 
 TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
@@ -107,7 +108,8 @@ def test_leaderboard_marks_ranks_and_verdicts(site: tuple[Path, list[Path]], res
     cell = load(results_files[0])["analysis"]["structures"]["liver"]["metrics"]["dice"]
     first, second = cell["ranking"]["order"][:2]
     touchstone = " ".join(html.unescape(page_text(out / "touchstone_totalsegmentator--liver.html")).split())
-    assert f"#1 {first} (" in touchstone and f"versus #2 {second} : ✘ not separable : Δ = " in touchstone
+    sentence = " ".join(cell["verdict"]["pairs"][0]["text"].split())
+    assert f"#1 {first} (" in touchstone and f"versus #2 {second} : ✘ not separable : {sentence}" in touchstone  # the words once, then the sentence
     assert "mean [95% CI]" in touchstone and "P(rank 1)" in touchstone
 
 
@@ -244,7 +246,7 @@ def test_source_verdicts_and_what_wilcoxon_holm_changes(site: tuple[Path, list[P
     assert page.count('class="relation-adds"') == 2 and page.count('class="relation-withholds"') == 1
     assert page.count('class="relation-agree"') == 9
     assert page.count("same verdict as the source") == 12 and "differs from the source" not in page
-    assert "source: bootstrap CI (Bonferroni, 98.3%, B = 2,000)" in page and "✔ distinguishable, favours MOOSE" in page
+    assert "source: bootstrap CI (Bonferroni, 98.33%, B = 2,000)" in page and "✔ distinguishable, favours MOOSE" in page
     assert "kidney 2 mm (as published by the source)" in page_text(out / "methodology.html")
     assert "as published by the source (segauge 0.2.0)" in page_text(out / "methodology.html")
     assert "Wilcoxon-Holm versus the source" not in (out / "kits23--tumor.html").read_text(encoding="utf-8")
@@ -298,8 +300,150 @@ def test_cluster_versus_case_intervals_are_shown(site: tuple[Path, list[Path]], 
     dataset = " ".join(page_text(out / "touchstone_totalsegmentator.html").split())
     assert "Clustered bootstrap" in dataset and "The cases cluster by institute" in dataset
     assert f"liver dice {block['n_clusters']} {ratios[len(ratios) // 2]:.2f} {ratios[0]:.2f} - {ratios[-1]:.2f}" in dataset
-    assert 'id="touchstone_totalsegmentator-clustered-0"' in page and "CI width by cluster over CI width by case" in page
+    order = load(results_files[0])["analysis"]["structures"]["liver"]["metrics"]["dice"]["ranking"]["order"]
+    head = next(p for p in block["pairwise"] if {p["a"], p["b"]} == set(order[:2]))
+    words = {True: "separable", False: "not separable"}
+    separable = f"{sum(p['case_separable'] for p in block['pairwise'])} / {sum(p['separable'] for p in block['pairwise'])} of {len(block['pairwise'])}"
+    assert f"{separable} {words[head['case_separable']]} / {words[head['separable']]} " in dataset  # the #1-versus-#2 pair's
+    assert 'id="touchstone_totalsegmentator-clustered-0"' in page
+    assert "Clustered bootstrap: 95% CI (skewness-corrected t) width by cluster over width by case" in page
     assert "Clustered bootstrap" not in page_text(out / "kits23.html")  # no cluster field there
+
+def test_first_line_of_a_clustered_set_names_the_unit_and_what_clustering_changes(site: tuple[Path, list[Path]],
+                                                                                  results_files: list[Path]) -> None:
+    """Touchstone clusters by institute: the dataset page opens with the unit its verdicts assume (the case), the population
+    that reaches, and how many #1-versus-#2 verdicts and co-winner sets the clustered bootstrap changes, counted here
+    again from the clustered blocks; a set without a cluster field says nothing of it."""
+    out, _ = site
+    analysis = load(results_files[0])["analysis"]
+    changed = {"first_second": [], "co_winners": []}
+    cells = 0
+    for structure, block in sorted(analysis["structures"].items()):
+        for metric, cell in sorted(block["metrics"].items()):
+            first, second = cell["ranking"]["order"][:2]
+            partners = {(p["b"] if p["a"] == first else p["a"]): p for p in cell["clustered"]["pairwise"] if first in (p["a"], p["b"])}
+            cells += 1
+            if partners[second]["separable"] != partners[second]["case_separable"]:
+                changed["first_second"].append(f"{structure} {metric}")
+            if {m for m, p in partners.items() if not p["separable"]} != {m for m, p in partners.items() if not p["case_separable"]}:
+                changed["co_winners"].append(f"{structure} {metric}")
+    assert analysis["clusters"]["verdict_changes"] == {"unit": "case", "n_cells": cells, **changed}
+    assert changed["co_winners"]  # B = 200 here: the clustered bootstrap moves co-winners in some cells
+    labels = list(analysis["clusters"]["labels"].values())
+    largest = max(labels.count(x) for x in set(labels)) / len(labels)
+    first = " ".join(page_text(out / "touchstone_totalsegmentator.html").split("segbench leaderboards")[0].split())
+    opening = first.split("Unit:", 1)[1].split(" #1 versus #2 per structure")[0]
+    assert opening.startswith(f" the case. The verdicts treat the {len(labels):,} cases as independent: they speak for cases like these, "
+                              f"from these {len(set(labels))} institute clusters (the largest holds {100 * largest:.0f}%), not for a "
+                              "new institute.")
+    assert (f"changes {len(changed['first_second'])} of {cells} #1-versus-#2 verdicts and {len(changed['co_winners'])} of {cells} "
+            "co-winner sets") in opening
+    page = (out / "touchstone_totalsegmentator.html").read_text(encoding="utf-8")
+    assert page.index('id="unit"') < page.index('class="sortable answers"')  # before the answers: the first screen
+    assert 'id="unit"' not in (out / "kits23.html").read_text(encoding="utf-8")
+
+
+def test_levels_print_exact_and_never_as_100_percent(results_files: list[Path], tmp_path: Path) -> None:
+    """A cell computed at the audit-calibrated level 99.996% says so, not '100%': every level goes through format_level."""
+    results = load(results_files[1])
+    cell = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]
+    cell["ci_confidence"] = 0.99996
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    page = (tmp_path / "site" / "kits23--tumor.html").read_text(encoding="utf-8")
+    assert "Mean with 95% CI (skewness-corrected t, computed at the audit-calibrated level 99.996%)" in page
+    for shown in (page, (tmp_path / "site" / "methodology.html").read_text(encoding="utf-8")):
+        assert not re.search(r"(?<![\d.])100(?:\.0+)?\s?% CI|level 100(?:\.0+)?%", shown)
+
+
+def test_a_ci_bound_the_range_rule_set_is_marked_with_why(results_files: list[Path], tmp_path: Path) -> None:
+    """A model CI whose bound the range rule moved (``ci_bounded``) carries a mark whose tooltip says which bound and why,
+    in the answers and the leaderboard; the other CIs carry none."""
+    results = load(results_files[1])
+    cell = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]
+    first = cell["ranking"]["order"][0]
+    cell["models"][first]["ci_bounded"] = "high"
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    page = (tmp_path / "site" / "kits23--tumor.html").read_text(encoding="utf-8")
+    assert page.count('<span class="bounded" title="The range rule set its upper bound: the interval stays within the metric&#x27;s '
+                      "range and the per-case values it averages") == 2  # the answers row and the leaderboard row
+    assert page.count('class="bounded"') == 2
+
+
+def test_distance_plots_spanning_magnitudes_use_a_log_axis_and_ordinal_groups_keep_their_order(
+        results_files: list[Path], tmp_path: Path) -> None:
+    """Tumour HD95 with one model far off (a missed lesion: 260 mm) and the others 0.2 mm apart: the means plot draws a log
+    axis, which says so, so the close models stay apart; overlap scores stay linear. Age bands read in age order, both
+    definitions (decades '40-49'..'80+', and '<40', '40-59', '60-74', '>=75') by one rule."""
+    results = load(results_files[1])
+    cell = results["analysis"]["structures"]["tumor"]["metrics"]["hd95"]
+    far = cell["ranking"]["order"][-1]
+    cell["models"][far].update(mean=260.0, ci_low=240.0, ci_high=280.0)
+    bands = cell["subgroups"]["age_band"]["groups"]
+    assert list(bands) == ["40-49", "50-59", "60-69", "70-79", "80+", "<40"]  # as stored: sorted as text
+    other = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]["subgroups"]["age_band"]
+    other["groups"] = {new: other["groups"][old] for new, old in zip(["40-59", "60-74", "<40", ">=75"], ["40-49", "50-59", "60-69", "70-79"])}
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    page = (tmp_path / "site" / "kits23--tumor.html").read_text(encoding="utf-8")
+    layouts = {m.group(1): json.loads(m.group(2)) for m in re.finditer(
+        r'Plotly\.newPlot\(\s*"([^"]+)",\s*\[.*?\],\s*(\{.*?\}),\s*\{"displayModeBar"', page, re.S)}
+    assert layouts  # plotly's own calls, parsed as drawn
+    hd95, dice = layouts["kits23-tumor-hd95-a-0"], layouts["kits23-tumor-dice-a-0"]
+    assert hd95["xaxis"]["type"] == "log" and hd95["xaxis"]["title"]["text"] == "hd95 (log axis)" and "; log axis" in hd95["title"]["text"]
+    assert dice["xaxis"].get("type") != "log" and "log axis" not in dice["title"]["text"]
+    def age_ticks(metric: str) -> list[str]:
+        layout = next(v for k, v in layouts.items() if k.startswith(f"kits23-tumor-{metric}-sub-") and "by age_band" in v["title"]["text"])
+        return [t.split("<br>")[0] for t in layout["xaxis"]["ticktext"]]
+
+    assert age_ticks("hd95") == ["&lt;40", "40-49", "50-59", "60-69", "70-79", "80+"]
+    assert age_ticks("dice")[:4] == ["&lt;40", "40-59", "60-74", "&gt;=75"]
+
+
+def test_verdict_intervals_said_once_and_identical_models_named(results_files: list[Path], tmp_path: Path) -> None:
+    """The Δ intervals' method and family-wise level (``verdict.intervals``) once per table, not per pair; models the
+    ranking finds identical on every case (``ranking.identical``) named in the cell's headline."""
+    results = load(results_files[1])
+    said = "Δ intervals: the sign-flip test inverted, Holm step-down, family-wise 95%"
+    structures = results["analysis"]["structures"]
+    for block in structures.values():
+        for cell in block["metrics"].values():
+            if cell.get("verdict"):
+                cell["verdict"]["intervals"] = said
+    dice = structures["kidney_and_mass"]["metrics"]["dice"]
+    dice["ranking"]["identical"] = [dice["ranking"]["order"][:2]]
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    page = (tmp_path / "site" / "kits23--kidney_and_mass.html").read_text(encoding="utf-8")
+    tables = re.findall(r"<table class=\"sortable (answers|leaderboard)\">(.*?)</table>", page, re.S)
+    assert len(tables) == 1 + len(structures["kidney_and_mass"]["metrics"])
+    assert all(body.count(html.escape(said)) == 1 for _, body in tables)  # once each, in its caption
+    a, b = dice["ranking"]["order"][:2]
+    headline = page.split('id="dice"', 1)[1].split("</p>", 1)[0]
+    assert f"{a} and {b} are identical on every case." in html.unescape(headline)
+    assert "identical on every case" not in page.split('id="dice"', 1)[0] + page.split('id="hd95"', 1)[1]
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
+def test_kidney_nsd_verdict_agrees_with_the_interval_beside_it(site: tuple[Path, list[Path]], results_files: list[Path], tmp_path: Path) -> None:
+    """segauge's 20 KiTS23 cases, kidney NSD, MOOSE versus TotalSegmentator: as a reader sees it in Chromium, the headline
+    and the leaderboard row say "separable" iff the Δ interval printed beside it excludes 0, and carry no level of their
+    own (the table states it once). Written against the verdict contract: run after the statistics that write it."""
+    out, _ = site
+    cell = load(results_files[2])["analysis"]["structures"]["kidney"]["metrics"]["nsd"]
+    assert set(cell["ranking"]["order"][:2]) == {"MOOSE", "TotalSegmentator"}
+    script = """(() => ({headline: document.getElementById('nsd').nextElementSibling.innerText,
+      row: Array.from(document.getElementById('nsd').parentNode.querySelectorAll('table.leaderboard'))
+        .find(t => t.caption.innerText.startsWith('nsd')).querySelector('tbody tr td:nth-child(7)').textContent}))()"""
+    with Browser(find_chromium(), tmp_path / "profile", timeout=90) as browser:
+        shown = browser.visit(out / "segauge_kits23_modal--kidney.html", script=script).result
+    for text in (shown["headline"], shown["row"]):
+        words = next(w for w in CODE_WORDS.values() if w in text)
+        low, high = (float(x) for x in re.search(r"Δ = -?[\d.]+ \[(-?[\d.]+), (-?[\d.]+)\]", text).groups())
+        assert (words == CODE_WORDS["separable"]) == (low > 0 or high < 0), text
+        assert not re.search(r"\d% CI\)", text), text  # no per-pair level
+
 
 def test_implementation_sensitivity_is_shown_with_its_numbers(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
     """The dataset page's sensitivity tables: each variant's summary and per-cell flips, read from the results JSON."""
@@ -343,7 +487,7 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
     words_levels = " ".join(html.unescape(text).split())
     for r in audit["levels"] + audit["real"]["levels"]:
         name = r["structure"] if r["source"] == "simulated" else f"{r['source']}/{r['structure']}"
-        assert f"{name} {r['metric']} {r['n']} {100 * r['level']:.2f}% {100 * r['nominal_rate']:.1f}%" in words_levels, r
+        assert f"{name} {r['metric']} {r['n']} {format_level(r['level'])} {100 * r['nominal_rate']:.1f}%" in words_levels, r
     assert f"Wilcoxon-Holm separates {100 * min(wilcoxon):.1f}–{100 * max(wilcoxon):.1f}%" in text
     assert "SIMULATED" in text and "equal_a, equal_b" in text
     first = next(r for r in audit["coverage"] if (r["structure"], r["metric"], r["n"], r["method"]) == ("tumor", "hd95", 20, "bca"))
@@ -523,7 +667,7 @@ def test_every_ci_cell_shows_its_audited_coverage(site: tuple[Path, list[Path]],
                 assert f"{100 * c['rate']:.1f}% ± {100 * c['mc_se']:.1f}" in row["audit"][0]["title"] and c["population"] in row["audit"][0]["title"]
                 if "level" in c:  # a CI at the audit-calibrated level: the analysis computed it there, the tooltip names it
                     assert results[name]["analysis"]["structures"][s]["metrics"][metric]["ci_confidence"] == c["level"]
-                    words = (f"audit-calibrated level {100 * c['level']:.2f}%" if c["level"] > c["target"]
+                    words = (f"audit-calibrated level {format_level(c['level'])}" if c["level"] > c["target"]
                              else "at its nominal level, which the audit's calibration kept")
                     assert words in row["audit"][0]["title"], row["audit"][0]["title"]
                     seen["calibrated"] += 1
@@ -571,7 +715,7 @@ def test_ci_heads_and_plot_titles_name_the_boards_ci(site: tuple[Path, list[Path
     levels = {metric: cell["ci_confidence"] for metric, cell in results["analysis"]["structures"]["tumor"]["metrics"].items()}
     assert any(level > 0.95 for level in levels.values()), levels
     for level in levels.values():
-        at = f", computed at the audit-calibrated level {100 * level:.2f}%" if level > 0.95 else ""
+        at = f", computed at the audit-calibrated level {format_level(level)}" if level > 0.95 else ""
         assert f"Mean with 95% CI (skewness-corrected t{at}); shaded: the CI of #1" in page
     assert "bootstrap CI" not in page and page.count('<button type="button">mean [95% CI]</button>') >= 1 + len(levels)
 

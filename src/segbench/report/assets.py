@@ -41,7 +41,7 @@ table.answers details.verdict { display: inline-block; }  /* its audited type-I 
 figure.plot { margin: .4rem 0 1.2rem; }
 figure.plot figcaption { font-size: .85rem; color: #444; }
 code { background: #f3f3f3; padding: 0 .2rem; }
-.audit { font-size: .75rem; color: #555; white-space: nowrap; margin-left: .3rem; }
+.audit, .bounded { font-size: .75rem; color: #555; white-space: nowrap; margin-left: .3rem; }
 .audit.warn { color: #8a1c00; font-weight: 600; }
 """
 

@@ -7,11 +7,12 @@ nothing is recomputed.
 from __future__ import annotations
 
 import html
+import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from segbench.stats.verdicts import CODE_WORDS, base_digits, format_estimate, format_p
+from segbench.stats.verdicts import CODE_WORDS, base_digits, format_estimate, format_level, format_p
 
 Cell = dict[str, Any]  # analysis.structures.<s>.metrics.<m>
 Models = dict[str, Any]  # results["models"]
@@ -79,6 +80,32 @@ def short_mark(model: dict[str, Any]) -> str:
     if model.get("contaminated"):
         marks.append("trained on this data")
     return f" [{', '.join(marks)}]" if marks else ""
+
+
+#: an ordinal group label: '<40', '<=40', '>=75', '>75', '40-59', '40–59', '80+' or a plain number
+_BAND = re.compile(r"^\s*(?:(?P<cmp>[<>]=?)\s*(?P<edge>\d+(?:\.\d+)?)|(?P<low>\d+(?:\.\d+)?)\s*(?:[-–]\s*(?P<high>\d+(?:\.\d+)?)|(?P<plus>\+))?)\s*$")
+
+
+def _band(label: str) -> tuple[float, float] | None:
+    """(lowest, highest) value of an ordinal group label, None for a label that names no range ('F', 'venous')."""
+    m = _BAND.match(label)
+    if m is None:
+        return None
+    if m["cmp"]:
+        edge = float(m["edge"])
+        return (-math.inf, edge) if m["cmp"].startswith("<") else (edge, math.inf)
+    low = float(m["low"])
+    return low, math.inf if m["plus"] else float(m["high"] or low)
+
+
+def natural_order(labels: Iterable[str]) -> list[str]:
+    """Group labels in their natural order: numeric ranges ('<40', '40-59', '60-74', '>=75'; '40-49', ..., '80+') by
+    their values when every label is one, else alphabetically (categories without an order, e.g. sex)."""
+    labels = list(labels)
+    bands = [_band(label) for label in labels]
+    if labels and all(b is not None for b in bands):
+        return [label for _, label in sorted(zip(bands, labels))]
+    return sorted(labels)
 
 
 def display_order(cell: Cell) -> list[str]:
@@ -186,33 +213,54 @@ def verdict_words(v: dict[str, Any]) -> str:
 
 def verdict_html(v: dict[str, Any]) -> str:
     """A pair's verdict as the site shows it: the code's words in bold, then the sentence written by the statistics
-    (a sentence that opens with those words continues the bold ones instead of repeating them)."""
-    bare = CODE_WORDS[v["code"]].split(" ", 1)[1]
-    rest = v["text"][len(bare):] if v["text"].startswith(bare) else f": {v['text']}"
-    return f"{verdict_words(v)}{html.escape(rest)}"
+    (which never repeats those words)."""
+    return f"{verdict_words(v)}: {html.escape(v['text'])}"
 
 
-#: the CI methods' short names, for column heads and plot titles (the methodology page words them in full)
-CI_METHOD_NAMES = {"percentile": "percentile bootstrap", "bca": "BCa bootstrap", "skew_t": "skewness-corrected t"}
+def intervals_note(cell: Cell) -> str:
+    """The one sentence naming the method and family-wise level of a cell's Δ intervals (``verdict.intervals``), said
+    once per table instead of per pair; '' where the statistics wrote none."""
+    said = (cell.get("verdict") or {}).get("intervals")
+    return f"{html.escape(said.rstrip('.'))}." if said else ""
+
+
+def ties_note(cell: Cell) -> str:
+    """'A and B are identical on every case.' for each group of models the ranking found identical
+    (``ranking.identical``), '' where there is none."""
+    groups = (cell.get("ranking") or {}).get("identical") or []
+    return " ".join(f"{html.escape(_and(group))} are identical on every case." for group in groups if len(group) > 1)
+
+
+def _and(names: list[str]) -> str:
+    """'A and B', 'A, B and C'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def ci_head(settings: dict[str, Any]) -> str:
     """A CI column's head, 'mean [95% CI]', at the board's confidence: the coverage its CIs are for (a CI computed at
     an audit-calibrated level is a 95% CI by its audited coverage; the cell's tooltip names the level)."""
-    return f"mean [{100 * settings['confidence']:g}% CI]"
-
-
-def ci_words(settings: dict[str, Any], level: float | None = None) -> str:
-    """What a plot's CIs are, '95% CI (skewness-corrected t, computed at the audit-calibrated level 97.05%)':
-    ``settings`` the analysis' settings, ``level`` the cell's ``ci_confidence`` (None or the confidence: nominal)."""
-    method = CI_METHOD_NAMES.get(settings["ci_method"], settings["ci_method"])
-    at = f", computed at the audit-calibrated level {100 * level:.2f}%" if level is not None and level > settings["confidence"] else ""
-    return f"{100 * settings['confidence']:g}% CI ({method}{at})"
+    return f"mean [{format_level(settings['confidence'])} CI]"
 
 
 def estimate(est: dict[str, Any], cell: Cell, metric: str) -> str:
     """'mean [ci_low, ci_high] unit' of one estimate, written as every view writes it."""
     return format_estimate(est["mean"], est["ci_low"], est["ci_high"], metric, bool(cell["higher_is_better"]))
+
+
+#: which bound of a model's CI the range rule moved (the estimate's ``ci_bounded``), for the CI cell's tooltip
+BOUNDED = {"low": "its lower bound", "high": "its upper bound", "both": "both its bounds"}
+
+
+def estimate_html(est: dict[str, Any], cell: Cell, metric: str) -> str:
+    """A table's 'mean [ci_low, ci_high] unit', marked '⇤' where the range rule moved a bound of the CI (``ci_bounded``),
+    the tooltip saying which: the interval keeps within the metric's range and the per-case values it averages."""
+    shown = html.escape(estimate(est, cell, metric))
+    moved = est.get("ci_bounded")
+    if not moved:
+        return shown
+    title = (f"The range rule set {BOUNDED[moved]}: the interval stays within the metric's range and the per-case values it "
+             "averages (docs/methodology.md, 5.3)")
+    return f'{shown}<span class="bounded" title="{html.escape(title)}">⇤</span>'
 
 
 def disclosure(summary: str, body: str, open_: bool = False) -> str:
@@ -264,14 +312,14 @@ def _audit_title(entry: dict[str, Any], what: str, structure: str) -> str:
             "same_data": "another source on the same data, this set not audited"}[entry["match"]]
     several = f"; the least favourable of {entry['candidates']} populations" if entry["candidates"] > 1 else ""
     return (f"{what} audited at n = {entry['n']} (this board: {entry['n_board']} cases) on {entry['population']} ({kind}{several}): "
-            f"{100 * entry['rate']:.1f}% ± {100 * entry['mc_se']:.1f} (Monte-Carlo SE); target {100 * entry['target']:g}%")
+            f"{100 * entry['rate']:.1f}% ± {100 * entry['mc_se']:.1f} (Monte-Carlo SE); target {format_level(entry['target'])}")
 
 
 def coverage_note(audit: dict[str, Any], structure: str) -> str:
     """A CI cell's audited coverage, short and visible ('cov. 94.1% @n=40'), '⚠' first when it under-covers by more
     than 1.5 points, '†' last when measured on another population; the whole sentence as its tooltip. 'not audited'
     (the reason as tooltip) without an entry."""
-    return _audit_note(audit, "coverage", structure, lambda e: f"{100 * e['target']:g}% {e['method']} CI{_level_words(e)}",
+    return _audit_note(audit, "coverage", structure, lambda e: f"{format_level(e['target'])} {e['method']} CI{_level_words(e)}",
                        "under_covers", "under-covers by more than 1.5 points", "cov.", with_n=True)
 
 
@@ -304,7 +352,7 @@ def _level_words(entry: dict[str, Any]) -> str:
         return ""
     if entry["level"] <= entry["target"]:
         return ", at its nominal level, which the audit's calibration kept (its coverage measured out of sample)"
-    return f", computed at the audit-calibrated level {100 * entry['level']:.2f}% (its coverage measured out of sample)"
+    return f", computed at the audit-calibrated level {format_level(entry['level'])} (its coverage measured out of sample)"
 
 
 AUDIT_LEGEND = ("cov.: how often the calibration audit found this CI covering the truth, at the audited n nearest this board's "

@@ -12,11 +12,17 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .common import Cell, Models, ci_head, ci_words, digits, display_order, fmt, fmt_p, is_ranked, short_mark
+from segbench.stats.heads import ci_words
+from segbench.stats.verdicts import format_level
+
+from .common import Cell, Models, ci_head, digits, display_order, fmt, fmt_p, is_ranked, natural_order, short_mark
 
 ROW_HEIGHT = 26
 # Per-case points are drawn individually up to this many cases; above it only the box and outliers.
 ALL_POINTS_MAX_CASES = 300
+# A distance plot whose positive values span more than this factor gets a log axis: on a linear axis to 260 mm, models
+# 0.2 mm apart draw as one dot.
+LOG_SPAN = 20.0
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "triangle-down", "star", "hexagon", "pentagon")
 TEMPLATE = go.layout.Template(
     layout={
@@ -51,6 +57,17 @@ def _model_axis(fig: go.Figure, labels: list[str]) -> None:
     """Models on the y axis, top to bottom in the given order."""
     fig.update_yaxes(categoryorder="array", categoryarray=labels, autorange="reversed", type="category")
     fig.update_layout(height=120 + max(ROW_HEIGHT * len(labels), 40 * min(len(labels), 4)))
+
+
+def _log_axis(fig: go.Figure, axis: str, cell: Cell, values: list[float | None]) -> bool:
+    """Put ``axis`` ("x" or "y") of a distance plot on a log scale (ticks at 1, 2, 5 per decade) when its values need it:
+    all positive and spanning more than ``LOG_SPAN``; True if so. Overlap scores in [0, 1] and distances with a 0 among
+    them stay linear (a log axis cannot show 0)."""
+    shown = [v for v in values if v is not None]
+    if cell["higher_is_better"] or not shown or min(shown) <= 0 or max(shown) / min(shown) <= LOG_SPAN:
+        return False
+    fig.update_layout({f"{axis}axis": {"type": "log", "dtick": "D2"}})
+    return True
 
 
 def _finish(fig: go.Figure, title: str, x_title: str) -> go.Figure:
@@ -95,7 +112,9 @@ def forest(cell: Cell, models: Models, metric: str, settings: dict[str, Any]) ->
         fig.add_vrect(x0=first["ci_low"], x1=first["ci_high"], fillcolor="#1f4e79", opacity=0.1, line_width=0)
     _model_axis(fig, labels)
     fig.update_layout(showlegend=len(fig.data) > 1)
-    return _finish(fig, f"Mean with {ci_words(settings, cell.get('ci_confidence'))}; shaded: the CI of #1", metric)
+    log = _log_axis(fig, "x", cell, [e["mean"] for e in est])
+    return _finish(fig, f"Mean with {ci_words(settings, cell.get('ci_confidence'))}; shaded: the CI of #1{'; log axis' if log else ''}",
+                   f"{metric} (log axis)" if log else metric)
 
 
 def step_curves(block: dict[str, Any], models: Models, name: str, steps: int, settings: dict[str, Any]) -> go.Figure:
@@ -127,8 +146,9 @@ def _gap(a: float | None, b: float | None) -> float:
     return 0.0 if a is None or b is None else a - b
 
 
-def blob(cell: Cell, models: Models) -> go.Figure:
-    """challengeR blob plot: bootstrap rank frequencies (area), median rank and 95% rank interval."""
+def blob(cell: Cell, models: Models, settings: dict[str, Any]) -> go.Figure:
+    """challengeR blob plot: bootstrap rank frequencies (area), median rank and the central rank interval at the analysis'
+    confidence (``settings``: the analysis')."""
     ranking = cell["ranking"]
     names = ranking["order"]
     labels = _labels(names, models)
@@ -154,7 +174,7 @@ def blob(cell: Cell, models: Models) -> go.Figure:
                 marker={"size": [4 + 30 * s**0.5 for s in sizes], "color": "rgba(31,78,121,0.55)", "line": {"width": 0}},
                 text=texts, hovertemplate="%{y}: rank %{x} in %{text} of resamples<extra></extra>",
             ),
-            go.Scatter(x=segments_x, y=segments_y, mode="lines", name="95% rank interval",
+            go.Scatter(x=segments_x, y=segments_y, mode="lines", name=f"central {format_level(settings['confidence'])} rank interval",
                        line={"color": "#222", "width": 1.5}, hoverinfo="skip"),
             go.Scatter(
                 x=[ranking["median_rank"][m] for m in names], y=labels, mode="markers", name="median rank",
@@ -222,15 +242,16 @@ def per_case(cell: Cell, models: Models, metric: str, case_ids: list[str]) -> go
         ]
     )
     _model_axis(fig, labels)
-    what = "every case is a point" if few else f"{len(case_ids)} cases: box with outliers"
-    return _finish(fig, f"Per-case {metric} ({what})", metric)
+    log = _log_axis(fig, "x", cell, [v for name in names for v in cell["per_case"][name]])
+    what = ("every case is a point" if few else f"{len(case_ids)} cases: box with outliers") + ("; log axis" if log else "")
+    return _finish(fig, f"Per-case {metric} ({what})", f"{metric} (log axis)" if log else metric)
 
 
 def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: dict[str, Any]) -> go.Figure:
     """Estimates with CIs (at the analysis' nominal confidence) per group of one metadata field, with each model's
     Kruskal-Wallis result; ``settings``: the analysis' (the CI, the minimum group size)."""
     block = cell["subgroups"][field]
-    groups = list(block["groups"])
+    groups = natural_order(block["groups"])
     names = display_order(cell)
     width = 0.8 / max(len(names), 1)
     kruskal = block.get("kruskal") or {}
@@ -262,14 +283,15 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: dic
         f"{html.escape(g)}<br>n = {block['groups'][g]['n']}{'' if block['groups'][g]['tested'] else ' (untested)'}" for g in groups
     ]
     fig.update_xaxes(tickvals=list(range(len(groups))), ticktext=ticks, range=[-0.6, len(groups) - 0.4], showgrid=False)
+    log = _log_axis(fig, "y", cell, [block["groups"][g]["models"][name]["mean"] for g in groups for name in names])
     fig.update_layout(
         height=300 + 18 * len(names),
-        yaxis_title=metric,
+        yaxis_title=f"{metric} (log axis)" if log else metric,
         # beside the plot, not under it: a legend below the axis covers the group labels (two lines each)
         legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top", "font": {"size": 11}},
     )
     missing = f"; {block['n_missing_value']} cases without a value are left out" if block.get("n_missing_value") else ""
-    title = (f"Subgroups by {html.escape(field)}: mean with {ci_words(settings)}<br><sup>groups under "
+    title = (f"Subgroups by {html.escape(field)}: mean with {ci_words(settings)}{'; log axis' if log else ''}<br><sup>groups under "
              f"{settings['subgroup_min_cases']} cases are not tested{missing}</sup>")
     return _finish(fig, title, "")
 
@@ -359,8 +381,9 @@ def ranking_heatmap(consensus: dict[str, Any], models: Models) -> go.Figure:
     return _finish(fig, f"Ranking heatmap: share of {consensus['n_resamples']:,} bootstrap resamples giving each consensus rank", "")
 
 
-def cluster_widths(structures: dict[str, Any], models: Models) -> go.Figure:
-    """Per model (rows) and structure x metric (columns): cluster-bootstrap CI width over case-bootstrap CI width, both CIs on hover."""
+def cluster_widths(structures: dict[str, Any], models: Models, settings: dict[str, Any]) -> go.Figure:
+    """Per model (rows) and structure x metric (columns): cluster-bootstrap CI width over case-bootstrap CI width, both CIs
+    (at the analysis' nominal confidence, ``settings``) on hover."""
     cells = [(f"{s} {m}", cell["clustered"]) for s, block in sorted(structures.items())
              for m, cell in sorted(block["metrics"].items()) if cell.get("clustered")]
     names = sorted({name for _, c in cells for name in c["models"]})
@@ -375,11 +398,11 @@ def cluster_widths(structures: dict[str, Any], models: Models) -> go.Figure:
     fig = go.Figure(go.Heatmap(
         z=ratio, x=[t for t, _ in cells], y=labels, text=[[fmt(v, 2) for v in row] for row in ratio], texttemplate="%{text}",
         customdata=hover, colorscale="Oranges", zmin=1, showscale=False, xgap=1, ygap=1,
-        hovertemplate="%{y}, %{x}: width ratio %{z:.2f}<br>95% CI %{customdata}<extra></extra>",
+        hovertemplate=f"%{{y}}, %{{x}}: width ratio %{{z:.2f}}<br>{ci_words(settings)} %{{customdata}}<extra></extra>",
     ))
     fig.update_xaxes(type="category", tickangle=-40, showgrid=False)
     _model_axis(fig, labels)
-    return _finish(fig, "Clustered bootstrap: CI width by cluster over CI width by case (1 = as wide)", "")
+    return _finish(fig, f"Clustered bootstrap: {ci_words(settings)} width by cluster over width by case (1 = as wide)", "")
 
 
 def power_curve(power_rows: list[dict[str, Any]], structure: str, metric: str, procedure: str) -> go.Figure:

@@ -16,13 +16,14 @@ from plotly.offline import get_plotlyjs
 
 from segbench.stats import calibration
 from segbench.stats.audited import MARGIN
+from segbench.stats.heads import ci_words
+from segbench.stats.verdicts import format_level
 
 from . import figures, tables
 from .assets import CSS, JS
 from .common import (
     against_source,
     audit_of,
-    ci_words,
     disclosure,
     display_order,
     estimate,
@@ -33,6 +34,7 @@ from .common import (
     pair,
     slug,
     source_co_winners,
+    ties_note,
     verdict_html,
 )
 from .lesions import lesion_section
@@ -141,7 +143,7 @@ def index_page(all_results: list[Results], calibration: bool = False, interactiv
         )
     others = []
     if calibration:
-        others.append(f'<li><a href="{CALIBRATION_PAGE}">Calibration audit</a>: how often the 95% CIs cover the truth and how '
+        others.append(f'<li><a href="{CALIBRATION_PAGE}">Calibration audit</a>: how often the CIs cover the truth and how '
                       "often \"separable\" is wrong, measured on simulated models of known quality and on real models' published "
                       "per-case scores.</li>")
     if interactive:
@@ -164,6 +166,7 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
     structures = sorted(results["analysis"]["structures"])
     return (
         f"<h1>{html.escape(d['title'])}</h1>"
+        + _unit_headline(results)
         + tables.answers(results, link)
         + _notes(results)
         + f"<p>Licence: {html.escape(d.get('licence') or 'not given')}. Cite: {html.escape(d.get('citation') or 'not given')}. "
@@ -180,6 +183,27 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
         + lesion_section(results)
         + tables.models_table(results["models"], identical_counts(results))
     )
+
+
+def _unit_headline(results: Results) -> str:
+    """A clustered set's first line (docs/methodology.md#516-clustered-data): the unit its verdicts assume, the population
+    they speak for, and how many #1-versus-#2 verdicts and co-winner sets change when the clusters are resampled instead
+    (``analysis.clusters.verdict_changes``); nothing for a set without a cluster field."""
+    clusters = results["analysis"].get("clusters")
+    changes = (clusters or {}).get("verdict_changes")
+    if not changes:
+        return ""
+    field = html.escape(clusters["field"])
+    sizes: dict[str, int] = {}
+    for label in clusters["labels"].values():
+        sizes[label] = sizes.get(label, 0) + 1
+    largest = max(sizes.values()) / sum(sizes.values())
+    n = changes["n_cells"]
+    return (f'<p class="headline" id="unit">Unit: the case. The verdicts treat the {sum(sizes.values()):,} cases as independent: '
+            f"they speak for cases like these, from these {len(sizes)} {field} clusters (the largest holds {100 * largest:.0f}%), "
+            f"not for a new {field}. Resampling {field}s instead (<a href=\"#clustered\">clustered bootstrap</a>, a sensitivity "
+            f"analysis) changes <strong>{len(changes['first_second'])} of {n}</strong> #1-versus-#2 verdicts and "
+            f"<strong>{len(changes['co_winners'])} of {n}</strong> co-winner sets (why the case: methodology, 5.16).</p>")
 
 
 def _import_summary(dataset: dict[str, Any]) -> str:
@@ -325,8 +349,18 @@ def _clustered_section(results: Results, link: Callable[[str, str], str]) -> str
             f"also taken from a two-stage bootstrap: the {field} clusters drawn with replacement, then the cases within each drawn "
             "cluster (cases without a value form one cluster). A width ratio above 1 is how much wider the interval is once "
             "cases of one cluster are not taken as independent. Both use the cases every model has (docs/methodology.md, 5.16).</p>"
+            + _changed_cells(clusters.get("verdict_changes"))
             + tables.clustered(structures, link)
-            + _plots([figures.cluster_widths(structures, results["models"])], f"{slug(results['dataset']['name'])}-clustered"))
+            + _plots([figures.cluster_widths(structures, results["models"], results["analysis"]["settings"])], f"{slug(results['dataset']['name'])}-clustered"))
+
+
+def _changed_cells(changes: dict[str, Any] | None) -> str:
+    """The cells whose #1-versus-#2 separability or co-winner set the clustered bootstrap changes, one line each."""
+    if not changes:
+        return ""
+    lines = [f"{what}: {html.escape(', '.join(cells)) if cells else 'none'}." for what, cells in (
+        ("#1 versus #2 separated differently", changes["first_second"]), ("Co-winner set differs", changes["co_winners"]))]
+    return f"<p>{' '.join(lines)}</p>"
 
 
 def _alignment_summary(results: Results, link: Callable[[str, str], str]) -> str:
@@ -401,7 +435,7 @@ def _structure_body(results: Results, structure: str, anchor: Callable[[str], st
         parts.append(f'<h2 id="{anchor(metric)}">{html.escape(metric)}</h2>')
         parts.append(_headline(cell, metric))
         parts.append(tables.leaderboard(cell, models, metric, audit_of(results, structure, metric), structure, settings))
-        plots = [figures.forest(cell, models, metric, settings)] + ([figures.blob(cell, models)] if cell.get("ranking") else [])
+        plots = [figures.forest(cell, models, metric, settings)] + ([figures.blob(cell, models, settings)] if cell.get("ranking") else [])
         parts.append(disclosure("Plots: means with CIs, rank frequencies", _plots(plots, f"{key}-a")))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:
             alignment = settings.get("case_alignment", "shared")
@@ -452,6 +486,8 @@ def _headline(cell: dict[str, Any], metric: str) -> str:
         text += (f" Separating them at {fmt(power['power'] * 100, 0)}% power would need about {power['n_required']} cases "
                  f"(this set has {power['n_cases']}).")
     text += f" Co-winners (not separable from #1, ranking by mean): {html.escape(', '.join(v['co_winners']))}."
+    if ties_note(cell):
+        text += f" {ties_note(cell)}"
     loo = cell.get("loo")
     if loo:
         text += (f" Removing one case changes the winner for {fmt(loo['winner_change_share'] * 100, 1)}% of cases "
@@ -472,11 +508,11 @@ counted.</p>
 <ol>
 <li>Shared cases (5.2): only the cases every model has for a structure enter its estimates, ranks and tests,
 so every comparison is paired.</li>
-<li>Estimates (5.3): mean, SD, median and n per model; $confidence% CI of the mean: $ci_method; bootstrap over
+<li>Estimates (5.3): mean, SD, median and n per model; $confidence CI of the mean: $ci_method; bootstrap over
 cases with B = $n_resamples resamples, seed $seed; one resample matrix per structure, shared by every metric,
 model and subgroup.</li>
 <li>Ranking stability (5.4): every resample ranked by the mean (higher better for overlap, lower for
-distances; ties share the best rank). Reported: P(rank 1), mean and median rank, the central $confidence%
+distances; ties share the best rank). Reported: P(rank 1), mean and median rank, the central $confidence
 rank interval, the rank frequencies (blob plot) and Kendall's τ-b of each resampled ranking to the full-data
 ranking.</li>
 <li>Pairwise separability (5.5): for every pair of ranked models, a paired bootstrap CI of the mean difference;
@@ -528,8 +564,8 @@ CI_METHODS = {"percentile": "percentile bootstrap", "bca": "bias-corrected and a
               "skew_t": "Hall's skewness-corrected t (jackknife SE and skewness)"}
 #: the CI level rule (stats.ci_level) in the protocol's estimates item, after the CI method
 CI_LEVEL_WORDS = {
-    "audited": ", computed for each leaderboard cell at the level at which the calibration audit found it to cover {confidence}% "
-               "on a population like the cell's (never below {confidence}%; the CI's tooltip names it), and at {confidence}% "
+    "audited": ", computed for each leaderboard cell at the level at which the calibration audit found it to cover {confidence} "
+               "on a population like the cell's (never below {confidence}; the CI's tooltip names it), and at {confidence} "
                "where no population was calibrated",
     "nominal": "",
 }
@@ -537,7 +573,7 @@ SEPARABLE = {
     "sign_flip": "A pair is separable when the sign-flip permutation test of its mean difference ({n_resamples} random "
                  "flips of the per-case differences' signs; beyond the last flip, Pinelis's tail bound), Holm-adjusted at α = {alpha} "
                  "over the pairs, gives p < α; "
-                 "its CI is printed at the level of its Holm step.",
+                 "the Δ interval printed beside the verdict is the one that decides it, at the family-wise level the table states once.",
     "bootstrap_ci": "A pair is separable by bootstrap when its adjusted CI excludes 0.",
 }
 
@@ -563,8 +599,8 @@ def _protocol(results: Results) -> str:
         scoring=IMPORTED if imported else SCORED,
         hd95=f"HD95 definition: <code>{html.escape(definition)}</code>{html.escape(explained)}." if "hd95" in results["metrics"] else "",
         tolerances=tolerances,
-        confidence=f"{s['confidence'] * 100:g}",
-        ci_method=html.escape(CI_METHODS[s["ci_method"]] + CI_LEVEL_WORDS[s.get("ci_level", "nominal")].format(confidence=f"{s['confidence'] * 100:g}")),
+        confidence=format_level(s["confidence"]),
+        ci_method=html.escape(CI_METHODS[s["ci_method"]] + CI_LEVEL_WORDS[s.get("ci_level", "nominal")].format(confidence=format_level(s["confidence"]))),
         n_resamples=f"{s['n_resamples']:,}",
         seed=s["seed"],
         pairwise=html.escape(PAIRWISE[s["multiple_comparison"]].format(alpha=alpha)),
@@ -653,11 +689,11 @@ def calibration_takeaways(audit: dict[str, Any]) -> list[str]:
             calibrated = (f", and at the audit-calibrated levels the leaderboards use ({_span([r['level'] for r in levels])}) "
                           f"{_span([r['rate'] for r in levels])} out of sample"
                           if levels and audit["stats"].get("ci_level") == "audited" else "")
-            lines.append(f"{structure} {metric}: {audit['stats']['confidence'] * 100:g}% {method} CIs cover "
+            lines.append(f"{structure} {metric}: {format_level(audit['stats']['confidence'])} {method} CIs cover "
                          f"{_span([r['rate'] for r in coverage])} at the nominal level (n = {sizes[0]}..{sizes[-1]}){calibrated}; "
                          f"the separable verdict by "
                          f"{PROCEDURE_NAMES.get(board, board).removesuffix(' separates')} is wrong for equal models "
-                         f"{rates.get(board, 'n/a')} (target {audit['stats']['alpha'] * 100:g}%); other rules: {others}")
+                         f"{rates.get(board, 'n/a')} (target {format_level(audit['stats']['alpha'])}); other rules: {others}")
     return lines
 
 
@@ -700,6 +736,7 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
     parts.insert(1, '<h2 id="takeaways">In one line per metric</h2><ul class="takeaways">'
                  + "".join(f"<li>{html.escape(line)}</li>" for line in calibration_takeaways(audit)) + "</ul>")
     parts.append(_levels_section(audit))
+    nominal, alpha = format_level(audit["stats"]["confidence"]), audit["stats"]["alpha"]
     for structure in audit["population"]:
         parts.append(f"<h2>{html.escape(structure)}</h2>")
         coverage = [r for r in audit["coverage"] if r["structure"] == structure]
@@ -714,15 +751,16 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
             rows.append(row)
         methods = sorted({r["method"] for r in coverage})
         headers = ["metric", "n"] + [h for m in methods for h in (f"{m} coverage", f"{m}: CI below / above the truth")]
-        caption = f"{html.escape(structure)}: coverage of the 95% CI of a model's mean (target 95%)"
+        caption = f"{html.escape(structure)}: coverage of the {nominal} CI of a model's mean (target {nominal})"
         parts.append(disclosure(f"Coverage by metric, n and CI method ({len(rows)} rows)", tables.table(headers, rows, caption, "calibration")))
         type1 = [r for r in audit["type1"] if r["structure"] == structure]
         rows = [[(html.escape(r["metric"]), r["metric"]), (str(r["n"]), r["n"]), (html.escape(r["procedure"].replace("_", " ")), r["procedure"]),
                  (_rate(r), r["rate"]), (str(r["draws"]), r["draws"]),
-                 ("exceeds" if r["rate"] > 0.05 + 2 * r["mc_se"] else "within", int(r["rate"] > 0.05 + 2 * r["mc_se"]))] for r in type1]
+                 ("exceeds" if r["rate"] > alpha + 2 * r["mc_se"] else "within", int(r["rate"] > alpha + 2 * r["mc_se"]))] for r in type1]
         parts.append(disclosure(f"Type-I error by metric, n and procedure ({len(rows)} rows)",
-                                 tables.table(["metric", "n", "procedure", "type-I error", "samples", "5% + 2 MC SE"], rows,
-                                              f"{html.escape(structure)}: family-wise type-I error among the equal-quality models (alpha 5%)",
+                                 tables.table(["metric", "n", "procedure", "type-I error", "samples", f"{format_level(alpha)} + 2 MC SE"], rows,
+                                              f"{html.escape(structure)}: family-wise type-I error among the equal-quality models "
+                                              f"(alpha {format_level(alpha)})",
                                               "calibration")))
         for metric in audit["population"][structure]["metrics"]:
             fig = figures.power_curve(audit["power"], structure, metric, calibration.verdict_procedure(audit["stats"]))
@@ -741,20 +779,20 @@ def _levels_section(audit: dict[str, Any]) -> str:
     low = s["confidence"] - MARGIN
     rows = [[(html.escape(r["structure"] if r["source"] == calibration.SIMULATED else f"{r['source']}/{r['structure']}"), r["structure"]),
              (html.escape(r["metric"]), r["metric"]), (str(r["n"]), r["n"]),
-             (f"{100 * r['level']:.2f}%{' (capped)' if r['capped'] else ''}", r["level"]),
+             (f"{format_level(r['level'])}{' (capped)' if r['capped'] else ''}", r["level"]),
              (f"{100 * r['nominal_rate']:.1f}%", r["nominal_rate"]), _flagged(r, r["rate"] < low),
-             (f"{100 * r['level_halves_min']:.2f}–{100 * r['level_halves_max']:.2f}%", r["level_halves_max"]),
+             (f"{format_level(r['level_halves_min'])}–{format_level(r['level_halves_max'])}", r["level_halves_max"]),
              (f"×{r['width_ratio']:.2f}", r["width_ratio"])] for r in rows_in]
     used = "the leaderboards use these levels" if s.get("ci_level") == "audited" else "the leaderboards use the nominal level (ci_level: nominal)"
     intro = (f"<p>Where a sample cannot show a thin, heavy tail (NSD of near-perfect models), no CI computed from the sample "
              f"alone covers at its nominal level. The audit therefore also chooses, per population, metric and n, the level of the "
-             f"{html.escape(s['ci_method'])} CI whose coverage reaches {s['confidence'] * 100:g}% (never below it), and measures that rule out "
+             f"{html.escape(s['ci_method'])} CI whose coverage reaches {format_level(s['confidence'])} (never below it), and measures that rule out "
              f"of sample: the level is chosen on one random half of the cases and its coverage measured on the other, over five "
              f"halvings (<code>{METHODOLOGY_DOC}</code>, \"Calibrated levels\"); {used}. ⚠: the out-of-sample coverage is more than "
-             f"1.5 points below {s['confidence'] * 100:g}%.</p>")
+             f"1.5 points below {format_level(s['confidence'])}.</p>")
     table = tables.table(["population", "metric", "n", "calibrated level", "coverage at the nominal level", "coverage at the calibrated level (out of sample)",
                           "levels chosen on halves", "CI width vs nominal"], rows,
-                         f"Calibrated levels of the {html.escape(s['ci_method'])} CI (target {s['confidence'] * 100:g}% coverage)", "calibration")
+                         f"Calibrated levels of the {html.escape(s['ci_method'])} CI (target {format_level(s['confidence'])} coverage)", "calibration")
     return '<h2 id="levels">Calibrated levels</h2>' + intro + disclosure(f"Calibrated levels ({len(rows)} rows)", table)
 
 
@@ -779,7 +817,7 @@ def _real_populations(audit: dict[str, Any]) -> str:
              "metric, and the models at the configured ranks of mean Dice; the first two are made equal (their values exchanged per "
              "sampled case), so every verdict between them is false. A population is audited at each n up to its size. "
              f"Leaderboard cells of these sets and structures read their audited rate here. ⚠: more than 1.5 points below "
-             f"{s['confidence'] * 100:g}% coverage, or above {s['alpha'] * 100:g}% type-I error.</p>"]
+             f"{format_level(s['confidence'])} coverage, or above {format_level(s['alpha'])} type-I error.</p>"]
     pops = real["population"]
     for source in dict.fromkeys(p["source"] for p in pops.values()):
         mine = [p for p in pops.values() if p["source"] == source]
@@ -807,7 +845,7 @@ def _real_populations(audit: dict[str, Any]) -> str:
                 for (st, m, n, k), r in coverage.items()]
         parts.append(disclosure(f"Coverage by structure, metric, n and CI method ({len(full)} rows)",
                                 tables.table(["structure", "metric", "n", "CI method", "coverage", "CI below / above the truth"], full,
-                                             f"{html.escape(source)}: coverage of the 95% CI of a model's mean", "calibration")))
+                                             f"{html.escape(source)}: coverage of the {format_level(s['confidence'])} CI of a model's mean", "calibration")))
         full = [[(html.escape(st), st), (html.escape(m), m), (str(n), n), (html.escape(k.replace("_", " ")), k), (_rate(r), r["rate"]),
                  (str(r["draws"]), r["draws"])] for (st, m, n, k), r in type1.items()]
         parts.append(disclosure(f"Type-I error by structure, metric, n and procedure ({len(full)} rows)",

@@ -6,6 +6,8 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from segbench.stats.verdicts import format_level
+
 from .common import (
     AUDIT_LEGEND,
     VERDICT_ORDER,
@@ -20,10 +22,11 @@ from .common import (
     digits,
     directed_p,
     display_order,
-    estimate,
+    estimate_html,
     fmt,
     fmt_rank,
     identical_text,
+    intervals_note,
     is_ranked,
     kind,
     markers,
@@ -90,7 +93,8 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
     models = results["models"]
     said = shared_marks(sorted(models), models)
     rows: list[list[TableCell]] = []
-    for structure in structures or sorted(results["analysis"]["structures"]):
+    chosen = structures or sorted(results["analysis"]["structures"])
+    for structure in chosen:
         for metric, cell in results["analysis"]["structures"][structure]["metrics"].items():
             v = cell.get("verdict")
             where = (f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>', structure)
@@ -103,14 +107,15 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
                 where,
                 (html.escape(metric), metric),
                 model_cell(v["first"], models.get(v["first"], {}), said),
-                (html.escape(estimate(cell["models"][v["first"]], cell, metric)) + coverage_note(audit, structure), cell["models"][v["first"]]["mean"]),
+                (estimate_html(cell["models"][v["first"]], cell, metric) + coverage_note(audit, structure), cell["models"][v["first"]]["mean"]),
                 ((verdict_cell(v, f". Co-winners: {co}.") + type1_note(audit, structure)) if v["pairs"] else verdict_words(v),
                  VERDICT_ORDER.get(v["code"], "4")),
                 (f'<span title="{html.escape(co)}">{len(v["co_winners"])}: {html.escape(co)}</span>', f"{len(v['co_winners']):03d}"),
             ])
+    said_once = " ".join(dict.fromkeys(n for s in chosen for n in map(intervals_note, results["analysis"]["structures"][s]["metrics"].values()) if n))
     caption = ("#1 versus #2 per structure and metric; click a verdict for its numbers. Co-winners: #1 and every model not "
                'separable from it (test of the mean difference and Wilcoxon-Holm) on the ranking by mean '
-               '(<a href="methodology.html#verdicts">verdicts</a>). '
+               f'(<a href="methodology.html#verdicts">verdicts</a>). {said_once + " " if said_once else ""}'
                + AUDIT_LEGEND + marks_caption(said))
     return table(["structure", "metric", "#1", ci_head(results["analysis"]["settings"]), "#1 versus #2", "co-winners"], rows, caption, "answers")
 
@@ -145,7 +150,7 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: dict[str, Any], 
             [
                 rank_cells[0],
                 model_cell(name, models.get(name, {}), said),
-                (html.escape(estimate(est, cell, metric)) + coverage, est["mean"]),
+                (estimate_html(est, cell, metric) + coverage, est["mean"]),
                 (fmt(est["median"], n), est["median"]),
                 *rank_cells[1:],
                 (str(est["n"]), est["n"]),
@@ -155,7 +160,8 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: dict[str, Any], 
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     headers = ["rank", "model", ci_head(settings), "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
     verdicts = f"; verdicts:{type1_note(audit, structure)}" if cell.get("ranking") and len(cell["ranking"]["order"]) > 1 else ""
-    return table(headers, rows, f"{html.escape(metric)} ({direction}){verdicts}" + marks_caption(said), "leaderboard")
+    said_once = f". {intervals_note(cell)}" if intervals_note(cell) else ""
+    return table(headers, rows, f"{html.escape(metric)} ({direction}){verdicts}{said_once}" + marks_caption(said), "leaderboard")
 
 
 def models_table(models: Models, identical: dict[str, dict[str, int] | None] | None = None) -> str:
@@ -242,7 +248,7 @@ def source_pairs(cell: Cell, published: dict[str, Any], metric: str) -> str:
             (html.escape(wilcoxon), "1" if winner else "0"),
             (f'<span class="relation-{relation}">{html.escape(sentence)}</span>', AGAINST_SOURCE_ORDER[relation]),
         ])
-    level = f"{published['ci_level'] * 100:.3g}%"
+    level = format_level(published["ci_level"])
     correction = "Bonferroni" if published["correction"] == "bonferroni" else "no correction (one pair)"
     headers = [
         "pair",
@@ -285,9 +291,13 @@ def clustered(structures: dict[str, Any], link_of: Callable[[str, str], str]) ->
                 continue
             ratios = sorted(e["width_ratio"] for e in c["models"].values() if e["width_ratio"] is not None)
             median = ratios[len(ratios) // 2] if ratios else None
-            first = cell["ranking"]["order"][0] if cell.get("ranking") else None
+            order = (cell.get("ranking") or {}).get("order") or []
+            first = order[0] if order else None
             p1 = c["p_rank1"][first] if first else None
             separable = [sum(p[k] for p in c["pairwise"]) for k in ("case_separable", "separable")]
+            head = next((p for p in c["pairwise"] if {p["a"], p["b"]} == set(order[:2])), None) if len(order) > 1 else None
+            words = {True: "separable", False: "not separable"}  # the #1-versus-#2 difference's CI, by case and by cluster
+            first_second = f"{words[head['case_separable']]} / {words[head['separable']]}" if head else "n/a"
             rows.append([
                 (f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>', structure),
                 (html.escape(metric), metric),
@@ -297,7 +307,8 @@ def clustered(structures: dict[str, Any], link_of: Callable[[str, str], str]) ->
                 (html.escape(first or "n/a"), first),
                 (f"{fmt(p1['case'], 3)} / {fmt(p1['cluster'], 3)}" if p1 else "n/a", p1["cluster"] if p1 else None),
                 (f"{separable[0]} / {separable[1]} of {len(c['pairwise'])}", separable[1]),
+                (first_second, first_second),
             ])
     headers = ["structure", "metric", "clusters", "median width ratio", "range", "#1 (case bootstrap)", "#1 P(rank 1) case / cluster",
-               "separable pairs case / cluster"]
+               "separable pairs case / cluster", "#1 versus #2 case / cluster"]
     return table(headers, rows, caption="Cluster versus case bootstrap")

@@ -64,7 +64,8 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                                              "case_ci_high", "width_ratio", "separable", "case_separable"}, ...]},
         }}
       }},
-      "clusters": None | {"field", "labels": {case_id: cluster}},   # the cluster_field of analyze
+      "clusters": None | {"field", "labels": {case_id: cluster},   # the cluster_field of analyze
+                          "verdict_changes": {"unit": "case", "n_cells", "first_second": [cell], "co_winners": [cell]}},
       "consensus": None | {"tasks": ["structure/metric", ...], "order": [model, ...],
                            "mean_rank", "rank", "p_rank1": {model: x},
                            "task_ranks": {task: {model: rank}}, "rank_frequency": {model: [count of rank 1..K]},
@@ -109,7 +110,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from .clusters import add_clustered, case_clusters
+from .clusters import add_clustered, case_clusters, verdict_changes
 from .identical import identical_to_reference
 from .pairwise import common_case_groups, pair_indices, separability, sign_flip_p_values, wilcoxon_map
 from .power import cases_needed
@@ -443,7 +444,7 @@ def _run(
         "models": {m: {"contaminated": bool(contaminated[m]), **({"identical_to_reference": identical[m]} if m in identical else {})}
                    for m in models},
         "structures": out,
-        "clusters": clusters,
+        "clusters": None if clusters is None else {**clusters, "verdict_changes": verdict_changes(out)},
         "consensus": _consensus(tasks, settings),
     })
 

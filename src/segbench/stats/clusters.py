@@ -173,3 +173,26 @@ def _ratio(width: float, case_high: float | None, case_low: float | None) -> flo
     if case_high is None or case_low is None or not case_high > case_low:
         return None
     return float(width / (case_high - case_low))
+
+
+def verdict_changes(structures: Mapping[str, dict]) -> dict:
+    """What resampling clusters instead of cases changes on the first screen (docs/methodology.md#516-clustered-data):
+    the cells (``"<structure> <metric>"``) whose #1-versus-#2 pair the two bootstraps separate differently, and those
+    whose co-winner set (#1 and every model not separable from it) differs, among the ``n_cells`` ranked cells with
+    a clustered block. Both decisions compare like with like: the case decision of the pair (``case_separable``) with
+    the cluster bootstrap's CI at the same level (``separable``). ``unit``: the unit the board's verdicts assume."""
+    first_second, co_winners, n_cells = [], [], 0
+    for structure, block in sorted(structures.items()):
+        for metric, cell in sorted(block["metrics"].items()):
+            c = cell.get("clustered")
+            order = (cell.get("ranking") or {}).get("order") or []
+            if not c or len(order) < 2 or not c["pairwise"]:
+                continue
+            n_cells += 1
+            with_first = {(p["b"] if p["a"] == order[0] else p["a"]): p for p in c["pairwise"] if order[0] in (p["a"], p["b"])}
+            head = with_first[order[1]]
+            if head["separable"] != head["case_separable"]:
+                first_second.append(f"{structure} {metric}")
+            if {m for m, p in with_first.items() if not p["separable"]} != {m for m, p in with_first.items() if not p["case_separable"]}:
+                co_winners.append(f"{structure} {metric}")
+    return {"unit": "case", "n_cells": n_cells, "first_second": first_second, "co_winners": co_winners}

@@ -12,9 +12,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .verdicts import format_estimate
+from .verdicts import format_estimate, format_level
 
-PLOT_COLUMNS = ("cell", "model", "mean", "ci_low", "ci_high")
+PLOT_COLUMNS = ("cell", "model", "mean", "ci_low", "ci_high", "interval")
+#: the CI methods' short names, for column heads and plot titles (the methodology words them in full)
+CI_METHOD_NAMES = {"percentile": "percentile bootstrap", "bca": "BCa bootstrap", "skew_t": "skewness-corrected t"}
+
+
+def ci_words(settings: Mapping[str, Any], level: float | None = None) -> str:
+    """What a plot's CIs are, '95% CI (skewness-corrected t, computed at the audit-calibrated level 97.05%)':
+    ``settings`` the analysis' settings, ``level`` the cell's ``ci_confidence`` (None or the confidence: nominal).
+    Every plot title says it this way, on the site and in ``dvc plots``, so none names another method than the one used."""
+    method = CI_METHOD_NAMES.get(settings["ci_method"], settings["ci_method"])
+    at = f", computed at the audit-calibrated level {format_level(level)}" if level is not None and level > settings["confidence"] else ""
+    return f"{format_level(settings['confidence'])} CI ({method}{at})"
 
 
 def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -42,7 +53,8 @@ def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict
 
 
 def mean_ci_rows(analysis: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per structure, metric and model: ``cell`` ('<structure> <metric>'), model, mean, CI bounds.
+    """One row per structure, metric and model: ``cell`` ('<structure> <metric>'), model, mean, CI bounds and
+    ``interval``, the CI in words (``ci_words``: method and level), which the plot's panel header shows.
 
     Rows follow the leaderboard order (ranked models by rank, then the unranked ones by name).
     """
@@ -55,5 +67,6 @@ def mean_ci_rows(analysis: Mapping[str, Any]) -> list[dict[str, Any]]:
                 if estimate["mean"] is None:
                     continue
                 rows.append({"cell": f"{structure} {metric}", "model": model,
-                             **{key: estimate[key] for key in ("mean", "ci_low", "ci_high")}})
+                             **{key: estimate[key] for key in ("mean", "ci_low", "ci_high")},
+                             "interval": ci_words(analysis["settings"], cell.get("ci_confidence"))})
     return rows
