@@ -51,17 +51,24 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def check_regular(path: Path) -> os.stat_result:
+    """``path``'s lstat if it is a regular file with a single link (nothing followed); else IntakeError. A missing
+    ``path`` raises FileNotFoundError."""
+    info = os.lstat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise IntakeError(f"{path}: {_kind(info.st_mode)}, not a regular file; refused unread")
+    if info.st_nlink != 1:
+        raise IntakeError(f"{path}: a hard link ({info.st_nlink} names for one file); refused unread")
+    return info
+
+
 @contextlib.contextmanager
 def open_output(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Iterator[BinaryIO]:
     """``path`` opened for reading if it is a regular file of at most ``max_bytes`` with a single link; else IntakeError.
 
     FileNotFoundError passes through (a missing output is the caller's case, not a refusal)."""
     path = Path(path)
-    before = os.lstat(path)
-    if not stat.S_ISREG(before.st_mode):
-        raise IntakeError(f"{path}: {_kind(before.st_mode)}, not a regular file; refused unread")
-    if before.st_nlink != 1:
-        raise IntakeError(f"{path}: a hard link ({before.st_nlink} names for one file); refused unread")
+    before = check_regular(path)
     if before.st_size > max_bytes:
         raise IntakeError(f"{path}: {before.st_size} bytes, over the cap of {max_bytes}; refused unread")
     try:
