@@ -120,7 +120,7 @@ def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int 
                     if dtype.kind not in "iu" or dtype.hasobject or dtype.itemsize > 8:
                         raise IntakeError(f"{what} has dtype {dtype}; expected an integer label map")
                     data = _read_exactly(member, math.prod(shape) * dtype.itemsize, what)
-            except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
+            except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError) as exc:
                 if isinstance(exc, IntakeError):
                     raise
                 raise IntakeError(f"{what}: unreadable: {' '.join(str(exc).split())}") from exc
