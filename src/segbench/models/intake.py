@@ -82,7 +82,7 @@ def open_output(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Iterator[BinaryI
         yield stream
 
 
-def _read_exactly(stream: BinaryIO, n_bytes: int, what: str, keep: bool = True) -> bytes:
+def _read_exactly(stream: BinaryIO, n_bytes: int, what: str, keep: bool = True) -> bytearray:
     """Exactly ``n_bytes`` of ``stream`` (kept, or only counted) in bounded chunks, then proof that nothing follows."""
     buffer, left = bytearray(), n_bytes
     while left > 0:
@@ -94,7 +94,7 @@ def _read_exactly(stream: BinaryIO, n_bytes: int, what: str, keep: bool = True) 
             buffer += chunk
     if stream.read(1):
         raise IntakeError(f"{what}: inflates past the {n_bytes} bytes its header implies; refused while streaming")
-    return bytes(buffer)
+    return buffer
 
 
 def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int = MAX_FILE_BYTES) -> np.ndarray:
@@ -124,7 +124,7 @@ def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int 
                 if isinstance(exc, IntakeError):
                     raise
                 raise IntakeError(f"{what}: unreadable: {' '.join(str(exc).split())}") from exc
-    array = np.frombuffer(data, dtype=dtype)
+    array = np.frombuffer(data, dtype=dtype)  # over a bytearray: writable, as np.load's arrays are
     return array.reshape(shape, order="F" if fortran else "C")
 
 
