@@ -225,3 +225,9 @@ def test_the_published_image_config_runs_through_the_container_path(project: Pat
     assert flagged == ["kidney_left", "kidney_right", "pancreas", "spleen"], manifest["regions"]
     leftover = runtime.call("ps", "-a", "--filter", "name=^segbench-totalsegmentator_roi_image", "--format", "{{.Names}}").stdout.split()
     assert leftover == []
+    # the same image answering with a symlink to a file of the host: refused unread, the case missing with its reason
+    linking = dataclasses.replace(spec, command=("/bin/sh", "-c", "ln -s /etc/hostname {output_dir}/{case}.nii.gz"))
+    hostile = dataclasses.replace(model, image=dataclasses.replace(model.image, spec=linking))
+    manifest = runner_predict(dataset, hostile, project / "predictions" / "amos22" / "hostile", device="cpu", weights_dir=project / "recordings")
+    assert manifest["missing"] == ["ct1", "ct2"] and sorted(manifest["refused"]) == ["ct1", "ct2"]
+    assert manifest["refused"]["ct1"].endswith("out/ct1/ct1.nii.gz: a symlink, not a regular file; refused unread"), manifest["refused"]

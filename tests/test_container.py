@@ -378,3 +378,163 @@ def test_litemedsam_as_a_challenge_image_gives_the_host_predictions(runtime: con
     for host_segs, boxed_segs in zip(predictions, boxed, strict=True):
         assert boxed_segs.tobytes() == host_segs.tobytes()
     assert record["steps"][-1]["dsc"] > 0.5
+
+
+def test_a_container_runs_as_nobody_unless_root_is_allowed(runtime: container.Runtime, image: str, step_files: tuple[Path, Path]) -> None:
+    """uid 0 inside is never host root: the default user is nobody, and its outputs (and only they) are writable by it."""
+    script = "id -u > /workspace/outputs/ct_sm.npz; touch /tmp/scratch"
+    result = _misbehave(runtime, image, step_files, script)
+    assert result.ok, result.log
+    assert (step_files[1] / "ct_sm.npz").read_text().strip() == "65534" and (step_files[1] / "ct_sm.npz").stat().st_uid == 65534
+    fresh = step_files[1].with_name("outputs_as_root")
+    rooted = container.run(runtime, image, container.ContainerSpec(command=("/bin/bash", "-c", script), user=None), step_files[0], fresh, 60.0,
+                           expected=["ct_sm.npz"])
+    assert rooted.ok and (fresh / "ct_sm.npz").read_text().strip() == "0"  # the organiser's --allow-root
+
+
+def test_an_image_that_needs_root_gets_a_clear_reason(runtime: container.Runtime, image: str, step_files: tuple[Path, Path]) -> None:
+    result = _misbehave(runtime, image, step_files, PARTIAL + "touch /root/model-cache")
+    assert re.fullmatch(r"exited with status 1: .*Permission denied \(it ran as user 65534:65534, not root; an image that needs root runs "
+                        r"only if the organiser allows it\)", str(result.reason)), result.reason
+
+
+@pytest.mark.parametrize(("script", "spec", "reason"), [
+    # outputs over the size cap: stopped while it writes, not after
+    ("head -c 50000000 /dev/zero > /workspace/outputs/ct_sm.npz; sleep 600", {"max_output_bytes": 10_000_000},
+     r"wrote more than 10000000 bytes into its outputs folder \(the cap\); container \S+ killed and removed"),
+    # 100,000 files (a few thousand before the cap stops it)
+    ("cd /workspace/outputs && seq 1 100000 | xargs touch; sleep 600", {"max_output_files": 1000},
+     r"wrote more than 1000 files and folders into its outputs folder \(the cap\); container \S+ killed and removed"),
+    # a fork bomb meets the process limit; the call ends at its time limit
+    ("f() { f | f & }; f; sleep 600", {"pids_limit": 64}, r"stopped at the time limit of 8.0 s; container \S+ killed and removed"),
+    # a memory bomb is killed by the memory limit
+    ("python3 -c 'x = bytearray(1 << 30)'", {"memory": "256m"}, r"exited with status (137|1): .*"),
+    # a process that ignores SIGTERM is killed anyway
+    ("trap '' TERM; sleep 600", {}, r"stopped at the time limit of 8.0 s; container \S+ killed and removed"),
+])
+def test_a_container_over_its_caps_is_stopped_and_flagged(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
+                                                         script: str, spec: dict, reason: str) -> None:
+    inputs, outputs = step_files
+    run_spec = container.ContainerSpec(command=("/bin/bash", "-c", script), **{"memory": "1g", "cpus": 1.0, **spec})
+    result = container.run(runtime, image, run_spec, inputs, outputs, 8.0, expected=["ct_sm.npz"])
+    assert re.fullmatch(reason, str(result.reason)), result.reason
+    assert list(outputs.iterdir()) == [] and not container.container_exists(runtime, result.name)
+
+
+@pytest.mark.parametrize(("script", "reason"), [
+    ("ln -s /workspace/inputs/ct_sm.npz /workspace/outputs/ct_sm.npz", "a symlink, not a regular file; refused unread"),
+    ("ln -s ../inputs/ct_sm.npz /workspace/outputs/ct_sm.npz", "a symlink, not a regular file; refused unread"),
+    ("mkfifo /workspace/outputs/ct_sm.npz", "a FIFO, not a regular file; refused unread"),
+    ("mkdir /workspace/outputs/ct_sm.npz", "a folder, not a regular file; refused unread"),
+])
+def test_a_container_output_that_is_not_a_regular_file_is_refused(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
+                                                                   script: str, reason: str) -> None:
+    inputs, outputs = step_files
+    result = _misbehave(runtime, image, step_files, script)
+    assert result.reason == f"{outputs / 'ct_sm.npz'}: {reason}"
+    assert list(outputs.iterdir()) == []
+
+
+#: a hostile submission: each step's output is another of the issue's attacks (the step read from the input's clicks)
+ATTACKER_PREDICT = r"""set -e
+for input in /workspace/inputs/*.npz; do
+output="/workspace/outputs/$(basename "$input")"
+python3 - "$input" "$output" <<'PY'
+import io, os, sys, zipfile
+import numpy as np
+data = np.load(sys.argv[1], allow_pickle=True)
+shape, out = data["imgs"].shape, sys.argv[2]
+step = 1 if "clicks" not in data else 1 + len(data["clicks_order"][0])
+def header(shape, dtype="|u1"):
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": dtype, "fortran_order": False, "shape": shape})
+    return buffer.getvalue()
+def npz(members):
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, head, zeros in members:
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                member.write(head)
+                for _ in range(zeros >> 20):
+                    member.write(bytes(1 << 20))
+segs = header(shape) + bytes(int(np.prod(shape)))
+if step == 1:  # an absolute symlink to a file the host holds (the mountinfo trick)
+    os.symlink("/etc/passwd", out)
+elif step == 2:  # valid segs, and a member whose header claims 30 GB
+    npz([("segs", segs, 0), ("bomb", header((30000, 1000, 1000)), 0)])
+elif step == 3:  # segs inflating 256 MiB past its header
+    npz([("segs", segs, 1 << 28)])
+elif step == 4:  # valid segs, and 256 MiB of deflated zeros under another key
+    npz([("segs", segs, 0), ("zeros", header((1 << 28,)), 1 << 28)])
+elif step == 5:
+    os.mkfifo(out)
+else:
+    os.mkdir(out)
+PY
+done
+"""
+
+
+def _evaluate(argv: list[str], runtime: container.Runtime) -> subprocess.Popen:
+    """``segbench interact --submissions`` in a child python, which prints its own peak RSS (KB) last."""
+    code = ("import resource, sys\nfrom segbench import cli\nstatus = cli.main(sys.argv[1:])\n"
+            "print('peak RSS KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\nsys.exit(status)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), container.RUNTIME_ENV: runtime.program,
+           container.GLOBAL_FLAGS_ENV: " ".join(runtime.global_flags), container.RUN_FLAGS_ENV: " ".join(runtime.run_flags)}
+    return subprocess.Popen([sys.executable, "-c", code, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+#: the evaluator's peak RSS (MB) on a folder with the attacker: what honest runs of two small cases need, nothing inflated
+EVALUATOR_RSS_BOUND_MB = 600
+
+
+def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run_resumes(runtime: container.Runtime, case_folder: Path,
+                                                                                      tmp_path: Path) -> None:
+    honest = build_image(REGION_GROWING, default_cache())
+    script = tmp_path / "predict.sh"
+    script.write_text(ATTACKER_PREDICT, encoding="utf-8")
+    attacker = build_image(dataclasses.replace(REGION_GROWING, tag="segbench-test-attacker:latest", files={**REGION_GROWING.files, "predict.sh": script}),
+                           default_cache())
+    alone, both = tmp_path / "alone", tmp_path / "both"
+    alone.mkdir()
+    both.mkdir()
+    (alone / "teama.tar").symlink_to(honest.archive)
+    (both / "teama.tar").symlink_to(honest.archive)
+    (both / "attacker.tar").symlink_to(attacker.archive)
+    common = ["interact", "--cases", str(case_folder), "--memory", "1g", "--cpus", "1"]
+
+    run = _evaluate([*common, "--submissions", str(alone), "--out", str(tmp_path / "out_alone")], runtime)
+    assert run.wait() == 0, run.stdout.read()
+    # the folder with the attacker first; killed once the honest team, second, has finished its first case
+    out = tmp_path / "out"
+    run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime)
+    while not (out / "teama" / ".staging" / "local" / "segs" / "ct_sm.npz").exists():
+        assert run.poll() is None, run.stdout.read()
+        time.sleep(0.2)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    assert not (out / "leaderboard.json").exists() and (out / ".finished" / "attacker.json").is_file()
+    run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime)
+    printed = run.communicate()[0]
+    assert run.returncode == 0, printed
+    assert "team attacker (1 of 2): finished in an earlier run with the same archive, cases and settings; not rerun" in printed
+    assert "team teama (2 of 2): " in printed and "teama: 2 cases" in printed
+    peak_mb = int(printed.strip().splitlines()[-1].split()[-1]) / 1024
+    print(f"evaluator peak RSS with the attacker: {peak_mb:.0f} MB")
+    assert peak_mb < EVALUATOR_RSS_BOUND_MB, f"the evaluator's peak RSS was {peak_mb:.0f} MB"
+
+    # every attack flagged on its step with its one-line reason; the valid segs beside a bomb are read, the bomb never
+    record = json.loads((out / "attacker" / "records" / "ct_sm.json").read_text())
+    outputs = [(s["output"], s.get("reason", "")) for s in record["steps"]]
+    assert outputs[0][0] != "ok" and outputs[0][1].endswith("ct_sm.npz: a symlink, not a regular file; refused unread"), outputs
+    assert outputs[1] == ("ok", "") and outputs[3] == ("ok", ""), outputs
+    assert outputs[2][0] == "invalid" and "key 'segs': inflates past the" in outputs[2][1], outputs
+    assert outputs[4][1].endswith("a FIFO, not a regular file; refused unread") and outputs[5][1].endswith("a folder, not a regular file; refused unread")
+    results = json.loads((out / "leaderboard.json").read_text())
+    assert results["dataset"]["submissions"]["attacker"]["n_cases_with_failed_steps"] == 2
+    assert results["dataset"]["container"]["user"] == "65534:65534" and results["dataset"]["container"]["root_allowed"] is False
+    # the honest team's outputs are those of a run without the attacker, byte for byte
+    for name in ("segs/ct_sm.npz", "segs/mr_sm.npz", "records/ct_sm.json", "records/mr_sm.json"):
+        assert (out / "teama" / name).read_bytes() == (tmp_path / "out_alone" / "teama" / name).read_bytes(), name
+    scores = [c for c in harness.COLUMNS if "Time" not in c]
+    assert pd.read_csv(out / "teama" / "teama_metrics.csv")[scores].equals(pd.read_csv(tmp_path / "out_alone" / "teama" / "teama_metrics.csv")[scores])

@@ -179,7 +179,11 @@ def _interact_submissions(args: argparse.Namespace) -> None:
         raise ValueError("--submissions needs --cases and --out (not --dataset)")
     if args.time_limit_clock != "wall":
         raise ValueError("--submissions runs containers, whose time limit is on the wall clock (the challenge's); drop --time-limit-clock")
-    limits = {key: value for key, value in (("memory", args.memory), ("cpus", args.cpus)) if value is not None}
+    limits = {key: value for key, value in (("memory", args.memory), ("cpus", args.cpus), ("pids_limit", args.pids_limit),
+                                            ("max_output_bytes", args.max_output_mb and args.max_output_mb << 20),
+                                            ("max_output_files", args.max_output_files)) if value is not None}
+    if args.allow_root:
+        limits["user"] = None
     results = evaluate_submissions(Path(args.submissions), Path(args.cases), Path(args.out), limits=limits, seconds_per_class=args.seconds_per_class,
                                    scoring=Scoring(args.protocol_version, args.nsd_profile), reference=args.reference, device=args.device or "cpu")
     console = Console()
@@ -391,6 +395,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: the model's config; with --submissions: cpu)")
     p.add_argument("--memory", help="with --submissions: each container's memory limit (default: 8g; the challenge gave 32G)")
     p.add_argument("--cpus", type=float, help="with --submissions: each container's CPU limit (default: 2)")
+    p.add_argument("--pids-limit", type=int, help="with --submissions: each container's process limit (default: 1024)")
+    p.add_argument("--max-output-mb", type=int, help="with --submissions: cap on what one call leaves in its outputs folder, MB (default: 2048)")
+    p.add_argument("--max-output-files", type=int, help="with --submissions: cap on the files one call leaves in its outputs folder (default: 1000)")
+    p.add_argument("--allow-root", action="store_true", help="with --submissions: run each image as its own user (root for most) instead of "
+                                                             "nobody; the leaderboard records it")
     p.add_argument("--allow-unverified-weights", action="store_true", help="run although the weights are not verified against their pin")
     p.set_defaults(func=_cmd_interact)
 

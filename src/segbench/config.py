@@ -376,7 +376,7 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
 
 
 IMAGE_KEYS = ("archive", "sha256", "reference", "command", "inputs", "outputs", "memory", "cpus", "pids_limit", "shm_size", "mounts", "variables",
-              "timeout_s")
+              "timeout_s", "user", "max_output_bytes", "max_output_files")
 
 
 def _model_image(raw: Any, where: str) -> ModelImage:
@@ -412,6 +412,9 @@ def _model_image(raw: Any, where: str) -> ModelImage:
         shm_size=str(raw.get("shm_size", default.shm_size)),
         variables={str(k): str(v) for k, v in (raw.get("variables") or {}).items()},
         mounts=tuple((str(host), str(inside)) for host, inside in (raw.get("mounts") or {}).items()),
+        user=None if raw.get("user", default.user) is None else str(raw.get("user", default.user)),
+        max_output_bytes=int(raw.get("max_output_bytes", default.max_output_bytes)),
+        max_output_files=int(raw.get("max_output_files", default.max_output_files)),
     )
     archive = Path(str(raw["archive"])) if "archive" in raw else None
     return ModelImage(archive, sha256, spec, str(raw["reference"]) if "reference" in raw else None, float(raw.get("timeout_s", 3600.0)))

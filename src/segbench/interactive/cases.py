@@ -23,6 +23,7 @@ import numpy as np
 from segbench.datasets.dicom_series import read_series
 from segbench.interactive.protocol import BOX_KEYS, boxes_of_labels
 from segbench.io import atomic_path, write_json_atomic
+from segbench.models import intake
 from segbench.scoring.geometry import check_same_grid
 
 MANIFEST = "cases.json"
@@ -213,15 +214,18 @@ def read_step_input(path: Path) -> dict[str, Any]:
 
 def read_step_output(path: Path, shape: tuple[int, ...], n_classes: int) -> tuple[np.ndarray | None, str]:
     """A model's output ``segs`` as uint8 and "ok"; (None, "missing") or (None, "unreadable") when the
-    file is absent or not an npz (the step then counts as all-zero). ``segs`` absent, of another shape,
-    of a non-integer dtype or with a label outside the case's 0..``n_classes`` is an error naming the file."""
-    if not Path(path).is_file():
-        return None, "missing"
+    file is absent or not an npz (the step then counts as all-zero). The file is untrusted
+    (segbench.models.intake: only a regular file, only ``segs`` read, its header checked first); a refused file,
+    ``segs`` absent, of another shape, of a non-integer dtype or with a label outside the case's 0..``n_classes`` is
+    an error naming the file."""
     try:
-        data = _load_npz(path, allow_pickle=False)  # a model's output is never unpickled
-    except CaseError:
+        segs = intake.read_npz_array(path, "segs", tuple(shape))
+    except FileNotFoundError:
+        return None, "missing"
+    except intake.NotAnArchive:
         return None, "unreadable"
-    segs = _volume(_require_key(data, "segs", path), "segs", path, integer=True, shape=shape)
+    except intake.IntakeError as exc:
+        raise CaseError(str(exc)) from exc
     if segs.size and (int(segs.min()) < 0 or int(segs.max()) > n_classes):
         raise CaseError(f"{path}: key 'segs' has values {int(segs.min())}..{int(segs.max())}; the case's labels are 0..{n_classes} "
                         f"(background and its {n_classes} classes)")

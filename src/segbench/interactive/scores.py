@@ -124,5 +124,5 @@ def summary(rows: pd.DataFrame) -> dict[str, Any]:
     return {
         "n_cases": int(len(block)),
         "n_over_time": int(block["over_time"].astype(bool).sum()) if "over_time" in block else 0,
-        "n_failed_steps": int(block["failed_steps"].fillna("").astype(str).str.len().gt(0).sum()) if "failed_steps" in block else 0,
+        "n_failed_steps": int(block["failed_steps"].astype(object).fillna("").astype(str).str.len().gt(0).sum()) if "failed_steps" in block else 0,
     }

@@ -18,6 +18,7 @@ read it), with a CI per team and metric, ranking stability, pairwise verdicts an
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shutil
@@ -31,7 +32,7 @@ import pandas as pd
 from segbench import __version__, stats
 from segbench.config import image_model
 from segbench.interactive import protocol
-from segbench.interactive.cases import REFERENCE_LABELS, reference_kind
+from segbench.interactive.cases import REFERENCE_LABELS, list_cases, reference_kind
 from segbench.interactive.harness import interact
 from segbench.interactive.scores import METRICS, interactive_rows, summary
 from segbench.io import file_digest, write_json_atomic
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 TEAM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 LEADERBOARD_FILE = "leaderboard.json"
+#: one file per finished team: what its evaluation depended on and its entry, so that a restarted run skips it
+DONE_DIR = ".finished"
 
 
 @dataclass(frozen=True)
@@ -73,41 +76,63 @@ def find_submissions(folder: Path) -> list[Submission]:
     return list(found.values())
 
 
+def _reason(exc: BaseException) -> str:
+    """One line: the error's own message, prefixed by its kind when that is not one of segbench's (MemoryError, OSError...)."""
+    text = " ".join(str(exc).split()) or "no message"
+    return text if isinstance(exc, (container.ContainerError, ModelRunError)) else f"{type(exc).__name__}: {text}"
+
+
 def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtime: container.Runtime, *, limits: dict[str, Any],
                   seconds_per_class: float, scoring: protocol.Scoring, reference: str | None,
                   device: str) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """Load, run and remove one team's image; returns its entry of the leaderboard's ``submissions`` (status, reason, times)
-    and its rows for the statistics (None when it was not evaluated)."""
+    and its rows for the statistics (None when it was not evaluated). Any error inside the team's evaluation, MemoryError
+    included, ends only this team, its reason in the entry; an interrupt (KeyboardInterrupt) still stops the run."""
     start = time.perf_counter()
     sha256 = file_digest(submission.archive, "sha256")
     entry: dict[str, Any] = {"archive": submission.archive.name, "sha256": sha256}
-    model = image_model(submission.team, {"archive": str(submission.archive), "sha256": sha256, **limits})
     team_dir = out_dir / submission.team
 
-    def not_evaluated(exc: Exception) -> tuple[dict[str, Any], None]:
-        log.error("team %s: not evaluated: %s", submission.team, exc)
+    def not_evaluated(exc: BaseException) -> tuple[dict[str, Any], None]:
+        log.error("team %s: not evaluated: %s", submission.team, _reason(exc))
         shutil.rmtree(team_dir, ignore_errors=True)  # nothing half-written
-        return {**entry, "status": "not_evaluated", "reason": str(exc), "seconds": time.perf_counter() - start}, None
+        return {**entry, "status": "not_evaluated", "reason": _reason(exc), "seconds": time.perf_counter() - start}, None
 
-    try:
-        image = container.archive_image_id(submission.archive)
-    except container.ContainerError as exc:
-        return not_evaluated(exc)
     table_file = team_dir / f"{submission.team}_metrics.csv"
+    image = None
     try:
-        table = interact(cases_dir, model, team_dir, reference=reference, seconds_per_class=seconds_per_class, time_limit_clock="wall",
-                         scoring=scoring, device=device, table_file=table_file)
-    except (container.ContainerError, ModelRunError) as exc:
+        model = image_model(submission.team, {"archive": str(submission.archive), "sha256": sha256, **limits})
+        image = container.archive_image_id(submission.archive)
+        interact(cases_dir, model, team_dir, reference=reference, seconds_per_class=seconds_per_class, time_limit_clock="wall",
+                 scoring=scoring, device=device, table_file=table_file)
+        table, rows = team_rows(submission.team, team_dir, scoring)
+    except Exception as exc:  # noqa: BLE001 - one team's failure, whatever its kind, must not end the others' evaluation
         return not_evaluated(exc)
     finally:
-        container.remove_image(runtime, image)  # the script removes each team's image after its cases
-    rows = interactive_rows(table, team_dir / "records", submission.team, str(table_file), scoring)
+        if image is not None:
+            try:
+                container.remove_image(runtime, image)  # the script removes each team's image after its cases
+            except container.ContainerError as exc:
+                log.error("team %s: %s", submission.team, exc)
     counts = summary(rows)
     log.info("team %s: %d cases, %d with failed steps, %d over time, mean DSC_AUC %.3f, NSD_AUC %.3f (%.0f s)", submission.team,
              counts["n_cases"], counts["n_failed_steps"], counts["n_over_time"], table["DSC_AUC"].mean(), table["NSD_AUC"].mean(),
              time.perf_counter() - start)
     return {**entry, "status": "evaluated", "n_cases": counts["n_cases"], "n_cases_with_failed_steps": counts["n_failed_steps"],
             "n_over_time": counts["n_over_time"], "seconds": time.perf_counter() - start}, rows
+
+
+def team_rows(team: str, team_dir: Path, scoring: protocol.Scoring) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A team's table and statistics rows, read back from the files its evaluation wrote (a resumed run reads the same)."""
+    table_file = team_dir / f"{team}_metrics.csv"
+    table = pd.read_csv(table_file)
+    return table, interactive_rows(table, team_dir / "records", team, str(table_file), scoring)
+
+
+def resume_key(submission: Submission, cases_dir: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """What a team's finished evaluation depends on: its archive's sha256, the cases' files and every setting of the run."""
+    cases = {case_id: [file_digest(image, "sha256"), file_digest(gts, "sha256")] for case_id, image, gts in list_cases(cases_dir)}
+    return {"sha256": file_digest(submission.archive, "sha256"), "cases": cases, "settings": settings}
 
 
 def evaluate_submissions(
@@ -132,17 +157,39 @@ def evaluate_submissions(
     kind = reference_kind(cases_dir, reference)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    limits = dict(limits or {})
+    settings = settings or stats.StatsSettings()
+    run_settings = {"limits": limits, "seconds_per_class": seconds_per_class, "protocol_version": scoring.version,
+                    "nsd_profile": scoring.nsd_profile, "reference": kind, "device": device, "segbench_version": __version__}
     entries, frames = {}, []
     for i, submission in enumerate(submissions, 1):
-        log.info("team %s (%d of %d): %s", submission.team, i, len(submissions), submission.archive)
-        entries[submission.team], rows = evaluate_team(submission, cases_dir, out_dir, runtime, limits=dict(limits or {}),
-                                                       seconds_per_class=seconds_per_class, scoring=scoring, reference=reference,
-                                                       device=device)
+        key = resume_key(submission, cases_dir, run_settings)
+        done = out_dir / DONE_DIR / f"{submission.team}.json"
+        recorded = json.loads(done.read_text(encoding="utf-8")) if done.is_file() else None
+        if recorded is not None and recorded["key"] == key:
+            log.info("team %s (%d of %d): finished in an earlier run with the same archive, cases and settings; not rerun", submission.team, i,
+                     len(submissions))
+            entries[submission.team] = recorded["entry"]
+            rows = team_rows(submission.team, out_dir / submission.team, scoring)[1] if recorded["entry"]["status"] == "evaluated" else None
+        else:
+            log.info("team %s (%d of %d): %s", submission.team, i, len(submissions), submission.archive)
+            entries[submission.team], rows = evaluate_team(submission, cases_dir, out_dir, runtime, limits=limits,
+                                                           seconds_per_class=seconds_per_class, scoring=scoring, reference=reference,
+                                                           device=device)
+            write_json_atomic(done, {"key": key, "entry": entries[submission.team]})
         if rows is not None:
             frames.append(rows)
-    results = leaderboard(entries, frames, cases_dir, kind, seconds_per_class, scoring, settings or stats.StatsSettings())
+    results = leaderboard(entries, frames, cases_dir, kind, seconds_per_class, scoring, settings)
+    results["dataset"]["container"] = container_settings(limits)
     write_json_atomic(out_dir / LEADERBOARD_FILE, results)
     return results
+
+
+def container_settings(limits: dict[str, Any]) -> dict[str, Any]:
+    """The limits, caps and user every team's containers ran with (the defaults where ``limits`` names none)."""
+    spec = container.ContainerSpec()
+    used = {key: limits.get(key, getattr(spec, key)) for key in ("memory", "cpus", "pids_limit", "max_output_bytes", "max_output_files", "user")}
+    return {**used, "root_allowed": used["user"] is None}
 
 
 def leaderboard(entries: dict[str, dict[str, Any]], frames: list[pd.DataFrame], cases_dir: Path, kind: str, seconds_per_class: float,

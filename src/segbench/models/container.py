@@ -10,7 +10,11 @@ files in ``/workspace/inputs`` and writing its results to ``/workspace/outputs``
 * every runtime call has a timeout; a run past its limit, or interrupted, is killed and removed
   (``--rm`` plus an explicit ``kill``/``rm -f`` of the name segbench gave it);
 * a failed run (non-zero exit, time limit, an expected output missing) leaves its outputs folder empty:
-  nothing half-written is ever read, and the result says why.
+  nothing half-written is ever read, and the result says why;
+* the container runs as an unprivileged user (``--user 65534:65534``, nobody, on podman and docker alike; its outputs
+  folder made writable by that user), so uid 0 inside is never host root; ``user: null`` runs the image's own user;
+* what it leaves in its outputs folder is capped (total bytes, number of entries), checked while it runs: over a cap
+  the call is stopped and flagged like one past its time limit.
 
 Which runtime, and the flags a machine needs (podman here: ``--ulimit`` values its runtime can set),
 come from the environment, never from a model's config or params: ``SEGBENCH_CONTAINER_RUNTIME``
@@ -41,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segbench.io import file_digest
+from segbench.models import intake
 
 if TYPE_CHECKING:
     from segbench.config import ModelImage
@@ -53,6 +58,10 @@ RUNTIMES = ("docker", "podman")
 CHALLENGE_COMMAND = ("/bin/bash", "-c", "sh predict.sh")
 CHALLENGE_INPUTS = "/workspace/inputs"
 CHALLENGE_OUTPUTS = "/workspace/outputs"
+#: the user a container runs as unless its model or the organiser says otherwise: nobody:nogroup
+UNPRIVILEGED_USER = "65534:65534"
+#: how often a running call's outputs folder is measured against its caps (seconds)
+OUTPUT_POLL_S = 0.5
 #: the longest wait the operating system's timers take (a larger limit is no limit: about 116 days)
 MAX_TIMEOUT_S = 1e7
 
@@ -110,6 +119,11 @@ class ContainerSpec:
     variables: Mapping[str, str] = field(default_factory=dict)
     #: further host folders, mounted read-only: (host path, path inside), e.g. weights an image does not carry
     mounts: tuple[tuple[str, str], ...] = ()
+    #: ``uid:gid`` the command runs as (nobody); None: the image's own user, root for most images (an organiser's choice)
+    user: str | None = UNPRIVILEGED_USER
+    #: caps on what one call leaves in its outputs folder: total bytes and number of entries (files, folders, links)
+    max_output_bytes: int = 2 << 30
+    max_output_files: int = 1000
 
 
 @dataclass(frozen=True)
@@ -245,6 +259,7 @@ def run_argv(runtime: Runtime, image: str, spec: ContainerSpec, inputs: Path, ou
         "--network", "none", "--read-only", "--tmpfs", "/tmp",
         "--cap-drop", "all", "--security-opt", "no-new-privileges",
         "--memory", spec.memory, "--cpus", str(spec.cpus), "--pids-limit", str(spec.pids_limit), "--shm-size", spec.shm_size,
+        *(("--user", spec.user) if spec.user is not None else ()),
         *gpu_flags(runtime, device),
         "-v", f"{Path(inputs).resolve()}:{spec.inputs_mount}:ro",
         "-v", f"{Path(outputs).resolve()}:{spec.outputs_mount}:rw",
@@ -264,6 +279,56 @@ def container_exists(runtime: Runtime, name: str) -> bool:
     """Whether a container named exactly ``name`` exists, running or not."""
     listed = runtime.call("ps", "-a", "--filter", f"name=^{name}$", "--format", "{{.Names}}", timeout=60.0)
     return name in listed.stdout.split()
+
+
+def over_cap(folder: Path, max_bytes: int, max_files: int) -> str | None:
+    """Why ``folder`` holds more than ``max_bytes`` or ``max_files`` entries (never following a link; stops counting at
+    the first cap passed), or None."""
+    n_bytes = n_files = 0
+    stack = [Path(folder)]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:  # removed meanwhile, or unreadable: the reader refuses it later
+            continue
+        for entry in entries:
+            n_files += 1
+            if n_files > max_files:
+                return f"wrote more than {max_files} files and folders into its outputs folder (the cap)"
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            n_bytes += info.st_blocks * 512 if info.st_blocks else info.st_size
+            if n_bytes > max_bytes:
+                return f"wrote more than {max_bytes} bytes into its outputs folder (the cap)"
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+    return None
+
+
+def _expected_problem(outputs: Path, expected: Sequence[str], mount: str) -> str | None:
+    """Why the ``expected`` outputs are not all regular files directly in ``outputs`` (segbench.models.intake), or None."""
+    missing = []
+    for name in expected:
+        try:
+            intake.check_regular(outputs / name)
+        except FileNotFoundError:
+            missing.append(name)
+        except intake.IntakeError as exc:
+            return str(exc)
+    return f"exited 0 but wrote no {', '.join(missing)} in {mount}" if missing else None
+
+
+def _writable_by(folder: Path, user: str | None) -> None:
+    """Let ``user`` (``uid:gid``) write into ``folder``: its owner when segbench runs as root, else writable by all."""
+    if user is None:
+        return
+    if os.geteuid() == 0:
+        uid, _, gid = user.partition(":")
+        os.chown(folder, int(uid), int(gid or uid))
+    else:  # rootless: the user inside maps to a subordinate id of the host's, which only the others' bits reach
+        folder.chmod(0o777)
 
 
 def _empty(folder: Path) -> None:
@@ -296,18 +361,27 @@ def run(
     outputs.mkdir(parents=True, exist_ok=True)
     if any(outputs.iterdir()):
         raise ContainerError(f"outputs folder {outputs} is not empty; a container writes into an empty folder")
+    _writable_by(outputs, spec.user)
     name = f"{name_prefix}-{uuid.uuid4().hex[:12]}"
     argv = run_argv(runtime, image, spec, inputs, outputs, name, device)
     start = time.perf_counter()
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     out = b""  # what the container printed; empty when an interrupt came before it ended
+    capped = None
+    status: int | None = None
+    deadline = start + min(max(timeout_s, 0.0), MAX_TIMEOUT_S)
     try:
-        out, _ = process.communicate(timeout=min(max(timeout_s, 0.0), MAX_TIMEOUT_S))
-        status: int | None = process.returncode
-    except subprocess.TimeoutExpired:
-        status = None
+        while True:  # wait in slices, measuring the outputs folder against its caps between them
+            try:
+                out, _ = process.communicate(timeout=max(0.0, min(OUTPUT_POLL_S, deadline - time.perf_counter())))
+                status = process.returncode
+                break
+            except subprocess.TimeoutExpired:
+                capped = over_cap(outputs, spec.max_output_bytes, spec.max_output_files)
+                if capped is not None or time.perf_counter() >= deadline:
+                    break
     finally:
-        if process.returncode is None:  # the time limit, or an interrupt (KeyboardInterrupt, SystemExit) on the way out
+        if process.returncode is None:  # the time limit, a cap, or an interrupt (KeyboardInterrupt, SystemExit) on the way out
             stop_and_remove(runtime, name)
             try:
                 os.killpg(process.pid, signal.SIGKILL)  # the client, if the container's end did not end it
@@ -318,12 +392,15 @@ def run(
     seconds = time.perf_counter() - start
     log = out.decode("utf-8", "replace")[-4000:]
     if status is None:
-        reason = f"stopped at the time limit of {timeout_s:.1f} s; container {name} killed and removed"
+        what = capped or f"stopped at the time limit of {timeout_s:.1f} s"
+        reason = f"{what}; container {name} killed and removed"
     elif status != 0:
         reason = f"exited with status {status}: {log.strip().splitlines()[-1] if log.strip() else 'no output'}"
+        if spec.user is not None and any(word in log for word in ("Permission denied", "Operation not permitted")):
+            reason += f" (it ran as user {spec.user}, not root; an image that needs root runs only if the organiser allows it)"
     else:
-        missing = [f for f in expected if not (outputs / f).is_file()]
-        reason = f"exited 0 but wrote no {', '.join(missing)} in {spec.outputs_mount}" if missing else None
+        capped = over_cap(outputs, spec.max_output_bytes, spec.max_output_files)
+        reason = capped or _expected_problem(outputs, expected, spec.outputs_mount)
     if reason is not None:
         _empty(outputs)
     return ContainerRun(name, seconds, status, reason, log)

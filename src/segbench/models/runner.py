@@ -17,6 +17,7 @@ import logging
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -28,7 +29,7 @@ import numpy as np
 from segbench.config import ConfigError, DatasetConfig, ModelConfig
 from segbench.datasets import case_ids, data_version, reference_path
 from segbench.io import remove_partial_files, save_label_map_atomic, write_json_atomic
-from segbench.models import container
+from segbench.models import container, intake
 from segbench.models.layouts import INPUT_LAYOUTS, OUTPUT_READERS, find_output
 from segbench.models.structures import compose
 from segbench.models.weights import PUBLISHABLE, weights_status
@@ -271,13 +272,45 @@ def predict_cases(dataset: DatasetConfig, model: ModelConfig, cases: list[str], 
             _run(*model_command(model, {**substitutions, "case": case_id}), model, f"case {case_id}")
     else:
         _run(*model_command(model, substitutions), model, f"{len(cases)} case(s)")
+    refused = {}
     for case_id in cases:
         try:
             native = find_output(model.output, case_id, input_dir, folders[case_id], model.name)
         except ValueError as exc:
             raise ModelRunError(str(exc)) from exc
-        if native is not None:
-            postprocess(case_id, native, out_dir / f"{case_id}.nii.gz", model, dataset)
+        if native is None:
+            continue
+        if model.image is not None:  # a container's outputs are untrusted: checked before a voxel is read
+            try:
+                check_container_output(native, folders[case_id], nib.load(reference_path(dataset, case_id)).shape, model.output_format)
+            except intake.IntakeError as exc:
+                log.warning("model %s, case %s: output refused: %s (the case counts as missing)", model.name, case_id, exc)
+                refused[case_id] = str(exc)
+                continue
+        postprocess(case_id, native, out_dir / f"{case_id}.nii.gz", model, dataset)
+    if refused:
+        write_json_atomic(staging / REFUSED_FILE, refused)
+
+
+def check_container_output(native: Path, folder: Path, reference_shape: tuple[int, ...], output_format: str) -> None:
+    """Refuse a container's native output (segbench.models.intake) unless it lies inside ``folder`` with no symlink on the
+    way and every NIfTI of it passes :func:`segbench.models.intake.check_nifti_output` against the reference grid."""
+    relative = Path(os.path.relpath(native, folder))
+    if relative.parts[0] == os.pardir:
+        raise intake.IntakeError(f"{native}: outside the outputs folder {folder}; refused unread")
+    for depth in range(1, len(relative.parts)):  # the folders on the way: real folders, never symlinks
+        step = folder.joinpath(*relative.parts[:depth])
+        if step.is_symlink() or not step.is_dir():
+            raise intake.IntakeError(f"{step}: a symlink or not a folder on the way to {native}; refused unread")
+    if output_format == "mask_folder":
+        mode = os.lstat(native).st_mode
+        if not stat.S_ISDIR(mode):
+            raise intake.IntakeError(f"{native}: not a real folder of masks; refused unread")
+        files = sorted(native.glob("*.nii.gz"))
+    else:
+        files = [native]
+    for file in files:
+        intake.check_nifti_output(file, reference_shape)
 
 
 def _predict_in_container(model: ModelConfig, cases: list[str], input_dir: Path, output_dir: Path, device: str, weights_dir: Path) -> dict[str, Path]:
@@ -320,6 +353,9 @@ def _materialise_links(folder: Path) -> None:
                 shutil.copyfile(target, path)
 
 
+#: the staging folder's record of the container outputs refused unread: {case: one-line reason}
+REFUSED_FILE = "refused.json"
+
 #: runs the cases still to predict: (dataset, model, cases, empty staging folder, predictions folder, device=, weights_dir=)
 Executor = Callable[..., None]
 
@@ -355,11 +391,14 @@ def predict(
         )
     _start_or_resume(out_dir, inputs_fingerprint(model, dataset))
     todo = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
+    refused: dict[str, str] = {}
     staging = out_dir.parent / f".{out_dir.name}.staging"
     if todo:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         (executor or predict_cases)(dataset, model, todo, staging, out_dir, device=device, weights_dir=weights_dir)
+        if (staging / REFUSED_FILE).is_file():
+            refused = json.loads((staging / REFUSED_FILE).read_text(encoding="utf-8"))
         shutil.rmtree(staging, ignore_errors=True)
     missing = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
     if missing:
@@ -373,6 +412,7 @@ def predict(
         "kind": model.kind,
         "cases": cases,
         "missing": missing,
+        **({"refused": refused} if refused else {}),
         "structures": structures,
         "regions": regions,
         "weights": {**weights, "publishable": weights["status"] in PUBLISHABLE},

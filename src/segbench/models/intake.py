@@ -1,0 +1,160 @@
+"""Read what a model left in its outputs folder as hostile data: the one place segbench opens an untrusted output.
+
+A submission controls every byte of its outputs folder, and inside its container it can learn the host path of that
+folder (``/proc/self/mountinfo``). So a file is read only if it is a regular file directly in the folder, with no other
+link to it (``lstat``, then ``open`` with ``O_NOFOLLOW`` and the same inode checked): a symlink, FIFO, device,
+folder or hard link is refused before a byte is read. An npz is opened as a zip and only the expected member is read,
+after its ``.npy`` header names the expected shape and an integer dtype; its bytes are inflated in bounded chunks and a
+member that inflates past the size its header implies is refused while streaming, never allocated first. A NIfTI output
+has its header's dimensions and datatype checked before any voxel is read, its compressed and inflated sizes bounded.
+Every refusal is an :class:`IntakeError` whose message is one line naming the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import math
+import os
+import stat
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import nibabel as nib
+import numpy as np
+
+#: bytes inflated per read while streaming a member
+CHUNK = 1 << 20
+#: the largest npz or compressed NIfTI file read (bytes); an honest label map of a CT is a few MB
+MAX_FILE_BYTES = 1 << 30
+#: a resampled NIfTI output may be on a finer grid than the reference: at most this many times its voxels
+MAX_VOXEL_FACTOR = 8
+NIFTI_HEADER_BYTES = 352
+
+
+class IntakeError(ValueError):
+    """An output refused unread (or read only up to the point it lied): the message is one line naming the file."""
+
+
+class NotAnArchive(IntakeError):
+    """A regular file that is not a zip at all (an honest model's broken write, as often as an attack)."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_regular(path: Path) -> os.stat_result:
+    """``path``'s lstat if it is a regular file with a single link (nothing followed); else IntakeError. A missing
+    ``path`` raises FileNotFoundError."""
+    info = os.lstat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise IntakeError(f"{path}: {_kind(info.st_mode)}, not a regular file; refused unread")
+    if info.st_nlink != 1:
+        raise IntakeError(f"{path}: a hard link ({info.st_nlink} names for one file); refused unread")
+    return info
+
+
+@contextlib.contextmanager
+def open_output(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Iterator[BinaryIO]:
+    """``path`` opened for reading if it is a regular file of at most ``max_bytes`` with a single link; else IntakeError.
+
+    FileNotFoundError passes through (a missing output is the caller's case, not a refusal)."""
+    path = Path(path)
+    before = check_regular(path)
+    if before.st_size > max_bytes:
+        raise IntakeError(f"{path}: {before.st_size} bytes, over the cap of {max_bytes}; refused unread")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:  # replaced by a symlink or FIFO between lstat and open
+        raise IntakeError(f"{path}: cannot be opened as a regular file ({exc.strerror}); refused unread") from exc
+    with os.fdopen(fd, "rb") as stream:
+        after = os.fstat(stream.fileno())
+        if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(after.st_mode) or after.st_nlink != 1:
+            raise IntakeError(f"{path}: replaced while being opened; refused")
+        yield stream
+
+
+def _read_exactly(stream: BinaryIO, n_bytes: int, what: str, keep: bool = True) -> bytearray:
+    """Exactly ``n_bytes`` of ``stream`` (kept, or only counted) in bounded chunks, then proof that nothing follows."""
+    buffer, left = bytearray(), n_bytes
+    while left > 0:
+        chunk = stream.read(min(CHUNK, left))
+        if not chunk:
+            raise IntakeError(f"{what}: ends {left} bytes short of the {n_bytes} its header implies")
+        left -= len(chunk)
+        if keep:
+            buffer += chunk
+    if stream.read(1):
+        raise IntakeError(f"{what}: inflates past the {n_bytes} bytes its header implies; refused while streaming")
+    return buffer
+
+
+def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int = MAX_FILE_BYTES) -> np.ndarray:
+    """Member ``key`` of the npz ``path``: of exactly ``shape`` and an integer dtype, read without inflating anything else."""
+    with open_output(path, max_bytes) as stream:
+        try:
+            archive = zipfile.ZipFile(stream)
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            raise NotAnArchive(f"{path}: not an npz (zip) file: {exc}") from exc
+        with archive:
+            try:
+                info = archive.getinfo(f"{key}.npy")
+            except KeyError:
+                raise IntakeError(f"{path}: key {key!r} missing") from None
+            what = f"{path}: key {key!r}"
+            try:
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                    found_shape, fortran, dtype = header(member, max_header_size=10_000)
+                    if tuple(found_shape) != tuple(shape):
+                        raise IntakeError(f"{what} has shape {tuple(found_shape)}; expected {tuple(shape)}")
+                    if dtype.kind not in "iu" or dtype.hasobject or dtype.itemsize > 8:
+                        raise IntakeError(f"{what} has dtype {dtype}; expected an integer label map")
+                    data = _read_exactly(member, math.prod(shape) * dtype.itemsize, what)
+            except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError) as exc:
+                if isinstance(exc, IntakeError):
+                    raise
+                raise IntakeError(f"{what}: unreadable: {' '.join(str(exc).split())}") from exc
+    array = np.frombuffer(data, dtype=dtype)  # over a bytearray: writable, as np.load's arrays are
+    return array.reshape(shape, order="F" if fortran else "C")
+
+
+def check_nifti_output(path: Path, reference_shape: tuple[int, ...], max_bytes: int = MAX_FILE_BYTES) -> None:
+    """Refuse a NIfTI output before nibabel reads its voxels: a regular file under ``max_bytes`` whose header is 3D
+    (a trailing dimension of 1 allowed), of an integer datatype, with at most MAX_VOXEL_FACTOR times the reference's voxels,
+    and which inflates to exactly what that header implies."""
+    with open_output(path, max_bytes) as stream:
+        gzipped = stream.read(2) == b"\x1f\x8b"
+        stream.seek(0)
+        body: BinaryIO = gzip.GzipFile(fileobj=stream) if gzipped else stream  # type: ignore[assignment]
+        try:
+            raw = body.read(NIFTI_HEADER_BYTES)
+            header = nib.Nifti1Header.from_fileobj(io.BytesIO(raw), check=True)
+            shape = tuple(int(n) for n in header.get_data_shape())
+            dtype = header.get_data_dtype()
+            offset = int(header.get_data_offset())
+        except Exception as exc:  # nibabel raises many kinds on a lying header; all of them are a refusal
+            raise IntakeError(f"{path}: not a readable NIfTI-1 header: {' '.join(str(exc).split())[:200]}") from exc
+        while len(shape) > 3 and shape[-1] == 1:
+            shape = shape[:-1]
+        if len(shape) != 3:
+            raise IntakeError(f"{path}: header says shape {shape}; a 3D label map is needed")
+        if dtype.kind not in "iu":
+            raise IntakeError(f"{path}: header says datatype {dtype}; expected an integer label map")
+        if math.prod(shape) > MAX_VOXEL_FACTOR * math.prod(reference_shape):
+            raise IntakeError(f"{path}: header says shape {shape}, over {MAX_VOXEL_FACTOR} times the reference grid {tuple(reference_shape)}; "
+                              "refused unread")
+        expected = offset + math.prod(shape) * dtype.itemsize - len(raw)
+        try:
+            _read_exactly(body, expected, f"{path}: voxels", keep=False)
+        except (OSError, EOFError, zipfile.BadZipFile) as exc:
+            raise IntakeError(f"{path}: unreadable compressed data: {exc}") from exc
