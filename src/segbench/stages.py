@@ -515,9 +515,10 @@ def log_leaderboard(name: str, model_runs: dict[str, str], root: Path = Path("."
         results=content,
         model_runs=model_runs,
         metrics=report.summary_metrics(results),
+        tags=report.summary_tags(results),
         params=report.summary_params(results),
         table=report.leaderboard_table(results),
-        view=report.view_metrics(results),
+        view=report.view_columns(results),
         pages=lambda: {f"{name}.html": report.standalone_dataset_page(results).encode()},
     )
     return tracking.log_leaderboard(board)
