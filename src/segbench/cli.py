@@ -27,7 +27,7 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   compare   statistics from the MLflow runs        -> results/<dataset>.json
   export    a results file's per-case rows          -> challengeR's long CSV or the generic CSV (docs/published.md)
   report    static leaderboard site                -> site/
-  show      the leaderboards and verdicts in this terminal (from results/)
+  show      the leaderboards and verdicts in this terminal, or as md/tsv/json (from results/)
 Calibration audit (calibration/dvc.yaml, `dvc repro calibration/dvc.yaml`; docs/methodology.md "Calibration audit"):
   calibrate score   simulated models of known quality, every case -> calibration/scores/
   calibrate audit   CI coverage, type-I error, power by n          -> calibration/results/
