@@ -21,7 +21,7 @@ import yaml
 
 from browser import Browser, find_chromium
 from segbench.stats.heads import ci_words
-from segbench.stats.verdicts import format_estimate
+from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS, format_estimate
 from tests_support import command_env, commit_all, new_project, run_command
 
 CASES = ["case_00030", "case_00110"]
@@ -90,12 +90,15 @@ def test_metrics_files_hold_every_leaderboard_head(project: Path) -> None:
         head = json.loads((project / "metrics" / "kits23" / path).read_text())
         first = cell["ranking"]["order"][0]
         estimate = cell["models"][first]
-        assert head == {"first": first, "mean": estimate["mean"], "verdict": cell["verdict"]["code"], "n": n,
-                        "mean_ci": format_estimate(estimate["mean"], estimate["ci_low"], estimate["ci_high"], metric, cell["higher_is_better"])}
+        code = cell["verdict"]["code"]  # the verdict in the words every view prints, its number beside for plots
+        mean_ci = format_estimate(estimate["mean"], estimate["ci_low"], estimate["ci_high"], metric, cell["higher_is_better"])
+        assert head == {"first": first, "mean": float(mean_ci.split()[0]), "verdict": CODE_WORDS[code], "verdict_number": CODE_NUMBER[code],
+                        "n": n, "mean_ci": mean_ci}  # the mean as mean_ci prints it, not 16 digits
     shown = subprocess.run(["dvc", "metrics", "show"], cwd=project, env=command_env(), capture_output=True, text=True, check=True)
     assert shown.stderr == ""  # no "DVC failed to load some metrics"
     header, *rows = shown.stdout.splitlines()
-    assert header.split() == ["Path", "first", "mean", "mean_ci", "n", "verdict"]
+    assert header.split() == ["Path", "first", "mean", "mean_ci", "n", "verdict", "verdict_number"]
+    assert "✘ not separable" in shown.stdout or "✔ separable" in shown.stdout
     assert len([row for row in rows if row.startswith("metrics/kits23/")]) == len(cells) and "metrics/kits23/tumor/dice.json" in shown.stdout
     assert _widest_line(shown.stdout) <= 200
 

@@ -26,7 +26,7 @@ from browser import Browser, find_chromium
 from segbench import tracking
 from segbench.cli import main
 from segbench.config import compose_params
-from segbench.stats.verdicts import CODE_NUMBER
+from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS, format_estimate
 from tests_support import commit_all, in_directory, run_command
 
 CASES = ["case_00030", "case_00110", "case_00210"]
@@ -135,7 +135,8 @@ def screenshot_dir(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_runs_table_shows_every_run_with_its_dataset_and_headline_metrics(project: Path, server: str, tmp_path: Path) -> None:
     """The experiment description's link opens the runs table with each model's mean Dice per structure and, on the
-    leaderboard run, #1's mean and the verdict, without choosing a column (MLflow 3.17 shows no metric by default)."""
+    leaderboard run, #1's mean and the verdict in words, without choosing a column (MLflow 3.17 shows no metric by
+    default); every mean as the site rounds it, not 16 digits."""
     chromium = find_chromium()
     assert chromium, "chromium not found: apt-get install chromium"
     runs = _runs(project, "kits23")
@@ -166,12 +167,45 @@ def test_runs_table_shows_every_run_with_its_dataset_and_headline_metrics(projec
     for run in runs:  # every headline value of the run, as the table prints it (JavaScript's shortest repr: Python's, 0 for 0.0)
         row = run_rows[run.info.run_name]
         assert "kits23" in row, row
-        shown = means + verdicts * (run.info.run_name == tracking.LEADERBOARD_KIND)
-        values = [run.data.metrics[m] for m in shown]
-        for value in values:
+        for mean in means:
+            value = run.data.metrics[mean]
             assert f" {str(int(value)) if value.is_integer() else repr(value)} " in f" {row} ", (run.info.run_name, value, row)
+            assert len(repr(value).split(".")[-1]) <= 3, (run.info.run_name, mean, value)  # Dice as the site prints it
+        if run.info.run_name == tracking.LEADERBOARD_KIND:
+            for structure, block in results["analysis"]["structures"].items():
+                assert CODE_WORDS[block["metrics"]["dice"]["verdict"]["code"]] == run.data.tags[f"{structure}.dice.verdict"]
+            assert {run.data.tags[v] for v in verdicts} <= {word for word in CODE_WORDS.values() if f" {word} " in f" {row} "}, row
     assert [u for u in visit.remote_requests if not u.startswith(server)] == []
     assert shot.stat().st_size > 10_000
+
+
+# MLflow's experiment list in a browser whose sidebar switch reads "Model training" (stored as the switch stores it),
+# then a click on the experiment as a user clicks it; true once that lands on the runs table showing every run (%s)
+CLICKED_READY = """((name, names) => {
+  if (localStorage.getItem('mlflow.workflowType_v1') !== '"machine_learning"') {
+    localStorage.setItem('mlflow.workflowType_v1', '"machine_learning"');
+    location.reload();
+    return JSON.stringify({ready: false, plots: 0});
+  }
+  const link = Array.from(document.querySelectorAll('a')).find(a => a.textContent.trim() === name);
+  if (!window.segbenchClicked && link) { window.segbenchClicked = true; link.click(); }
+  return JSON.stringify({ready: Boolean(window.segbenchClicked) && /\\/experiments\\/\\d+\\/runs/.test(location.hash)
+    && names.every(n => document.body.innerText.includes(n)), plots: 0});
+})(%s, %s)"""
+
+
+@pytest.mark.slow
+def test_a_clicked_experiment_opens_on_its_runs_table_under_model_training(project: Path, server: str, tmp_path: Path) -> None:
+    """The README's way in: with MLflow's sidebar switch on "Model training" (3.17 chooses an experiment's first page by
+    that switch, not by the experiment's kind tag), a click on the experiment in MLflow's list opens its runs table."""
+    chromium = find_chromium()
+    assert chromium, "chromium not found: apt-get install chromium"
+    names = sorted(r.info.run_name for r in _runs(project, "kits23"))
+    with Browser(chromium, tmp_path / "profile", timeout=180) as browser:
+        visit = browser.visit(f"{server}/#/experiments", screenshot=screenshot_dir(tmp_path) / "mlflow-clicked-kits23.png", width=1600,
+                              ready=CLICKED_READY % (json.dumps(tracking.experiment_name("kits23")), json.dumps(names)),
+                              script="location.href")
+    assert f"/experiments/{_runs(project, 'kits23')[0].info.experiment_id}/runs" in visit.result, visit.result
 
 
 def _model_run(project: Path, model: str):
@@ -226,8 +260,9 @@ def test_model_runs_carry_means_and_counts_only(project: Path) -> None:
         assert not [k for k in metrics if "ci_" in k or "rank" in k], metrics
         for structure, block in results["analysis"]["structures"].items():
             assert metrics[f"{structure}.n_cases"] == block["n_cases"] == len(CASES) - block["n_absent"]
-            for metric, cell in block["metrics"].items():
-                assert metrics[f"{structure}.{metric}.mean"] == pytest.approx(cell["models"][model]["mean"], rel=1e-12), (structure, metric)
+            for metric, cell in block["metrics"].items():  # the mean rounded as the site prints a mean without its CI
+                shown = format_estimate(cell["models"][model]["mean"], None, None, metric, cell["higher_is_better"]).split()[0]
+                assert metrics[f"{structure}.{metric}.mean"] == float(shown), (structure, metric)
 
 
 def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,9 +284,12 @@ def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path
         if not cell.get("ranking"):
             assert not any(k.startswith(f"{name}.") for k in metrics), name
             continue
-        first = cell["ranking"]["order"][0]
-        assert metrics[f"{name}.mean"] == cell["models"][first]["mean"]
+        first = cell["models"][cell["ranking"]["order"][0]]
+        metric = name.rsplit(".", 1)[-1]
+        printed = format_estimate(first["mean"], first["ci_low"], first["ci_high"], metric, cell["higher_is_better"])
+        assert metrics[f"{name}.mean"] == float(printed.split()[0]), (name, printed)  # as the site prints it
         assert metrics[f"{name}.verdict"] == CODE_NUMBER[cell["verdict"]["code"]]
+        assert tags[f"{name}.verdict"] == CODE_WORDS[cell["verdict"]["code"]]  # the same verdict in words
     assert set(metrics) <= {f"{name}.{statistic}" for name, _ in cells for statistic in ("mean", "verdict")}
     assert {a.path for a in client.list_artifacts(board.info.run_id)} == {"kits23.html", "kits23.json", "leaderboard.json"}
     table = client.load_table(board.info.experiment_id, "leaderboard.json", run_ids=[board.info.run_id])

@@ -1,17 +1,27 @@
-"""`segbench show`: the leaderboards in a terminal, with the verdicts the statistics wrote, in 200 columns."""
+"""`segbench show`: the leaderboards in a terminal, with the verdicts the statistics wrote, wrapped at spaces only;
+and as md, tsv or json for scripts."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from site_data import touchstone_results
+from segbench.stats.verdicts import CODE_WORDS
+from site_data import kits_like_results, segauge_results, touchstone_results
 
-TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
+DATA = Path(__file__).resolve().parents[1] / "data"
+TOUCHSTONE = DATA / "published" / "touchstone_totalsegmentator"
+ROW_COLUMNS = ["dataset", "structure", "metric", "rank", "model", "mean", "ci_low", "ci_high", "n", "p_rank1", "rank_low", "rank_high",
+               "co_winner", "verdict_vs_next", "verdict_vs_next_words", "verdict_vs_next_text"]
 
 
 @pytest.fixture(scope="module")
@@ -23,56 +33,155 @@ def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _show(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "segbench.cli", "show", "--width", "200", *args], capture_output=True, text=True, timeout=120)
+@pytest.fixture(scope="module")
+def every_dir(results_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Touchstone, the segauge-benchmark GPU run on 20 KiTS23 cases and a KiTS23-like board with lesion-wise scores."""
+    folder = tmp_path_factory.mktemp("every")
+    (folder / "touchstone_totalsegmentator.json").write_bytes((results_dir / "touchstone_totalsegmentator.json").read_bytes())
+    segauge_results(DATA / "published" / "segauge_benchmark" / "kits23_modal.json", DATA / "kits23" / "kits23.json",
+                    folder / "segauge_kits23_modal.json")
+    kits_like_results(DATA / "kits23" / "kits23.json", folder / "kits23.json")
+    return folder
 
 
-def test_overview_prints_every_cell_and_its_verdict_in_200_columns(results_dir: Path) -> None:
-    done = _show("--results", str(results_dir))
+def _show(*args: str, columns: str | None = None) -> subprocess.CompletedProcess:
+    """`segbench show` piped, as a script runs it: COLUMNS as given (unset by default)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
+    return subprocess.run([sys.executable, "-m", "segbench.cli", "show", *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def _results(folder: Path, name: str) -> dict[str, Any]:
+    return json.loads((folder / f"{name}.json").read_text())
+
+
+def _names(folder: Path) -> set[str]:
+    """Every model, structure and metric name of the results in ``folder``."""
+    names: set[str] = set()
+    for path in folder.glob("*.json"):
+        results = json.loads(path.read_text())
+        names |= set(results["models"]) | set(results["metrics"]) | set(results["analysis"]["structures"])
+    return names
+
+
+def test_80_columns_split_no_word(every_dir: Path) -> None:
+    """At COLUMNS=80 every line fits unless one word is longer, the words are those of the unwrapped output in the same
+    order (lines break at spaces only), and no token is a cut-off model, structure or metric name."""
+    wide = _show("--results", str(every_dir))
+    narrow = _show("--results", str(every_dir), columns="80")
+    assert wide.returncode == narrow.returncode == 0, narrow.stderr
+    assert max(len(line) for line in wide.stdout.splitlines()) > 200  # piped without COLUMNS: not cut to 80
+    assert all(len(line) <= 80 or " " not in line.strip() for line in narrow.stdout.splitlines())
+    assert narrow.stdout.split() == wide.stdout.split()
+    names = _names(every_dir)
+    tokens = [token.strip(",;:()[]'\"") for token in narrow.stdout.split()]
+    cut = [(t, u) for t, u in zip(tokens, tokens[1:]) if t not in names and any(name.startswith(t) and (t + u).startswith(name) for name in names)]
+    assert not cut, cut  # e.g. 'sim_erod' then 'e_1mm'
+    structure = _show("--results", str(every_dir), "kits23", "--structure", "tumor", columns="80")
+    assert structure.returncode == 0 and all(len(line) <= 80 for line in structure.stdout.splitlines()), structure.stdout
+
+
+def test_overview_prints_every_cell_and_its_verdict(results_dir: Path) -> None:
+    done = _show("--results", str(results_dir), "--width", "200")
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert max(len(line) for line in lines) <= 200
+    assert max(len(line) for line in done.stdout.splitlines()) <= 200
     assert "19 models, all PUBLISHED: Touchstone (Bassi et al. 2024)" in done.stdout  # the badge once, not per row
-    cell = json.loads((results_dir / "touchstone_totalsegmentator.json").read_text())["analysis"]["structures"]["aorta"]["metrics"]["nsd"]
-    verdict = cell["verdict"]
-    assert verdict["code"] == "aggregation_disagrees"
-    row = next(line for line in lines if line.lstrip().startswith("aorta") and " nsd " in line)
-    assert "aggregation disagrees" in row and verdict["first"] in row
-    text = " ".join(line.strip() for line in lines)
-    assert f"aorta nsd: {verdict['text']}" in text  # the statistics' sentence verbatim, wrapped only
+    results = _results(results_dir, "touchstone_totalsegmentator")
+    block = results["analysis"]["structures"]["aorta"]
+    text = " ".join(done.stdout.split())
+    for metric, cell in block["metrics"].items():
+        verdict = cell["verdict"]
+        assert f"aorta {metric}, {block['n_cases']} cases: #1 {verdict['first']} " in text
+        assert f"{CODE_WORDS[verdict['code']]}: {verdict['text']}" in text  # the statistics' sentence verbatim, wrapped only
+    assert block["metrics"]["nsd"]["verdict"]["code"] == "aggregation_disagrees"
 
 
 def test_structure_leaderboard_and_one_line_errors(results_dir: Path) -> None:
-    done = _show("--results", str(results_dir), "--structure", "aorta", "--metric", "dice")
+    done = _show("--results", str(results_dir), "--structure", "aorta", "--metric", "dice", "--width", "200")
     assert done.returncode == 0, done.stderr
-    assert "aorta dice (higher is better" in done.stdout and "versus next model" in done.stdout
-    assert max(len(line) for line in done.stdout.splitlines()) <= 200
+    cell = _results(results_dir, "touchstone_totalsegmentator")["analysis"]["structures"]["aorta"]["metrics"]["dice"]
+    first, second = cell["ranking"]["order"][:2]
+    assert "aorta dice (higher is better" in done.stdout and f"1. {first} " in done.stdout and "last ranked" in done.stdout
+    pair = next(p for p in cell["verdict"]["pairs"] if p["a"] == first)
+    assert f"{CODE_WORDS[pair['code']]}: {pair['text']}" in " ".join(done.stdout.split())
     for args, expected in [(("nope",), "have touchstone_totalsegmentator"), (("--structure", "kidney"), "have aorta"),
                            (("--structure", "aorta", "--metric", "hd"), "have dice, nsd")]:
         bad = _show("--results", str(results_dir), *args)
-        assert bad.returncode != 0 and expected in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert bad.returncode == 1 and expected in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
-def test_lesion_wise_overview_follows_the_voxel_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("args", "needs"), [(("--metric", "dice"), "--metric needs --structure"),
+                                              (("--format", "json", "--width", "100"), "--width is for --format text")])
+def test_an_option_without_the_option_it_needs_is_an_error(results_dir: Path, args: tuple[str, ...], needs: str) -> None:
+    """Not silently ignored: exit 2 (a usage error) and a message naming what the option needs."""
+    bad = _show("--results", str(results_dir), *args)
+    assert bad.returncode == 2 and needs in bad.stderr and bad.stdout == "", bad.stderr
+
+
+def test_tsv_and_json_one_row_per_dataset_structure_metric_and_model(every_dir: Path) -> None:
+    tsv = _show("--results", str(every_dir), "--format", "tsv")
+    assert tsv.returncode == 0, tsv.stderr
+    table = list(csv.DictReader(io.StringIO(tsv.stdout), delimiter="\t"))
+    assert list(table[0]) == ROW_COLUMNS
+    records = json.loads(_show("--results", str(every_dir), "--format", "json").stdout)
+    assert [list(r) for r in records[:1]] == [ROW_COLUMNS] and len(records) == len(table)
+    for name in ("touchstone_totalsegmentator", "segauge_kits23_modal"):
+        results = _results(every_dir, name)
+        for structure, block in results["analysis"]["structures"].items():
+            for metric, cell in block["metrics"].items():
+                got = [r for r in records if (r["dataset"], r["structure"], r["metric"]) == (name, structure, metric)]
+                assert [r["model"] for r in got][: len(cell["ranking"]["order"])] == cell["ranking"]["order"]
+                assert len(got) == len(cell["models"])
+                for r in got:
+                    assert r["mean"] == cell["models"][r["model"]]["mean"]  # full precision for scripts
+                    pair = next((p for p in cell["verdict"]["pairs"] if p["a"] == r["model"]), None)
+                    assert (r["verdict_vs_next"], r["verdict_vs_next_words"]) == ((pair["code"], CODE_WORDS[pair["code"]]) if pair else (None, None))
+                    assert r["rank"] == cell["ranking"]["rank"].get(r["model"])
+    one = json.loads(_show("--results", str(every_dir), "kits23", "--structure", "tumor", "--metric", "dice", "--format", "json").stdout)
+    assert {(r["dataset"], r["structure"], r["metric"]) for r in one} == {("kits23", "tumor", "dice")}
+
+
+def test_markdown_names_each_cell_and_its_verdict(every_dir: Path) -> None:
+    done = _show("--results", str(every_dir), "segauge_kits23_modal", "--format", "md")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("## segauge-benchmark GPU run on 20 KiTS23 cases")
+    cell = _results(every_dir, "segauge_kits23_modal")["analysis"]["structures"]["kidney"]["metrics"]["nsd"]
+    assert f"- **kidney nsd, 20 cases: #1 {cell['verdict']['first']} " in done.stdout
+    assert f"  - {CODE_WORDS[cell['verdict']['code']]}: {cell['verdict']['text']}".replace("|", "\\|") in done.stdout.splitlines()
+
+
+def test_lesion_wise_overview_follows_the_voxel_one(every_dir: Path) -> None:
     """A dataset with lesion-wise scores: a second overview, by case under its lesion profile, with its verdict sentences."""
-    from site_data import kits_like_results
-
-    results = json.loads(kits_like_results(TOUCHSTONE.parents[1] / "kits23" / "kits23.json", tmp_path / "kits23.json").read_text())
-    done = _show("--results", str(tmp_path))
+    results = _results(every_dir, "kits23")
+    done = _show("--results", str(every_dir), "kits23")
     assert done.returncode == 0, done.stderr
     voxel, lesion = done.stdout.split("lesion-wise by case (brats matching)")
     cell = results["lesions"]["case"]["structures"]["tumor"]["metrics"]["pq_dice"]
-    row = next(line for line in lesion.splitlines() if line.lstrip().startswith("tumor") and " pq_dice " in line)
-    assert cell["verdict"]["first"] in row and f"[{cell['models'][cell['verdict']['first']]['ci_low']:.3f}" in row
+    head = next(line for line in lesion.splitlines() if line.startswith("tumor pq_dice,"))
+    assert f"#1 {cell['verdict']['first']} " in head and f"[{cell['models'][cell['verdict']['first']]['ci_low']:.3f}" in head
     assert "pq_dice" not in voxel
 
 
+def test_kidney_nsd_verdict_agrees_with_its_interval_said_once(every_dir: Path) -> None:
+    """segauge's MOOSE/TotalSegmentator kidney NSD cell: the words, then the sentence (no word twice); 'separable' iff the
+    printed Δ interval excludes 0; the sentence naming how the Δ intervals were computed printed once for the table."""
+    cell = _results(every_dir, "segauge_kits23_modal")["analysis"]["structures"]["kidney"]["metrics"]["nsd"]
+    assert {cell["verdict"]["first"], cell["verdict"]["second"]} == {"MOOSE", "TotalSegmentator"}
+    text = " ".join(_show("--results", str(every_dir), "segauge_kits23_modal", "--width", "80").stdout.split())
+    assert text.count(cell["verdict"]["intervals"]) == 1
+    sentence = re.search(r"kidney nsd, 20 cases: .*? co-winners [^✔≈✘⇄]*([✔≈✘⇄] [a-z ]+): (.*?) Δ = ([-.\d]+) \[([-.\d]+), ([-.\d]+)\]", text)
+    assert sentence, text
+    words, rest, _, low, high = sentence.groups()
+    code = next(c for c, w in CODE_WORDS.items() if w == words)
+    assert not rest.startswith(words.split(" ", 1)[1]) and code.replace("_", " ") not in rest
+    assert (code == "separable") == (float(low) > 0 or float(high) < 0), (words, low, high)
+
+
 def test_each_verdict_line_states_the_audited_rates(results_dir: Path, tmp_path: Path) -> None:
-    """One line a leaderboard: the verdict sentence, then the audited coverage of its CI and type-I error of its verdict
-    (results' audited block), or 'Not audited' and why."""
+    """Under each cell's verdict, the audited coverage of its CI and type-I error of its verdict (results' audited block),
+    or 'Not audited' and why."""
     done = _show("--results", str(results_dir))
-    assert "Not audited: no calibration audit tables when these results were computed." in " ".join(done.stdout.split())
-    results = json.loads((results_dir / "touchstone_totalsegmentator.json").read_text())
+    assert "Not audited: no calibration audit tables when these results were computed." in done.stdout
+    results = _results(results_dir, "touchstone_totalsegmentator")
     entry = {"population": "touchstone_totalsegmentator/aorta", "source": "touchstone_totalsegmentator", "structure": "aorta", "match": "exact",
              "candidates": 1, "n": 150, "n_board": 528, "mc_se": 0.006}
     results["audited"] = {"margin": 0.015, "structures": {"aorta": {
@@ -80,19 +189,29 @@ def test_each_verdict_line_states_the_audited_rates(results_dir: Path, tmp_path:
                 "type1": entry | {"rate": 0.016, "procedure": "signflip_holm", "target": 0.05, "exceeds_alpha": False}, "reason": None},
         "dice": {"coverage": None, "type1": None, "reason": "no audited population of dice on totalsegmentator"}}}}
     (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))
-    text = " ".join(_show("--results", str(tmp_path)).stdout.split())
+    text = " ".join(_show("--results", str(tmp_path), "--width", "100").stdout.split())
     assert ('Audited: CI covers 93.2% at n = 150 (under-covers); "separable" wrong for equal models 1.6% at n = 150.') in text
     assert "Not audited: no audited population of dice on totalsegmentator." in text
 
 
-def test_ci_column_head_follows_the_boards_confidence(results_dir: Path, tmp_path: Path) -> None:
-    """'mean [95% CI]' is the board's confidence, not a constant: a board recomputed at 90% heads both tables 'mean [90% CI]'."""
+def test_ci_head_follows_the_boards_confidence(results_dir: Path, tmp_path: Path) -> None:
+    """'mean [95% CI]' is the board's confidence, not a constant: a board recomputed at 90% heads both views 'mean [90% CI]'."""
     from segbench.stats.analysis import recompute
 
     assert "mean [95% CI]" in _show("--results", str(results_dir)).stdout
-    results = json.loads((results_dir / "touchstone_totalsegmentator.json").read_text())
+    results = _results(results_dir, "touchstone_totalsegmentator")
     results["analysis"] = recompute(results["analysis"], confidence=0.9, ci_level="nominal")
     (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))
     for args in ((), ("--structure", "aorta", "--metric", "dice")):
         out = _show("--results", str(tmp_path), *args).stdout
         assert "mean [90% CI]" in out and "95% CI" not in out, out
+
+
+def test_models_identical_on_every_case_are_said_so(results_dir: Path, tmp_path: Path) -> None:
+    """Where the ranking lists models identical on every case of the cell, the view says so under the cell."""
+    results = _results(results_dir, "touchstone_totalsegmentator")
+    ranking = results["analysis"]["structures"]["aorta"]["metrics"]["dice"]["ranking"]
+    ranking["identical"] = [ranking["order"][1:3]]
+    (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))
+    text = " ".join(_show("--results", str(tmp_path)).stdout.split())
+    assert f"{ranking['order'][1]} and {ranking['order'][2]} are identical on every case" in text

@@ -141,20 +141,22 @@ def test_leaderboard_run_is_logged_once_per_content_and_never_read_as_a_model_ru
         return {"toy.html": b"<p>toy</p>"}
 
     table = pd.DataFrame({"structure": ["kidney"] * 2, "metric": ["dice"] * 2, "model": ["sim_a", "sim_b"], "ci_low": [0.8, 0.6]})
-    board = tracking.Leaderboard("toy", "toy.json", b"{}", runs, {"kidney.dice.mean": 0.85, "kidney.dice.verdict": 1.0}, {"stats.seed": "0"},
-                                 table, ["kidney.dice.mean", "kidney.dice.verdict"], pages)
+    board = tracking.Leaderboard("toy", "toy.json", b"{}", runs, {"kidney.dice.mean": 0.85, "kidney.dice.verdict": 1.0},
+                                 {"kidney.dice.verdict": "✔ separable"}, {"stats.seed": "0"}, table,
+                                 ["metrics.`kidney.dice.mean`", "tags.`kidney.dice.verdict`"], pages)
     first = tracking.log_leaderboard(board)
     assert tracking.log_leaderboard(board) == first and len(drawn) == 1  # the pages are drawn for a new run only
     assert tracking.log_leaderboard(dataclasses.replace(board, results=b"{ }")) != first
     client = MlflowClient(tracking_store)
     run = client.get_run(first)
     assert run.data.tags["segbench.kind"] == "leaderboard" and run.data.tags["segbench.run.sim_b"] == runs["sim_b"]
+    assert run.data.tags["kidney.dice.verdict"] == "✔ separable"  # the verdict in words, a text column of the runs table
     assert run.data.metrics == board.metrics and run.data.params == board.params
     assert {a.path for a in client.list_artifacts(first)} == {"toy.json", "toy.html", "leaderboard.json"}
     pd.testing.assert_frame_equal(client.load_table(run.info.experiment_id, "leaderboard.json", run_ids=[first]), table)
     experiment = client.get_experiment(run.info.experiment_id)
     view = json.loads(experiment.tags[tracking.VIEW_TAG])  # the runs table's columns, opened by ?viewStateShareKey=segbench
-    assert view["selectedColumns"] == ["attributes.`Source`", "attributes.`Dataset`", "metrics.`kidney.dice.mean`", "metrics.`kidney.dice.verdict`"]
+    assert view["selectedColumns"] == ["attributes.`Source`", "attributes.`Dataset`", "metrics.`kidney.dice.mean`", "tags.`kidney.dice.verdict`"]
     assert view["columnOrder"] == view["selectedColumns"][2:]
     assert "viewStateShareKey=segbench" in experiment.tags["mlflow.note.content"]
     assert [i.dataset.digest for i in run.inputs.dataset_inputs] == ["0123abcd"]

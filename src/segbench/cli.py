@@ -27,7 +27,7 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   compare   statistics from the MLflow runs        -> results/<dataset>.json
   export    a results file's per-case rows          -> challengeR's long CSV or the generic CSV (docs/published.md)
   report    static leaderboard site                -> site/
-  show      the leaderboards and verdicts in this terminal (from results/)
+  show      the leaderboards and verdicts in this terminal, or as md/tsv/json (from results/)
   evaluate  folders of predictions -> leaderboard, outside DVC and MLflow (--gt LABELS/ --pred NAME=DIR ... --out OUT/)
 Calibration audit (calibration/dvc.yaml, `dvc repro calibration/dvc.yaml`; docs/methodology.md "Calibration audit"):
   calibrate score   simulated models of known quality, every case -> calibration/scores/
@@ -196,7 +196,7 @@ def _interact_submissions(args: argparse.Namespace) -> None:
     if results["analysis"] is None:
         raise SystemExit("no submission could be evaluated")
     for metric in ("DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final"):
-        console.print(leaderboard(results, CASE_STRUCTURE, metric))
+        console.print(leaderboard(results, CASE_STRUCTURE, metric, width=console.width), markup=False, highlight=False, soft_wrap=True)
     console.print(f"every metric, class and step: segbench show {Path(LEADERBOARD_FILE).stem} --results {args.out} [--structure NAME]",
                   highlight=False, soft_wrap=True)
 
@@ -227,11 +227,20 @@ def _cmd_report(args: argparse.Namespace) -> None:
         print(page)
 
 
-def _cmd_show(args: argparse.Namespace) -> None:
-    """Print leaderboards and verdicts from results/<dataset>.json in the terminal."""
-    from rich.console import Console
+def _show_width(requested: int | None) -> int | None:
+    """The columns ``segbench show`` wraps its text at: ``--width``, else the terminal's, else ``COLUMNS`` when piped, else
+    none (piped output is not cut to an artificial 80 columns)."""
+    if requested is not None:
+        return requested
+    if sys.stdout.isatty():
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
 
-    from segbench.report.terminal import show
+
+def _cmd_show(args: argparse.Namespace) -> None:
+    """Print leaderboards and verdicts from results/<dataset>.json in the terminal, or as md, tsv or json."""
+    from segbench.report.terminal import render
 
     folder = Path(args.results)
     available = sorted(p.stem for p in folder.glob("*.json"))
@@ -241,8 +250,19 @@ def _cmd_show(args: argparse.Namespace) -> None:
     if unknown:
         raise ValueError(f"no results for {', '.join(unknown)} in {folder}/ (have {', '.join(available)})")
     files = [folder / f"{d}.json" for d in args.datasets or available]
-    show([json.loads(f.read_text(encoding="utf-8")) for f in files], structure=args.structure, metric=args.metric,
-         console=Console(width=args.width, soft_wrap=False))
+    text = render([json.loads(f.read_text(encoding="utf-8")) for f in files], structure=args.structure, metric=args.metric,
+                  fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None)
+    sys.stdout.write(text)
+
+
+def _check_show(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``show``'s options that need another one: an error (exit 2) naming what is missing, never silently ignored."""
+    if args.metric is not None and args.structure is None:
+        parser.error("show: --metric needs --structure (a metric is shown within one structure's leaderboards)")
+    if args.width is not None and args.format != "text":
+        parser.error(f"show: --width is for --format text (the default); --format {args.format} is not wrapped")
+    if args.width is not None and args.width < 20:
+        parser.error(f"show: --width must be at least 20 columns, got {args.width}")
 
 
 def _cmd_export(args: argparse.Namespace) -> None:
@@ -424,7 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", help="folder of results JSON (default: results)")
     p.add_argument("--structure", help="one structure's full leaderboards instead of the overview")
     p.add_argument("--metric", help="with --structure: only this metric")
-    p.add_argument("--width", type=int, help="columns to print in (default: the terminal's)")
+    p.add_argument("--format", default="text", choices=("text", "md", "tsv", "json"),
+                   help="text (default, wrapped at spaces), md, or tsv/json: one row per dataset, structure, metric and model")
+    p.add_argument("--width", type=int, help="text: columns to wrap at (default: the terminal's; piped: COLUMNS if set, else unwrapped)")
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("export", help="write a dataset's per-case rows as challengeR's long CSV or the generic CSV (docs/published.md)")
@@ -474,7 +496,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run a subcommand; bad input (segbench's ValueError, KeyError, FileNotFoundError, RuntimeError) is one line
     ``segbench <command>: error: ...`` and exit code 1; SEGBENCH_DEBUG=1 or -v shows the traceback instead."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "show":
+        _check_show(parser, args)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         args.func(args)

@@ -30,6 +30,7 @@ from segbench.leaderboard import ANALYZED_METRICS, dataset_block, results_docume
 from segbench.models.runner import predict
 from segbench.models.slurm import executor_from_environ, shard_runner_from_environ
 from segbench.models.structures import compose
+from segbench.stats.verdicts import base_digits, unit
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +95,16 @@ def run_predict(
     )
 
 
+def _shown_mean(values: pd.Series, present: np.ndarray, metric: str) -> float:
+    """The mean of ``values`` over the ``present`` cases, rounded as every view prints a mean without its CI
+    (``stats.verdicts.base_digits``): an MLflow run's headline, which MLflow's runs table would show to 16 digits."""
+    return round(float(values.to_numpy(dtype=np.float64)[present].mean()), base_digits(unit(metric) != "mm"))
+
+
 def _headline_metrics(rows: pd.DataFrame, metrics: Iterable[str]) -> dict[str, dict[str, float]]:
     """Per model, its MLflow run's headline metrics: ``<structure>.<metric>.mean`` over the cases whose reference has
-    the structure, ``<structure>.n_cases`` (those cases) and ``<structure>.n_absent`` (the others).
+    the structure, rounded as printed (``_shown_mean``), ``<structure>.n_cases`` (those cases) and
+    ``<structure>.n_absent`` (the others).
 
     Plain means, no statistics settings: a change of ``stats`` must not rerun scoring. CIs, ranks and verdicts
     are leaderboard statistics, logged by compare with the leaderboard run (docs/methodology.md#12-what-an-mlflow-run-carries).
@@ -105,7 +113,7 @@ def _headline_metrics(rows: pd.DataFrame, metrics: Iterable[str]) -> dict[str, d
     for (model, structure), group in rows.groupby(["model", "structure"], sort=True):
         present = group["reference_present"].to_numpy(dtype=bool)
         values = summary.setdefault(str(model), {})
-        values.update({f"{structure}.{m}.mean": float(group[m].to_numpy(dtype=np.float64)[present].mean()) for m in metrics if present.any()})
+        values.update({f"{structure}.{m}.mean": _shown_mean(group[m], present, m) for m in metrics if present.any()})
         values[f"{structure}.n_cases"] = int(group["case_id"][present].nunique())
         values[f"{structure}.n_absent"] = int(group["case_id"][~present].nunique())
     return summary
@@ -254,7 +262,7 @@ def _score_lesions(
         present = group["reference_present"].to_numpy(dtype=bool)
         for metric in LESION_HEADLINE_METRICS:
             if present.any():
-                record["metrics"][f"{structure}.lesion.{metric}.mean"] = float(group[metric].to_numpy(dtype=np.float64)[present].mean())
+                record["metrics"][f"{structure}.lesion.{metric}.mean"] = _shown_mean(group[metric], present, metric)
         record["metrics"][f"{structure}.lesion.n_reference"] = int(group["n_reference"].sum())
         record["metrics"][f"{structure}.lesion.fp"] = int(group["fp"].sum())
     return {tracking.LESIONS_ARTIFACT: lesion_rows, tracking.INSTANCES_ARTIFACT: instance_rows}
@@ -500,9 +508,10 @@ def log_leaderboard(name: str, model_runs: dict[str, str], root: Path = Path("."
         results=content,
         model_runs=model_runs,
         metrics=report.summary_metrics(results),
+        tags=report.summary_tags(results),
         params=report.summary_params(results),
         table=report.leaderboard_table(results),
-        view=report.view_metrics(results),
+        view=report.view_columns(results),
         pages=lambda: {f"{name}.html": report.standalone_dataset_page(results).encode()},
     )
     return tracking.log_leaderboard(board)

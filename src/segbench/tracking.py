@@ -103,17 +103,18 @@ class ScoreBundle:
 @dataclass(frozen=True)
 class Leaderboard:
     """What the compare stage logs for one dataset: the results file, the model runs it was computed
-    from, headline metrics and parameters, the leaderboard table, the metrics the runs view shows, and
-    pages made from the results (drawn only for a new run)."""
+    from, headline metrics, tags (the verdicts in words) and parameters, the leaderboard table, the columns the
+    runs view shows, and pages made from the results (drawn only for a new run)."""
 
     dataset: str
     results_name: str
     results: bytes
     model_runs: dict[str, str]  # model -> MLflow run id
     metrics: dict[str, float]
+    tags: dict[str, str]
     params: dict[str, str]
     table: pd.DataFrame
-    view: list[str]  # metric names, the runs table's columns
+    view: list[str]  # the runs table's columns, as MLflow names them: metrics.`<name>`, tags.`<name>`
     pages: Callable[[], dict[str, bytes]]  # artifact name -> content
 
     @property
@@ -377,18 +378,19 @@ def _note(experiment_id: str, board: Leaderboard, files: list[str]) -> str:
         f"Leaderboard of **{board.dataset}**, computed by `segbench compare` from the per-case tables of these runs:\n\n{links}\n\n"
         f"Artifacts: {files}; `{LEADERBOARD_TABLE}` is every leaderboard as one table (mean, CI, P(rank 1), rank interval, "
         "co-winners and the verdict against the next ranked model). Metrics per structure and metric: `<structure>.<metric>.mean`, "
-        "the #1's mean, and `<structure>.<metric>.verdict`, #1 against #2 (1 separable, 0.5 borderline, 0 not separable, "
-        "-1 the aggregation disagrees)."
+        "the #1's mean as every view rounds it, and `<structure>.<metric>.verdict`, #1 against #2 as a number for plots "
+        "(1 separable, 0.5 borderline, 0 not separable, -1 the aggregation disagrees); the tag of the same name holds its words."
     )
 
 
-def _runs_view(experiment_id: str, metrics: list[str]) -> tuple[str, str]:
-    """The saved runs view (MLflow's shared-view state: the runs table's columns) and the experiment description linking it."""
-    shown = [f"metrics.`{m}`" for m in metrics]  # MLflow's column ids; first after the run's name and date, wide enough for the name
-    state = {"selectedColumns": ["attributes.`Source`", "attributes.`Dataset`", *shown], "columnOrder": shown,
-             "columnWidths": {column: 7 * len(m) + 24 for column, m in zip(shown, metrics)}}
+def _runs_view(experiment_id: str, columns: list[str]) -> tuple[str, str]:
+    """The saved runs view (MLflow's shared-view state: the runs table's columns, ``metrics.`<name>``` or
+    ``tags.`<name>```) and the experiment description linking it."""
+    # first after the run's name and date, each wide enough for its name (the text between the backticks)
+    state = {"selectedColumns": ["attributes.`Source`", "attributes.`Dataset`", *columns], "columnOrder": columns,
+             "columnWidths": {column: 7 * len(column.split("`")[1]) + 24 for column in columns}}
     link = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
-    note = f"[Runs table with the headline metrics]({link}): each model's mean and, on the leaderboard run, #1's mean and its verdict."
+    note = f"[Runs table with the headline metrics]({link}): each model's mean and, on the leaderboard run, #1's mean and its verdict in words."
     return json.dumps(state, sort_keys=True), note
 
 
@@ -408,7 +410,7 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
     view, description = _runs_view(experiment_id, board.view)
     client.set_experiment_tag(experiment_id, VIEW_TAG, view)
     client.set_experiment_tag(experiment_id, MLFLOW_RUN_NOTE, description)
-    tags = {"segbench.dataset": board.dataset, KIND_TAG: LEADERBOARD_KIND, **{f"segbench.run.{m}": r for m, r in board.model_runs.items()}}
+    tags = {**board.tags, "segbench.dataset": board.dataset, KIND_TAG: LEADERBOARD_KIND, **{f"segbench.run.{m}": r for m, r in board.model_runs.items()}}
 
     def fill(run_id: str) -> None:
         files = {board.results_name: board.results, **board.pages()}

@@ -8,6 +8,6 @@ Modules by job: ``site`` (build_site), ``pages`` (HTML pages), ``tables`` (sorta
 
 from segbench.report.pages import standalone_dataset_page
 from segbench.report.site import build_site
-from segbench.report.summary import leaderboard_table, summary_metrics, summary_params, view_metrics
+from segbench.report.summary import leaderboard_table, summary_metrics, summary_params, summary_tags, view_columns
 
-__all__ = ["build_site", "leaderboard_table", "standalone_dataset_page", "summary_metrics", "summary_params", "view_metrics"]
+__all__ = ["build_site", "leaderboard_table", "standalone_dataset_page", "summary_metrics", "summary_params", "summary_tags", "view_columns"]

@@ -10,13 +10,14 @@ from typing import Any
 
 import pandas as pd
 
-from segbench.stats.verdicts import CODE_NUMBER
+from segbench.stats.heads import shown_mean
+from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS
 
 #: how many structures the runs table's view shows (a published set may have a hundred; the rest are a column choice away)
 VIEW_STRUCTURES = 8
 #: the leaderboard table's columns, one row per structure, metric and model in leaderboard order
 TABLE_COLUMNS = ["structure", "metric", "rank", "model", "mean", "ci_low", "ci_high", "n", "p_rank1", "rank_low", "rank_high",
-                 "co_winner", "verdict_vs_next", "verdict_vs_next_text"]
+                 "co_winner", "verdict_vs_next", "verdict_vs_next_words", "verdict_vs_next_text"]
 
 
 def _cells(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -29,16 +30,17 @@ def _cells(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
             for structure, block in analysis["structures"].items() for metric, cell in block["metrics"].items()]
 
 
-def _first_mean(cell: dict[str, Any]) -> float | None:
+def _first(cell: dict[str, Any]) -> str | None:
     order = (cell.get("ranking") or {}).get("order") or []
-    return cell["models"][order[0]]["mean"] if order else None
+    return order[0] if order else None
 
 
 def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
-    """Per structure and metric with a ranking: ``<structure>.<metric>.mean``, the #1's mean (the column the model
-    runs fill with their own means), and ``<structure>.<metric>.verdict``, the verdict on #1 against #2 as a number
-    (``segbench.stats.verdicts.CODE_NUMBER``: 1 separable, 0.5 borderline, 0 not separable, -1 aggregation disagrees;
-    none for a single ranked model); and per leaderboard the calibration audit read for it (``results["audited"]``,
+    """Per structure and metric with a ranking: ``<structure>.<metric>.mean``, the #1's mean rounded as every view prints
+    it (the column the model runs fill with their own means), and ``<structure>.<metric>.verdict``, the verdict on #1
+    against #2 as a number for plots (``segbench.stats.verdicts.CODE_NUMBER``: 1 separable, 0.5 borderline, 0 not
+    separable, -1 aggregation disagrees; none for a single ranked model; its words are the run's tags,
+    ``summary_tags``); and per leaderboard the calibration audit read for it (``results["audited"]``,
     docs/methodology.md#518-calibration-audit), ``<structure>.<metric>.audited_coverage`` and ``.audited_type1``."""
     metrics: dict[str, float] = {}
     for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items():
@@ -47,20 +49,27 @@ def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
                 if entry[key] is not None:
                     metrics[f"{structure}.{metric}.{name}"] = entry[key]["rate"]
     for structure, metric, cell in _cells(results):
-        mean = _first_mean(cell)
-        if mean is not None:
-            metrics[f"{structure}.{metric}.mean"] = mean
+        first = _first(cell)
+        if first is not None:
+            metrics[f"{structure}.{metric}.mean"] = shown_mean(cell["models"][first], bool(cell["higher_is_better"]))
         verdict = cell.get("verdict")
         if verdict and verdict["code"] in CODE_NUMBER:
             metrics[f"{structure}.{metric}.verdict"] = CODE_NUMBER[verdict["code"]]
     return metrics
 
 
+def summary_tags(results: dict[str, Any]) -> dict[str, str]:
+    """Per structure and metric with a verdict on #1 against #2: ``<structure>.<metric>.verdict``, its words as every
+    view prints them ('✘ not separable'), a text column of MLflow's runs table."""
+    return {f"{structure}.{metric}.verdict": CODE_WORDS[cell["verdict"]["code"]] for structure, metric, cell in _cells(results)
+            if (cell.get("verdict") or {}).get("code") in CODE_NUMBER}
+
+
 def leaderboard_table(results: dict[str, Any]) -> pd.DataFrame:
     """Every leaderboard as one table (``TABLE_COLUMNS``; the lesion-wise ones as ``_cells`` names them): per structure
     and metric the ranked models by rank, then
     the unranked ones (rank empty), with mean, CI, n, P(rank 1), rank interval, whether the model is a co-winner and
-    the verdict against the next ranked model (code and its one line)."""
+    the verdict against the next ranked model (code, its words and its sentence)."""
     rows = []
     for structure, metric, cell in _cells(results):
         ranking = cell.get("ranking") or {}
@@ -73,17 +82,17 @@ def leaderboard_table(results: dict[str, Any]) -> pd.DataFrame:
             pair = next_pair.get(model, {})
             rows.append([structure, metric, ranking["rank"][model] if ranked else None, model, estimate["mean"], estimate["ci_low"],
                          estimate["ci_high"], estimate["n"], ranking["p_rank1"][model] if ranked else None, low, high,
-                         model in verdict.get("co_winners", ()), pair.get("code"), pair.get("text")])
+                         model in verdict.get("co_winners", ()), pair.get("code"), CODE_WORDS.get(pair.get("code")), pair.get("text")])
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
-def view_metrics(results: dict[str, Any]) -> list[str]:
-    """The metrics the runs table's saved view shows: for the first ``VIEW_STRUCTURES`` structures, the headline metric's
-    (the first higher-is-better one by name, e.g. dice) ``.mean`` (each model's; the #1's on the leaderboard run) and
-    ``.verdict``."""
+def view_columns(results: dict[str, Any]) -> list[str]:
+    """The columns of the runs table's saved view (MLflow's column ids): for the first ``VIEW_STRUCTURES`` structures,
+    the headline metric's (the first higher-is-better one by name, e.g. dice) ``.mean`` (each model's; the #1's on the
+    leaderboard run) and, on the leaderboard run, the ``.verdict`` tag in words."""
     metrics = sorted(results["metrics"], key=lambda m: (not results["metrics"][m]["higher_is_better"], m))
     structures = sorted(results["analysis"]["structures"])[:VIEW_STRUCTURES]
-    return [f"{s}.{metrics[0]}.{statistic}" for s in structures for statistic in ("mean", "verdict")] if metrics else []
+    return [column for s in structures for column in (f"metrics.`{s}.{metrics[0]}.mean`", f"tags.`{s}.{metrics[0]}.verdict`")] if metrics else []
 
 
 def summary_params(results: dict[str, Any]) -> dict[str, str]:

@@ -1,29 +1,37 @@
-"""``segbench show``: the leaderboards in a terminal, for people who never open a browser.
+"""``segbench show``: the leaderboards in a terminal, for people who never open a browser, and as md, tsv or json for scripts.
 
 Reads results JSON (``segbench.stats.analysis`` layout) and prints the verdicts the statistics wrote
-(``segbench.stats.verdicts``) word for word, as the site does; nothing is recomputed.
+(``segbench.stats.verdicts``) word for word, as the site does; nothing is recomputed. The text layout stacks each
+cell on a few lines wrapped at spaces only, so no name or number is ever split, at any width.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import io
+import json
+import textwrap
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
+import pandas as pd
 
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
-from segbench.stats.verdicts import CODE_WORDS
+from segbench.stats.verdicts import CODE_WORDS, format_level
 
-from .common import audit_of, audit_words, ci_head, display_order, estimate, fmt, fmt_rank, markers, next_verdict
+from .common import audit_of, audit_words, display_order, estimate, fmt, fmt_rank, markers, next_verdict
+from .summary import TABLE_COLUMNS, leaderboard_table
 
 Results = dict[str, Any]
-_STYLE = {"separable": "green", "borderline": "yellow", "not_separable": "default", "aggregation_disagrees": "magenta"}
+#: the output formats: text for reading, md for pasting, tsv and json one row per dataset, structure, metric and model
+FORMATS = ("text", "md", "tsv", "json")
+#: the tsv/json columns: the dataset, then the MLflow leaderboard table's (``segbench.report.summary.TABLE_COLUMNS``)
+ROW_COLUMNS = ["dataset", *TABLE_COLUMNS]
+CO_WINNERS = "co-winners: #1 by mean and every model it is not separable from (docs/methodology.md#57-verdicts)"
 
 
-def _verdict_words(code: str) -> str:
-    return f"[{_STYLE.get(code, 'default')}]{CODE_WORDS[code]}[/]"
+def verdict_sentence(v: dict[str, Any]) -> str:
+    """A verdict as every view prints it: its code's words, then the sentence the statistics wrote."""
+    return f"{CODE_WORDS[v['code']]}: {v['text']}"
 
 
 def _kinds_line(results: Results) -> str:
@@ -35,54 +43,65 @@ def _kinds_line(results: Results) -> str:
     return "; ".join(f"{name} ({mark})" if mark else name for name, mark in marks.items())
 
 
-def overview(results: Results) -> Table:
-    """Per structure and metric: #1, its mean [CI], P(rank 1), the verdict on #1 versus #2 and the co-winners."""
-    d = results["dataset"]
-    table = Table(title=f"{d.get('title') or d['name']}: {_kinds_line(results)}", box=box.SIMPLE_HEAD, title_justify="left",
-                  caption="co-winners: #1 by mean and every model it is not separable from (docs/methodology.md#57-verdicts)",
-                  caption_justify="left")
-    for header in ("structure", "metric", "n", "#1", ci_head(results["analysis"]["settings"]), "P(rank 1)", "#1 versus #2", "co-winners"):
-        table.add_column(header, overflow="fold")
-    for structure, block in sorted(results["analysis"]["structures"].items()):
-        for metric, cell in block["metrics"].items():
-            v = cell.get("verdict")
-            if not v:
-                table.add_row(structure, metric, str(block["n_cases"]), "–", "–", "–", "no ranked model", "–")
-                continue
-            first = v["first"]
-            table.add_row(structure, metric, str(block["n_cases"]), first, estimate(cell["models"][first], cell, metric),
-                          fmt(cell["ranking"]["p_rank1"][first], 2), _verdict_words(v["code"]) + (f" from {v['second']}" if v["second"] else ""),
-                          ", ".join(v["co_winners"]))
-    return table
+def _ci_head(results: Results) -> str:
+    """'mean [95% CI]' at the board's confidence, its level printed as every level is (``format_level``)."""
+    return f"mean [{format_level(results['analysis']['settings']['confidence'])} CI]"
 
 
-def verdict_lines(results: Results) -> list[str]:
-    """The verdict sentence of every ranked cell, 'structure metric: sentence', and its audited rates (one line a leaderboard)."""
-    return [f"[bold]{structure} {metric}[/]: {cell['verdict']['text']}. [dim]{audit_words(audit_of(results, structure, metric), structure)}[/]"
-            for structure, block in sorted(results["analysis"]["structures"].items())
-            for metric, cell in block["metrics"].items() if cell.get("verdict") and cell["verdict"]["pairs"]]
+def _cells(results: Results, structures: Sequence[str] | None = None) -> Iterator[tuple[str, str, dict[str, Any], int]]:
+    """(structure, metric, cell, cases) of the results, structures by name (or those named), metrics in their order."""
+    blocks = results["analysis"]["structures"]
+    for structure in structures if structures is not None else sorted(blocks):
+        for metric, cell in blocks[structure]["metrics"].items():
+            yield structure, metric, cell, blocks[structure]["n_cases"]
 
 
-def leaderboard(results: Results, structure: str, metric: str) -> Table:
-    """One structure and metric, every model: rank, mean [CI], P(rank 1), rank interval and the verdict versus the next."""
+def _table_notes(results: Results, cells: Sequence[dict[str, Any]]) -> list[str]:
+    """What a table says once: the CI head and each distinct sentence naming how its Δ intervals were computed."""
+    intervals = dict.fromkeys(c["verdict"]["intervals"] for c in cells if (c.get("verdict") or {}).get("intervals"))
+    return [_ci_head(results), *intervals]
+
+
+def _identical(cell: dict[str, Any]) -> list[str]:
+    """'A and B are identical on every case' for each group of models the ranking found identical on every case."""
+    return [f"{', '.join(group[:-1])} and {group[-1]} are identical on every case"
+            for group in (cell.get("ranking") or {}).get("identical") or [] if len(group) > 1]
+
+
+def _overview_cell(results: Results, structure: str, metric: str, cell: dict[str, Any], n: int) -> tuple[str, list[str]]:
+    """One overview cell: its head ('kidney nsd, 20 cases: #1 MOOSE 0.912 [...], P(rank 1) 0.62; co-winners ...') and
+    the lines under it (the verdict on #1 versus #2, ties, the audited rates)."""
+    v = cell.get("verdict")
+    if not v:
+        return f"{structure} {metric}, {n} cases: no ranked model", []
+    first = v["first"]
+    head = (f"{structure} {metric}, {n} cases: #1 {first} {estimate(cell['models'][first], cell, metric)}, "
+            f"P(rank 1) {fmt(cell['ranking']['p_rank1'][first], 2)}; co-winners {', '.join(v['co_winners'])}")
+    lines = [verdict_sentence(v) if v["pairs"] else CODE_WORDS["single_model"], *_identical(cell)]
+    if v["pairs"]:
+        lines.append(audit_words(audit_of(results, structure, metric), structure))
+    return head, lines
+
+
+def _leaderboard_rows(results: Results, structure: str, metric: str) -> tuple[str, list[tuple[str, list[str]]]]:
+    """One structure and metric: its title and per model a head ('1. MOOSE 0.912 [...], P(rank 1) 0.62, ranks 1–2')
+    with the verdict versus the next ranked model under it."""
     block = results["analysis"]["structures"][structure]
     cell = block["metrics"][metric]
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
-    table = Table(title=f"{structure} {metric} ({direction}; {block['n_cases']} cases): {_kinds_line(results)}",
-                  box=box.SIMPLE_HEAD, title_justify="left")
-    for header in ("rank", "model", ci_head(results["analysis"]["settings"]), "P(rank 1)", "rank interval", "versus next model"):
-        table.add_column(header, overflow="fold")
+    title = f"{structure} {metric} ({direction}; {block['n_cases']} cases): {_kinds_line(results)}"
     ranking = cell.get("ranking") or {}
+    rows = []
     for name in display_order(cell):
         est = cell["models"][name]
         if name not in (ranking.get("order") or []):
-            table.add_row("–", name, estimate(est, cell, metric), "–", "–", "unranked: trained on this data" if est["contaminated"] else "unranked")
+            rows.append((f"–. {name} {estimate(est, cell, metric)}", ["unranked: trained on this data" if est["contaminated"] else "unranked"]))
             continue
         lo, hi = ranking["rank_interval"][name]
         v = next_verdict(cell, name)
-        table.add_row(str(ranking["rank"][name]), name, estimate(est, cell, metric), fmt(ranking["p_rank1"][name], 2),
-                      f"{fmt_rank(lo)}–{fmt_rank(hi)}", f"{_verdict_words(v['code'])}: {v['text']}" if v else "last ranked")
-    return table
+        rows.append((f"{ranking['rank'][name]}. {name} {estimate(est, cell, metric)}, P(rank 1) {fmt(ranking['p_rank1'][name], 2)}, "
+                     f"ranks {fmt_rank(lo)}–{fmt_rank(hi)}", [verdict_sentence(v) if v else "last ranked"]))
+    return title, rows
 
 
 def lesion_view(results: Results) -> Results | None:
@@ -96,26 +115,98 @@ def lesion_view(results: Results) -> Results | None:
             "audited": (results.get("audited") or {}).get("lesions") or LESIONS_NOT_AUDITED}
 
 
-def show(all_results: Sequence[Results], *, structure: str | None = None, metric: str | None = None, console: Console | None = None) -> None:
-    """Print each dataset's overview and verdicts, or with ``structure`` that structure's full leaderboards.
+def _wrap(text: str, width: int | None, indent: str = "") -> list[str]:
+    """``text`` in lines of at most ``width`` columns broken at spaces only (a longer word keeps its own line), the
+    continuation lines indented two more; one line when ``width`` is None (piped: the reader's program wraps)."""
+    if width is None:
+        return [indent + text]
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ", break_long_words=False,
+                         break_on_hyphens=False) or [indent]
 
-    Raises ValueError naming the valid structures or metrics when a name is not in the results.
-    """
-    console = console or Console()
+
+def _text_block(title: str, notes: list[str], entries: list[tuple[str, list[str]]], width: int | None) -> list[str]:
+    lines = [*_wrap(title, width), *(line for note in notes for line in _wrap(note, width)), ""]
+    for head, under in entries:
+        lines += _wrap(head, width) + [line for text in under for line in _wrap(text, width, "    ")]
+    return [*lines, ""]
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _md_block(title: str, notes: list[str], entries: list[tuple[str, list[str]]]) -> list[str]:
+    lines = [f"## {_md_escape(title)}", "", *(f"{_md_escape(note)}  " for note in notes), ""]
+    for head, under in entries:
+        lines += [f"- **{_md_escape(head)}**", *(f"  - {_md_escape(text)}" for text in under)]
+    return [*lines, ""]
+
+
+def _blocks(all_results: Sequence[Results], structure: str | None, metric: str | None) -> Iterator[tuple[str, list[str], list[tuple[str, list[str]]]]]:
+    """(title, notes said once, entries) of every table to print: each dataset's overview (and its lesion-wise one), or
+    with ``structure`` that structure's leaderboard per metric (only ``metric`` if given)."""
     for results in all_results:
-        structures = results["analysis"]["structures"]
         if structure is None:
             lesions = lesion_view(results)
             for view in [results, *([lesions] if lesions else [])]:
-                console.print(overview(view))
-                for line in verdict_lines(view):
-                    console.print(line, highlight=False)
-                console.print()
+                cells = list(_cells(view))
+                d = view["dataset"]
+                notes = [*_table_notes(view, [c for _, _, c, _ in cells]), CO_WINNERS]
+                yield f"{d.get('title') or d['name']}: {_kinds_line(view)}", notes, [_overview_cell(view, *entry) for entry in cells]
             continue
-        if structure not in structures:
-            raise ValueError(f"{results['dataset']['name']}: no structure {structure!r} (have {', '.join(sorted(structures))})")
-        metrics = list(structures[structure]["metrics"])
-        if metric is not None and metric not in metrics:
-            raise ValueError(f"{results['dataset']['name']} {structure}: no metric {metric!r} (have {', '.join(metrics)})")
-        for name in [metric] if metric else metrics:
-            console.print(leaderboard(results, structure, name))
+        for name in _metrics(results, structure, metric):
+            title, rows = _leaderboard_rows(results, structure, name)
+            yield title, _table_notes(results, [results["analysis"]["structures"][structure]["metrics"][name]]), rows
+
+
+def _metrics(results: Results, structure: str, metric: str | None) -> list[str]:
+    """The metrics to show of ``structure`` (``metric`` alone if given); ValueError naming the valid names otherwise."""
+    structures = results["analysis"]["structures"]
+    if structure not in structures:
+        raise ValueError(f"{results['dataset']['name']}: no structure {structure!r} (have {', '.join(sorted(structures))})")
+    metrics = list(structures[structure]["metrics"])
+    if metric is not None and metric not in metrics:
+        raise ValueError(f"{results['dataset']['name']} {structure}: no metric {metric!r} (have {', '.join(metrics)})")
+    return [metric] if metric else metrics
+
+
+def rows(all_results: Sequence[Results], structure: str | None = None, metric: str | None = None) -> pd.DataFrame:
+    """One row per dataset, structure, metric and model (``ROW_COLUMNS``; lesion-wise leaderboards as
+    ``<structure>.lesion`` and ``<structure>.per_lesion``), only ``structure`` (and ``metric``) if given."""
+    frames = []
+    for results in all_results:
+        table = leaderboard_table(results)
+        if structure is not None:
+            table = table[(table["structure"] == structure) & table["metric"].isin(_metrics(results, structure, metric))]
+        frames.append(table.assign(dataset=results["dataset"]["name"], rank=table["rank"].astype("Int64"))[ROW_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
+
+
+def render(all_results: Sequence[Results], *, structure: str | None = None, metric: str | None = None, fmt_name: str = "text",
+           width: int | None = None) -> str:
+    """Each dataset's overview and verdicts, or with ``structure`` that structure's full leaderboards, as ``fmt_name``
+    (``FORMATS``); text lines at most ``width`` columns wide, broken at spaces only (None: not wrapped).
+
+    Raises ValueError naming the valid structures or metrics when a name is not in the results.
+    """
+    if fmt_name not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt_name!r}")
+    if metric is not None and structure is None:
+        raise ValueError("--metric needs --structure: a metric is shown within one structure's leaderboards")
+    if fmt_name in ("tsv", "json"):
+        table = rows(all_results, structure, metric)
+        if fmt_name == "tsv":
+            buffer = io.StringIO()
+            table.to_csv(buffer, sep="\t", index=False, lineterminator="\n")
+            return buffer.getvalue()
+        records = table.astype(object).where(table.notna(), None).to_dict(orient="records")
+        return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
+    lines = [line for title, notes, entries in _blocks(all_results, structure, metric)
+             for line in (_text_block(title, notes, entries, width) if fmt_name == "text" else _md_block(title, notes, entries))]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def leaderboard(results: Results, structure: str, metric: str, width: int | None = None) -> str:
+    """One structure and metric's leaderboard as text (every model: rank, mean [CI], P(rank 1), rank interval and the
+    verdict versus the next)."""
+    return render([results], structure=structure, metric=metric, width=width)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .verdicts import format_estimate, format_level
+from .verdicts import CODE_NUMBER, CODE_WORDS, base_digits, format_estimate, format_level, interval_digits
 
 PLOT_COLUMNS = ("cell", "model", "mean", "ci_low", "ci_high", "interval")
 #: the CI methods' short names, for column heads and plot titles (the methodology words them in full)
@@ -28,9 +28,17 @@ def ci_words(settings: Mapping[str, Any], level: float | None = None) -> str:
     return f"{format_level(settings['confidence'])} CI ({method}{at})"
 
 
+def shown_mean(estimate: Mapping[str, Any], higher_is_better: bool) -> float:
+    """A model's mean rounded as every view prints it beside its CI (``format_estimate``'s decimals), for the flat
+    views that print numbers as they get them (DVC, MLflow): '0.834', not '0.8338591957092285'."""
+    n_digits = interval_digits(estimate["ci_low"], estimate["ci_high"], base_digits(higher_is_better), estimate["mean"])
+    return round(float(estimate["mean"]), n_digits)
+
+
 def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (structure, metric): #1, its mean (a number, for diffs and sorting), its mean [CI] as every view
-    prints it, the cell's verdict code (docs/methodology.md#57-verdicts) and the number of cases.
+    """Per (structure, metric): #1, its mean (a number, for diffs and sorting, rounded as printed), its mean [CI] as
+    every view prints it, the verdict on #1 versus #2 in the words every view prints (docs/methodology.md#57-verdicts)
+    and as a number for plots (``CODE_NUMBER``; none for a single ranked model), and the number of cases.
 
     The keys sort into reading order (``dvc metrics show`` sorts its columns). A cell without a ranked
     model is left out.
@@ -44,10 +52,11 @@ def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict
             estimate = cell["models"][verdict["first"]]
             heads[structure, metric] = {
                 "first": verdict["first"],
-                "mean": estimate["mean"],
+                "mean": shown_mean(estimate, bool(cell["higher_is_better"])),
                 "mean_ci": format_estimate(estimate["mean"], estimate["ci_low"], estimate["ci_high"], metric, bool(cell["higher_is_better"])),
                 "n": block["n_cases"],
-                "verdict": verdict["code"],
+                "verdict": CODE_WORDS[verdict["code"]],
+                **({"verdict_number": CODE_NUMBER[verdict["code"]]} if verdict["code"] in CODE_NUMBER else {}),
             }
     return heads
 
