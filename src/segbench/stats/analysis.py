@@ -33,7 +33,8 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                              "p_rank1", "mean_rank", "median_rank": {model: x},
                              "rank_interval": {model: [lo, hi]},   # (1-confidence) central interval
                              "rank_frequency": {model: [count of rank 1, ..., rank K]},
-                             "kendall_tau": {"mean", "median", "q25", "q75"}},
+                             "kendall_tau": {"mean", "median", "q25", "q75"},
+                             "identical": [[model, ...], ...]},   # groups equal on every case (ranking.identical_groups)
           "pairwise": [{"a", "b", "mean_diff", "ci_low", "ci_high", "ci_level", "p_bootstrap",
                         "separable", "p_test", "p_adjusted"}, ...],  # a ranked above b; diff = a - b; the
                                                         # sign-flip test's p-values (absent under bootstrap_ci)
@@ -116,7 +117,7 @@ from .identical import identical_to_reference
 from .pairwise import common_case_groups, pair_indices, separability, sign_flip_p_values, wilcoxon_map
 from .power import cases_needed
 from .ranges import range_violations
-from .ranking import leave_one_out, rank_min, ranking_stability
+from .ranking import identical_groups, leave_one_out, rank_min, ranking_stability
 from .resampling import bootstrap_means, bounded_ends, intervals, jackknife_means, resample_counts, rng_for
 from .schemes import consensus, schemes
 from .settings import StatsSettings
@@ -699,6 +700,7 @@ def _compare(
         "rank_interval": {m: [lo, hi] for m, lo, hi in zip(names, stab["rank_low"], stab["rank_high"])},
         "rank_frequency": dict(zip(names, stab["rank_frequency"])),
         "kendall_tau": dict(zip(("q25", "median", "q75"), stab["tau_q"]), mean=stab["tau_mean"]),
+        "identical": identical_groups(values, names),
     }
     a, b = pair_indices(len(names))
     pairwise = []
