@@ -87,3 +87,20 @@ def test_reanalyze_fails_on_an_interval_outside_its_range() -> None:
     problems = reanalyze(res)
     assert any("kidney/dice/MOOSE: CI" in p and "leaves the metric's range [0.0, 1.0]" in p for p in problems)
     assert any("kidney/dice/MOOSE: CI" in p and "leaves its per-case values' range" in p for p in problems)
+
+
+def test_cluster_intervals_stay_inside_the_per_case_values() -> None:
+    """The cluster CIs (docs/methodology.md#516-clustered-data) hold at the per-case range too, not at the range of the
+    leave-one-cluster-out pseudo-values (which their few clusters make wider or narrower)."""
+    res = analyze(_kits("kits23_seed.json"), metrics=KITS_METRICS, settings=StatsSettings(n_resamples=200), cluster_field="age_band")
+    checked = 0
+    for s in res["structures"].values():
+        for cell in s["metrics"].values():
+            for model, e in cell["clustered"]["models"].items():
+                values = cell["per_case"][model]
+                assert min(values) <= e["ci_low"] <= e["ci_high"] <= max(values)
+            for pair in cell["clustered"]["pairwise"]:
+                diff = np.subtract(cell["per_case"][pair["a"]], cell["per_case"][pair["b"]])
+                assert diff.min() <= pair["ci_low"] <= pair["ci_high"] <= diff.max()
+                checked += 1
+    assert checked

@@ -208,8 +208,10 @@ def skew_t_bounds(
     values in a metric's range cannot leave [min x_i, max x_i], so the interval respects the metric's range too
     (Dice in [0, 1], distances >= 0). The rule is part of the method: the calibration audit and the calibrated
     levels (``levels``) call this function, so their coverage is that of the bounded interval. ``span``: the
-    (P,) smallest and largest values per column, where the caller holds them (exact); None derives them from
-    the jackknife, x_i = n mean - (n - 1) x_(-i) (exact up to rounding).
+    (P,) smallest and largest values per column, where the caller holds them (exact); None takes the range of
+    the jackknife's pseudo-values n mean - (n - 1) x_(-i) (:func:`jackknife_span`), which for a leave-one-case-out
+    jackknife of a mean are the values themselves (up to rounding); callers with another jackknife (the
+    leave-one-cluster-out one of ``clusters``) pass the per-case range.
     """
     se, accel, count = jackknife_spread(jackknife, estimate.size)
     q = stdtrit(np.maximum(count - 1, 1), 1.0 - alpha / 2.0)
@@ -226,9 +228,10 @@ def skew_t_bounds(
 
 
 def jackknife_span(estimate: np.ndarray, jackknife: np.ndarray | None, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Smallest and largest value per column, recovered from the means ``estimate`` (P,) and the leave-one-out means
-    ``jackknife`` (n, P; NaN rows skipped; ``count`` values per column): x_i = n mean - (n - 1) x_(-i). NaN where a
-    column has no jackknife (then the interval is the point anyway)."""
+    """Smallest and largest jackknife pseudo-value per column, n mean - (n - 1) x_(-i), from the means ``estimate``
+    (P,) and the leave-one-out means ``jackknife`` (n, P; NaN rows skipped; ``count`` rows per column): for a
+    leave-one-case-out jackknife of a mean, the smallest and largest value. NaN where a column has no jackknife
+    (then the interval is the point anyway)."""
     if jackknife is None:
         return np.full(estimate.shape, np.nan), np.full(estimate.shape, np.nan)
     values = count * estimate - (count - 1) * jackknife
