@@ -104,3 +104,12 @@ def test_cluster_intervals_stay_inside_the_per_case_values() -> None:
                 assert diff.min() <= pair["ci_low"] <= pair["ci_high"] <= diff.max()
                 checked += 1
     assert checked
+
+
+def test_a_column_without_jackknife_rows_keeps_its_point_interval() -> None:
+    """A pair with a single common case (pairwise-complete alignment) has an all-NaN jackknife column: no range, and the
+    interval is the point, not [inf, -inf]."""
+    jack = np.array([[np.nan, 0.5], [np.nan, 0.7]])
+    low, high = intervals(np.zeros((1, 2)), np.array([0.3, 0.6]), jack, np.array([0.05, 0.05]), "skew_t")
+    assert low[0] == high[0] == 0.3
+    assert 0.5 <= low[1] < 0.6 < high[1] <= 0.7

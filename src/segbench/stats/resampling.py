@@ -230,13 +230,15 @@ def skew_t_bounds(
 def jackknife_span(estimate: np.ndarray, jackknife: np.ndarray | None, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Smallest and largest jackknife pseudo-value per column, n mean - (n - 1) x_(-i), from the means ``estimate``
     (P,) and the leave-one-out means ``jackknife`` (n, P; NaN rows skipped; ``count`` rows per column): for a
-    leave-one-case-out jackknife of a mean, the smallest and largest value. NaN where a column has no jackknife
-    (then the interval is the point anyway)."""
+    leave-one-case-out jackknife of a mean, the smallest and largest value. NaN (no bound) where a column has no
+    jackknife row (then the interval is the point anyway)."""
     if jackknife is None:
         return np.full(estimate.shape, np.nan), np.full(estimate.shape, np.nan)
     values = count * estimate - (count - 1) * jackknife
     missing = np.isnan(values)
-    return np.where(missing, np.inf, values).min(axis=0), np.where(missing, -np.inf, values).max(axis=0)
+    some = ~missing.all(axis=0)
+    return (np.where(some, np.where(missing, np.inf, values).min(axis=0), np.nan),
+            np.where(some, np.where(missing, -np.inf, values).max(axis=0), np.nan))
 
 
 def bounded_ends(low: np.ndarray, high: np.ndarray, estimate: np.ndarray, smallest: np.ndarray, largest: np.ndarray) -> list[str | None]:
