@@ -18,8 +18,8 @@ def rank_min(means: np.ndarray, higher_is_better: bool) -> np.ndarray:
     instead of a per-row scipy.stats.rankdata call, so 10,000 bootstrap rows cost one vectorised pass.
     """
     m = means if higher_is_better else -means
-    scale = np.fmax(np.max(np.abs(np.nan_to_num(m)), axis=1, keepdims=True, initial=0.0), 1.0)
-    better = m[:, None, :] > m[:, :, None] + (TIE_RELATIVE * scale)[:, :, None]  # better[r, i, j]: j beats i in row r
+    margin = TIE_RELATIVE * np.fmax(np.abs(m).max(axis=1, keepdims=True), 1.0)  # a row holding NaN: margin at scale 1
+    better = m[:, None, :] > (m + margin)[:, :, None]  # better[r, i, j]: model j beats model i in row r
     return 1 + better.sum(axis=2)
 
 
