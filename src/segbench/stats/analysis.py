@@ -24,6 +24,8 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
           "ci_confidence": level,     # the level of the models' CIs (and all_reported's): ``confidence``, or the
                                       # calibrated level a ``ci_levels`` gave (stats.levels; ci_level: audited)
           "models": {model: {"mean", "sd", "median", "n", "ci_low", "ci_high",
+                             "ci_bounded",  # None, "low", "high" or "both": the ends the range rule holds at
+                                            # the smallest or largest per-case value (resampling.bounded_ends)
                              "n_missing_prediction", "n_worst_case", "contaminated",
                              "all_reported": None | {"n", "mean", "sd", "median", "ci_low", "ci_high"}}},
           "ranking": None | {"order": [model, ...],            # full-data rank order, then name
@@ -31,7 +33,8 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                              "p_rank1", "mean_rank", "median_rank": {model: x},
                              "rank_interval": {model: [lo, hi]},   # (1-confidence) central interval
                              "rank_frequency": {model: [count of rank 1, ..., rank K]},
-                             "kendall_tau": {"mean", "median", "q25", "q75"}},
+                             "kendall_tau": {"mean", "median", "q25", "q75"},
+                             "identical": [[model, ...], ...]},   # groups equal on every case (ranking.identical_groups)
           "pairwise": [{"a", "b", "mean_diff", "ci_low", "ci_high", "ci_level", "p_bootstrap",
                         "separable", "p_test", "p_adjusted"}, ...],  # a ranked above b; diff = a - b; the
                                                         # sign-flip test's p-values (absent under bootstrap_ci)
@@ -114,8 +117,9 @@ from .clusters import add_clustered, case_clusters, verdict_changes
 from .identical import identical_to_reference
 from .pairwise import common_case_groups, pair_indices, separability, sign_flip_p_values, wilcoxon_map
 from .power import cases_needed
-from .ranking import leave_one_out, rank_min, ranking_stability
-from .resampling import bootstrap_means, intervals, jackknife_means, resample_counts, rng_for
+from .ranges import range_violations
+from .ranking import identical_groups, leave_one_out, rank_min, ranking_stability
+from .resampling import bootstrap_means, bounded_ends, intervals, jackknife_means, resample_counts, rng_for
 from .schemes import consensus, schemes
 from .settings import StatsSettings
 from .subgroups import group_indices, group_tests
@@ -182,10 +186,11 @@ def analyze(
 def reanalyze(results: Mapping) -> list[str]:
     """Recompute every statistic from the per-case values stored in ``results``; list the differences.
 
-    Empty list = the stored statistics are exactly what the stored rows and settings give. The counts of absent
+    Empty list = the stored statistics are exactly what the stored rows and settings give, and every model's CI lies
+    inside its metric's range and the range of its per-case values (``ranges.range_violations``). The counts of absent
     references and of cases identical to the reference come from rows the results do not store: they are carried over.
     """
-    return _differences(_to_json(dict(results)), recompute(results), "")
+    return _differences(_to_json(dict(results)), recompute(results), "") + range_violations(results)
 
 
 def recompute(results: Mapping, ci_levels: CiLevels | None = None, **changes: object) -> dict:
@@ -494,16 +499,17 @@ class _Boot:
     means: np.ndarray  # (M*K,)
     boot: np.ndarray  # (B, M*K)
     jack: np.ndarray | None  # (n, M*K); None when n < 2
+    span: tuple[np.ndarray, np.ndarray]  # (M*K,) smallest and largest value of each row: the range rule's bounds
 
     @classmethod
     def of(cls, stacked: np.ndarray, boot: np.ndarray) -> _Boot:
         jack = jackknife_means(stacked) if stacked.shape[1] > 1 else None
-        return cls(stacked.mean(axis=1), boot, jack)
+        return cls(stacked.mean(axis=1), boot, jack, (stacked.min(axis=1), stacked.max(axis=1)))
 
     def ci(self, confidence: float | np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
         """CIs of every row at ``confidence`` (one level, or one per row)."""
         alpha = np.broadcast_to(1.0 - np.asarray(confidence, dtype=float), self.means.shape)
-        return intervals(self.boot, self.means, self.jack, alpha, method)
+        return intervals(self.boot, self.means, self.jack, alpha, method, span=self.span)
 
 
 def _analyze_structure(
@@ -586,6 +592,7 @@ def _estimates(
     means = values.mean(axis=1) if n else np.full(len(models), np.nan)
     medians = np.median(values, axis=1) if n else np.full(len(models), np.nan)
     low, high = (ci[0][cols], ci[1][cols]) if ci is not None else (means, means)
+    bounded = bounded_ends(low, high, means, *(end[cols] for end in full.span)) if full is not None else [None] * len(models)
     return {
         m: {
             "mean": means[k],
@@ -594,6 +601,7 @@ def _estimates(
             "n": n,
             "ci_low": low[k],
             "ci_high": high[k],
+            "ci_bounded": bounded[k],
             "n_missing_prediction": len(s.flags["prediction_missing"][m]),
             "n_worst_case": len(s.flags["worst_case"][m]),
             "contaminated": not bool(ranked[k]),
@@ -693,6 +701,7 @@ def _compare(
         "rank_interval": {m: [lo, hi] for m, lo, hi in zip(names, stab["rank_low"], stab["rank_high"])},
         "rank_frequency": dict(zip(names, stab["rank_frequency"])),
         "kendall_tau": dict(zip(("q25", "median", "q75"), stab["tau_q"]), mean=stab["tau_mean"]),
+        "identical": identical_groups(values, names),
     }
     a, b = pair_indices(len(names))
     pairwise = []

@@ -133,7 +133,7 @@ def _block(cell: dict, models: list[str], values: np.ndarray, boot: np.ndarray, 
     """Cluster-bootstrap mean CIs, P(rank 1) and pairwise CIs of one metric, beside the case bootstrap's."""
     means = values.mean(axis=1)
     alpha = np.full(len(models), 1.0 - settings.confidence)
-    low, high = intervals(boot, means, jack, alpha, settings.ci_method)
+    low, high = intervals(boot, means, jack, alpha, settings.ci_method, span=(values.min(axis=1), values.max(axis=1)))  # range rule: per case
     out = {
         "case_set": "shared",
         "models": {
@@ -157,7 +157,9 @@ def _block(cell: dict, models: list[str], values: np.ndarray, boot: np.ndarray, 
         b = np.array([at[p["b"]] for p in shared])
         level = np.array([p["ci_level"] for p in shared], dtype=np.float64)
         diff = np.subtract(boot[:, a], boot[:, b], order="F")  # column-major: the per-column sort reads contiguous memory
-        d_low, d_high = intervals(diff, means[a] - means[b], jack[:, a] - jack[:, b], 1.0 - level, settings.ci_method)
+        case_diff = values[a] - values[b]
+        d_low, d_high = intervals(diff, means[a] - means[b], jack[:, a] - jack[:, b], 1.0 - level, settings.ci_method,
+                                  span=(case_diff.min(axis=1), case_diff.max(axis=1)))
         out["pairwise"] = [
             {"a": p["a"], "b": p["b"], "mean_diff": means[a[j]] - means[b[j]], "ci_level": p["ci_level"],
              "ci_low": d_low[j], "ci_high": d_high[j], "case_ci_low": p["ci_low"], "case_ci_high": p["ci_high"],

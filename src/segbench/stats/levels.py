@@ -6,9 +6,10 @@ sample alone (percentile, BCa, skew_t, bootstrap-t) then misses above the truth:
 the sample cannot show, a reference population of the same kind can: Loh (1987, "Calibrating confidence
 coefficients") chooses the nominal level by simulation so that the actual coverage is the target. Here the
 simulation is the calibration audit's own: for a population, a metric and a sample size n, the audit draws samples
-of n cases, computes Hall's skewness-corrected t interval (``resampling.skew_t_bounds``, analytic, no resample) at
-each level of a grid, and takes the smallest level whose coverage of the population mean reaches the target
-(linearly interpolated between grid levels; never below the target, capped at the grid's top).
+of n cases, computes Hall's skewness-corrected t interval with its range rule, as the board prints it
+(``resampling.skew_t_bounds``, analytic, no resample), at each level of a grid, and takes the smallest level whose
+coverage of the population mean reaches the target (linearly interpolated between grid levels; never below the
+target, capped at the grid's top).
 
 A level fitted and measured on the same population would cover by construction. The audit therefore states the
 **cross-fitted** coverage: the population's cases are split at random in two halves, the level chosen on one half
@@ -56,16 +57,16 @@ def sample_draws(values: np.ndarray, equal: Sequence[int], n: int, draws: int, r
 
 
 def coverage_by_level(sample: np.ndarray, truth: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per metric and level: the share of the (M, K, D, n) ``sample``'s skew_t CIs (every model and draw pooled) that
-    hold the (M, K) ``truth``, and their median width. Both (M, len(levels)); ``levels`` may also be (M, L)."""
+    """Per metric and level: the share of the (M, K, D, n) ``sample``'s skew_t CIs (with the range rule; every model and
+    draw pooled) that hold the (M, K) ``truth``, and their median width. Both (M, len(levels)); ``levels`` may also be (M, L)."""
     n_metrics, n_models, draws, n = sample.shape
     flat = sample.reshape(-1, n)
-    estimate, jackknife = flat.mean(axis=1), jackknife_means(flat)
+    estimate, jackknife, span = flat.mean(axis=1), jackknife_means(flat), (flat.min(axis=1), flat.max(axis=1))
     levels = np.broadcast_to(np.asarray(levels, dtype=float), (n_metrics, np.shape(levels)[-1]))
     covered, width = np.empty(levels.shape), np.empty(levels.shape)
     for g in range(levels.shape[1]):
         alpha = np.broadcast_to((1.0 - levels[:, g])[:, None, None], (n_metrics, n_models, draws)).ravel()
-        low, high = (b.reshape(n_metrics, n_models, draws) for b in skew_t_bounds(estimate, jackknife, alpha))
+        low, high = (b.reshape(n_metrics, n_models, draws) for b in skew_t_bounds(estimate, jackknife, alpha, span))
         covered[:, g] = ((low <= truth[:, :, None]) & (truth[:, :, None] <= high)).mean(axis=(1, 2))
         width[:, g] = np.median((high - low).reshape(n_metrics, -1), axis=1)
     return covered, width

@@ -4,22 +4,33 @@ from __future__ import annotations
 
 import numpy as np
 
-# Means closer than this are a tie. Identical per-case columns can otherwise come out of the BLAS
-# product in bootstrap_means a few ulps apart (summation order) and break the tie arbitrarily.
-_TIE_DECIMALS = 10
+#: means closer than this share of the row's largest magnitude (at least 1) are a tie. Identical per-case columns come
+#: out of the BLAS product in bootstrap_means a few ulps apart (summation order differs between the kernel's column
+#: blocks); a relative margin ties them in every resample, where rounding to a fixed number of decimals splits the
+#: pair whenever the two land on either side of a rounding boundary.
+TIE_RELATIVE = 1e-12
 
 
 def rank_min(means: np.ndarray, higher_is_better: bool) -> np.ndarray:
     """Competition ('min') ranks, 1 = best, of each row of ``means`` (R, K) -> int (R, K).
 
-    rank = 1 + number of models strictly better; an (R, K, K) comparison instead of a per-row
-    scipy.stats.rankdata call, so 10,000 bootstrap rows cost one vectorised pass.
+    rank = 1 + number of models better by more than the tie margin (``TIE_RELATIVE``); an (R, K, K) comparison
+    instead of a per-row scipy.stats.rankdata call, so 10,000 bootstrap rows cost one vectorised pass.
     """
-    m = np.round(means, _TIE_DECIMALS)
-    if not higher_is_better:
-        m = -m
-    better = m[:, None, :] > m[:, :, None]  # better[r, i, j]: model j beats model i in row r
+    m = means if higher_is_better else -means
+    margin = TIE_RELATIVE * np.fmax(np.abs(m).max(axis=1, keepdims=True), 1.0)  # a row holding NaN: margin at scale 1
+    better = m[:, None, :] > (m + margin)[:, :, None]  # better[r, i, j]: model j beats model i in row r
     return 1 + better.sum(axis=2)
+
+
+def identical_groups(values: np.ndarray, names: list[str]) -> list[list[str]]:
+    """Groups of two or more models whose (K, n) per-case ``values`` are equal on every case, each in the order of
+    ``names``, the groups in the order of their first member: models that tie in every resample and every ranking."""
+    _, inverse = np.unique(values, axis=0, return_inverse=True)
+    groups: dict[int, list[str]] = {}
+    for k, g in enumerate(np.ravel(inverse)):
+        groups.setdefault(int(g), []).append(names[k])
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def kendall_tau_b(ranks: np.ndarray, reference: np.ndarray) -> np.ndarray:

@@ -142,6 +142,7 @@ def intervals(
     alpha: np.ndarray,
     method: str,
     presorted: bool = False,
+    span: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Two-sided (1 - alpha[j]) CI per column of ``boot`` (B, P) around ``estimate`` (P,).
 
@@ -152,12 +153,14 @@ def intervals(
     bias correction z0 (share of resampled statistics below the estimate, ties counted half) and the
     jackknife acceleration a (:func:`jackknife_spread`). skew_t (Hall 1992): the t interval with the
     jackknife SE, its ends moved by Hall's skewness-correcting transform (:func:`skew_t_bounds`); it
-    reads no resample. ``jackknife`` (n, P) may hold NaN rows (cases a column lacks); None or no spread
-    (n = 1, constant values) gives a = 0 and, for skew_t, the point interval. ``presorted``: ``boot`` is
-    already sorted along axis 0 (callers taking several intervals of the same columns sort once).
+    reads no resample, and its ends are held inside the values it averages (:func:`skew_t_bounds`, the range
+    rule; the quantiles of resampled means stay there by construction). ``jackknife`` (n, P) may hold NaN rows
+    (cases a column lacks); None or no spread (n = 1, constant values) gives a = 0 and, for skew_t, the point
+    interval. ``presorted``: ``boot`` is already sorted along axis 0 (callers taking several intervals of the
+    same columns sort once). ``span``: see :func:`skew_t_bounds`.
     """
     if method == "skew_t":
-        return skew_t_bounds(estimate, jackknife, alpha)
+        return skew_t_bounds(estimate, jackknife, alpha, span)
     lower = alpha / 2.0
     upper = 1.0 - alpha / 2.0
     if method == "bca":
@@ -190,13 +193,25 @@ def jackknife_spread(jackknife: np.ndarray | None, n_columns: int) -> tuple[np.n
     return se, accel, count
 
 
-def skew_t_bounds(estimate: np.ndarray, jackknife: np.ndarray | None, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Hall's (1992) skewness-corrected t interval per column, with the jackknife's SE and acceleration a.
+def skew_t_bounds(
+    estimate: np.ndarray, jackknife: np.ndarray | None, alpha: np.ndarray, span: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hall's (1992) skewness-corrected t interval per column, with the jackknife's SE and acceleration a, held
+    inside the range of the values it averages (docs/methodology.md#53-estimates-and-cis, "range rule").
 
     With T = (estimate - mu) / SE and a = skewness / (6 sqrt(n)), Hall's transform
     h(T) = ((1 + 2aT)^3 - 1) / (6a) + a is monotone and removes the first-order skewness of T, so
     h(T) is referred to Student's t with n - 1 degrees of freedom and inverted exactly:
     mu in [estimate - SE h^-1(t_{1-alpha/2}), estimate - SE h^-1(-t_{1-alpha/2})]. a = 0 gives the t interval.
+
+    Range rule: an end past the smallest or largest value the column averages is set to that value. A mean of
+    values in a metric's range cannot leave [min x_i, max x_i], so the interval respects the metric's range too
+    (Dice in [0, 1], distances >= 0). The rule is part of the method: the calibration audit and the calibrated
+    levels (``levels``) call this function, so their coverage is that of the bounded interval. ``span``: the
+    (P,) smallest and largest values per column, where the caller holds them (exact); None takes the range of
+    the jackknife's pseudo-values n mean - (n - 1) x_(-i) (:func:`jackknife_span`), which for a leave-one-case-out
+    jackknife of a mean are the values themselves (up to rounding); callers with another jackknife (the
+    leave-one-cluster-out one of ``clusters``) pass the per-case range.
     """
     se, accel, count = jackknife_spread(jackknife, estimate.size)
     q = stdtrit(np.maximum(count - 1, 1), 1.0 - alpha / 2.0)
@@ -208,7 +223,31 @@ def skew_t_bounds(estimate: np.ndarray, jackknife: np.ndarray | None, alpha: np.
         return np.where(np.abs(accel) > 1e-12, root, shifted)
 
     se = np.where(count > 1, se, 0.0)
-    return estimate - se * inverse(q), estimate - se * inverse(-q)
+    smallest, largest = jackknife_span(estimate, jackknife, count) if span is None else span
+    return np.fmax(estimate - se * inverse(q), smallest), np.fmin(estimate - se * inverse(-q), largest)
+
+
+def jackknife_span(estimate: np.ndarray, jackknife: np.ndarray | None, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest and largest jackknife pseudo-value per column, n mean - (n - 1) x_(-i), from the means ``estimate``
+    (P,) and the leave-one-out means ``jackknife`` (n, P; NaN rows skipped; ``count`` rows per column): for a
+    leave-one-case-out jackknife of a mean, the smallest and largest value. NaN (no bound) where a column has no
+    jackknife row (then the interval is the point anyway)."""
+    if jackknife is None:
+        return np.full(estimate.shape, np.nan), np.full(estimate.shape, np.nan)
+    values = count * estimate - (count - 1) * jackknife
+    missing = np.isnan(values)
+    some = ~missing.all(axis=0)
+    return (np.where(some, np.where(missing, np.inf, values).min(axis=0), np.nan),
+            np.where(some, np.where(missing, -np.inf, values).max(axis=0), np.nan))
+
+
+def bounded_ends(low: np.ndarray, high: np.ndarray, estimate: np.ndarray, smallest: np.ndarray, largest: np.ndarray) -> list[str | None]:
+    """Per column, the ends of a CI that lie on the range of the values it averages while the mean does not: "low",
+    "high", "both" or None. Only the range rule puts an end there (a quantile of resampled means reaches the smallest
+    value only if a share alpha/2 of the resamples draw that case alone), so it names the ends the rule moved."""
+    at_low = (low == smallest) & (smallest < estimate)
+    at_high = (high == largest) & (largest > estimate)
+    return [("both" if lo and hi else "low" if lo else "high" if hi else None) for lo, hi in zip(at_low.tolist(), at_high.tolist())]
 
 
 #: scales of :func:`studentized_bounds`: none, logit (scores in [0, 1]) or log (distances)
