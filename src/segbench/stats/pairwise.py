@@ -41,10 +41,12 @@ def separability(
     """Family-wise adjusted separability of P pairs, each with the interval of its mean difference that decides it.
 
     bonferroni: every pair at level 1 - alpha/P; separable when its interval excludes 0.
-    holm (step-down, Holm 1979): pairs are sorted by p-value (ties by pair order); the pair at step k = 1..P gets
-    the level 1 - alpha/(P - k + 1). Walking down, a pair is separable while its interval excludes 0; at the first
-    pair whose interval contains 0 the procedure stops: that pair and all later ones are not separable, and their
-    intervals are reported at the stopping level 1 - alpha/(P - k_stop + 1). ``ci_level`` gives each pair's level.
+    holm (step-down, Holm 1979): with m pairs not yet separated, those whose interval at level 1 - alpha/m excludes 0
+    are separated, in p-value order (ties by pair order) at the step levels 1 - alpha/m, 1 - alpha/(m - 1), ... (the
+    intervals are nested, so each still excludes 0); repeated until no interval at 1 - alpha/m excludes 0: those
+    pairs are not separable and are reported at that stopping level. With p-values that decide (below) this is Holm's
+    step-down on the sorted p-values; with bootstrap CIs, whose methods need not order pairs as the bootstrap p-values
+    do, it keeps every reported interval on the side of 0 its verdict says. ``ci_level`` gives each pair's level.
 
     Without ``flips`` (``pairwise_test: bootstrap_ci``) the intervals are paired-bootstrap CIs of ``diff_boot``
     (``ci_method``) and the bootstrap p-values order the pairs. With ``flips`` (the sign-flip test, :func:`sign_flips`)
@@ -58,37 +60,35 @@ def separability(
     if flips is None:
         diff_boot = sort_columns(diff_boot)  # once for every interval below
 
-    def interval(columns: np.ndarray | slice, level_alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def interval(columns: np.ndarray, level_alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if flips is not None:
             return flips.interval(level_alpha, columns)
         jack = None if diff_jack is None else diff_jack[:, columns]
         return intervals(diff_boot[:, columns], diff[columns], jack, level_alpha, ci_method, presorted=True)
 
-    everything = slice(None)
+    def excludes(columns: np.ndarray, level_alpha: np.ndarray) -> np.ndarray:
+        if p_values is not None:
+            return p_values[columns] < level_alpha
+        low, high = interval(columns, level_alpha)
+        return (low > 0) | (high < 0)
+
+    separable = np.zeros(n_pairs, dtype=bool)
     if correction == "bonferroni":
         level_alpha = np.full(n_pairs, alpha / n_pairs)
-        low, high = interval(everything, level_alpha)
-        separable = (low > 0) | (high < 0) if p_values is None else p_values < level_alpha
+        separable[:] = excludes(np.arange(n_pairs), level_alpha)
     else:
-        order = np.argsort(p_boot if p_values is None else p_values, kind="stable")
-        step_alpha = np.empty(n_pairs)
-        step_alpha[order] = alpha / (n_pairs - np.arange(n_pairs))
-        if p_values is None:  # the bootstrap CIs decide: every pair's CI at its step level first
-            low, high = interval(everything, step_alpha)
-            excludes = ((low > 0) | (high < 0))[order]
-        else:
-            excludes = (p_values < step_alpha)[order]
-        n_separable = n_pairs if excludes.all() else int(np.argmin(excludes))
-        separable = np.zeros(n_pairs, dtype=bool)
-        separable[order[:n_separable]] = True
-        level_alpha = step_alpha.copy()
-        rest = order[n_separable:]
-        if rest.size:
-            level_alpha[rest] = step_alpha[rest[0]]
-        if p_values is not None:
-            low, high = interval(everything, level_alpha)
-        elif rest.size:
-            low[rest], high[rest] = interval(rest, level_alpha[rest])
+        level_alpha = np.empty(n_pairs)
+        remaining = np.argsort(p_boot if p_values is None else p_values, kind="stable")
+        while remaining.size:
+            m = remaining.size
+            hit = excludes(remaining, np.full(m, alpha / m))
+            if not hit.any():
+                level_alpha[remaining] = alpha / m
+                break
+            level_alpha[remaining[hit]] = alpha / (m - np.arange(hit.sum()))
+            separable[remaining[hit]] = True
+            remaining = remaining[~hit]
+    low, high = interval(np.arange(n_pairs), level_alpha)
     out = {"ci_low": low, "ci_high": high, "ci_level": 1.0 - level_alpha, "p_bootstrap": p_boot, "separable": separable}
     if p_values is not None:
         out["p_test"] = p_values
