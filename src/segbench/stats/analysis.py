@@ -34,7 +34,9 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                              "kendall_tau": {"mean", "median", "q25", "q75"}},
           "pairwise": [{"a", "b", "mean_diff", "ci_low", "ci_high", "ci_level", "p_bootstrap",
                         "separable", "p_test", "p_adjusted"}, ...],  # a ranked above b; diff = a - b; the
-                                                        # sign-flip test's p-values (absent under bootstrap_ci)
+                                                        # sign-flip test's p-values (absent under bootstrap_ci);
+                                                        # ci_low/high: the interval that decides "separable" (the
+                                                        # test inverted, or the bootstrap CI), None where unbounded
           "significance": None | {"p_value", "p_adjusted": {a: {b: p}},   # 'a better than b'
                                   "significant": {a: {b: bool}}, "co_winners": [model, ...]},
           "alignment": None | {"protocol": the other case alignment ("pairwise_complete" or "shared"),
@@ -88,7 +90,7 @@ without a field or where the structure's shared cases fall in one cluster.
 Conventions. Ranks are 'min' competition ranks among the ranked models, from the mean (higher better
 when higher_is_better). Contaminated models (docs/methodology.md#510-contamination) appear in "models", "per_case" and
 "subgroups" with "contaminated": true and are left out of "ranking", "pairwise", "significance",
-"loo" and "power". Pairwise CI levels: see ``pairwise.separability`` (Holm on CI levels). Wilcoxon
+"loo" and "power". Pairwise interval levels: see ``pairwise.separability`` (Holm's step levels). Wilcoxon
 one-sided 'a better than b' ('greater' for higher-is-better, 'less' for distances), K(K-1) p-values
 Holm-adjusted together. Subgroup groups: the field's values as text; numeric fields are cut at their
 quartiles (``_group_labels``); "mann_whitney" lists only models whose Kruskal-Wallis p < alpha; groups
