@@ -190,8 +190,10 @@ def sign_flips(diffs: np.ndarray, n_flips: int, rng: np.random.Generator, alpha:
         signs = rng.integers(0, 2, size=(min(chunk, n_flips - start), n)).astype(np.float64) * 2.0 - 1.0
         lo, hi = _flip_intervals(signs @ diffs.T, signs.sum(axis=1), total, n)
         reach += ((lo - slack <= 0.0) & (hi + slack >= 0.0)).sum(axis=0)
-        lowest = _smallest(np.concatenate([lowest, lo]), keep)
-        highest = -_smallest(np.concatenate([-highest, -hi]), keep)
+        lowest, highest = np.concatenate([lowest, lo]), np.concatenate([highest, -hi])
+        if lowest.shape[0] > 4 * keep:  # trim now and then, not per chunk: one partition per pair in most cases
+            lowest, highest = _smallest(lowest, keep), _smallest(highest, keep)
+    lowest, highest = np.sort(_smallest(lowest, keep), axis=0), -np.sort(_smallest(highest, keep), axis=0)
     p = (1.0 + reach) / (n_flips + 1.0)
     beyond = reach == 0
     p[beyond] = np.minimum(p[beyond], sign_flip_tail_bound(diffs[beyond], tolerance[beyond]))
@@ -232,10 +234,8 @@ def _flip_intervals(flipped: np.ndarray, signs_sum: np.ndarray, total: np.ndarra
 
 
 def _smallest(values: np.ndarray, k: int) -> np.ndarray:
-    """The k smallest of each column of (R, P) ``values``, ascending (all of them when R <= k)."""
-    if values.shape[0] > k:
-        values = np.partition(values, k - 1, axis=0)[:k]
-    return np.sort(values, axis=0)
+    """The k smallest of each column of (R, P) ``values``, in no order (all of them when R <= k)."""
+    return np.partition(values, k - 1, axis=0)[:k] if values.shape[0] > k else values
 
 
 def tail_bound_radius(spread: np.ndarray, n: np.ndarray, tolerance: np.ndarray, alpha: np.ndarray) -> np.ndarray:
