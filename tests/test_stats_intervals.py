@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from segbench.stats import StatsSettings
-from segbench.stats.pairwise import holm, separability, sign_flip_p_values, sign_flip_tail_bound
+from segbench.stats.pairwise import holm, separability, sign_flip_tail_bound, sign_flips
 from segbench.stats.resampling import bootstrap_means, intervals, jackknife_means, rng_for, skew_t_bounds, studentized_bounds
 
 
@@ -86,15 +86,15 @@ def test_studentized_logit_keeps_a_mean_of_one_finite() -> None:
         studentized_bounds(moments[:, :1], moments[:, 1:], x.mean(axis=1), (x**2).mean(axis=1), 20, 0.05, "probit")
 
 
-def test_sign_flip_p_values_match_exact_enumeration() -> None:
+def test_sign_flip_test_matches_exact_enumeration() -> None:
     """n = 10: all 1024 sign vectors give the exact p; 20,000 random flips agree within their Monte-Carlo error."""
     rng = np.random.default_rng(4)
     diffs = np.stack([rng.normal(0.4, 1, 10), rng.normal(0, 1, 10), rng.standard_t(2, 10)])
     signs = np.array(list(itertools.product((-1.0, 1.0), repeat=10)))
     exact = (np.abs(signs @ diffs.T) >= np.abs(diffs.sum(axis=1)) - 1e-12).mean(axis=0)
-    got = sign_flip_p_values(diffs, 20_000, rng_for(0, "flips"))
+    got = sign_flips(diffs, 20_000, rng_for(0, "flips"), 0.05).p
     assert (np.abs(got - exact) <= 4 * np.sqrt(exact * (1 - exact) / 20_000) + 1e-4).all(), (got, exact)
-    assert sign_flip_p_values(np.zeros((1, 12)), 99, rng_for(0, "zeros"))[0] == 1.0  # no difference: every flip ties
+    assert sign_flips(np.zeros((1, 12)), 99, rng_for(0, "zeros"), 0.05).p[0] == 1.0  # no difference: every flip ties
 
 
 def test_sign_flip_tail_bound_is_above_the_exact_p_value() -> None:
@@ -108,13 +108,13 @@ def test_sign_flip_tail_bound_is_above_the_exact_p_value() -> None:
         assert (sign_flip_tail_bound(diffs) >= exact).all()
 
 
-def test_sign_flip_p_values_go_below_their_monte_carlo_floor() -> None:
+def test_sign_flip_test_goes_below_their_monte_carlo_floor() -> None:
     """A clear difference over 200 cases: no flip of 199 reaches it, and p is the tail bound (far below 1/200), so Holm
     over 171 pairs (a Touchstone organ's 19 models) can still separate it; a difference within the flips keeps its
     Monte-Carlo p."""
     rng = np.random.default_rng(8)
     diffs = np.stack([rng.normal(0.5, 1.0, 200), rng.normal(0.05, 1.0, 200)])
-    p = sign_flip_p_values(diffs, 199, rng_for(0, "floor"))
+    p = sign_flips(diffs, 199, rng_for(0, "floor"), 0.05).p
     np.testing.assert_allclose(p[0], sign_flip_tail_bound(diffs[:1])[0])
     assert p[0] < 0.05 / 171
     assert p[1] >= 1 / 200 and p[1] == round(p[1] * 200) / 200  # a count of flips
@@ -125,24 +125,71 @@ def test_sign_flip_holm_keeps_its_level_on_exchangeable_pairs() -> None:
     true nulls under Holm is at most alpha, within two Monte-Carlo SEs (5.3 % of 2000 families, SE 0.5 points)."""
     rng = np.random.default_rng(5)
     rejected = [
-        (holm(sign_flip_p_values(rng.standard_t(1.5, size=(3, 20)), 400, rng)) < 0.05).any() for _ in range(2000)
+        (holm(sign_flips(rng.standard_t(1.5, size=(3, 20)), 400, rng, 0.05).p) < 0.05).any() for _ in range(2000)
     ]
     assert np.mean(rejected) <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 2000)
 
 
 def test_separability_decides_by_the_test_and_keeps_holm_levels() -> None:
+    """Three pairs, a clear, a null and a moderate difference: Holm's step levels by p-value, the stopping level for the
+    rest, Bonferroni at alpha / 3; each pair's interval is the test's inversion at its level and excludes 0 exactly
+    when the pair is separable."""
     rng = np.random.default_rng(6)
-    diff_boot = np.array([0.5, 0.0, 0.3]) + rng.normal(0, 0.1, size=(2000, 3))
-    p = np.array([0.001, 0.4, 0.02])
-    out = separability(diff_boot, diff_boot.mean(axis=0), None, alpha=0.05, correction="holm", ci_method="percentile", p_values=p)
+    noise = rng.normal(0.0, 1.0, size=(3, 40))
+    diffs = noise - noise.mean(axis=1, keepdims=True) + np.array([[0.8], [0.05], [0.45]])  # means exactly 0.8, 0.05, 0.45
+    flips = sign_flips(diffs, 2000, rng_for(0, "holm"), 0.05)
+    diff_boot = diffs.mean(axis=1) + rng.normal(0, 0.1, size=(2000, 3))
+    order = np.argsort(flips.p)
+    assert order.tolist() == [0, 2, 1] and flips.p[0] < 0.05 / 3 and flips.p[2] < 0.05 / 2 and flips.p[1] > 0.05
+    out = separability(diff_boot, diffs.mean(axis=1), None, alpha=0.05, correction="holm", ci_method="percentile", flips=flips)
     assert out["separable"].tolist() == [True, False, True]
     np.testing.assert_allclose(out["ci_level"], [1 - 0.05 / 3, 1 - 0.05, 1 - 0.05 / 2])
-    np.testing.assert_allclose(out["p_adjusted"], holm(p))
-    out = separability(diff_boot, diff_boot.mean(axis=0), None, alpha=0.05, correction="holm", ci_method="percentile",
-                       p_values=np.array([0.001, 0.02, 0.03]))  # step 3 at alpha / 1: 0.03 < 0.05, all separable
-    assert out["separable"].all()
-    out = separability(diff_boot, diff_boot.mean(axis=0), None, alpha=0.05, correction="bonferroni", ci_method="percentile", p_values=p)
-    assert out["separable"].tolist() == [True, False, False]  # 0.02 >= 0.05 / 3
+    np.testing.assert_allclose(out["p_adjusted"], holm(flips.p))
+    low, high = flips.interval(1.0 - out["ci_level"])
+    np.testing.assert_array_equal(out["ci_low"], low)
+    np.testing.assert_array_equal(out["ci_high"], high)
+    assert ((out["ci_low"] > 0) | (out["ci_high"] < 0)).tolist() == out["separable"].tolist()
+    out = separability(diff_boot, diffs.mean(axis=1), None, alpha=0.05, correction="bonferroni", ci_method="percentile", flips=flips)
+    np.testing.assert_allclose(out["ci_level"], 1 - 0.05 / 3)
+    assert out["separable"].tolist() == (flips.p < 0.05 / 3).tolist() == ((out["ci_low"] > 0) | (out["ci_high"] < 0)).tolist()
+
+
+def test_sign_flip_interval_is_the_set_the_test_accepts() -> None:
+    """The interval is {δ : p(δ) >= alpha}, p(δ) the test of 'mean difference = δ' on the same flips (the same stream
+    drawn again, run on d - δ): checked on a grid across both ends, for a count-decided level and for one below
+    1 / (B + 1), where the tail bound decides beyond the flips."""
+    rng = np.random.default_rng(11)
+    diffs = np.stack([rng.normal(0.3, 1.0, 15), rng.standard_t(2, 15), np.round(rng.normal(0.2, 0.5, 15), 1)])
+    for n_flips, alpha in ((999, 0.05), (999, 0.01), (99, 0.002)):
+        flips = sign_flips(diffs, n_flips, rng_for(0, "grid"), alpha)
+        low, high = flips.interval(np.full(3, alpha))
+        assert np.isfinite(low).all() and np.isfinite(high).all() and (low < diffs.mean(axis=1)).all()
+        for r in range(3):
+            width = high[r] - low[r]
+            for delta in np.concatenate([np.linspace(low[r] - width, high[r] + width, 60),
+                                         [low[r] - 1e-6 * width, low[r] + 1e-6 * width, high[r] - 1e-6 * width, high[r] + 1e-6 * width]]):
+                p = sign_flips(diffs[r : r + 1] - delta, n_flips, rng_for(0, "grid"), alpha).p[0]
+                assert (p >= alpha) == (low[r] <= delta <= high[r]), (n_flips, alpha, r, delta, p, low[r], high[r])
+
+
+def test_sign_flip_interval_excludes_zero_exactly_when_p_is_below_alpha() -> None:
+    """The identity behind "separable iff the interval excludes 0", over random data, rounded data with ties, pairs
+    with all-zero and one-signed differences, small and large n, and every Holm step level of 6 pairs."""
+    rng = np.random.default_rng(12)
+    checked = 0
+    for trial in range(60):
+        n = int(rng.choice([3, 5, 8, 20, 60]))
+        diffs = np.stack([rng.normal(rng.normal(0, 0.5), 1.0, n), np.round(rng.normal(0.1, 0.3, n), 1), np.zeros(n),
+                          np.abs(rng.normal(1.0, 0.2, n)), rng.standard_t(1.5, n) + 0.5, np.where(rng.random(n) < 0.5, 0.0, 0.01)])
+        n_flips = int(rng.choice([19, 99, 999]))
+        flips = sign_flips(diffs, n_flips, rng_for(trial, "identity"), 0.05)
+        for alpha in 0.05 / np.arange(1, 7):
+            low, high = flips.interval(np.full(6, alpha))
+            assert ((flips.p < alpha) == ((low > 0) | (high < 0))).all(), (trial, n, n_flips, alpha, flips.p, low, high)
+            checked += 6
+        low, high = flips.interval(np.full(6, 0.05))
+        assert flips.p[2] == 1.0 and low[2] <= 0.0 <= high[2]  # no difference: never separable
+    assert checked == 60 * 6 * 6
 
 
 def test_pairwise_test_setting_is_validated() -> None:

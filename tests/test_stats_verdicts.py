@@ -41,7 +41,7 @@ def test_aggregation_disagrees_names_both_models_and_the_direction_of_the_test()
     pair = v["pairs"][0]
     assert pair["wilcoxon_favours"] == "B" and (pair["n_a_better"], pair["n_b_better"]) == (6, 54)
     assert "the mean favours A" in v["text"] and "per case B is better" in v["text"]
-    assert "Wilcoxon-Holm: B better than A, p_adj" in v["text"]
+    assert "Wilcoxon-Holm: B better, p_adj" in v["text"]
     assert v["co_winners"] == ["A", "B"] and v["excluded"] == {}
 
 
@@ -55,13 +55,18 @@ def test_borderline_names_the_one_test_that_separates() -> None:
 
 
 def test_not_separable_and_every_p_value_has_a_direction() -> None:
+    """The sentences leave the code's words to the views (no "not separable: not separable"), name no per-pair level
+    (the cell's one ``intervals`` sentence does), and say which way Wilcoxon-Holm leans even where it is not
+    significant."""
     v = _cell({"A": BASE + RNG.normal(0, 0.05, 60), "B": BASE + RNG.normal(0, 0.05, 60), "C": BASE - 0.2})["verdict"]
-    assert v["code"] == "not_separable" and v["text"].count("not separable") == 1
+    assert v["code"] == "not_separable" and "separable" not in v["text"]
     assert v["co_winners"] == [v["first"], v["second"]] and list(v["excluded"]) == ["C"]
+    assert v["intervals"] == "Δ intervals: the sign-flip test inverted, Holm step-down, family-wise 95%"
     texts = [v["text"], *(p["text"] for p in v["pairs"]), *v["excluded"].values()]
     for text in texts:
+        assert "CI" not in text and "neither better" not in text and not re.search(r"\d%", text), text
         for match in re.finditer(r"p_adj", text):
-            assert re.search(r"better(:| than \S+,) $", text[: match.start()]), text
+            assert re.search(r"(: \S+ better, |leans to \S+, not significant \()$", text[: match.start()]), text
 
 
 def test_distances_carry_their_unit_and_lower_is_better() -> None:

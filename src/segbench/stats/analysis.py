@@ -37,7 +37,9 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                              "identical": [[model, ...], ...]},   # groups equal on every case (ranking.identical_groups)
           "pairwise": [{"a", "b", "mean_diff", "ci_low", "ci_high", "ci_level", "p_bootstrap",
                         "separable", "p_test", "p_adjusted"}, ...],  # a ranked above b; diff = a - b; the
-                                                        # sign-flip test's p-values (absent under bootstrap_ci)
+                                                        # sign-flip test's p-values (absent under bootstrap_ci);
+                                                        # ci_low/high: the interval that decides "separable" (the
+                                                        # test inverted, or the bootstrap CI), None where unbounded
           "significance": None | {"p_value", "p_adjusted": {a: {b: p}},   # 'a better than b'
                                   "significant": {a: {b: bool}}, "co_winners": [model, ...]},
           "alignment": None | {"protocol": the other case alignment ("pairwise_complete" or "shared"),
@@ -49,7 +51,7 @@ Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, di
                              "stability": {scheme: {"p_rank1": {model: x}, "kendall_tau_median"}},
                              "n_resamples": scheme_resamples},
           "loo": None | {"winner_change_share", "any_rank_change_share"},
-          "verdict": None | {"scheme", "code", "first", "second", "text", "co_winners", "excluded",   # verdicts.py:
+          "verdict": None | {"scheme", "code", "first", "second", "text", "intervals", "co_winners", "excluded",  # verdicts.py:
                              "pairs": [{"a", "b", "code", "text", ...}, ...]},     # one answer per cell, every view
           "power": None | {"first", "second", "n_cases", "mean_diff", "sd_diff", "effect_size",
                            "n_required", "alpha", "power", "separable", "significant"},
@@ -92,7 +94,7 @@ without a field or where the structure's shared cases fall in one cluster.
 Conventions. Ranks are 'min' competition ranks among the ranked models, from the mean (higher better
 when higher_is_better). Contaminated models (docs/methodology.md#510-contamination) appear in "models", "per_case" and
 "subgroups" with "contaminated": true and are left out of "ranking", "pairwise", "significance",
-"loo" and "power". Pairwise CI levels: see ``pairwise.separability`` (Holm on CI levels). Wilcoxon
+"loo" and "power". Pairwise interval levels: see ``pairwise.separability`` (Holm's step levels). Wilcoxon
 one-sided 'a better than b' ('greater' for higher-is-better, 'less' for distances), K(K-1) p-values
 Holm-adjusted together. Subgroup groups: the field's values as text; numeric fields are cut at their
 quartiles (``_group_labels``); "mann_whitney" lists only models whose Kruskal-Wallis p < alpha; groups
@@ -115,7 +117,7 @@ from threadpoolctl import threadpool_limits
 
 from .clusters import add_clustered, case_clusters, verdict_changes
 from .identical import identical_to_reference
-from .pairwise import common_case_groups, pair_indices, separability, sign_flip_p_values, wilcoxon_map
+from .pairwise import SignFlips, common_case_groups, merge_sign_flips, pair_indices, separability, sign_flips, wilcoxon_map
 from .power import cases_needed
 from .ranges import range_violations
 from .ranking import identical_groups, leave_one_out, rank_min, ranking_stability
@@ -123,7 +125,7 @@ from .resampling import bootstrap_means, bounded_ends, intervals, jackknife_mean
 from .schemes import consensus, schemes
 from .settings import StatsSettings
 from .subgroups import group_indices, group_tests
-from .verdicts import cell_verdict
+from .verdicts import cell_verdict, incoherent_pairs, intervals_sentence
 
 #: the level of a leaderboard's CIs of means, per (structure, metric, shared case count)
 CiLevels = Callable[[str, str, int], float]
@@ -186,11 +188,13 @@ def analyze(
 def reanalyze(results: Mapping) -> list[str]:
     """Recompute every statistic from the per-case values stored in ``results``; list the differences.
 
-    Empty list = the stored statistics are exactly what the stored rows and settings give, and every model's CI lies
-    inside its metric's range and the range of its per-case values (``ranges.range_violations``). The counts of absent
-    references and of cases identical to the reference come from rows the results do not store: they are carried over.
+    Empty list = the stored statistics are exactly what the stored rows and settings give, every stored pair is
+    separable exactly when its interval excludes 0 (:func:`~segbench.stats.verdicts.incoherent_pairs`), and every
+    model's CI lies inside its metric's range and the range of its per-case values (``ranges.range_violations``). The
+    counts of absent references and of cases identical to the reference come from rows the results do not store: they
+    are carried over.
     """
-    return _differences(_to_json(dict(results)), recompute(results), "") + range_violations(results)
+    return _differences(_to_json(dict(results)), recompute(results), "") + incoherent_pairs(results) + range_violations(results)
 
 
 def recompute(results: Mapping, ci_levels: CiLevels | None = None, **changes: object) -> dict:
@@ -571,7 +575,9 @@ def _analyze_structure(
         if n and idx.size:
             context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, counts)
             result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings, context))
-            result["verdict"] = cell_verdict(result, metric, settings.case_alignment == "pairwise_complete")
+            result["verdict"] = cell_verdict(result, metric, intervals_sentence(settings.pairwise_test, settings.multiple_comparison,
+                                                                                settings.alpha, settings.ci_method),
+                                             settings.case_alignment == "pairwise_complete")
         out[metric] = result
     return out
 
@@ -713,7 +719,7 @@ def _compare(
             alpha=settings.alpha,
             correction=settings.multiple_comparison,
             ci_method=settings.ci_method,
-            p_values=_test_p_values(values[a] - values[b], settings, context.structure, context.metric),
+            flips=_sign_flips(values[a] - values[b], settings, context.structure, context.metric),
         )
         pairwise = [
             {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}
@@ -752,12 +758,13 @@ def _compare(
             "alignment": alignment, "schemes": scheme_block, "_consensus": (names, full_ranks, boot_mean_ranks)}
 
 
-def _test_p_values(diffs: np.ndarray, settings: StatsSettings, *keys: str) -> np.ndarray | None:
-    """The separable verdict's p-values of the (P, n) paired differences: the sign-flip test with ``n_resamples``
-    flips drawn from the seed and ``keys`` (docs/methodology.md#55-pairwise-separability); None under ``bootstrap_ci``."""
+def _sign_flips(diffs: np.ndarray, settings: StatsSettings, *keys: str) -> SignFlips | None:
+    """The separable verdict's test of the (P, n) paired differences and its inverted intervals: the sign-flip test
+    with ``n_resamples`` flips drawn from the seed and ``keys`` (docs/methodology.md#55-pairwise-separability); None
+    under ``bootstrap_ci``."""
     if settings.pairwise_test == "bootstrap_ci":
         return None
-    return sign_flip_p_values(diffs, settings.n_resamples, rng_for(settings.seed, *keys, "sign_flips"))
+    return sign_flips(diffs, settings.n_resamples, rng_for(settings.seed, *keys, "sign_flips"), settings.alpha)
 
 
 def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> dict:
@@ -799,12 +806,13 @@ def _pairwise_complete(
     reads_jack = settings.ci_method != "percentile"  # BCa and skew_t read the jackknife
     diff_jack = np.full((len(case_ids), a.size), np.nan) if reads_jack else None
     n_cases = np.empty(a.size, dtype=np.int64)
-    p_test = None if settings.pairwise_test == "bootstrap_ci" else np.empty(a.size)
+    tests = []
     for pairs, cases in groups:
         n_cases[pairs] = cases.size
-        if p_test is not None:
-            p_test[pairs] = _test_p_values(union[a[pairs]][:, cases] - union[b[pairs]][:, cases], settings, context.structure,
-                                           context.metric, "pairwise_complete", *(case_ids[c] for c in cases))
+        test = _sign_flips(union[a[pairs]][:, cases] - union[b[pairs]][:, cases], settings, context.structure, context.metric,
+                           "pairwise_complete", *(case_ids[c] for c in cases))
+        if test is not None:
+            tests.append((pairs, test))
         if cases.size == n_shared:  # a superset of the shared cases of the same size: the shared cases
             g_boot, g_means, g_jack, ga, gb, rows = boot, means, jack, a[pairs], b[pairs], shared_at
         else:
@@ -818,7 +826,7 @@ def _pairwise_complete(
         if reads_jack and g_jack is not None:
             diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]
     sep = separability(diff_boot, diff, diff_jack, alpha=settings.alpha, correction=settings.multiple_comparison,
-                       ci_method=settings.ci_method, p_values=p_test)
+                       ci_method=settings.ci_method, flips=merge_sign_flips(tests, a.size) if tests else None)
     pairwise = [
         {"a": names[i], "b": names[j], "mean_diff": diff[p], "n_cases": n_cases[p], **{k: v[p] for k, v in sep.items()}}
         for p, (i, j) in enumerate(zip(a, b))

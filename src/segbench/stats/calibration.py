@@ -10,7 +10,7 @@ audit draws ``draws`` samples of n cases with replacement and runs the real anal
 settings of the leaderboard: the paired case bootstrap and every selectable CI method, plus the bootstrap-t
 candidates the leaderboard does not offer (``AUDIT_CI_METHODS``, ``resampling``), the Holm-adjusted "separable"
 verdict over every pair under each CI method (``pairwise.separability``), the sign-flip permutation test of the
-mean difference with Holm (``pairwise.sign_flip_p_values``), the Wilcoxon-Holm significance map
+mean difference with Holm (``pairwise.sign_flips`` through ``pairwise.separability``, as the leaderboard decides), the Wilcoxon-Holm significance map
 (``pairwise.wilcoxon_map``) and the paired-t power formula (``power``). It measures
 
 - coverage: the share of samples whose 95 % CI of a model's mean holds the population mean, and the CIs' median width;
@@ -38,7 +38,7 @@ from threadpoolctl import threadpool_limits
 
 from .identical import identical_to_reference
 from .levels import level_rows, population_truth
-from .pairwise import holm, pair_indices, separability, sign_flip_p_values, wilcoxon_map
+from .pairwise import pair_indices, separability, sign_flips, wilcoxon_map
 from .power import cases_needed, paired_t_power
 from .resampling import bootstrap_means, intervals, jackknife_means, rng_for, studentized_bounds
 from .settings import CI_METHODS, StatsSettings
@@ -181,8 +181,14 @@ def audit_sample(
                                alpha=settings.alpha, correction=settings.multiple_comparison, ci_method=method)
             verdict[m] = np.where(sep["separable"], sign[m], 0.0)
         out[f"separable_{method}"] = verdict
-    p_flip = sign_flip_p_values((values[:, a] - values[:, b]).reshape(-1, n), n_resamples, flip_rng).reshape(n_metrics, a.size)
-    out["signflip_holm"] = np.stack([np.where(holm(p) < settings.alpha, sign[m], 0.0) for m, p in enumerate(p_flip)])
+    flips = sign_flips((values[:, a] - values[:, b]).reshape(-1, n), n_resamples, flip_rng, settings.alpha)
+    verdict = np.zeros((n_metrics, a.size))
+    for m in range(n_metrics):  # the leaderboard's verdict: Holm over the test, its inverted intervals beside it
+        sep = separability(boot3[:, m, a] - boot3[:, m, b], est2[m, a] - est2[m, b], None, alpha=settings.alpha,
+                           correction=settings.multiple_comparison, ci_method=settings.ci_method,
+                           flips=flips.part(slice(m * a.size, (m + 1) * a.size)))
+        verdict[m] = np.where(sep["separable"], sign[m], 0.0)
+    out["signflip_holm"] = verdict
     verdict = np.full((n_metrics, a.size), np.nan)
     if wilcoxon:
         for m in range(n_metrics):

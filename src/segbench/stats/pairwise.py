@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import stats
-from scipy.special import ndtr
+from scipy.special import ndtr, ndtri
 
 from .resampling import CHUNK_ENTRIES, intervals, sort_columns
 from .schemes import signed_rank_z
@@ -34,45 +36,59 @@ def separability(
     alpha: float,
     correction: str,
     ci_method: str,
-    p_values: np.ndarray | None = None,
+    flips: SignFlips | None = None,
 ) -> dict[str, np.ndarray]:
-    """Family-wise adjusted separability of P pairs, with paired-bootstrap CIs of their mean differences.
+    """Family-wise adjusted separability of P pairs, each with the interval of its mean difference that decides it.
 
-    bonferroni: every CI at level 1 - alpha/P; separable when it excludes 0.
-    holm (step-down, Holm 1979, applied to CI levels): pairs are sorted by bootstrap p-value (ties by
-    pair order); the pair at step k = 1..P gets the CI level 1 - alpha/(P - k + 1). Walking down, a pair
-    is separable while its CI excludes 0; at the first pair whose CI contains 0 the procedure stops:
-    that pair and all later ones are not separable, and their CIs are reported at the stopping level
-    1 - alpha/(P - k_stop + 1). ``ci_level`` gives the level of each reported CI.
-    ``p_values`` (P,), a test's p-values (``sign_flip_p_values``): they order the pairs and decide instead of the
-    CIs (separable when p < the step's alpha); the CIs keep the same levels, and ``p_adjusted`` holds the
-    Holm- or Bonferroni-adjusted p-values.
+    bonferroni: every pair at level 1 - alpha/P; separable when its interval excludes 0.
+    holm (step-down, Holm 1979): with m pairs not yet separated, those whose interval at level 1 - alpha/m excludes 0
+    are separated, in p-value order (ties by pair order) at the step levels 1 - alpha/m, 1 - alpha/(m - 1), ... (the
+    intervals are nested, so each still excludes 0); repeated until no interval at 1 - alpha/m excludes 0: those
+    pairs are not separable and are reported at that stopping level. With p-values that decide (below) this is Holm's
+    step-down on the sorted p-values; with bootstrap CIs, whose methods need not order pairs as the bootstrap p-values
+    do, it keeps every reported interval on the side of 0 its verdict says. ``ci_level`` gives each pair's level.
+
+    Without ``flips`` (``pairwise_test: bootstrap_ci``) the intervals are paired-bootstrap CIs of ``diff_boot``
+    (``ci_method``) and the bootstrap p-values order the pairs. With ``flips`` (the sign-flip test, :func:`sign_flips`)
+    its p-values order and decide the pairs (separable when p < the step's alpha) and the intervals are the test's
+    inversion at the same levels (:meth:`SignFlips.interval`), so a pair is separable exactly when its interval
+    excludes 0; ``p_adjusted`` holds the Holm- or Bonferroni-adjusted p-values.
     """
     n_pairs = diff_boot.shape[1]
     p_boot = bootstrap_p_values(diff_boot)
-    diff_boot = sort_columns(diff_boot)  # once for every interval below
+    p_values = None if flips is None else flips.p
+    if flips is None:
+        diff_boot = sort_columns(diff_boot)  # once for every interval below
+
+    def interval(columns: np.ndarray, level_alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if flips is not None:
+            return flips.interval(level_alpha, columns)
+        jack = None if diff_jack is None else diff_jack[:, columns]
+        return intervals(diff_boot[:, columns], diff[columns], jack, level_alpha, ci_method, presorted=True)
+
+    def excludes(columns: np.ndarray, level_alpha: np.ndarray) -> np.ndarray:
+        if p_values is not None:
+            return p_values[columns] < level_alpha
+        low, high = interval(columns, level_alpha)
+        return (low > 0) | (high < 0)
+
+    separable = np.zeros(n_pairs, dtype=bool)
     if correction == "bonferroni":
         level_alpha = np.full(n_pairs, alpha / n_pairs)
-        low, high = intervals(diff_boot, diff, diff_jack, level_alpha, ci_method, presorted=True)
-        separable = (low > 0) | (high < 0) if p_values is None else p_values < level_alpha
+        separable[:] = excludes(np.arange(n_pairs), level_alpha)
     else:
-        order = np.argsort(p_boot if p_values is None else p_values, kind="stable")
-        step_alpha = np.empty(n_pairs)
-        step_alpha[order] = alpha / (n_pairs - np.arange(n_pairs))
-        low, high = intervals(diff_boot, diff, diff_jack, step_alpha, ci_method, presorted=True)
-        excludes = ((low > 0) | (high < 0) if p_values is None else p_values < step_alpha)[order]
-        n_separable = n_pairs if excludes.all() else int(np.argmin(excludes))
-        separable = np.zeros(n_pairs, dtype=bool)
-        separable[order[:n_separable]] = True
-        level_alpha = step_alpha
-        if n_separable < n_pairs:
-            rest = order[n_separable:]
-            level_alpha = step_alpha.copy()
-            level_alpha[rest] = step_alpha[order[n_separable]]
-            jack_rest = None if diff_jack is None else diff_jack[:, rest]
-            low[rest], high[rest] = intervals(
-                diff_boot[:, rest], diff[rest], jack_rest, level_alpha[rest], ci_method, presorted=True
-            )
+        level_alpha = np.empty(n_pairs)
+        remaining = np.argsort(p_boot if p_values is None else p_values, kind="stable")
+        while remaining.size:
+            m = remaining.size
+            hit = excludes(remaining, np.full(m, alpha / m))
+            if not hit.any():
+                level_alpha[remaining] = alpha / m
+                break
+            level_alpha[remaining[hit]] = alpha / (m - np.arange(hit.sum()))
+            separable[remaining[hit]] = True
+            remaining = remaining[~hit]
+    low, high = interval(np.arange(n_pairs), level_alpha)
     out = {"ci_low": low, "ci_high": high, "ci_level": 1.0 - level_alpha, "p_bootstrap": p_boot, "separable": separable}
     if p_values is not None:
         out["p_test"] = p_values
@@ -80,31 +96,160 @@ def separability(
     return out
 
 
-def sign_flip_p_values(diffs: np.ndarray, n_flips: int, rng: np.random.Generator) -> np.ndarray:
-    """Two-sided sign-flip permutation p-value of 'mean difference = 0' per row of (P, n) paired differences.
+def flip_count_needed(alpha: np.ndarray | float, n_flips: int) -> np.ndarray:
+    """The fewest reaching flips c at which p = (1 + c) / (n_flips + 1) >= alpha, per alpha.
+
+    ceil(alpha (n_flips + 1) - 1), moved by one where floating point puts it across the comparison the test itself
+    makes, so that "p >= alpha" and "count >= c" are the same statement. 0 or less: every count passes.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    c = np.ceil(alpha * (n_flips + 1.0) - 1.0)
+    c -= (c / (n_flips + 1.0) >= alpha) & (c > 0)  # c - 1 flips already pass
+    c += (1.0 + c) / (n_flips + 1.0) < alpha  # c flips do not pass yet
+    return c.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SignFlips:
+    """The sign-flip test of P pairs' mean differences, kept so that it can be inverted into intervals.
+
+    Flip s reaches the observed statistic at δ (|sum of s_i (d_i - δ)| >= |sum of (d_i - δ)|) exactly for δ in
+    [lo_s, hi_s], between the mean of d over its flipped and over its unflipped cases (Hartigan 1969); flips of
+    every case or of none reach at every δ. Every [lo_s, hi_s] holds the mean difference, so the δ the test accepts
+    form one interval, bounded by order statistics of lo and hi (:meth:`interval`).
+    """
+
+    p: np.ndarray  #: (P,) p-value of 'mean difference = 0', from the same flips as the intervals
+    n_flips: int
+    lowest: np.ndarray  #: (k, P) the k smallest lo_s per pair, ascending
+    highest: np.ndarray  #: (k, P) the k largest hi_s per pair, descending
+    mean: np.ndarray  #: (P,) mean difference
+    spread: np.ndarray  #: (P,) sum of squared deviations from the mean difference
+    n_cases: np.ndarray  #: (P,) cases of each pair
+    tolerance: np.ndarray  #: (P,) ties on the sum scale (the tail bound's)
+    slack: np.ndarray  #: (P,) ties on the difference scale (the flips' intervals)
+
+    def interval(self, alpha: np.ndarray, columns: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        """The (low, high) of the mean differences δ the test does not reject at level ``alpha`` (one per column).
+
+        Accepted: count(δ) >= c (:func:`flip_count_needed`); where c <= 0 also where no flip reaches but the tail
+        bound's p-value at δ is >= alpha, which holds while |mean - δ| <= :func:`tail_bound_radius`. So p(0) < alpha
+        exactly when 0 is outside the interval.
+        """
+        alpha = np.asarray(alpha, dtype=np.float64)
+        lowest, highest, slack = self.lowest[:, columns], self.highest[:, columns], self.slack[columns]
+        count = flip_count_needed(alpha, self.n_flips)
+        row = np.clip(count, 1, lowest.shape[0]) - 1
+        at = np.arange(lowest.shape[1])
+        low, high = lowest[row, at] - slack, highest[row, at] + slack
+        tail = count <= 0
+        if tail.any():
+            radius = tail_bound_radius(self.spread[columns][tail], self.n_cases[columns][tail], self.tolerance[columns][tail],
+                                       alpha[tail])
+            mean = self.mean[columns][tail]
+            low[tail] = np.minimum(low[tail], mean - radius)
+            high[tail] = np.maximum(high[tail], mean + radius)
+        return low, high
+
+    def part(self, columns: np.ndarray | slice) -> SignFlips:
+        """The test of the pairs at ``columns`` only."""
+        return SignFlips(n_flips=self.n_flips, **{name: getattr(self, name)[..., columns] for name in _PER_PAIR})
+
+
+#: the fields of :class:`SignFlips` with one entry per pair (in their last axis)
+_PER_PAIR = ("p", "lowest", "highest", "mean", "spread", "n_cases", "tolerance", "slack")
+
+
+def sign_flips(diffs: np.ndarray, n_flips: int, rng: np.random.Generator, alpha: float) -> SignFlips:
+    """The two-sided sign-flip permutation test of 'mean difference = 0' per row of (P, n) paired differences.
 
     Under the null that a and b are exchangeable in each case, every case's difference is as likely with either
-    sign; ``n_flips`` random sign vectors, shared by the rows (one product), give the null distribution of |sum|,
-    and p = (1 + #{|flipped sum| >= |observed sum|}) / (n_flips + 1), which is exact at any n (the observed signs
-    count as one draw; flips are drawn in chunks of bounded memory). Studentizing changes nothing: under flips the sum of
-    squares is fixed, so |t| grows with |sum|.
+    sign; ``n_flips`` random sign vectors, shared by the rows, give the null distribution of |sum|, and
+    p = (1 + #{flips reaching the observed sum}) / (n_flips + 1), which is exact at any n (the observed signs count
+    as one draw; flips are drawn in chunks of bounded memory). Studentizing changes nothing: under flips the sum of
+    squares is fixed, so |t| grows with |sum|. A flip reaches at 0 when its interval [lo_s, hi_s] holds 0 (within
+    ``slack``: the same sum in another order is a tie): the arrays the intervals come from.
 
     Where no flip reaches the observed sum, the Monte-Carlo p-value is only its floor 1 / (n_flips + 1), which Holm
     over many pairs cannot use (171 pairs at alpha 0.05 need p < 2.9e-4). There p is the smaller of that floor and
     :func:`sign_flip_tail_bound`, an upper bound of the exact permutation p-value: the result stays a valid p-value
     (P(p <= alpha) <= alpha at every alpha; docs/methodology.md#55-pairwise-separability).
+
+    Kept for the intervals: per pair the k smallest lo_s and largest hi_s, k the count needed at ``alpha`` (every
+    level the analysis asks for is at most the family's alpha), so memory stays (k + chunk) x P at any n_flips.
     """
-    observed = np.abs(diffs.sum(axis=1))
-    tolerance = 1e-9 * np.abs(diffs).sum(axis=1)  # the same sum in another order is a tie, not a smaller value
-    at_least = np.zeros(diffs.shape[0])
-    chunk = max(1, CHUNK_ENTRIES // max(diffs.shape[1], 1))
+    n_pairs, n = diffs.shape
+    total = diffs.sum(axis=1)
+    tolerance = 1e-9 * np.abs(diffs).sum(axis=1)
+    slack = tolerance / max(n, 1)
+    keep = int(min(max(int(flip_count_needed(alpha, n_flips)), 1), n_flips))
+    lowest, highest = np.empty((0, n_pairs)), np.empty((0, n_pairs))
+    reach = np.zeros(n_pairs)
+    chunk = max(1, CHUNK_ENTRIES // max(n, 1))
     for start in range(0, n_flips, chunk):
-        signs = rng.integers(0, 2, size=(min(chunk, n_flips - start), diffs.shape[1])).astype(np.float64) * 2.0 - 1.0
-        at_least += (np.abs(signs @ diffs.T) >= observed - tolerance).sum(axis=0)
-    p = (1.0 + at_least) / (n_flips + 1.0)
-    beyond = at_least == 0
+        signs = rng.integers(0, 2, size=(min(chunk, n_flips - start), n)).astype(np.float64) * 2.0 - 1.0
+        lo, hi = _flip_intervals(signs @ diffs.T, signs.sum(axis=1), total, n)
+        reach += ((lo - slack <= 0.0) & (hi + slack >= 0.0)).sum(axis=0)
+        lowest, highest = np.concatenate([lowest, lo]), np.concatenate([highest, -hi])
+        if lowest.shape[0] > 4 * keep:  # trim now and then, not per chunk: one partition per pair in most cases
+            lowest, highest = _smallest(lowest, keep), _smallest(highest, keep)
+    lowest, highest = np.sort(_smallest(lowest, keep), axis=0), -np.sort(_smallest(highest, keep), axis=0)
+    p = (1.0 + reach) / (n_flips + 1.0)
+    beyond = reach == 0
     p[beyond] = np.minimum(p[beyond], sign_flip_tail_bound(diffs[beyond], tolerance[beyond]))
-    return p
+    mean = total / max(n, 1)
+    spread = ((diffs - mean[:, None]) ** 2).sum(axis=1)
+    return SignFlips(p=p, n_flips=n_flips, lowest=lowest, highest=highest, mean=mean, spread=spread,
+                     n_cases=np.full(n_pairs, n), tolerance=tolerance, slack=slack)
+
+
+def merge_sign_flips(parts: list[tuple[np.ndarray, SignFlips]], n_pairs: int) -> SignFlips:
+    """One :class:`SignFlips` of ``n_pairs`` pairs from tests of groups of them: [(pair positions, test), ...],
+    every test with the same flip count and alpha (pairs on different case sets, pairwise-complete alignment)."""
+    first = parts[0][1]
+    fields = {}
+    for name in _PER_PAIR:
+        shape = getattr(first, name).shape[:-1] + (n_pairs,)
+        merged = np.empty(shape, dtype=getattr(first, name).dtype)
+        for positions, part in parts:
+            merged[..., positions] = getattr(part, name)
+        fields[name] = merged
+    return SignFlips(n_flips=first.n_flips, **fields)
+
+
+def _flip_intervals(flipped: np.ndarray, signs_sum: np.ndarray, total: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per flip (rows) and pair (columns) the interval [lo, hi] of δ at which the flip reaches the observed statistic.
+
+    ``flipped`` (F, P): A = sum of s_i d_i; ``signs_sum`` (F,): m = sum of s_i; ``total`` (P,): S. The ends are the
+    mean of d over the flipped cases, (S - A) / (n - m), and over the others, (S + A) / (n + m).
+    """
+    m = signs_sum[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        over_flipped = (total - flipped) / (n - m)
+        over_unflipped = (total + flipped) / (n + m)
+    lo, hi = np.minimum(over_flipped, over_unflipped), np.maximum(over_flipped, over_unflipped)
+    same_sign = np.abs(signs_sum) == n
+    lo[same_sign], hi[same_sign] = -np.inf, np.inf
+    return lo, hi
+
+
+def _smallest(values: np.ndarray, k: int) -> np.ndarray:
+    """The k smallest of each column of (R, P) ``values``, in no order (all of them when R <= k)."""
+    return np.partition(values, k - 1, axis=0)[:k] if values.shape[0] > k else values
+
+
+def tail_bound_radius(spread: np.ndarray, n: np.ndarray, tolerance: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """The largest |mean - δ| at which :func:`sign_flip_tail_bound` of the differences d - δ is still >= alpha.
+
+    With x = mean - δ the bound's z is (n|x| - tolerance) / sqrt(spread + n x²), increasing in |x|; z = z_alpha,
+    where 4e³/9 (1 - Φ(z_alpha)) = alpha, has the root below. Unbounded where n <= z_alpha² (the bound never falls to
+    alpha there).
+    """
+    z = -ndtri(np.minimum(alpha / (2.0 * PINELIS_CONSTANT), 0.5))
+    q = n * n - n * z * z
+    with np.errstate(divide="ignore", invalid="ignore"):
+        radius = (n * tolerance + z * np.sqrt(n * tolerance**2 + np.maximum(q, 0.0) * spread)) / q
+    return np.where(q > 0, radius, np.inf)
 
 
 #: Pinelis (1994): under sign flips, P(sum >= z sqrt(sum of squares)) <= 2e^3/9 (1 - Phi(z)) at every n and z

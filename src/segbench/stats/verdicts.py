@@ -130,8 +130,9 @@ def pair_verdict(cell: Mapping[str, Any], a: str, b: str, metric: str, pairwise_
     p_a, p_b = significance["p_adjusted"][a][b], significance["p_adjusted"][b][a]
     raw_a, raw_b = significance["p_value"][a][b], significance["p_value"][b][a]
     favours = a if significance["significant"][a][b] else b if significance["significant"][b][a] else None
+    leans = favours or (b if raw_b < raw_a else a if raw_a < raw_b else None)
     boot = bool(entry["separable"])
-    leans_b = favours == b or (favours is None and raw_b < raw_a)
+    leans_b = leans == b
     if boot and favours == a:
         code = "separable"
     elif (boot and leans_b) or favours == b:
@@ -144,42 +145,59 @@ def pair_verdict(cell: Mapping[str, Any], a: str, b: str, metric: str, pairwise_
     out = {
         "a": a, "b": b, "code": code,
         "mean_diff": entry["mean_diff"], "ci_low": entry["ci_low"], "ci_high": entry["ci_high"], "ci_level": entry["ci_level"],
-        "mean_separable": boot, "wilcoxon_favours": favours, "p_a_better": p_a, "p_b_better": p_b,
+        "mean_separable": boot, "wilcoxon_favours": favours, "wilcoxon_leans": leans, "p_a_better": p_a, "p_b_better": p_b,
         "n_cases": n_cases, "n_a_better": n_a, "n_b_better": n_b, "n_tied": n_tied,
     }
     out["text"] = _pair_text(out, metric, bool(cell["higher_is_better"]))
     return out
 
 
+def _wilcoxon_text(v: Mapping[str, Any]) -> str:
+    """The per-case test with its direction: 'Wilcoxon-Holm: A better, p_adj = 0.012' or 'Wilcoxon-Holm leans to A,
+    not significant (p_adj = 0.179)'; a pair whose ranks lean neither way (all ties) says so."""
+    lean = v["wilcoxon_leans"]
+    if lean is None:
+        return f"Wilcoxon-Holm leans to neither ({format_p(v['p_a_better'])} both ways)"
+    p = format_p(v["p_a_better"] if lean == v["a"] else v["p_b_better"])
+    return f"Wilcoxon-Holm: {lean} better, {p}" if v["wilcoxon_favours"] else f"Wilcoxon-Holm leans to {lean}, not significant ({p})"
+
+
 def _pair_text(v: Mapping[str, Any], metric: str, higher: bool) -> str:
-    """One sentence: the code's meaning, the mean difference with its CI, and the per-case test with its direction."""
+    """One sentence after the code's words (``CODE_WORDS``, which the views print): what the code means for the pair,
+    the mean difference with the interval that decides "separable", and the per-case test with its direction. No
+    level: the cell's ``intervals`` sentence states it once."""
     a, b = v["a"], v["b"]
-    level = f"{v['ci_level'] * 100:.3g}% CI" if v["ci_level"] is not None else "CI"
-    delta = f"Δ = {format_estimate(v['mean_diff'], v['ci_low'], v['ci_high'], metric, higher)} ({a} − {b}, {level})"
-    cases = f"{a} better in {v['n_a_better']}, {b} in {v['n_b_better']} of {v['n_cases']} cases"
-    if v["wilcoxon_favours"]:
-        winner = v["wilcoxon_favours"]
-        loser = b if winner == a else a
-        wilcoxon = f"Wilcoxon-Holm: {winner} better than {loser}, {format_p(v['p_a_better'] if winner == a else v['p_b_better'])}"
-    else:
-        lean, p = (b, v["p_b_better"]) if v["p_b_better"] < v["p_a_better"] else (a, v["p_a_better"])
-        wilcoxon = f"Wilcoxon-Holm: neither better ({lean} better: {format_p(p)})"
+    delta = f"Δ = {format_estimate(v['mean_diff'], v['ci_low'], v['ci_high'], metric, higher)} ({a} − {b})"
+    wilcoxon = _wilcoxon_text(v)
     if v["code"] == "separable":
         return f"{a} better than {b}: {delta}; {wilcoxon}"
     if v["code"] == "aggregation_disagrees":
-        mean_side = f"the mean favours {a}: {delta}" + ("" if v["mean_separable"] else ", not separable")
-        return f"aggregation disagrees: {mean_side}; per case {b} is better ({cases}; {wilcoxon})"
+        mean_side = f"the mean favours {a}: {delta}" + ("" if v["mean_separable"] else ", its interval holds 0")
+        cases = f"{a} better in {v['n_a_better']}, {b} in {v['n_b_better']} of {v['n_cases']} cases"
+        return f"{mean_side}; per case {b} is better ({cases}; {wilcoxon})"
     if v["code"] == "borderline":
         only = "only the test of the mean difference separates them" if v["mean_separable"] else "only Wilcoxon-Holm separates them"
-        return f"borderline, {only}: {delta}; {wilcoxon}"
-    return f"not separable: {delta}; {wilcoxon}"
+        return f"{only}: {delta}; {wilcoxon}"
+    return f"{delta}; {wilcoxon}"
 
 
-def cell_verdict(cell: Mapping[str, Any], metric: str, pairwise_complete: bool = False) -> dict[str, Any] | None:
+def intervals_sentence(pairwise_test: str, correction: str, alpha: float, ci_method: str) -> str:
+    """The one sentence a table or cell group prints about its Δ intervals: the procedure and the family-wise level.
+
+    Under the sign-flip test the intervals are the test inverted (each pair at its Holm step's level), so a pair is
+    separable exactly when its interval excludes 0; under ``bootstrap_ci`` the verdict is the bootstrap CI's.
+    """
+    method = "the sign-flip test inverted" if pairwise_test == "sign_flip" else f"paired bootstrap {ci_method} CIs"
+    step = "Holm step-down" if correction == "holm" else "Bonferroni"
+    return f"Δ intervals: {method}, {step}, family-wise {format_level(1.0 - alpha)}"
+
+
+def cell_verdict(cell: Mapping[str, Any], metric: str, intervals: str, pairwise_complete: bool = False) -> dict[str, Any] | None:
     """The cell's verdict block: #1 against #2, the co-winners of the mean ranking and every adjacent pair.
 
     None for a cell without a ranked model. ``cell`` is an analysed cell with its ranking, pairwise
-    CIs and significance map (``segbench.stats.analysis``); ``pairwise_complete``: its case alignment.
+    intervals and significance map (``segbench.stats.analysis``); ``intervals``: its :func:`intervals_sentence`;
+    ``pairwise_complete``: its case alignment.
     """
     order: Sequence[str] = (cell.get("ranking") or {}).get("order") or []
     if not order:
@@ -187,7 +205,7 @@ def cell_verdict(cell: Mapping[str, Any], metric: str, pairwise_complete: bool =
     first = order[0]
     if len(order) == 1:
         return {"scheme": SCHEME, "code": "single_model", "first": first, "second": None, "co_winners": [first], "excluded": {},
-                "pairs": [], "text": f"{first} is the only ranked model"}
+                "pairs": [], "text": f"{first} is the only ranked model", "intervals": None}
     pairs = [pair_verdict(cell, upper, lower, metric, pairwise_complete) for upper, lower in zip(order, order[1:])]
     against_first = [pairs[0]] + [pair_verdict(cell, first, other, metric, pairwise_complete) for other in order[2:]]
     co_winners = [first] + [v["b"] for v in against_first if v["code"] != "separable"]
@@ -196,5 +214,28 @@ def cell_verdict(cell: Mapping[str, Any], metric: str, pairwise_complete: bool =
     return {
         "scheme": SCHEME, "code": head["code"], "first": first, "second": head["b"],
         "co_winners": co_winners, "excluded": excluded, "pairs": pairs,
-        "text": f"#1 {first} versus #2 {head['b']}: {head['text']}",
+        "text": f"#1 {first} versus #2 {head['b']}: {head['text']}", "intervals": intervals,
     }
+
+
+def incoherent_pairs(analysis: Mapping[str, Any]) -> list[str]:
+    """Every pair of an analysis (``segbench.stats.analysis``) called separable beside an interval that holds 0, or not
+    separable beside one that excludes it, named by its place: the pairwise lists of each cell, of its other case
+    alignment and of its clustered bootstrap, and the pairs its verdict prints. Empty for a coherent analysis."""
+    out = []
+    for structure, block in (analysis.get("structures") or {}).items():
+        for metric, cell in (block.get("metrics") or {}).items():
+            lists = {"pairwise": (cell.get("pairwise") or [], "separable"),
+                     "alignment/pairwise": ((cell.get("alignment") or {}).get("pairwise") or [], "separable"),
+                     "clustered/pairwise": ((cell.get("clustered") or {}).get("pairwise") or [], "separable"),
+                     "verdict/pairs": ((cell.get("verdict") or {}).get("pairs") or [], "mean_separable")}
+            for where, (pairs, key) in lists.items():
+                for pair in pairs:
+                    low, high = pair.get("ci_low"), pair.get("ci_high")
+                    if low is None or high is None:
+                        continue
+                    if bool(pair[key]) != (low > 0 or high < 0):
+                        out.append(f"/structures/{structure}/metrics/{metric}/{where} {pair['a']} vs {pair['b']}: "
+                                   f"{key} {pair[key]} beside the interval [{low!r}, {high!r}]")
+    return out
+
