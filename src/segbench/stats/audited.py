@@ -35,6 +35,7 @@ import pandas as pd
 
 from .analysis import CiLevels
 from .calibration import SIMULATED, verdict_procedure
+from .verdicts import format_level
 
 #: how far (in rate, 0.015 = 1.5 points) coverage may fall below the confidence, or type-I error rise above alpha,
 #: before the board flags the cell
@@ -206,7 +207,7 @@ def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
     reasons = []
     coverage = type1 = None
     if not math.isclose(float(s["confidence"]), float(audit["confidence"])):
-        reasons.append(f"the audit measured {float(audit['confidence']) * 100:g}% CIs, this board's are {float(s['confidence']) * 100:g}%")
+        reasons.append(f"the audit measured {format_level(float(audit['confidence']))} CIs, this board's are {format_level(float(s['confidence']))}")
     else:
         method = str(s["ci_method"])
         rows = tables.coverage[(tables.coverage["metric"] == cell.metric) & (tables.coverage["method"] == method)]
@@ -217,7 +218,7 @@ def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
         elif math.isclose(level, float(s["confidence"])):
             coverage = _pick(rows, tables.data, cell, "min")
         else:
-            reasons.append(f"its CIs are at {level * 100:g}%, a level the audit did not calibrate for this cell")
+            reasons.append(f"its CIs are at {format_level(level)}, a level the audit did not calibrate for this cell")
         if coverage is not None:
             target = float(s["confidence"])
             coverage |= {"method": method, "target": target, "under_covers": coverage["rate"] < target - MARGIN}
