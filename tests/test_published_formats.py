@@ -17,7 +17,7 @@ import yaml
 from segbench.cli import main
 from segbench.config import ConfigError, compose_params, parse_params
 from segbench.published import MAX_FAULTS
-from tests_support import in_directory
+from tests_support import in_directory, published_pipeline
 
 # challengeR's long table (R's write.csv style: quoted header, NA for a missing value). liver: A3 failed on c3 (NA);
 # spleen: A3 has no row for c5. Both are failed cases and score options.na_value.dice = 0.
@@ -138,12 +138,6 @@ def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
     return tmp_path
 
 
-def _pipeline(project: Path, name: str) -> dict[str, Any]:
-    with in_directory(project):
-        for argv in (["import", "--published", name], ["track", "--dataset", name], ["compare", "--dataset", name]):
-            assert main(argv) == 0, argv
-    return json.loads((project / "results" / f"{name}.json").read_text())
-
 
 def _import_error(project: Path, name: str, capsys: pytest.CaptureFixture) -> str:
     capsys.readouterr()
@@ -161,7 +155,7 @@ def _ranking(cell: dict[str, Any]) -> list[str]:
 
 
 def test_challenger_csv_failed_cases_score_na_value(project: Path) -> None:
-    results = _pipeline(project, "challenger_demo")
+    results = published_pipeline(project, "challenger_demo")
     assert set(results["models"]) == {"A1", "A2", "A3"}
     for structure, means in CHALLENGER_MEANS.items():
         assert results["analysis"]["structures"][structure]["n_cases"] == 5  # the failed cases stay in, counted against A3
@@ -172,7 +166,7 @@ def test_challenger_csv_failed_cases_score_na_value(project: Path) -> None:
 
 
 def test_generic_csv_maps_columns_and_lower_is_better(project: Path) -> None:
-    results = _pipeline(project, "generic_demo")
+    results = published_pipeline(project, "generic_demo")
     assert results["analysis"]["structures"]["kidney"]["n_cases"] == 4
     for metric, means in GENERIC_MEANS.items():
         cell = _cell(results, "kidney", metric)
@@ -182,7 +176,7 @@ def test_generic_csv_maps_columns_and_lower_is_better(project: Path) -> None:
 
 
 def test_nnunet_summaries_compare_trainers(project: Path) -> None:
-    results = _pipeline(project, "nnunet_demo")
+    results = published_pipeline(project, "nnunet_demo")
     assert set(results["models"]) == set(NNUNET)
     for structure, means in NNUNET_MEANS.items():
         cell = _cell(results, structure, "dice")
@@ -241,7 +235,7 @@ def test_every_fault_of_a_file_in_one_run(project: Path, capsys: pytest.CaptureF
 
 
 def test_na_value_filled_cells_count_as_missing_and_filled(project: Path) -> None:
-    summary = _pipeline(project, "challenger_demo")["dataset"]["import_summary"]
+    summary = published_pipeline(project, "challenger_demo")["dataset"]["import_summary"]
     assert (summary["cells_missing"], summary["cells_filled"]) == (2, 2)  # A3's NA for c3 liver and its missing c5 spleen row
     assert "3 models, 5 cases, 2 structures; 2 cells missing (2 of them filled by na_value);" in summary["text"]
 
@@ -320,7 +314,7 @@ def test_export_then_import_gives_the_same_statistics(project: Path, name: str, 
     numbers = table.columns[3:] if fmt == "challenger_csv" else table.columns[2:]
     table[numbers] = table[numbers] / 3  # values of 17 significant digits: the export must not round them
     table.to_csv(source, index=False)
-    results = _pipeline(project, name)
+    results = published_pipeline(project, name)
     exported = project / f"{name}_export.csv"
     argv = ["export", "--dataset", name, "--format", fmt, "--out", str(exported)] + (["--metric", metric] if metric else [])
     with in_directory(project):
@@ -328,5 +322,5 @@ def test_export_then_import_gives_the_same_statistics(project: Path, name: str, 
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["published"]["round_trip"] = {**params["published"][name], "format": fmt, "path": str(exported), "options": options}
     (project / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
-    again = _pipeline(project, "round_trip")
+    again = published_pipeline(project, "round_trip")
     assert json.dumps(again["analysis"], sort_keys=True) == json.dumps(results["analysis"], sort_keys=True)

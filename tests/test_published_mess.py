@@ -18,11 +18,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from segbench.cli import main
 from segbench.config import compose_params
 from segbench.published import files_version, read_touchstone
 from segbench.report.pages import standalone_dataset_page
-from tests_support import in_directory
+from tests_support import published_pipeline
 
 TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
 MODELS = ("MONAI_UNETR", "nnU-Net_U-Net", "MONAI_SegVol")
@@ -185,12 +184,6 @@ def _project(root: Path, tmp_path: Path, sets: dict[str, dict[str, Any]]) -> Pat
     return tmp_path
 
 
-def _pipeline(project: Path, name: str) -> dict[str, Any]:
-    with in_directory(project):
-        for argv in (["import", "--published", name], ["track", "--dataset", name], ["compare", "--dataset", name]):
-            assert main(argv) == 0, argv
-    return json.loads((project / "results" / f"{name}.json").read_text())
-
 
 @pytest.fixture
 def project(root: Path, messy: tuple[Path, dict[str, Any]], tmp_path: Path, tracking_store: str) -> Path:
@@ -207,7 +200,7 @@ def project(root: Path, messy: tuple[Path, dict[str, Any]], tmp_path: Path, trac
 
 def test_messy_set_imports_by_config_and_reports_its_summary(project: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("INFO"):
-        _pipeline(project, "messy_touchstone")
+        published_pipeline(project, "messy_touchstone")
     line = ("3 models, 120 cases, 9 structures; 1 cells missing; 2 exact duplicate rows dropped; 1 conflicting duplicate rows "
             "resolved; 1 one-sided cells treated as not reported; 2 cases without metadata; policies duplicates: first, "
             "one_sided_missing: missing")
@@ -258,7 +251,7 @@ def test_touchstone_folder_without_its_metadata_file_imports_by_config_alone(roo
     project = _project(root, tmp_path, {"dap_atlas": {
         "format": "touchstone", "path": str(folder), "evaluated_on": "dap_atlas", "source": "tests/test_published_mess.py",
         "metrics": {"dice": True, "nsd": True}, **metadata}})
-    results = _pipeline(project, "dap_atlas")
+    results = published_pipeline(project, "dap_atlas")
     summary = results["dataset"]["import_summary"]
     assert summary["metadata"] == note.format(folder=folder) and f"; {summary['metadata']}; " in summary["text"]
     assert summary["cases_without_metadata"] is None and summary["cells_missing"] == 0

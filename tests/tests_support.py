@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import shlex
@@ -12,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import nibabel as nib
 import numpy as np
@@ -34,6 +36,16 @@ def in_directory(path: Path) -> Iterator[None]:
         yield
     finally:
         os.chdir(before)
+
+
+def published_pipeline(project: Path, name: str) -> dict[str, Any]:
+    """Import, track and compare the published set ``name`` in ``project`` through the CLI; its results."""
+    from segbench.cli import main
+
+    with in_directory(project):
+        for argv in (["import", "--published", name], ["track", "--dataset", name], ["compare", "--dataset", name]):
+            assert main(argv) == 0, argv
+    return json.loads((project / "results" / f"{name}.json").read_text())
 
 
 def command_env() -> dict[str, str]:
