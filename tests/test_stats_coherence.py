@@ -84,7 +84,8 @@ def test_segauge_modal_kidney_nsd_moose_versus_totalsegmentator(modal: dict) -> 
     head = verdict["pairs"][0]
     assert (head["a"], head["b"]) == ("MOOSE", "TotalSegmentator")
     assert head["mean_separable"] and head["ci_low"] > 0 and head["ci_level"] == pytest.approx(0.975)
-    assert verdict["text"].startswith("#1 MOOSE versus #2 TotalSegmentator: MOOSE better than TotalSegmentator: Δ = 0.0099 [0.0001, 0.0188] (MOOSE − TotalSegmentator); ")
+    assert verdict["text"].startswith("#1 MOOSE versus #2 TotalSegmentator: MOOSE better than TotalSegmentator: "
+                                      "Δ = 0.0099 [0.0001, 0.0188] (MOOSE − TotalSegmentator); ")
 
 
 def test_reanalyze_names_a_pair_whose_verdict_contradicts_its_interval(modal: dict) -> None:
