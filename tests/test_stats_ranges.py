@@ -113,3 +113,12 @@ def test_a_column_without_jackknife_rows_keeps_its_point_interval() -> None:
     low, high = intervals(np.zeros((1, 2)), np.array([0.3, 0.6]), jack, np.array([0.05, 0.05]), "skew_t")
     assert low[0] == high[0] == 0.3
     assert 0.5 <= low[1] < 0.6 < high[1] <= 0.7
+
+
+def test_an_area_under_the_interactive_curve_is_not_held_to_one() -> None:
+    """DSC_AUC and NSD_AUC add a score per step (0 to 4 over the protocol's five steps): only their per-case values
+    bound their CIs, and a CI above 1 inside those values is no violation; a share above 1 is."""
+    values = [2.2, 2.9, 3.4, 3.1, 2.6]
+    cell = {"higher_is_better": True, "per_case": {"m": values}, "models": {"m": {"ci_low": 2.4, "ci_high": 3.2}}}
+    results = {"structures": {"tumor": {"metrics": {"DSC_AUC": cell, "dsc": json.loads(json.dumps(cell))}}}}
+    assert range_violations(results) == ["tumor/dsc/m: CI [2.4, 3.2] leaves the metric's range [0.0, 1.0]"]

@@ -12,22 +12,27 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 
 #: every higher-is-better metric segbench scores or imports is a share in [0, 1] (Dice, NSD, IoU, recall, RQ, SQ,
-#: PQ, detection rates); every lower-is-better one a distance in mm
+#: PQ, detection rates) but for the interactive protocol's areas under a score-per-step curve (DSC_AUC, NSD_AUC:
+#: 0 to one unit per step, so their upper end depends on the steps); every lower-is-better one a distance in mm
 SHARE = (0.0, 1.0)
+AREA = (0.0, math.inf)
 DISTANCE = (0.0, math.inf)
 
 
-def metric_range(higher_is_better: bool) -> tuple[float, float]:
-    """The values a metric can take: [0, 1] for a higher-is-better score, [0, inf) for a distance."""
-    return SHARE if higher_is_better else DISTANCE
+def metric_range(metric: str, higher_is_better: bool) -> tuple[float, float]:
+    """The values a metric can take: [0, 1] for a higher-is-better score, [0, inf) for an area under a curve
+    ('..._AUC') and for a distance."""
+    if not higher_is_better:
+        return DISTANCE
+    return AREA if metric.upper().endswith("_AUC") else SHARE
 
 
 def range_violations(results: Mapping) -> list[str]:
     """Every model CI in an analysis results dict that leaves its metric's range or the range of the per-case values
     it averages, one line each naming the structure, metric, model and bounds. Empty when every interval holds."""
     out = []
-    for where, values, low, high, higher in _intervals(results):
-        lowest, highest = metric_range(higher)
+    for where, metric, values, low, high, higher in _intervals(results):
+        lowest, highest = metric_range(metric, higher)
         if low is None or high is None or not values:
             continue
         smallest, largest = min(values), max(values)
@@ -38,8 +43,8 @@ def range_violations(results: Mapping) -> list[str]:
     return out
 
 
-def _intervals(results: Mapping) -> Iterator[tuple[str, Sequence[float], float | None, float | None, bool]]:
-    """(where, per-case values, ci_low, ci_high, higher_is_better) of every model's CI over the shared cases and over
+def _intervals(results: Mapping) -> Iterator[tuple[str, str, Sequence[float], float | None, float | None, bool]]:
+    """(where, metric, per-case values, ci_low, ci_high, higher_is_better) of every model's CI over the shared cases and over
     all its reported cases."""
     for structure, s in results["structures"].items():
         for metric, cell in s["metrics"].items():
@@ -47,8 +52,8 @@ def _intervals(results: Mapping) -> Iterator[tuple[str, Sequence[float], float |
             for model, entry in cell["models"].items():
                 shared = [v for v in cell["per_case"][model] if v is not None]
                 where = f"{structure}/{metric}/{model}"
-                yield where, shared, entry["ci_low"], entry["ci_high"], higher
+                yield where, metric, shared, entry["ci_low"], entry["ci_high"], higher
                 reported = entry.get("all_reported")
                 if reported is not None:
                     extra = [v for v in cell["per_case_unshared"].get(model, {}).values() if v is not None]
-                    yield f"{where} (all reported cases)", shared + extra, reported["ci_low"], reported["ci_high"], higher
+                    yield f"{where} (all reported cases)", metric, shared + extra, reported["ci_low"], reported["ci_high"], higher
