@@ -427,6 +427,26 @@ def test_verdict_intervals_said_once_and_identical_models_named(results_files: l
     assert "identical on every case" not in page.split('id="dice"', 1)[0] + page.split('id="hd95"', 1)[1]
 
 
+def test_p_rank1_of_identical_models_says_it_is_shared(results_files: list[Path], tmp_path: Path) -> None:
+    """Where #1 is identical on every case to #2 (ties share rank 1), the headline and the overview's P(rank 1) say the
+    figure is shared with the twin, so '1.00' beside 'not separable, Δ = 0.000' does not read as the twin's 0."""
+    results = load(results_files[1])
+    cell = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]
+    first, twin = cell["ranking"]["order"][:2]
+    cell["per_case"][twin] = list(cell["per_case"][first])
+    results["analysis"] = recompute(results["analysis"])
+    ranking = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]["ranking"]
+    assert ranking["identical"] == [[first, twin]] and ranking["p_rank1"][first] == ranking["p_rank1"][twin] == 1.0
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    shared = f"P(rank 1) = 1.00, shared with {twin} (identical on every case)"
+    page = html.unescape((tmp_path / "site" / "kits23--kidney_and_mass.html").read_text(encoding="utf-8"))
+    assert shared in page.split('id="dice"', 1)[1].split("</p>", 1)[0]
+    assert "shared with" not in page.split('id="hd95"', 1)[1]
+    overview = page_text(tmp_path / "site" / "kits23.html")
+    assert re.search(rf"kidney_and_mass\s+dice\s+{first}\s+1\.00, shared with {twin} \(identical on every case\)", overview)
+
+
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
 def test_kidney_nsd_verdict_agrees_with_the_interval_beside_it(site: tuple[Path, list[Path]], results_files: list[Path], tmp_path: Path) -> None:
     """segauge's 20 KiTS23 cases, kidney NSD, MOOSE versus TotalSegmentator: as a reader sees it in Chromium, the headline
