@@ -62,7 +62,7 @@ def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_rep
     printed = _run([sys.executable, "-m", "segbench.cli", "evaluate", "--gt", "gt", *_pred_args(project), "--dataset", "kits23",
                     "--conf", str(ROOT / "conf"), "--simulated", *MODELS, "--out", str(out), "--report", "--width", "200"], project).stdout
     assert "2 models, all SIMULATED" in printed and "mean [95% CI]" in printed
-    assert "tumor dice: #1 " in printed and ("sim_erode_1mm − sim_dilate_1mm" in printed or "sim_dilate_1mm − sim_erode_1mm" in printed)
+    assert f"tumor dice, {len(CASES)} cases: #1 " in printed and ("sim_erode_1mm − sim_dilate_1mm" in printed or "sim_dilate_1mm − sim_erode_1mm" in printed)
     results = json.loads((out / "results" / "kits23.json").read_text(encoding="utf-8"))
     assert results["analysis"]["structures"]["tumor"]["n_cases"] == len(CASES)
     assert results["models"]["sim_erode_1mm"]["simulated"] and results["dataset"]["regions"]["tumor"]["nsd_tolerance_mm"] == 1.1498
@@ -71,7 +71,8 @@ def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_rep
     assert sorted(set(per_case["case_id"])) == list(CASES) and set(per_case["model"]) == set(MODELS)
     assert "every statistic re-derived" in _run([sys.executable, "-m", "segbench.cli", "reanalyze", str(out / "results" / "kits23.json")], project).stdout
     shown = _run([sys.executable, "-m", "segbench.cli", "show", "--results", str(out / "results"), "--width", "200"], project).stdout
-    assert "sim_dilate_1mm" in shown and "#1 versus #2" in shown
+    v = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]["verdict"]
+    assert f"#1 {v['first']} versus #2 {v['second']}: " in " ".join(shown.split())
     _run([sys.executable, "-m", "segbench.cli", "report", "--results", str(out / "results"), "--out", str(project / "site2")], project)
     assert (project / "site2" / "kits23.html").is_file()
 
@@ -91,7 +92,7 @@ def test_api_from_a_plain_script_without_main_guard_with_a_pool(project: Path) -
         """), encoding="utf-8")
     done = _run([sys.executable, str(script)], project)
     assert "Traceback" not in done.stderr and done.stdout.count("2 models, all SIMULATED") == 1
-    assert "mean [95% CI]" in done.stdout and "tumor dice: #1 " in done.stdout
+    assert "mean [95% CI]" in done.stdout and f"tumor dice, {len(CASES)} cases: #1 " in done.stdout
     assert "structure,metric,gender,n,tested,model,mean,ci_low,ci_high" in done.stdout
     assert (project / "api" / "site" / "index.html").is_file()
     assert json.loads((project / "api" / "kits23.json").read_text(encoding="utf-8"))["dataset"]["name"] == "kits23"

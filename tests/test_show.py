@@ -215,3 +215,23 @@ def test_models_identical_on_every_case_are_said_so(results_dir: Path, tmp_path:
     (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))
     text = " ".join(_show("--results", str(tmp_path)).stdout.split())
     assert f"{ranking['order'][1]} and {ranking['order'][2]} are identical on every case" in text
+
+
+def test_p_rank1_of_identical_models_says_it_is_shared(every_dir: Path, tmp_path: Path) -> None:
+    """Where #1 is identical on every case to #2 (ties share rank 1), the overview's head and the leaderboard say the
+    P(rank 1) is shared with the twin, so '1.00' beside 'not separable, Δ = 0.000' does not read as the twin's 0."""
+    from segbench.stats.analysis import recompute
+
+    results = _results(every_dir, "kits23")
+    cell = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]
+    first, twin = cell["ranking"]["order"][:2]
+    cell["per_case"][twin] = list(cell["per_case"][first])
+    results["analysis"] = recompute(results["analysis"])
+    assert results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]["ranking"]["identical"] == [[first, twin]]
+    (tmp_path / "kits23.json").write_text(json.dumps(results))
+    overview = " ".join(_show("--results", str(tmp_path)).stdout.split())
+    assert f"#1 {first} " in overview and f"P(rank 1) 1.00, shared with {twin} (identical on every case); co-winners" in overview
+    board = " ".join(_show("--results", str(tmp_path), "kits23", "--structure", "kidney_and_mass", "--metric", "dice").stdout.split())
+    assert f"P(rank 1) 1.00, shared with {twin} (identical on every case), ranks" in board
+    assert f"P(rank 1) 1.00, shared with {first} (identical on every case), ranks" in board
+    assert board.count("shared with") == 2

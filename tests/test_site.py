@@ -148,35 +148,37 @@ def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path,
     aorta = cells["touchstone_totalsegmentator", "aorta", "nsd"]  # the mean favours STU-Net_L, 309 of 528 cases STU-Net_B
     assert aorta["cells"][2] == "nnU-Net_STU-Net_L" and aorta["cells"][4] == "⇄ aggregation disagrees"
     assert aorta["sentence"] == aorta["tooltip"] + ". Co-winners: " + aorta["cells"][5].split(": ", 1)[1] + "."
-    assert aorta["sentence"].startswith("#1 nnU-Net_STU-Net_L versus #2 nnU-Net_STU-Net_B: aggregation disagrees: "
+    assert aorta["sentence"].startswith("#1 nnU-Net_STU-Net_L versus #2 nnU-Net_STU-Net_B: "
                                         "the mean favours nnU-Net_STU-Net_L: Δ = 0.002 [")
     assert ("per case nnU-Net_STU-Net_B is better (nnU-Net_STU-Net_L better in 201, nnU-Net_STU-Net_B in 309 of 528 cases; "
-            "Wilcoxon-Holm: nnU-Net_STU-Net_B better than nnU-Net_STU-Net_L, p_adj = 0.005)") in aorta["sentence"]
+            "Wilcoxon-Holm: nnU-Net_STU-Net_B better, p_adj = 0.005)") in aorta["sentence"]
 
     tumor = cells["kits23", "tumor", "assd"]  # a distance: units on the estimate and the difference
     v = load(results_files[1])["analysis"]["structures"]["tumor"]["metrics"]["assd"]["verdict"]
     assert (v["code"], v["first"], v["second"]) == ("separable", "sim_dilate_1mm", "sim_erode_1mm")
     assert tumor["cells"][3].endswith(" mm") and tumor["cells"][4] == "✔ separable"
     assert tumor["sentence"].startswith("#1 sim_dilate_1mm versus #2 sim_erode_1mm: sim_dilate_1mm better than sim_erode_1mm: Δ = -0.")
-    assert " mm (sim_dilate_1mm − sim_erode_1mm, " in tumor["sentence"]
-    assert "Wilcoxon-Holm: sim_dilate_1mm better than sim_erode_1mm, p_adj = " in tumor["sentence"]
+    assert " mm (sim_dilate_1mm − sim_erode_1mm); " in tumor["sentence"]  # no per-pair level
+    assert "Wilcoxon-Holm: sim_dilate_1mm better, p_adj = " in tumor["sentence"]
 
     liver = cells["touchstone_totalsegmentator", "liver", "dice"]  # not separable: #2 is a co-winner
     v = load(results_files[0])["analysis"]["structures"]["liver"]["metrics"]["dice"]["verdict"]
     order = load(results_files[0])["analysis"]["structures"]["liver"]["metrics"]["dice"]["ranking"]["order"]
-    assert liver["cells"][4] == "✘ not separable" and liver["sentence"].startswith(f"#1 {order[0]} versus #2 {order[1]}: not separable: Δ = ")
-    assert f"Wilcoxon-Holm: neither better ({order[0]} better: p_adj = " in liver["sentence"]
+    assert liver["cells"][4] == "✘ not separable" and liver["sentence"].startswith(f"#1 {order[0]} versus #2 {order[1]}: Δ = ")
+    assert f"Wilcoxon-Holm leans to {v['pairs'][0]['wilcoxon_leans']}, not significant (p_adj = " in liver["sentence"]
     co = liver["cells"][5].split(": ", 1)[1].split(", ")
     assert co[:2] == order[:2] and co == [m for m in order if m not in v["excluded"]]  # in rank order, the rest excluded
     assert liver["cells"][5] == f"{len(co)}: {', '.join(co)}" and 2 <= len(co) < len(order)  # some 19 models separable, not all
 
 
 P_ADJ = re.compile(r"p_adj")
-DIRECTED = re.compile(r"(?:[\w.\-]+ better than [\w.\-]+, |[\w.\-]+ better: )$")
+DIRECTED = re.compile(r"(?:[\w.\-]+ better than [\w.\-]+, |[\w.\-]+ better: |Wilcoxon-Holm: [\w.\-]+ better, "
+                      r"|Wilcoxon-Holm leans to [\w.\-]+, not significant \(|Wilcoxon-Holm leans to neither \()$")
 
 
 def test_every_p_adj_has_its_direction(site: tuple[Path, list[Path]]) -> None:
-    """An adjusted p-value says which direction it tests: 'A better than B, p_adj' or 'A better: p_adj'."""
+    """An adjusted p-value says which direction it tests: 'A better than B, p_adj', 'A better: p_adj' or the verdicts'
+    'Wilcoxon-Holm: A better, p_adj' / 'Wilcoxon-Holm leans to A, not significant (p_adj'."""
     out, pages = site
     seen = 0
     for page in pages:
@@ -423,6 +425,26 @@ def test_verdict_intervals_said_once_and_identical_models_named(results_files: l
     headline = page.split('id="dice"', 1)[1].split("</p>", 1)[0]
     assert f"{a} and {b} are identical on every case." in html.unescape(headline)
     assert "identical on every case" not in page.split('id="dice"', 1)[0] + page.split('id="hd95"', 1)[1]
+
+
+def test_p_rank1_of_identical_models_says_it_is_shared(results_files: list[Path], tmp_path: Path) -> None:
+    """Where #1 is identical on every case to #2 (ties share rank 1), the headline and the overview's P(rank 1) say the
+    figure is shared with the twin, so '1.00' beside 'not separable, Δ = 0.000' does not read as the twin's 0."""
+    results = load(results_files[1])
+    cell = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]
+    first, twin = cell["ranking"]["order"][:2]
+    cell["per_case"][twin] = list(cell["per_case"][first])
+    results["analysis"] = recompute(results["analysis"])
+    ranking = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]["ranking"]
+    assert ranking["identical"] == [[first, twin]] and ranking["p_rank1"][first] == ranking["p_rank1"][twin] == 1.0
+    write_json_atomic(tmp_path / "kits23.json", results)
+    build_site([tmp_path / "kits23.json"], tmp_path / "site")
+    shared = f"P(rank 1) = 1.00, shared with {twin} (identical on every case)"
+    page = html.unescape((tmp_path / "site" / "kits23--kidney_and_mass.html").read_text(encoding="utf-8"))
+    assert shared in page.split('id="dice"', 1)[1].split("</p>", 1)[0]
+    assert "shared with" not in page.split('id="hd95"', 1)[1]
+    overview = page_text(tmp_path / "site" / "kits23.html")
+    assert re.search(rf"kidney_and_mass\s+dice\s+{first}\s+1\.00, shared with {twin} \(identical on every case\)", overview)
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")

@@ -165,13 +165,9 @@ class Evaluation:
 
     def summary(self, width: int = 140) -> str:
         """The leaderboard as ``segbench show`` prints it: per structure and metric, #1 with its CI, P(rank 1) and the verdict."""
-        from rich.console import Console
+        from segbench.report.terminal import render
 
-        from segbench.report.terminal import show
-
-        buffer = io.StringIO()
-        show([self.results], console=Console(file=buffer, width=width, soft_wrap=False, color_system=None))
-        return buffer.getvalue()
+        return render([self.results], width=width)
 
     def by_subgroup(self, field: str) -> pd.DataFrame:
         """Per structure, metric, group of ``field`` and model: n, whether the group was tested, mean and CI."""

@@ -231,6 +231,14 @@ def ties_note(cell: Cell) -> str:
     return " ".join(f"{html.escape(_and(group))} are identical on every case." for group in groups if len(group) > 1)
 
 
+def p_rank1_text(cell: Cell, model: str) -> str:
+    """'0.62', or '1.00, shared with B (identical on every case)' for a model the ranking found identical to others
+    (``ranking.identical``): ties share P(rank 1), so a twin's figure beside 'Δ = 0.000' must not read as the twin's 0."""
+    shown = fmt(cell["ranking"]["p_rank1"][model], 2)
+    group = next((g for g in (cell.get("ranking") or {}).get("identical") or [] if model in g and len(g) > 1), None)
+    return f"{shown}, shared with {_and([m for m in group if m != model])} (identical on every case)" if group else shown
+
+
 def _and(names: list[str]) -> str:
     """'A and B', 'A, B and C'."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

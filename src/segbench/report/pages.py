@@ -31,6 +31,7 @@ from .common import (
     identical_counts,
     identical_text,
     kind,
+    p_rank1_text,
     pair,
     slug,
     source_co_winners,
@@ -479,7 +480,7 @@ def _headline(cell: dict[str, Any], metric: str) -> str:
         return '<p class="headline">Fewer than two ranked models: nothing to compare.</p>'
     first = v["first"]
     text = (f"#1 <strong>{html.escape(first)}</strong> ({html.escape(estimate(cell['models'][first], cell, metric))}, "
-            f"P(rank 1) = {fmt(cell['ranking']['p_rank1'][first], 2)}) versus #2 <strong>{html.escape(v['second'])}</strong>: "
+            f"P(rank 1) = {html.escape(p_rank1_text(cell, first))}) versus #2 <strong>{html.escape(v['second'])}</strong>: "
             f"{verdict_html(v['pairs'][0])}.")
     power = cell.get("power") or {}
     if power.get("n_required") is not None:

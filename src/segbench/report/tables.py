@@ -6,7 +6,7 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from segbench.stats.verdicts import format_level
+from segbench.stats.verdicts import _wilcoxon_text, format_level, pair_verdict
 
 from .common import (
     AUDIT_LEGEND,
@@ -20,7 +20,6 @@ from .common import (
     coverage_note,
     diff_text,
     digits,
-    directed_p,
     display_order,
     estimate_html,
     fmt,
@@ -31,6 +30,7 @@ from .common import (
     kind,
     markers,
     next_verdict,
+    p_rank1_text,
     pair,
     type1_note,
     verdict_words,
@@ -207,7 +207,7 @@ def overview(results: dict[str, Any], link_of: Callable[[str, str], str]) -> str
                 (link, structure),
                 (html.escape(metric), metric),
                 (f'<span class="model">{html.escape(first)}</span>', first),
-                (fmt(cell["ranking"]["p_rank1"][first], 2), cell["ranking"]["p_rank1"][first]),
+                (html.escape(p_rank1_text(cell, first)), cell["ranking"]["p_rank1"][first]),
                 (fmt(loo.get("winner_change_share"), 2), loo.get("winner_change_share")),
                 ("–" if needed is None else str(needed), needed),
                 (str(block["n_cases"]), block["n_cases"]),
@@ -237,8 +237,7 @@ def source_pairs(cell: Cell, published: dict[str, Any], metric: str) -> str:
         source_word = f"✔ distinguishable, favours {theirs['favored']}" if theirs["distinguishable"] else "✘ not distinguishable"
         same = "same verdict as the source" if ci_favoured(entry) == ci_favoured(theirs) else "differs from the source"
         winner = wilcoxon_winner(cell, upper, lower)
-        wilcoxon = (directed_p(cell, winner, lower if winner == upper else upper) if winner
-                    else f"neither better ({directed_p(cell, upper, lower)})")
+        wilcoxon = _wilcoxon_text(pair_verdict(cell, upper, lower, metric))  # the statistics' words, as in every verdict
         relation, sentence = against_source(cell, theirs, upper, lower)
         rows.append([
             (f"{html.escape(upper)} vs {html.escape(lower)}", f"{upper} vs {lower}"),

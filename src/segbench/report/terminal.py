@@ -18,7 +18,7 @@ import pandas as pd
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.verdicts import CODE_WORDS, format_level
 
-from .common import audit_of, audit_words, display_order, estimate, fmt, fmt_rank, markers, next_verdict
+from .common import audit_of, audit_words, display_order, estimate, fmt_rank, markers, next_verdict, p_rank1_text
 from .summary import TABLE_COLUMNS, leaderboard_table
 
 Results = dict[str, Any]
@@ -76,7 +76,7 @@ def _overview_cell(results: Results, structure: str, metric: str, cell: dict[str
         return f"{structure} {metric}, {n} cases: no ranked model", []
     first = v["first"]
     head = (f"{structure} {metric}, {n} cases: #1 {first} {estimate(cell['models'][first], cell, metric)}, "
-            f"P(rank 1) {fmt(cell['ranking']['p_rank1'][first], 2)}; co-winners {', '.join(v['co_winners'])}")
+            f"P(rank 1) {p_rank1_text(cell, first)}; co-winners {', '.join(v['co_winners'])}")
     lines = [verdict_sentence(v) if v["pairs"] else CODE_WORDS["single_model"], *_identical(cell)]
     if v["pairs"]:
         lines.append(audit_words(audit_of(results, structure, metric), structure))
@@ -99,7 +99,7 @@ def _leaderboard_rows(results: Results, structure: str, metric: str) -> tuple[st
             continue
         lo, hi = ranking["rank_interval"][name]
         v = next_verdict(cell, name)
-        rows.append((f"{ranking['rank'][name]}. {name} {estimate(est, cell, metric)}, P(rank 1) {fmt(ranking['p_rank1'][name], 2)}, "
+        rows.append((f"{ranking['rank'][name]}. {name} {estimate(est, cell, metric)}, P(rank 1) {p_rank1_text(cell, name)}, "
                      f"ranks {fmt_rank(lo)}–{fmt_rank(hi)}", [verdict_sentence(v) if v else "last ranked"]))
     return title, rows
 
