@@ -204,8 +204,8 @@ def test_the_challenge_command_writes_segs(runtime: container.Runtime, image: st
     inputs, outputs = step_files
     result = container.run(runtime, image, container.ContainerSpec(), inputs, outputs, 60.0, expected=["ct_sm.npz"])
     assert result.ok and result.exit_status == 0, result.log
-    segs, status = cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs), 4)
-    assert status == "ok" and set(np.unique(segs)) == {0, 1, 2, 3, 4}
+    segs, status, flag = cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs), 4)
+    assert status == "ok" and flag is None and set(np.unique(segs)) == {0, 1, 2, 3, 4}
     assert not container.container_exists(runtime, result.name)  # --rm
 
 
@@ -527,11 +527,16 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
     record = json.loads((out / "attacker" / "records" / "ct_sm.json").read_text())
     outputs = [(s["output"], s.get("reason", "")) for s in record["steps"]]
     assert outputs[0][0] != "ok" and outputs[0][1].endswith("ct_sm.npz: a symlink, not a regular file; refused unread"), outputs
-    assert outputs[1] == ("ok", "") and outputs[3] == ("ok", ""), outputs
+    # the valid segs beside a header bomb or a huge member is scored, the step flagged with what was left unread
+    extra = r".*ct_sm\.npz: extra members not read: '{}' \(claims {} bytes, \d+ compressed\); scored from 'segs'"
+    assert outputs[1][0] == "extra_members" and re.fullmatch(extra.format(r"bomb\.npy", 128), outputs[1][1]), outputs
+    assert outputs[3][0] == "extra_members" and re.fullmatch(extra.format(r"zeros\.npy", 268435584), outputs[3][1]), outputs
     assert outputs[2][0] == "invalid" and "key 'segs': inflates past the" in outputs[2][1], outputs
     assert outputs[4][1].endswith("a FIFO, not a regular file; refused unread") and outputs[5][1].endswith("a folder, not a regular file; refused unread")
     results = json.loads((out / "leaderboard.json").read_text())
     assert results["dataset"]["submissions"]["attacker"]["n_cases_with_failed_steps"] == 2
+    flagged = pd.read_csv(out / "attacker" / "attacker_metrics.csv").set_index("CaseName")["failed_steps"]
+    assert {"2", "4"} <= set(str(flagged["ct_sm.npz"]).split(";")), flagged  # the flagged steps are named in the team's rows
     assert results["dataset"]["container"]["user"] == "65534:65534" and results["dataset"]["container"]["root_allowed"] is False
     # the honest team's outputs are those of a run without the attacker, byte for byte
     for name in ("segs/ct_sm.npz", "segs/mr_sm.npz", "records/ct_sm.json", "records/mr_sm.json"):
