@@ -204,8 +204,8 @@ def test_the_challenge_command_writes_segs(runtime: container.Runtime, image: st
     inputs, outputs = step_files
     result = container.run(runtime, image, container.ContainerSpec(), inputs, outputs, 60.0, expected=["ct_sm.npz"])
     assert result.ok and result.exit_status == 0, result.log
-    segs, status = cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs), 4)
-    assert status == "ok" and set(np.unique(segs)) == {0, 1, 2, 3, 4}
+    segs, status, flag = cases.read_step_output(outputs / "ct_sm.npz", _shape(inputs), 4)
+    assert status == "ok" and flag is None and set(np.unique(segs)) == {0, 1, 2, 3, 4}
     assert not container.container_exists(runtime, result.name)  # --rm
 
 
@@ -305,7 +305,9 @@ done
 
 def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(runtime: container.Runtime, case_folder: Path, tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
-    """`segbench interact --submissions`: three real archives, as teams hand them in (gzip'd or not, any case of name), one unloadable."""
+    """`segbench interact --submissions`: real archives, as teams hand them in (gzip'd or not, any case of name), one unloadable,
+    and one whose evaluation fails on the host with an error of no kind segbench knows (its folder in ``--out`` cannot be made:
+    a file stands in its place): each of those two ends only its own team, with its reason in the leaderboard."""
     good = build_image(REGION_GROWING, default_cache())
     script = tmp_path / "predict.sh"
     script.write_text(CLICKLESS_PREDICT, encoding="utf-8")
@@ -317,14 +319,19 @@ def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(ru
         shutil.copyfileobj(source, target, 1 << 20)
     (folder / "teamb.tar").symlink_to(clickless.archive)
     (folder / "broken.tar.gz").write_bytes(b"not an image")
+    (folder / "crash.tar").symlink_to(good.archive)
     (folder / "README.txt").write_text("not a submission", encoding="utf-8")
     use_runtime(monkeypatch, runtime)
     for built in (good, clickless):  # the evaluation loads each image itself, then removes it
         container.remove_image(runtime, container.archive_image_id(built.archive))
     out = tmp_path / "out"
+    out.mkdir()
+    (out / "crash").write_text("a file where team crash's folder goes", encoding="utf-8")
     assert cli.main(["interact", "--submissions", str(folder), "--cases", str(case_folder), "--out", str(out), "--memory", "1g", "--cpus", "1"]) == 0
     printed = capsys.readouterr().out
     assert re.search(r"broken: NOT EVALUATED: .*broken.tar.gz: not a docker save archive", printed), printed
+    crash_reason = rf"NotADirectoryError: \[Errno 20\] Not a directory: '{re.escape(str(out / 'crash'))}/[^'/]+'"
+    assert re.search(f"crash: NOT EVALUATED: {crash_reason}\n", printed), printed
     assert "teama: 2 cases" in printed and "teamb: 2 cases" in printed and "DSC_AUC" in printed
 
     host = harness.interact(case_folder, model_from_conf(ROOT / "conf", "region_growing"), tmp_path / "host")
@@ -344,7 +351,8 @@ def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(ru
 
     results = json.loads((out / "leaderboard.json").read_text())
     entries = results["dataset"]["submissions"]
-    assert list(entries) == ["broken", "teama", "teamb"] and entries["broken"]["status"] == "not_evaluated"
+    assert list(entries) == ["broken", "crash", "teama", "teamb"] and entries["broken"]["status"] == "not_evaluated"
+    assert entries["crash"]["status"] == "not_evaluated" and re.fullmatch(crash_reason, entries["crash"]["reason"])
     assert entries["teama"]["sha256"] == file_digest(folder / "TeamA.tar.gz", "sha256") and entries["teamb"]["n_cases_with_failed_steps"] == 2
     assert sorted(results["models"]) == ["teama", "teamb"] and results["dataset"]["protocol_version"] == protocol.PROTOCOL_VERSION
     cell = results["analysis"]["structures"]["mean_over_classes"]["metrics"]["DSC_AUC"]
@@ -527,11 +535,16 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
     record = json.loads((out / "attacker" / "records" / "ct_sm.json").read_text())
     outputs = [(s["output"], s.get("reason", "")) for s in record["steps"]]
     assert outputs[0][0] != "ok" and outputs[0][1].endswith("ct_sm.npz: a symlink, not a regular file; refused unread"), outputs
-    assert outputs[1] == ("ok", "") and outputs[3] == ("ok", ""), outputs
+    # the valid segs beside a header bomb or a huge member is scored, the step flagged with what was left unread
+    extra = r".*ct_sm\.npz: extra members not read: '{}' \(claims {} bytes, \d+ compressed\); scored from 'segs'"
+    assert outputs[1][0] == "extra_members" and re.fullmatch(extra.format(r"bomb\.npy", 128), outputs[1][1]), outputs
+    assert outputs[3][0] == "extra_members" and re.fullmatch(extra.format(r"zeros\.npy", 268435584), outputs[3][1]), outputs
     assert outputs[2][0] == "invalid" and "key 'segs': inflates past the" in outputs[2][1], outputs
     assert outputs[4][1].endswith("a FIFO, not a regular file; refused unread") and outputs[5][1].endswith("a folder, not a regular file; refused unread")
     results = json.loads((out / "leaderboard.json").read_text())
     assert results["dataset"]["submissions"]["attacker"]["n_cases_with_failed_steps"] == 2
+    flagged = pd.read_csv(out / "attacker" / "attacker_metrics.csv").set_index("CaseName")["failed_steps"]
+    assert {"2", "4"} <= set(str(flagged["ct_sm.npz"]).split(";")), flagged  # the flagged steps are named in the team's rows
     assert results["dataset"]["container"]["user"] == "65534:65534" and results["dataset"]["container"]["root_allowed"] is False
     # the honest team's outputs are those of a run without the attacker, byte for byte
     for name in ("segs/ct_sm.npz", "segs/mr_sm.npz", "records/ct_sm.json", "records/mr_sm.json"):

@@ -217,8 +217,8 @@ def test_bad_inputs_stop_with_the_file_and_key(tmp_path: Path) -> None:
         cases.read_step_output(tmp_path / "nosegs.npz", gts.shape, 2)
     # missing and unreadable outputs are zeros for the step, not errors
     (tmp_path / "broken.npz").write_bytes(b"not a zip")
-    assert cases.read_step_output(tmp_path / "broken.npz", gts.shape, 2) == (None, "unreadable")
-    assert cases.read_step_output(tmp_path / "absent.npz", gts.shape, 2) == (None, "missing")
+    assert cases.read_step_output(tmp_path / "broken.npz", gts.shape, 2) == (None, "unreadable", None)
+    assert cases.read_step_output(tmp_path / "absent.npz", gts.shape, 2) == (None, "missing", None)
     # clicks outside the volume
     step = tmp_path / "step.npz"
     clicks = [{"fg": [[0, 0, 2]], "bg": []}, {"fg": [[4, 4, 4]], "bg": []}]

@@ -212,24 +212,30 @@ def read_step_input(path: Path) -> dict[str, Any]:
     return out
 
 
-def read_step_output(path: Path, shape: tuple[int, ...], n_classes: int) -> tuple[np.ndarray | None, str]:
-    """A model's output ``segs`` as uint8 and "ok"; (None, "missing") or (None, "unreadable") when the
-    file is absent or not an npz (the step then counts as all-zero). The file is untrusted
-    (segbench.models.intake: only a regular file, only ``segs`` read, its header checked first); a refused file,
-    ``segs`` absent, of another shape, of a non-integer dtype or with a label outside the case's 0..``n_classes`` is
-    an error naming the file."""
+def read_step_output(path: Path, shape: tuple[int, ...], n_classes: int) -> tuple[np.ndarray | None, str, str | None]:
+    """A model's output ``segs`` as uint8, its status and the step's flag (a one-line reason, or None).
+
+    (segs, "ok", None) for an npz holding ``segs`` alone; (segs, "extra_members", reason) when it holds other members
+    too: ``segs`` is scored (the challenge's outputs are ``segs`` only, so the others cannot change a score) and the
+    reason names each member left unread with the sizes the zip directory claims. (None, "missing", None) or
+    (None, "unreadable", None) when the file is absent or not an npz (the step then counts as all-zero). The file is
+    untrusted (segbench.models.intake: only a regular file, only ``segs`` read, its header checked first); a refused
+    file, ``segs`` absent, of another shape, of a non-integer dtype or with a label outside the case's
+    0..``n_classes`` is an error naming the file."""
     try:
-        segs = intake.read_npz_array(path, "segs", tuple(shape))
+        segs, unread = intake.read_npz_array(path, "segs", tuple(shape))
     except FileNotFoundError:
-        return None, "missing"
+        return None, "missing", None
     except intake.NotAnArchive:
-        return None, "unreadable"
+        return None, "unreadable", None
     except intake.IntakeError as exc:
         raise CaseError(str(exc)) from exc
     if segs.size and (int(segs.min()) < 0 or int(segs.max()) > n_classes):
         raise CaseError(f"{path}: key 'segs' has values {int(segs.min())}..{int(segs.max())}; the case's labels are 0..{n_classes} "
                         f"(background and its {n_classes} classes)")
-    return segs.astype(np.uint8, copy=False), "ok"
+    if unread:
+        return segs.astype(np.uint8, copy=False), "extra_members", f"{path}: extra members not read: {', '.join(unread)}; scored from 'segs'"
+    return segs.astype(np.uint8, copy=False), "ok", None
 
 
 def reference_kind(folder: Path, given: str | None) -> str:

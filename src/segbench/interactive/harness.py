@@ -165,7 +165,8 @@ def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
 
     Returns the record of every step, the predictions of the steps the model was called for, and
     those steps' numbers. A step without a usable output (none, not an npz, or ``segs`` of the wrong
-    shape, dtype or labels: ``reason`` names the file and key) counts as all-zero. Once the model calls
+    shape, dtype or labels: ``reason`` names the file and key) counts as all-zero; one whose npz carries members
+    besides ``segs`` is scored from ``segs`` and flagged (output "extra_members", ``reason`` naming them). Once the model calls
     exceed ``limit_s`` seconds on ``clock`` the running call is stopped and no further step runs (the case scores 0).
     NSD is ``nsd_profile``'s (protocol.NSD_DEFINITIONS).
     """
@@ -203,9 +204,11 @@ def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
         elapsed = wall_s if clock == "wall" else cpu_s
         stopped = status is None
         try:
-            segs, output = read_step_output(step_out, case.gts.shape, case.n_classes) if status is not None else (None, "stopped_at_time_limit")
+            segs, output, flag = read_step_output(step_out, case.gts.shape, case.n_classes) if status is not None else (None, "stopped_at_time_limit", None)
         except CaseError as exc:
-            segs, output, reason = None, "invalid", str(exc)
+            segs, output, reason, flag = None, "invalid", str(exc), None
+        if flag:
+            reason = f"{reason}; {flag}" if reason else flag
         if segs is None:
             segs = np.zeros(case.gts.shape, dtype=np.uint8)
         predictions.append(segs)

@@ -97,14 +97,18 @@ def _read_exactly(stream: BinaryIO, n_bytes: int, what: str, keep: bool = True) 
     return buffer
 
 
-def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int = MAX_FILE_BYTES) -> np.ndarray:
-    """Member ``key`` of the npz ``path``: of exactly ``shape`` and an integer dtype, read without inflating anything else."""
+def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int = MAX_FILE_BYTES) -> tuple[np.ndarray, list[str]]:
+    """Member ``key`` of the npz ``path``: of exactly ``shape`` and an integer dtype, read without inflating anything else;
+    and the members left unread, each named with the sizes the zip directory claims for it (never inflated to check),
+    so that a caller can flag a file that carries more than it asked for."""
     with open_output(path, max_bytes) as stream:
         try:
             archive = zipfile.ZipFile(stream)
         except (zipfile.BadZipFile, OSError, ValueError) as exc:
             raise NotAnArchive(f"{path}: not an npz (zip) file: {exc}") from exc
         with archive:
+            unread = [f"{other.filename!r} (claims {other.file_size} bytes, {other.compress_size} compressed)"
+                      for other in archive.infolist() if other.filename != f"{key}.npy"]
             try:
                 info = archive.getinfo(f"{key}.npy")
             except KeyError:
@@ -125,7 +129,7 @@ def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int 
                     raise
                 raise IntakeError(f"{what}: unreadable: {' '.join(str(exc).split())}") from exc
     array = np.frombuffer(data, dtype=dtype)  # over a bytearray: writable, as np.load's arrays are
-    return array.reshape(shape, order="F" if fortran else "C")
+    return array.reshape(shape, order="F" if fortran else "C"), unread
 
 
 def check_nifti_output(path: Path, reference_shape: tuple[int, ...], max_bytes: int = MAX_FILE_BYTES) -> None:
