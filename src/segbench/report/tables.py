@@ -6,7 +6,7 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from segbench.stats.verdicts import _wilcoxon_text, format_level, pair_verdict
+from segbench.stats.verdicts import wilcoxon_text, format_level, pair_verdict
 
 from .common import (
     AUDIT_LEGEND,
@@ -237,7 +237,7 @@ def source_pairs(cell: Cell, published: dict[str, Any], metric: str) -> str:
         source_word = f"✔ distinguishable, favours {theirs['favored']}" if theirs["distinguishable"] else "✘ not distinguishable"
         same = "same verdict as the source" if ci_favoured(entry) == ci_favoured(theirs) else "differs from the source"
         winner = wilcoxon_winner(cell, upper, lower)
-        wilcoxon = _wilcoxon_text(pair_verdict(cell, upper, lower, metric))  # the statistics' words, as in every verdict
+        wilcoxon = wilcoxon_text(pair_verdict(cell, upper, lower, metric))  # the statistics' words, as in every verdict
         relation, sentence = against_source(cell, theirs, upper, lower)
         rows.append([
             (f"{html.escape(upper)} vs {html.escape(lower)}", f"{upper} vs {lower}"),

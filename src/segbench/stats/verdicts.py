@@ -152,7 +152,7 @@ def pair_verdict(cell: Mapping[str, Any], a: str, b: str, metric: str, pairwise_
     return out
 
 
-def _wilcoxon_text(v: Mapping[str, Any]) -> str:
+def wilcoxon_text(v: Mapping[str, Any]) -> str:
     """The per-case test with its direction: 'Wilcoxon-Holm: A better, p_adj = 0.012' or 'Wilcoxon-Holm leans to A,
     not significant (p_adj = 0.179)'; a pair whose ranks lean neither way (all ties) says so."""
     lean = v["wilcoxon_leans"]
@@ -168,7 +168,7 @@ def _pair_text(v: Mapping[str, Any], metric: str, higher: bool) -> str:
     level: the cell's ``intervals`` sentence states it once."""
     a, b = v["a"], v["b"]
     delta = f"Δ = {format_estimate(v['mean_diff'], v['ci_low'], v['ci_high'], metric, higher)} ({a} − {b})"
-    wilcoxon = _wilcoxon_text(v)
+    wilcoxon = wilcoxon_text(v)
     if v["code"] == "separable":
         return f"{a} better than {b}: {delta}; {wilcoxon}"
     if v["code"] == "aggregation_disagrees":
