@@ -93,6 +93,10 @@ def test_overview_prints_every_cell_and_its_verdict(results_dir: Path) -> None:
         assert f"aorta {metric}, {block['n_cases']} cases: #1 {verdict['first']} " in text
         assert f"{CODE_WORDS[verdict['code']]}: {verdict['text']}" in text  # the statistics' sentence verbatim, wrapped only
     assert block["metrics"]["nsd"]["verdict"]["code"] == "aggregation_disagrees"
+    changes = results["analysis"]["clusters"]["verdict_changes"]  # a clustered set says its unit first, as the site does
+    assert text.index("Unit: the case. The verdicts treat the ") < text.index("aorta dice, ")
+    assert (f"changes {len(changes['first_second'])} of {changes['n_cells']} #1-versus-#2 verdicts and "
+            f"{len(changes['co_winners'])} of {changes['n_cells']} co-winner sets") in text
 
 
 def test_structure_leaderboard_and_one_line_errors(results_dir: Path) -> None:

@@ -381,3 +381,23 @@ def audit_words(audit: dict[str, Any], structure: str) -> str:
     err = (f"\"separable\" wrong for equal models {100 * t['rate']:.1f}% at n = {t['n']}{_where(t, structure)}"
            f"{' (above alpha)' if t['exceeds_alpha'] else ''}" if t else "verdict not audited")
     return f"Audited: {cov}; {err}."
+
+
+def unit_sentence(results: dict[str, Any]) -> str:
+    """A clustered set's first line (docs/methodology.md#516-clustered-data): the unit its verdicts assume, the population
+    they speak for, and how many #1-versus-#2 verdicts and co-winner sets change when the clusters are resampled instead
+    (``analysis.clusters.verdict_changes``); '' for a set without a cluster field. Site and terminal print it alike."""
+    clusters = results["analysis"].get("clusters")
+    changes = (clusters or {}).get("verdict_changes")
+    if not changes:
+        return ""
+    field = clusters["field"]
+    sizes: dict[str, int] = {}
+    for label in clusters["labels"].values():
+        sizes[label] = sizes.get(label, 0) + 1
+    largest = max(sizes.values()) / sum(sizes.values())
+    n = changes["n_cells"]
+    return (f"Unit: the case. The verdicts treat the {sum(sizes.values()):,} cases as independent: they speak for cases like "
+            f"these, from these {len(sizes)} {field} clusters (the largest holds {100 * largest:.0f}%), not for a new {field}. "
+            f"Resampling {field}s instead (clustered bootstrap, a sensitivity analysis) changes {len(changes['first_second'])} "
+            f"of {n} #1-versus-#2 verdicts and {len(changes['co_winners'])} of {n} co-winner sets (why the case: methodology, 5.16).")

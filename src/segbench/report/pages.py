@@ -36,6 +36,7 @@ from .common import (
     slug,
     source_co_winners,
     ties_note,
+    unit_sentence,
     verdict_html,
 )
 from .lesions import lesion_section
@@ -187,24 +188,13 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
 
 
 def _unit_headline(results: Results) -> str:
-    """A clustered set's first line (docs/methodology.md#516-clustered-data): the unit its verdicts assume, the population
-    they speak for, and how many #1-versus-#2 verdicts and co-winner sets change when the clusters are resampled instead
-    (``analysis.clusters.verdict_changes``); nothing for a set without a cluster field."""
-    clusters = results["analysis"].get("clusters")
-    changes = (clusters or {}).get("verdict_changes")
-    if not changes:
+    """A clustered set's first line (``common.unit_sentence``), its sensitivity analysis linked; nothing for a set
+    without a cluster field."""
+    sentence = unit_sentence(results)
+    if not sentence:
         return ""
-    field = html.escape(clusters["field"])
-    sizes: dict[str, int] = {}
-    for label in clusters["labels"].values():
-        sizes[label] = sizes.get(label, 0) + 1
-    largest = max(sizes.values()) / sum(sizes.values())
-    n = changes["n_cells"]
-    return (f'<p class="headline" id="unit">Unit: the case. The verdicts treat the {sum(sizes.values()):,} cases as independent: '
-            f"they speak for cases like these, from these {len(sizes)} {field} clusters (the largest holds {100 * largest:.0f}%), "
-            f"not for a new {field}. Resampling {field}s instead (<a href=\"#clustered\">clustered bootstrap</a>, a sensitivity "
-            f"analysis) changes <strong>{len(changes['first_second'])} of {n}</strong> #1-versus-#2 verdicts and "
-            f"<strong>{len(changes['co_winners'])} of {n}</strong> co-winner sets (why the case: methodology, 5.16).</p>")
+    return (f'<p class="headline" id="unit">{html.escape(sentence)} '
+            '<a href="#clustered">The clustered bootstrap, cell by cell</a>.</p>')
 
 
 def _import_summary(dataset: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from segbench.stats.verdicts import wilcoxon_text, format_level, pair_verdict
+from segbench.stats.verdicts import format_level, pair_verdict, wilcoxon_text
 
 from .common import (
     AUDIT_LEGEND,

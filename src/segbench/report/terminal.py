@@ -18,7 +18,7 @@ import pandas as pd
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.verdicts import CODE_WORDS, format_level
 
-from .common import audit_of, audit_words, display_order, estimate, fmt_rank, markers, next_verdict, p_rank1_text
+from .common import audit_of, audit_words, display_order, estimate, fmt_rank, markers, next_verdict, p_rank1_text, unit_sentence
 from .summary import TABLE_COLUMNS, leaderboard_table
 
 Results = dict[str, Any]
@@ -151,7 +151,7 @@ def _blocks(all_results: Sequence[Results], structure: str | None, metric: str |
             for view in [results, *([lesions] if lesions else [])]:
                 cells = list(_cells(view))
                 d = view["dataset"]
-                notes = [*_table_notes(view, [c for _, _, c, _ in cells]), CO_WINNERS]
+                notes = [*filter(None, [unit_sentence(view)]), *_table_notes(view, [c for _, _, c, _ in cells]), CO_WINNERS]
                 yield f"{d.get('title') or d['name']}: {_kinds_line(view)}", notes, [_overview_cell(view, *entry) for entry in cells]
             continue
         for name in _metrics(results, structure, metric):
