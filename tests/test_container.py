@@ -47,8 +47,10 @@ def runtime() -> container.Runtime:
     return podman_runtime()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def image(runtime: container.Runtime) -> str:
+    """The region-growing image, loaded for each test: the submissions tests evaluate it as a team, and the evaluation
+    removes each team's image after its cases (as the challenge's script does); loading is a no-op while it is there."""
     built = build_image(REGION_GROWING, default_cache())
     return container.load_image(runtime, built.archive, built.sha256)
 
