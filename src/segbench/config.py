@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from segbench.models.container import ContainerSpec
 
 ENVIRONMENT_TYPES = ("harness", "venv", "conda", "container")
-#: "interactive": a promptable model run step by step on box and click prompts (segbench interact, docs/interactive.md)
-MODEL_KINDS = ("inference", "simulated", "interactive")
+#: "interactive": a promptable model run step by step on box and click prompts (segbench interact, docs/interactive.md);
+#: "predictions": a folder of prediction files made elsewhere, verified and staged without running anything (``predictions:``)
+MODEL_KINDS = ("inference", "simulated", "interactive", "predictions")
 MODEL_INPUTS = ("images", "reference_labels")
 #: "dataset": the command runs once over the staged input folder; "case": once per case ({case} placeholder).
 INVOCATIONS = ("dataset", "case")
@@ -90,6 +91,8 @@ class ModelConfig:
     spot_check: dict[str, float]
     #: the model's container image (the ``image:`` block), run isolated instead of a host command: per case or dataset, or per step
     image: ModelImage | None = None
+    #: kind ``predictions``: the folder of prediction files the predict stage verifies and stages, and for which dataset
+    source: PredictionsSource | None = None
 
     @property
     def is_simulated(self) -> bool:
@@ -98,6 +101,15 @@ class ModelConfig:
     @property
     def is_interactive(self) -> bool:
         return self.kind == "interactive"
+
+
+@dataclass(frozen=True)
+class PredictionsSource:
+    """A ``predictions`` model's folder (docs/guide.md#i-have-predictions): files made elsewhere for one dataset's cases,
+    found by the model's ``output`` pattern; a case without a file is a case the model lacks (stats ``coverage``)."""
+
+    dataset: str
+    path: Path
 
 
 @dataclass(frozen=True)
@@ -235,6 +247,8 @@ class Params:
     tracking: dict[str, Any]
     raw: dict[str, Any] = field(repr=False, compare=False)
     calibration: CalibrationConfig | None = None
+    #: what the leaderboard does with a model lacking predictions for some cases (segbench.stats.coverage)
+    missing_predictions: str = "own_cases"
 
     def dataset(self, name: str) -> DatasetConfig:
         if name not in self.datasets:
@@ -318,6 +332,25 @@ def _dataset(name: str, raw: dict[str, Any], root: Path) -> DatasetConfig:
         licence=str(raw.get("licence", "")),
         citation=str(raw.get("citation", "")),
     )
+
+
+#: the keys of a ``predictions:`` entry (conf/predictions/, docs/guide.md#i-have-predictions)
+PREDICTIONS_KEYS = ("title", "dataset", "path", "output", "output_format", "label_map", "trained_on", "licence", "version", "modality",
+                    "spot_check")
+
+
+def _predictions_model(name: str, raw: dict[str, Any], root: Path) -> ModelConfig:
+    """A ``predictions:`` entry: a folder of prediction files for one dataset, as a model of kind ``predictions`` that runs
+    nothing (the predict stage verifies and stages its files: segbench.models.runner.stage_predictions)."""
+    where = f"predictions {name!r}"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: must map {', '.join(PREDICTIONS_KEYS)} to values, got {raw!r}")
+    if unknown := sorted(set(raw) - set(PREDICTIONS_KEYS)):
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {', '.join(PREDICTIONS_KEYS)}")
+    path = Path(str(_require(raw, "path", where)))
+    model = _model(name, {**{k: v for k, v in raw.items() if k not in ("dataset", "path")}, "kind": "inference",
+                          "environment": {"type": "harness"}, "command": []})
+    return replace(model, kind="predictions", source=PredictionsSource(str(_require(raw, "dataset", where)), path if path.is_absolute() else root / path))
 
 
 def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
@@ -652,6 +685,14 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
             raise ConfigError(f"params: {key!r} must map at least one name to its config")
     datasets = {name: _dataset(name, spec, root) for name, spec in raw["dataset"].items()}
     models = {name: _model(name, spec) for name, spec in raw["model"].items()}
+    predictions = {name: _predictions_model(name, spec, root) for name, spec in (raw.get("predictions") or {}).items()}
+    if clash := sorted(set(models) & set(predictions)):
+        raise ConfigError(f"params: {clash} named both under model and under predictions")
+    for model in predictions.values():
+        assert model.source is not None
+        if model.source.dataset not in datasets:
+            raise ConfigError(f"predictions {model.name!r}: dataset {model.source.dataset!r} is not selected; params.yaml has {sorted(datasets)}")
+    models = {**models, **predictions}
     from segbench.models.structures import StructureError, compose, unknown_names
 
     for kind, configs in (("dataset", {n: d.labels for n, d in datasets.items()}), ("model", {n: m.label_map.values() for n, m in models.items()})):
@@ -674,10 +715,12 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
     interactive_models = {name: _model(name, spec) for name, spec in (raw.get("interactive_model") or {}).items()}
     for section, configs, interactive in (("model", models, False), ("interactive_model", interactive_models, True)):
         for model in configs.values():
-            if model.is_interactive != interactive:
+            if model.is_interactive != interactive or (model.kind == "predictions") != (model.source is not None):
                 raise ConfigError(
                     f"params: {section} {model.name!r} is of kind {model.kind!r}; "
-                    + ("interactive models go under interactive_model" if model.is_interactive else "interactive_model takes kind 'interactive' only")
+                    + ("interactive models go under interactive_model" if model.is_interactive else
+                       "a folder of predictions goes under predictions (conf/predictions/)" if model.kind == "predictions" else
+                       "interactive_model takes kind 'interactive' only")
                 )
     names = [*datasets, *published, *interactive_datasets]
     clash = sorted({n for n in names if names.count(n) > 1})
@@ -691,6 +734,11 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
         raise ConfigError(f"params: scoring.sensitivity_profiles {others!r} must be a list of metric-definition profiles; known: {sorted(PROFILES)}")
     for dataset in datasets.values():
         _lesion_setting(scoring, dataset)
+    from segbench.stats.coverage import COVERAGE_POLICIES, DEFAULT_COVERAGE
+
+    missing_predictions = str(raw.get("missing_predictions", DEFAULT_COVERAGE))
+    if missing_predictions not in COVERAGE_POLICIES:
+        raise ConfigError(f"params: missing_predictions {missing_predictions!r} is not a coverage policy; known: {', '.join(COVERAGE_POLICIES)}")
     return Params(
         datasets=datasets,
         models=models,
@@ -702,6 +750,7 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
         tracking=dict(raw.get("tracking", {})),
         raw=raw,
         calibration=_calibration(raw["calibration"], root) if raw.get("calibration") else None,
+        missing_predictions=missing_predictions,
     )
 
 

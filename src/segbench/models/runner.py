@@ -21,6 +21,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 import nibabel as nib
@@ -209,20 +210,73 @@ def spot_check(model: ModelConfig, dataset: DatasetConfig, out_dir: Path, cases:
             log.warning("model %s on %s: region %s flagged and excluded: %s", model.name, dataset.name, name, regions[name]["reason"])
 
 
-def inputs_fingerprint(model: ModelConfig, dataset: DatasetConfig) -> str:
+def inputs_fingerprint(model: ModelConfig, dataset: DatasetConfig, folder: str | None = None) -> str:
     """Hash of what a model's predictions depend on besides the images: its config, the dataset's
-    config, the data bundle version and the adapter code. Paths are left out (a moved checkout is the same)."""
+    config, the data bundle version, the adapter code and, for a ``predictions`` model, ``folder`` (its files' digest).
+    Paths are left out (a moved checkout is the same)."""
     code = hashlib.sha256()
     for source in sorted(Path(__file__).resolve().parent.rglob("*.py")):
         code.update(source.read_bytes())
     if model.image is not None:  # the image is its sha256 or reference, wherever its archive lies
         model = dataclasses.replace(model, image=dataclasses.replace(model.image, archive=None))
+    model = dataclasses.replace(model, source=None)  # its files are ``folder``, wherever they lie
     configs = {
         kind: {k: v for k, v in dataclasses.asdict(config).items() if not isinstance(v, Path)}
         for kind, config in (("model", model), ("dataset", dataset))
     }
-    payload = json.dumps({**configs, "data": data_version(), "code": code.hexdigest()}, sort_keys=True, default=str)
+    payload = json.dumps({**configs, "data": data_version(), "code": code.hexdigest(), **({"folder": folder} if folder else {})},
+                         sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def folder_digest(folder: Path) -> dict[str, Any]:
+    """The sha256 of a predictions folder's files (relative names and contents; a symlink by its name and target, never
+    followed) and their count: the manifest's record of which files a ``predictions`` model was scored from."""
+    if not folder.is_dir() or folder.is_symlink():
+        raise ConfigError(f"predictions folder {folder}: not a folder (a symlinked folder is refused: point path at the folder itself)")
+    digest, count = hashlib.sha256(), 0
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(root, d))]):
+            path = Path(root) / name
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+            if path.is_symlink():
+                digest.update(b"link:" + os.readlink(path).encode())
+            else:
+                with path.open("rb") as stream:
+                    digest.update(hashlib.file_digest(stream, "sha256").digest())
+                count += 1
+    return {"sha256": digest.hexdigest(), "files": count}
+
+
+def stage_predictions(dataset: DatasetConfig, model: ModelConfig, cases: list[str], staging: Path, out_dir: Path, **_: object) -> None:
+    """The predict stage of a ``predictions`` model (an :data:`Executor`): run nothing; each case's file in the folder
+    (``output`` pattern) is checked as untrusted (inside the folder, no symlink on the way, NIfTI header against the
+    reference grid: :func:`check_container_output`), copied and brought onto the dataset schema and grid like a model's
+    native output. A case without a file gets none; a refused file is recorded (the case counts as missing)."""
+    assert model.source is not None
+    folder = model.source.path
+    refused = {}
+    for case_id in cases:
+        try:
+            native = find_output(model.output, case_id, folder, folder, model.name)
+        except ValueError as exc:
+            raise ModelRunError(str(exc)) from exc
+        if native is None:
+            continue
+        try:
+            check_container_output(native, folder, nib.load(reference_path(dataset, case_id)).shape, model.output_format)
+        except intake.IntakeError as exc:
+            log.warning("predictions %s, case %s: file refused: %s (the case counts as missing)", model.name, case_id, exc)
+            refused[case_id] = str(exc)
+            continue
+        copy = staging / "copy" / native.name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if native.is_dir() else shutil.copyfile)(native, copy)
+        postprocess(case_id, copy, out_dir / f"{case_id}.nii.gz", model, dataset)
+        shutil.rmtree(copy) if copy.is_dir() else copy.unlink(missing_ok=True)
+    if refused:
+        write_json_atomic(staging / REFUSED_FILE, refused)
 
 
 def _start_or_resume(out_dir: Path, fingerprint: str) -> None:
@@ -353,6 +407,14 @@ def _materialise_links(folder: Path) -> None:
                 shutil.copyfile(target, path)
 
 
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the project when inside it (a manifest is an output: no machine's absolute path in it)."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.name
+
+
 #: the staging folder's record of the container outputs refused unread: {case: one-line reason}
 REFUSED_FILE = "refused.json"
 
@@ -389,20 +451,23 @@ def predict(
             f"model {model.name!r}: weights are {weights['status']} ({model.weights.get('pin')}, {weights['file']}); "
             "pin and fetch them (docs/guide.md, Real models) or pass --allow-unverified-weights (results are then marked unpublishable)"
         )
-    _start_or_resume(out_dir, inputs_fingerprint(model, dataset))
+    folder = folder_digest(model.source.path) if model.source is not None else None
+    _start_or_resume(out_dir, inputs_fingerprint(model, dataset, folder and folder["sha256"]))
     todo = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
     refused: dict[str, str] = {}
     staging = out_dir.parent / f".{out_dir.name}.staging"
     if todo:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        (executor or predict_cases)(dataset, model, todo, staging, out_dir, device=device, weights_dir=weights_dir)
+        run = stage_predictions if model.source is not None else executor or predict_cases
+        run(dataset, model, todo, staging, out_dir, device=device, weights_dir=weights_dir)
         if (staging / REFUSED_FILE).is_file():
             refused = json.loads((staging / REFUSED_FILE).read_text(encoding="utf-8"))
         shutil.rmtree(staging, ignore_errors=True)
     missing = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
     if missing:
-        log.warning("%s produced no prediction for %d case(s): %s (scored as worst case)", model.name, len(missing), ", ".join(missing))
+        log.warning("%s has no prediction for %d of %d case(s): %s (stats coverage policy: docs/methodology.md#4-empty-masks-and-missing-predictions)",
+                    model.name, len(missing), len(cases), ", ".join(missing))
     structures, regions = applicability(model, dataset)
     if not model.is_simulated:
         spot_check(model, dataset, out_dir, cases, regions)
@@ -416,6 +481,7 @@ def predict(
         "structures": structures,
         "regions": regions,
         "weights": {**weights, "publishable": weights["status"] in PUBLISHABLE},
+        **({"source": {"path": _shown_path(model.source.path), **folder}} if model.source is not None and folder else {}),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out_dir / "manifest.json", manifest)
