@@ -286,6 +286,8 @@ def _cmd_reanalyze(args: argparse.Namespace) -> None:
         for unit in ("case", "matched", "lesion"):  # the lesion-wise analyses
             if lesions.get(unit) is not None:
                 differences += [f"lesions.{unit}: {d}" for d in reanalyze(lesions[unit])]
+        for model, analysis in ((results.get("coverage") or {}).get("analyses") or {}).items():  # models on their own cases
+            differences += [f"coverage.{model}: {d}" for d in reanalyze(analysis)]
         if differences:
             raise ValueError(f"{path}: {len(differences)} statistic(s) differ from a recomputation; first: {differences[0]}")
         print(f"{path}: every statistic re-derived from its per-case rows")

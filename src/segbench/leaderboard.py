@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -51,3 +51,20 @@ def results_document(block: dict[str, Any], models: dict[str, dict[str, Any]], m
         "analysis": analysis,
         "sensitivity": sensitivity,
     }
+
+
+def coverage_document(covered: stats.Coverage, rows: pd.DataFrame, analyze: Callable[..., dict[str, Any]],
+                      contaminated: Mapping[str, bool]) -> dict[str, Any]:
+    """The results' ``coverage`` block (``stats.coverage``: the policy, each lacking model's n of N cases and the cases it
+    lacks) and, under ``own_cases``, each lacking model's analysis on its own cases with every model covering them all
+    (``analyze``: ``stats.analyze`` with the leaderboard's metrics, settings and levels; no subgroups or clusters)."""
+    assert covered.block is not None
+    document = dict(covered.block)
+    if covered.applied == "own_cases":
+        document["analyses"] = {}
+        for model in covered.missing:
+            own = covered.own_cases(rows, model)
+            present = set(own["model"].astype(str))
+            document["analyses"][model] = analyze(own, subgroup_fields=(), cluster_field=None,
+                                                  contaminated={m: flag for m, flag in contaminated.items() if m in present})
+    return document

@@ -8,6 +8,7 @@ outputs atomically; ``dvc.yaml`` declares exactly these paths.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 import logging
@@ -26,7 +27,7 @@ from segbench.datasets import case_ids, data_version, load_metadata, reference_p
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.cases import REFERENCE_LABELS
 from segbench.io import atomic_dir, write_json_atomic, write_text_atomic
-from segbench.leaderboard import ANALYZED_METRICS, dataset_block, results_document
+from segbench.leaderboard import ANALYZED_METRICS, coverage_document, dataset_block, results_document
 from segbench.models.runner import predict
 from segbench.models.slurm import executor_from_environ, shard_runner_from_environ
 from segbench.models.structures import compose
@@ -164,6 +165,9 @@ def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows
     metrics["n_missing_prediction"] = int(rows.drop_duplicates("case_id")["prediction_missing"].sum())
     metrics["n_worst_case"] = int(rows["worst_case"].sum())
     weights = model.weights or {}
+    n_cases, lacking = rows["case_id"].nunique(), metrics["n_missing_prediction"]
+    # a model lacking cases says so on its run (MLflow's runs table): what the leaderboard does with it is compare's
+    coverage = {"coverage": f"{n_cases - lacking} of {n_cases} cases (no prediction for {lacking})"} if lacking else {}
     return {
         "tags": _version_tags(
             dataset.name,
@@ -173,6 +177,7 @@ def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows
             model_version=model.version,
             hd95_definition=str(rows["hd95_definition"].iloc[0]),
             metric_profile=str(rows["metric_profile"].iloc[0]),
+            **coverage,
         ),
         "params": {
             "dataset.source": Path(os.path.relpath(dataset.reference_dir)).as_posix(),
@@ -209,7 +214,8 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     if missing:
         shown = ", ".join(missing[:10]) + (", ..." if len(missing) > 10 else "")
         log.warning(
-            "%s: %d of %d cases have no prediction file; each scores the worst case, flagged prediction_missing (docs/methodology.md §4): %s",
+            "%s: %d of %d cases have no prediction file; each is scored as the worst case and flagged prediction_missing, and the "
+            "leaderboard applies missing_predictions to them (docs/methodology.md#41-coverage): %s",
             pred_dir, len(missing), len(cases), shown,
         )
     excluded = excluded_regions(pred_dir)
@@ -380,7 +386,7 @@ def _leaderboard_setup(
     entries = {
         m.name: {"title": m.title, "kind": m.kind, "simulated": m.is_simulated, "licence": m.licence,
                  "trained_on": list(m.trained_on), "contaminated": dataset.name in m.trained_on}
-        for m in params.models.values()
+        for m in params.models.values() if m.source is None or m.source.dataset == name  # a folder of predictions is one dataset's
     }
     return dataset_block(dataset), entries, ANALYZED_METRICS, dataset.subgroups, dataset.cluster_field
 
@@ -405,14 +411,20 @@ def run_compare(params: Params, name: str) -> None:
     contaminated = {m: entry["contaminated"] for m, entry in models.items()}
     tables = None if name in params.interactive_datasets else audit_tables(params)
     source, data = board_population(params, name)
-    analysis = stats.analyze(rows, metrics=metrics, settings=stats_settings(params), subgroup_fields=subgroups, contaminated=contaminated,
-                             cluster_field=cluster_field,
-                             ci_levels=stats.level_provider(tables, source=source, data=data, settings=stats_settings(params).to_dict()))
+    covered = stats.coverage(rows, params.missing_predictions)
+    analyze = functools.partial(stats.analyze, metrics=metrics, settings=stats_settings(params),
+                                ci_levels=stats.level_provider(tables, source=source, data=data, settings=stats_settings(params).to_dict()))
+    board_models = set(covered.board(rows)["model"].astype(str))
+    analysis = analyze(covered.board(rows), subgroup_fields=subgroups, cluster_field=cluster_field,
+                       contaminated={m: flag for m, flag in contaminated.items() if m in board_models})
     # a published set's version is its own files' (the import stage's tag), a dataset's the data bundle's
     block["version"] = next(iter(runs.tags.values()))["segbench.dataset_version"] if name in params.published else data_version()
-    results = results_document(block, models, metrics, rows, runs.profile_rows, analysis, stats_settings(params), contaminated)
+    results = results_document(block, models, metrics, covered.board(rows), covered.board(runs.profile_rows), analysis, stats_settings(params),
+                               {m: flag for m, flag in contaminated.items() if m in board_models})
+    if covered.block is not None:
+        results["coverage"] = coverage_document(covered, rows, analyze, contaminated)
     if not runs.lesion_rows.empty:
-        results["lesions"] = _lesion_block(runs, contaminated, stats_settings(params))
+        results["lesions"] = _lesion_block(runs, covered, contaminated, stats_settings(params))
     results["audited"] = stats.audited_board(tables, analysis, source=source, data=data,
                                              lesions=stats.audited_lesions if "lesions" in results else None)
     source_analysis = _published_analysis(params, name)
@@ -470,12 +482,14 @@ def board_population(params: Params, name: str) -> tuple[str | None, str]:
     return (stats.SIMULATED if params.calibration is not None and params.calibration.dataset == name else None), name
 
 
-def _lesion_block(runs: tracking.TrackedRuns, contaminated: Mapping[str, bool], settings: stats.StatsSettings) -> dict[str, Any]:
-    """The results' lesion-wise block (``stats.lesion_analysis``) under the lesion profile every model was scored with."""
-    profiles = {model: tags.get(LESION_PROFILE_TAG) for model, tags in runs.tags.items() if model in set(runs.lesion_rows["model"])}
+def _lesion_block(runs: tracking.TrackedRuns, covered: stats.Coverage, contaminated: Mapping[str, bool], settings: stats.StatsSettings) -> dict[str, Any]:
+    """The results' lesion-wise block (``stats.lesion_analysis``) under the lesion profile every model was scored with, on
+    the leaderboard's models and cases (``covered``: a model lacking cases is left out under ``own_cases``)."""
+    lesion_rows = covered.board(runs.lesion_rows)
+    profiles = {model: tags.get(LESION_PROFILE_TAG) for model, tags in runs.tags.items() if model in set(lesion_rows["model"])}
     if len(set(profiles.values())) != 1 or None in profiles.values():
         raise ValueError(f"lesion-wise scores under different lesion profiles {profiles}: rerun the score stages with one scoring.lesions.profile")
-    return stats.lesion_analysis(runs.lesion_rows, runs.instance_rows, profile=next(iter(profiles.values())), settings=settings,
+    return stats.lesion_analysis(lesion_rows, covered.board(runs.instance_rows), profile=next(iter(profiles.values())), settings=settings,
                                  contaminated={m: c for m, c in contaminated.items() if m in profiles})
 
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from segbench.stats.coverage import coverage_text
 from segbench.stats.verdicts import CODE_WORDS, base_digits, format_estimate, format_level, format_p
 
 Cell = dict[str, Any]  # analysis.structures.<s>.metrics.<m>
@@ -401,3 +402,40 @@ def unit_sentence(results: dict[str, Any]) -> str:
             f"these, from these {len(sizes)} {field} clusters (the largest holds {100 * largest:.0f}%), not for a new {field}. "
             f"Resampling {field}s instead (clustered bootstrap, a sensitivity analysis) changes {len(changes['first_second'])} "
             f"of {n} #1-versus-#2 verdicts and {len(changes['co_winners'])} of {n} co-winner sets (why the case: methodology, 5.16).")
+
+
+def coverage_notes(results: dict[str, Any]) -> list[str]:
+    """Said once per dataset on every view: each model lacking cases, its n of N and what the leaderboard does with it
+    (``results.coverage``, segbench.stats.coverage); [] when every model covers every case."""
+    block = results.get("coverage")
+    if not block:
+        return []
+    notes = [f"{model}: {coverage_text(entry, block['applied'])}." for model, entry in sorted(block["models"].items())]
+    if block["applied"] == "shared_cases":
+        notes.append(f"The leaderboard is on the {block['shared_cases']['n_cases']} of {block['n_cases']} cases every model has: "
+                     f"{', '.join(sorted(block['models']))} lack the others"
+                     + (" (no model covers every case, so own_cases is applied as shared_cases)." if block["policy"] != block["applied"] else "."))
+    return notes
+
+
+def own_case_lines(results: dict[str, Any], structure: str, metric: str) -> list[str]:
+    """Per model estimated on its own cases (coverage ``own_cases``), one line for a leaderboard cell: its estimate and rank
+    on those cases, and the verdict against its neighbour in the ranking of those cases; [] for none."""
+    block = results.get("coverage") or {}
+    lines = []
+    for model, analysis in sorted((block.get("analyses") or {}).items()):
+        cell = analysis["structures"].get(structure, {}).get("metrics", {}).get(metric)
+        if not cell or model not in cell["models"]:
+            continue
+        entry, n = block["models"][model], analysis["structures"][structure]["n_cases"]
+        order = (cell.get("ranking") or {}).get("order") or []
+        text = (f"{model}, {entry['n_cases']} of {entry['of']} cases (beside the leaderboard): "
+                f"{estimate(cell['models'][model], cell, metric)} on its {n} {structure} case{'' if n == 1 else 's'}")
+        if model in order:
+            position = order.index(model)
+            text += f", #{cell['ranking']['rank'][model]} of {len(order)} on them"
+            v = next_verdict(cell, order[position - 1]) if position else next_verdict(cell, model)
+            if v:
+                text += f"; {v['a']} versus {v['b']} there: {CODE_WORDS[v['code']]}, {v['text']}"
+        lines.append(text)
+    return lines

@@ -24,6 +24,7 @@ from .assets import CSS, JS
 from .common import (
     against_source,
     audit_of,
+    coverage_notes,
     disclosure,
     display_order,
     estimate,
@@ -31,6 +32,7 @@ from .common import (
     identical_counts,
     identical_text,
     kind,
+    own_case_lines,
     p_rank1_text,
     pair,
     slug,
@@ -117,6 +119,7 @@ def _notes(results: Results) -> str:
     if copies:  # a simulated model that changed nothing there, or a real one that returned the reference: look at the cases
         notes.append("Identical to the reference (every structure Dice exactly 1) in some cases: "
                      + html.escape("; ".join(f"{n} {identical_text(c)}" for n, c in sorted(copies.items()))) + ".")
+    notes += [html.escape(note) for note in coverage_notes(results)]
     contaminated = sorted(n for n, m in results["models"].items() if m.get("contaminated"))
     if contaminated:
         notes.append("Trained on this data, so shown but left out of ranks, tests and winners: "
@@ -426,6 +429,7 @@ def _structure_body(results: Results, structure: str, anchor: Callable[[str], st
         parts.append(f'<h2 id="{anchor(metric)}">{html.escape(metric)}</h2>')
         parts.append(_headline(cell, metric))
         parts.append(tables.leaderboard(cell, models, metric, audit_of(results, structure, metric), structure, settings))
+        parts += [f'<p class="note own-cases">{html.escape(line)}</p>' for line in own_case_lines(results, structure, metric)]
         plots = [figures.forest(cell, models, metric, settings)] + ([figures.blob(cell, models, settings)] if cell.get("ranking") else [])
         parts.append(disclosure("Plots: means with CIs, rank frequencies", _plots(plots, f"{key}-a")))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from segbench.stats.coverage import coverage_text
 from segbench.stats.heads import shown_mean
 from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS
 
@@ -61,8 +62,10 @@ def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
 def summary_tags(results: dict[str, Any]) -> dict[str, str]:
     """Per structure and metric with a verdict on #1 against #2: ``<structure>.<metric>.verdict``, its words as every
     view prints them ('✘ not separable'), a text column of MLflow's runs table."""
-    return {f"{structure}.{metric}.verdict": CODE_WORDS[cell["verdict"]["code"]] for structure, metric, cell in _cells(results)
+    tags = {f"{structure}.{metric}.verdict": CODE_WORDS[cell["verdict"]["code"]] for structure, metric, cell in _cells(results)
             if (cell.get("verdict") or {}).get("code") in CODE_NUMBER}
+    coverage = results.get("coverage") or {}
+    return {**tags, **{f"coverage.{model}": coverage_text(entry, coverage["applied"]) for model, entry in (coverage.get("models") or {}).items()}}
 
 
 def leaderboard_table(results: dict[str, Any]) -> pd.DataFrame:

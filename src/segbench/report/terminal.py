@@ -18,7 +18,8 @@ import pandas as pd
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.verdicts import CODE_WORDS, format_level
 
-from .common import audit_of, audit_words, display_order, estimate, fmt_rank, markers, next_verdict, p_rank1_text, unit_sentence
+from .common import (audit_of, audit_words, coverage_notes, display_order, estimate, fmt_rank, markers, next_verdict, own_case_lines, p_rank1_text,
+                     unit_sentence)
 from .summary import TABLE_COLUMNS, leaderboard_table
 
 Results = dict[str, Any]
@@ -80,7 +81,7 @@ def _overview_cell(results: Results, structure: str, metric: str, cell: dict[str
     lines = [verdict_sentence(v) if v["pairs"] else CODE_WORDS["single_model"], *_identical(cell)]
     if v["pairs"]:
         lines.append(audit_words(audit_of(results, structure, metric), structure))
-    return head, lines
+    return head, [*lines, *own_case_lines(results, structure, metric)]
 
 
 def _leaderboard_rows(results: Results, structure: str, metric: str) -> tuple[str, list[tuple[str, list[str]]]]:
@@ -101,7 +102,7 @@ def _leaderboard_rows(results: Results, structure: str, metric: str) -> tuple[st
         v = next_verdict(cell, name)
         rows.append((f"{ranking['rank'][name]}. {name} {estimate(est, cell, metric)}, P(rank 1) {p_rank1_text(cell, name)}, "
                      f"ranks {fmt_rank(lo)}–{fmt_rank(hi)}", [verdict_sentence(v) if v else "last ranked"]))
-    return title, rows
+    return title, [*rows, *((f"–. {line}", []) for line in own_case_lines(results, structure, metric))]
 
 
 def lesion_view(results: Results) -> Results | None:
@@ -151,12 +152,12 @@ def _blocks(all_results: Sequence[Results], structure: str | None, metric: str |
             for view in [results, *([lesions] if lesions else [])]:
                 cells = list(_cells(view))
                 d = view["dataset"]
-                notes = [*filter(None, [unit_sentence(view)]), *_table_notes(view, [c for _, _, c, _ in cells]), CO_WINNERS]
+                notes = [*filter(None, [unit_sentence(view)]), *coverage_notes(view), *_table_notes(view, [c for _, _, c, _ in cells]), CO_WINNERS]
                 yield f"{d.get('title') or d['name']}: {_kinds_line(view)}", notes, [_overview_cell(view, *entry) for entry in cells]
             continue
         for name in _metrics(results, structure, metric):
             title, rows = _leaderboard_rows(results, structure, name)
-            yield title, _table_notes(results, [results["analysis"]["structures"][structure]["metrics"][name]]), rows
+            yield title, [*coverage_notes(results), *_table_notes(results, [results["analysis"]["structures"][structure]["metrics"][name]])], rows
 
 
 def _metrics(results: Results, structure: str, metric: str | None) -> list[str]:

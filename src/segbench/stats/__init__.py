@@ -15,6 +15,7 @@ from .audited import MARGIN as AUDIT_MARGIN
 from .audited import AuditTables, BoardCell, audited, level_provider, population_data
 from .audited import board as audited_board
 from .calibration import SIMULATED
+from .coverage import COVERAGE_POLICIES, DEFAULT_COVERAGE, Coverage, coverage, coverage_text
 from .heads import PLOT_COLUMNS, leaderboard_heads, mean_ci_rows
 from .identical import identical_to_reference
 from .lesions import lesion_analysis
@@ -23,6 +24,11 @@ from .settings import StatsSettings
 from .source import beside_source, reanalyze_source
 
 __all__ = [
+    "COVERAGE_POLICIES",
+    "DEFAULT_COVERAGE",
+    "Coverage",
+    "coverage",
+    "coverage_text",
     "AUDIT_MARGIN", "PLOT_COLUMNS", "SIMULATED", "AuditTables", "BoardCell", "StatsSettings", "analyze", "audited", "audited_board",
     "audited_lesions", "beside_source", "identical_to_reference", "leaderboard_heads", "lesion_analysis", "level_provider", "mean_ci_rows",
     "population_data", "reanalyze",
