@@ -1,0 +1,120 @@
+"""A folder of predictions made elsewhere onto the leaderboard by configuration only (kind ``predictions``,
+conf/predictions/), with real dvc, MLflow and KiTS23 label maps. The folders are fabricated from the SIMULATED model
+sim_erode_1mm's predictions: 4 of the experiment's 6 cases, so the example's scores there equal sim_erode_1mm's."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests_support import commit_all, new_project
+from tests_support import run_command as run
+
+CASES = ["case_00030", "case_00110", "case_00210", "case_00425", "case_00002", "case_00005"]
+HELD = CASES[:4]  # the cases the folder holds
+MODELS = ["sim_dilate_1mm", "sim_erode_1mm"]
+OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=300", "published=[]",
+             "stats.scheme_resamples=100"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small experiment reproduced and committed, before any folder of predictions is added."""
+    proj = new_project(root, tmp_path_factory.mktemp("predictions") / "proj", OVERRIDES)
+    run(["dvc", "repro"], proj)
+    commit_all(proj, "base")
+    return proj
+
+
+def fabricate(project: Path, folder: Path) -> None:
+    """The folder a user would bring: the held cases' files of sim_erode_1mm, nothing else."""
+    folder.mkdir(parents=True)
+    for case in HELD:
+        shutil.copyfile(project / "predictions" / "kits23" / "sim_erode_1mm" / f"{case}.nii.gz", folder / f"{case}.nii.gz")
+
+
+def exp_run(project: Path, *overrides: str) -> str:
+    """`dvc exp run` with the experiment's overrides and ``overrides`` (each run composes conf/ anew: -S replaces)."""
+    return run(["dvc", "exp", "run", *(arg for o in (*OVERRIDES, *overrides) for arg in ("-S", o))], project)
+
+
+def ran_stages(output: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", output))
+
+
+def board_estimates(results: dict) -> dict:
+    """Every board model's estimates, per structure and metric."""
+    return {(s, m): cell["models"] for s, block in results["analysis"]["structures"].items() for m, cell in block["metrics"].items()}
+
+
+def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) -> None:
+    before = json.loads((project / "results" / "kits23.json").read_text())
+    fabricate(project, project / "userdata" / "example_subset")
+    out = exp_run(project, "predictions=[example_subset]")
+    assert ran_stages(out) == {"predictions@example_subset", "score-predictions@example_subset", "track-predictions@example_subset",
+                               "compare@kits23", "report"}, out
+    results = json.loads((project / "results" / "kits23.json").read_text())
+    coverage = results["coverage"]
+    assert coverage["policy"] == coverage["applied"] == "own_cases"
+    assert coverage["models"] == {"example_subset": {"n_cases": 4, "of": 6, "missing": sorted(set(CASES) - set(HELD))}}
+    # the other models' estimates are those of the run without the folder
+    assert board_estimates(results) == board_estimates(before)
+    assert "example_subset" not in results["analysis"]["models"]
+    # its own analysis: its cases, every board model on them; its files are sim_erode_1mm's, so are its scores there
+    own = coverage["analyses"]["example_subset"]["structures"]["kidney"]
+    assert own["n_cases"] == 4 and sorted(own["case_ids"]) == sorted(HELD)
+    dice = own["metrics"]["dice"]["per_case"]
+    assert dice["example_subset"] == dice["sim_erode_1mm"]
+    held = [before["analysis"]["structures"]["kidney"]["case_ids"].index(c) for c in own["case_ids"]]
+    assert dice["sim_erode_1mm"] == [before["analysis"]["structures"]["kidney"]["metrics"]["dice"]["per_case"]["sim_erode_1mm"][i] for i in held]
+    manifest = json.loads((project / "predictions" / "kits23" / "example_subset" / "manifest.json").read_text())
+    assert manifest["kind"] == "predictions" and manifest["source"]["path"] == "userdata/example_subset" and manifest["source"]["files"] == 4
+    assert manifest["missing"] == sorted(set(CASES) - set(HELD), key=CASES.index)
+    # every view says it: segbench show, the site, MLflow (the model's run and the leaderboard's), and reanalyze checks it
+    shown = run(["segbench", "show"], project)
+    assert "example_subset: 4 of 6 cases (no prediction for 2; estimated on its own cases, beside the leaderboard)" in shown
+    assert "example_subset, 4 of 6 cases (beside the leaderboard):" in shown
+    page = (project / "site" / "kits23-kidney.html").read_text()
+    assert "example_subset, 4 of 6 cases (beside the leaderboard)" in page
+    with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
+        tags = dict(db.execute("SELECT t.key, t.value FROM tags t JOIN runs r USING (run_uuid) WHERE r.name IN ('example_subset', 'leaderboard') "
+                               "AND t.key LIKE '%coverage%'").fetchall())
+    assert tags["segbench.coverage"] == "4 of 6 cases (no prediction for 2)"
+    assert tags["coverage.example_subset"].startswith("4 of 6 cases")
+    assert "every statistic re-derived" in run(["segbench", "reanalyze", "results/kits23.json"], project)
+
+
+def test_a_folder_imported_with_dvc_import_reproduces_on_a_new_clone(project: Path, tmp_path: Path) -> None:
+    """`dvc import` of a folder from another DVC repository; the project pushed, cloned, pulled: `dvc repro` reruns nothing."""
+    source = tmp_path / "lab"
+    source.mkdir()
+    run(["git", "init", "-q"], source)
+    run(["dvc", "init", "-q"], source)
+    fabricate(project, source / "preds")
+    run(["dvc", "add", "-q", "preds"], source)
+    run(["dvc", "remote", "add", "-d", "store", str(tmp_path / "lab-remote")], source)
+    run(["dvc", "push", "-q"], source)
+    commit_all(source, "predictions")
+    run(["dvc", "import", "-q", str(source), "preds", "-o", "userdata/imported"], project)
+    config = yaml.safe_load((project / "conf" / "predictions" / "example_subset.yaml").read_text())["example_subset"]
+    (project / "conf" / "predictions" / "imported.yaml").write_text(yaml.safe_dump({"imported": {**config, "path": "userdata/imported"}}))
+    out = exp_run(project, "predictions=[imported]")
+    assert "predictions@imported" in ran_stages(out) and not {s for s in ran_stages(out) if s.startswith(("predict@", "score@"))}
+    run(["dvc", "remote", "add", "-d", "-f", "own", str(tmp_path / "remote")], project)
+    run(["dvc", "push", "-q"], project)
+    commit_all(project, "with an imported folder of predictions")
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
+    run(["dvc", "pull", "-q"], clone)
+    assert (clone / "userdata" / "imported" / f"{HELD[0]}.nii.gz").is_file()
+    out = run(["dvc", "repro"], clone)
+    assert not ran_stages(out), out
+    assert json.loads((clone / "results" / "kits23.json").read_text())["coverage"]["models"]["imported"]["n_cases"] == 4
