@@ -144,3 +144,17 @@ def test_lesion_setting_comes_from_scoring_lesions_and_bad_values_are_named(root
             parse_params(bad, root)
     none = {**raw, "scoring": {**raw["scoring"], "lesions": {**raw["scoring"]["lesions"], "structures": ["liver_tumor"]}}}
     assert parse_params(none, root).lesion_setting("kits23") is None
+
+
+def test_only_a_simulated_model_reads_the_reference_labels(root: Path) -> None:
+    """A real model handed the reference labels is scored against its own input (a `cp` of the labels as a "model"):
+    refused, naming the model, for an inference model and an interactive one alike."""
+    raw = compose_params(root / "conf", ["model=[sim_dilate_1mm]"])
+    raw["model"]["sim_dilate_1mm"]["kind"] = "inference"
+    raw["interactive_model"]["region_growing"]["input"] = "reference_labels"
+    for where, kind in (("model 'sim_dilate_1mm'", "inference"), ("model 'region_growing'", "interactive")):
+        with pytest.raises(ConfigError, match=f"{where}: input reference_labels is for simulated models .* kind '{kind}' is scored .*cannot read them"):
+            parse_params(raw, root)
+        raw["model"]["sim_dilate_1mm"]["kind"] = "simulated"
+    raw["interactive_model"]["region_growing"]["input"] = "images"
+    assert parse_params(raw, root).model("sim_dilate_1mm").input == "reference_labels"

@@ -151,6 +151,87 @@ def test_dvc_composition_is_segbenchs(dvc_project: Path, tmp_path: Path) -> None
     assert composed["validated"] is True and composed["stats"]["ci_method"] == "bca"
 
 
+#: a pipeline of the real one's shape, in seconds: per dataset x model of params.yaml, predictions then scores
+SMALL_PIPELINE = """\
+stages:
+  predict:
+    matrix:
+      dataset: ${dataset}
+      model: ${model}
+    cmd: mkdir -p predictions/${item.dataset}/${item.model} && echo ${item.model} > predictions/${item.dataset}/${item.model}/masks
+    params:
+      - model.${item.model}
+    outs:
+      - predictions/${item.dataset}/${item.model}
+  score:
+    matrix:
+      dataset: ${dataset}
+      model: ${model}
+    cmd: mkdir -p scores/${item.dataset}/${item.model} && cp predictions/${item.dataset}/${item.model}/masks scores/${item.dataset}/${item.model}/
+    deps:
+      - predictions/${item.dataset}/${item.model}
+    outs:
+      - scores/${item.dataset}/${item.model}
+"""
+
+
+@pytest.fixture
+def small_project(dvc_project: Path, root: Path) -> Path:
+    """``dvc_project`` with SMALL_PIPELINE for dvc.yaml and a model of the user's own, conf/model/mine.yaml (not in
+    conf/config.yaml's default list)."""
+    (dvc_project / "dvc.yaml").write_text(SMALL_PIPELINE, encoding="utf-8")
+    sim = (root / "conf" / "model" / "sim_erode_1mm.yaml").read_text(encoding="utf-8")
+    (dvc_project / "conf" / "model" / "mine.yaml").write_text(sim.replace("sim_erode_1mm:", "mine:", 1), encoding="utf-8")
+    commit_all(dvc_project, "a small pipeline and the user's model")
+    return dvc_project
+
+
+def _models(proj: Path) -> list[str]:
+    return list(yaml.safe_load((proj / "params.yaml").read_text(encoding="utf-8"))["model"])
+
+
+def _outputs(proj: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(proj)): f.read_bytes() for d in ("predictions", "scores") for f in sorted((proj / d).rglob("*")) if f.is_file()}
+
+
+def _exp_run(proj: Path, *overrides: str) -> str:
+    """``dvc exp run -S ...`` in the workspace; the experiment's name (DVC prints "Ran experiment(s): NAME")."""
+    out = run_command(["dvc", "exp", "run", *[a for o in overrides for a in ("-S", o)]], proj)
+    return re.search(r"Ran experiment\(s\): (\S+)", out).group(1)  # type: ignore[union-attr]
+
+
+def test_set_param_composes_from_conf_and_exp_apply_restores(small_project: Path) -> None:
+    """docs/guide.md, "What -S replaces": `+model=[mine]` appends to conf/config.yaml's models; the next run composes
+    from conf/ again (its own -S only), so mine leaves params.yaml and its outputs the workspace; `dvc exp apply`
+    of the run that had it brings both back."""
+    defaults = _models(small_project)
+    with_mine = _exp_run(small_project, "+model=[mine]")
+    assert _models(small_project) == [*defaults, "mine"] and (small_project / "scores" / "kits23" / "mine" / "masks").is_file()
+    kept = (small_project / "params.yaml").read_bytes(), _outputs(small_project)
+    _exp_run(small_project, "stats.ci_method=bca")
+    assert _models(small_project) == defaults and not (small_project / "predictions" / "kits23" / "mine").exists()
+    run_command(["dvc", "exp", "apply", with_mine], small_project)
+    assert ((small_project / "params.yaml").read_bytes(), _outputs(small_project)) == kept
+
+
+def test_failed_composition_leaves_the_workspace(small_project: Path) -> None:
+    """The user's own set as a conf/ file (docs/guide.md: conf/experiment/<name>.yaml, `-S +experiment=<name>`), run in
+    the workspace; then `dvc exp run -S` with a bad value fails at composition: params.yaml (the experiment's, not the
+    committed one) byte for byte, dvc.lock, and every prediction and score as they were."""
+    (small_project / "conf" / "experiment").mkdir()
+    (small_project / "conf" / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - /model: [mine]\n  - /published: [segauge_kits23_seed]\n", encoding="utf-8")
+    defaults = _models(small_project)
+    _exp_run(small_project, "+experiment=mine")
+    composed = yaml.safe_load((small_project / "params.yaml").read_text(encoding="utf-8"))
+    assert list(composed["model"]) == [*defaults, "mine"] and "segauge_kits23_seed" in composed["published"]
+    before = [(small_project / n).read_bytes() for n in ("params.yaml", "dvc.lock")], _outputs(small_project)
+    assert "scores/kits23/mine/masks" in before[1]
+    for override in ("model=[nope]", "+model=[nope]", "stats.ci_method=bcaa", "dataset.kits23.cases=[case_99999]", "+experiment=nope"):
+        result, _ = _run(["dvc", "exp", "run", "-S", "+experiment=mine", "-S", override], small_project)
+        assert result.returncode != 0 and "Running stage" not in result.stdout + result.stderr, override
+        assert ([(small_project / n).read_bytes() for n in ("params.yaml", "dvc.lock")], _outputs(small_project)) == before, override
+
 @pytest.mark.slow
 def test_guide_user_score_files_leave_data_dvc_untouched(root: Path, tmp_path: Path) -> None:
     """The guide's challengeR example (docs/published.md), its file where the guide puts it, through `dvc repro` of its

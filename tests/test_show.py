@@ -239,3 +239,32 @@ def test_p_rank1_of_identical_models_says_it_is_shared(every_dir: Path, tmp_path
     assert f"P(rank 1) 1.00, shared with {twin} (identical on every case), ranks" in board
     assert f"P(rank 1) 1.00, shared with {first} (identical on every case), ranks" in board
     assert board.count("shared with") == 2
+
+
+def test_cases_identical_to_the_reference_are_flagged_on_every_view(results_dir: Path, tmp_path: Path) -> None:
+    """A model that left cases identical to the reference is named under every table of `segbench show`, in the
+    leaderboard run's MLflow tags, on the dataset's page, and beside its mean in DVC's metrics when it is #1; one
+    identical on most of its cases is called out. With none, no view says anything."""
+    from segbench.report import standalone_dataset_page
+    from segbench.report.summary import IDENTICAL_TAG, summary_tags
+    from segbench.stats import leaderboard_heads
+
+    results = _results(results_dir, "touchstone_totalsegmentator")
+    first, other = results["analysis"]["structures"]["aorta"]["metrics"]["dice"]["ranking"]["order"][:2]
+    counts = results["analysis"]["models"]
+    n = counts[first]["identical_to_reference"]["of"]
+    counts[first]["identical_to_reference"], counts[other]["identical_to_reference"] = {"cases": n - 2, "of": n}, {"cases": 1, "of": n}
+    flag = f"{first} IDENTICAL TO THE REFERENCE on {n - 2} of {n} cases (most: was it given the reference labels?)"
+    some = f"{other} leaves 1 of {n} cases identical to the reference"
+    (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))
+    for args in ((), ("touchstone_totalsegmentator", "--structure", "aorta", "--metric", "dice")):
+        text = " ".join(_show("--results", str(tmp_path), *args).stdout.split())
+        assert flag in text and some in text, text[:2000]
+    assert flag in summary_tags(results)[IDENTICAL_TAG] and some in summary_tags(results)[IDENTICAL_TAG]
+    assert flag in " ".join(standalone_dataset_page(results).split())
+    assert leaderboard_heads(results["analysis"])["aorta", "dice"]["first_identical_to_reference"] == f"{n - 2} of {n} cases"
+    for model in (first, other):
+        counts[model]["identical_to_reference"] = {"cases": 0, "of": n}
+    (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))
+    assert "identical to the reference" not in _show("--results", str(tmp_path)).stdout.lower()
+    assert IDENTICAL_TAG not in summary_tags(results) and "first_identical_to_reference" not in leaderboard_heads(results["analysis"])["aorta", "dice"]

@@ -371,6 +371,10 @@ def _model(name: str, raw: dict[str, Any]) -> ModelConfig:
     model_input = str(raw.get("input", "images"))
     if model_input not in MODEL_INPUTS:
         raise ConfigError(f"{where}: input must be one of {MODEL_INPUTS}, got {model_input!r}")
+    if model_input == "reference_labels" and kind != "simulated":
+        # the reference is the answer: a model handed it scores itself against its own input
+        raise ConfigError(f"{where}: input reference_labels is for simulated models (error models of the reference); "
+                          f"a model of kind {kind!r} is scored against the reference labels, so it cannot read them: use input: images")
     invocation = str(raw.get("invocation", "dataset"))
     if invocation not in INVOCATIONS:
         raise ConfigError(f"{where}: invocation must be one of {INVOCATIONS}, got {invocation!r}")

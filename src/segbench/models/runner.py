@@ -21,8 +21,8 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import nibabel as nib
 import numpy as np

@@ -74,6 +74,18 @@ def identical_counts(results: dict[str, Any]) -> dict[str, dict[str, int] | None
     return {name: (analysed.get(name) or {}).get("identical_to_reference") for name in results["models"]}
 
 
+def identical_note(results: dict[str, Any]) -> str:
+    """The note every view prints when a model left any case identical to the reference ('' when none did): a simulated
+    model that changed nothing there, or a model that returned the reference; on most of its cases it is called out,
+    since its scores then measure its input, not a segmentation."""
+    copies = {n: c for n, c in identical_counts(results).items() if c and c["cases"]}
+    if not copies:
+        return ""
+    clauses = [f"{name} IDENTICAL TO THE REFERENCE on {c['cases']} of {c['of']} cases (most: was it given the reference labels?)"
+               if 2 * c["cases"] > c["of"] else f"{name} {identical_text(c)}" for name, c in sorted(copies.items())]
+    return f"Identical to the reference (every structure Dice exactly 1) in some cases: {'; '.join(clauses)}."
+
+
 def short_mark(model: dict[str, Any]) -> str:
     """Compact suffix for plot labels, e.g. ' [sim]' or ' [trained on this data]'."""
     marks = {"simulated": "sim", "published": "pub"}.get(kind(model), "")

@@ -30,6 +30,7 @@ from .common import (
     estimate,
     fmt,
     identical_counts,
+    identical_note,
     identical_text,
     kind,
     own_case_lines,
@@ -115,10 +116,8 @@ def _notes(results: Results) -> str:
         notes.append("PSEUDO-REFERENCE: this dataset's references are a model's output ("
                      + html.escape(results["dataset"].get("reference_note") or "not a manual annotation")
                      + "). Every score here measures agreement with that model, not accuracy.")
-    copies = {n: c for n, c in identical_counts(results).items() if c and c["cases"]}
-    if copies:  # a simulated model that changed nothing there, or a real one that returned the reference: look at the cases
-        notes.append("Identical to the reference (every structure Dice exactly 1) in some cases: "
-                     + html.escape("; ".join(f"{n} {identical_text(c)}" for n, c in sorted(copies.items()))) + ".")
+    if identical := identical_note(results):  # a simulated model that changed nothing there, or a model that returned the reference
+        notes.append(html.escape(identical))
     notes += [html.escape(note) for note in coverage_notes(results)]
     contaminated = sorted(n for n, m in results["models"].items() if m.get("contaminated"))
     if contaminated:

@@ -14,8 +14,12 @@ from segbench.stats.coverage import coverage_text
 from segbench.stats.heads import shown_mean
 from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS
 
+from .common import identical_note
+
 #: how many structures the runs table's view shows (a published set may have a hundred; the rest are a column choice away)
 VIEW_STRUCTURES = 8
+#: the leaderboard run's tag naming the models that left cases identical to the reference (absent when none did)
+IDENTICAL_TAG = "identical_to_reference"
 #: the leaderboard table's columns, one row per structure, metric and model in leaderboard order
 TABLE_COLUMNS = ["structure", "metric", "rank", "model", "mean", "ci_low", "ci_high", "n", "p_rank1", "rank_low", "rank_high",
                  "co_winner", "verdict_vs_next", "verdict_vs_next_words", "verdict_vs_next_text"]
@@ -61,11 +65,14 @@ def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
 
 def summary_tags(results: dict[str, Any]) -> dict[str, str]:
     """Per structure and metric with a verdict on #1 against #2: ``<structure>.<metric>.verdict``, its words as every
-    view prints them ('✘ not separable'), a text column of MLflow's runs table."""
-    tags = {f"{structure}.{metric}.verdict": CODE_WORDS[cell["verdict"]["code"]] for structure, metric, cell in _cells(results)
-            if (cell.get("verdict") or {}).get("code") in CODE_NUMBER}
+    view prints them ('✘ not separable'), a text column of MLflow's runs table; ``identical_to_reference``, the
+    note naming the models that left cases identical to the reference, when one did (``identical_note``); and per model
+    lacking cases ``coverage.<model>``, its n of N cases and the policy applied (``results.coverage``)."""
+    verdicts = {f"{structure}.{metric}.verdict": CODE_WORDS[cell["verdict"]["code"]] for structure, metric, cell in _cells(results)
+                if (cell.get("verdict") or {}).get("code") in CODE_NUMBER}
     coverage = results.get("coverage") or {}
-    return {**tags, **{f"coverage.{model}": coverage_text(entry, coverage["applied"]) for model, entry in (coverage.get("models") or {}).items()}}
+    return {**verdicts, **({IDENTICAL_TAG: note} if (note := identical_note(results)) else {}),
+            **{f"coverage.{model}": coverage_text(entry, coverage["applied"]) for model, entry in (coverage.get("models") or {}).items()}}
 
 
 def leaderboard_table(results: dict[str, Any]) -> pd.DataFrame:

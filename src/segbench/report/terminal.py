@@ -18,8 +18,20 @@ import pandas as pd
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.verdicts import CODE_WORDS, format_level
 
-from .common import (audit_of, audit_words, coverage_notes, display_order, estimate, fmt_rank, markers, next_verdict, own_case_lines, p_rank1_text,
-                     unit_sentence)
+from .common import (
+    audit_of,
+    audit_words,
+    coverage_notes,
+    display_order,
+    estimate,
+    fmt_rank,
+    identical_note,
+    markers,
+    next_verdict,
+    own_case_lines,
+    p_rank1_text,
+    unit_sentence,
+)
 from .summary import TABLE_COLUMNS, leaderboard_table
 
 Results = dict[str, Any]
@@ -58,9 +70,10 @@ def _cells(results: Results, structures: Sequence[str] | None = None) -> Iterato
 
 
 def _table_notes(results: Results, cells: Sequence[dict[str, Any]]) -> list[str]:
-    """What a table says once: the CI head and each distinct sentence naming how its Δ intervals were computed."""
+    """What a table says once: the CI head, each distinct sentence naming how its Δ intervals were computed, and the
+    models that left cases identical to the reference (``identical_note``)."""
     intervals = dict.fromkeys(c["verdict"]["intervals"] for c in cells if (c.get("verdict") or {}).get("intervals"))
-    return [_ci_head(results), *intervals]
+    return [_ci_head(results), *intervals, *filter(None, [identical_note(results)])]
 
 
 def _identical(cell: dict[str, Any]) -> list[str]:

@@ -38,7 +38,9 @@ def shown_mean(estimate: Mapping[str, Any], higher_is_better: bool) -> float:
 def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (structure, metric): #1, its mean (a number, for diffs and sorting, rounded as printed), its mean [CI] as
     every view prints it, the verdict on #1 versus #2 in the words every view prints (docs/methodology.md#57-verdicts)
-    and as a number for plots (``CODE_NUMBER``; none for a single ranked model), and the number of cases.
+    and as a number for plots (``CODE_NUMBER``; none for a single ranked model), the number of cases, and when #1 left
+    any case identical to the reference (``analysis.models.<model>.identical_to_reference``) ``first_identical_to_reference``,
+    'k of n cases': a #1 that returned the reference is flagged where its mean is read.
 
     The keys sort into reading order (``dvc metrics show`` sorts its columns). A cell without a ranked
     model is left out.
@@ -50,6 +52,7 @@ def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict
             if verdict is None:
                 continue
             estimate = cell["models"][verdict["first"]]
+            identical = (analysis.get("models", {}).get(verdict["first"]) or {}).get("identical_to_reference") or {}
             heads[structure, metric] = {
                 "first": verdict["first"],
                 "mean": shown_mean(estimate, bool(cell["higher_is_better"])),
@@ -57,6 +60,7 @@ def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict
                 "n": block["n_cases"],
                 "verdict": CODE_WORDS[verdict["code"]],
                 **({"verdict_number": CODE_NUMBER[verdict["code"]]} if verdict["code"] in CODE_NUMBER else {}),
+                **({"first_identical_to_reference": f"{identical['cases']} of {identical['of']} cases"} if identical.get("cases") else {}),
             }
     return heads
 
