@@ -69,12 +69,12 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
     assert board_estimates(results) == board_estimates(before)
     assert "example_subset" not in results["analysis"]["models"]
     # its own analysis: its cases, every board model on them; its files are sim_erode_1mm's, so are its scores there
-    own = coverage["analyses"]["example_subset"]["structures"]["kidney"]
+    own = coverage["analyses"]["example_subset"]["structures"]["kidney_and_mass"]
     assert own["n_cases"] == 4 and sorted(own["case_ids"]) == sorted(HELD)
     dice = own["metrics"]["dice"]["per_case"]
     assert dice["example_subset"] == dice["sim_erode_1mm"]
-    held = [before["analysis"]["structures"]["kidney"]["case_ids"].index(c) for c in own["case_ids"]]
-    assert dice["sim_erode_1mm"] == [before["analysis"]["structures"]["kidney"]["metrics"]["dice"]["per_case"]["sim_erode_1mm"][i] for i in held]
+    held = [before["analysis"]["structures"]["kidney_and_mass"]["case_ids"].index(c) for c in own["case_ids"]]
+    assert dice["sim_erode_1mm"] == [before["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]["per_case"]["sim_erode_1mm"][i] for i in held]
     manifest = json.loads((project / "predictions" / "kits23" / "example_subset" / "manifest.json").read_text())
     assert manifest["kind"] == "predictions" and manifest["source"]["path"] == "userdata/example_subset" and manifest["source"]["files"] == 4
     assert manifest["missing"] == sorted(set(CASES) - set(HELD), key=CASES.index)
@@ -82,7 +82,7 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
     shown = run(["segbench", "show"], project)
     assert "example_subset: 4 of 6 cases (no prediction for 2; estimated on its own cases, beside the leaderboard)" in shown
     assert "example_subset, 4 of 6 cases (beside the leaderboard):" in shown
-    page = (project / "site" / "kits23-kidney.html").read_text()
+    page = (project / "site" / "kits23--kidney_and_mass.html").read_text()
     assert "example_subset, 4 of 6 cases (beside the leaderboard)" in page
     with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
         tags = dict(db.execute("SELECT t.key, t.value FROM tags t JOIN runs r USING (run_uuid) WHERE r.name IN ('example_subset', 'leaderboard') "
