@@ -10,7 +10,7 @@ from scipy import stats
 from scipy.special import ndtr, ndtri
 
 from .resampling import CHUNK_ENTRIES, intervals, sort_columns
-from .schemes import signed_rank_z
+from .schemes import PairRanks, signed_rank_z
 
 
 def pair_indices(n_models: int) -> tuple[np.ndarray, np.ndarray]:
@@ -337,7 +337,7 @@ def common_case_groups(observed: np.ndarray, a: np.ndarray, b: np.ndarray) -> li
     return [(np.flatnonzero(group_of == g), np.flatnonzero(mask)) for g, mask in enumerate(masks)]
 
 
-def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> dict[str, np.ndarray]:
+def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float, paired: PairRanks | None = None) -> dict[str, np.ndarray]:
     """Significance map (docs/methodology.md#56-significance-map) of K models' (K, n) values -> (K, K) matrices.
 
     Cell (a, b): one-sided Wilcoxon signed-rank test 'a better than b' (alternative 'greater' for
@@ -345,7 +345,8 @@ def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> di
     that model; docs/methodology.md#513-case-alignment), scipy's defaults otherwise. All K(K-1)
     p-values are Holm-adjusted together. A pair whose differences are all zero (or that has no
     common case) gets p = 1 (never significant). The diagonal is NaN. ``n_cases`` counts each
-    pair's common cases.
+    pair's common cases. ``paired``: ``schemes.pair_ranks`` of ``values`` where the caller holds it (read for the
+    pairs on every case).
     """
     n_models = values.shape[0]
     a, b = np.nonzero(~np.eye(n_models, dtype=bool))
@@ -362,7 +363,11 @@ def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> di
             # ranks, tie-corrected SD), without scipy's per-call overhead.
             # One direction per pair: the reverse pair's statistic is exactly the negative.
             forward = pairs[test[a[pairs[test]] < b[pairs[test]]]]
-            centred, sd, _ = signed_rank_z(values[a[forward]][:, cases] - values[b[forward]][:, cases])
+            if paired is not None and cases.size == values.shape[1]:
+                at = a[forward] * (2 * n_models - a[forward] - 1) // 2 + b[forward] - a[forward] - 1  # np.triu_indices order
+                centred, sd = paired.centred[at], paired.sd[at]
+            else:
+                centred, sd, _ = signed_rank_z(values[a[forward]][:, cases] - values[b[forward]][:, cases])
             z = centred / sd if higher_is_better else -centred / sd
             reverse = b[forward] * (n_models - 1) + a[forward] - (a[forward] > b[forward])  # position of (b, a)
             p[forward], p[reverse] = ndtr(-z), ndtr(z)
