@@ -201,10 +201,14 @@ def _resampled_signed_ranks(
             row = counts_t[order[p, k]]
             pos = 1.0 if positive[p, k] else 0.0
             if single and group_end[p, k]:  # a group of one case: the common case, one pass
-                for r in range(n_resamples):
-                    c = float(row[r])
-                    tp[r] += pos * c * (cb[r] + (c + 1.0) * 0.5)
-                    cb[r] += c
+                if pos:
+                    for r in range(n_resamples):
+                        c = float(row[r])
+                        tp[r] += c * (cb[r] + (c + 1.0) * 0.5)
+                        cb[r] += c
+                else:  # a negative difference only moves the ranks above it
+                    for r in range(n_resamples):
+                        cb[r] += float(row[r])
                 continue
             for r in range(n_resamples):
                 c = float(row[r])
