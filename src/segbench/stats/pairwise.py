@@ -177,8 +177,7 @@ def sign_flips(diffs: np.ndarray, n_flips: int, rng: np.random.Generator, alpha:
     (P(p <= alpha) <= alpha at every alpha; docs/methodology.md#55-pairwise-separability).
 
     Kept for the intervals: per pair the k smallest lo_s and largest hi_s, k the count needed at ``alpha`` (every
-    level the analysis asks for is at most the family's alpha), so memory stays (max(4k, CHUNK_ENTRIES / P) + chunk) x P at
-    any n_flips.
+    level the analysis asks for is at most the family's alpha), so memory stays (4k + chunk) x P at any n_flips.
     """
     n_pairs, n = diffs.shape
     total = diffs.sum(axis=1)
@@ -188,8 +187,9 @@ def sign_flips(diffs: np.ndarray, n_flips: int, rng: np.random.Generator, alpha:
     reach = np.zeros(n_pairs)
     chunk = max(1, CHUNK_ENTRIES // max(n, 1))
     # per pair one contiguous row of lo_s and one of -hi_s: the selections below partition contiguous memory
-    capacity = min(n_flips, max(4 * keep, CHUNK_ENTRIES // max(n_pairs, 1)) + chunk)
+    capacity = min(n_flips, 4 * keep + chunk)
     lows, highs = np.empty((n_pairs, capacity)), np.empty((n_pairs, capacity))
+    signs, signs_sum = np.empty((min(chunk, n_flips), n)), np.empty(min(chunk, n_flips))  # reused: new pages cost more than the pass
     filled = 0
     for start in range(0, n_flips, chunk):
         size = min(chunk, n_flips - start)
@@ -197,8 +197,8 @@ def sign_flips(diffs: np.ndarray, n_flips: int, rng: np.random.Generator, alpha:
             lows[:, :keep], highs[:, :keep] = _smallest(lows[:, :filled], keep), _smallest(highs[:, :filled], keep)
             filled = keep
         # a fair bit per case: the top bit of a 32-bit draw, the bit integers(0, 2) returns from the same stream
-        signs, signs_sum = _signs(rng.integers(0, 2**32, size=(size, n), dtype=np.uint32))
-        _flip_intervals(signs @ diffs.T, signs_sum, total, n, slack, lows, highs, filled, reach)
+        _signs(rng.integers(0, 2**32, size=(size, n), dtype=np.uint32), signs, signs_sum)
+        _flip_intervals(signs[:size] @ diffs.T, signs_sum[:size], total, n, slack, lows, highs, filled, reach)
         filled += size
     lowest = np.ascontiguousarray(np.sort(_smallest(lows[:, :filled], keep), axis=1).T)
     highest = -np.ascontiguousarray(np.sort(_smallest(highs[:, :filled], keep), axis=1).T)
@@ -226,11 +226,10 @@ def merge_sign_flips(parts: list[tuple[np.ndarray, SignFlips]], n_pairs: int) ->
 
 
 @numba.njit(cache=True, nogil=True)
-def _signs(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """(F, n) uint32 draws -> signs +1.0 (top bit set) or -1.0, and each row's sum (exact: integers)."""
+def _signs(draws: np.ndarray, signs: np.ndarray, sums: np.ndarray) -> None:  # pragma: no cover - compiled
+    """(F, n) uint32 draws -> the first F rows of ``signs``: +1.0 (top bit set) or -1.0, and of ``sums``: each row's
+    sum (exact: integers)."""
     n_flips, n = draws.shape
-    signs = np.empty((n_flips, n))
-    sums = np.empty(n_flips)
     for r in range(n_flips):
         ups = 0
         for i in range(n):  # no float accumulator: the loop vectorises
@@ -238,7 +237,6 @@ def _signs(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no co
             signs[r, i] = 2.0 * up - 1.0
             ups += up
         sums[r] = 2.0 * ups - n
-    return signs, sums
 
 
 @numba.njit(cache=True, nogil=True)
