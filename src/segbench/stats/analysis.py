@@ -122,7 +122,7 @@ from .power import cases_needed
 from .ranges import range_violations
 from .ranking import identical_groups, leave_one_out, rank_min, ranking_stability
 from .resampling import bootstrap_means, bounded_ends, intervals, jackknife_means, resample_counts, rng_for
-from .schemes import consensus, schemes
+from .schemes import consensus, pair_ranks, schemes
 from .settings import StatsSettings
 from .subgroups import group_indices, group_tests
 from .verdicts import cell_verdict, incoherent_pairs, intervals_sentence
@@ -725,7 +725,8 @@ def _compare(
             {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}
             for p, (i, j) in enumerate(zip(a, b))
         ]
-    wil = wilcoxon_map(values, higher, settings.alpha)
+    paired = pair_ranks(values)  # one sort of the pairs' differences for the map and the test-then-rank scheme
+    wil = wilcoxon_map(values, higher, settings.alpha, paired)
     significance = _significance(wil, names, ("p_value", "p_adjusted", "significant"))
     alignment = None
     if context.union is not None:
@@ -753,7 +754,7 @@ def _compare(
             "significant": bool(significance["significant"][names[0]][names[1]]),
             **cases_needed(values[0] - values[1], settings.alpha, settings.power),
         }
-    scheme_block, boot_mean_ranks = schemes(values, names, higher, settings.alpha, context.counts)
+    scheme_block, boot_mean_ranks = schemes(values, names, higher, settings.alpha, context.counts, paired)
     return {"ranking": ranking, "pairwise": pairwise, "significance": significance, "loo": loo, "power": power,
             "alignment": alignment, "schemes": scheme_block, "_consensus": (names, full_ranks, boot_mean_ranks)}
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -74,19 +75,32 @@ def cluster_counts(clusters: list[np.ndarray], n_cases: int, n_resamples: int, r
     Stage 1 is one multinomial over the clusters per resample (multiplicities m, summing to C). Stage 2
     draws, for a cluster of n_c cases drawn m times, m * n_c of its cases uniformly with replacement
     (the same as m independent case resamples of it). All resamples' stage-2 draws are one vector of
-    integers counted by one bincount, as ``resampling.resample_counts`` does for the case bootstrap
-    (measured ~4x faster than a multinomial per cluster).
+    uniforms tallied in numba straight into the float64 matrix the products need, as ``resampling.resample_counts``
+    does for the case bootstrap (measured ~4x faster than a multinomial per cluster, and than np.repeat + np.bincount).
     """
     n_clusters = len(clusters)
     sizes = np.array([idx.size for idx in clusters], dtype=np.int64)
     times = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=n_resamples)
-    draws = (times * sizes).ravel()  # per (resample, cluster): how many of its cases to draw
-    cluster = np.repeat(np.tile(np.arange(n_clusters), n_resamples), draws)
-    resample = np.repeat(np.arange(n_resamples, dtype=np.int64), draws.reshape(n_resamples, n_clusters).sum(axis=1))
     start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    # floor(u * n_c) for u uniform in [0, 1): a uniform case of the cluster (cheaper than integers with an array bound)
-    case = np.concatenate(clusters)[start[cluster] + (rng.random(cluster.size) * sizes[cluster]).astype(np.int64)]
-    return np.bincount(resample * n_cases + case, minlength=n_resamples * n_cases).reshape(n_resamples, n_cases).astype(np.float64)
+    counts = np.zeros((n_resamples, n_cases))
+    _tally_clusters(times, sizes, start, np.concatenate(clusters), rng.random(int((times * sizes).sum())), counts)
+    return counts
+
+
+@numba.njit(cache=True, nogil=True)
+def _tally_clusters(
+    times: np.ndarray, sizes: np.ndarray, start: np.ndarray, members: np.ndarray, uniform: np.ndarray, counts: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """counts[r, case] += 1 for every stage-2 draw: resample r draws times[r, c] x sizes[c] cases of cluster c, each
+    the member floor(u x size) of the cluster for the next uniform u (resamples, then clusters, in order)."""
+    k = 0
+    for r in range(times.shape[0]):
+        row = counts[r]
+        for c in range(times.shape[1]):
+            size = sizes[c]
+            for _ in range(times[r, c] * size):
+                row[members[start[c] + int(uniform[k] * size)]] += 1.0
+                k += 1
 
 
 def cluster_jackknife(values: np.ndarray, clusters: list[np.ndarray]) -> np.ndarray:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from scipy import stats
 from scipy.special import ndtr, ndtri
 
 from .resampling import CHUNK_ENTRIES, intervals, sort_columns
-from .schemes import signed_rank_z
+from .schemes import PairRanks, signed_rank_z
 
 
 def pair_indices(n_models: int) -> tuple[np.ndarray, np.ndarray]:
@@ -176,24 +177,31 @@ def sign_flips(diffs: np.ndarray, n_flips: int, rng: np.random.Generator, alpha:
     (P(p <= alpha) <= alpha at every alpha; docs/methodology.md#55-pairwise-separability).
 
     Kept for the intervals: per pair the k smallest lo_s and largest hi_s, k the count needed at ``alpha`` (every
-    level the analysis asks for is at most the family's alpha), so memory stays (k + chunk) x P at any n_flips.
+    level the analysis asks for is at most the family's alpha), so memory stays (4k + chunk) x P at any n_flips.
     """
     n_pairs, n = diffs.shape
     total = diffs.sum(axis=1)
     tolerance = 1e-9 * np.abs(diffs).sum(axis=1)
     slack = tolerance / max(n, 1)
     keep = int(min(max(int(flip_count_needed(alpha, n_flips)), 1), n_flips))
-    lowest, highest = np.empty((0, n_pairs)), np.empty((0, n_pairs))
     reach = np.zeros(n_pairs)
     chunk = max(1, CHUNK_ENTRIES // max(n, 1))
+    # per pair one contiguous row of lo_s and one of -hi_s: the selections below partition contiguous memory
+    capacity = min(n_flips, 4 * keep + chunk)
+    lows, highs = np.empty((n_pairs, capacity)), np.empty((n_pairs, capacity))
+    signs, signs_sum = np.empty((min(chunk, n_flips), n)), np.empty(min(chunk, n_flips))  # reused: new pages cost more than the pass
+    filled = 0
     for start in range(0, n_flips, chunk):
-        signs = rng.integers(0, 2, size=(min(chunk, n_flips - start), n)).astype(np.float64) * 2.0 - 1.0
-        lo, hi = _flip_intervals(signs @ diffs.T, signs.sum(axis=1), total, n)
-        reach += ((lo - slack <= 0.0) & (hi + slack >= 0.0)).sum(axis=0)
-        lowest, highest = np.concatenate([lowest, lo]), np.concatenate([highest, -hi])
-        if lowest.shape[0] > 4 * keep:  # trim now and then, not per chunk: one partition per pair in most cases
-            lowest, highest = _smallest(lowest, keep), _smallest(highest, keep)
-    lowest, highest = np.sort(_smallest(lowest, keep), axis=0), -np.sort(_smallest(highest, keep), axis=0)
+        size = min(chunk, n_flips - start)
+        if filled + size > capacity:  # trim now and then, not per chunk: one partition per pair in most cases
+            lows[:, :keep], highs[:, :keep] = _smallest(lows[:, :filled], keep), _smallest(highs[:, :filled], keep)
+            filled = keep
+        # a fair bit per case: the top bit of a 32-bit draw, the bit integers(0, 2) returns from the same stream
+        _signs(rng.integers(0, 2**32, size=(size, n), dtype=np.uint32), signs, signs_sum)
+        _flip_intervals(signs[:size] @ diffs.T, signs_sum[:size], total, n, slack, lows, highs, filled, reach)
+        filled += size
+    lowest = np.ascontiguousarray(np.sort(_smallest(lows[:, :filled], keep), axis=1).T)
+    highest = -np.ascontiguousarray(np.sort(_smallest(highs[:, :filled], keep), axis=1).T)
     p = (1.0 + reach) / (n_flips + 1.0)
     beyond = reach == 0
     p[beyond] = np.minimum(p[beyond], sign_flip_tail_bound(diffs[beyond], tolerance[beyond]))
@@ -217,25 +225,54 @@ def merge_sign_flips(parts: list[tuple[np.ndarray, SignFlips]], n_pairs: int) ->
     return SignFlips(n_flips=first.n_flips, **fields)
 
 
-def _flip_intervals(flipped: np.ndarray, signs_sum: np.ndarray, total: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per flip (rows) and pair (columns) the interval [lo, hi] of δ at which the flip reaches the observed statistic.
+@numba.njit(cache=True, nogil=True)
+def _signs(draws: np.ndarray, signs: np.ndarray, sums: np.ndarray) -> None:  # pragma: no cover - compiled
+    """(F, n) uint32 draws -> the first F rows of ``signs``: +1.0 (top bit set) or -1.0, and of ``sums``: each row's
+    sum (exact: integers)."""
+    n_flips, n = draws.shape
+    for r in range(n_flips):
+        ups = 0
+        for i in range(n):  # no float accumulator: the loop vectorises
+            up = draws[r, i] >> 31
+            signs[r, i] = 2.0 * up - 1.0
+            ups += up
+        sums[r] = 2.0 * ups - n
+
+
+@numba.njit(cache=True, nogil=True)
+def _flip_intervals(
+    flipped: np.ndarray, signs_sum: np.ndarray, total: np.ndarray, n: int, slack: np.ndarray,
+    lows: np.ndarray, highs: np.ndarray, at: int, reach: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Per flip f (rows of ``flipped``) and pair p the interval [lo, hi] of δ at which the flip reaches the observed
+    statistic, stored as lows[p, at + f] = lo and highs[p, at + f] = -hi; reach[p] counts the flips whose interval
+    holds 0 (within ``slack``).
 
     ``flipped`` (F, P): A = sum of s_i d_i; ``signs_sum`` (F,): m = sum of s_i; ``total`` (P,): S. The ends are the
-    mean of d over the flipped cases, (S - A) / (n - m), and over the others, (S + A) / (n + m).
+    mean of d over the flipped cases, (S - A) / (n - m), and over the others, (S + A) / (n + m); a flip of every case
+    or of none reaches at every δ.
     """
-    m = signs_sum[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        over_flipped = (total - flipped) / (n - m)
-        over_unflipped = (total + flipped) / (n + m)
-    lo, hi = np.minimum(over_flipped, over_unflipped), np.maximum(over_flipped, over_unflipped)
-    same_sign = np.abs(signs_sum) == n
-    lo[same_sign], hi[same_sign] = -np.inf, np.inf
-    return lo, hi
+    n_flips, n_pairs = flipped.shape
+    for block in range(0, n_flips, 64):  # 64 flips at a time: the rows read stay in cache, the writes are contiguous
+        end = min(block + 64, n_flips)
+        for p in range(n_pairs):
+            for f in range(block, end):
+                m = signs_sum[f]
+                if abs(m) == n:
+                    lo, hi = -np.inf, np.inf
+                else:
+                    over_flipped = (total[p] - flipped[f, p]) / (n - m)
+                    over_unflipped = (total[p] + flipped[f, p]) / (n + m)
+                    lo, hi = min(over_flipped, over_unflipped), max(over_flipped, over_unflipped)
+                if lo - slack[p] <= 0.0 and hi + slack[p] >= 0.0:
+                    reach[p] += 1.0
+                lows[p, at + f] = lo
+                highs[p, at + f] = -hi
 
 
 def _smallest(values: np.ndarray, k: int) -> np.ndarray:
-    """The k smallest of each column of (R, P) ``values``, in no order (all of them when R <= k)."""
-    return np.partition(values, k - 1, axis=0)[:k] if values.shape[0] > k else values
+    """The k smallest of each row of (P, R) ``values``, in no order (all of them when R <= k)."""
+    return np.partition(values, k - 1, axis=1)[:, :k] if values.shape[1] > k else values
 
 
 def tail_bound_radius(spread: np.ndarray, n: np.ndarray, tolerance: np.ndarray, alpha: np.ndarray) -> np.ndarray:
@@ -298,7 +335,7 @@ def common_case_groups(observed: np.ndarray, a: np.ndarray, b: np.ndarray) -> li
     return [(np.flatnonzero(group_of == g), np.flatnonzero(mask)) for g, mask in enumerate(masks)]
 
 
-def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> dict[str, np.ndarray]:
+def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float, paired: PairRanks | None = None) -> dict[str, np.ndarray]:
     """Significance map (docs/methodology.md#56-significance-map) of K models' (K, n) values -> (K, K) matrices.
 
     Cell (a, b): one-sided Wilcoxon signed-rank test 'a better than b' (alternative 'greater' for
@@ -306,7 +343,8 @@ def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> di
     that model; docs/methodology.md#513-case-alignment), scipy's defaults otherwise. All K(K-1)
     p-values are Holm-adjusted together. A pair whose differences are all zero (or that has no
     common case) gets p = 1 (never significant). The diagonal is NaN. ``n_cases`` counts each
-    pair's common cases.
+    pair's common cases. ``paired``: ``schemes.pair_ranks`` of ``values`` where the caller holds it (read for the
+    pairs on every case).
     """
     n_models = values.shape[0]
     a, b = np.nonzero(~np.eye(n_models, dtype=bool))
@@ -323,7 +361,11 @@ def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float) -> di
             # ranks, tie-corrected SD), without scipy's per-call overhead.
             # One direction per pair: the reverse pair's statistic is exactly the negative.
             forward = pairs[test[a[pairs[test]] < b[pairs[test]]]]
-            centred, sd, _ = signed_rank_z(values[a[forward]][:, cases] - values[b[forward]][:, cases])
+            if paired is not None and cases.size == values.shape[1]:
+                at = a[forward] * (2 * n_models - a[forward] - 1) // 2 + b[forward] - a[forward] - 1  # np.triu_indices order
+                centred, sd = paired.centred[at], paired.sd[at]
+            else:
+                centred, sd, _ = signed_rank_z(values[a[forward]][:, cases] - values[b[forward]][:, cases])
             z = centred / sd if higher_is_better else -centred / sd
             reverse = b[forward] * (n_models - 1) + a[forward] - (a[forward] > b[forward])  # position of (b, a)
             p[forward], p[reverse] = ndtr(-z), ndtr(z)

@@ -15,6 +15,8 @@ Definitions (docs/methodology.md#514-ranking-schemes), all ranks 'min' competiti
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numba
 import numpy as np
 from scipy.special import ndtr
@@ -36,6 +38,35 @@ def average_ranks(ranks: np.ndarray) -> np.ndarray:
     return ranks + (ties - 1) / 2.0
 
 
+@dataclass(frozen=True)
+class PairRanks:
+    """The signed-rank statistics of the pairs np.triu_indices(K, 1) of (K, n) values (differences a - b) and the |d|
+    order they come from: sorted once per cell and read by the significance map (``pairwise.wilcoxon_map``), the
+    test-then-rank score and its resamples, which would otherwise each sort the same differences."""
+
+    diffs: np.ndarray  #: (P, n) differences
+    order: np.ndarray  #: (P, n) each row's cases by |d|, zero differences last (stable)
+    ordered: np.ndarray  #: (P, n) |d| in that order, zero differences as inf
+    centred: np.ndarray  #: (P,) T+ - m(m+1)/4 (signed_rank_z)
+    sd: np.ndarray  #: (P,) its SD
+    m: np.ndarray  #: (P,) non-zero differences
+
+
+def pair_ranks(values: np.ndarray) -> PairRanks:
+    """:class:`PairRanks` of (K, n) values."""
+    a, b = np.triu_indices(values.shape[0], k=1)
+    diffs = values[a] - values[b]
+    order, ordered = _abs_order(diffs)
+    return PairRanks(diffs, order, ordered, *_signed_rank_stats(diffs, order, ordered))
+
+
+def _abs_order(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's cases by |d| (stable; zero differences last, as inf) and the sorted |d|."""
+    absd = np.where(diffs == 0, np.inf, np.abs(diffs))  # zeros rank last and are not counted
+    order = np.argsort(absd, axis=1, kind="stable")
+    return order, np.take_along_axis(absd, order, axis=1)
+
+
 def signed_rank_z(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Wilcoxon signed-rank statistic of each row of (P, n) differences: (T+ - m(m+1)/4, its SD, m).
 
@@ -43,10 +74,12 @@ def signed_rank_z(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     (m(m+1)(2m+1) - sum(t^3 - t)/2) / 24: R's and scipy's normal approximation. One sort serves all
     rows; the reverse pair's statistic is the negative, so both directions cost one call.
     """
+    return _signed_rank_stats(diffs, *_abs_order(diffs))
+
+
+def _signed_rank_stats(diffs: np.ndarray, order: np.ndarray, ordered: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """signed_rank_z from the differences and their |d| order (:func:`_abs_order`); each row on its own."""
     n_rows, n_cases = diffs.shape
-    absd = np.where(diffs == 0, np.inf, np.abs(diffs))  # zeros rank last and are not counted
-    order = np.argsort(absd, axis=1, kind="stable")
-    ordered = np.take_along_axis(absd, order, axis=1)
     m = (diffs != 0).sum(axis=1)
     # runs of equal |d| along each row: start flags, run ids, run lengths and average ranks
     start = np.ones((n_rows, n_cases), dtype=bool)
@@ -65,17 +98,18 @@ def signed_rank_z(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return t_plus - m * (m + 1.0) / 4.0, np.sqrt(var), m
 
 
-def test_then_rank_scores(values: np.ndarray, higher_is_better: bool, alpha: float) -> np.ndarray:
+def test_then_rank_scores(values: np.ndarray, higher_is_better: bool, alpha: float, paired: PairRanks | None = None) -> np.ndarray:
     """challengeR's significance score per model: share of the other K - 1 models it beats at p <= alpha (unadjusted).
 
     'a beats b': one-sided test, normal approximation with continuity correction 0.5 (R's
     ``wilcox.test(exact = FALSE)``); a pair whose differences are all zero is no win (R gives no p-value).
+    ``paired``: :func:`pair_ranks` of ``values`` where the caller holds it.
     """
     n_models = values.shape[0]
     if n_models < 2:
         return np.zeros(n_models)
-    a, b = np.triu_indices(n_models, k=1)
-    return _win_shares(*signed_rank_z(values[a] - values[b]), n_models, higher_is_better, alpha)
+    paired = paired or pair_ranks(values)
+    return _win_shares(paired.centred, paired.sd, paired.m, n_models, higher_is_better, alpha)
 
 
 def _win_shares(centred: np.ndarray, sd: np.ndarray, m: np.ndarray, n_models: int, higher_is_better: bool, alpha: float) -> np.ndarray:
@@ -90,13 +124,15 @@ def _win_shares(centred: np.ndarray, sd: np.ndarray, m: np.ndarray, n_models: in
     return wins / (n_models - 1)
 
 
-def resampled_test_then_rank(values: np.ndarray, higher_is_better: bool, alpha: float, counts: np.ndarray) -> np.ndarray:
+def resampled_test_then_rank(
+    values: np.ndarray, higher_is_better: bool, alpha: float, counts: np.ndarray, paired: PairRanks | None = None,
+) -> np.ndarray:
     """test_then_rank_scores of every resample, (K, n) values and (B, n) case counts -> (B, K), without materialising a resample."""
     n_models = values.shape[0]
     if n_models < 2:
         return np.zeros((counts.shape[0], n_models))
-    a, b = np.triu_indices(n_models, k=1)
-    return _win_shares(*resampled_signed_rank_z(values[a] - values[b], counts), n_models, higher_is_better, alpha)
+    paired = paired or pair_ranks(values)
+    return _win_shares(*_resampled_signed_rank_z(paired.diffs, paired.order, paired.ordered, counts), n_models, higher_is_better, alpha)
 
 
 def resampled_signed_rank_z(diffs: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,9 +144,13 @@ def resampled_signed_rank_z(diffs: np.ndarray, counts: np.ndarray) -> tuple[np.n
     to the tie correction, and m = sum of the c_i over non-zero differences. The walk over the sorted
     cases runs in numba, vectorised over the resamples: O(B P n), no resample materialised.
     """
-    absd = np.where(diffs == 0, np.inf, np.abs(diffs))
-    order = np.argsort(absd, axis=1, kind="stable")
-    ordered = np.take_along_axis(absd, order, axis=1)
+    return _resampled_signed_rank_z(diffs, *_abs_order(diffs), counts)
+
+
+def _resampled_signed_rank_z(
+    diffs: np.ndarray, order: np.ndarray, ordered: np.ndarray, counts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """resampled_signed_rank_z from the differences and their |d| order (:func:`_abs_order`)."""
     group_end = np.ones(ordered.shape, dtype=bool)
     group_end[:, :-1] = ordered[:, 1:] != ordered[:, :-1]
     positive = np.take_along_axis(diffs, order, axis=1) > 0
@@ -161,10 +201,14 @@ def _resampled_signed_ranks(
             row = counts_t[order[p, k]]
             pos = 1.0 if positive[p, k] else 0.0
             if single and group_end[p, k]:  # a group of one case: the common case, one pass
-                for r in range(n_resamples):
-                    c = float(row[r])
-                    tp[r] += pos * c * (cb[r] + (c + 1.0) * 0.5)
-                    cb[r] += c
+                if pos:
+                    for r in range(n_resamples):
+                        c = float(row[r])
+                        tp[r] += c * (cb[r] + (c + 1.0) * 0.5)
+                        cb[r] += c
+                else:  # a negative difference only moves the ranks above it
+                    for r in range(n_resamples):
+                        cb[r] += float(row[r])
                 continue
             for r in range(n_resamples):
                 c = float(row[r])
@@ -183,17 +227,21 @@ def _resampled_signed_ranks(
     return t_plus, ties, below
 
 
-def scheme_scores(values: np.ndarray, higher_is_better: bool, alpha: float) -> dict[str, tuple[np.ndarray, bool]]:
-    """Per scheme: each model's score and whether higher scores rank better."""
+def scheme_scores(
+    values: np.ndarray, higher_is_better: bool, alpha: float, paired: PairRanks | None = None,
+) -> dict[str, tuple[np.ndarray, bool]]:
+    """Per scheme: each model's score and whether higher scores rank better (``paired``: as test_then_rank_scores)."""
     return {
         "mean": (values.mean(axis=1), higher_is_better),
         "median": (np.median(values, axis=1), higher_is_better),
         "rank_then_aggregate": (case_ranks(values, higher_is_better).mean(axis=1), False),
-        "test_then_rank": (test_then_rank_scores(values, higher_is_better, alpha), True),
+        "test_then_rank": (test_then_rank_scores(values, higher_is_better, alpha, paired), True),
     }
 
 
-def resampled_scores(values: np.ndarray, higher_is_better: bool, alpha: float, counts: np.ndarray) -> dict[str, np.ndarray]:
+def resampled_scores(
+    values: np.ndarray, higher_is_better: bool, alpha: float, counts: np.ndarray, paired: PairRanks | None = None,
+) -> dict[str, np.ndarray]:
     """Scores of every scheme for (B, n) case counts -> {scheme: (B, K)}.
 
     Means and mean case ranks are count products (a case's ranks among the models do not change when
@@ -204,7 +252,7 @@ def resampled_scores(values: np.ndarray, higher_is_better: bool, alpha: float, c
     n_cases = values.shape[1]
     out = {"mean": counts @ values.T / n_cases, "rank_then_aggregate": counts @ case_ranks(values, higher_is_better).T / n_cases}
     out["median"] = _resampled_medians(values, counts)
-    out["test_then_rank"] = resampled_test_then_rank(values, higher_is_better, alpha, counts)
+    out["test_then_rank"] = resampled_test_then_rank(values, higher_is_better, alpha, counts, paired)
     return out
 
 
@@ -239,18 +287,21 @@ def _median_walk(ordered: np.ndarray, orders: np.ndarray, counts: np.ndarray, lo
     return out
 
 
-def schemes(values: np.ndarray, names: list[str], higher_is_better: bool, alpha: float, counts: np.ndarray) -> tuple[dict, np.ndarray]:
+def schemes(
+    values: np.ndarray, names: list[str], higher_is_better: bool, alpha: float, counts: np.ndarray, paired: PairRanks | None = None,
+) -> tuple[dict, np.ndarray]:
     """Ranks under every scheme, Kendall's tau between schemes, and the bootstrap stability of each.
 
     ``counts`` (B, n): case counts of the resamples. Stability per scheme: P(rank 1) per model and the
     median Kendall tau-b between the resampled and the full-data ranking. Second result: the (B, K)
-    resampled ranks of the mean, for the consensus.
+    resampled ranks of the mean, for the consensus. ``paired``: :func:`pair_ranks` of ``values`` where the caller holds it.
     """
-    scores = scheme_scores(values, higher_is_better, alpha)
+    paired = paired or (pair_ranks(values) if len(names) > 1 else None)
+    scores = scheme_scores(values, higher_is_better, alpha, paired)
     ranks = {s: rank_min(score[None, :], higher)[0] for s, (score, higher) in scores.items()}
     tau = {s: {t: float(kendall_tau_b(ranks[s][None, :], ranks[t])[0]) for t in SCHEMES} for s in SCHEMES}
     stability, boot_mean = {}, None
-    for s, boot in resampled_scores(values, higher_is_better, alpha, counts).items():
+    for s, boot in resampled_scores(values, higher_is_better, alpha, counts, paired).items():
         boot_ranks = rank_min(boot, scores[s][1])
         boot_mean = boot_ranks if s == "mean" else boot_mean
         taus = kendall_tau_b(boot_ranks, ranks[s])
