@@ -10,7 +10,9 @@ gross errors) is written as NIfTI; then, in this one run and on this machine:
   evenly over the list (it takes minutes per case, and hours on a missed kidney).
 
 Prints seconds per case, ratios (on the cases both ran), and per-metric agreement of the engine
-with segauge. With ``--repeat N`` the decode floor and the engine are each timed N times per case,
+with segauge; beside today's engine/decode ratio, the committed run's (results_bench_scoring.txt)
+and today's over it, with the machine's load average (the ratio moves with load: the engine's
+search uses both cores, the decode one). With ``--repeat N`` the decode floor and the engine are each timed N times per case,
 alternately, and each keeps its fastest (the machine is shared: the minimum is the least disturbed
 measurement, taken the same way for both). Usage:
     PYTHONPATH=src python benchmarks/bench_scoring.py --cases 22 --segauge-cases 20
@@ -19,6 +21,8 @@ measurement, taken the same way for both). Usage:
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import tempfile
 import time
@@ -38,6 +42,7 @@ REGIONS = (
     Region("mass", (2, 3), 1.1329),
     Region("tumor", (2,), 1.1498, detection=True),
 )
+RESULTS = Path(__file__).resolve().parent / "results_bench_scoring.txt"
 COMPARED = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd", "det_precision", "det_recall", "det_f1")
 
 
@@ -60,6 +65,20 @@ def segauge_case(reference: Path, prediction: Path) -> dict[str, dict[str, float
             det = segauge.detection_scores(p, g)
             row |= {"det_precision": det.precision, "det_recall": det.recall, "det_f1": det.f1}
         out[region.name] = row
+    return out
+
+
+def committed_figures(path: Path = RESULTS) -> dict[str, float]:
+    """The committed run's s/case of the decode floor and the engine, and its engine/decode ratio (empty if absent)."""
+    if not path.is_file():
+        return {}
+    text = path.read_text()
+    out = {}
+    for key, pattern in (("decode", r"decode floor\s+([0-9.]+) s/case"), ("engine", r"engine\s+([0-9.]+) s/case"),
+                         ("ratio", r"engine/decode = ([0-9.]+)x")):
+        found = re.search(pattern, text)
+        if found:
+            out[key] = float(found.group(1))
     return out
 
 
@@ -130,10 +149,17 @@ def main() -> None:
             pred_path.unlink()
 
     dec, eng = np.mean(t_dec), np.mean(t_eng)
-    print(f"\n{len(files)} cases ({', '.join(sorted(set(kinds)))}); segauge on cases {sorted(seg_idx)}; "
+    committed = committed_figures()
+    print(f"\nload average {os.getloadavg()[0]:.1f} (1 min) on {os.cpu_count()} cores")
+    print(f"{len(files)} cases ({', '.join(sorted(set(kinds)))}); segauge on cases {sorted(seg_idx)}; "
           f"floor and engine: fastest of {args.repeat} per case")
     print(f"decode floor  {dec:8.3f} s/case")
-    print(f"engine        {eng:8.3f} s/case   engine/decode = {eng / dec:.2f}x")
+    print(f"engine        {eng:8.3f} s/case   engine/decode = {eng / dec:.2f}x (target <= 1.5x)")
+    if committed.keys() >= {"decode", "engine", "ratio"}:
+        print(f"committed     decode {committed['decode']:.3f} s/case, engine {committed['engine']:.3f} s/case, "
+              f"engine/decode = {committed['ratio']:.2f}x ({RESULTS.name}; its own cases and machine load)")
+        print(f"today/committed: engine/decode ratio {eng / dec / committed['ratio']:.2f}, engine s/case "
+              f"{eng / committed['engine']:.2f}, decode s/case {dec / committed['decode']:.2f}")
     if seg_n:
         seg, eng_sub = np.mean(t_seg), np.mean([t_eng[i] for i in sorted(seg_idx)])
         print(f"segauge       {seg:8.3f} s/case   segauge/engine = {seg / eng_sub:.1f}x (same {seg_n} cases)")
