@@ -19,6 +19,7 @@ from conftest import ROOT
 from segbench import evaluation, scoring
 from segbench.config import compose_params, parse_params
 from segbench.models import simulated
+from segbench.report.terminal import render
 from segbench.stages import predictions_dir, run_score, scores_dir
 from tests_support import command_env, in_directory
 
@@ -162,8 +163,15 @@ def test_a_missing_prediction_is_an_error_naming_the_case_or_the_stated_worst_ca
     bad = _bad_copy(small)
     with pytest.raises(ValueError, match=r"model bad: .*no prediction for 1 of 2 cases: b"):
         _evaluate(small, bad)
-    rows = _evaluate(small, bad, missing="worst_case").per_case.set_index(["model", "case_id"])
+    worst = _evaluate(small, bad, missing="worst_case")
+    rows = worst.per_case.set_index(["model", "case_id"])
     assert rows.loc[("bad", "b"), "prediction_missing"] and rows.loc[("bad", "b"), "dice"] == 0.0
+    assert "bad" in worst.results["analysis"]["models"] and worst.results["coverage"]["applied"] == "worst_case"
+    # own_cases: the board is the model covering every case; the other is analysed on its one case beside it
+    own = _evaluate(small, bad, missing="own_cases").results
+    assert own["coverage"]["models"] == {"bad": {"n_cases": 1, "of": 2, "missing": ["b"]}}
+    assert "bad" not in own["analysis"]["models"] and own["coverage"]["analyses"]["bad"]["structures"]["organ"]["case_ids"] == ["a"]
+    assert "bad: 1 of 2 cases (no prediction for 1; estimated on its own cases, beside the leaderboard)." in render([own])
 
 
 def test_another_grid_is_an_error_naming_the_file(small: Path) -> None:

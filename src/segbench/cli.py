@@ -475,8 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metadata", type=Path, help="CSV with a case_id column; every other column is a subgroup field")
     p.add_argument("--profile", default="segauge", help="metric-definition profile (default: segauge)")
     p.add_argument("--sensitivity-profiles", nargs="+", help="further profiles for the implementation-sensitivity analysis")
-    p.add_argument("--missing", choices=["error", "worst_case"], default="error",
-                   help="a case without a prediction: error naming it (default), or scored as the worst case and flagged")
+    p.add_argument("--missing", choices=["error", "own_cases", "worst_case", "shared_cases"], default="error",
+                   help="a model lacking cases: error naming them (default); own_cases: estimated on its cases beside the board; worst_case: "
+                        "each missing case a failure; shared_cases: the board on the cases every model has (docs/methodology.md#41-coverage)")
     p.add_argument("--simulated", nargs="+", help="models to mark SIMULATED (e.g. segbench.models.simulated outputs)")
     p.add_argument("--dicom-labels", nargs="+", metavar="NAME=ID", help="DICOM-SEG segment labels / RTSTRUCT ROI names -> label ids "
                                                                          "(default: segment / ROI number)")

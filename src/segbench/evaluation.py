@@ -27,7 +27,7 @@ from segbench import scoring, stats
 from segbench.config import DatasetConfig, dataset_from_conf
 from segbench.datasets import load_metadata
 from segbench.io import save_label_map_atomic, write_json_atomic, write_text_atomic
-from segbench.leaderboard import ANALYZED_METRICS, regions_block, results_document
+from segbench.leaderboard import ANALYZED_METRICS, analysed_document, regions_block
 from segbench.scoring import Region
 from segbench.scoring.labelmaps import is_dicom, load_nifti, validated_labels
 
@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 SUFFIXES = (".nii.gz", ".nii", ".npy", ".dcm")
 #: a region's NSD tolerance when nothing states one (a dataset config's default)
 DEFAULT_NSD_TOLERANCE_MM = 2.0
-#: what a missing prediction does: stop naming the cases, or score the worst case (flagged ``prediction_missing``)
-MISSING_POLICIES = ("error", "worst_case")
+#: what a missing prediction does: stop naming the cases, or score it as a failure (flagged ``prediction_missing``) and
+#: apply that coverage policy (``stats.coverage``: own_cases, worst_case, shared_cases; docs/methodology.md#41-coverage)
+MISSING_POLICIES = ("error", *stats.COVERAGE_POLICIES)
 PER_CASE_FILE = "per_case.csv"
 
 
@@ -218,8 +219,10 @@ def evaluate(
 
     ``dataset``: a dataset config (``<conf>/dataset/<dataset>.yaml``) giving the regions, NSD tolerances, allowed
     labels, metadata and subgroups; else ``structures`` or the label map of a ``dataset.json`` beside the references.
-    ``missing``: a case without a prediction file is an error naming the model and cases (``"error"``), or scores the
-    worst case, flagged (``"worst_case"``). ``simulated``: models marked SIMULATED on every view. ``dicom_labels``:
+    ``missing``: a case without a prediction file is an error naming the model and cases (``"error"``), or is scored as a
+    failure, flagged, and the model lacking cases goes under that coverage policy (``"own_cases"``: estimated on its
+    cases beside the board; ``"worst_case"``: ranked with each missing case a failure; ``"shared_cases"``: the board on
+    the cases every model has). ``simulated``: models marked SIMULATED on every view. ``dicom_labels``:
     DICOM-SEG segment label / RTSTRUCT ROI name -> label id (default: segment / ROI number). ``workers > 1``
     scores cases in a process pool, safe from a script without a ``__main__`` guard.
     """
@@ -252,10 +255,10 @@ def evaluate(
             absent = [c for c in cases if c not in files]
             if absent and missing == "error":
                 raise ValueError(f"model {model}: {folder}: no prediction for {len(absent)} of {len(cases)} cases: {', '.join(absent[:10])}"
-                                 f"{', ...' if len(absent) > 10 else ''} (missing='worst_case' / --missing worst_case scores them as failures)")
+                                 f"{', ...' if len(absent) > 10 else ''} (missing= / --missing own_cases, worst_case or shared_cases: docs/methodology.md#41-coverage)")
             if absent:
-                log.warning("model %s: %d of %d cases have no prediction; each scores the worst case, flagged prediction_missing: %s",
-                            model, len(absent), len(cases), ", ".join(absent[:10]))
+                log.warning("model %s: %d of %d cases have no prediction (coverage policy %s): %s",
+                            model, len(absent), len(cases), missing, ", ".join(absent[:10]))
             staging = Path(tmp) / model
             staging.mkdir()
             triples += [(c, references[c], _staged(files[c], references[c], staging, allowed) if c in files else None) for c in cases]
@@ -275,14 +278,13 @@ def evaluate(
     subgroups = [c.removeprefix("meta.") for c in meta.columns] if metadata else list(config.subgroups if config else ())
     models = {m: {"title": m, "kind": "simulated" if m in simulated else "predictions", "simulated": m in simulated, "licence": "",
                   "trained_on": [], "contaminated": False, "source": Path(f).resolve().as_posix()} for m, f in predictions.items()}
-    contaminated = dict.fromkeys(models, False)
-    analysis = stats.analyze(rows, metrics=ANALYZED_METRICS, settings=settings, subgroup_fields=subgroups, contaminated=contaminated,
-                             cluster_field=config.cluster_field if config and not metadata else None)
     board = name or (config.name if config else Path(gt).resolve().name)
     block = {"name": board, "title": f"{config.title if config else board} (segbench evaluate)",
              "licence": config.licence if config else "", "citation": config.citation if config else "", "regions": regions_block(chosen),
              "source": Path(gt).resolve().as_posix()}
-    results = results_document(block, models, ANALYZED_METRICS, rows, scored[~main].reset_index(drop=True), analysis, settings, contaminated)
+    results, _ = analysed_document(block, models, ANALYZED_METRICS, rows, scored[~main].reset_index(drop=True), settings=settings,
+                                   contaminated=dict.fromkeys(models, False), policy="own_cases" if missing == "error" else missing,
+                                   subgroup_fields=subgroups, cluster_field=config.cluster_field if config and not metadata else None)
     return Evaluation(results=results, per_case=rows)
 
 

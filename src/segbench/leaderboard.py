@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -68,3 +69,22 @@ def coverage_document(covered: stats.Coverage, rows: pd.DataFrame, analyze: Call
             document["analyses"][model] = analyze(own, subgroup_fields=(), cluster_field=None,
                                                   contaminated={m: flag for m, flag in contaminated.items() if m in present})
     return document
+
+
+def analysed_document(block: dict[str, Any], models: dict[str, dict[str, Any]], metrics: Mapping[str, bool], rows: pd.DataFrame,
+                      profile_rows: pd.DataFrame, *, settings: stats.StatsSettings, contaminated: Mapping[str, bool], policy: str,
+                      subgroup_fields: tuple[str, ...] | list[str] = (), cluster_field: str | None = None,
+                      ci_levels: stats.CiLevels | None = None) -> tuple[dict[str, Any], stats.Coverage]:
+    """The results document of ``rows`` with the models lacking cases under the coverage ``policy`` (``stats.coverage``):
+    the board analysed on its rows, the document over it, and its ``coverage`` block; with the coverage, whose ``board``
+    filters further rows (the lesion-wise ones) alike. Shared by the compare stage and ``segbench evaluate``."""
+    covered = stats.coverage(rows, policy)
+    board = covered.board(rows)
+    present = set(board["model"].astype(str))
+    on_board = {m: flag for m, flag in contaminated.items() if m in present}
+    analyze = functools.partial(stats.analyze, metrics=metrics, settings=settings, ci_levels=ci_levels)
+    analysis = analyze(board, subgroup_fields=subgroup_fields, cluster_field=cluster_field, contaminated=on_board)
+    results = results_document(block, models, metrics, board, covered.board(profile_rows), analysis, settings, on_board)
+    if covered.block is not None:
+        results["coverage"] = coverage_document(covered, rows, analyze, contaminated)
+    return results, covered

@@ -8,7 +8,6 @@ outputs atomically; ``dvc.yaml`` declares exactly these paths.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import io
 import json
 import logging
@@ -27,7 +26,7 @@ from segbench.datasets import case_ids, data_version, load_metadata, reference_p
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.cases import REFERENCE_LABELS
 from segbench.io import atomic_dir, write_json_atomic, write_text_atomic
-from segbench.leaderboard import ANALYZED_METRICS, coverage_document, dataset_block, results_document
+from segbench.leaderboard import ANALYZED_METRICS, analysed_document, dataset_block
 from segbench.models.runner import predict
 from segbench.models.slurm import executor_from_environ, shard_runner_from_environ
 from segbench.models.structures import compose
@@ -411,18 +410,12 @@ def run_compare(params: Params, name: str) -> None:
     contaminated = {m: entry["contaminated"] for m, entry in models.items()}
     tables = None if name in params.interactive_datasets else audit_tables(params)
     source, data = board_population(params, name)
-    covered = stats.coverage(rows, params.missing_predictions)
-    analyze = functools.partial(stats.analyze, metrics=metrics, settings=stats_settings(params),
-                                ci_levels=stats.level_provider(tables, source=source, data=data, settings=stats_settings(params).to_dict()))
-    board_models = set(covered.board(rows)["model"].astype(str))
-    analysis = analyze(covered.board(rows), subgroup_fields=subgroups, cluster_field=cluster_field,
-                       contaminated={m: flag for m, flag in contaminated.items() if m in board_models})
     # a published set's version is its own files' (the import stage's tag), a dataset's the data bundle's
     block["version"] = next(iter(runs.tags.values()))["segbench.dataset_version"] if name in params.published else data_version()
-    results = results_document(block, models, metrics, covered.board(rows), covered.board(runs.profile_rows), analysis, stats_settings(params),
-                               {m: flag for m, flag in contaminated.items() if m in board_models})
-    if covered.block is not None:
-        results["coverage"] = coverage_document(covered, rows, analyze, contaminated)
+    results, covered = analysed_document(block, models, metrics, rows, runs.profile_rows, settings=stats_settings(params), contaminated=contaminated,
+                                         policy=params.missing_predictions, subgroup_fields=subgroups, cluster_field=cluster_field,
+                                         ci_levels=stats.level_provider(tables, source=source, data=data, settings=stats_settings(params).to_dict()))
+    analysis = results["analysis"]
     if not runs.lesion_rows.empty:
         results["lesions"] = _lesion_block(runs, covered, contaminated, stats_settings(params))
     results["audited"] = stats.audited_board(tables, analysis, source=source, data=data,

@@ -9,7 +9,7 @@ audit calibrated), and the DVC views
 see ``segbench.stats.analysis`` for the layout of the results dict.
 """
 
-from .analysis import analyze, reanalyze, recompute
+from .analysis import CiLevels, analyze, reanalyze, recompute
 from .audited import LESIONS as audited_lesions
 from .audited import MARGIN as AUDIT_MARGIN
 from .audited import AuditTables, BoardCell, audited, level_provider, population_data
@@ -24,6 +24,7 @@ from .settings import StatsSettings
 from .source import beside_source, reanalyze_source
 
 __all__ = [
+    "CiLevels",
     "COVERAGE_POLICIES",
     "DEFAULT_COVERAGE",
     "Coverage",
