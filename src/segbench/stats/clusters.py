@@ -170,7 +170,8 @@ def _block(cell: dict, models: list[str], values: np.ndarray, boot: np.ndarray, 
         a = np.array([at[p["a"]] for p in shared])
         b = np.array([at[p["b"]] for p in shared])
         level = np.array([p["ci_level"] for p in shared], dtype=np.float64)
-        diff = np.subtract(boot[:, a], boot[:, b], order="F")  # column-major: the per-column sort reads contiguous memory
+        # column-major: the per-column sort reads contiguous memory; skew_t reads no resample (resampling.intervals)
+        diff = np.subtract(boot[:, a], boot[:, b], order="F") if settings.ci_method != "skew_t" else np.empty((0, a.size))
         case_diff = values[a] - values[b]
         d_low, d_high = intervals(diff, means[a] - means[b], jack[:, a] - jack[:, b], 1.0 - level, settings.ci_method,
                                   span=(case_diff.min(axis=1), case_diff.max(axis=1)))
