@@ -106,6 +106,7 @@ def test_a_folder_imported_with_dvc_import_reproduces_on_a_new_clone(project: Pa
     run(["dvc", "import", "-q", str(source), "preds", "-o", "userdata/imported"], project)
     config = yaml.safe_load((project / "conf" / "predictions" / "example_subset.yaml").read_text())["example_subset"]
     (project / "conf" / "predictions" / "imported.yaml").write_text(yaml.safe_dump({"imported": {**config, "path": "userdata/imported"}}))
+    commit_all(project, "import a folder of predictions")  # its .dvc file in git, as a user commits it before an experiment
     out = exp_run(project, "predictions=[imported]")
     assert "predictions@imported" in ran_stages(out) and not {s for s in ran_stages(out) if s.startswith(("predict@", "score@"))}
     run(["dvc", "remote", "add", "-d", "-f", "own", str(tmp_path / "remote")], project)
