@@ -10,10 +10,16 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import gzip
+
+import nibabel as nib
+import numpy as np
 import pytest
 import yaml
 
-from tests_support import commit_all, new_project
+from segbench.config import compose_params, parse_params
+from segbench.models.runner import predict
+from tests_support import commit_all, in_directory, new_project
 from tests_support import run_command as run
 
 CASES = ["case_00030", "case_00110", "case_00210", "case_00425", "case_00002", "case_00005"]
@@ -22,7 +28,31 @@ MODELS = ["sim_dilate_1mm", "sim_erode_1mm"]
 OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=300", "published=[]",
              "stats.scheme_resamples=100"]
 
-pytestmark = pytest.mark.slow
+
+
+def test_a_link_out_of_the_folder_or_a_lying_header_is_refused_unread(root: Path, tmp_path: Path) -> None:
+    """The folder's files are untrusted: a symlink to a file outside it and a header claiming a huge grid count as missing
+    cases, each with its reason in the manifest; the good file is staged; the folder's digest is recorded."""
+    raw = compose_params(root / "conf", ["model=[sim_dilate_1mm]", f"dataset.kits23.cases=[{','.join(CASES[:3])}]", "predictions=[example_subset]"])
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    raw["predictions"]["example_subset"]["path"] = str(folder)
+    params = parse_params(raw, root)
+    dataset = params.dataset("kits23")
+    reference = dataset.reference_dir / f"{CASES[0]}.nii.gz"
+    shutil.copyfile(reference, folder / f"{CASES[0]}.nii.gz")
+    (folder / f"{CASES[1]}.nii.gz").symlink_to(reference)  # a link out of the folder: never followed
+    header = nib.Nifti1Header()
+    header.set_data_shape((4096, 4096, 4096))
+    header.set_data_dtype(np.uint8)
+    (folder / f"{CASES[2]}.nii.gz").write_bytes(gzip.compress(header.binaryblock + b"\0" * 4))  # a header that lies
+    with in_directory(root):
+        manifest = predict(dataset, params.model("example_subset"), tmp_path / "out")
+    assert manifest["missing"] == CASES[1:3]
+    assert "a symlink, not a regular file; refused unread" in manifest["refused"][CASES[1]]
+    assert "header says shape (4096, 4096, 4096), over 8 times the reference grid" in manifest["refused"][CASES[2]]
+    assert manifest["source"]["files"] == 2 and len(manifest["source"]["sha256"]) == 64
+    assert (tmp_path / "out" / f"{CASES[0]}.nii.gz").is_file() and manifest["regions"]["kidney_and_mass"]["spot_check_dice"] == 1.0
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +85,7 @@ def board_estimates(results: dict) -> dict:
     return {(s, m): cell["models"] for s, block in results["analysis"]["structures"].items() for m, cell in block["metrics"].items()}
 
 
+@pytest.mark.slow
 def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) -> None:
     before = json.loads((project / "results" / "kits23.json").read_text())
     fabricate(project, project / "userdata" / "example_subset")
@@ -92,6 +123,7 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
     assert "every statistic re-derived" in run(["segbench", "reanalyze", "results/kits23.json"], project)
 
 
+@pytest.mark.slow
 def test_a_folder_imported_with_dvc_import_reproduces_on_a_new_clone(project: Path, tmp_path: Path) -> None:
     """`dvc import` of a folder from another DVC repository; the project pushed, cloned, pulled: `dvc repro` reruns nothing."""
     source = tmp_path / "lab"

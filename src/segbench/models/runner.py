@@ -466,7 +466,7 @@ def predict(
         shutil.rmtree(staging, ignore_errors=True)
     missing = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
     if missing:
-        log.warning("%s has no prediction for %d of %d case(s): %s (stats coverage policy: docs/methodology.md#4-empty-masks-and-missing-predictions)",
+        log.warning("%s has no prediction for %d of %d case(s): %s (the leaderboard applies missing_predictions: docs/methodology.md#41-coverage)",
                     model.name, len(missing), len(cases), ", ".join(missing))
     structures, regions = applicability(model, dataset)
     if not model.is_simulated:
