@@ -37,7 +37,7 @@ class Coverage:
 
     def board(self, frame: pd.DataFrame) -> pd.DataFrame:
         """The rows of ``frame`` (model and case_id columns: case, profile or lesion rows) the leaderboard analyses."""
-        if not self.missing or self.applied == "worst_case":
+        if not self.missing or self.applied == "worst_case" or frame.empty:
             return frame
         if self.applied == "shared_cases":
             return frame.loc[~frame["case_id"].astype(str).isin(set().union(*self.missing.values()))].reset_index(drop=True)
