@@ -4,13 +4,12 @@ sim_erode_1mm's predictions: 4 of the experiment's 6 cases, so the example's sco
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
 import sqlite3
 from pathlib import Path
-
-import gzip
 
 import nibabel as nib
 import numpy as np

@@ -255,7 +255,8 @@ def evaluate(
             absent = [c for c in cases if c not in files]
             if absent and missing == "error":
                 raise ValueError(f"model {model}: {folder}: no prediction for {len(absent)} of {len(cases)} cases: {', '.join(absent[:10])}"
-                                 f"{', ...' if len(absent) > 10 else ''} (missing= / --missing own_cases, worst_case or shared_cases: docs/methodology.md#41-coverage)")
+                                 f"{', ...' if len(absent) > 10 else ''} (missing= / --missing own_cases, worst_case or shared_cases: "
+                                 "docs/methodology.md#41-coverage)")
             if absent:
                 log.warning("model %s: %d of %d cases have no prediction (coverage policy %s): %s",
                             model, len(absent), len(cases), missing, ", ".join(absent[:10]))
