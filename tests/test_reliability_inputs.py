@@ -138,7 +138,8 @@ def test_prediction_for_unknown_case(project: Path, reference: nib.Nifti1Image, 
 def test_missing_prediction_is_scored_worst_case_and_counted(project: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture) -> None:
     code, _ = _score(project, capsys)
     assert code == 0
-    assert f"1 of 1 cases have no prediction file; each scores the worst case, flagged prediction_missing (docs/methodology.md §4): {CASE}" in caplog.text
+    assert (f"1 of 1 cases have no prediction file; each is scored as the worst case and flagged prediction_missing, and the leaderboard "
+            f"applies missing_predictions to them (docs/methodology.md#41-coverage): {CASE}") in caplog.text
     rows = pd.read_csv(project / "scores" / "kits23" / MODEL / "per_case.csv")
     assert rows["prediction_missing"].all() and rows["worst_case"].all()
     assert (rows["dice"] == 0).all() and np.isfinite(rows["hd95"]).all()
@@ -152,6 +153,8 @@ def test_missing_prediction_is_scored_worst_case_and_counted(project: Path, caps
     results = json.loads((project / "results" / "kits23.json").read_text())
     estimate = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]["models"][MODEL]
     assert estimate["n_missing_prediction"] == 1 and estimate["mean"] == 0
+    # its only case lacks a prediction: no case is covered by every model, so the missing case counts as a failure, said
+    assert results["coverage"]["applied"] == "worst_case" and results["coverage"]["reason"] == "no case is covered by every model"
     assert "(1 without a prediction)" in (project / "site" / "kits23--kidney_and_mass.html").read_text()
 
 

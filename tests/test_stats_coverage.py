@@ -36,7 +36,16 @@ def test_without_a_complete_model_own_cases_is_applied_as_shared_cases_and_says_
     frame = rows({"a": ["1"], "b": ["2"], "c": ["3"]})
     covered = coverage(frame, "own_cases")
     assert covered.block["policy"] == "own_cases" and covered.block["applied"] == "shared_cases"
+    assert covered.block["reason"] == "no model covers every case"
     assert sorted(set(covered.board(frame)["case_id"])) == ["4"]
+
+
+def test_without_a_case_every_model_covers_the_missing_cases_count_as_failures() -> None:
+    frame = rows({"a": ["1", "2"], "b": ["3"], "c": ["4"]})
+    for policy in ("own_cases", "shared_cases"):
+        covered = coverage(frame, policy)
+        assert covered.block["applied"] == "worst_case" and covered.block["reason"] == "no case is covered by every model"
+        assert covered.board(frame).equals(frame)
 
 
 def test_rows_without_a_missing_prediction_have_no_coverage_block_and_an_unknown_policy_is_an_error() -> None:

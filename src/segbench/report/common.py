@@ -425,8 +425,9 @@ def coverage_notes(results: dict[str, Any]) -> list[str]:
     notes = [f"{model}: {coverage_text(entry, block['applied'])}." for model, entry in sorted(block["models"].items())]
     if block["applied"] == "shared_cases":
         notes.append(f"The leaderboard is on the {block['shared_cases']['n_cases']} of {block['n_cases']} cases every model has: "
-                     f"{', '.join(sorted(block['models']))} lack the others"
-                     + (" (no model covers every case, so own_cases is applied as shared_cases)." if block["policy"] != block["applied"] else "."))
+                     f"{', '.join(sorted(block['models']))} lack the others.")
+    if block["policy"] != block["applied"]:
+        notes.append(f"missing_predictions {block['policy']} is applied as {block['applied']}: {block['reason']}.")
     return notes
 
 

@@ -12,7 +12,9 @@ such a model is one setting, ``missing_predictions`` in params.yaml:
 - ``shared_cases``: the leaderboard on the cases every model has; every model's numbers are on those cases, and each view
   names the model(s) whose missing cases set them.
 
-Without a model covering every case, ``own_cases`` has no board of its own: it is applied as ``shared_cases`` (stated).
+Without a model covering every case, ``own_cases`` has no board of its own: it is applied as ``shared_cases``; without a
+case every model covers, ``shared_cases`` has no case: it is applied as ``worst_case``. The block states the policy
+applied and why.
 """
 
 from __future__ import annotations
@@ -67,13 +69,19 @@ def coverage(rows: pd.DataFrame, policy: str) -> Coverage:
         return Coverage(policy)
     cases = sorted(rows["case_id"].astype(str).unique())
     complete = sorted(set(rows["model"].astype(str)) - set(missing))
-    applied = "shared_cases" if policy == "own_cases" and not complete else policy
+    dropped = sorted(set().union(*missing.values()))
+    applied, reason = policy, None
+    if applied == "own_cases" and not complete:
+        applied, reason = "shared_cases", "no model covers every case"
+    if applied == "shared_cases" and len(dropped) == len(cases):
+        applied, reason = "worst_case", "no case is covered by every model"
     block: dict[str, Any] = {
         "policy": policy, "applied": applied, "n_cases": len(cases),
         "models": {m: {"n_cases": len(cases) - len(gone), "of": len(cases), "missing": gone} for m, gone in missing.items()},
     }
+    if reason:
+        block["reason"] = reason
     if applied == "shared_cases":
-        dropped = sorted(set().union(*missing.values()))
         block["shared_cases"] = {"n_cases": len(cases) - len(dropped), "dropped": dropped}
     return Coverage(applied, missing, block)
 
