@@ -44,6 +44,8 @@ from segbench.io import save_label_map_atomic
 from segbench.scoring.labelmaps import load_nifti
 
 KIDNEY, TUMOR = 1, 2
+#: :func:`inward_distance`'s (bounding box, distances on it)
+InwardDistance = tuple[tuple[slice, ...], np.ndarray]
 
 
 def case_rng(seed: int, case_id: str) -> np.random.Generator:
@@ -92,14 +94,14 @@ def effective_mm(mm: float, spacing: tuple[float, ...]) -> float:
     return 0.0 if mm == 0 else float(np.copysign(max(abs(mm), min(spacing) * (1.0 + 1e-6)), mm))
 
 
-def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float, inward: np.ndarray | None = None) -> np.ndarray:
+def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float, inward: InwardDistance | None = None) -> np.ndarray:
     """Move every structure's boundary by ``mm`` millimetres (outward > 0, inward < 0), in world space.
 
     The threshold is :func:`effective_mm`: max(|mm|, the finest voxel spacing) mm with mm's sign, so that a non-zero
     move always reaches at least one voxel layer. Outward: a background voxel within that distance of the foreground
     takes the label of its nearest foreground voxel. Inward: a foreground voxel within that distance of the background
-    becomes background. Work is done inside the foreground's bounding boxes plus the displacement. ``inward``: the map
-    of :func:`inward_distance`, when several inward displacements of one label map share it (its reach must cover the
+    becomes background. Work is done inside the foreground's bounding boxes plus the displacement. ``inward``: the
+    (box, map) of :func:`inward_distance`, when several inward displacements of one label map share it (its reach must cover the
     effective distance).
     """
     foreground = labels > 0
@@ -107,10 +109,9 @@ def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float,
         return labels.copy(order="K")
     mm = effective_mm(mm, spacing)
     if mm < 0:
-        dist = inward_distance(labels, spacing, -mm) if inward is None else inward
+        box, dist = inward_distance(labels, spacing, -mm) if inward is None else inward
         out = labels.copy(order="K")
-        box = _bbox(foreground, (0, 0, 0))  # the distance is 0 outside the foreground
-        out[box] = np.where(dist[box] > -mm, labels[box], 0)
+        out[box] = np.where(dist > -mm, labels[box], 0)
         return out
     out = labels.copy(order="K")
     for box in _boxes(foreground, _margin(spacing, mm)):
@@ -124,18 +125,25 @@ def _margin(spacing: tuple[float, ...], mm: float) -> tuple[int, ...]:
     return tuple(int(np.ceil(abs(mm) / s)) + 1 for s in spacing)
 
 
-def inward_distance(labels: np.ndarray, spacing: tuple[float, ...], reach_mm: float) -> np.ndarray:
-    """World distance of every foreground voxel to the background (0 on the background).
+def inward_distance(labels: np.ndarray, spacing: tuple[float, ...], reach_mm: float) -> InwardDistance:
+    """World distance of every foreground voxel to the background (0 on the background), on the foreground's bounding
+    box: (box, distances of ``labels[box]``); outside the box every voxel is background.
 
     Computed in the foreground's bounding boxes grown for displacements up to ``reach_mm``: one map serves every
-    inward displacement up to it (the calibration audit's models share one per case).
+    inward displacement up to it (the calibration audit's models share one per case). Only the bounding box is held:
+    a map of the whole grid would touch gigabytes of pages of a large CT for a few kidneys' worth of distances.
     """
-    dist = np.zeros(labels.shape)
     foreground = labels > 0
-    if foreground.any():
-        for box in _boxes(foreground, _margin(spacing, reach_mm)):
-            dist[box] = ndimage.distance_transform_edt(labels[box] > 0, sampling=spacing)
-    return dist
+    if not foreground.any():
+        return tuple(slice(0, 0) for _ in labels.shape), np.zeros((0,) * labels.ndim)
+    outer = _bbox(foreground, (0,) * labels.ndim)
+    dist = np.zeros(tuple(s.stop - s.start for s in outer))
+    for box in _boxes(foreground, _margin(spacing, reach_mm)):
+        part = ndimage.distance_transform_edt(labels[box] > 0, sampling=spacing)
+        inside = tuple(slice(max(b.start, o.start), min(b.stop, o.stop)) for b, o in zip(box, outer))  # boxes never overlap
+        dist[tuple(slice(i.start - o.start, i.stop - o.start) for i, o in zip(inside, outer))] = \
+            part[tuple(slice(i.start - b.start, i.stop - b.start) for i, b in zip(inside, box))]
+    return outer, dist
 
 
 def shift(labels: np.ndarray, spacing: tuple[float, ...], mm: float, rng: np.random.Generator) -> np.ndarray:
@@ -196,7 +204,7 @@ def add_blob(labels: np.ndarray, spacing: tuple[float, ...], radius_mm: float, r
 
 
 def simulate(
-    labels: np.ndarray, spacing: tuple[float, ...], case_id: str, args: argparse.Namespace, inward: np.ndarray | None = None
+    labels: np.ndarray, spacing: tuple[float, ...], case_id: str, args: argparse.Namespace, inward: InwardDistance | None = None
 ) -> np.ndarray:
     """Apply the configured error components to one reference label map (``inward``: as in :func:`displace_boundary`).
 
