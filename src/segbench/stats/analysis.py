@@ -719,7 +719,7 @@ def _compare(
             alpha=settings.alpha,
             correction=settings.multiple_comparison,
             ci_method=settings.ci_method,
-            flips=_sign_flips(values[a] - values[b], settings, context.structure, context.metric),
+            flips=_sign_flips(values, a, b, settings, context.structure, context.metric),
         )
         pairwise = [
             {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}
@@ -759,13 +759,16 @@ def _compare(
             "alignment": alignment, "schemes": scheme_block, "_consensus": (names, full_ranks, boot_mean_ranks)}
 
 
-def _sign_flips(diffs: np.ndarray, settings: StatsSettings, *keys: str) -> SignFlips | None:
-    """The separable verdict's test of the (P, n) paired differences and its inverted intervals: the sign-flip test
-    with ``n_resamples`` flips drawn from the seed and ``keys`` (docs/methodology.md#55-pairwise-separability); None
-    under ``bootstrap_ci``."""
+def _sign_flips(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: StatsSettings, *keys: str) -> SignFlips | None:
+    """The separable verdict's test of the pairs (a, b) of the (K, n) ``values`` and its inverted intervals: the
+    sign-flip test with ``n_resamples`` flips drawn from the seed and ``keys``
+    (docs/methodology.md#55-pairwise-separability); None under ``bootstrap_ci``."""
     if settings.pairwise_test == "bootstrap_ci":
         return None
-    return sign_flips(diffs, settings.n_resamples, rng_for(settings.seed, *keys, "sign_flips"), settings.alpha)
+    used, at = np.unique(np.concatenate([a, b]), return_inverse=True)
+    rows, first, second = values[used], at[: a.size], at[a.size :]
+    return sign_flips(rows[first] - rows[second], settings.n_resamples, rng_for(settings.seed, *keys, "sign_flips"), settings.alpha,
+                      factors=(rows, first, second))
 
 
 def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> dict:
@@ -810,7 +813,7 @@ def _pairwise_complete(
     tests = []
     for pairs, cases in groups:
         n_cases[pairs] = cases.size
-        test = _sign_flips(union[a[pairs]][:, cases] - union[b[pairs]][:, cases], settings, context.structure, context.metric,
+        test = _sign_flips(union[:, cases], a[pairs], b[pairs], settings, context.structure, context.metric,
                            "pairwise_complete", *(case_ids[c] for c in cases))
         if test is not None:
             tests.append((pairs, test))

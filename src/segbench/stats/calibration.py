@@ -181,7 +181,9 @@ def audit_sample(
                                alpha=settings.alpha, correction=settings.multiple_comparison, ci_method=method)
             verdict[m] = np.where(sep["separable"], sign[m], 0.0)
         out[f"separable_{method}"] = verdict
-    flips = sign_flips((values[:, a] - values[:, b]).reshape(-1, n), n_resamples, flip_rng, settings.alpha)
+    rows = values.reshape(-1, n)  # (metric, model) rows: the pairs of metric m are rows m K + a and m K + b
+    first, second = (np.arange(n_metrics)[:, None] * n_models + np.stack([a, b])[:, None, :]).reshape(2, -1)
+    flips = sign_flips(rows[first] - rows[second], n_resamples, flip_rng, settings.alpha, factors=(rows, first, second))
     verdict = np.zeros((n_metrics, a.size))
     for m in range(n_metrics):  # the leaderboard's verdict: Holm over the test, its inverted intervals beside it
         sep = separability(boot3[:, m, a] - boot3[:, m, b], est2[m, a] - est2[m, b], None, alpha=settings.alpha,

@@ -1,0 +1,78 @@
+"""The statistics engine's faster ways to the same numbers (issue #44): each against the plain computation it replaces.
+
+- sign flips from the models' values (``factors``): one product of K columns differenced per pair, ties recomputed;
+- the group means of the bootstrap cell by cell instead of through the masked design;
+- PCG64's raw stream for the flips' 32-bit draws.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from segbench.stats import pairwise, resampling
+from segbench.stats.pairwise import pair_indices, sign_flips
+from segbench.stats.resampling import bootstrap_means, rng_for
+
+
+def _models(n: int, seed: int) -> np.ndarray:
+    """Six SIMULATED models' scores on n cases, two identical and two equal but on three cases (the ties the
+    pipeline's simulated models make), with scores near 0.9 (the rounding of their sums dwarfs their differences)."""
+    rng = np.random.default_rng(seed)
+    base = 0.9 + rng.normal(0, 0.03, n)
+    values = np.stack([base + rng.normal(0, 0.01, n) for _ in range(6)])
+    values[1] = values[0]  # identical on every case
+    values[3] = values[2]
+    values[3, :3] += 1e-4 * np.arange(1, 4)  # equal but on three cases
+    return values
+
+
+@pytest.mark.parametrize("n", [7, 60, 700])
+def test_sign_flips_from_the_models_values_count_every_flip_as_the_differences_do(n: int) -> None:
+    values = _models(n, n)
+    a, b = pair_indices(len(values))
+    diffs = values[a] - values[b]
+    plain = sign_flips(diffs, 4000, rng_for(0, "flips"), 0.05)
+    factored = sign_flips(diffs, 4000, rng_for(0, "flips"), 0.05, factors=(values, a, b))
+    assert np.array_equal(plain.p, factored.p)  # every flip counted alike, ties included
+    assert plain.p[(a == 0) & (b == 1)] == 1.0  # identical models: every flip ties
+    for field in ("lowest", "highest"):
+        assert np.allclose(getattr(plain, field), getattr(factored, field), rtol=1e-9, atol=1e-12)
+    alpha = np.full(a.size, 0.05)
+    low, high = factored.interval(alpha)
+    assert np.array_equal((low > 0) | (high < 0), factored.p < 0.05)  # the interval still inverts the same test
+
+
+def test_sign_flips_recompute_the_flips_whose_rounding_could_decide_a_tie() -> None:
+    # two models equal on all but one case: half the flips tie exactly with the observed sum; differencing sums of
+    # values near 0.9 over 700 cases rounds at 1e-13, above the tie slack, so without the recomputation they split
+    values = _models(700, 1)[:2].copy()
+    values[1, 0] += 1e-6
+    a, b = np.array([0]), np.array([1])
+    plain = sign_flips(values[a] - values[b], 4000, rng_for(0, "tie"), 0.05)
+    factored = sign_flips(values[a] - values[b], 4000, rng_for(0, "tie"), 0.05, factors=(values, a, b))
+    assert plain.p[0] == factored.p[0] == 1.0
+
+
+def test_uint32_draws_are_numpys() -> None:
+    for shapes in ([(4000, 500)] * 3 + [(123, 501)], [(3, 7), (4, 7), (3, 7), (2, 8)]):
+        plain, fast = rng_for(1, "draws"), rng_for(1, "draws")
+        for shape in shapes:
+            assert np.array_equal(plain.integers(0, 2**32, size=shape, dtype=np.uint32), pairwise._uint32_draws(fast, *shape))
+
+
+def test_group_means_cell_by_cell_equal_the_masked_design(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    n = 400
+    values = rng.random((5, n))
+    fields = [rng.integers(0, k, n) for k in (2, 3, 4)]
+    groups = [np.flatnonzero(f == level) for f in fields for level in range(f.max() + 1)]
+    groups.append(np.arange(5))  # a group of 5 cases: some resamples hold none of them (NaN)
+    monkeypatch.setattr(resampling, "CELL_MIN_CASES", 10**9)
+    masked, masked_groups = bootstrap_means(values, 3000, rng_for(0, "cells"), groups)
+    monkeypatch.setattr(resampling, "CELL_MIN_CASES", 1)
+    by_cell, cell_groups = bootstrap_means(values, 3000, rng_for(0, "cells"), groups)
+    assert np.allclose(masked, by_cell, rtol=1e-13, atol=0)  # the same resamples, summed in another order
+    assert np.array_equal(np.isnan(masked_groups), np.isnan(cell_groups)) and np.isnan(cell_groups).any()
+    assert np.allclose(masked_groups, cell_groups, rtol=1e-13, atol=0, equal_nan=True)
+    assert not np.array_equal(masked_groups, bootstrap_means(values, 3000, rng_for(1, "cells"), groups)[1], equal_nan=True)
