@@ -76,3 +76,15 @@ def test_group_means_cell_by_cell_equal_the_masked_design(monkeypatch: pytest.Mo
     assert np.array_equal(np.isnan(masked_groups), np.isnan(cell_groups)) and np.isnan(cell_groups).any()
     assert np.allclose(masked_groups, cell_groups, rtol=1e-13, atol=0, equal_nan=True)
     assert not np.array_equal(masked_groups, bootstrap_means(values, 3000, rng_for(1, "cells"), groups)[1], equal_nan=True)
+
+
+@pytest.mark.parametrize("cell_min_cases", [1, 10**9])
+def test_overall_means_do_not_depend_on_the_groups(monkeypatch: pytest.MonkeyPatch, cell_min_cases: int) -> None:
+    """A leaderboard's resampled means are the same bits with or without subgroup fields (a wider product may add in
+    another order, and exact ties between models on a resample would then split differently)."""
+    rng = np.random.default_rng(4)
+    values = rng.random((7, 300))
+    groups = [np.flatnonzero(rng.integers(0, 3, 300) == level) for level in range(3)]
+    monkeypatch.setattr(resampling, "CELL_MIN_CASES", cell_min_cases)
+    alone = bootstrap_means(values, 2000, rng_for(0, "overall"))[0]
+    assert np.array_equal(alone, bootstrap_means(values, 2000, rng_for(0, "overall"), groups)[0])

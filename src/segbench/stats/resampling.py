@@ -45,12 +45,13 @@ def bootstrap_means(
     """Means of ``values`` (K rows x n cases) over ``n_resamples`` paired case resamples -> (B, K).
 
     Second result (B, G, K): per array of case indices in ``groups``, the mean of the resampled cases in that group,
-    from the same resamples. Two equal ways to the group sums, by cost: with cells of at least ``CELL_MIN_CASES``
-    cases on average (:class:`CaseCells`: the cases in the same groups, e.g. sharing every subgroup field's level),
-    the counts are tallied in cell order and one product per cell gives its sums, a group's adding its cells' (one
-    product's worth of multiply-adds for any number of groups: 1.7x faster at 5,160 cases and 11 groups of 3
-    fields); with smaller cells, whose products are too thin for BLAS, the counts multiply [values | values masked to
-    group 1 | ... | group indicators] at once.
+    from the same resamples. The overall means are one product of the counts and the values, whatever the groups.
+    Two equal ways to the group sums, by cost: with cells of at least ``CELL_MIN_CASES`` cases on average
+    (:class:`CaseCells`: the cases in the same groups, e.g. sharing every subgroup field's level), the counts are
+    taken in cell order and one product per cell gives its sums, a group's adding its cells' (one product's worth of
+    multiply-adds for any number of groups: 1.7x faster at 5,160 cases and 11 groups of 3 fields); with smaller
+    cells, whose products are too thin for BLAS, the counts multiply [values masked to group 1 | ... | group
+    indicators] at once.
     ``draw(size, rng)``: the (size, n) counts of another resampling scheme (clusters.cluster_counts), whose
     resamples may hold more or fewer than n cases; each mean then divides by its resample's case count.
     """
@@ -58,16 +59,15 @@ def bootstrap_means(
     n_groups = len(groups)
     cells = CaseCells.of(n_cases, groups)
     by_cell = n_groups > 0 and n_cases >= CELL_MIN_CASES * cells.size
-    if by_cell or not n_groups:
-        order, position = cells.order, cells.position
-        design = np.ascontiguousarray(values.T[order])
-    else:
-        order, position = np.arange(n_cases), None
+    overall = np.ascontiguousarray(values.T)
+    if by_cell:
+        in_cells = overall[cells.order]
+    elif n_groups:
         indicator = np.zeros((n_cases, n_groups))
         for k, idx in enumerate(groups):
             indicator[idx, k] = 1.0
-        masked = (values.T[:, None, :] * indicator[:, :, None]).reshape(n_cases, n_groups * n_rows)
-        design = np.ascontiguousarray(np.concatenate([values.T, masked, indicator], axis=1))
+        masked = np.ascontiguousarray(np.concatenate([(values.T[:, None, :] * indicator[:, :, None]).reshape(n_cases, n_groups * n_rows),
+                                                      indicator], axis=1))
     out = np.empty((n_resamples, n_rows))
     group_out = np.empty((n_resamples, n_groups, n_rows))
     # resamples per chunk as wide as the masked design (an odd chunk of draws leaves a half of a 32-bit draw unused):
@@ -75,22 +75,23 @@ def bootstrap_means(
     chunk = max(1, CHUNK_ENTRIES // max(n_cases, n_rows * (n_groups + 1) + n_groups, 1))
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
-        if draw is None:
-            counts = resample_counts(n_cases, size, rng, position)
-        else:
-            counts = draw(size, rng)[:, order] if by_cell else draw(size, rng)
-        sums = counts @ design
+        counts = resample_counts(n_cases, size, rng) if draw is None else draw(size, rng)
+        # the overall means in a product of their own: the same bits whatever the groups (a wider product may add
+        # in another order, and a leaderboard's means would then move with its subgroup fields)
+        sums = counts @ overall
         rows = slice(start, start + size)
-        out[rows] = sums[:, :n_rows] if draw is None else sums[:, :n_rows] / counts.sum(axis=1, keepdims=True)
+        out[rows] = sums if draw is None else sums / counts.sum(axis=1, keepdims=True)
         if by_cell:
+            ordered = counts[:, cells.order]
             cell_sums = np.empty((cells.size, size, n_rows))
             for c, (lo, hi) in enumerate(zip(cells.starts[:-1], cells.starts[1:])):
-                np.matmul(counts[:, lo:hi], design[lo:hi], out=cell_sums[c])
+                np.matmul(ordered[:, lo:hi], in_cells[lo:hi], out=cell_sums[c])
             group_sums = (cells.membership.T @ cell_sums.reshape(cells.size, -1)).reshape(n_groups, size, n_rows).transpose(1, 0, 2)
-            group_sizes = (np.add.reduceat(counts, cells.starts[:-1], axis=1) @ cells.membership)[:, :, None]
+            group_sizes = (np.add.reduceat(ordered, cells.starts[:-1], axis=1) @ cells.membership)[:, :, None]
         elif n_groups:
-            group_sums = sums[:, n_rows : n_rows * (n_groups + 1)].reshape(size, n_groups, n_rows)
-            group_sizes = sums[:, n_rows * (n_groups + 1) :, None]
+            masked_sums = counts @ masked
+            group_sums = masked_sums[:, : n_groups * n_rows].reshape(size, n_groups, n_rows)
+            group_sizes = masked_sums[:, n_groups * n_rows :, None]
         if n_groups:
             with np.errstate(invalid="ignore", divide="ignore"):
                 group_out[rows] = group_sums / group_sizes
@@ -110,7 +111,6 @@ class CaseCells:
     cases sharing every field's level), so each group is a union of contiguous runs of this order."""
 
     order: np.ndarray  #: (n,) case indices in cell order
-    position: np.ndarray  #: (n,) each case's place in ``order``
     starts: np.ndarray  #: (C + 1,) where each cell begins in ``order``, then n
     membership: np.ndarray  #: (C, G) 1.0 where cell c lies in group g
 
@@ -124,21 +124,18 @@ class CaseCells:
         """The cells of ``groups`` (arrays of case indices); one cell of every case in its order without groups."""
         if not groups:
             identity = np.arange(n_cases)
-            return cls(identity, identity, np.array([0, n_cases]), np.zeros((1, 0)))
+            return cls(identity, np.array([0, n_cases]), np.zeros((1, 0)))
         member = np.zeros((n_cases, len(groups)), dtype=bool)
         for k, idx in enumerate(groups):
             member[idx, k] = True
         patterns, cell = np.unique(member, axis=0, return_inverse=True)
         order = np.argsort(cell.ravel(), kind="stable")
-        position = np.empty(n_cases, dtype=np.int64)
-        position[order] = np.arange(n_cases)
         starts = np.searchsorted(cell.ravel()[order], np.arange(len(patterns) + 1))
-        return cls(order, position, starts, patterns.astype(np.float64))
+        return cls(order, starts, patterns.astype(np.float64))
 
 
-def resample_counts(n_cases: int, n_resamples: int, rng: np.random.Generator, position: np.ndarray | None = None) -> np.ndarray:
-    """(B, n) matrix of how often each case is drawn in each of B resamples of n cases with replacement; with
-    ``position``, case i's count is in column position[i] (the same draws, tallied in another case order).
+def resample_counts(n_cases: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(B, n) matrix of how often each case is drawn in each of B resamples of n cases with replacement.
 
     The draws are the narrowest integers that hold n (fewer random bits per draw) and are tallied in
     numba straight into the float64 matrix the products need: measured 2-3x faster than int64 draws,
@@ -146,17 +143,17 @@ def resample_counts(n_cases: int, n_resamples: int, rng: np.random.Generator, po
     """
     dtype = np.int16 if n_cases <= np.iinfo(np.int16).max else np.int64
     counts = np.zeros((n_resamples, n_cases))
-    _tally(rng.integers(0, n_cases, size=(n_resamples, n_cases), dtype=dtype), np.arange(n_cases) if position is None else position, counts)
+    _tally(rng.integers(0, n_cases, size=(n_resamples, n_cases), dtype=dtype), counts)
     return counts
 
 
 @numba.njit(cache=True, nogil=True)
-def _tally(draws: np.ndarray, position: np.ndarray, counts: np.ndarray) -> None:  # pragma: no cover - compiled
-    """counts[r, position[i]] += 1 for every draw i in row r of ``draws``."""
+def _tally(draws: np.ndarray, counts: np.ndarray) -> None:  # pragma: no cover - compiled
+    """counts[r, i] += 1 for every draw i in row r of ``draws``."""
     for r in range(draws.shape[0]):
         row = counts[r]
         for j in range(draws.shape[1]):
-            row[position[draws[r, j]]] += 1.0
+            row[draws[r, j]] += 1.0
 
 
 def jackknife_means(values: np.ndarray) -> np.ndarray:
