@@ -726,6 +726,37 @@ def test_under_covering_and_unaudited_cells_say_so(results_files: list[Path], tm
     assert "no calibration audit tables when these results were computed" in (tmp_path / "bare" / "touchstone_totalsegmentator.html").read_text()
 
 
+def test_audit_words_follow_the_margin_and_the_audits_settings(results_files: list[Path], audit_file: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The margin, confidence and alpha in the audit's words are the results' and the audit's, never fixed: a board whose
+    audited block flags at 2 points says '2 points'; a calibration page at 90% / alpha 0.1 with a 2.5-point margin says so."""
+    results = load(results_files[0])
+    results["audited"]["margin"] = 0.02
+    entry = results["audited"]["structures"]["liver"]["dice"]
+    entry["coverage"].update(rate=0.9221, under_covers=True)
+    entry["type1"].update(rate=0.0712, exceeds_alpha=True)
+    write_json_atomic(tmp_path / "touchstone_totalsegmentator.json", results)
+    audit = load(audit_file)
+    audit["stats"].update(confidence=0.9, alpha=0.1, power=0.9)
+    write_json_atomic(tmp_path / "audit.json", audit)
+    monkeypatch.setattr("segbench.report.pages.MARGIN", 0.025)  # the calibration page flags its rows itself
+    build_site([tmp_path / "touchstone_totalsegmentator.json"], tmp_path / "site", calibration=tmp_path / "audit.json")
+    board = (tmp_path / "site" / "touchstone_totalsegmentator--liver.html").read_text(encoding="utf-8")
+    overview = (tmp_path / "site" / "touchstone_totalsegmentator.html").read_text(encoding="utf-8")
+    assert "under-covers by more than 2 points" in board and "above alpha by more than 2 points" in board
+    assert "⚠ more than 2 points worse than the target" in overview and "1.5 points" not in board + overview
+    text = " ".join(page_text(tmp_path / "site" / "calibration.html").split())
+    assert "⚠: the out-of-sample coverage is more than 2.5 points below 90%." in text
+    assert "⚠: more than 2.5 points below 90% coverage, or above 10% type-I error." in text
+    assert "1.5 points" not in text
+    words = " ".join(html.unescape(text).split())
+    for r in audit["real"]["coverage"]:  # the flags follow the same margin as the words
+        if r["method"] == audit["stats"]["ci_method"]:
+            assert f"{'⚠ ' if r['rate'] < 0.9 - 0.025 else ''}{100 * r['rate']:.1f}%" in words
+    plots = (tmp_path / "site" / "calibration.html").read_text(encoding="utf-8")
+    assert '"y0":0.9,"y1":0.9' in plots and '"y0":0.8,' not in plots  # the target power line is the audit's
+
+
 def test_ci_heads_and_plot_titles_name_the_boards_ci(site: tuple[Path, list[Path]], results_files: list[Path], tmp_path: Path) -> None:
     """The CI column's head follows the board's confidence, and each means plot names its CI: the method and, for a cell
     computed at an audit-calibrated level, that level (a plot saying 'bootstrap CI' over skew_t CIs contradicted the

@@ -405,9 +405,10 @@ def cluster_widths(structures: dict[str, Any], models: Models, settings: dict[st
     return _finish(fig, f"Clustered bootstrap: {ci_words(settings)} width by cluster over width by case (1 = as wide)", "")
 
 
-def power_curve(power_rows: list[dict[str, Any]], structure: str, metric: str, procedure: str) -> go.Figure:
+def power_curve(power_rows: list[dict[str, Any]], structure: str, metric: str, procedure: str, target: float) -> go.Figure:
     """Calibration audit: share of samples separating each pair of models of different quality, against n, with the
-    power the paired-t formula predicts for the population's effect size (dashed, same colour)."""
+    power the paired-t formula predicts for the population's effect size (dashed, same colour) and the audit's target
+    power (``target``: its ``stats.power``, dotted)."""
     fig = go.Figure()
     rows = [r for r in power_rows if r["structure"] == structure and r["metric"] == metric and r["procedure"] == procedure]
     pairs = sorted({(r["better"], r["worse"]) for r in rows}, key=lambda p: min(r["effect_size"] for r in rows if (r["better"], r["worse"]) == p))
@@ -427,7 +428,7 @@ def power_curve(power_rows: list[dict[str, Any]], structure: str, metric: str, p
             line={"color": colour, "dash": "dash"}, showlegend=False,
             hovertemplate=f"{html.escape(label)}<br>n %{{x}}: paired-t formula %{{y:.3f}}<extra></extra>",
         ))
-    fig.add_hline(y=0.8, line_dash="dot", line_color="#888")
+    fig.add_hline(y=target, line_dash="dot", line_color="#888")
     fig.update_layout(height=380, legend={"orientation": "h", "y": -0.25, "yanchor": "top", "x": 0, "xanchor": "left"})
     fig.update_xaxes(type="log", tickvals=sorted({r["n"] for r in rows}))
     fig.update_yaxes(range=[0, 1.02], title="power")

@@ -29,6 +29,7 @@ from .common import (
     display_order,
     estimate,
     fmt,
+    format_points,
     identical_counts,
     identical_note,
     identical_text,
@@ -757,7 +758,7 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
                                               f"(alpha {format_level(alpha)})",
                                               "calibration")))
         for metric in audit["population"][structure]["metrics"]:
-            fig = figures.power_curve(audit["power"], structure, metric, calibration.verdict_procedure(audit["stats"]))
+            fig = figures.power_curve(audit["power"], structure, metric, calibration.verdict_procedure(audit["stats"]), audit["stats"]["power"])
             parts.append(figures.to_div(fig, f"power-{slug(structure)}-{slug(metric)}"))
     parts.append(_real_populations(audit))
     return render("segbench calibration audit", "\n".join(parts), nav_bar(all_results))
@@ -783,7 +784,7 @@ def _levels_section(audit: dict[str, Any]) -> str:
              f"{html.escape(s['ci_method'])} CI whose coverage reaches {format_level(s['confidence'])} (never below it), and measures that rule out "
              f"of sample: the level is chosen on one random half of the cases and its coverage measured on the other, over five "
              f"halvings (<code>{METHODOLOGY_DOC}</code>, \"Calibrated levels\"); {used}. ⚠: the out-of-sample coverage is more than "
-             f"1.5 points below {format_level(s['confidence'])}.</p>")
+             f"{format_points(MARGIN)} below {format_level(s['confidence'])}.</p>")
     table = tables.table(["population", "metric", "n", "calibrated level", "coverage at the nominal level", "coverage at the calibrated level (out of sample)",
                           "levels chosen on halves", "CI width vs nominal"], rows,
                          f"Calibrated levels of the {html.escape(s['ci_method'])} CI (target {format_level(s['confidence'])} coverage)", "calibration")
@@ -797,8 +798,8 @@ def _flagged(entry: dict[str, Any], bad: bool) -> tuple[str, float]:
 
 def _real_populations(audit: dict[str, Any]) -> str:
     """The calibration page's real populations (``calibration.real``: published per-case scores), answer first: per set,
-    structure and metric, the leaderboard CI's coverage and the verdict's type-I error at each n (⚠ beyond 1.5 points,
-    as the board flags them), then every CI method and procedure behind disclosures."""
+    structure and metric, the leaderboard CI's coverage and the verdict's type-I error at each n (⚠ beyond the audit's
+    ``MARGIN``, as the board flags them), then every CI method and procedure behind disclosures."""
     real = audit.get("real") or {}
     if not real.get("population"):
         return ""
@@ -810,7 +811,7 @@ def _real_populations(audit: dict[str, Any]) -> str:
              "(ties at the top, heavy tails, failed cases at 0). Per structure of a set: the cases where every model reports every "
              "metric, and the models at the configured ranks of mean Dice; the first two are made equal (their values exchanged per "
              "sampled case), so every verdict between them is false. A population is audited at each n up to its size. "
-             f"Leaderboard cells of these sets and structures read their audited rate here. ⚠: more than 1.5 points below "
+             f"Leaderboard cells of these sets and structures read their audited rate here. ⚠: more than {format_points(MARGIN)} below "
              f"{format_level(s['confidence'])} coverage, or above {format_level(s['alpha'])} type-I error.</p>"]
     pops = real["population"]
     for source in dict.fromkeys(p["source"] for p in pops.values()):
