@@ -7,9 +7,8 @@ nothing is recomputed.
 from __future__ import annotations
 
 import html
-import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from segbench.stats.audited import MARGIN
@@ -100,32 +99,6 @@ def short_mark(model: dict[str, Any]) -> str:
     if model.get("contaminated"):
         marks.append("trained on this data")
     return f" [{', '.join(marks)}]" if marks else ""
-
-
-#: an ordinal group label: '<40', '<=40', '>=75', '>75', '40-59', '40–59', '80+' or a plain number
-_BAND = re.compile(r"^\s*(?:(?P<cmp>[<>]=?)\s*(?P<edge>\d+(?:\.\d+)?)|(?P<low>\d+(?:\.\d+)?)\s*(?:[-–]\s*(?P<high>\d+(?:\.\d+)?)|(?P<plus>\+))?)\s*$")
-
-
-def _band(label: str) -> tuple[float, float] | None:
-    """(lowest, highest) value of an ordinal group label, None for a label that names no range ('F', 'venous')."""
-    m = _BAND.match(label)
-    if m is None:
-        return None
-    if m["cmp"]:
-        edge = float(m["edge"])
-        return (-math.inf, edge) if m["cmp"].startswith("<") else (edge, math.inf)
-    low = float(m["low"])
-    return low, math.inf if m["plus"] else float(m["high"] or low)
-
-
-def natural_order(labels: Iterable[str]) -> list[str]:
-    """Group labels in their natural order: numeric ranges ('<40', '40-59', '60-74', '>=75'; '40-49', ..., '80+') by
-    their values when every label is one, else alphabetically (categories without an order, e.g. sex)."""
-    labels = list(labels)
-    bands = [_band(label) for label in labels]
-    if labels and all(b is not None for b in bands):
-        return [label for _, label in sorted(zip(bands, labels))]
-    return sorted(labels)
 
 
 def display_order(cell: Cell) -> list[str]:

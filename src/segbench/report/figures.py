@@ -12,10 +12,11 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from segbench.bands import level_order
 from segbench.stats.heads import ci_words
 from segbench.stats.verdicts import format_level
 
-from .common import Cell, Models, ci_head, digits, display_order, fmt, fmt_p, is_ranked, natural_order, short_mark
+from .common import Cell, Models, ci_head, digits, display_order, fmt, fmt_p, is_ranked, short_mark
 
 ROW_HEIGHT = 26
 # Per-case points are drawn individually up to this many cases; above it only the box and outliers.
@@ -251,7 +252,7 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: dic
     """Estimates with CIs (at the analysis' nominal confidence) per group of one metadata field, with each model's
     Kruskal-Wallis result; ``settings``: the analysis' (the CI, the minimum group size)."""
     block = cell["subgroups"][field]
-    groups = natural_order(block["groups"])
+    groups = level_order(field, block["groups"])
     names = display_order(cell)
     width = 0.8 / max(len(names), 1)
     kruskal = block.get("kruskal") or {}
