@@ -740,7 +740,7 @@ def test_audit_words_follow_the_margin_and_the_audits_settings(results_files: li
     audit = load(audit_file)
     audit["stats"].update(confidence=0.9, alpha=0.1, power=0.9)
     write_json_atomic(tmp_path / "audit.json", audit)
-    monkeypatch.setattr("segbench.report.pages.MARGIN", 0.025)  # the calibration page flags its rows itself
+    monkeypatch.setattr("segbench.report.pages.calibration.MARGIN", 0.025)  # the calibration page flags its rows itself
     build_site([tmp_path / "touchstone_totalsegmentator.json"], tmp_path / "site", calibration=tmp_path / "audit.json")
     board = (tmp_path / "site" / "touchstone_totalsegmentator--liver.html").read_text(encoding="utf-8")
     overview = (tmp_path / "site" / "touchstone_totalsegmentator.html").read_text(encoding="utf-8")
