@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from segbench.published import age_band, read_touchstone
+from segbench.bands import age_band
+from segbench.published import read_touchstone
 from segbench.stats import StatsSettings, analyze
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from segbench.bands import age_band
 from segbench.io import write_json_atomic
-from segbench.published import age_band, read_segauge_analysis, read_segauge_results, read_touchstone
+from segbench.published import read_segauge_analysis, read_segauge_results, read_touchstone
 from segbench.stats import analyze, beside_source, sensitivity
 from segbench.stats.settings import StatsSettings
 

@@ -376,16 +376,17 @@ def test_a_ci_bound_the_range_rule_set_is_marked_with_why(results_files: list[Pa
 def test_distance_plots_spanning_magnitudes_use_a_log_axis_and_ordinal_groups_keep_their_order(
         results_files: list[Path], tmp_path: Path) -> None:
     """Tumour HD95 with one model far off (a missed lesion: 260 mm) and the others 0.2 mm apart: the means plot draws a log
-    axis, which says so, so the close models stay apart; overlap scores stay linear. Age bands read in age order, both
-    definitions (decades '40-49'..'80+', and '<40', '40-59', '60-74', '>=75') by one rule."""
+    axis, which says so, so the close models stay apart; overlap scores stay linear. Age bands read in the order of their
+    definition (segbench.bands), the statistics' quartile bands of a numeric field in the order of their values."""
     results = load(results_files[1])
     cell = results["analysis"]["structures"]["tumor"]["metrics"]["hd95"]
     far = cell["ranking"]["order"][-1]
     cell["models"][far].update(mean=260.0, ci_low=240.0, ci_high=280.0)
     bands = cell["subgroups"]["age_band"]["groups"]
     assert list(bands) == ["40-49", "50-59", "60-69", "70-79", "80+", "<40"]  # as stored: sorted as text
-    other = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]["subgroups"]["age_band"]
-    other["groups"] = {new: other["groups"][old] for new, old in zip(["40-59", "60-74", "<40", ">=75"], ["40-49", "50-59", "60-69", "70-79"])}
+    dice = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]["subgroups"]
+    quartiles = ["27.5-<31", "<24.2", ">=31", "24.2-<27.5"]  # a numeric field's bands as analyze labels them, stored as text sorts
+    dice["bmi"] = {**dice["age_band"], "groups": dict(zip(quartiles, dice["age_band"]["groups"].values()))}
     write_json_atomic(tmp_path / "kits23.json", results)
     build_site([tmp_path / "kits23.json"], tmp_path / "site")
     page = (tmp_path / "site" / "kits23--tumor.html").read_text(encoding="utf-8")
@@ -395,12 +396,12 @@ def test_distance_plots_spanning_magnitudes_use_a_log_axis_and_ordinal_groups_ke
     hd95, dice = layouts["kits23-tumor-hd95-a-0"], layouts["kits23-tumor-dice-a-0"]
     assert hd95["xaxis"]["type"] == "log" and hd95["xaxis"]["title"]["text"] == "hd95 (log axis)" and "; log axis" in hd95["title"]["text"]
     assert dice["xaxis"].get("type") != "log" and "log axis" not in dice["title"]["text"]
-    def age_ticks(metric: str) -> list[str]:
-        layout = next(v for k, v in layouts.items() if k.startswith(f"kits23-tumor-{metric}-sub-") and "by age_band" in v["title"]["text"])
+    def ticks(metric: str, field: str) -> list[str]:
+        layout = next(v for k, v in layouts.items() if k.startswith(f"kits23-tumor-{metric}-sub-") and f"by {field}" in v["title"]["text"])
         return [t.split("<br>")[0] for t in layout["xaxis"]["ticktext"]]
 
-    assert age_ticks("hd95") == ["&lt;40", "40-49", "50-59", "60-69", "70-79", "80+"]
-    assert age_ticks("dice")[:4] == ["&lt;40", "40-59", "60-74", "&gt;=75"]
+    assert ticks("hd95", "age_band") == ["&lt;40", "40-49", "50-59", "60-69", "70-79", "80+"]
+    assert ticks("dice", "bmi") == ["&lt;24.2", "24.2-&lt;27.5", "27.5-&lt;31", "&gt;=31"]
 
 
 def test_verdict_intervals_said_once_and_identical_models_named(results_files: list[Path], tmp_path: Path) -> None:
@@ -724,6 +725,37 @@ def test_under_covering_and_unaudited_cells_say_so(results_files: list[Path], tm
     text = page_text(tmp_path / "bare" / "touchstone_totalsegmentator--liver.html")
     assert "cov. " not in text and text.count("not audited") >= 2 * len(results["analysis"]["structures"]["liver"]["metrics"]["dice"]["models"])
     assert "no calibration audit tables when these results were computed" in (tmp_path / "bare" / "touchstone_totalsegmentator.html").read_text()
+
+
+def test_audit_words_follow_the_margin_and_the_audits_settings(results_files: list[Path], audit_file: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The margin, confidence and alpha in the audit's words are the results' and the audit's, never fixed: a board whose
+    audited block flags at 2 points says '2 points'; a calibration page at 90% / alpha 0.1 with a 2.5-point margin says so."""
+    results = load(results_files[0])
+    results["audited"]["margin"] = 0.02
+    entry = results["audited"]["structures"]["liver"]["dice"]
+    entry["coverage"].update(rate=0.9221, under_covers=True)
+    entry["type1"].update(rate=0.0712, exceeds_alpha=True)
+    write_json_atomic(tmp_path / "touchstone_totalsegmentator.json", results)
+    audit = load(audit_file)
+    audit["stats"].update(confidence=0.9, alpha=0.1, power=0.9)
+    write_json_atomic(tmp_path / "audit.json", audit)
+    monkeypatch.setattr("segbench.report.pages.calibration.MARGIN", 0.025)  # the calibration page flags its rows itself
+    build_site([tmp_path / "touchstone_totalsegmentator.json"], tmp_path / "site", calibration=tmp_path / "audit.json")
+    board = (tmp_path / "site" / "touchstone_totalsegmentator--liver.html").read_text(encoding="utf-8")
+    overview = (tmp_path / "site" / "touchstone_totalsegmentator.html").read_text(encoding="utf-8")
+    assert "under-covers by more than 2 points" in board and "above alpha by more than 2 points" in board
+    assert "⚠ more than 2 points worse than the target" in overview and "1.5 points" not in board + overview
+    text = " ".join(page_text(tmp_path / "site" / "calibration.html").split())
+    assert "⚠: the out-of-sample coverage is more than 2.5 points below 90%." in text
+    assert "⚠: more than 2.5 points below 90% coverage, or above 10% type-I error." in text
+    assert "1.5 points" not in text
+    words = " ".join(html.unescape(text).split())
+    for r in audit["real"]["coverage"]:  # the flags follow the same margin as the words
+        if r["method"] == audit["stats"]["ci_method"]:
+            assert f"{'⚠ ' if r['rate'] < 0.9 - 0.025 else ''}{100 * r['rate']:.1f}%" in words
+    plots = (tmp_path / "site" / "calibration.html").read_text(encoding="utf-8")
+    assert '"y0":0.9,"y1":0.9' in plots and '"y0":0.8,' not in plots  # the target power line is the audit's
 
 
 def test_ci_heads_and_plot_titles_name_the_boards_ci(site: tuple[Path, list[Path]], results_files: list[Path], tmp_path: Path) -> None:

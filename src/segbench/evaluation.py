@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from segbench import scoring, stats
+from segbench.bands import level_order
 from segbench.config import DatasetConfig, dataset_from_conf
 from segbench.datasets import load_metadata
 from segbench.io import save_label_map_atomic, write_json_atomic, write_text_atomic
@@ -171,14 +172,17 @@ class Evaluation:
         return render([self.results], width=width)
 
     def by_subgroup(self, field: str) -> pd.DataFrame:
-        """Per structure, metric, group of ``field`` and model: n, whether the group was tested, mean and CI."""
+        """Per structure, metric, group of ``field`` (in their order, ``bands.level_order``) and model: n, whether the
+        group was tested, mean and CI."""
         fields = self.results["analysis"]["subgroup_fields"]
         if field not in fields:
             raise ValueError(f"no subgroup field {field!r}; analysed: {fields or 'none (give --metadata or a dataset with subgroups)'}")
         rows = []
         for structure, block in sorted(self.results["analysis"]["structures"].items()):
             for metric, cell in block["metrics"].items():
-                for group, entry in cell["subgroups"][field]["groups"].items():
+                groups = cell["subgroups"][field]["groups"]
+                for group in level_order(field, groups):
+                    entry = groups[group]
                     rows += [{"structure": structure, "metric": metric, field: group, "n": entry["n"], "tested": entry["tested"], "model": model, **values}
                              for model, values in entry["models"].items()]
         return pd.DataFrame(rows, columns=["structure", "metric", field, "n", "tested", "model", "mean", "ci_low", "ci_high"])

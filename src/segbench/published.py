@@ -1,7 +1,7 @@
 """Readers for published per-case score files -> the long rows table of ``segbench.stats.analyze``.
 
 Rows: one per (model, case_id, structure) with ``reference_present`` (bool), one float column per metric
-and case metadata as ``meta.<field>`` columns, including ``meta.age_band`` (``AGE_BANDS``).
+and case metadata as ``meta.<field>`` columns, including ``meta.age_band`` (``segbench.bands``).
 Malformed input (missing columns, non-numeric cells, duplicate rows) raises ValueError naming the file,
 the row and the column.
 """
@@ -18,19 +18,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from segbench.bands import AGE_BAND, age_band
+
 if TYPE_CHECKING:
     from segbench.interactive.protocol import Scoring
 
-# Age bands (years, left-closed): decades between 40 and 80, open-ended at both ends so that the
-# youngest and oldest bands still hold enough cases for the subgroup tests (docs/methodology.md#59-subgroups).
-AGE_BANDS: tuple[tuple[float, float, str], ...] = (
-    (-np.inf, 40, "<40"),
-    (40, 50, "40-49"),
-    (50, 60, "50-59"),
-    (60, 70, "60-69"),
-    (70, 80, "70-79"),
-    (80, np.inf, "80+"),
-)
 TOUCHSTONE_FILES = {"dice": "dsc.csv", "nsd": "nsd.csv"}
 TOUCHSTONE_META = "metaTotalSeg.csv"
 SEGAUGE_METRICS = ("dice", "hd95", "nsd", "assd")
@@ -40,14 +32,6 @@ CHALLENGER_COLUMNS = {"case": "case", "model": "algorithm", "structure": "task",
 NNUNET_METRICS = {"dice": "Dice", "iou": "IoU"}
 
 log = logging.getLogger(__name__)
-
-
-def age_band(ages: pd.Series) -> pd.Series:
-    """Label each age with its ``AGE_BANDS`` band; missing ages stay missing (None)."""
-    values = pd.to_numeric(ages, errors="raise").astype(np.float64)
-    bins = [lo for lo, _, _ in AGE_BANDS] + [np.inf]
-    banded = pd.cut(values, bins, right=False, labels=[label for _, _, label in AGE_BANDS])
-    return pd.Series([None if pd.isna(v) else str(v) for v in banded], index=ages.index, dtype=object)
 
 
 def read_touchstone(folder: Path, files: dict[str, str] | None = None, duplicates: str = "error",
@@ -471,7 +455,7 @@ def _read_metadata_csv(path: Path, sep: str, key: str) -> pd.DataFrame:
             r = int(np.flatnonzero(bad)[0])
             raise ValueError(f"{path}: row {r + 2}, column 'age': {meta['age'].iloc[r]!r} is not a number")
         meta["age"] = age
-        meta["age_band"] = age_band(age)
+        meta[AGE_BAND] = age_band(age)
     meta = meta.set_index(key)
     meta.columns = [f"meta.{c}" for c in meta.columns]
     return meta
@@ -701,7 +685,7 @@ def _read_clinical_json(path: Path) -> pd.DataFrame:
         raise ValueError(f"{path}: entry {int(np.flatnonzero(dup)[0])}, column 'case_id': duplicate {table['case_id'][dup].iloc[0]!r}")
     age_field = next((f for f in ("age_at_nephrectomy", "age") if f in table.columns), None)
     if age_field is not None:
-        table["age_band"] = age_band(table[age_field])
+        table[AGE_BAND] = age_band(table[age_field])
     table = table.set_index("case_id")
     table.columns = [f"meta.{c}" for c in table.columns]
     return table

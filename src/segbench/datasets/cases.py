@@ -10,11 +10,11 @@ import difflib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import yaml
 
+from segbench.bands import AGE_BAND, age_band
 from segbench.config import ConfigError, DatasetConfig
 
 CaseList = list[str]
@@ -88,24 +88,11 @@ METADATA_READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
 }
 
 
-def age_band(age: Any) -> str | None:
-    """Age band used for subgroup analysis: <40, 40-59, 60-74, >=75 (None when unknown)."""
-    if age is None or pd.isna(age):
-        return None
-    age = float(age)
-    if age < 40:
-        return "<40"
-    if age < 60:
-        return "40-59"
-    if age < 75:
-        return "60-74"
-    return ">=75"
-
-
 def load_metadata(dataset: DatasetConfig, cases: CaseList) -> pd.DataFrame:
     """Configured metadata fields for ``cases`` as ``meta.<field>`` columns, indexed by case id.
 
-    ``age_band`` is derived from the first configured field whose name starts with ``age``.
+    ``age_band`` (``segbench.bands``, as for published sets) is derived from the first configured field whose name
+    starts with ``age``.
     """
     if dataset.metadata_file is None or not dataset.metadata_fields:
         return pd.DataFrame(index=pd.Index(cases, name="case_id"))
@@ -118,6 +105,9 @@ def load_metadata(dataset: DatasetConfig, cases: CaseList) -> pd.DataFrame:
     table = table.reindex(cases)[list(dataset.metadata_fields)]
     ages = [f for f in dataset.metadata_fields if f.startswith("age")]
     if ages:
-        table["age_band"] = table[ages[0]].map(age_band)
+        try:
+            table[AGE_BAND] = age_band(table[ages[0]])
+        except ValueError as exc:
+            raise ConfigError(f"dataset {dataset.name!r}: metadata field {ages[0]!r} of {dataset.metadata_file} is not an age in years ({exc})") from None
     table.index.name = "case_id"
     return table.add_prefix("meta.")

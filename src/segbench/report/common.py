@@ -7,11 +7,11 @@ nothing is recomputed.
 from __future__ import annotations
 
 import html
-import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
+from segbench.stats.audited import MARGIN
 from segbench.stats.coverage import coverage_text
 from segbench.stats.verdicts import CODE_WORDS, base_digits, format_estimate, format_level, format_p
 
@@ -29,6 +29,12 @@ def fmt_p(p: float | None) -> str:
     if p is None:
         return "–"
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def format_points(share: float) -> str:
+    """A difference of rates in percentage points, '1.5 points' for 0.015 (the audit's ``MARGIN``), '1 point' for 0.01."""
+    points = round(100.0 * share, 6)
+    return f"{points:g} point{'' if points == 1 else 's'}"
 
 
 def fmt_rank(rank: float) -> str:
@@ -93,32 +99,6 @@ def short_mark(model: dict[str, Any]) -> str:
     if model.get("contaminated"):
         marks.append("trained on this data")
     return f" [{', '.join(marks)}]" if marks else ""
-
-
-#: an ordinal group label: '<40', '<=40', '>=75', '>75', '40-59', '40–59', '80+' or a plain number
-_BAND = re.compile(r"^\s*(?:(?P<cmp>[<>]=?)\s*(?P<edge>\d+(?:\.\d+)?)|(?P<low>\d+(?:\.\d+)?)\s*(?:[-–]\s*(?P<high>\d+(?:\.\d+)?)|(?P<plus>\+))?)\s*$")
-
-
-def _band(label: str) -> tuple[float, float] | None:
-    """(lowest, highest) value of an ordinal group label, None for a label that names no range ('F', 'venous')."""
-    m = _BAND.match(label)
-    if m is None:
-        return None
-    if m["cmp"]:
-        edge = float(m["edge"])
-        return (-math.inf, edge) if m["cmp"].startswith("<") else (edge, math.inf)
-    low = float(m["low"])
-    return low, math.inf if m["plus"] else float(m["high"] or low)
-
-
-def natural_order(labels: Iterable[str]) -> list[str]:
-    """Group labels in their natural order: numeric ranges ('<40', '40-59', '60-74', '>=75'; '40-49', ..., '80+') by
-    their values when every label is one, else alphabetically (categories without an order, e.g. sex)."""
-    labels = list(labels)
-    bands = [_band(label) for label in labels]
-    if labels and all(b is not None for b in bands):
-        return [label for _, label in sorted(zip(bands, labels))]
-    return sorted(labels)
 
 
 def display_order(cell: Cell) -> list[str]:
@@ -299,16 +279,24 @@ def slug(text: str) -> str:
 NO_AUDIT = "no calibration audit tables when these results were computed"
 
 
-def audit_of(results: dict[str, Any], structure: str, metric: str) -> dict[str, Any]:
-    """The audited entry of one leaderboard cell: ``{"coverage", "type1", "reason"}`` (entries None where not audited).
-    ``results["audited"]`` may be None (no tables), a sentence (the lesion-wise views: why none is audited) or the block."""
+def audit_margin(results: dict[str, Any]) -> float:
+    """How far an audited rate may miss its target before the board flags it: the results' audited block's ``margin``
+    (the one its flags were set with), else the audit's own (``segbench.stats.audited.MARGIN``)."""
     block = results.get("audited")
+    return float(block["margin"]) if isinstance(block, dict) else MARGIN
+
+
+def audit_of(results: dict[str, Any], structure: str, metric: str) -> dict[str, Any]:
+    """The audited entry of one leaderboard cell: ``{"coverage", "type1", "reason"}`` (entries None where not audited)
+    and the ``margin`` of its flags (:func:`audit_margin`). ``results["audited"]`` may be None (no tables), a sentence
+    (the lesion-wise views: why none is audited) or the block."""
+    block, margin = results.get("audited"), audit_margin(results)
     if not block:
-        return {"coverage": None, "type1": None, "reason": NO_AUDIT}
+        return {"coverage": None, "type1": None, "reason": NO_AUDIT, "margin": margin}
     if isinstance(block, str):
-        return {"coverage": None, "type1": None, "reason": block}
+        return {"coverage": None, "type1": None, "reason": block, "margin": margin}
     entry = (block.get("structures") or {}).get(structure, {}).get(metric)
-    return entry or {"coverage": None, "type1": None, "reason": "no cases to audit"}
+    return {**(entry or {"coverage": None, "type1": None, "reason": "no cases to audit"}), "margin": margin}
 
 
 def _where(entry: dict[str, Any], structure: str) -> str:
@@ -338,17 +326,17 @@ def _audit_title(entry: dict[str, Any], what: str, structure: str) -> str:
 
 def coverage_note(audit: dict[str, Any], structure: str) -> str:
     """A CI cell's audited coverage, short and visible ('cov. 94.1% @n=40'), '⚠' first when it under-covers by more
-    than 1.5 points, '†' last when measured on another population; the whole sentence as its tooltip. 'not audited'
-    (the reason as tooltip) without an entry."""
+    than the audit's margin, '†' last when measured on another population; the whole sentence as its tooltip. 'not
+    audited' (the reason as tooltip) without an entry. ``audit``: the cell's :func:`audit_of`."""
     return _audit_note(audit, "coverage", structure, lambda e: f"{format_level(e['target'])} {e['method']} CI{_level_words(e)}",
-                       "under_covers", "under-covers by more than 1.5 points", "cov.", with_n=True)
+                       "under_covers", f"under-covers by more than {format_points(audit['margin'])}", "cov.", with_n=True)
 
 
 def type1_note(audit: dict[str, Any], structure: str) -> str:
     """A verdict line's audited type-I error of 'separable' ('type-I 3.7%'; its n, as the coverage's, in the tooltip),
-    '⚠' first above alpha + 1.5 points, '†' when measured on another population."""
+    '⚠' first above alpha plus the audit's margin, '†' when measured on another population."""
     return _audit_note(audit, "type1", structure, lambda e: f"\"separable\" ({e['procedure']}) for equal models",
-                       "exceeds_alpha", "above alpha by more than 1.5 points", "type-I", with_n=False)
+                       "exceeds_alpha", f"above alpha by more than {format_points(audit['margin'])}", "type-I", with_n=False)
 
 
 def _audit_note(audit: dict[str, Any], key: str, structure: str, what: Callable[[dict[str, Any]], str], flag: str, flag_words: str,
@@ -376,15 +364,17 @@ def _level_words(entry: dict[str, Any]) -> str:
     return f", computed at the audit-calibrated level {format_level(entry['level'])} (its coverage measured out of sample)"
 
 
-AUDIT_LEGEND = ("cov.: how often the calibration audit found this CI covering the truth, at the audited n nearest this board's "
-                "(hover for the population, its Monte-Carlo SE and the level the audit calibrated the CI at); "
-                'type-I: how often its "separable" was wrong for equal models; '
-                "⚠ more than 1.5 points worse than the target; † measured on another population than this cell's.")
+def audit_legend(margin: float) -> str:
+    """What a table's audit marks mean, ``margin`` the results' (:func:`audit_margin`)."""
+    return ("cov.: how often the calibration audit found this CI covering the truth, at the audited n nearest this board's "
+            "(hover for the population, its Monte-Carlo SE and the level the audit calibrated the CI at); "
+            'type-I: how often its "separable" was wrong for equal models; '
+            f"⚠ more than {format_points(margin)} worse than the target; † measured on another population than this cell's.")
 
 
 def audit_words(audit: dict[str, Any], structure: str) -> str:
     """Plain text of a leaderboard's audited rates, for the terminal: 'Audited: CI covers 94.1% at n = 40; "separable"
-    wrong for equal models 3.7% at n = 40.' ('(under-covers)' / '(above alpha)' beyond 1.5 points), or why not."""
+    wrong for equal models 3.7% at n = 40.' ('(under-covers)' / '(above alpha)' beyond the margin), or why not."""
     c, t = audit["coverage"], audit["type1"]
     if c is None and t is None:
         return f"Not audited: {(audit.get('reason') or NO_AUDIT).removeprefix('not audited: ')}."

@@ -12,10 +12,11 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from segbench.bands import level_order
 from segbench.stats.heads import ci_words
 from segbench.stats.verdicts import format_level
 
-from .common import Cell, Models, ci_head, digits, display_order, fmt, fmt_p, is_ranked, natural_order, short_mark
+from .common import Cell, Models, ci_head, digits, display_order, fmt, fmt_p, is_ranked, short_mark
 
 ROW_HEIGHT = 26
 # Per-case points are drawn individually up to this many cases; above it only the box and outliers.
@@ -251,7 +252,7 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: dic
     """Estimates with CIs (at the analysis' nominal confidence) per group of one metadata field, with each model's
     Kruskal-Wallis result; ``settings``: the analysis' (the CI, the minimum group size)."""
     block = cell["subgroups"][field]
-    groups = natural_order(block["groups"])
+    groups = level_order(field, block["groups"])
     names = display_order(cell)
     width = 0.8 / max(len(names), 1)
     kruskal = block.get("kruskal") or {}
@@ -405,9 +406,10 @@ def cluster_widths(structures: dict[str, Any], models: Models, settings: dict[st
     return _finish(fig, f"Clustered bootstrap: {ci_words(settings)} width by cluster over width by case (1 = as wide)", "")
 
 
-def power_curve(power_rows: list[dict[str, Any]], structure: str, metric: str, procedure: str) -> go.Figure:
+def power_curve(power_rows: list[dict[str, Any]], structure: str, metric: str, procedure: str, target: float) -> go.Figure:
     """Calibration audit: share of samples separating each pair of models of different quality, against n, with the
-    power the paired-t formula predicts for the population's effect size (dashed, same colour)."""
+    power the paired-t formula predicts for the population's effect size (dashed, same colour) and the audit's target
+    power (``target``: its ``stats.power``, dotted)."""
     fig = go.Figure()
     rows = [r for r in power_rows if r["structure"] == structure and r["metric"] == metric and r["procedure"] == procedure]
     pairs = sorted({(r["better"], r["worse"]) for r in rows}, key=lambda p: min(r["effect_size"] for r in rows if (r["better"], r["worse"]) == p))
@@ -427,7 +429,7 @@ def power_curve(power_rows: list[dict[str, Any]], structure: str, metric: str, p
             line={"color": colour, "dash": "dash"}, showlegend=False,
             hovertemplate=f"{html.escape(label)}<br>n %{{x}}: paired-t formula %{{y:.3f}}<extra></extra>",
         ))
-    fig.add_hline(y=0.8, line_dash="dot", line_color="#888")
+    fig.add_hline(y=target, line_dash="dot", line_color="#888")
     fig.update_layout(height=380, legend={"orientation": "h", "y": -0.25, "yanchor": "top", "x": 0, "xanchor": "left"})
     fig.update_xaxes(type="log", tickvals=sorted({r["n"] for r in rows}))
     fig.update_yaxes(range=[0, 1.02], title="power")

@@ -9,11 +9,12 @@ from typing import Any
 from segbench.stats.verdicts import format_level, pair_verdict, wilcoxon_text
 
 from .common import (
-    AUDIT_LEGEND,
     VERDICT_ORDER,
     Cell,
     Models,
     against_source,
+    audit_legend,
+    audit_margin,
     audit_of,
     ci_favoured,
     ci_head,
@@ -116,7 +117,7 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
     caption = ("#1 versus #2 per structure and metric; click a verdict for its numbers. Co-winners: #1 and every model not "
                'separable from it (test of the mean difference and Wilcoxon-Holm) on the ranking by mean '
                f'(<a href="methodology.html#verdicts">verdicts</a>). {said_once + " " if said_once else ""}'
-               + AUDIT_LEGEND + marks_caption(said))
+               + audit_legend(audit_margin(results)) + marks_caption(said))
     return table(["structure", "metric", "#1", ci_head(results["analysis"]["settings"]), "#1 versus #2", "co-winners"], rows, caption, "answers")
 
 

@@ -329,7 +329,7 @@ def _group_labels(column: pd.Series) -> pd.Series:
 
     Numeric fields (e.g. age) are banded at the quartiles of the dataset's cases: '<q1', 'q1-<q2',
     'q2-<q3', '>=q3' with the edges written out (repeated edges merge bands). Fixed clinical bands are
-    the reader's job (see segbench.published.age_band, exported as meta.age_band).
+    the reader's job (see segbench.bands.age_band, exported as meta.age_band).
     """
     if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
         values = column.astype(np.float64)
