@@ -34,9 +34,17 @@ PG_USER = "postgres"
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free now (the service binds it right after)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports on 127.0.0.1 that are free now: all held open while chosen, since a port just
+    closed may be handed out again (two daemons once got the same one)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
 
 
 @dataclass(frozen=True)
@@ -275,7 +283,7 @@ def slurm_cluster(workdir: Path, cpus: int = 2) -> Iterator[SlurmCluster]:
     for name in ("state", "spool"):
         (workdir / name).mkdir(exist_ok=True)
     user = getpass.getuser()
-    ctld_port, slurmd_port = free_port(), free_port()
+    ctld_port, slurmd_port = free_ports(2)
     conf = workdir / "slurm.conf"
     conf.write_text(
         "\n".join(
