@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from segbench import tracking
-from test_tracking import _bundle
-from tests_support import commit_all, gate_env, new_project, run_command, run_queue
+from tests_support import commit_all, gate_env, new_project, run_command, run_queue, score_bundle
 
 
 def _log(uri: str, model: str, barrier) -> str:
     os.environ["SEGBENCH_TRACKING_URI"] = uri
     barrier.wait()
-    return tracking.log_bundle(_bundle(model))
+    return tracking.log_bundle(score_bundle(model))
 
 
 def test_two_workers_create_a_fresh_store_at_once(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ and compare reads the rows back from the server. The services are real (tests/se
 
 from __future__ import annotations
 
-import io
 import json
 import multiprocessing as mp
 import os
@@ -15,13 +14,12 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
 from segbench import tracking
 from services import TrackingServer, tracking_server, wait_until
-from tests_support import commit_all, gate_env, new_project, run_command, run_queue
+from tests_support import commit_all, gate_env, new_project, run_command, run_queue, score_bundle
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +28,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrackingServer]
         yield running
 
 
-def _bundle(model: str, dataset: str = "kits23", cases: int = 2000) -> tracking.ScoreBundle:
-    """A score bundle of SIMULATED rows, large enough that logging it takes a while (the race window)."""
-    rows = pd.DataFrame({"model": model, "case_id": [f"case_{i:05d}" for i in range(cases)], "structure": "kidney",
-                         "reference_present": True, "dice": [0.5 + (i % 50) / 100 for i in range(cases)]})
-    buffer = io.StringIO()
-    rows.to_csv(buffer, index=False, lineterminator="\n")
-    record = {
-        "tags": {"segbench.dataset": dataset, "segbench.model": model, "segbench.kind": "simulated", "segbench.dataset_version": "0123abcd"},
-        "params": {"model.command": "simulated rows", "dataset.source": f"data/{dataset}/labels"},
-        "metrics": {"kidney.dice.mean": float(rows["dice"].mean())},
-    }
-    return tracking.ScoreBundle(buffer.getvalue().encode(), record)
+def _bundle(model: str, dataset: str = "kits23") -> tracking.ScoreBundle:
+    """A score bundle of 2,000 SIMULATED rows, large enough that logging it takes a while (the race window)."""
+    return score_bundle(model, dataset, [0.5 + (i % 50) / 100 for i in range(2000)])
 
 
 def _finished(uri: str, dataset: str, **tags: str) -> list:

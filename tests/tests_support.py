@@ -1,4 +1,4 @@
-"""Helpers shared by tests (not fixtures): working directories, commands, and throwaway projects."""
+"""Helpers shared by tests (not fixtures): working directories, commands, score bundles and throwaway projects."""
 
 from __future__ import annotations
 
@@ -11,15 +11,17 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import nibabel as nib
 import numpy as np
+import pandas as pd
 import yaml
 from scipy import ndimage
 
+from segbench import tracking
 from segbench.config import compose_params
 from segbench.models import container
 
@@ -145,6 +147,19 @@ def new_project(root: Path, proj: Path, overrides: list[str], interactive: bool 
     params = compose_params(proj / "conf", overrides)
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     return proj
+
+
+def score_bundle(model: str = "sim_a", dataset: str = "toy", dice: Sequence[float] = (0.9, 0.8)) -> tracking.ScoreBundle:
+    """A score bundle of SIMULATED rows, as the score stage hands one to tracking: a kidney Dice per case
+    (case_00000, case_00001, ...), their mean the run's headline metric."""
+    rows = pd.DataFrame({"model": model, "case_id": [f"case_{i:05d}" for i in range(len(dice))], "structure": "kidney",
+                         "reference_present": True, "dice": list(dice)})
+    record = {
+        "tags": {"segbench.dataset": dataset, "segbench.model": model, "segbench.kind": "simulated", "segbench.dataset_version": "0123abcd"},
+        "params": {"model.command": "simulated rows", "dataset.source": f"data/{dataset}/labels"},
+        "metrics": {"kidney.dice.mean": float(np.mean(dice))},
+    }
+    return tracking.ScoreBundle(rows.to_csv(index=False, lineterminator="\n").encode(), record)
 
 
 def lock_outs(lock_file: Path) -> dict[str, str]:
