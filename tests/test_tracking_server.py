@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from projects import Projects
 from segbench import tracking
 from services import TrackingServer, tracking_server, wait_until
-from tests_support import commit_all, gate_env, new_project, run_command, run_queue, score_bundle
+from tests_support import commit_all, gate_env, run_command, run_queue, score_bundle
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +96,7 @@ def test_three_track_processes_on_one_bundle_leave_one_finished_run(root: Path, 
 
 
 @pytest.mark.slow
-def test_queued_experiments_log_each_pair_once_and_compare_reads_the_server(root: Path, tmp_path: Path, server: TrackingServer) -> None:
+def test_queued_experiments_log_each_pair_once_and_compare_reads_the_server(projects: Projects, tmp_path: Path, server: TrackingServer) -> None:
     """Two queued experiments with the same parameters run at once against the server, so their workers log the
     same score bundles concurrently: each (dataset, model) is one run, and compare's leaderboard of both models
     comes from the server's rows. (Experiments with other stats settings would be other bundles: the score
@@ -103,7 +104,7 @@ def test_queued_experiments_log_each_pair_once_and_compare_reads_the_server(root
     models = ["sim_dilate_1mm", "sim_erode_1mm"]
     small = ["dataset.kits23.cases=[case_00030,case_00110]", f"model=[{','.join(models)}]", "published=[]"]
     small.append("stats.n_resamples=200")
-    proj = new_project(root, tmp_path / "proj", small)
+    proj = projects.new(small)
     commit_all(proj, "base")
     for _ in range(2):
         run_command(["dvc", "exp", "run", "--queue", *(a for s in small for a in ("-S", s))], proj)

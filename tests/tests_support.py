@@ -1,4 +1,5 @@
-"""Helpers shared by tests (not fixtures): working directories, commands, score bundles and throwaway projects."""
+"""Helpers shared by tests (not fixtures): working directories, commands, score bundles and label maps.
+(Projects, new or reproduced: tests/projects.py.)"""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 import os
 import resource
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -22,7 +22,6 @@ import yaml
 from scipy import ndimage
 
 from segbench import tracking
-from segbench.config import compose_params
 from segbench.models import container
 
 #: holds the sitecustomize.py that stops a command's Python process at a moment the test chooses (``gate_env``)
@@ -119,34 +118,6 @@ def commit_all(repo: Path, message: str) -> None:
     """Commit everything in ``repo`` (a throwaway identity: CI machines may have none)."""
     run_command(["git", "add", "-A"], repo)
     run_command(["git", "-c", "user.name=segbench tests", "-c", "user.email=tests@segbench.invalid", "commit", "-qm", message], repo)
-
-
-def new_project(root: Path, proj: Path, overrides: list[str], interactive: bool = False) -> Path:
-    """A new DVC project from this repo's pipeline files, data pulled from the shared remote, and a
-    params.yaml composed from conf/ with ``overrides`` exactly as `dvc exp run -S` would.
-
-    ``interactive``: with the interactive pipeline too (interactive/dvc.yaml). Off by default: a plain
-    `dvc pull` fails on the outputs of a pipeline that never ran, as it would on any stage without a lock.
-    """
-    proj.mkdir(parents=True)
-    for name in ("dvc.yaml", "data.dvc", ".gitignore", *(["interactive/dvc.yaml", "interactive/.gitignore"] if interactive else [])):
-        (proj / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(root / name, proj / name)
-    # the calibration audit's committed results, which the report stage draws a page from (its own pipeline is not copied)
-    # hydra_plugins/: DVC loads it before composing conf/ for `dvc exp run -S` (the validation resolver)
-    for name in ("conf", "hydra_plugins", "src", "calibration/results"):
-        shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
-    run_command(["git", "init", "-q"], proj)
-    run_command(["dvc", "init", "-q"], proj)
-    run_command(["dvc", "config", "hydra.enabled", "true"], proj)
-    shutil.copy(root / ".dvcignore", proj / ".dvcignore")
-    shutil.copytree(root / ".dvc" / "plots", proj / ".dvc" / "plots")  # the project's plot templates and offline page
-    run_command(["dvc", "config", "plots.html_template", "plots/page.html"], proj)
-    run_command(["dvc", "remote", "add", "-d", "shared", str((root.parent / "shared" / "dvc-remote").resolve())], proj)
-    run_command(["dvc", "pull", "-q", "data.dvc"], proj)
-    params = compose_params(proj / "conf", overrides)
-    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-    return proj
 
 
 def score_bundle(model: str = "sim_a", dataset: str = "toy", dice: Sequence[float] = (0.9, 0.8)) -> tracking.ScoreBundle:
