@@ -18,32 +18,19 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the package's metrics, which the tests check the profile against
 
 import nibabel as nib  # noqa: E402
 import numpy as np  # noqa: E402
-import surface_distance as sd  # noqa: E402
 
 from segbench.models.simulated import displace_boundary  # noqa: E402
 from segbench.scoring.labelmaps import nonzero_box  # noqa: E402
 from segbench.scoring.profiles import deepmind_metrics, deepmind_surface_distances  # noqa: E402
+from surface_distance_reference import package_metrics  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 REGIONS = {"kidney_and_mass": ((1, 2, 3), 1.0331), "mass": ((2, 3), 1.1329), "tumor": ((2,), 1.1498)}
 METRICS = ("hd", "hd95", "assd", "masd", "nsd")
-
-
-def package(pred: np.ndarray, ref: np.ndarray, spacing: tuple[float, ...], tolerance: float) -> dict[str, float]:
-    """The metrics by surface-distance's functions (ASSD: its two directions' sums pooled)."""
-    s = sd.compute_surface_distances(ref, pred, spacing)
-    mean_gp, mean_pg = sd.compute_average_surface_distance(s)
-    pooled = np.sum(s["distances_gt_to_pred"] * s["surfel_areas_gt"]) + np.sum(s["distances_pred_to_gt"] * s["surfel_areas_pred"])
-    return {
-        "hd": sd.compute_robust_hausdorff(s, 100),
-        "hd95": sd.compute_robust_hausdorff(s, 95),
-        "assd": pooled / (np.sum(s["surfel_areas_gt"]) + np.sum(s["surfel_areas_pred"])),
-        "masd": 0.5 * (mean_gp + mean_pg),
-        "nsd": sd.compute_surface_dice_at_tolerance(s, tolerance),
-    }
 
 
 def best_of(repeat: int, fn, *args) -> tuple[float, dict[str, float]]:
@@ -76,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             box = nonzero_box(g, p)  # the engine measures each region on its own box; the package gets the same arrays
             g, p = g[box], p[box]
             t_ours, ours = best_of(args.repeat, lambda p=p, g=g, t=tolerance: deepmind_metrics(deepmind_surface_distances(p, g, spacing), t))
-            t_pkg, theirs = best_of(args.repeat, package, p, g, spacing, tolerance)
+            t_pkg, theirs = best_of(args.repeat, package_metrics, p, g, spacing, tolerance)
             diffs = {m: abs(ours[m] - theirs[m]) for m in METRICS}
             worst = {m: max(worst[m], diffs[m]) for m in METRICS}
             totals[0] += t_ours

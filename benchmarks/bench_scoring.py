@@ -1,6 +1,6 @@
 """Scoring speed and agreement on real KiTS23 cases: segauge vs segbench's engine vs the decode floor.
 
-For each case a simulated prediction (benchmarks/simulate_kits.py; kinds cycle, the last cases are
+For each case a simulated prediction (tests/simulate_kits.py; kinds cycle, the last cases are
 gross errors) is written as NIfTI; then, in this one run and on this machine:
 
 * decode floor: nibabel load + decompress of reference and prediction;
@@ -32,10 +32,9 @@ import nibabel as nib
 import numpy as np
 import segauge
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from simulate_kits import GROSS_KINDS, KINDS, simulate  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the simulated errors, which the tests score too
 from segbench.scoring import Region, score_case  # noqa: E402
+from simulate_kits import GROSS_KINDS, KINDS, simulate  # noqa: E402
 
 REGIONS = (
     Region("kidney_and_mass", (1, 2, 3), 1.0331),

@@ -1,17 +1,22 @@
-"""Shared fixtures: the project root, the real data bundle, and an isolated MLflow store.
+"""Shared fixtures: the project root, the real data bundle, an isolated MLflow store, and the project factory.
 
 The tests run on the real data bundle; a missing bundle is a failure (run `dvc pull data.dvc`), not a skip.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import segbench  # noqa: F401  (first: it pins OpenBLAS's kernels before numpy loads, as the command line does)
 
 # isort: split
 import pandas as pd
 import pytest
+
+if TYPE_CHECKING:
+    from projects import Projects
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -52,3 +57,14 @@ def tracking_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "mlruns").mkdir()
     monkeypatch.setenv("SEGBENCH_TRACKING_URI", uri)
     return uri
+
+
+@pytest.fixture(scope="session")
+def projects(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Projects]:
+    """The one project factory (tests/projects.py): new DVC projects, and each experiment reproduced once per session,
+    shared for reading and copied for changing; the session fails if a test wrote to a shared one."""
+    from projects import Projects  # on first use: it loads segbench.config and nibabel (a second), which many modules never need
+
+    factory = Projects(root, tmp_path_factory)
+    yield factory
+    factory.check_unchanged()

@@ -1,5 +1,5 @@
 """Real services the tests start themselves on loopback, in a temp dir, and tear down after: PostgreSQL with an
-MLflow tracking server on it, sshd, and a one-node Slurm cluster.
+MLflow tracking server on it (or an MLflow server on a project's own store), sshd, and a one-node Slurm cluster.
 
 No mocks: Debian's `postgresql` (``initdb`` as an unprivileged user), MLflow's own ``mlflow server`` with proxied
 artifact storage, OpenSSH's sshd and Slurm's slurmctld and slurmd, as a team would run them. Each starter is a
@@ -34,9 +34,17 @@ PG_USER = "postgres"
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free now (the service binds it right after)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports on 127.0.0.1 that are free now: all held open while chosen, since a port just
+    closed may be handed out again (two daemons once got the same one)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
 
 
 @dataclass(frozen=True)
@@ -122,18 +130,20 @@ def _wait_healthy(uri: str, process: subprocess.Popen, log: Path, timeout: float
 
 
 @contextlib.contextmanager
-def mlflow_server(pg: Postgres, workdir: Path, workers: int = 2) -> Iterator[TrackingServer]:
-    """``mlflow server`` on ``pg`` with proxied artifacts under ``workdir/artifacts`` on a free loopback port; stopped after.
+def mlflow_server(backend_uri: str, workdir: Path, workers: int = 2, secrets_env: dict[str, str] | None = None) -> Iterator[TrackingServer]:
+    """``mlflow server`` on the store ``backend_uri`` (PostgreSQL, or a project's SQLite store) with proxied artifacts
+    under ``workdir/artifacts`` (for experiments created through it) on a free loopback port; stopped after.
 
-    The password reaches the server only through its environment (libpq's ``PGPASSWORD``).
+    ``secrets_env``: what only the server may know, in its environment (libpq's ``PGPASSWORD``). MLflow's job runner
+    is off: no test submits jobs, and its workers would be more processes on a busy machine.
     """
     artifacts, log = workdir / "artifacts", workdir / "mlflow-server.log"
     artifacts.mkdir(parents=True, exist_ok=True)
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
-    env["PGPASSWORD"] = pg.password
-    args = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", pg.uri, "--artifacts-destination", str(artifacts),
+    env.update(secrets_env or {}, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    args = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri, "--artifacts-destination", str(artifacts),
             "--serve-artifacts", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
     with log.open("wb") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -153,7 +163,7 @@ def mlflow_server(pg: Postgres, workdir: Path, workers: int = 2) -> Iterator[Tra
 @contextlib.contextmanager
 def tracking_server(workdir: Path, workers: int = 2) -> Iterator[TrackingServer]:
     """PostgreSQL and an MLflow server on it, both on loopback; both stopped after."""
-    with postgres() as pg, mlflow_server(pg, workdir, workers) as server:
+    with postgres() as pg, mlflow_server(pg.uri, workdir, workers, {"PGPASSWORD": pg.password}) as server:
         yield server
 
 
@@ -275,7 +285,7 @@ def slurm_cluster(workdir: Path, cpus: int = 2) -> Iterator[SlurmCluster]:
     for name in ("state", "spool"):
         (workdir / name).mkdir(exist_ok=True)
     user = getpass.getuser()
-    ctld_port, slurmd_port = free_port(), free_port()
+    ctld_port, slurmd_port = free_ports(2)
     conf = workdir / "slurm.conf"
     conf.write_text(
         "\n".join(

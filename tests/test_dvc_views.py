@@ -1,9 +1,9 @@
 """DVC's own views of the leaderboard: `dvc exp show` and `dvc metrics show` carry the heads, `dvc plots` the CIs;
 and `dvc status` after a change of the statistics settings: only the leaderboards are stale, never the scores.
 
-A throwaway project (2 real KiTS23 cases, 2 simulated models and a small published set, B = 300) runs
-`dvc exp run -S ...` exactly as a user changes an experiment; the heads of every leaderboard must then be
-columns of `dvc exp show --json`.
+The session's small experiment (tests/projects.py: 4 real KiTS23 cases, 2 simulated models and a small published set,
+B = 500), reproduced, is read as it is; a copy of it, its outputs committed, runs `dvc exp run -S ...` exactly as a user
+changes an experiment; the heads of every leaderboard must then be columns of `dvc exp show --json`.
 """
 
 from __future__ import annotations
@@ -20,13 +20,11 @@ import pytest
 import yaml
 
 from browser import Browser, find_chromium
+from projects import SMALL, Projects
+from projects import SMALL_MODELS as MODELS
 from segbench.stats.heads import ci_words
 from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS, format_estimate
-from tests_support import command_env, commit_all, new_project, run_command
-
-CASES = ["case_00030", "case_00110"]
-MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
-OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=300", "published=[segauge_kits23_seed]"]
+from tests_support import command_env, commit_all, run_command
 
 pytestmark = pytest.mark.slow
 # the README's `dvc exp show` preset: one leaderboard cell (#1, mean [CI], verdict) across the experiments
@@ -38,11 +36,17 @@ VEGA_READY = """(() => {
 })()"""
 
 
+@pytest.fixture
+def project(projects: Projects) -> Path:
+    """The small experiment reproduced (shared: read only)."""
+    return projects.reproduced(SMALL)
+
+
 @pytest.fixture(scope="module")
-def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    proj = new_project(root, tmp_path_factory.mktemp("views") / "proj", OVERRIDES)
-    commit_all(proj, "base")
-    run_command(["dvc", "repro"], proj)
+def committed(projects: Projects) -> Path:
+    """A copy of the small experiment reproduced, its outputs committed: the baseline a user's experiments start from
+    (this module's tests change it)."""
+    proj = projects.copy(SMALL)
     commit_all(proj, "baseline run")
     return proj
 
@@ -53,8 +57,9 @@ def _exp_show(project: Path) -> list[dict]:
     return json.loads(result.stdout)
 
 
-def test_a_statistics_setting_reruns_the_leaderboards_only(project: Path) -> None:
+def test_a_statistics_setting_reruns_the_leaderboards_only(committed: Path) -> None:
     """Scores (and imported score sets) carry no statistic, so a new CI method leaves them and their MLflow runs alone."""
+    project = committed
     params_file = project / "params.yaml"
     before = params_file.read_text(encoding="utf-8")
     params = yaml.safe_load(before)
@@ -103,9 +108,10 @@ def test_metrics_files_hold_every_leaderboard_head(project: Path) -> None:
     assert _widest_line(shown.stdout) <= 200
 
 
-def test_a_fresh_clone_has_nothing_to_act_on(project: Path, root: Path) -> None:
+def test_a_fresh_clone_has_nothing_to_act_on(committed: Path, root: Path) -> None:
     """After the README's two commands: `dvc status dvc.yaml` (the README's) is clean and `dvc metrics show` warns of
     nothing, although the interactive pipeline, present in every clone, has never run there."""
+    project = committed
     for name in ("interactive/dvc.yaml", "interactive/dvc.lock", "interactive/.gitignore"):
         (project / name).parent.mkdir(exist_ok=True)
         shutil.copy(root / name, project / name)
@@ -147,19 +153,21 @@ def test_plot_rows_are_each_models_mean_and_ci(project: Path, tmp_path: Path) ->
     assert visit.errors == [] and visit.remote_requests == [] and visit.plots == page.count("vegaEmbed(") >= 1
 
 
-def test_exp_run_shows_the_heads_in_exp_show(project: Path, root: Path) -> None:
+def test_exp_run_shows_the_heads_in_exp_show(committed: Path, root: Path) -> None:
+    project = committed
     # -S recomposes params.yaml from conf/ (Hydra), so the experiment restates the project's own overrides
-    changed = [o for o in OVERRIDES if not o.startswith("stats.n_resamples=")] + ["stats.n_resamples=500"]
+    changed = [o for o in SMALL.overrides if not o.startswith("stats.n_resamples=")] + ["stats.n_resamples=300"]
+    assert len(changed) == len(SMALL.overrides)  # B changed, nothing else
     overrides = [arg for override in changed for arg in ("-S", override)]
-    run_command(["dvc", "exp", "run", "-n", "b500", *overrides], project)
+    run_command(["dvc", "exp", "run", "-n", "b300", *overrides], project)
     experiments = _exp_show(project)
     runs = {
         exp["name"]: exp for baseline in experiments for exp in (baseline.get("experiments") or [])
         for exp in (exp.get("revs") or [exp])
     }
-    assert "b500" in runs, sorted(runs)
-    data = runs["b500"]["data"]
-    assert data["params"]["params.yaml"]["data"]["stats"]["n_resamples"] == 500
+    assert "b300" in runs, sorted(runs)
+    data = runs["b300"]["data"]
+    assert data["params"]["params.yaml"]["data"]["stats"]["n_resamples"] == 300
     results = json.loads((project / "results" / "kits23.json").read_text())
     heads = {path: entry["data"] for path, entry in data["metrics"].items() if path.startswith("metrics/kits23/")}
     assert set(heads) == {f"metrics/kits23/{path}" for path, *_ in _head_cells(results)}
@@ -167,10 +175,10 @@ def test_exp_run_shows_the_heads_in_exp_show(project: Path, root: Path) -> None:
     # the README's preset: one cell across the experiments, legible in 200 columns
     table = subprocess.run(["dvc", "exp", "show", "--no-pager", *EXP_SHOW_PRESET], cwd=project, env={**command_env(), "COLUMNS": "200"},
                            capture_output=True, text=True, check=True).stdout
-    assert "b500" in table and heads["metrics/kits23/tumor/dice.json"]["first"] in table and "…" not in table, table
+    assert "b300" in table and heads["metrics/kits23/tumor/dice.json"]["first"] in table and "…" not in table, table
     assert shlex.join(["dvc", "exp", "show", *EXP_SHOW_PRESET]) in (root / "README.md").read_text(encoding="utf-8")
     assert _widest_line(table) <= 200
-    diff = run_command(["dvc", "metrics", "diff", "--all"], project)  # b500's heads (the workspace) beside the baseline's, changed or not
+    diff = run_command(["dvc", "metrics", "diff", "--all"], project)  # b300's heads (the workspace) beside the baseline's, changed or not
     assert "metrics/kits23/" in diff and _widest_line(diff) <= 200
 
 

@@ -222,10 +222,10 @@ def test_a_prediction_for_a_case_without_reference_is_an_error_naming_it(small: 
 
 def test_a_dicom_seg_prediction_scores_as_the_same_map_in_nifti(tmp_path: Path) -> None:
     """The real 20-slice CT series of data/totalseg_example: a perturbed TotalSegmentator output as NIfTI for one model
-    and as DICOM-SEG on the series for the other (test_scoring_dicom's writer), on two cases."""
+    and as DICOM-SEG on the series for the other (tests/dicom_series.py's writer), on two cases."""
     from scipy import ndimage
 
-    from test_scoring_dicom import EXAMPLE, _series, _series_grid, _write_seg
+    from dicom_series import EXAMPLE, series, series_grid, write_seg
 
     ref_path = EXAMPLE / "seg_dicom.nii.gz"
     if not (EXAMPLE / "ct_dicom").is_dir():
@@ -235,13 +235,13 @@ def test_a_dicom_seg_prediction_scores_as_the_same_map_in_nifti(tmp_path: Path) 
     big = sorted((int(v) for v in np.unique(labels) if v), key=lambda v: -int((labels == v).sum()))[:2]
     pred = np.where(np.isin(labels, big), labels, 0).astype(np.uint8)
     pred[ndimage.binary_dilation(labels == big[0]) & (pred == 0)] = big[0]
-    on_series = np.asanyarray(scoring.resample_to_reference(nib.Nifti1Image(pred, ref.affine), _series_grid(_series())).dataobj)
+    on_series = np.asanyarray(scoring.resample_to_reference(nib.Nifti1Image(pred, ref.affine), series_grid(series())).dataobj)
     for folder in ("gt", "nifti", "dicom"):
         (tmp_path / folder).mkdir()
     for case in ("ts1", "ts2"):
         (tmp_path / "gt" / f"{case}.nii.gz").symlink_to(ref_path)
         nib.save(nib.Nifti1Image(pred, ref.affine, ref.header), tmp_path / "nifti" / f"{case}.nii.gz")
-        names = _write_seg(on_series, _series(), tmp_path / "dicom" / f"{case}.dcm")
+        names = write_seg(on_series, series(), tmp_path / "dicom" / f"{case}.dcm")
     result = evaluation.evaluate(tmp_path / "gt", {"nifti": tmp_path / "nifti", "dicom": tmp_path / "dicom"},
                                  structures=[f"label_{v}={v}" for v in big], dicom_labels=names, progress=False)
     rows = result.per_case.set_index(["model", "case_id", "structure"])

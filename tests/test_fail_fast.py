@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests_support import command_env, commit_all, new_project, run_command
+from projects import Projects
+from tests_support import command_env, commit_all, run_command
 
 MODELS = "ctfm_wholebody, litemedsam"  # the start of conf/model/'s sorted listing
 
@@ -233,14 +234,13 @@ def test_failed_composition_leaves_the_workspace(small_project: Path) -> None:
         assert ([(small_project / n).read_bytes() for n in ("params.yaml", "dvc.lock")], _outputs(small_project)) == before, override
 
 @pytest.mark.slow
-def test_guide_user_score_files_leave_data_dvc_untouched(root: Path, tmp_path: Path) -> None:
+def test_guide_user_score_files_leave_data_dvc_untouched(root: Path, projects: Projects) -> None:
     """The guide's challengeR example (docs/published.md), its file where the guide puts it, through `dvc repro` of its
     stages: data.dvc stays as committed (a file under data/ would change it, and the "Data version" of every dataset's page)."""
     readme = (root / "docs" / "published.md").read_text(encoding="utf-8")
     block = next(b for b in re.findall(r"```yaml\n(.*?)```", readme, re.S) if b.startswith("my_challenge:"))
     spec = yaml.safe_load(block)["my_challenge"]
-    proj = new_project(root, tmp_path / "proj", ["model=[sim_dilate_1mm]", "dataset.kits23.cases=[case_00030,case_00110]",
-                                                 "stats.n_resamples=200", "published=[]"])
+    proj = projects.new(["model=[sim_dilate_1mm]", "dataset.kits23.cases=[case_00030,case_00110]", "stats.n_resamples=200", "published=[]"])
     (proj / "conf" / "published" / "my_challenge.yaml").write_text(yaml.safe_dump({"my_challenge": spec}), encoding="utf-8")
     rows = [f"{alg},case_{i:03d},liver,{0.9 - 0.01 * i - (0.05 if alg == 'team_b' else 0):.3f}" for alg in ("team_a", "team_b") for i in range(8)]
     csv = proj / spec["path"]

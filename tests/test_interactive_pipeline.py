@@ -15,22 +15,21 @@ import pandas as pd
 import pytest
 
 from browser import Browser, find_chromium
+from projects import Experiment, Projects
 from segbench.interactive import scores
-from tests_support import commit_all, lock_outs, new_project
+from tests_support import lock_outs
 from tests_support import run_command as run
 
-OVERRIDES = ["model@interactive_model=[region_growing]", "stats.n_resamples=200", "published=[]"]
-PIPELINE = "interactive/dvc.yaml"
+INTERACTIVE = Experiment(("model@interactive_model=[region_growing]", "stats.n_resamples=200", "published=[]"), interactive=True)
+(PIPELINE,) = INTERACTIVE.pipeline
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    proj = new_project(root, tmp_path_factory.mktemp("interactive") / "proj", OVERRIDES, interactive=True)
-    commit_all(proj, "base")
-    run(["dvc", "repro", PIPELINE], proj)
-    return proj
+@pytest.fixture
+def project(projects: Projects) -> Path:
+    """The interactive pipeline reproduced (shared: read only)."""
+    return projects.reproduced(INTERACTIVE)
 
 
 def test_results_carry_per_step_scores_per_case_and_per_organ(project: Path) -> None:
@@ -84,7 +83,8 @@ def test_site_draws_the_interaction_curves(project: Path, tmp_path: Path) -> Non
     assert visit.plots == text.count('class="plotly-graph-div"') >= 12  # DSC and NSD for each of the 6 structures
 
 
-def test_second_repro_reruns_nothing_and_predictions_reproduce(project: Path) -> None:
+def test_second_repro_reruns_nothing_and_predictions_reproduce(projects: Projects) -> None:
+    project = projects.copy(INTERACTIVE)  # its interact stage reruns
     out = run(["dvc", "repro", PIPELINE], project)
     assert "Running stage" not in out
     before = lock_outs(project / "interactive" / "dvc.lock")

@@ -1,19 +1,15 @@
 """MLflow the way its users browse it: a real store built by the stages, a real `mlflow server`, real Chromium.
 
-A throwaway project runs predict -> score -> track -> compare for two simulated models on three real
-KiTS23 cases and import -> track -> compare for a real published set (B = 200). `mlflow server` serves
-that store on the loopback interface; headless Chromium opens the experiment and reads the runs table.
+The session's small experiment (tests/projects.py), reproduced: predict -> score -> track -> compare for two simulated
+models on four real KiTS23 cases and import -> track -> compare for a real published set (B = 500). `mlflow server`
+(tests/services.py) serves a copy of that store on the loopback interface; headless Chromium opens the experiment and
+reads the runs table.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,82 +19,32 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from browser import Browser, find_chromium
+from projects import SMALL, SMALL_PUBLISHED, Projects
+from projects import SMALL_CASES as CASES
+from projects import SMALL_MODELS as MODELS
 from segbench import tracking
 from segbench.cli import main
-from segbench.config import compose_params
 from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS, format_estimate
-from tests_support import commit_all, in_directory, run_command
+from services import mlflow_server
+from tests_support import in_directory, run_command
 
-CASES = ["case_00030", "case_00110", "case_00210"]
-MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
-PUBLISHED = "segauge_kits23_seed"
-OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=200", f"published=[{PUBLISHED}]"]
+
+@pytest.fixture
+def project(projects: Projects) -> Path:
+    """A project on the real data whose stages have logged both datasets into its own store (shared: read only)."""
+    return projects.reproduced(SMALL)
 
 
 @pytest.fixture(scope="module")
-def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A project folder on the real data whose stages have logged both datasets into its own store."""
-    proj = tmp_path_factory.mktemp("mlflow_ui")
-    raw = compose_params(root / "conf", OVERRIDES)
-    for spec in [*raw["published"].values(), *raw["dataset"].values()]:
-        for key in ("path", "metadata_file", "reference_dir"):
-            if spec.get(key):
-                spec[key] = str(root / spec[key])
-    (proj / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
-    (proj / "data.dvc").write_text((root / "data.dvc").read_text(), encoding="utf-8")
-    run_command(["git", "init", "-q"], proj)
-    commit_all(proj, "base")  # the commit every run records
-    with pytest.MonkeyPatch.context() as patch, in_directory(proj):
-        patch.setenv("SEGBENCH_TRACKING_URI", tracking_uri(proj))
-        for model in MODELS:
-            for stage in ("predict", "score", "track"):
-                assert main([stage, "--dataset", "kits23", "--model", model]) == 0, (stage, model)
-        assert main(["compare", "--dataset", "kits23"]) == 0
-        for argv in (["import", "--published", PUBLISHED], ["track", "--dataset", PUBLISHED], ["compare", "--dataset", PUBLISHED]):
-            assert main(argv) == 0, argv
-        yield proj
+def served(projects: Projects, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """A copy of that project, and `mlflow server` on its store (bound to 127.0.0.1 on a free port, always stopped)."""
+    proj = projects.copy(SMALL)
+    with mlflow_server(tracking_uri(proj), tmp_path_factory.mktemp("mlflow_server"), workers=1) as server:
+        yield proj, server.uri
 
 
 def tracking_uri(project: Path) -> str:
-    (project / "mlruns").mkdir(exist_ok=True)
     return f"sqlite:///{project / 'mlruns' / 'mlflow.db'}"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`mlflow server` on the project's store, bound to 127.0.0.1 on a free port; always terminated."""
-    port = _free_port()
-    log = tmp_path_factory.mktemp("mlflow_server") / "server.log"
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    command = ["mlflow", "server", "--backend-store-uri", tracking_uri(project), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert process.poll() is None, f"mlflow server exited with {process.returncode}:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"mlflow server not up after 240 s:\n{log.read_text()}"
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=5) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                time.sleep(1)
-        yield base
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def _runs(project: Path, dataset: str) -> list:
@@ -133,10 +79,11 @@ def screenshot_dir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_runs_table_shows_every_run_with_its_dataset_and_headline_metrics(project: Path, server: str, tmp_path: Path) -> None:
+def test_runs_table_shows_every_run_with_its_dataset_and_headline_metrics(served: tuple[Path, str], tmp_path: Path) -> None:
     """The experiment description's link opens the runs table with each model's mean Dice per structure and, on the
     leaderboard run, #1's mean and the verdict in words, without choosing a column (MLflow 3.17 shows no metric by
     default); every mean as the site rounds it, not 16 digits."""
+    project, server = served
     chromium = find_chromium()
     assert chromium, "chromium not found: apt-get install chromium"
     runs = _runs(project, "kits23")
@@ -195,9 +142,10 @@ CLICKED_READY = """((name, names) => {
 
 
 @pytest.mark.slow
-def test_a_clicked_experiment_opens_on_its_runs_table_under_model_training(project: Path, server: str, tmp_path: Path) -> None:
+def test_a_clicked_experiment_opens_on_its_runs_table_under_model_training(served: tuple[Path, str], tmp_path: Path) -> None:
     """The README's way in: with MLflow's sidebar switch on "Model training" (3.17 chooses an experiment's first page by
     that switch, not by the experiment's kind tag), a click on the experiment in MLflow's list opens its runs table."""
+    project, server = served
     chromium = find_chromium()
     assert chromium, "chromium not found: apt-get install chromium"
     names = sorted(r.info.run_name for r in _runs(project, "kits23"))
@@ -228,7 +176,7 @@ def test_each_run_has_its_dataset_as_an_mlflow_input(project: Path, root: Path) 
 
 def test_runs_carry_source_and_commit_tags_and_results_do_not(project: Path) -> None:
     commit = run_command(["git", "rev-parse", "HEAD"], project).strip()
-    for run in _runs(project, "kits23") + _runs(project, PUBLISHED):
+    for run in _runs(project, "kits23") + _runs(project, SMALL_PUBLISHED):
         tags = run.data.tags
         assert tags["mlflow.source.git.commit"] == commit
         assert tags["mlflow.source.type"] == "LOCAL"
@@ -265,7 +213,8 @@ def test_model_runs_carry_means_and_counts_only(project: Path) -> None:
                 assert metrics[f"{structure}.{metric}.mean"] == float(shown), (structure, metric)
 
 
-def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_leaderboard_run_is_linked_summarised_and_reused(projects: Projects, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = projects.copy(SMALL)  # compare runs again in it
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri(project))  # load_table searches the default store
     client = MlflowClient(tracking_uri(project))
     (board,) = [r for r in _runs(project, "kits23") if r.data.tags["segbench.kind"] == tracking.LEADERBOARD_KIND]
@@ -290,7 +239,11 @@ def test_leaderboard_run_is_linked_summarised_and_reused(project: Path, tmp_path
         assert metrics[f"{name}.mean"] == float(printed.split()[0]), (name, printed)  # as the site prints it
         assert metrics[f"{name}.verdict"] == CODE_NUMBER[cell["verdict"]["code"]]
         assert tags[f"{name}.verdict"] == CODE_WORDS[cell["verdict"]["code"]]  # the same verdict in words
-    assert set(metrics) <= {f"{name}.{statistic}" for name, _ in cells for statistic in ("mean", "verdict")}
+    # and the calibration audit read for each leaderboard (the project holds calibration/results, as every clone does)
+    audited = {f"{s}.{m}.audited_{key}": entry[key]["rate"] for s, by_metric in results["audited"]["structures"].items()
+               for m, entry in by_metric.items() for key in ("coverage", "type1") if entry[key] is not None}
+    assert audited and {name: metrics.get(name) for name in audited} == audited
+    assert set(metrics) <= {f"{name}.{statistic}" for name, _ in cells for statistic in ("mean", "verdict")} | set(audited)
     assert {a.path for a in client.list_artifacts(board.info.run_id)} == {"kits23.html", "kits23.json", "leaderboard.json"}
     table = client.load_table(board.info.experiment_id, "leaderboard.json", run_ids=[board.info.run_id])
     cell = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]

@@ -16,13 +16,13 @@ import segauge
 import yaml
 
 import segbench
-from tests_support import commit_all, new_project
+from projects import SMALL, SMALL_PUBLISHED, Projects
+from projects import SMALL_CASES as CASES
+from projects import SMALL_MODELS as MODELS
+from tests_support import commit_all
 from tests_support import run_command as run
 
-CASES = ["case_00030", "case_00110", "case_00210", "case_00425"]
-MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
-PUBLISHED = ["TotalSegmentator", "TotalSegmentator-fast"]  # the small segauge-benchmark published set
-OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=500", "published=[segauge_kits23_seed]"]
+PUBLISHED = ["TotalSegmentator", "TotalSegmentator-fast"]  # the models of the small segauge-benchmark published set
 
 pytestmark = pytest.mark.slow
 
@@ -36,21 +36,19 @@ def mlflow_runs(project: Path) -> list[tuple[str, str, str]]:
 
 
 EXPECTED_RUNS = sorted(
-    [(f"segbench/{d}", m, "FINISHED") for d, models in (("kits23", MODELS), ("segauge_kits23_seed", PUBLISHED)) for m in [*models, "leaderboard"]]
+    [(f"segbench/{d}", m, "FINISHED") for d, models in (("kits23", MODELS), (SMALL_PUBLISHED, PUBLISHED)) for m in [*models, "leaderboard"]]
 )
 
 
-@pytest.fixture(scope="module")
-def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new project from this repo's pipeline files, with the data pulled from the shared remote, reproduced."""
-    proj = new_project(root, tmp_path_factory.mktemp("pipeline") / "proj", OVERRIDES)
-    commit_all(proj, "base")
-    run(["dvc", "repro"], proj)
-    return proj
+@pytest.fixture
+def project(projects: Projects) -> Path:
+    """A new project from this repo's pipeline files, with the data pulled from the shared remote, reproduced (shared by
+    the session's pipeline-level tests: read only)."""
+    return projects.reproduced(SMALL)
 
 
 def base_commit(project: Path) -> str:
-    """The commit the fixture's `dvc repro` ran on (later tests commit on top of it)."""
+    """The commit the project's `dvc repro` ran on (a copy's tests commit on top of it)."""
     return run(["git", "rev-list", "--max-parents=0", "HEAD"], project).strip()
 
 
@@ -131,15 +129,17 @@ def test_second_repro_reruns_nothing(project: Path) -> None:
     assert "Running stage" not in out, out
 
 
-def test_compare_twice_is_byte_identical(project: Path) -> None:
+def test_compare_twice_is_byte_identical(projects: Projects) -> None:
+    project = projects.copy(SMALL)
     before = (project / "results" / "kits23.json").read_bytes()
     run(["segbench", "compare", "--dataset", "kits23"], project)
     assert (project / "results" / "kits23.json").read_bytes() == before
 
 
-def test_fresh_clone_pulls_instead_of_recomputing(project: Path, tmp_path: Path) -> None:
+def test_fresh_clone_pulls_instead_of_recomputing(projects: Projects, tmp_path: Path) -> None:
     """A maintainer pushes to the project's remote; a reader's plain `dvc pull` brings data and every output,
     and `dvc repro` then runs no stage and changes no byte: the clone's git status stays clean."""
+    project = projects.copy(SMALL)
     remote = tmp_path / "remote"
     run(["dvc", "remote", "add", "-d", "store", str(remote)], project)
     run(["dvc", "push"], project)

@@ -1,6 +1,7 @@
 """A folder of predictions made elsewhere onto the leaderboard by configuration only (kind ``predictions``,
 conf/predictions/), with real dvc, MLflow and KiTS23 label maps. The folders are fabricated from the SIMULATED model
-sim_erode_1mm's predictions: 4 of the experiment's 6 cases, so the example's scores there equal sim_erode_1mm's."""
+sim_dilate_1mm's predictions in the session's small experiment (tests/projects.py): 3 of its 4 cases, so the example's
+scores there equal sim_dilate_1mm's."""
 
 from __future__ import annotations
 
@@ -16,16 +17,15 @@ import numpy as np
 import pytest
 import yaml
 
+from projects import SMALL, Projects
+from projects import SMALL_CASES as CASES
 from segbench.config import compose_params, parse_params
 from segbench.models.runner import predict
-from tests_support import commit_all, in_directory, new_project
+from tests_support import commit_all, in_directory
 from tests_support import run_command as run
 
-CASES = ["case_00030", "case_00110", "case_00210", "case_00425", "case_00002", "case_00005"]
-HELD = CASES[:4]  # the cases the folder holds
-MODELS = ["sim_dilate_1mm", "sim_erode_1mm"]
-OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=300", "published=[]",
-             "stats.scheme_resamples=100"]
+HELD = CASES[:3]  # the cases the folder holds
+SOURCE = "sim_dilate_1mm"  # the SIMULATED model of the experiment whose files the folder holds
 
 
 
@@ -55,24 +55,24 @@ def test_a_link_out_of_the_folder_or_a_lying_header_is_refused_unread(root: Path
 
 
 @pytest.fixture(scope="module")
-def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The small experiment reproduced and committed, before any folder of predictions is added."""
-    proj = new_project(root, tmp_path_factory.mktemp("predictions") / "proj", OVERRIDES)
-    run(["dvc", "repro"], proj)
-    commit_all(proj, "base")
+def project(projects: Projects) -> Path:
+    """The small experiment reproduced and committed, before any folder of predictions is added (a copy: this module's
+    tests change it, in order)."""
+    proj = projects.copy(SMALL)
+    commit_all(proj, "the small experiment reproduced")
     return proj
 
 
 def fabricate(project: Path, folder: Path) -> None:
-    """The folder a user would bring: the held cases' files of sim_erode_1mm, nothing else."""
+    """The folder a user would bring: the held cases' files of SOURCE, nothing else."""
     folder.mkdir(parents=True)
     for case in HELD:
-        shutil.copyfile(project / "predictions" / "kits23" / "sim_erode_1mm" / f"{case}.nii.gz", folder / f"{case}.nii.gz")
+        shutil.copyfile(project / "predictions" / "kits23" / SOURCE / f"{case}.nii.gz", folder / f"{case}.nii.gz")
 
 
 def exp_run(project: Path, *overrides: str) -> str:
     """`dvc exp run` with the experiment's overrides and ``overrides`` (each run composes conf/ anew: -S replaces)."""
-    return run(["dvc", "exp", "run", *(arg for o in (*OVERRIDES, *overrides) for arg in ("-S", o))], project)
+    return run(["dvc", "exp", "run", *(arg for o in (*SMALL.overrides, *overrides) for arg in ("-S", o))], project)
 
 
 def ran_stages(output: str) -> set[str]:
@@ -95,31 +95,31 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
     results = json.loads((project / "results" / "kits23.json").read_text())
     coverage = results["coverage"]
     assert coverage["policy"] == coverage["applied"] == "own_cases"
-    assert coverage["models"] == {"example_subset": {"n_cases": 4, "of": 6, "missing": sorted(set(CASES) - set(HELD))}}
+    assert coverage["models"] == {"example_subset": {"n_cases": 3, "of": 4, "missing": sorted(set(CASES) - set(HELD))}}
     # the other models' estimates are those of the run without the folder
     assert board_estimates(results) == board_estimates(before)
     assert "example_subset" not in results["analysis"]["models"]
-    # its own analysis: its cases, every board model on them; its files are sim_erode_1mm's, so are its scores there
+    # its own analysis: its cases, every board model on them; its files are SOURCE's, so are its scores there
     own = coverage["analyses"]["example_subset"]["structures"]["kidney_and_mass"]
-    assert own["n_cases"] == 4 and sorted(own["case_ids"]) == sorted(HELD)
+    assert own["n_cases"] == 3 and sorted(own["case_ids"]) == sorted(HELD)
     dice = own["metrics"]["dice"]["per_case"]
-    assert dice["example_subset"] == dice["sim_erode_1mm"]
+    assert dice["example_subset"] == dice[SOURCE]
     held = [before["analysis"]["structures"]["kidney_and_mass"]["case_ids"].index(c) for c in own["case_ids"]]
-    assert dice["sim_erode_1mm"] == [before["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]["per_case"]["sim_erode_1mm"][i] for i in held]
+    assert dice[SOURCE] == [before["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]["per_case"][SOURCE][i] for i in held]
     manifest = json.loads((project / "predictions" / "kits23" / "example_subset" / "manifest.json").read_text())
-    assert manifest["kind"] == "predictions" and manifest["source"]["path"] == "userdata/example_subset" and manifest["source"]["files"] == 4
+    assert manifest["kind"] == "predictions" and manifest["source"]["path"] == "userdata/example_subset" and manifest["source"]["files"] == 3
     assert manifest["missing"] == sorted(set(CASES) - set(HELD), key=CASES.index)
     # every view says it: segbench show, the site, MLflow (the model's run and the leaderboard's), and reanalyze checks it
     shown = run(["segbench", "show"], project)
-    assert "example_subset: 4 of 6 cases (no prediction for 2; estimated on its own cases, beside the leaderboard)" in shown
-    assert "example_subset, 4 of 6 cases (beside the leaderboard):" in shown
+    assert "example_subset: 3 of 4 cases (no prediction for 1; estimated on its own cases, beside the leaderboard)" in shown
+    assert "example_subset, 3 of 4 cases (beside the leaderboard):" in shown
     page = (project / "site" / "kits23--kidney_and_mass.html").read_text()
-    assert "example_subset, 4 of 6 cases (beside the leaderboard)" in page
+    assert "example_subset, 3 of 4 cases (beside the leaderboard)" in page
     with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
         tags = dict(db.execute("SELECT t.key, t.value FROM tags t JOIN runs r USING (run_uuid) WHERE r.name IN ('example_subset', 'leaderboard') "
                                "AND t.key LIKE '%coverage%'").fetchall())
-    assert tags["segbench.coverage"] == "4 of 6 cases (no prediction for 2)"
-    assert tags["coverage.example_subset"].startswith("4 of 6 cases")
+    assert tags["segbench.coverage"] == "3 of 4 cases (no prediction for 1)"
+    assert tags["coverage.example_subset"].startswith("3 of 4 cases")
     assert "every statistic re-derived" in run(["segbench", "reanalyze", "results/kits23.json"], project)
 
 
@@ -150,4 +150,4 @@ def test_a_folder_imported_with_dvc_import_reproduces_on_a_new_clone(project: Pa
     assert (clone / "userdata" / "imported" / f"{HELD[0]}.nii.gz").is_file()
     out = run(["dvc", "repro"], clone)
     assert not ran_stages(out), out
-    assert json.loads((clone / "results" / "kits23.json").read_text())["coverage"]["models"]["imported"]["n_cases"] == 4
+    assert json.loads((clone / "results" / "kits23.json").read_text())["coverage"]["models"]["imported"]["n_cases"] == 3

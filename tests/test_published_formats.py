@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from projects import working_folder
 from segbench.cli import main
 from segbench.config import ConfigError, compose_params, parse_params
 from segbench.published import MAX_FAULTS
@@ -120,22 +121,14 @@ def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
     (tmp_path / "challenger.csv").write_text(CHALLENGER_CSV, encoding="utf-8")
     (tmp_path / "generic.csv").write_text(GENERIC_CSV, encoding="utf-8")
     _write_nnunet(tmp_path / "nnunet", NNUNET)
-    raw = compose_params(root / "conf", ["stats.n_resamples=200"])
-    for spec in raw["dataset"].values():
-        for key in ("reference_dir", "metadata_file"):
-            if spec.get(key):
-                spec[key] = str(root / spec[key])
-    raw["published"] = {
+    return working_folder(root, tmp_path, ["stats.n_resamples=200"], published={
         "challenger_demo": _set("challenger_csv", tmp_path / "challenger.csv", {"dice": True}, {"na_value": {"dice": 0}}),
         "generic_demo": _set("generic_csv", tmp_path / "generic.csv", {"dice": True, "hd95": False},
                              {"columns": {"case": "patient", "model": "team"}, "structure": "kidney",
                               "metric_columns": {"dice": "DSC", "hd95": "HD95 (mm)"}}),
         "nnunet_demo": _set("nnunet_summary", tmp_path / "nnunet", {"dice": True, "iou": True},
                             {"models": {m: f"{m}/summary.json" for m in NNUNET}, "labels": {1: "liver", 2: "tumor"}}),
-    }
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
-    (tmp_path / "data.dvc").write_text((root / "data.dvc").read_text(), encoding="utf-8")
-    return tmp_path
+    })
 
 
 

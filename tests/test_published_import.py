@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
+from projects import working_folder
 from segbench.cli import main
-from segbench.config import compose_params
 from tests_support import in_directory
 
 TOUCHSTONE_ORGANS = ["aorta", "gall_bladder", "kidney_left", "kidney_right", "liver", "pancreas", "postcava", "spleen", "stomach"]
@@ -20,14 +19,7 @@ TOUCHSTONE_ORGANS = ["aorta", "gall_bladder", "kidney_left", "kidney_right", "li
 @pytest.fixture
 def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
     """A working folder whose params.yaml selects both published sets (B = 200) and points at the real data."""
-    raw = compose_params(root / "conf", ["published=[touchstone_totalsegmentator,segauge_kits23_seed]", "stats.n_resamples=200"])
-    for spec in [*raw["published"].values(), *raw["dataset"].values()]:
-        for key in ("path", "metadata_file", "reference_dir", "metadata_file"):
-            if spec.get(key):
-                spec[key] = str(root / spec[key])
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
-    (tmp_path / "data.dvc").write_text((root / "data.dvc").read_text(), encoding="utf-8")
-    return tmp_path
+    return working_folder(root, tmp_path, ["published=[touchstone_totalsegmentator,segauge_kits23_seed]", "stats.n_resamples=200"])
 
 
 def _pipeline(project: Path, name: str) -> dict:

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from segbench.config import compose_params
+from projects import working_folder
 from segbench.published import files_version, read_touchstone
 from segbench.report.pages import standalone_dataset_page
 from tests_support import published_pipeline
@@ -173,15 +173,7 @@ def test_metadata_key_not_derivable_names_the_case(messy: tuple[Path, dict[str, 
 
 def _project(root: Path, tmp_path: Path, sets: dict[str, dict[str, Any]]) -> Path:
     """A working folder whose params.yaml names ``sets`` by configuration only (B = 200)."""
-    raw = compose_params(root / "conf", ["published=[]", "stats.n_resamples=200"])
-    for spec in raw["dataset"].values():
-        for key in ("reference_dir", "metadata_file"):
-            if spec.get(key):
-                spec[key] = str(root / spec[key])
-    raw["published"] = sets
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
-    (tmp_path / "data.dvc").write_text((root / "data.dvc").read_text(), encoding="utf-8")
-    return tmp_path
+    return working_folder(root, tmp_path, ["stats.n_resamples=200"], published=sets)
 
 
 

@@ -3,17 +3,15 @@ the pipeline neither reads as a prediction nor keeps."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
+from projects import working_folder
 from segbench.cli import main
-from segbench.config import compose_params
 from segbench.io import PARTIAL_MARK, atomic_dir, remove_partial_files, write_json_atomic
 from tests_support import in_directory
 
@@ -67,12 +65,7 @@ def test_a_folder_write_replaces_the_folder_whole_or_not_at_all(tmp_path: Path) 
 
 @pytest.fixture
 def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
-    raw = compose_params(root / "conf", [f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASE}]", "stats.n_resamples=100", "published=[]"])
-    for key in ("reference_dir", "metadata_file"):
-        raw["dataset"]["kits23"][key] = str(root / raw["dataset"]["kits23"][key])
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
-    shutil.copy(root / "data.dvc", tmp_path / "data.dvc")
-    return tmp_path
+    return working_folder(root, tmp_path, [f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASE}]", "stats.n_resamples=100", "published=[]"])
 
 
 def test_partial_prediction_is_not_scored_and_is_removed_on_resume(project: Path) -> None:

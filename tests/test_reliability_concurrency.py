@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from projects import Projects
 from segbench import tracking
-from test_tracking import _bundle
-from tests_support import commit_all, gate_env, new_project, run_command, run_queue
+from tests_support import commit_all, gate_env, run_command, run_queue, score_bundle
 
 
 def _log(uri: str, model: str, barrier) -> str:
     os.environ["SEGBENCH_TRACKING_URI"] = uri
     barrier.wait()
-    return tracking.log_bundle(_bundle(model))
+    return tracking.log_bundle(score_bundle(model))
 
 
 def test_two_workers_create_a_fresh_store_at_once(tmp_path: Path) -> None:
@@ -35,9 +35,9 @@ def test_two_workers_create_a_fresh_store_at_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_queued_experiments_log_each_run_once_to_the_project_store(root: Path, tmp_path: Path) -> None:
+def test_queued_experiments_log_each_run_once_to_the_project_store(projects: Projects, tmp_path: Path) -> None:
     small = ["-S", "dataset.kits23.cases=[case_00110]", "-S", "stats.n_resamples=100", "-S", "published=[]"]
-    proj = new_project(root, tmp_path / "proj", ["model=[sim_dilate_1mm]", *small[1::2]])
+    proj = projects.new(["model=[sim_dilate_1mm]", *small[1::2]])
     commit_all(proj, "base")
     for model in ("sim_erode_1mm", "sim_shift_3mm"):  # Hydra recomposes params.yaml from conf/ with these overrides
         run_command(["dvc", "exp", "run", "--queue", "-S", f"model=[{model}]", *small], proj)

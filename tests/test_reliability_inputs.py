@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from projects import working_folder
 from segbench.cli import main
-from segbench.config import compose_params
 from tests_support import in_directory
 
 CASE = "case_00110"
@@ -27,12 +27,7 @@ MODEL = "sim_dilate_1mm"
 
 @pytest.fixture
 def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
-    raw = compose_params(root / "conf", [f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASE}]", "stats.n_resamples=100", "published=[]"])
-    spec = raw["dataset"]["kits23"]
-    spec["reference_dir"] = str(root / spec["reference_dir"])
-    spec["metadata_file"] = str(root / spec["metadata_file"])
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
-    shutil.copy(root / "data.dvc", tmp_path / "data.dvc")
+    working_folder(root, tmp_path, [f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASE}]", "stats.n_resamples=100", "published=[]"])
     (tmp_path / "predictions" / "kits23" / MODEL).mkdir(parents=True)
     (tmp_path / "predictions" / "kits23" / MODEL / "manifest.json").write_text('{"regions": {}}')  # as predict writes it
     return tmp_path
@@ -237,11 +232,7 @@ def test_bad_published_score_file(
         shutil.copytree(source / model, copy / model)
     for name in files:
         fault(pd.read_csv(copy / name, dtype=str, keep_default_na=False)).to_csv(copy / name, index=False)
-    raw = compose_params(root / "conf", ["published=[touchstone_totalsegmentator]", "stats.n_resamples=100"])
-    raw["published"]["touchstone_totalsegmentator"]["path"] = str(copy)
-    for key in ("reference_dir", "metadata_file"):
-        raw["dataset"]["kits23"][key] = str(root / raw["dataset"]["kits23"][key])
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    working_folder(root, tmp_path, ["published=[touchstone_totalsegmentator]", f"published.touchstone_totalsegmentator.path={copy}", "stats.n_resamples=100"])
     with in_directory(tmp_path):
         code = main(["import", "--published", "touchstone_totalsegmentator"])
     err = capsys.readouterr().err

@@ -20,9 +20,10 @@ from urllib.parse import urlparse
 
 import pytest
 
+from projects import Projects
 from segbench.io import PARTIAL_MARK
 from services import wait_until
-from tests_support import gate_env, new_project, run_command
+from tests_support import gate_env, run_command
 
 CASES = ["case_00030", "case_00110", "case_00210"]
 MODEL = "sim_dilate_1mm"
@@ -31,9 +32,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def project(root: Path, tmp_path: Path) -> Path:
-    overrides = [f"model=[{MODEL}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=200", "published=[]"]
-    return new_project(root, tmp_path / "proj", overrides)
+def project(projects: Projects) -> Path:
+    return projects.new([f"model=[{MODEL}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=200", "published=[]"])
 
 
 def _kill_at(proj: Path, gate: Path, pattern: str, on: str = "write", passes: int = 0) -> str:
@@ -116,9 +116,8 @@ def _published_runs(proj: Path) -> list[tuple[str, str, str, str]]:
         return []
 
 
-def test_kill_during_track_leaves_no_finished_run_for_an_incomplete_table(root: Path, tmp_path: Path) -> None:
-    overrides = [f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASES[0]}]", "stats.n_resamples=100", f"published=[{PUBLISHED}]"]
-    proj = new_project(root, tmp_path / "proj", overrides)
+def test_kill_during_track_leaves_no_finished_run_for_an_incomplete_table(projects: Projects, tmp_path: Path) -> None:
+    proj = projects.new([f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASES[0]}]", "stats.n_resamples=100", f"published=[{PUBLISHED}]"])
     # killed while the 6th published model's run is RUNNING (copying its table into the run's artifacts): each
     # process passes its first 5 such copies, so the import stage has logged 5 runs, the track stage at most its 1
     _kill_at(proj, tmp_path / "gate", "*/artifacts/per_case.csv", passes=5)

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from projects import SMALL, Projects
 from services import sshd
-from tests_support import commit_all, new_project
+from tests_support import commit_all
 from tests_support import run_command as run
 
-CASES = ["case_00030", "case_00110"]
-MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
-OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=200", "published=[]"]
 PIPELINE = ["data.dvc", "dvc.yaml"]  # the data and the main pipeline's outputs (the interactive pipeline is not run here)
 OUTPUTS = ("predictions", "scores", "tracking", "results", "metrics", "plots", "site")
 
@@ -30,15 +28,13 @@ def _digests(project: Path) -> dict[Path, str]:
     return {path.relative_to(project): hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
 
 
-def test_push_to_ssh_remote_then_a_fresh_clone_pulls_and_reruns_nothing(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_push_to_ssh_remote_then_a_fresh_clone_pulls_and_reruns_nothing(projects: Projects, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"  # the client's ~/.ssh/known_hosts: DVC (asyncssh) verifies the server's host key
     (home / ".ssh").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
     with sshd(tmp_path / "sshd") as server:
         (home / ".ssh" / "known_hosts").write_text(server.known_hosts_line + "\n")
-        project = new_project(root, tmp_path / "proj", OVERRIDES)
-        commit_all(project, "base")
-        run(["dvc", "repro"], project)
+        project = projects.copy(SMALL)  # the small experiment reproduced on its base commit
         store = tmp_path / "store"
         run(["dvc", "remote", "add", "-d", "ssh", server.url(store)], project)
         run(["dvc", "remote", "modify", "--local", "ssh", "keyfile", str(server.key)], project)

@@ -8,7 +8,6 @@ the files. Empty masks follow the project's worst-case policy instead of the pac
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import nibabel as nib
@@ -24,10 +23,9 @@ from segbench.scoring.profiles import PROFILES, deepmind_metrics, deepmind_surfa
 from tests_support import tumour_crop
 
 sd = pytest.importorskip("surface_distance")
+from surface_distance_reference import package_metrics  # noqa: E402  (after the skip: it imports surface_distance)
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_profiles import package as package_metrics  # noqa: E402  (the package's metrics, shared with the benchmark)
 
 LABELS = ROOT / "data" / "kits23" / "labels"
 REGIONS = (

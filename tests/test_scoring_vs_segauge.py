@@ -14,7 +14,6 @@ tolerance, and segauge's upward bias moves some of them out; the test bounds it 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import nibabel as nib
@@ -22,12 +21,11 @@ import numpy as np
 import pytest
 import segauge
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from simulate_kits import KINDS, simulate  # noqa: E402
+from segbench.scoring import Region, score_case
+from simulate_kits import KINDS, simulate
+from tests_support import tumour_crop
 
-from segbench.scoring import Region, score_case  # noqa: E402
-from tests_support import tumour_crop  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 LABELS = ROOT / "data" / "kits23" / "labels"
 pytestmark = pytest.mark.skipif(not LABELS.is_dir(), reason="data bundle not pulled (dvc pull)")

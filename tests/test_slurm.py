@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from projects import SMALL, Projects
+from projects import SMALL_CASES as CASES
+from projects import SMALL_MODELS as MODELS
 from segbench.config import ConfigError
 from segbench.models.slurm import executor_from_environ, options_from_environ, shard_runner_from_environ
 from services import SlurmCluster, slurm_cluster, wait_until
-from tests_support import command_env, commit_all, interruptible, lock_outs, new_project
+from tests_support import command_env, commit_all, interruptible, lock_outs
 from tests_support import run_command as run
 
-CASES = ["case_00030", "case_00110", "case_00210", "case_00425"]
-MODELS = ["sim_dilate_1mm", "sim_missed_lesion"]
-OVERRIDES = [f"model=[{','.join(MODELS)}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=200", "published=[]"]
 PREDICT = [f"predict@kits23-{model}" for model in MODELS]
 
 pytestmark = pytest.mark.slow
@@ -39,11 +39,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 
 
 @pytest.fixture(scope="module")
-def project(root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, str]]]:
-    """A project whose predict stages ran locally, with the sha256 of every file each wrote."""
-    proj = new_project(root, tmp_path_factory.mktemp("slurm-predict") / "proj", OVERRIDES)
-    commit_all(proj, "base")
-    run(["dvc", "repro", *PREDICT], proj)
+def project(projects: Projects) -> tuple[Path, dict[str, dict[str, str]]]:
+    """A project whose predict stages ran locally (a copy of the small experiment reproduced: this module's tests
+    change it), with the sha256 of every file each wrote."""
+    proj = projects.copy(SMALL)
     return proj, {model: _digests(proj, model) for model in MODELS}
 
 
@@ -182,11 +181,11 @@ def _interact_on_slurm(root: Path, proj: Path, model: str, cluster: SlurmCluster
 
 
 def test_interact_stage_on_slurm_reproduces_the_committed_local_run(
-    root: Path, cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    root: Path, projects: Projects, cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The interact stage of the region-growing baseline (3 real scans x box + 5 clicks) as 2 Slurm array tasks: the
     predictions and prompt records hash to what the committed interactive/dvc.lock holds from a local run."""
-    proj = new_project(root, tmp_path_factory.mktemp("slurm-interact") / "proj", ["model@interactive_model=[region_growing]", "published=[]"], interactive=True)
+    proj = projects.new(["model@interactive_model=[region_growing]", "published=[]"], interactive=True)
     _interact_on_slurm(root, proj, "region_growing", cluster, monkeypatch)
 
 
@@ -194,11 +193,11 @@ def test_interact_stage_on_slurm_reproduces_the_committed_local_run(
 @pytest.mark.skipif(not (Path(__file__).parents[1] / "envs" / "litemedsam" / "bin" / "python").exists(),
                     reason="envs/litemedsam is absent: build it with `segbench env create litemedsam` (.ci/run does)")
 def test_litemedsam_interact_stage_on_slurm_reproduces_the_committed_local_run(
-    root: Path, cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    root: Path, projects: Projects, cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same with the REAL model LiteMedSAM, torch on both cores of each task (6 min quiet, 30 under load: extended,
     since the test above covers the Slurm path and .ci/run's interactive rerun LiteMedSAM's bytes)."""
-    proj = new_project(root, tmp_path_factory.mktemp("slurm-interact") / "proj", ["model@interactive_model=[litemedsam]", "published=[]"], interactive=True)
+    proj = projects.new(["model@interactive_model=[litemedsam]", "published=[]"], interactive=True)
     (proj / "envs").symlink_to(root / "envs")  # the model's environment and weights, as `segbench env create litemedsam` leaves them
     (proj / "models").mkdir()
     shutil.copy(root / "models" / "litemedsam.dvc", proj / "models")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 
 import pandas as pd
@@ -11,24 +10,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from segbench import tracking
-
-
-def _bundle(model: str = "sim_a", dice: float = 0.9, dataset: str = "toy") -> tracking.ScoreBundle:
-    rows = pd.DataFrame(
-        {"model": model, "case_id": ["c1", "c2"], "structure": "kidney", "reference_present": True, "dice": [dice, 0.8]}
-    )
-    buffer = io.StringIO()
-    rows.to_csv(buffer, index=False)
-    record = {
-        "tags": {"segbench.dataset": dataset, "segbench.model": model, "segbench.kind": "simulated", "segbench.dataset_version": "0123abcd"},
-        "params": {"model.command": "x", "dataset.source": "data/toy/labels"},
-        "metrics": {"kidney.dice.mean": 0.85},
-    }
-    return tracking.ScoreBundle(buffer.getvalue().encode(), record)
+from tests_support import score_bundle
 
 
 def test_logging_is_idempotent_and_rows_come_back(tracking_store: str) -> None:
-    bundle = _bundle()
+    bundle = score_bundle()
     first = tracking.log_bundle(bundle)
     assert tracking.log_bundle(bundle) == first
     client = MlflowClient(tracking_store)
@@ -37,7 +23,7 @@ def test_logging_is_idempotent_and_rows_come_back(tracking_store: str) -> None:
     run = runs[0]
     assert run.info.status == "FINISHED"
     assert run.data.tags["segbench.kind"] == "simulated"
-    assert run.data.metrics["kidney.dice.mean"] == 0.85
+    assert run.data.metrics["kidney.dice.mean"] == bundle.record["metrics"]["kidney.dice.mean"] == pytest.approx(0.85)
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["per_case.csv", "per_case.json", "run.json"]
     runs = tracking.read_runs("toy", {"sim_a": bundle.fingerprint})
     assert runs.rows["dice"].tolist() == [0.9, 0.8]
@@ -48,23 +34,23 @@ def test_logging_is_idempotent_and_rows_come_back(tracking_store: str) -> None:
 def test_rows_under_other_profiles_travel_with_the_run_and_come_back(tracking_store: str) -> None:
     """A bundle with per_case_profiles.csv: another fingerprint than without it, logged as an artifact, read back
     as profile_rows beside the runs that have none."""
-    plain = _bundle()
+    plain = score_bundle()
     other = plain.per_case_csv.decode().replace("0.9", "0.7").replace("reference_present", "reference_present,metric_profile")
     other = other.replace("True,", "True,deepmind,").encode()
     bundle = dataclasses.replace(plain, tables={tracking.PROFILES_ARTIFACT: other})
     assert bundle.fingerprint != plain.fingerprint
     tracking.log_bundle(bundle)
-    tracking.log_bundle(_bundle(model="sim_b"))
-    runs = tracking.read_runs("toy", {"sim_a": bundle.fingerprint, "sim_b": _bundle(model="sim_b").fingerprint})
+    tracking.log_bundle(score_bundle(model="sim_b"))
+    runs = tracking.read_runs("toy", {"sim_a": bundle.fingerprint, "sim_b": score_bundle(model="sim_b").fingerprint})
     assert runs.profile_rows[["model", "metric_profile", "dice"]].values.tolist() == [["sim_a", "deepmind", 0.7], ["sim_a", "deepmind", 0.8]]
     assert runs.rows["dice"].tolist() == [0.9, 0.8, 0.9, 0.8]
-    assert tracking.read_runs("toy", {"sim_b": _bundle(model="sim_b").fingerprint}).profile_rows.empty
+    assert tracking.read_runs("toy", {"sim_b": score_bundle(model="sim_b").fingerprint}).profile_rows.empty
 
 
 def test_lesion_tables_are_artifacts_of_the_run_and_come_back(tracking_store: str) -> None:
     """The lesion-wise scores and the per-lesion table: part of the fingerprint, MLflow artifacts of the model's run,
     read back beside the per-case rows; an unknown table name is refused."""
-    plain = _bundle()
+    plain = score_bundle()
     lesions = b"model,case_id,structure,lesion_profile,reference_present,rq\nsim_a,c1,tumor,brats,True,0.5\n"
     instances = b"model,case_id,structure,lesion_profile,status,dice\nsim_a,c1,tumor,brats,TP,0.8\nsim_a,c1,tumor,brats,FP,0.0\n"
     bundle = dataclasses.replace(plain, tables={tracking.LESIONS_ARTIFACT: lesions, tracking.INSTANCES_ARTIFACT: instances})
@@ -80,7 +66,7 @@ def test_lesion_tables_are_artifacts_of_the_run_and_come_back(tracking_store: st
 
 
 def test_interrupted_run_is_marked_failed_and_relogged(tracking_store: str) -> None:
-    bundle = _bundle()
+    bundle = score_bundle()
     client = MlflowClient(tracking_store)
     experiment = client.create_experiment("segbench/toy")
     stale = client.create_run(experiment, tags={tracking.FINGERPRINT_TAG: bundle.fingerprint}).info.run_id  # left RUNNING
@@ -91,8 +77,8 @@ def test_interrupted_run_is_marked_failed_and_relogged(tracking_store: str) -> N
 
 
 def test_missing_and_duplicate_runs_are_errors(tracking_store: str) -> None:
-    bundle = _bundle()
-    tracking.log_bundle(_bundle("other"))
+    bundle = score_bundle()
+    tracking.log_bundle(score_bundle("other"))
     with pytest.raises(tracking.TrackingError, match="no FINISHED MLflow run .* model 'sim_a'"):
         tracking.read_runs("toy", {"sim_a": bundle.fingerprint})
     client = MlflowClient(tracking_store)
@@ -115,14 +101,14 @@ def test_experiments_are_of_mlflow_model_training_kind(tracking_store: str) -> N
     """New experiments are created with MLflow's experiment-kind tag; one made before it gets the tag."""
     client = MlflowClient(tracking_store)
     older = client.create_experiment("segbench/toy")
-    tracking.log_bundle(_bundle())
-    tracking.log_bundle(_bundle(dataset="other"))
+    tracking.log_bundle(score_bundle())
+    tracking.log_bundle(score_bundle(dataset="other"))
     for experiment in (client.get_experiment(older), client.get_experiment_by_name("segbench/other")):
         assert experiment.tags["mlflow.experimentKind"] == "custom_model_development", experiment.name
 
 
 def test_bundle_without_dataset_identity_is_an_error_naming_the_file(tmp_path) -> None:
-    bundle = _bundle()
+    bundle = score_bundle()
     del bundle.record["params"]["dataset.source"]
     (tmp_path / "per_case.csv").write_bytes(bundle.per_case_csv)
     (tmp_path / "run.json").write_text(json.dumps(bundle.record))
@@ -132,7 +118,7 @@ def test_bundle_without_dataset_identity_is_an_error_naming_the_file(tmp_path) -
 
 def test_leaderboard_run_is_logged_once_per_content_and_never_read_as_a_model_run(tracking_store: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_store)  # load_table searches the default store
-    bundles = [_bundle("sim_a"), _bundle("sim_b", dice=0.7)]
+    bundles = [score_bundle("sim_a"), score_bundle("sim_b", dice=(0.7, 0.8))]
     runs = {b.record["tags"]["segbench.model"]: tracking.log_bundle(b) for b in bundles}
     drawn = []
 

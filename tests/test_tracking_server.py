@@ -6,7 +6,6 @@ and compare reads the rows back from the server. The services are real (tests/se
 
 from __future__ import annotations
 
-import io
 import json
 import multiprocessing as mp
 import os
@@ -15,13 +14,13 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from projects import Projects
 from segbench import tracking
 from services import TrackingServer, tracking_server, wait_until
-from tests_support import commit_all, gate_env, new_project, run_command, run_queue
+from tests_support import commit_all, gate_env, run_command, run_queue, score_bundle
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +29,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrackingServer]
         yield running
 
 
-def _bundle(model: str, dataset: str = "kits23", cases: int = 2000) -> tracking.ScoreBundle:
-    """A score bundle of SIMULATED rows, large enough that logging it takes a while (the race window)."""
-    rows = pd.DataFrame({"model": model, "case_id": [f"case_{i:05d}" for i in range(cases)], "structure": "kidney",
-                         "reference_present": True, "dice": [0.5 + (i % 50) / 100 for i in range(cases)]})
-    buffer = io.StringIO()
-    rows.to_csv(buffer, index=False, lineterminator="\n")
-    record = {
-        "tags": {"segbench.dataset": dataset, "segbench.model": model, "segbench.kind": "simulated", "segbench.dataset_version": "0123abcd"},
-        "params": {"model.command": "simulated rows", "dataset.source": f"data/{dataset}/labels"},
-        "metrics": {"kidney.dice.mean": float(rows["dice"].mean())},
-    }
-    return tracking.ScoreBundle(buffer.getvalue().encode(), record)
+def _bundle(model: str, dataset: str = "kits23") -> tracking.ScoreBundle:
+    """A score bundle of 2,000 SIMULATED rows, large enough that logging it takes a while (the race window)."""
+    return score_bundle(model, dataset, [0.5 + (i % 50) / 100 for i in range(2000)])
 
 
 def _finished(uri: str, dataset: str, **tags: str) -> list:
@@ -106,7 +96,7 @@ def test_three_track_processes_on_one_bundle_leave_one_finished_run(root: Path, 
 
 
 @pytest.mark.slow
-def test_queued_experiments_log_each_pair_once_and_compare_reads_the_server(root: Path, tmp_path: Path, server: TrackingServer) -> None:
+def test_queued_experiments_log_each_pair_once_and_compare_reads_the_server(projects: Projects, tmp_path: Path, server: TrackingServer) -> None:
     """Two queued experiments with the same parameters run at once against the server, so their workers log the
     same score bundles concurrently: each (dataset, model) is one run, and compare's leaderboard of both models
     comes from the server's rows. (Experiments with other stats settings would be other bundles: the score
@@ -114,7 +104,7 @@ def test_queued_experiments_log_each_pair_once_and_compare_reads_the_server(root
     models = ["sim_dilate_1mm", "sim_erode_1mm"]
     small = ["dataset.kits23.cases=[case_00030,case_00110]", f"model=[{','.join(models)}]", "published=[]"]
     small.append("stats.n_resamples=200")
-    proj = new_project(root, tmp_path / "proj", small)
+    proj = projects.new(small)
     commit_all(proj, "base")
     for _ in range(2):
         run_command(["dvc", "exp", "run", "--queue", *(a for s in small for a in ("-S", s))], proj)

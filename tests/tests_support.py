@@ -1,4 +1,5 @@
-"""Helpers shared by tests (not fixtures): working directories, commands, and throwaway projects."""
+"""Helpers shared by tests (not fixtures): working directories, commands, score bundles and label maps.
+(Projects, new or reproduced: tests/projects.py.)"""
 
 from __future__ import annotations
 
@@ -7,20 +8,20 @@ import json
 import os
 import resource
 import shlex
-import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import nibabel as nib
 import numpy as np
+import pandas as pd
 import yaml
 from scipy import ndimage
 
-from segbench.config import compose_params
+from segbench import tracking
 from segbench.models import container
 
 #: holds the sitecustomize.py that stops a command's Python process at a moment the test chooses (``gate_env``)
@@ -119,32 +120,17 @@ def commit_all(repo: Path, message: str) -> None:
     run_command(["git", "-c", "user.name=segbench tests", "-c", "user.email=tests@segbench.invalid", "commit", "-qm", message], repo)
 
 
-def new_project(root: Path, proj: Path, overrides: list[str], interactive: bool = False) -> Path:
-    """A new DVC project from this repo's pipeline files, data pulled from the shared remote, and a
-    params.yaml composed from conf/ with ``overrides`` exactly as `dvc exp run -S` would.
-
-    ``interactive``: with the interactive pipeline too (interactive/dvc.yaml). Off by default: a plain
-    `dvc pull` fails on the outputs of a pipeline that never ran, as it would on any stage without a lock.
-    """
-    proj.mkdir(parents=True)
-    for name in ("dvc.yaml", "data.dvc", ".gitignore", *(["interactive/dvc.yaml", "interactive/.gitignore"] if interactive else [])):
-        (proj / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(root / name, proj / name)
-    # the calibration audit's committed results, which the report stage draws a page from (its own pipeline is not copied)
-    # hydra_plugins/: DVC loads it before composing conf/ for `dvc exp run -S` (the validation resolver)
-    for name in ("conf", "hydra_plugins", "src", "calibration/results"):
-        shutil.copytree(root / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
-    run_command(["git", "init", "-q"], proj)
-    run_command(["dvc", "init", "-q"], proj)
-    run_command(["dvc", "config", "hydra.enabled", "true"], proj)
-    shutil.copy(root / ".dvcignore", proj / ".dvcignore")
-    shutil.copytree(root / ".dvc" / "plots", proj / ".dvc" / "plots")  # the project's plot templates and offline page
-    run_command(["dvc", "config", "plots.html_template", "plots/page.html"], proj)
-    run_command(["dvc", "remote", "add", "-d", "shared", str((root.parent / "shared" / "dvc-remote").resolve())], proj)
-    run_command(["dvc", "pull", "-q", "data.dvc"], proj)
-    params = compose_params(proj / "conf", overrides)
-    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-    return proj
+def score_bundle(model: str = "sim_a", dataset: str = "toy", dice: Sequence[float] = (0.9, 0.8)) -> tracking.ScoreBundle:
+    """A score bundle of SIMULATED rows, as the score stage hands one to tracking: a kidney Dice per case
+    (case_00000, case_00001, ...), their mean the run's headline metric."""
+    rows = pd.DataFrame({"model": model, "case_id": [f"case_{i:05d}" for i in range(len(dice))], "structure": "kidney",
+                         "reference_present": True, "dice": list(dice)})
+    record = {
+        "tags": {"segbench.dataset": dataset, "segbench.model": model, "segbench.kind": "simulated", "segbench.dataset_version": "0123abcd"},
+        "params": {"model.command": "simulated rows", "dataset.source": f"data/{dataset}/labels"},
+        "metrics": {"kidney.dice.mean": float(np.mean(dice))},
+    }
+    return tracking.ScoreBundle(rows.to_csv(index=False, lineterminator="\n").encode(), record)
 
 
 def lock_outs(lock_file: Path) -> dict[str, str]:
