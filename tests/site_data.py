@@ -135,7 +135,7 @@ def _kits_lesions(labels_dir: Path, folder: Path, contaminated: dict[str, bool])
 
     from lesion_cases import load_case
     from segbench.scoring import LesionSetting, score_lesion_cases
-    from segbench.scoring.lesionwise import lesion_structures
+    from segbench.scoring.settings import lesion_structures
     from segbench.stats import lesion_analysis
 
     folder.mkdir(parents=True, exist_ok=True)

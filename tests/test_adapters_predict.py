@@ -25,11 +25,12 @@ import pytest
 import yaml
 
 from adapters_support import MODEL_CLASS_LIST, REAL_MODELS, ROOT, classes, flipped, load, to_schema, translate
-from segbench.config import compose_params, load_params, model_from_conf
+from segbench.config import load_params, model_from_conf
 from segbench.models.image_build import REGION_GROWING, build_image, default_cache
 from segbench.models.runner import ModelRunError
 from segbench.models.runner import predict as runner_predict
 from segbench.scoring import score_cases
+from segbench.validation import compose_params
 from tests_support import podman_runtime, use_runtime
 
 STANDINS = Path(__file__).parent / "standins"

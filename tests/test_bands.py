@@ -9,7 +9,7 @@ import pandas as pd
 from conftest import KITS_META, PUBLISHED, ROOT
 from segbench.bands import LEVELS, level_order
 from segbench.config import dataset_from_conf
-from segbench.datasets import load_metadata
+from segbench.datasets.cases import load_metadata
 from segbench.published import read_segauge_results
 from segbench.stats.analysis import _group_labels
 

@@ -17,10 +17,11 @@ import pytest
 
 from conftest import ROOT
 from segbench import evaluation, scoring
-from segbench.config import compose_params, parse_params
+from segbench.config import parse_params
 from segbench.models import simulated
 from segbench.report.terminal import render
 from segbench.stages import predictions_dir, run_score, scores_dir
+from segbench.validation import compose_params
 from tests_support import command_env, in_directory
 
 #: three of the default 78 cases with small label maps (fast to simulate and score)

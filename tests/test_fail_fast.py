@@ -141,7 +141,7 @@ def test_dvc_exp_run_typo_fails_at_composition(dvc_project: Path, override: str,
 def test_dvc_composition_is_segbenchs(dvc_project: Path, tmp_path: Path) -> None:
     """DVC's own composition function (as `dvc exp run -S` calls it, plugins from the project root, in a fresh process)
     loads the resolver and yields segbench's composition, `validated: true` included."""
-    from segbench.config import compose_params
+    from segbench.validation import compose_params
 
     out = tmp_path / "composed.yaml"
     code = (f"from dvc.utils.hydra import compose_and_dump; compose_and_dump({str(out)!r}, {str(dvc_project / 'conf')!r}, None, "

@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 from segbench.cli import main
-from segbench.config import ConfigError, compose_params, parse_params
+from segbench.config import ConfigError, parse_params
 from segbench.datasets.dicom_series import DicomSeriesError, read_series
 from segbench.interactive import scores
+from segbench.validation import compose_params
 from tests_support import in_directory
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "totalseg_example"

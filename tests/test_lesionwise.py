@@ -14,7 +14,8 @@ import pytest
 from lesion_cases import STRUCTURES, load_case, simulate_lesions
 from segbench.scoring import GeometryError, LesionSetting, Region, score_lesion_cases
 from segbench.scoring.instances import score_lesions
-from segbench.scoring.lesionwise import lesion_structures, score_case_lesions
+from segbench.scoring.lesionwise import score_case_lesions
+from segbench.scoring.settings import lesion_structures
 from segbench.stats import StatsSettings, lesion_analysis, reanalyze
 
 CASES = ("case_00021", "case_00028", "case_00008", "case_00037")

@@ -19,8 +19,9 @@ import yaml
 
 from projects import SMALL, Projects
 from projects import SMALL_CASES as CASES
-from segbench.config import compose_params, parse_params
+from segbench.config import parse_params
 from segbench.models.runner import predict
+from segbench.validation import compose_params
 from tests_support import commit_all, in_directory
 from tests_support import run_command as run
 

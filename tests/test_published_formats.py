@@ -16,8 +16,10 @@ import yaml
 
 from projects import working_folder
 from segbench.cli import main
-from segbench.config import ConfigError, compose_params, parse_params
-from segbench.published import MAX_FAULTS
+from segbench.config import ConfigError, parse_params
+from segbench.published import MAX_FAULTS, READERS
+from segbench.published_schema import PUBLISHED_FORMATS
+from segbench.validation import compose_params
 from tests_support import in_directory, published_pipeline
 
 # challengeR's long table (R's write.csv style: quoted header, NA for a missing value). liver: A3 failed on c3 (NA);
@@ -145,6 +147,11 @@ def _cell(results: dict[str, Any], structure: str, metric: str) -> dict[str, Any
 
 def _ranking(cell: dict[str, Any]) -> list[str]:
     return cell["ranking"]["order"]
+
+
+def test_every_format_has_its_reader() -> None:
+    """The registry's formats (their options, light, for the configuration) and the readers are the same names."""
+    assert list(PUBLISHED_FORMATS) == list(READERS)
 
 
 def test_challenger_csv_failed_cases_score_na_value(project: Path) -> None:

@@ -314,8 +314,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
 
 def _cmd_params(args: argparse.Namespace) -> None:
     """Compose conf/ with Hydra and validate it: print it, --check it against params.yaml, or --write it there."""
-    from segbench.config import compose_params
     from segbench.io import write_text_atomic
+    from segbench.validation import compose_params
 
     composed = compose_params(Path(args.conf), args.overrides)
     if args.write:

@@ -23,10 +23,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import segbench.scoring.engine  # noqa: F401 (scoring.score_cases: the package loads its engine on first use)
+import segbench.scoring.geometry  # noqa: F401 (scoring.GeometryError)
+import segbench.scoring.labelmaps  # noqa: F401 (scoring.labelmaps)
 from segbench import scoring, stats
 from segbench.bands import level_order
-from segbench.config import DatasetConfig, dataset_from_conf
-from segbench.datasets import load_metadata
+from segbench.config import dataset_from_conf
+from segbench.datasets.cases import load_metadata
+from segbench.datasets.schema import DatasetConfig
 from segbench.io import save_label_map_atomic, write_json_atomic, write_text_atomic
 from segbench.leaderboard import ANALYZED_METRICS, analysed_document, regions_block
 from segbench.scoring import Region

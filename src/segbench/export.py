@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from segbench.io import write_text_atomic
-from segbench.published import CHALLENGER_COLUMNS
+from segbench.published_schema import CHALLENGER_COLUMNS
 
 EXPORT_FORMATS = ("challenger_csv", "generic_csv")
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 import segbench
 from segbench import stats
-from segbench.config import DatasetConfig
+from segbench.datasets.schema import DatasetConfig
 from segbench.scoring import Region
 
 #: the metrics a scored dataset's leaderboards analyse, and whether higher is better

@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,17 +20,14 @@ import numpy as np
 import pandas as pd
 
 from segbench.bands import AGE_BAND, age_band
+from segbench.published_schema import NNUNET_METRICS, TOUCHSTONE_FILES
 
 if TYPE_CHECKING:
     from segbench.interactive.protocol import Scoring
+    from segbench.published_schema import PublishedConfig
 
-TOUCHSTONE_FILES = {"dice": "dsc.csv", "nsd": "nsd.csv"}
 TOUCHSTONE_META = "metaTotalSeg.csv"
 SEGAUGE_METRICS = ("dice", "hd95", "nsd", "assd")
-#: challengeR's long table: its default column names per segbench role ("value" holds the one metric)
-CHALLENGER_COLUMNS = {"case": "case", "model": "algorithm", "structure": "task", "value": "value"}
-#: the metrics of an nnU-Net v2 summary.json, segbench name -> nnU-Net's key
-NNUNET_METRICS = {"dice": "Dice", "iou": "IoU"}
 
 log = logging.getLogger(__name__)
 
@@ -363,12 +361,6 @@ def _read_score_csv(path: Path, duplicates: str, notes: dict[str, Any]) -> tuple
     return numbers.astype(np.float64), dict(zip(names, raw["row"].tolist()))
 
 
-#: what an import does with rows of one key (case; model, case and structure in a long table) given twice
-DUPLICATE_POLICIES = ("error", "first", "mean")
-#: what it does with a value present in one of a model's metric files and empty in the other
-ONE_SIDED_POLICIES = ("error", "missing")
-
-
 def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: str, path: Path, notes: dict[str, Any],
            faults: list[str]) -> pd.DataFrame:
     """Rows of ``table`` (text cells, its file line in ``row``) whose ``key`` repeats: exact copies are dropped and counted;
@@ -689,3 +681,15 @@ def _read_clinical_json(path: Path) -> pd.DataFrame:
     table = table.set_index("case_id")
     table.columns = [f"meta.{c}" for c in table.columns]
     return table
+
+
+#: each published format's reader by its name in ``published_schema.PUBLISHED_FORMATS``: the set's rows from its
+#: configuration (its path and the arguments its options became)
+READERS: dict[str, Callable[[PublishedConfig], pd.DataFrame]] = {
+    "touchstone": lambda source: read_touchstone(source.path, metadata=source.metadata, **source.options),
+    "segauge_results": lambda source: read_segauge_results(source.path, source.metadata_file),
+    "cvpr25_metrics": lambda source: read_cvpr25_metrics(source.path, **source.options),
+    "challenger_csv": lambda source: read_long_csv(source.path, **source.options),
+    "generic_csv": lambda source: read_long_csv(source.path, **source.options),
+    "nnunet_summary": lambda source: read_nnunet_summaries(source.path, **source.options),
+}

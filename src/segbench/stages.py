@@ -20,17 +20,24 @@ import numpy as np
 import pandas as pd
 
 import segbench
+import segbench.scoring.engine  # noqa: F401 (scoring.score_cases: the package loads its engine on first use)
+import segbench.scoring.lesionwise  # noqa: F401 (scoring.score_lesion_cases)
 from segbench import published, scoring, stats, tracking
-from segbench.config import CalibrationConfig, ConfigError, DatasetConfig, ModelConfig, Params, PublishedConfig
-from segbench.datasets import case_ids, data_version, load_metadata, reference_path
+from segbench.calibration_schema import CalibrationConfig
+from segbench.config import ConfigError, Params
+from segbench.datasets.cases import case_ids, data_version, load_metadata, reference_path
+from segbench.datasets.schema import DatasetConfig
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.cases import REFERENCE_LABELS
 from segbench.io import atomic_dir, write_json_atomic, write_text_atomic
 from segbench.leaderboard import ANALYZED_METRICS, analysed_document, dataset_block
 from segbench.models.runner import predict
+from segbench.models.schema import ModelConfig
 from segbench.models.slurm import executor_from_environ, shard_runner_from_environ
 from segbench.models.structures import compose
+from segbench.published_schema import PublishedConfig
 from segbench.stats.verdicts import base_digits, unit
+from segbench.validation import stats_settings
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +81,6 @@ def plot_file(dataset: str, root: Path = Path(".")) -> Path:
 def cases_dir(dataset: str) -> Path:
     """An interactive dataset's challenge npz cases (``segbench cases``)."""
     return INTERACTIVE_ROOT / "cases" / dataset
-
-
-def stats_settings(params: Params) -> stats.StatsSettings:
-    return stats.StatsSettings(**params.stats)
 
 
 def run_predict(
@@ -291,16 +294,7 @@ def read_published(source: PublishedConfig) -> pd.DataFrame:
     """Rows of a published score set, its ``metadata`` joined; ``rows.attrs["import_summary"]`` says what the import
     found and what its policies did (docs/published.md). Segauge results keep each model's version, licence and
     training sets in ``rows.attrs["models"]``."""
-    if source.format == "touchstone":
-        rows = published.read_touchstone(source.path, metadata=source.metadata, **source.options)
-    elif source.format == "cvpr25_metrics":
-        rows = published.read_cvpr25_metrics(source.path, **source.options)
-    elif source.format in ("challenger_csv", "generic_csv"):
-        rows = published.read_long_csv(source.path, **source.options)
-    elif source.format == "nnunet_summary":
-        rows = published.read_nnunet_summaries(source.path, **source.options)
-    else:
-        rows = published.read_segauge_results(source.path, source.metadata_file)
+    rows = published.READERS[source.format](source)
     attrs = dict(rows.attrs)
     notes = attrs.pop("import", None) or published.import_notes()
     if source.metadata and source.format != "touchstone":  # the Touchstone reader joins its own

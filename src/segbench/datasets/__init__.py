@@ -1,5 +1,6 @@
-"""Datasets: which cases exist, where their reference label maps are, and their clinical metadata."""
+"""Datasets: which cases exist, where their reference label maps are, and their clinical metadata.
 
-from segbench.datasets.cases import CaseList, case_ids, data_version, load_metadata, reference_path
-
-__all__ = ["CaseList", "case_ids", "data_version", "load_metadata", "reference_path"]
+``schema.py`` holds a dataset's configuration (light: the configuration imports it), ``cases.py`` its cases and
+metadata (pandas), ``download.py`` and ``dicom_series.py`` how its files are fetched and read. Import from the
+module that holds a name: this package re-exports nothing, so importing the schema loads nothing else.
+"""

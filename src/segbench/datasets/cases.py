@@ -15,7 +15,8 @@ import pandas as pd
 import yaml
 
 from segbench.bands import AGE_BAND, age_band
-from segbench.config import ConfigError, DatasetConfig
+from segbench.datasets.schema import DatasetConfig
+from segbench.schema import ConfigError
 
 CaseList = list[str]
 

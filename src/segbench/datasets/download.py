@@ -26,8 +26,9 @@ from typing import Any
 import nibabel as nib
 import numpy as np
 
-from segbench.config import ConfigError, DatasetConfig
+from segbench.datasets.schema import DatasetConfig
 from segbench.io import copy_file_atomic, file_digest, save_label_map_atomic
+from segbench.schema import ConfigError
 
 ZENODO_API = "https://zenodo.org/api/records/{record}"
 
@@ -130,7 +131,7 @@ INGESTERS: dict[str, Callable[[DatasetConfig, Path, dict[str, Any]], None]] = {
 
 def _per_case_urls(dataset: DatasetConfig, spec: dict[str, Any], source: Path | None) -> None:
     """One URL per case (KiTS23 images), for the cases whose reference labels are present."""
-    from segbench.datasets import case_ids
+    from segbench.datasets.cases import case_ids
 
     assert dataset.image_dir is not None
     for case_id in case_ids(dataset):

@@ -22,12 +22,12 @@ import numpy as np
 
 from segbench.datasets.dicom_series import read_series
 from segbench.interactive.protocol import BOX_KEYS, boxes_of_labels
+from segbench.interactive.schema import REFERENCE_KINDS
 from segbench.io import atomic_path, write_json_atomic
 from segbench.models import intake
 from segbench.scoring.geometry import check_same_grid
 
 MANIFEST = "cases.json"
-REFERENCE_KINDS = ("manual", "pseudo")
 #: how a pseudo-reference is named in every table, record and log line
 PSEUDO_LABEL = "PSEUDO-REFERENCE"
 #: a reference kind as every table, record, run and page names it

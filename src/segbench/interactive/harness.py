@@ -29,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 from segbench import __version__
-from segbench.config import ModelConfig
 from segbench.interactive import protocol
 from segbench.interactive.cases import (
     PSEUDO_LABEL,
@@ -47,6 +46,7 @@ from segbench.interactive.cases import (
 from segbench.io import write_json_atomic, write_text_atomic
 from segbench.models import container
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError, model_command
+from segbench.models.schema import ModelConfig
 from segbench.models.weights import PUBLISHABLE, weights_dir, weights_status
 
 log = logging.getLogger(__name__)

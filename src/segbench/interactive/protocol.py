@@ -12,6 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import ndimage
 
+from segbench.interactive.schema import CLICK_STEPS, PROTOCOL_VERSION, Scoring
+from segbench.interactive.schema import NSD_DEFINITIONS as NSD_DEFINITIONS  # the rules' names, read as protocol.X
+from segbench.interactive.schema import NSD_PROFILE as NSD_PROFILE
+from segbench.interactive.schema import PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
+from segbench.interactive.schema import TIME_LIMIT_CLOCKS as TIME_LIMIT_CLOCKS
 from segbench.scoring.engine import dice_iou
 from segbench.scoring.labelmaps import nonzero_box
 from segbench.scoring.profiles import get_profile
@@ -23,51 +28,11 @@ BOX_SHIFT_MAX = 6
 EDT_MAX_VOXELS = 60_000_000
 #: the generator is re-seeded to this before every draw among the maximal-distance voxels
 CLICK_SEED = 42
-CLICK_STEPS = 5
 NSD_TOLERANCE_MM = 2.0
 #: NSD is computed only when the step's mean Dice exceeds this; otherwise it is 0
 NSD_DICE_FLOOR = 0.2
 #: seconds per class for the model calls of a whole case
 SECONDS_PER_CLASS = 90.0
-#: the challenge's scoring rules by version, named by the date of the change to its evaluation script (CVPR25_iter_eval.py,
-#: github.com/JunMa11/CVPR-MedSegFMCompetition); the box and click rules are the final script's under both
-PROTOCOL_VERSIONS: dict[str, str] = {
-    "2025-03-25": "DSC_AUC and NSD_AUC over the 5 click steps at x = 0..4 (maximum 4); the rule of the final script",
-    "2025-03-04": "DSC_AUC and NSD_AUC over every step the case has: the box step and 5 clicks at x = 0..5 (maximum 5), "
-                  "the 5 clicks alone for a case without boxes",
-}
-PROTOCOL_VERSION = "2025-03-25"
-#: NSD's definitions by segbench's metric profile (docs/scoring.md): the challenge's (its SurfaceDice.py is DeepMind's
-#: surface-distance: surfels of the 2x2x2 neighbourhood codes, area-weighted) and segbench's engine
-NSD_DEFINITIONS: dict[str, str] = {
-    "deepmind": "deepmind_surfel_area_weighted (the challenge's SurfaceDice.py)",
-    "segauge": "segauge_marching_cubes_area_weighted_exact_distance (segbench's engine)",
-}
-NSD_PROFILE = "deepmind"
-
-
-@dataclass(frozen=True)
-class Scoring:
-    """How a run's numbers are computed: the protocol version (its AUC rule) and NSD's definition (a metric profile)."""
-
-    version: str = PROTOCOL_VERSION
-    nsd_profile: str = NSD_PROFILE
-
-    def __post_init__(self) -> None:
-        if self.version not in PROTOCOL_VERSIONS:
-            raise ValueError(f"protocol_version must be one of {', '.join(PROTOCOL_VERSIONS)}, got {self.version!r}")
-        if self.nsd_profile not in NSD_DEFINITIONS:
-            raise ValueError(f"nsd_profile must be one of {', '.join(NSD_DEFINITIONS)}, got {self.nsd_profile!r}")
-
-    @property
-    def label(self) -> str:
-        """The scoring convention a score row states (its ``metric_profile``)."""
-        return f"cvpr25_interactive {self.version} (NSD: {NSD_DEFINITIONS[self.nsd_profile]})"
-
-    @property
-    def auc_max(self) -> float:
-        """The largest AUC a case can reach: 1 per unit step."""
-        return float(CLICK_STEPS - 1 if self.version == "2025-03-25" else CLICK_STEPS)
 
 
 def draw_box_shift(rng: np.random.RandomState) -> int:
@@ -218,11 +183,6 @@ def auc(values: Sequence[float], version: str = PROTOCOL_VERSION, box_step: bool
     return float(np.sum((y[1:] + y[:-1]) / 2.0))
 
 
-#: the clocks a case's time limit runs on: ``wall``, the challenge's (seconds on the clock: right on a machine the
-#: evaluation has to itself), and ``cpu``, the CPU seconds (user + system) of the model's processes: what the model
-#: itself spent, hardly moved by other jobs (a CPU run on a shared machine, such as CI; the harness makes OpenMP threads
-#: wait passively, as spinning would be charged to the model). docs/interactive.md#time-limit
-TIME_LIMIT_CLOCKS: tuple[str, ...] = ("wall", "cpu")
 #: on the cpu clock a call is stopped as well once it has run this many times the case's remaining budget in wall
 #: seconds: a model that sleeps or waits spends no CPU, and must not hang the run
 CPU_CLOCK_WALL_FACTOR = 10.0

@@ -30,7 +30,6 @@ from typing import Any
 import pandas as pd
 
 from segbench import __version__, stats
-from segbench.config import image_model
 from segbench.interactive import protocol
 from segbench.interactive.cases import REFERENCE_LABELS, list_cases, reference_kind
 from segbench.interactive.harness import interact
@@ -38,6 +37,7 @@ from segbench.interactive.scores import METRICS, interactive_rows, summary
 from segbench.io import file_digest, write_json_atomic
 from segbench.models import container
 from segbench.models.runner import ModelRunError
+from segbench.models.schema import image_model
 
 log = logging.getLogger(__name__)
 

@@ -40,26 +40,21 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from segbench.io import file_digest
 from segbench.models import intake
+from segbench.models.schema import ContainerSpec as ContainerSpec  # the spec a model's image: block becomes
 
 if TYPE_CHECKING:
-    from segbench.config import ModelImage
+    from segbench.models.schema import ModelImage
 
 RUNTIME_ENV = "SEGBENCH_CONTAINER_RUNTIME"
 GLOBAL_FLAGS_ENV = "SEGBENCH_CONTAINER_GLOBAL_FLAGS"
 RUN_FLAGS_ENV = "SEGBENCH_CONTAINER_RUN_FLAGS"
 RUNTIMES = ("docker", "podman")
-#: the CVPR 2025 evaluation script's command and mounts
-CHALLENGE_COMMAND = ("/bin/bash", "-c", "sh predict.sh")
-CHALLENGE_INPUTS = "/workspace/inputs"
-CHALLENGE_OUTPUTS = "/workspace/outputs"
-#: the user a container runs as unless its model or the organiser says otherwise: nobody:nogroup
-UNPRIVILEGED_USER = "65534:65534"
 #: how often a running call's outputs folder is measured against its caps (seconds)
 OUTPUT_POLL_S = 0.5
 #: the longest wait the operating system's timers take (a larger limit is no limit: about 116 days)
@@ -103,27 +98,6 @@ class Runtime:
                                   timeout=self.call_timeout_s if timeout is None else timeout)
         except subprocess.TimeoutExpired as exc:
             raise ContainerError(f"{shlex.join(argv)}: no answer within {exc.timeout:.0f} s") from exc
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    """How a model's image is run: its command, where it reads and writes, and its limits (a model's config)."""
-
-    command: tuple[str, ...] = CHALLENGE_COMMAND
-    inputs_mount: str = CHALLENGE_INPUTS
-    outputs_mount: str = CHALLENGE_OUTPUTS
-    memory: str = "8g"
-    cpus: float = 2.0
-    pids_limit: int = 1024
-    shm_size: str = "1g"  # /dev/shm: PyTorch data loaders (nnU-Net) need more than the runtime's 64 MB default
-    variables: Mapping[str, str] = field(default_factory=dict)
-    #: further host folders, mounted read-only: (host path, path inside), e.g. weights an image does not carry
-    mounts: tuple[tuple[str, str], ...] = ()
-    #: ``uid:gid`` the command runs as (nobody); None: the image's own user, root for most images (an organiser's choice)
-    user: str | None = UNPRIVILEGED_USER
-    #: caps on what one call leaves in its outputs folder: total bytes and number of entries (files, folders, links)
-    max_output_bytes: int = 2 << 30
-    max_output_files: int = 1000
 
 
 @dataclass(frozen=True)
@@ -190,12 +164,6 @@ def load_image(runtime: Runtime, archive: Path, sha256: str) -> str:
     if runtime.call("image", "inspect", image).returncode != 0:
         raise ContainerError(f"image archive {archive}: loaded, but {runtime.program} has no image {image}")
     return image
-
-
-def pinned_reference(reference: str) -> bool:
-    """Whether an image reference names its content (``name@sha256:<64 hex>``) rather than a tag that can move."""
-    _, _, digest = reference.partition("@sha256:")
-    return len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)
 
 
 def find_reference(runtime: Runtime, reference: str) -> str:

@@ -41,6 +41,7 @@ import numpy as np
 from scipy import ndimage
 
 from segbench.io import save_label_map_atomic
+from segbench.models.schema import simulated_parser
 from segbench.scoring.labelmaps import load_nifti
 
 KIDNEY, TUMOR = 1, 2
@@ -230,25 +231,6 @@ def simulate(
     return out
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m segbench.models.simulated",
-        description="SIMULATED model: writes predictions by applying seeded errors to reference label maps.",
-    )
-    parser.add_argument("--input", type=Path, required=True, help="folder of reference label maps <case>.nii.gz")
-    parser.add_argument("--output", type=Path, required=True, help="folder to write <case>.nii.gz predictions")
-    parser.add_argument("--cases", type=Path, required=True, help="text file, one case id per line")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--boundary-mm", type=float, default=0.0, help="boundary displacement in mm (negative: inward)")
-    parser.add_argument("--jitter", type=float, default=0.25, help="relative per-case jitter of the displacement")
-    parser.add_argument("--shift-mm", type=float, default=0.0, help="rigid translation in mm, random direction")
-    parser.add_argument("--miss-lesion-prob", type=float, default=0.0)
-    parser.add_argument("--blob-prob", type=float, default=0.0)
-    parser.add_argument("--blob-radius-mm", type=float, default=10.0)
-    parser.add_argument("--workers", type=int, default=1, help="cases processed in parallel")
-    return parser
-
-
 def predict_case(case_id: str, args: argparse.Namespace) -> str:
     """Write the simulated prediction of one case; returns the case id."""
     labels, image = load_nifti(args.input / f"{case_id}.nii.gz")
@@ -266,7 +248,7 @@ def predict_models(case_id: str, reference: Path, models: dict[str, list[str]], 
     """
     labels, image = load_nifti(reference)
     spacing = tuple(float(z) for z in image.header.get_zooms()[:3])
-    parsed = {name: build_parser().parse_args(["--input", ".", "--output", ".", "--cases", ".", *options]) for name, options in models.items()}
+    parsed = {name: simulated_parser().parse_args(["--input", ".", "--output", ".", "--cases", ".", *options]) for name, options in models.items()}
     reach = max((-effective_mm(a.boundary_mm * (1.0 + a.jitter), spacing) for a in parsed.values() if a.boundary_mm < 0), default=0.0)
     inward = inward_distance(labels, spacing, reach) if reach > 0 else None
     written = {}
@@ -277,7 +259,7 @@ def predict_models(case_id: str, reference: Path, models: dict[str, list[str]], 
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = simulated_parser().parse_args(argv)
     cases = [c.strip() for c in args.cases.read_text(encoding="utf-8").splitlines() if c.strip()]
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         jobs = [pool.submit(predict_case, case_id, args) for case_id in cases]

@@ -14,8 +14,9 @@ from typing import Any
 
 import yaml
 
-from segbench.config import ConfigError, ModelConfig
 from segbench.io import file_digest
+from segbench.models.schema import ModelConfig
+from segbench.schema import ConfigError
 
 #: statuses; only "verified" (or "none" for models without weights) may be published
 PUBLISHABLE = ("verified", "none")

@@ -28,15 +28,11 @@ from segbench.scoring.labelmaps import (
     nonzero_crop,
     unsigned_view,
 )
-from segbench.scoring.profiles import DEFAULT_PROFILE, Profile, get_profile
+from segbench.scoring.profiles import Profile, get_profile
+from segbench.scoring.settings import DEFAULT_PROFILE, DETECTION_METRICS, METRICS, Region
 
-METRICS: tuple[str, ...] = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
 DISTANCE_METRICS: tuple[str, ...] = ("hd", "hd95", "assd", "masd")
-DETECTION_METRICS: tuple[str, ...] = ("det_precision", "det_recall", "det_f1")
-HIGHER_IS_BETTER: dict[str, bool] = {
-    **{m: m in ("dice", "iou", "nsd") for m in METRICS},
-    **{m: True for m in DETECTION_METRICS},
-}
+
 A = TypeVar("A")
 T = TypeVar("T")
 HD95_DEFINITION = get_profile(DEFAULT_PROFILE).hd95_definition
@@ -54,16 +50,6 @@ COLUMNS: tuple[str, ...] = (
     "hd95_definition",
     "metric_profile",
 )
-
-
-@dataclass(frozen=True)
-class Region:
-    """A structure scored from a label map: the union of ``labels``."""
-
-    name: str
-    labels: tuple[int, ...]
-    nsd_tolerance_mm: float
-    detection: bool = False
 
 
 def _on_union_box(*crops: NonzeroCrop) -> list[np.ndarray]:

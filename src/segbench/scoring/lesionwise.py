@@ -10,46 +10,23 @@ missed (an empty prediction), flagged ``prediction_missing``.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from segbench.scoring.engine import Region, _region_mask, decode_pair, map_cases
+from segbench.scoring.engine import _region_mask, decode_pair, map_cases
 from segbench.scoring.instances import TABLE_COLUMNS, case_scores, counted_references, get_lesion_profile, instance_table, volume_strata
+from segbench.scoring.settings import LesionSetting
 
 KEY_COLUMNS: tuple[str, ...] = ("case_id", "structure", "lesion_profile")
 
 
-@dataclass(frozen=True)
-class LesionSetting:
-    """What the score stage measures lesion by lesion: the structures (a name and its label ids; instances are the
-    connected components of their union), the lesion profile, the further profiles of the matching-rule
-    sensitivity, and the volume cuts (mL) of the recall-by-size strata."""
-
-    structures: tuple[Region, ...]
-    profile: str
-    extra_profiles: tuple[str, ...] = ()
-    strata_ml: tuple[float, ...] = ()
-
-    def __post_init__(self) -> None:
-        for name in (self.profile, *self.extra_profiles):
-            get_lesion_profile(name)
-        if list(self.strata_ml) != sorted(set(self.strata_ml)) or not all(math.isfinite(v) and v > 0 for v in self.strata_ml):
-            raise ValueError(f"lesion strata_ml must be increasing positive volumes (mL), got {list(self.strata_ml)}")
-
-    @property
-    def profiles(self) -> tuple[str, ...]:
-        """The lesion profile first, then the sensitivity profiles, each once."""
-        return tuple(dict.fromkeys([self.profile, *self.extra_profiles]))
-
-    def case_columns(self) -> list[str]:
-        """Columns of the per-case lesion table: the keys, then every score of ``instances.case_scores``."""
-        scores = case_scores(pd.DataFrame(columns=list(TABLE_COLUMNS)), self.profile, self.strata_ml)
-        return [*KEY_COLUMNS, "reference_present", "prediction_missing", *scores]
+def case_columns(setting: LesionSetting) -> list[str]:
+    """Columns of the per-case lesion table: the keys, then every score of ``instances.case_scores``."""
+    scores = case_scores(pd.DataFrame(columns=list(TABLE_COLUMNS)), setting.profile, setting.strata_ml)
+    return [*KEY_COLUMNS, "reference_present", "prediction_missing", *scores]
 
 
 def score_case_lesions(
@@ -91,12 +68,7 @@ def score_lesion_cases(
     """Every (case_id, reference, prediction) in input order: the per-case lesion table and the per-lesion table."""
     jobs = [(cid, Path(ref), None if pred is None else Path(pred), setting, allowed_labels) for cid, ref, pred in cases]
     done = map_cases(_score_case_lesions_job, jobs, workers=workers, progress=progress, desc="lesions")
-    rows = pd.DataFrame([row for case_rows, _ in done for row in case_rows], columns=setting.case_columns())
+    rows = pd.DataFrame([row for case_rows, _ in done for row in case_rows], columns=case_columns(setting))
     instances = pd.concat([table for _, table in done], ignore_index=True) if done else pd.DataFrame(columns=[*KEY_COLUMNS, *TABLE_COLUMNS, "volume_stratum"])
     return rows, instances
 
-
-def lesion_structures(labels: Mapping[str, int], names: Sequence[str]) -> tuple[Region, ...]:
-    """The lesion structures among ``names`` that the dataset's label schema has (each one label id; others are not
-    this dataset's lesions and are skipped)."""
-    return tuple(Region(name, (int(labels[name]),), 0.0) for name in names if name in labels)

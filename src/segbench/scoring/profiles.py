@@ -312,7 +312,6 @@ PROFILES: dict[str, Profile] = {
     "meshmetrics": Profile("meshmetrics", "meshmetrics_max_directed_area_weighted", surfacenets_surface_distances, deepmind_metrics),
     "monai": Profile("monai", "monai_max_directed_percentile_unweighted", monai_surface_distances, monai_metrics),
 }
-DEFAULT_PROFILE = "segauge"
 
 
 def get_profile(name: str) -> Profile:
