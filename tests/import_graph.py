@@ -1,9 +1,12 @@
 """The import graph of ``src/segbench``, read from the source with ``ast``: what each module imports of segbench.
 
 Every import statement counts, those inside functions too (a lazy import runs when the function does), except those
-under ``if TYPE_CHECKING:`` (never run). Importing ``segbench.a.b`` runs ``segbench/__init__.py`` and
-``segbench/a/__init__.py`` first, so a module that imports ``segbench.a.b`` depends on those as well. The layer test
-(tests/test_layers.py) and the stage-dependency test (tests/test_stage_dependencies.py) read it.
+under ``if TYPE_CHECKING:`` (never run) and those of the root package's ``__getattr__``: ``segbench.evaluate``, the
+Python API, loaded on first use of that name, which no module of the package uses (``segbench evaluate`` imports
+``segbench.evaluation`` itself). A package's own lazy ``__getattr__`` elsewhere counts as the package's import.
+Importing ``segbench.a.b`` runs ``segbench/__init__.py`` and ``segbench/a/__init__.py`` first, so loading a module
+that imports ``segbench.a.b`` loads those as well. The layer test (tests/test_layers.py) and the stage-dependency test
+(tests/test_stage_dependencies.py) read it.
 """
 
 from __future__ import annotations
@@ -32,11 +35,14 @@ def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """The import statements under ``tree`` that can run: all but those of an ``if TYPE_CHECKING:`` block."""
+def import_nodes(tree: ast.AST, root_package: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements under ``tree`` that can run: all but those of an ``if TYPE_CHECKING:`` block (and, in the
+    ``root_package``'s ``__init__``, those of its ``__getattr__``)."""
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
+        if root_package and isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+            return
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             for child in node.orelse:
                 visit(child)
@@ -55,8 +61,9 @@ def _with_parents(name: str) -> set[str]:
     return {".".join(parts[: i + 1]) for i in range(len(parts))}
 
 
-def imported_modules(nodes: Iterable[ast.Import | ast.ImportFrom], importer: str, src: Path = SRC) -> set[str]:
-    """The segbench modules that ``nodes`` (statements of module ``importer``) load, their parent packages included."""
+def imported_modules(nodes: Iterable[ast.Import | ast.ImportFrom], importer: str, src: Path = SRC, parents: bool = True) -> set[str]:
+    """The segbench modules that ``nodes`` (statements of module ``importer``) name, with ``parents`` the packages
+    Python runs first (what loading them loads) too."""
     files = module_files(src)
     package = importer if files[importer].name == "__init__.py" else importer.rpartition(".")[0]
     targets: set[str] = set()
@@ -73,14 +80,17 @@ def imported_modules(nodes: Iterable[ast.Import | ast.ImportFrom], importer: str
             if name == PACKAGE or name.startswith(PACKAGE + "."):
                 if name not in files:
                     raise AssertionError(f"{files[importer]}: imports {name}, which is no module of src/{PACKAGE}")
-                targets |= _with_parents(name)
+                targets |= _with_parents(name) if parents else {name}
     return targets - {importer}
 
 
 @cache
-def graph(src: Path = SRC) -> dict[str, frozenset[str]]:
-    """Module -> the segbench modules its own statements import (parent packages included)."""
-    return {name: frozenset(imported_modules(import_nodes(ast.parse(path.read_text(encoding="utf-8"))), name, src))
+def graph(src: Path = SRC, parents: bool = True) -> dict[str, frozenset[str]]:
+    """Module -> the segbench modules its own statements import; with ``parents`` also the packages Python runs first
+    (what loading them loads: the stage-dependency test), without them only the modules the statements name (the
+    modules a module uses: the layer and cycle test)."""
+    return {name: frozenset(imported_modules(import_nodes(ast.parse(path.read_text(encoding="utf-8")), root_package=name == PACKAGE),
+                                             name, src, parents))
             for name, path in module_files(src).items()}
 
 
@@ -98,8 +108,9 @@ def closure(starts: Iterable[str], src: Path = SRC) -> set[str]:
 
 
 def cycles(src: Path = SRC) -> list[list[str]]:
-    """The import circles: each strongly connected set of two or more modules (Tarjan's algorithm), sorted."""
-    edges = graph(src)
+    """The import circles among the modules the import statements name (a submodule's package running first is no
+    circle of its own): each strongly connected set of two or more modules (Tarjan's algorithm), sorted."""
+    edges = graph(src, parents=False)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
