@@ -20,7 +20,8 @@ from segbench import evaluation, scoring
 from segbench.config import compose_params, parse_params
 from segbench.models import simulated
 from segbench.report.terminal import render
-from segbench.stages import predictions_dir, run_score, scores_dir
+from segbench.stages.paths import predictions_dir, scores_dir
+from segbench.stages.score import run_score
 from tests_support import command_env, in_directory
 
 #: three of the default 78 cases with small label maps (fast to simulate and score)

@@ -37,6 +37,8 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     **{m: m in ("dice", "iou", "nsd") for m in METRICS},
     **{m: True for m in DETECTION_METRICS},
 }
+#: the metrics a scored dataset's leaderboards analyse (and its MLflow runs' headline means), and whether higher is better
+ANALYZED_METRICS: dict[str, bool] = {m: HIGHER_IS_BETTER[m] for m in ("dice", "iou", "nsd", "hd95", "assd")}
 A = TypeVar("A")
 T = TypeVar("T")
 HD95_DEFINITION = get_profile(DEFAULT_PROFILE).hd95_definition
