@@ -4,7 +4,7 @@ Hydra imports every module of the ``hydra_plugins`` namespace. This one hooks se
 composition, so a typo fails before any stage runs and names the valid values:
 
 - it registers the ``${segbench.validate:}`` resolver of conf/config.yaml: the whole composition through
-  ``segbench.config.parse_params`` and ``segbench.validation.stats_settings`` (settings, ranges, models x
+  ``segbench.config.parse_params`` and ``segbench.stats_settings`` (settings, ranges, models x
   datasets, configured case ids);
 - and, last on Hydra's config search path, a config source that answers for a config no other source has in one of
   conf/'s groups (``-S 'model=[sim_dilate_1m]'``): Hydra's own message for a list item names neither the group's

@@ -6,7 +6,7 @@
   an inference (contaminated: trained on kits23) and a published model; tumour absent in some cases.
 - segauge-benchmark GPU run: the real published per-case scores of TotalSegmentator, CT-FM and MOOSE on
   20 KiTS23 cases, with the analysis the file publishes beside segbench's (``source_analysis``).
-The envelope has the keys ``segbench.stages.run_compare`` writes.
+The envelope has the keys ``segbench.stages.compare.run_compare`` writes.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from segbench.config import ConfigError, load_params, parse_params
-from segbench.stages import read_published
+from segbench.stages.import_ import read_published
 from segbench.stats import StatsSettings, calibration
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,8 @@ from segbench import evaluation, scoring
 from segbench.config import parse_params
 from segbench.models import simulated
 from segbench.report.terminal import render
-from segbench.stages import predictions_dir, run_score, scores_dir
+from segbench.stages.paths import predictions_dir, scores_dir
+from segbench.stages.score import run_score
 from segbench.validation import compose_params
 from tests_support import command_env, in_directory
 

@@ -148,11 +148,12 @@ def test_missing_tables_give_none_and_bad_input_a_clear_error(tables: AuditTable
 def test_compare_reads_the_projects_audit_tables(tmp_path: Path) -> None:
     """The audit tables as compare reads them: every Touchstone organ's cell its own organ's numbers, the KiTS23 ones the
     simulated tumor population's, a fresh project without calibration/results/ none (the field is null)."""
-    from segbench import stages, stats
+    from segbench import stats
     from segbench.config import load_params
+    from segbench.stages import compare
 
     params = load_params(ROOT / "params.yaml")
-    tables = stages.audit_tables(params, ROOT / "calibration" / "results")
+    tables = compare.audit_tables(params, ROOT / "calibration" / "results")
     assert tables is not None and set(tables.data) >= {"simulated", "touchstone_totalsegmentator", "segauge_kits23_modal"}
     real = pd.read_csv(ROOT / "calibration" / "results" / "real_coverage.csv")
     settings = json.loads((ROOT / "calibration" / "results" / "audit.json").read_text(encoding="utf-8"))["stats"]
@@ -165,8 +166,8 @@ def test_compare_reads_the_projects_audit_tables(tmp_path: Path) -> None:
                    & (real["method"] == method) & (real["n"] == entry["n"])].iloc[0]
         assert entry["match"] == "exact" and entry["rate"] == row["rate"] and entry["mc_se"] == row["mc_se"]
         assert entry["n"] == max(real.loc[(real["structure"] == organ), "n"])  # 300 cases: the largest n audited
-    assert stages.board_population(params, "kits23") == ("simulated", "kits23")
-    assert stages.board_population(params, "touchstone_totalsegmentator") == ("touchstone_totalsegmentator", "totalsegmentator")
+    assert compare.board_population(params, "kits23") == ("simulated", "kits23")
+    assert compare.board_population(params, "touchstone_totalsegmentator") == ("touchstone_totalsegmentator", "totalsegmentator")
     level = stats.level_provider(tables, source="simulated", data="kits23", settings=settings)("mass", "nsd", 78)
     levels = pd.read_csv(ROOT / "calibration" / "results" / "levels.csv")
     assert level == levels[(levels["metric"] == "nsd") & (levels["n"] == 78)]["level"].item()
@@ -174,4 +175,4 @@ def test_compare_reads_the_projects_audit_tables(tmp_path: Path) -> None:
                                source="simulated", data="kits23", lesions=stats.audited_lesions)
     entry = kits["structures"]["mass"]["nsd"]["coverage"]
     assert entry["population"] == "simulated/tumor" and entry["level"] == level and kits["lesions"].startswith("not audited")
-    assert stages.audit_tables(params, tmp_path / "nothing") is None
+    assert compare.audit_tables(params, tmp_path / "nothing") is None

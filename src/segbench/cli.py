@@ -51,7 +51,7 @@ def _params(args: argparse.Namespace):
 
 
 def _cmd_predict(args: argparse.Namespace) -> None:
-    from segbench.stages import run_predict
+    from segbench.stages.predict import run_predict
 
     run_predict(_params(args), args.dataset, args.model, device=args.device, allow_unverified_weights=args.allow_unverified_weights)
 
@@ -71,19 +71,20 @@ def _cmd_data(args: argparse.Namespace) -> None:
 
 
 def _cmd_score(args: argparse.Namespace) -> None:
-    from segbench.stages import run_score
+    from segbench.stages.score import run_score
 
     run_score(_params(args), args.dataset, args.model, workers=args.workers)
 
 
 def _cmd_import(args: argparse.Namespace) -> None:
-    from segbench.stages import run_import
+    from segbench.stages.import_ import run_import
 
     run_import(_params(args), args.published)
 
 
 def _cmd_track(args: argparse.Namespace) -> None:
-    from segbench.stages import output_root, run_track
+    from segbench.stages.paths import output_root
+    from segbench.stages.track import run_track
 
     params = _params(args)
     if args.dataset is None:  # every pulled score bundle, e.g. to fill a new machine's store after `dvc pull`
@@ -109,7 +110,8 @@ def _cmd_track(args: argparse.Namespace) -> None:
 
 
 def _cmd_cases(args: argparse.Namespace) -> None:
-    from segbench.stages import cases_dir, run_cases
+    from segbench.stages.cases import run_cases
+    from segbench.stages.paths import cases_dir
 
     run_cases(_params(args), args.dataset)
     print(cases_dir(args.dataset))
@@ -140,7 +142,7 @@ def _cmd_interact(args: argparse.Namespace) -> None:
         _interact_submissions(args)
         return
     if args.dataset:  # the DVC stage: an interactive dataset x model of params.yaml
-        from segbench.stages import run_interact
+        from segbench.stages.interact import run_interact
 
         if args.cases or args.out:
             raise ValueError("--dataset takes its cases and output folders from params.yaml; drop --cases and --out")
@@ -201,18 +203,21 @@ def _interact_submissions(args: argparse.Namespace) -> None:
                   highlight=False, soft_wrap=True)
 
 
-def _cmd_calibrate(args: argparse.Namespace) -> None:
-    from segbench import stages
+def _cmd_calibrate_score(args: argparse.Namespace) -> None:
+    from segbench.stages.calibration_scores import run_calibration_scores
 
-    if args.step == "score":
-        stages.run_calibration_scores(_params(args), workers=args.workers)
-    else:
-        for path in stages.run_calibration_audit(_params(args)):
-            print(path)
+    run_calibration_scores(_params(args), workers=args.workers)
+
+
+def _cmd_calibrate_audit(args: argparse.Namespace) -> None:
+    from segbench.stages.calibration_audit import run_calibration_audit
+
+    for path in run_calibration_audit(_params(args)):
+        print(path)
 
 
 def _cmd_compare(args: argparse.Namespace) -> None:
-    from segbench.stages import run_compare
+    from segbench.stages.compare import run_compare
 
     run_compare(_params(args), args.dataset)
 
@@ -430,9 +435,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("calibrate", help="calibration audit (calibration/dvc.yaml): CI coverage, type-I error and power on simulated models")
-    p.add_argument("step", choices=["score", "audit"], help="score: simulate and score every case (cached); audit: redraw cases and analyse")
-    p.add_argument("--workers", type=int, help="score: cases simulated and scored in parallel (default: params calibration.workers)")
-    p.set_defaults(func=_cmd_calibrate)
+    steps = p.add_subparsers(dest="step", required=True, metavar="STEP")
+    step = steps.add_parser("score", help="simulate and score every case (cached; calibration/dvc.yaml's score stage)")
+    step.add_argument("--workers", type=int, help="cases simulated and scored in parallel (default: params calibration.workers)")
+    step.set_defaults(func=_cmd_calibrate_score)
+    step = steps.add_parser("audit", help="redraw cases and analyse them as compare would (calibration/dvc.yaml's audit stage)")
+    step.set_defaults(func=_cmd_calibrate_audit)
 
     p = sub.add_parser("report", help="build the static leaderboard site from results/*.json")
     p.add_argument("--results", default="results", help="folder of results JSON (default: results)")

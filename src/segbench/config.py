@@ -6,7 +6,7 @@ dictionaries, so an unknown dataset, model or structure fails at this boundary w
 
 Each section is checked by its schema beside the module that owns it (``datasets/schema.py`` ...); this module
 composes them into ``Params``, checks what spans sections and holds Hydra's composition. It imports no engine, so
-a stage does not depend on one through it; the statistics settings are checked in ``validation.py``.
+a stage does not depend on one through it; the statistics settings are checked in ``stats_settings.py``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Params:
     published: dict[str, PublishedConfig]
     interactive_datasets: dict[str, InteractiveDatasetConfig]
     interactive_models: dict[str, ModelConfig]
-    #: the ``stats:`` block as composed; ``validation.stats_settings`` checks it and builds the engine's settings
+    #: the ``stats:`` block as composed; ``segbench.stats_settings`` checks it and builds the engine's settings
     stats: dict[str, Any]
     scoring: dict[str, Any]
     calibration: CalibrationConfig | None = None
@@ -82,7 +82,7 @@ def _named(configs: dict[str, T], name: str, what: str) -> T:
 def parse_params(raw: dict[str, Any], root: Path) -> Params:
     """Validate a composed parameter dictionary, each section by its schema and then across sections (names, label
     vocabularies, models x datasets); paths are resolved against ``root``. The statistics settings are checked by
-    ``validation.stats_settings``."""
+    ``segbench.stats_settings``."""
     for key in ("dataset", "model"):
         if not isinstance(raw.get(key), dict) or not raw[key]:
             raise ConfigError(f"params: {key!r} must map at least one name to its config")

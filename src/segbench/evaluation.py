@@ -32,8 +32,9 @@ from segbench.config import dataset_from_conf
 from segbench.datasets.cases import load_metadata
 from segbench.datasets.schema import DatasetConfig
 from segbench.io import save_label_map_atomic, write_json_atomic, write_text_atomic
-from segbench.leaderboard import ANALYZED_METRICS, analysed_document, regions_block
+from segbench.leaderboard import analysed_document, regions_block
 from segbench.scoring import Region
+from segbench.scoring.engine import ANALYZED_METRICS
 from segbench.scoring.labelmaps import is_dicom, load_nifti, validated_labels
 
 log = logging.getLogger(__name__)

@@ -15,9 +15,6 @@ from segbench import stats
 from segbench.datasets.schema import DatasetConfig
 from segbench.scoring import Region
 
-#: the metrics a scored dataset's leaderboards analyse, and whether higher is better
-ANALYZED_METRICS = {"dice": True, "iou": True, "nsd": True, "hd95": False, "assd": False}
-
 
 def regions_block(regions: tuple[Region, ...] | list[Region]) -> dict[str, dict[str, Any]]:
     """The dataset block's ``regions``: each scored region's label ids and NSD tolerance."""

@@ -55,7 +55,7 @@ class PublishedConfig:
 
 def parse_published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
     """A ``published:`` entry checked: its format and options, metrics, metadata (its case alignment is checked with the
-    statistics settings: ``validation.stats_settings``)."""
+    statistics settings: ``segbench.stats_settings``)."""
     where = f"published set {name!r}"
     fmt = str(require(raw, "format", where))
     if fmt not in PUBLISHED_FORMATS:

@@ -1,10 +1,8 @@
-"""The whole composition checked, the statistics settings included: DVC's Hydra validation and ``compose_params``.
+"""The whole composition checked: DVC's Hydra validation resolver and ``compose_params`` (``segbench params``).
 
-``config.py`` checks every section but the statistics (their rules are the engine's, in ``segbench.stats``, which
-the configuration does not import so that no stage depends on the engine through it). This module adds them: the
-``stats:`` block, ``missing_predictions`` and each published set's ``case_alignment``, checked by the engine's own
-rules when the parameters are composed (``segbench params``, ``dvc exp run -S``) and again where a stage builds its
-``StatsSettings`` (``stats_settings``), not first at the compare stage after every score is recomputed.
+Beyond ``config.parse_params``, the statistics settings (``stats_settings``, by the engine's rules) and the
+configured case ids of each dataset whose label maps are on disk: a typo fails while composing, before any stage
+runs or any output is removed.
 """
 
 from __future__ import annotations
@@ -12,36 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from segbench.config import ConfigError, Params, compose_conf, parse_params, resolved
+from segbench.config import ConfigError, compose_conf, parse_params, resolved
 from segbench.datasets.cases import case_ids
-from segbench.stats.coverage import COVERAGE_POLICIES
-from segbench.stats.settings import CASE_ALIGNMENTS, StatsSettings
+from segbench.stats_settings import stats_settings
 
 #: the resolver conf/config.yaml's ``validated`` key calls (``${segbench.validate:}``; hydra_plugins/ registers it
 #: inside DVC's own composition): a typo fails there, before any stage runs or any output is removed
 VALIDATE_RESOLVER = "segbench.validate"
-
-
-def stats_settings(params: Params) -> StatsSettings:
-    """The statistics settings of ``params`` (docs/methodology.md#51-settings), with ``missing_predictions`` and the
-    published sets' case alignments checked against the engine's policies; ConfigError names what is wrong."""
-    raw = params.stats
-    if not isinstance(raw, dict):
-        raise ConfigError(f"params: stats must map settings to values, got {raw!r}")
-    known = sorted(StatsSettings.__dataclass_fields__)
-    if unknown := sorted(set(raw) - set(known)):
-        raise ConfigError(f"params: unknown stats setting(s) {unknown}; settings are {', '.join(known)}")
-    try:
-        settings = StatsSettings(**raw)
-    except ValueError as exc:
-        raise ConfigError(f"params: {str(exc).replace('StatsSettings.', 'stats.', 1)}") from exc
-    real = params.calibration.real.values() if params.calibration else ()
-    for source in [*params.published.values(), *(population.source for population in real)]:
-        if source.case_alignment is not None and source.case_alignment not in CASE_ALIGNMENTS:
-            raise ConfigError(f"published set {source.name!r}: case_alignment must be one of {CASE_ALIGNMENTS}, got {source.case_alignment!r}")
-    if params.missing_predictions not in COVERAGE_POLICIES:
-        raise ConfigError(f"params: missing_predictions {params.missing_predictions!r} is not a coverage policy; known: {', '.join(COVERAGE_POLICIES)}")
-    return settings
 
 
 def register_validation() -> None:

@@ -29,10 +29,11 @@ from segbench.scoring.labelmaps import (
     unsigned_view,
 )
 from segbench.scoring.profiles import Profile, get_profile
-from segbench.scoring.settings import DEFAULT_PROFILE, DETECTION_METRICS, METRICS, Region
+from segbench.scoring.settings import DEFAULT_PROFILE, DETECTION_METRICS, HIGHER_IS_BETTER, METRICS, Region
 
 DISTANCE_METRICS: tuple[str, ...] = ("hd", "hd95", "assd", "masd")
-
+#: the metrics a scored dataset's leaderboards analyse (and its MLflow runs' headline means), and whether higher is better
+ANALYZED_METRICS: dict[str, bool] = {m: HIGHER_IS_BETTER[m] for m in ("dice", "iou", "nsd", "hd95", "assd")}
 A = TypeVar("A")
 T = TypeVar("T")
 HD95_DEFINITION = get_profile(DEFAULT_PROFILE).hd95_definition

@@ -22,7 +22,7 @@ mean difference with Holm (``pairwise.sign_flips`` through ``pairwise.separabili
   measured out of sample (``levels``; the leaderboard's CIs use it under ``stats.ci_level: audited``).
 
 Every rate carries its Monte-Carlo standard error sqrt(p (1 - p) / draws). Pure functions of arrays; the stage
-(``segbench.stages.run_calibration_audit``) reads the scores and writes the results.
+(``segbench.stages.calibration_audit``) reads the scores and writes the results.
 """
 
 from __future__ import annotations

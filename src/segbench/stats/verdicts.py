@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from segbench.units import base_digits, unit
+
 #: the flat views' number for each code (MLflow metrics, DVC metrics): ordered from "a is better" down
 CODE_NUMBER: dict[str, float] = {"separable": 1.0, "borderline": 0.5, "not_separable": 0.0, "aggregation_disagrees": -1.0}
 #: the words every view puts before a verdict's sentence, readable without colour
@@ -37,19 +39,7 @@ CODE_WORDS: dict[str, str] = {
     "single_model": "only one ranked model",
 }
 SCHEME = "mean"  # the leaderboard's ranking scheme, on which co-winners are defined
-_DISTANCES_MM = frozenset({"hd", "hd95", "assd", "masd"})
 _MAX_DIGITS = 8
-
-
-def unit(metric: str) -> str:
-    """The unit of a metric's values: 'mm' for surface distances (also the lesion-wise ones, ``lesion_hd95``,
-    ``sq_hd95``), '' for overlap scores in [0, 1]."""
-    return "mm" if metric.lower().rsplit("_", 1)[-1] in _DISTANCES_MM else ""
-
-
-def base_digits(higher_is_better: bool) -> int:
-    """Decimals for a metric's values: 3 for overlap scores in [0, 1], 2 for distances in mm."""
-    return 3 if higher_is_better else 2
 
 
 def _fmt(value: float, n_digits: int) -> str:
