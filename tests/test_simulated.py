@@ -17,7 +17,7 @@ def _args(**kw) -> argparse.Namespace:
     argv = ["--input", "x", "--output", "y", "--cases", "z"]
     for k, v in kw.items():
         argv += [f"--{k.replace('_', '-')}", str(v)]
-    return simulated.build_parser().parse_args(argv)
+    return simulated.simulated_parser().parse_args(argv)
 
 
 def _sphere(shape=(40, 60, 60), radius_mm=10.0, spacing=(2.0, 0.8, 0.8)) -> np.ndarray:
@@ -154,7 +154,7 @@ def test_predict_models_equals_simulate_case_by_case(tmp_path: Path) -> None:
     ref, image = load_nifti(tmp_path / "case_x.nii.gz")
     zooms = tuple(float(z) for z in image.header.get_zooms()[:3])
     for name, options in models.items():
-        args = simulated.build_parser().parse_args(["--input", ".", "--output", ".", "--cases", ".", *options])
+        args = simulated.simulated_parser().parse_args(["--input", ".", "--output", ".", "--cases", ".", *options])
         expected = simulated.simulate(ref, zooms, "case_x", args)
         got, _ = load_nifti(written[name])
         assert not np.array_equal(expected, ref), name
