@@ -617,6 +617,18 @@ class SourcePairwise(TypedDict):
     pairwise: list[Pair]
 
 
+class SourcePair(TypedDict):
+    """A source's own verdict on a pair: its difference a - b, bootstrap CI, and the model it favours if the CI excludes 0."""
+
+    a: str
+    b: str
+    delta: float
+    ci_low: float | None
+    ci_high: float | None
+    distinguishable: bool
+    favored: str | None
+
+
 class SourceCell(TypedDict, total=False):
     """A source's published analysis of one cell (its own keys, published.py), with segbench's beside it."""
 
@@ -626,7 +638,7 @@ class SourceCell(TypedDict, total=False):
     n_comparisons: int
     n_resamples: int
     models: dict[str, dict[str, Any]]
-    pairwise: list[dict[str, Any]]
+    pairwise: list[SourcePair]
     segbench: SourcePairwise
 
 
@@ -671,5 +683,6 @@ class ResultsDocument(TypedDict):
     sensitivity: Sensitivity
     coverage: NotRequired[CoverageBlock]
     lesions: NotRequired[Lesions]
-    audited: NotRequired[Audited | None]
+    audited: NotRequired[Audited | str | None]  # None: no audit tables; a sentence: why none is audited (the report's
+    #                                           lesion-wise views)
     source_analysis: NotRequired[SourceAnalysis]
