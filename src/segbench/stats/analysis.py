@@ -773,7 +773,7 @@ def _aligned(
 
 
 def _power(values: np.ndarray, names: list[str], pairwise: list[Pair], significance: Significance, settings: StatsSettings) -> Power | None:
-    """The cases needed to separate #1 from #2 (docs/methodology.md#58-power); None with one ranked model."""
+    """The cases needed to separate #1 from #2 (docs/methodology.md#511-power); None with one ranked model."""
     if len(names) < 2:
         return None
     return {

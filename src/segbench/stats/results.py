@@ -237,7 +237,7 @@ class Verdict(TypedDict):
 
 
 class Power(TypedDict):
-    """The cases needed to separate #1 from #2 (docs/methodology.md#58-power)."""
+    """The cases needed to separate #1 from #2 (docs/methodology.md#511-power)."""
 
     first: str
     second: str
@@ -524,7 +524,7 @@ class Variants(TypedDict):
 
 
 class Sensitivity(TypedDict):
-    """The analysis under other metric-definition profiles and missing-value policies (docs/methodology.md#517)."""
+    """The analysis under other metric-definition profiles and missing-value policies (docs/methodology.md#517-implementation-sensitivity)."""
 
     profiles: Variants
     missing_policy: Variants
