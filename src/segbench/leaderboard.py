@@ -14,6 +14,7 @@ import segbench
 from segbench import stats
 from segbench.datasets.schema import DatasetConfig
 from segbench.scoring import Region
+from segbench.stats.results import ResultsDocument
 
 
 def regions_block(regions: tuple[Region, ...] | list[Region]) -> dict[str, dict[str, Any]]:
@@ -29,7 +30,7 @@ def dataset_block(dataset: DatasetConfig) -> dict[str, Any]:
 
 def results_document(block: dict[str, Any], models: dict[str, dict[str, Any]], metrics: Mapping[str, bool], rows: pd.DataFrame,
                      profile_rows: pd.DataFrame, analysis: dict[str, Any], settings: stats.StatsSettings,
-                     contaminated: Mapping[str, bool]) -> dict[str, Any]:
+                     contaminated: Mapping[str, bool]) -> ResultsDocument:
     """The results document over ``analysis`` (``stats.analyze`` of ``rows``): dataset block, model entries, metrics,
     the rows' HD95 definition and metric profile, and the sensitivity analysis over ``profile_rows`` (the same cases
     under the other metric-definition profiles) and the missing-value policies."""

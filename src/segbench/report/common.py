@@ -1,6 +1,6 @@
 """What every part of the site says the same way: number formats, model markers, order, verdicts.
 
-Everything here reads the results JSON (see ``segbench.stats.analysis`` for the ``analysis`` layout);
+Everything here reads the results JSON (typed level by level in ``segbench.stats.results``);
 nothing is recomputed.
 """
 
@@ -9,14 +9,35 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable
-from typing import Any
 
 from segbench.stats.audited import MARGIN
 from segbench.stats.coverage import coverage_text
+from segbench.stats.results import (
+    AuditedCell,
+    AuditEntry,
+    Identical,
+    MetricCell,
+    ModelEntry,
+    ModelEstimate,
+    Pair,
+    ResultsDocument,
+    Settings,
+    SourceCell,
+    SourcePair,
+    Verdict,
+    VerdictPair,
+)
 from segbench.stats.verdicts import CODE_WORDS, base_digits, format_estimate, format_level, format_p
 
-Cell = dict[str, Any]  # analysis.structures.<s>.metrics.<m>
-Models = dict[str, Any]  # results["models"]
+Cell = MetricCell  # analysis.structures.<s>.metrics.<m>
+Models = dict[str, ModelEntry]  # results["models"]
+Results = ResultsDocument
+
+
+class CellAudit(AuditedCell):
+    """A leaderboard cell's audited entries (:func:`audit_of`) and the margin of their flags."""
+
+    margin: float
 
 
 def fmt(value: float | None, digits: int) -> str:
@@ -47,12 +68,12 @@ def digits(cell: Cell) -> int:
     return base_digits(bool(cell["higher_is_better"]))
 
 
-def kind(model: dict[str, Any]) -> str:
+def kind(model: ModelEntry) -> str:
     """simulated | inference | published (older results without ``kind``: from ``simulated``)."""
     return model.get("kind") or ("simulated" if model.get("simulated") else "inference")
 
 
-def markers(model: dict[str, Any]) -> list[str]:
+def markers(model: ModelEntry) -> list[str]:
     """Plain-text marks a reader must see next to a model's name."""
     marks = []
     if kind(model) == "simulated":
@@ -64,7 +85,7 @@ def markers(model: dict[str, Any]) -> list[str]:
     return marks
 
 
-def identical_text(entry: dict[str, int] | None) -> str:
+def identical_text(entry: Identical | None) -> str:
     """'leaves 0 of 78 cases identical to the reference' from an ``identical_to_reference`` count ('' without one).
 
     The count (``segbench.stats.identical_to_reference``): cases in which every scored structure has Dice exactly 1.
@@ -74,13 +95,13 @@ def identical_text(entry: dict[str, int] | None) -> str:
     return f"leaves {entry['cases']} of {entry['of']} case{'' if entry['of'] == 1 else 's'} identical to the reference"
 
 
-def identical_counts(results: dict[str, Any]) -> dict[str, dict[str, int] | None]:
+def identical_counts(results: Results) -> dict[str, Identical | None]:
     """Per model of ``results``: its ``analysis.models.<model>.identical_to_reference`` (None for older results)."""
     analysed = results.get("analysis", {}).get("models", {})
     return {name: (analysed.get(name) or {}).get("identical_to_reference") for name in results["models"]}
 
 
-def identical_note(results: dict[str, Any]) -> str:
+def identical_note(results: Results) -> str:
     """The note every view prints when a model left any case identical to the reference ('' when none did): a simulated
     model that changed nothing there, or a model that returned the reference; on most of its cases it is called out,
     since its scores then measure its input, not a segmentation."""
@@ -92,7 +113,7 @@ def identical_note(results: dict[str, Any]) -> str:
     return f"Identical to the reference (every structure Dice exactly 1) in some cases: {'; '.join(clauses)}."
 
 
-def short_mark(model: dict[str, Any]) -> str:
+def short_mark(model: ModelEntry) -> str:
     """Compact suffix for plot labels, e.g. ' [sim]' or ' [trained on this data]'."""
     marks = {"simulated": "sim", "published": "pub"}.get(kind(model), "")
     marks = [marks] if marks else []
@@ -112,7 +133,7 @@ def is_ranked(cell: Cell, name: str) -> bool:
     return name in ((cell.get("ranking") or {}).get("order") or [])
 
 
-def pair(cell: Cell, a: str, b: str) -> dict[str, Any] | None:
+def pair(cell: Cell, a: str, b: str) -> Pair | None:
     """The pairwise entry of models a and b (either orientation), or None."""
     for entry in cell.get("pairwise") or []:
         if {entry["a"], entry["b"]} == {a, b}:
@@ -137,7 +158,7 @@ def wilcoxon_significant(cell: Cell, a: str, b: str) -> bool:
     return bool((significance.get("significant") or {}).get(a, {}).get(b))
 
 
-def diff_text(entry: dict[str, Any], upper: str, cell: Cell, metric: str) -> str:
+def diff_text(entry: Pair | SourcePair, upper: str, cell: Cell, metric: str) -> str:
     """'Δ = 0.015 [-0.004, 0.044]': a pairwise entry's difference and CI as ``upper`` minus the other model.
 
     Reads segbench's entries ("mean_diff") and a source's ("delta") alike.
@@ -153,7 +174,7 @@ def wilcoxon_winner(cell: Cell, a: str, b: str) -> str | None:
     return a if wilcoxon_significant(cell, a, b) else b if wilcoxon_significant(cell, b, a) else None
 
 
-def ci_favoured(entry: dict[str, Any]) -> str | None:
+def ci_favoured(entry: Pair | SourcePair) -> str | None:
     """The model a bootstrap-CI verdict favours: a source's entry ("distinguishable", "favored") or segbench's
     ("separable"; a is ranked above b, so a separable pair favours a)."""
     if "distinguishable" in entry:
@@ -161,7 +182,7 @@ def ci_favoured(entry: dict[str, Any]) -> str | None:
     return entry["a"] if entry["separable"] else None
 
 
-def against_source(cell: Cell, published: dict[str, Any], upper: str, lower: str) -> tuple[str, str]:
+def against_source(cell: Cell, published: SourcePair, upper: str, lower: str) -> tuple[str, str]:
     """How the Wilcoxon-Holm verdict on a pair relates to the source's bootstrap-CI verdict: (kind, sentence).
 
     kind: "adds" (Wilcoxon-Holm separates a pair whose CI includes 0), "withholds" (the CI excludes 0,
@@ -185,7 +206,7 @@ def against_source(cell: Cell, published: dict[str, Any], upper: str, lower: str
                         f"better ({directed_p(cell, winner, favoured)}).")
 
 
-def source_co_winners(published_cell: dict[str, Any], order: list[str]) -> list[str]:
+def source_co_winners(published_cell: SourceCell, order: list[str]) -> list[str]:
     """Models, in ``order``, that no pair the source calls distinguishable puts below another model."""
     beaten = {e["b"] if e["favored"] == e["a"] else e["a"] for e in published_cell["pairwise"] if e["distinguishable"]}
     return [m for m in order if m not in beaten]
@@ -194,17 +215,17 @@ def source_co_winners(published_cell: dict[str, Any], order: list[str]) -> list[
 VERDICT_ORDER = {code: str(k) for k, code in enumerate(("separable", "borderline", "aggregation_disagrees", "not_separable"))}  # table sort key
 
 
-def next_verdict(cell: Cell, upper: str) -> dict[str, Any] | None:
+def next_verdict(cell: Cell, upper: str) -> VerdictPair | None:
     """The verdict (``segbench.stats.verdicts``) on ``upper`` against the next ranked model, or None for the last one."""
     return next((v for v in (cell.get("verdict") or {}).get("pairs") or [] if v["a"] == upper), None)
 
 
-def verdict_words(v: dict[str, Any]) -> str:
+def verdict_words(v: Verdict | VerdictPair) -> str:
     """A verdict's code as words in bold, readable without colour."""
     return f'<strong class="verdict verdict-{v["code"]}">{html.escape(CODE_WORDS[v["code"]])}</strong>'
 
 
-def verdict_html(v: dict[str, Any]) -> str:
+def verdict_html(v: Verdict | VerdictPair) -> str:
     """A pair's verdict as the site shows it: the code's words in bold, then the sentence written by the statistics
     (which never repeats those words)."""
     return f"{verdict_words(v)}: {html.escape(v['text'])}"
@@ -237,13 +258,13 @@ def _and(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def ci_head(settings: dict[str, Any]) -> str:
+def ci_head(settings: Settings) -> str:
     """A CI column's head, 'mean [95% CI]', at the board's confidence: the coverage its CIs are for (a CI computed at
     an audit-calibrated level is a 95% CI by its audited coverage; the cell's tooltip names the level)."""
     return f"mean [{format_level(settings['confidence'])} CI]"
 
 
-def estimate(est: dict[str, Any], cell: Cell, metric: str) -> str:
+def estimate(est: ModelEstimate, cell: Cell, metric: str) -> str:
     """'mean [ci_low, ci_high] unit' of one estimate, written as every view writes it."""
     return format_estimate(est["mean"], est["ci_low"], est["ci_high"], metric, bool(cell["higher_is_better"]))
 
@@ -252,7 +273,7 @@ def estimate(est: dict[str, Any], cell: Cell, metric: str) -> str:
 BOUNDED = {"low": "its lower bound", "high": "its upper bound", "both": "both its bounds"}
 
 
-def estimate_html(est: dict[str, Any], cell: Cell, metric: str) -> str:
+def estimate_html(est: ModelEstimate, cell: Cell, metric: str) -> str:
     """A table's 'mean [ci_low, ci_high] unit', marked '⇤' where the range rule moved a bound of the CI (``ci_bounded``),
     the tooltip saying which: the interval keeps within the metric's range and the per-case values it averages."""
     shown = html.escape(estimate(est, cell, metric))
@@ -279,14 +300,14 @@ def slug(text: str) -> str:
 NO_AUDIT = "no calibration audit tables when these results were computed"
 
 
-def audit_margin(results: dict[str, Any]) -> float:
+def audit_margin(results: Results) -> float:
     """How far an audited rate may miss its target before the board flags it: the results' audited block's ``margin``
     (the one its flags were set with), else the audit's own (``segbench.stats.audited.MARGIN``)."""
     block = results.get("audited")
     return float(block["margin"]) if isinstance(block, dict) else MARGIN
 
 
-def audit_of(results: dict[str, Any], structure: str, metric: str) -> dict[str, Any]:
+def audit_of(results: Results, structure: str, metric: str) -> CellAudit:
     """The audited entry of one leaderboard cell: ``{"coverage", "type1", "reason"}`` (entries None where not audited)
     and the ``margin`` of its flags (:func:`audit_margin`). ``results["audited"]`` may be None (no tables), a sentence
     (the lesion-wise views: why none is audited) or the block."""
@@ -299,7 +320,7 @@ def audit_of(results: dict[str, Any], structure: str, metric: str) -> dict[str, 
     return {**(entry or {"coverage": None, "type1": None, "reason": "no cases to audit"}), "margin": margin}
 
 
-def _where(entry: dict[str, Any], structure: str) -> str:
+def _where(entry: AuditEntry, structure: str) -> str:
     """'' for the cell's own population; ' on tumor' for another structure of its set; ' on source/structure' else."""
     if entry["match"] == "exact":
         return ""
@@ -310,12 +331,12 @@ def _where(entry: dict[str, Any], structure: str) -> str:
 ELSEWHERE = "†"
 
 
-def _mark(entry: dict[str, Any]) -> str:
+def _mark(entry: AuditEntry) -> str:
     """'†' when the rate was measured on another population than the cell's own, else ''."""
     return "" if entry["match"] == "exact" else ELSEWHERE
 
 
-def _audit_title(entry: dict[str, Any], what: str, structure: str) -> str:
+def _audit_title(entry: AuditEntry, what: str, structure: str) -> str:
     """The full sentence of a tooltip: what was audited, where, at which n, the rate with its MC SE, the target."""
     kind = {"exact": "this set and structure", "other_structure": "another structure of this set, not audited itself",
             "same_data": "another source on the same data, this set not audited"}[entry["match"]]
@@ -324,7 +345,7 @@ def _audit_title(entry: dict[str, Any], what: str, structure: str) -> str:
             f"{100 * entry['rate']:.1f}% ± {100 * entry['mc_se']:.1f} (Monte-Carlo SE); target {format_level(entry['target'])}")
 
 
-def coverage_note(audit: dict[str, Any], structure: str) -> str:
+def coverage_note(audit: CellAudit, structure: str) -> str:
     """A CI cell's audited coverage, short and visible ('cov. 94.1% @n=40'), '⚠' first when it under-covers by more
     than the audit's margin, '†' last when measured on another population; the whole sentence as its tooltip. 'not
     audited' (the reason as tooltip) without an entry. ``audit``: the cell's :func:`audit_of`."""
@@ -332,14 +353,14 @@ def coverage_note(audit: dict[str, Any], structure: str) -> str:
                        "under_covers", f"under-covers by more than {format_points(audit['margin'])}", "cov.", with_n=True)
 
 
-def type1_note(audit: dict[str, Any], structure: str) -> str:
+def type1_note(audit: CellAudit, structure: str) -> str:
     """A verdict line's audited type-I error of 'separable' ('type-I 3.7%'; its n, as the coverage's, in the tooltip),
     '⚠' first above alpha plus the audit's margin, '†' when measured on another population."""
     return _audit_note(audit, "type1", structure, lambda e: f"\"separable\" ({e['procedure']}) for equal models",
                        "exceeds_alpha", f"above alpha by more than {format_points(audit['margin'])}", "type-I", with_n=False)
 
 
-def _audit_note(audit: dict[str, Any], key: str, structure: str, what: Callable[[dict[str, Any]], str], flag: str, flag_words: str,
+def _audit_note(audit: CellAudit, key: str, structure: str, what: Callable[[AuditEntry], str], flag: str, flag_words: str,
                 label: str, with_n: bool) -> str:
     """The short visible span of one audited rate (``key``: coverage or type1; ``what``: the audited thing, from its
     entry), its tooltip the whole sentence."""
@@ -354,7 +375,7 @@ def _audit_note(audit: dict[str, Any], key: str, structure: str, what: Callable[
             f"{label} {100 * entry['rate']:.1f}%{at}{_mark(entry)}</span>")
 
 
-def _level_words(entry: dict[str, Any]) -> str:
+def _level_words(entry: AuditEntry) -> str:
     """', computed at the audit-calibrated level 98.70% (its coverage measured out of sample)' for a CI at a calibrated level
     ('at its nominal level, ...' where the calibration kept it), '' for a CI the audit did not calibrate."""
     if "level" not in entry:
@@ -372,7 +393,7 @@ def audit_legend(margin: float) -> str:
             f"⚠ more than {format_points(margin)} worse than the target; † measured on another population than this cell's.")
 
 
-def audit_words(audit: dict[str, Any], structure: str) -> str:
+def audit_words(audit: CellAudit, structure: str) -> str:
     """Plain text of a leaderboard's audited rates, for the terminal: 'Audited: CI covers 94.1% at n = 40; "separable"
     wrong for equal models 3.7% at n = 40.' ('(under-covers)' / '(above alpha)' beyond the margin), or why not."""
     c, t = audit["coverage"], audit["type1"]
@@ -386,7 +407,7 @@ def audit_words(audit: dict[str, Any], structure: str) -> str:
     return f"Audited: {cov}; {err}."
 
 
-def unit_sentence(results: dict[str, Any]) -> str:
+def unit_sentence(results: Results) -> str:
     """A clustered set's first line (docs/methodology.md#516-clustered-data): the unit its verdicts assume, the population
     they speak for, and how many #1-versus-#2 verdicts and co-winner sets change when the clusters are resampled instead
     (``analysis.clusters.verdict_changes``); '' for a set without a cluster field. Site and terminal print it alike."""
@@ -406,7 +427,7 @@ def unit_sentence(results: dict[str, Any]) -> str:
             f"of {n} #1-versus-#2 verdicts and {len(changes['co_winners'])} of {n} co-winner sets (why the case: methodology, 5.16).")
 
 
-def coverage_notes(results: dict[str, Any]) -> list[str]:
+def coverage_notes(results: Results) -> list[str]:
     """Said once per dataset on every view: each model lacking cases, its n of N and what the leaderboard does with it
     (``results.coverage``, segbench.stats.coverage); [] when every model covers every case."""
     block = results.get("coverage")
@@ -421,7 +442,7 @@ def coverage_notes(results: dict[str, Any]) -> list[str]:
     return notes
 
 
-def own_case_lines(results: dict[str, Any], structure: str, metric: str) -> list[str]:
+def own_case_lines(results: Results, structure: str, metric: str) -> list[str]:
     """Per model estimated on its own cases (coverage ``own_cases``), one line for a leaderboard cell: its estimate and rank
     on those cases, and the verdict against its neighbour in the ranking of those cases; [] for none."""
     block = results.get("coverage") or {}

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from segbench.bands import level_order
 from segbench.stats.heads import ci_words
+from segbench.stats.results import Consensus, Settings, Structure
 from segbench.stats.verdicts import format_level
 
 from .common import Cell, Models, ci_head, digits, display_order, fmt, fmt_p, is_ranked, short_mark
@@ -76,7 +77,7 @@ def _finish(fig: go.Figure, title: str, x_title: str) -> go.Figure:
     return fig
 
 
-def forest(cell: Cell, models: Models, metric: str, settings: dict[str, Any]) -> go.Figure:
+def forest(cell: Cell, models: Models, metric: str, settings: Settings) -> go.Figure:
     """Mean with its CI per model in rank order, the title naming the CI (``settings``: the analysis'); #1's CI shaded,
     unranked models hollow."""
     names = display_order(cell)
@@ -118,7 +119,7 @@ def forest(cell: Cell, models: Models, metric: str, settings: dict[str, Any]) ->
                    f"{metric} (log axis)" if log else metric)
 
 
-def step_curves(block: dict[str, Any], models: Models, name: str, steps: int, settings: dict[str, Any]) -> go.Figure:
+def step_curves(block: Structure, models: Models, name: str, steps: int, settings: Settings) -> go.Figure:
     """An interactive dataset's ``name`` (DSC or NSD) after each step, per model: mean with its CI (``settings``: the
     analysis', which name the CI).
 
@@ -147,7 +148,7 @@ def _gap(a: float | None, b: float | None) -> float:
     return 0.0 if a is None or b is None else a - b
 
 
-def blob(cell: Cell, models: Models, settings: dict[str, Any]) -> go.Figure:
+def blob(cell: Cell, models: Models, settings: Settings) -> go.Figure:
     """challengeR blob plot: bootstrap rank frequencies (area), median rank and the central rank interval at the analysis'
     confidence (``settings``: the analysis')."""
     ranking = cell["ranking"]
@@ -248,7 +249,7 @@ def per_case(cell: Cell, models: Models, metric: str, case_ids: list[str]) -> go
     return _finish(fig, f"Per-case {metric} ({what})", f"{metric} (log axis)" if log else metric)
 
 
-def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: dict[str, Any]) -> go.Figure:
+def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: Settings) -> go.Figure:
     """Estimates with CIs (at the analysis' nominal confidence) per group of one metadata field, with each model's
     Kruskal-Wallis result; ``settings``: the analysis' (the CI, the minimum group size)."""
     block = cell["subgroups"][field]
@@ -297,7 +298,7 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: dic
     return _finish(fig, title, "")
 
 
-def leave_one_out(block: dict[str, Any]) -> go.Figure:
+def leave_one_out(block: Structure) -> go.Figure:
     """Share of cases whose removal changes the winner, or any rank, for every metric of one structure."""
     metrics = [m for m, cell in block["metrics"].items() if cell.get("loo")]
     fig = go.Figure(
@@ -346,7 +347,7 @@ def scheme_lines(cell: Cell, models: Models) -> go.Figure:
     return _finish(fig, "Rank under each ranking scheme (challengeR; tau: Kendall's tau-b with the ranking by mean)", "")
 
 
-def podium(consensus: dict[str, Any], models: Models) -> go.Figure:
+def podium(consensus: Consensus, models: Models) -> go.Figure:
     """challengeR's podium: models in consensus order, each task's rank of the model as a point, its mean rank as a bar."""
     names = consensus["order"]
     labels = [f"{consensus['rank'][m]}. {label}" for m, label in zip(names, _labels(names, models))]
@@ -365,7 +366,7 @@ def podium(consensus: dict[str, Any], models: Models) -> go.Figure:
     return _finish(fig, "Podium: rank per structure and metric (points), consensus mean rank (bars)", "")
 
 
-def ranking_heatmap(consensus: dict[str, Any], models: Models) -> go.Figure:
+def ranking_heatmap(consensus: Consensus, models: Models) -> go.Figure:
     """challengeR's ranking heatmap: for each model (consensus order) how often each consensus rank came up in the bootstrap."""
     names = consensus["order"]
     labels = _labels(names, models)
@@ -382,7 +383,7 @@ def ranking_heatmap(consensus: dict[str, Any], models: Models) -> go.Figure:
     return _finish(fig, f"Ranking heatmap: share of {consensus['n_resamples']:,} bootstrap resamples giving each consensus rank", "")
 
 
-def cluster_widths(structures: dict[str, Any], models: Models, settings: dict[str, Any]) -> go.Figure:
+def cluster_widths(structures: dict[str, Structure], models: Models, settings: Settings) -> go.Figure:
     """Per model (rows) and structure x metric (columns): cluster-bootstrap CI width over case-bootstrap CI width, both CIs
     (at the analysis' nominal confidence, ``settings``) on hover."""
     cells = [(f"{s} {m}", cell["clustered"]) for s, block in sorted(structures.items())

@@ -5,12 +5,12 @@ block, whose analyses have the layout of every other analysis, so the same table
 from __future__ import annotations
 
 import html
-from typing import Any
 
 from segbench.stats.audited import LESIONS as NOT_AUDITED
+from segbench.stats.results import Analysis, Lesions
 
 from . import tables
-from .common import audit_of, disclosure, fmt, slug
+from .common import Models, Results, audit_of, disclosure, fmt, slug
 
 #: what each lesion-wise metric is, in words a reader of the table needs
 METRIC_WORDS = {
@@ -36,7 +36,7 @@ def _anchor(unit: str, structure: str, metric: str) -> str:
     return f"lesions-{unit}-{slug(structure)}-{slug(metric)}"
 
 
-def _unit(results: dict[str, Any], unit: str, analysis: dict[str, Any] | None) -> str:
+def _unit(results: Results, unit: str, analysis: Analysis | None) -> str:
     """One unit's answers (#1, CI, verdict, co-winners per structure and metric) and its leaderboards one click away."""
     if analysis is None:
         return "<p>Nothing to analyse: no case has a value for every model.</p>"
@@ -62,7 +62,7 @@ def _volume_words(stratum: str) -> str:
     return body.replace("_", "-") + " mL"
 
 
-def _counts(block: dict[str, Any], models: dict[str, Any]) -> str:
+def _counts(block: Lesions, models: Models) -> str:
     said = tables.shared_marks(sorted({m for by_model in block["counts"].values() for m in by_model}), models)
     rows = []
     for structure, by_model in sorted(block["counts"].items()):
@@ -78,7 +78,7 @@ def _counts(block: dict[str, Any], models: dict[str, Any]) -> str:
     return tables.table(headers, rows, "Lesions over every case, under the lesion profile" + tables.marks_caption(said), "counts")
 
 
-def _sensitivity(block: dict[str, Any]) -> str:
+def _sensitivity(block: Lesions) -> str:
     parts = []
     for name, variant in sorted(block["sensitivity"]["variants"].items()):
         s = variant["summary"]
@@ -91,7 +91,7 @@ def _sensitivity(block: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def lesion_section(results: dict[str, Any]) -> str:
+def lesion_section(results: Results) -> str:
     """The dataset page's lesion-wise section; nothing for a dataset without lesion-wise scores."""
     block = results.get("lesions")
     if not block:

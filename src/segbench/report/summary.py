@@ -6,15 +6,13 @@ and the site never disagree.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from segbench.stats.coverage import coverage_text
 from segbench.stats.heads import shown_mean
 from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS
 
-from .common import identical_note
+from .common import Cell, Results, identical_note
 
 #: how many structures the runs table's view shows (a published set may have a hundred; the rest are a column choice away)
 VIEW_STRUCTURES = 8
@@ -25,7 +23,7 @@ TABLE_COLUMNS = ["structure", "metric", "rank", "model", "mean", "ci_low", "ci_h
                  "co_winner", "verdict_vs_next", "verdict_vs_next_words", "verdict_vs_next_text"]
 
 
-def _cells(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+def _cells(results: Results) -> list[tuple[str, str, Cell]]:
     """(structure, metric, cell) of every analysis of the results: the leaderboards, then the lesion-wise ones by case
     and of matched lesions (structure ``<structure>.lesion``, as the model runs name their lesion-wise means) and by
     lesion (``<structure>.per_lesion``)."""
@@ -35,12 +33,12 @@ def _cells(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
             for structure, block in analysis["structures"].items() for metric, cell in block["metrics"].items()]
 
 
-def _first(cell: dict[str, Any]) -> str | None:
+def _first(cell: Cell) -> str | None:
     order = (cell.get("ranking") or {}).get("order") or []
     return order[0] if order else None
 
 
-def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
+def summary_metrics(results: Results) -> dict[str, float]:
     """Per structure and metric with a ranking: ``<structure>.<metric>.mean``, the #1's mean rounded as every view prints
     it (the column the model runs fill with their own means), and ``<structure>.<metric>.verdict``, the verdict on #1
     against #2 as a number for plots (``segbench.stats.verdicts.CODE_NUMBER``: 1 separable, 0.5 borderline, 0 not
@@ -63,7 +61,7 @@ def summary_metrics(results: dict[str, Any]) -> dict[str, float]:
     return metrics
 
 
-def summary_tags(results: dict[str, Any]) -> dict[str, str]:
+def summary_tags(results: Results) -> dict[str, str]:
     """Per structure and metric with a verdict on #1 against #2: ``<structure>.<metric>.verdict``, its words as every
     view prints them ('✘ not separable'), a text column of MLflow's runs table; ``identical_to_reference``, the
     note naming the models that left cases identical to the reference, when one did (``identical_note``); and per model
@@ -75,7 +73,7 @@ def summary_tags(results: dict[str, Any]) -> dict[str, str]:
             **{f"coverage.{model}": coverage_text(entry, coverage["applied"]) for model, entry in (coverage.get("models") or {}).items()}}
 
 
-def leaderboard_table(results: dict[str, Any]) -> pd.DataFrame:
+def leaderboard_table(results: Results) -> pd.DataFrame:
     """Every leaderboard as one table (``TABLE_COLUMNS``; the lesion-wise ones as ``_cells`` names them): per structure
     and metric the ranked models by rank, then
     the unranked ones (rank empty), with mean, CI, n, P(rank 1), rank interval, whether the model is a co-winner and
@@ -96,7 +94,7 @@ def leaderboard_table(results: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
-def view_columns(results: dict[str, Any]) -> list[str]:
+def view_columns(results: Results) -> list[str]:
     """The columns of the runs table's saved view (MLflow's column ids): for the first ``VIEW_STRUCTURES`` structures,
     the headline metric's (the first higher-is-better one by name, e.g. dice) ``.mean`` (each model's; the #1's on the
     leaderboard run) and, on the leaderboard run, the ``.verdict`` tag in words."""
@@ -105,7 +103,7 @@ def view_columns(results: dict[str, Any]) -> list[str]:
     return [column for s in structures for column in (f"metrics.`{s}.{metrics[0]}.mean`", f"tags.`{s}.{metrics[0]}.verdict`")] if metrics else []
 
 
-def summary_params(results: dict[str, Any]) -> dict[str, str]:
+def summary_params(results: Results) -> dict[str, str]:
     """The statistics settings, data version and models the leaderboard was computed with."""
     settings = {f"stats.{k}": str(v) for k, v in results["analysis"]["settings"].items()}
     return {

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Sequence
-from typing import Any
 
+from segbench.stats.results import Identical, ModelEntry, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
 from segbench.stats.verdicts import format_level, pair_verdict, wilcoxon_text
 
 from .common import (
     VERDICT_ORDER,
     Cell,
+    CellAudit,
     Models,
+    Results,
     against_source,
     audit_legend,
     audit_margin,
@@ -64,7 +66,7 @@ def _key(key: str | float | int | None) -> str:
     return repr(float(key)) if isinstance(key, (int, float)) else key
 
 
-def model_cell(name: str, model: dict[str, Any], said: Sequence[str] = ()) -> TableCell:
+def model_cell(name: str, model: ModelEntry, said: Sequence[str] = ()) -> TableCell:
     """Model name with its marks as text badges, but for the marks ``said`` once for the whole table
     (``shared_marks``); the full title as a tooltip."""
     tags = "".join(f' <span class="tag tag-{kind(model)}">{html.escape(m)}</span>' for m in markers(model) if m not in said)
@@ -82,13 +84,13 @@ def marks_caption(marks: Sequence[str]) -> str:
     return "".join(f' <span class="tag">all models {html.escape(m)}</span>' for m in marks)
 
 
-def verdict_cell(v: dict[str, Any], more: str = "") -> str:
+def verdict_cell(v: Verdict | VerdictPair, more: str = "") -> str:
     """A verdict's words, its one-line text (and ``more``, plain text) behind a disclosure and as the tooltip, so a row stays one line."""
     return (f'<details class="verdict"><summary title="{html.escape(v["text"])}">{verdict_words(v)}</summary>'
             f"{html.escape(v['text'] + more)}</details>")
 
 
-def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structures: Sequence[str] | None = None) -> str:
+def answers(results: Results, link_of: Callable[[str, str], str], structures: Sequence[str] | None = None) -> str:
     """The first thing a dataset's (or a structure's) page shows: per structure and metric, #1 with its mean and CI,
     the #1-versus-#2 verdict's words (its sentence one click away) and the co-winners."""
     models = results["models"]
@@ -121,7 +123,7 @@ def answers(results: dict[str, Any], link_of: Callable[[str, str], str], structu
     return table(["structure", "metric", "#1", ci_head(results["analysis"]["settings"]), "#1 versus #2", "co-winners"], rows, caption, "answers")
 
 
-def leaderboard(cell: Cell, models: Models, metric: str, audit: dict[str, Any], structure: str, settings: dict[str, Any]) -> str:
+def leaderboard(cell: Cell, models: Models, metric: str, audit: CellAudit, structure: str, settings: Settings) -> str:
     """Models in rank order: mean [95% CI] with its audited coverage, median, P(rank 1), rank interval, verdict versus the
     next one (the audited type-I error of "separable" once, in the caption). ``audit``: the cell's ``common.audit_of``;
     ``settings``: the analysis' (the CI's confidence)."""
@@ -165,7 +167,7 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: dict[str, Any], 
     return table(headers, rows, f"{html.escape(metric)} ({direction}){verdicts}{said_once}" + marks_caption(said), "leaderboard")
 
 
-def models_table(models: Models, identical: dict[str, dict[str, int] | None] | None = None) -> str:
+def models_table(models: Models, identical: dict[str, Identical | None] | None = None) -> str:
     """Every model of a dataset: kind, source or licence, training data, versions, and (``identical``: per model its
     ``identical_to_reference`` count, ``identical_counts``) how many cases it left identical to the reference."""
     identical = identical or {}
@@ -190,7 +192,7 @@ def models_table(models: Models, identical: dict[str, dict[str, int] | None] | N
     return table(["model", "title", "kind", "source", "licence", "trained on", "version", "cases identical to the reference"], rows, "Models")
 
 
-def overview(results: dict[str, Any], link_of: Callable[[str, str], str]) -> str:
+def overview(results: Results, link_of: Callable[[str, str], str]) -> str:
     """How firm each #1 is: per structure and metric, P(rank 1), the leave-one-out share and the cases that would
     separate #1 from #2, beside the cases this set has. ``link_of(structure, metric)``: that leaderboard's address."""
     rows = []
@@ -222,7 +224,7 @@ def overview(results: dict[str, Any], link_of: Callable[[str, str], str]) -> str
 AGAINST_SOURCE_ORDER = {"opposite": "0", "adds": "1", "withholds": "2", "agree": "3"}  # disagreements first
 
 
-def source_pairs(cell: Cell, published: dict[str, Any], metric: str) -> str:
+def source_pairs(cell: Cell, published: SourceCell, metric: str) -> str:
     """Every pair: the source's CI verdict, segbench's under the same correction, Wilcoxon-Holm, and how they differ.
 
     ``published``: this structure and metric of the results' ``source_analysis`` (the source's entries
@@ -260,7 +262,7 @@ def source_pairs(cell: Cell, published: dict[str, Any], metric: str) -> str:
     return table(headers, rows, "The source's verdicts, reproduced, and what Wilcoxon-Holm changes", "source-pairs")
 
 
-def sensitivity(variant: dict[str, Any], link_of: Callable[[str, str], str]) -> str:
+def sensitivity(variant: Variant, link_of: Callable[[str, str], str]) -> str:
     """One sensitivity variant beside the baseline: per structure and metric, Kendall's tau, the pairs that flip,
     a changed #1 or co-winner set, and how many Wilcoxon-Holm verdicts change."""
     rows: list[list[TableCell]] = []
@@ -281,7 +283,7 @@ def sensitivity(variant: dict[str, Any], link_of: Callable[[str, str], str]) -> 
                  css="sensitivity")
 
 
-def clustered(structures: dict[str, Any], link_of: Callable[[str, str], str]) -> str:
+def clustered(structures: dict[str, Structure], link_of: Callable[[str, str], str]) -> str:
     """Per structure and metric: the two-stage cluster bootstrap beside the case bootstrap (docs/methodology.md, 5.16)."""
     rows = []
     for structure, block in sorted(structures.items()):

@@ -1,6 +1,6 @@
 """``segbench show``: the leaderboards in a terminal, for people who never open a browser, and as md, tsv or json for scripts.
 
-Reads results JSON (``segbench.stats.analysis`` layout) and prints the verdicts the statistics wrote
+Reads results JSON (``segbench.stats.results`` layout) and prints the verdicts the statistics wrote
 (``segbench.stats.verdicts``) word for word, as the site does; nothing is recomputed. The text layout stacks each
 cell on a few lines wrapped at spaces only, so no name or number is ever split, at any width.
 """
@@ -11,14 +11,17 @@ import io
 import json
 import textwrap
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import cast
 
 import pandas as pd
 
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
+from segbench.stats.results import Verdict, VerdictPair
 from segbench.stats.verdicts import CODE_WORDS, format_level
 
 from .common import (
+    Cell,
+    Results,
     audit_of,
     audit_words,
     coverage_notes,
@@ -34,7 +37,6 @@ from .common import (
 )
 from .summary import TABLE_COLUMNS, leaderboard_table
 
-Results = dict[str, Any]
 #: the output formats: text for reading, md for pasting, tsv and json one row per dataset, structure, metric and model
 FORMATS = ("text", "md", "tsv", "json")
 #: the tsv/json columns: the dataset, then the MLflow leaderboard table's (``segbench.report.summary.TABLE_COLUMNS``)
@@ -42,7 +44,7 @@ ROW_COLUMNS = ["dataset", *TABLE_COLUMNS]
 CO_WINNERS = "co-winners: #1 by mean and every model it is not separable from (docs/methodology.md#57-verdicts)"
 
 
-def verdict_sentence(v: dict[str, Any]) -> str:
+def verdict_sentence(v: Verdict | VerdictPair) -> str:
     """A verdict as every view prints it: its code's words, then the sentence the statistics wrote."""
     return f"{CODE_WORDS[v['code']]}: {v['text']}"
 
@@ -61,7 +63,7 @@ def _ci_head(results: Results) -> str:
     return f"mean [{format_level(results['analysis']['settings']['confidence'])} CI]"
 
 
-def _cells(results: Results, structures: Sequence[str] | None = None) -> Iterator[tuple[str, str, dict[str, Any], int]]:
+def _cells(results: Results, structures: Sequence[str] | None = None) -> Iterator[tuple[str, str, Cell, int]]:
     """(structure, metric, cell, cases) of the results, structures by name (or those named), metrics in their order."""
     blocks = results["analysis"]["structures"]
     for structure in structures if structures is not None else sorted(blocks):
@@ -69,20 +71,20 @@ def _cells(results: Results, structures: Sequence[str] | None = None) -> Iterato
             yield structure, metric, cell, blocks[structure]["n_cases"]
 
 
-def _table_notes(results: Results, cells: Sequence[dict[str, Any]]) -> list[str]:
+def _table_notes(results: Results, cells: Sequence[Cell]) -> list[str]:
     """What a table says once: the CI head, each distinct sentence naming how its Δ intervals were computed, and the
     models that left cases identical to the reference (``identical_note``)."""
     intervals = dict.fromkeys(c["verdict"]["intervals"] for c in cells if (c.get("verdict") or {}).get("intervals"))
     return [_ci_head(results), *intervals, *filter(None, [identical_note(results)])]
 
 
-def _identical(cell: dict[str, Any]) -> list[str]:
+def _identical(cell: Cell) -> list[str]:
     """'A and B are identical on every case' for each group of models the ranking found identical on every case."""
     return [f"{', '.join(group[:-1])} and {group[-1]} are identical on every case"
             for group in (cell.get("ranking") or {}).get("identical") or [] if len(group) > 1]
 
 
-def _overview_cell(results: Results, structure: str, metric: str, cell: dict[str, Any], n: int) -> tuple[str, list[str]]:
+def _overview_cell(results: Results, structure: str, metric: str, cell: Cell, n: int) -> tuple[str, list[str]]:
     """One overview cell: its head ('kidney nsd, 20 cases: #1 MOOSE 0.912 [...], P(rank 1) 0.62; co-winners ...') and
     the lines under it (the verdict on #1 versus #2, ties, the audited rates)."""
     v = cell.get("verdict")
@@ -125,8 +127,9 @@ def lesion_view(results: Results) -> Results | None:
         return None
     d = results["dataset"]
     title = f"{d.get('title') or d['name']}, lesion-wise by case ({block['profile']} matching)"
-    return {"dataset": {"name": d["name"], "title": title}, "models": results["models"], "analysis": block["case"],
+    view = {"dataset": {"name": d["name"], "title": title}, "models": results["models"], "analysis": block["case"],
             "audited": (results.get("audited") or {}).get("lesions") or LESIONS_NOT_AUDITED}
+    return cast(Results, view)  # the keys the views read
 
 
 def _wrap(text: str, width: int | None, indent: str = "") -> list[str]:

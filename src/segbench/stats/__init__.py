@@ -6,7 +6,7 @@ and missing-value policies), ``lesion_analysis`` (lesion-wise scores by case and
 it left identical to the reference), ``audited`` (the calibration audit's rates for a leaderboard cell), ``level_provider`` (the level of a board's CIs the
 audit calibrated), and the DVC views
 ``leaderboard_heads`` and ``mean_ci_rows``;
-see ``segbench.stats.analysis`` for the layout of the results dict.
+see ``segbench.stats.results`` for the layout of the results dict.
 """
 
 from .analysis import CiLevels, analyze, reanalyze, recompute

@@ -1,106 +1,9 @@
 """The statistics of one dataset (docs/methodology.md#5-statistics-protocol): ``analyze`` (rows -> results dict) and ``reanalyze`` (results -> diffs).
 
-Output of ``analyze`` (JSON-serialisable: str, bool, int, float, None, lists, dicts; NaN is None;
-``json.dumps(results, sort_keys=True)`` is byte-identical for identical inputs and settings)::
-
-    {
-      "settings": {n_resamples, confidence, seed, ci_method, ci_level, pairwise_test, multiple_comparison, alpha,
-                   subgroup_min_cases, power, case_alignment, scheme_resamples},
-      "subgroup_fields": [field, ...],
-      "models": {model: {"contaminated": bool,
-                         "identical_to_reference": None | {"cases": k, "of": n}}},  # identical.py: the k of the
-                                                        # model's n cases with Dice exactly 1 on every structure
-      "structures": {structure: {
-        "n_cases": n,            # shared cases: reference present and scored for every model
-        "n_absent": k,           # cases whose reference is absent (excluded for every model)
-        "n_unshared": u,         # reference present but missing for at least one model (excluded)
-        "case_ids": [...],       # the n shared cases, sorted; every per-case list is aligned to it
-        "flags": {"prediction_missing": {model: [case_id, ...]}, "worst_case": {model: [...]}},
-        "case_meta": {field: [group label or None, ...]},
-        "metrics": {metric: {
-          "higher_is_better": bool,
-          "per_case": {model: [value, ...]},                    # the values every number derives from
-          "per_case_unshared": {model: {case_id: value}},       # scored outside the shared cases (published sets)
-          "ci_confidence": level,     # the level of the models' CIs (and all_reported's): ``confidence``, or the
-                                      # calibrated level a ``ci_levels`` gave (stats.levels; ci_level: audited)
-          "models": {model: {"mean", "sd", "median", "n", "ci_low", "ci_high",
-                             "ci_bounded",  # None, "low", "high" or "both": the ends the range rule holds at
-                                            # the smallest or largest per-case value (resampling.bounded_ends)
-                             "n_missing_prediction", "n_worst_case", "contaminated",
-                             "all_reported": None | {"n", "mean", "sd", "median", "ci_low", "ci_high"}}},
-          "ranking": None | {"order": [model, ...],            # full-data rank order, then name
-                             "rank": {model: full-data rank},
-                             "p_rank1", "mean_rank", "median_rank": {model: x},
-                             "rank_interval": {model: [lo, hi]},   # (1-confidence) central interval
-                             "rank_frequency": {model: [count of rank 1, ..., rank K]},
-                             "kendall_tau": {"mean", "median", "q25", "q75"},
-                             "identical": [[model, ...], ...]},   # groups equal on every case (ranking.identical_groups)
-          "pairwise": [{"a", "b", "mean_diff", "ci_low", "ci_high", "ci_level", "p_bootstrap",
-                        "separable", "p_test", "p_adjusted"}, ...],  # a ranked above b; diff = a - b; the
-                                                        # sign-flip test's p-values (absent under bootstrap_ci);
-                                                        # ci_low/high: the interval that decides "separable" (the
-                                                        # test inverted, or the bootstrap CI), None where unbounded
-          "significance": None | {"p_value", "p_adjusted": {a: {b: p}},   # 'a better than b'
-                                  "significant": {a: {b: bool}}, "co_winners": [model, ...]},
-          "alignment": None | {"protocol": the other case alignment ("pairwise_complete" or "shared"),
-                               "pairwise": [... as above, plus "n_cases"], "significance": {... as above,
-                               plus "n_cases": {a: {b: n}}}, "changes": {"co_winners": bool,
-                               "significant": [[a, b], ...], "separable": [[a, b], ...]}},
-          "schemes": None | {"ranks", "scores": {scheme: {model: x}},   # schemes.SCHEMES, ranked models
-                             "kendall_tau": {scheme: {scheme: tau-b}},
-                             "stability": {scheme: {"p_rank1": {model: x}, "kendall_tau_median"}},
-                             "n_resamples": scheme_resamples},
-          "loo": None | {"winner_change_share", "any_rank_change_share"},
-          "verdict": None | {"scheme", "code", "first", "second", "text", "intervals", "co_winners", "excluded",  # verdicts.py:
-                             "pairs": [{"a", "b", "code", "text", ...}, ...]},     # one answer per cell, every view
-          "power": None | {"first", "second", "n_cases", "mean_diff", "sd_diff", "effect_size",
-                           "n_required", "alpha", "power", "separable", "significant"},
-          "subgroups": {field: {"n_missing_value": k,
-                                "groups": {group: {"n", "tested", "models": {model: {"mean", "ci_low",
-                                                                                     "ci_high"}}}},
-                                "kruskal": None | {model: {"statistic", "p_value"}},
-                                "mann_whitney": {model: [{"a", "b", "statistic", "p_value",
-                                                          "p_bonferroni", "significant"}, ...]}}},
-          "clustered": None | {"field", "n_clusters", "cluster_sizes": {cluster: n}, "case_set": "shared",
-                               "models": {model: {"mean", "ci_low", "ci_high", "case_ci_low", "case_ci_high",
-                                                  "width_ratio"}},          # cluster CI width / case CI width
-                               "p_rank1": None | {model: {"cluster", "case"}},   # ranked models
-                               "pairwise": [{"a", "b", "mean_diff", "ci_level", "ci_low", "ci_high", "case_ci_low",
-                                             "case_ci_high", "width_ratio", "separable", "case_separable"}, ...]},
-        }}
-      }},
-      "clusters": None | {"field", "labels": {case_id: cluster},   # the cluster_field of analyze
-                          "verdict_changes": {"unit": "case", "n_cells", "first_second": [cell], "co_winners": [cell]}},
-      "consensus": None | {"tasks": ["structure/metric", ...], "order": [model, ...],
-                           "mean_rank", "rank", "p_rank1": {model: x},
-                           "task_ranks": {task: {model: rank}}, "rank_frequency": {model: [count of rank 1..K]},
-                           "n_resamples": scheme_resamples}
-    }
-
-Case alignment (docs/methodology.md#513-case-alignment). ``settings.case_alignment`` names the protocol of
-"pairwise" and "significance": "shared" (every pair on the shared cases) or "pairwise_complete" (each
-pair on the cases both its models report, Touchstone's protocol). "alignment" holds the other
-protocol's pairwise CIs and map and where the two disagree; it is None when every pair's common cases
-are the shared ones (both protocols are then one analysis). Everything else uses the shared cases.
-
-Ranking schemes and consensus (docs/methodology.md#514-ranking-schemes, #515-consensus): challengeR's
-schemes on the shared cases of the ranked models, and one consensus over every structure and metric
-(tasks whose ranking is defined), both with ``scheme_resamples`` resamples seeded per (structure, metric).
-
-Clustered data (docs/methodology.md#516-clustered-data): with ``cluster_field``, every cell also holds the
-two-stage cluster bootstrap of ``clusters.py`` on the shared cases, beside the case bootstrap; None
-without a field or where the structure's shared cases fall in one cluster.
-
-Conventions. Ranks are 'min' competition ranks among the ranked models, from the mean (higher better
-when higher_is_better). Contaminated models (docs/methodology.md#510-contamination) appear in "models", "per_case" and
-"subgroups" with "contaminated": true and are left out of "ranking", "pairwise", "significance",
-"loo" and "power". Pairwise interval levels: see ``pairwise.separability`` (Holm's step levels). Wilcoxon
-one-sided 'a better than b' ('greater' for higher-is-better, 'less' for distances), K(K-1) p-values
-Holm-adjusted together. Subgroup groups: the field's values as text; numeric fields are cut at their
-quartiles (``_group_labels``); "mann_whitney" lists only models whose Kruskal-Wallis p < alpha; groups
-below ``subgroup_min_cases`` are reported with "tested": false. None marks what is undefined (n = 0,
-fewer than two ranked models, SD of one case, ...). Seeds: one resample matrix per structure, from
-(seed, structure name), shared by all metrics, models and subgroups.
+The output of ``analyze`` is ``results.Analysis``: ``stats/results.py`` describes every level of it (and of the results
+document around it), with the conventions of case alignment, schemes, consensus, clustering, ranks and seeds. It is
+JSON-serialisable (str, bool, int, float, None, lists, dicts; NaN is None) and ``json.dumps(results, sort_keys=True)``
+is byte-identical for identical inputs and settings.
 """
 
 from __future__ import annotations
@@ -110,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import NamedTuple, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -122,6 +26,24 @@ from .power import cases_needed
 from .ranges import range_violations
 from .ranking import identical_groups, leave_one_out, rank_min, ranking_stability
 from .resampling import bootstrap_means, bounded_ends, intervals, jackknife_means, resample_counts, rng_for
+from .results import (
+    Alignment,
+    AlignmentChanges,
+    AllReported,
+    Analysis,
+    Consensus,
+    KendallTau,
+    LeaveOneOut,
+    MetricCell,
+    ModelEstimate,
+    Pair,
+    Power,
+    Ranking,
+    Schemes,
+    Significance,
+    Structure,
+    Subgroups,
+)
 from .schemes import consensus, pair_ranks, schemes
 from .settings import StatsSettings
 from .subgroups import group_indices, group_tests
@@ -169,8 +91,8 @@ def analyze(
     cluster_field: str | None = None,
     count_identical: bool = True,
     ci_levels: CiLevels | None = None,
-) -> dict:
-    """The whole statistics protocol on one dataset's per-case rows; see the module docstring for the output.
+) -> Analysis:
+    """The whole statistics protocol on one dataset's per-case rows (``results.Analysis``).
 
     ``count_identical``: count each model's cases identical to the reference (``identical.identical_to_reference``);
     False where a row is not a case (the lesion unit), and ``identical_to_reference`` is None. ``ci_levels``: the
@@ -197,7 +119,7 @@ def reanalyze(results: Mapping) -> list[str]:
     return _differences(_to_json(dict(results)), recompute(results), "") + incoherent_pairs(results) + range_violations(results)
 
 
-def recompute(results: Mapping, ci_levels: CiLevels | None = None, **changes: object) -> dict:
+def recompute(results: Mapping, ci_levels: CiLevels | None = None, **changes: object) -> Analysis:
     """The analysis re-derived from the per-case values ``results`` stores, with ``changes`` to its settings.
 
     E.g. ``recompute(results, multiple_comparison="bonferroni")``: the same resamples (same seed and
@@ -422,32 +344,33 @@ def _run(
     clusters: Mapping | None,
     identical: Mapping[str, dict | None],
     ci_levels: CiLevels | None = None,
-) -> dict:
+) -> Analysis:
     """The results dict; ``identical``: per model its ``identical_to_reference`` entry (a model not in it has none: older
     results recomputed); ``ci_levels`` as for :func:`analyze`."""
 
-    def one(name: str, s: _Structure) -> dict:
+    def one(name: str, s: _Structure) -> tuple[Structure, dict[str, _TaskRanks]]:
         confidences = {m: settings.confidence if ci_levels is None else float(ci_levels(name, m, len(s.case_ids))) for m in metrics}
-        block = {
+        cells, tasks = _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool), settings,
+                                          confidences)
+        block: Structure = {
             "n_cases": len(s.case_ids),
             "n_absent": s.n_absent,
             "n_unshared": s.n_unshared,
             "case_ids": s.case_ids,
             "flags": s.flags,
             "case_meta": s.case_meta,
-            "metrics": _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool), settings,
-                                          confidences),
+            "metrics": cells,
         }
         add_clustered(block["metrics"], s.values, s.models, s.case_ids, name, clusters, settings)
-        return block
+        return block, tasks
 
     # structures are independent (own resamples, seeded by name; BLAS on one thread): analysed side by side on the
     # machine's cores, the heavy parts (products, sorts, compiled loops) release the GIL; the output is the same bytes
     with ThreadPoolExecutor(max_workers=_threads(len(structures))) as pool:
-        out = dict(zip(structures, pool.map(one, structures, structures.values())))
-    tasks = [(f"{name}/{metric}", cell.pop("_consensus")) for name, block in out.items() for metric, cell in block["metrics"].items()
-             if "_consensus" in cell]
-    return _to_json({
+        analysed = dict(zip(structures, pool.map(one, structures, structures.values())))
+    out = {name: block for name, (block, _) in analysed.items()}
+    tasks = [(f"{name}/{metric}", task) for name, (_, cell_tasks) in analysed.items() for metric, task in cell_tasks.items()]
+    return cast(Analysis, _to_json({
         "settings": settings.to_dict(),
         "subgroup_fields": subgroup_fields,
         "models": {m: {"contaminated": bool(contaminated[m]), **({"identical_to_reference": identical[m]} if m in identical else {})}
@@ -455,7 +378,7 @@ def _run(
         "structures": out,
         "clusters": None if clusters is None else {**clusters, "verdict_changes": verdict_changes(out)},
         "consensus": _consensus(tasks, settings),
-    })
+    }))
 
 
 def _threads(n_structures: int) -> int:
@@ -463,7 +386,7 @@ def _threads(n_structures: int) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), n_structures))
 
 
-def _consensus(tasks: list[tuple[str, tuple[list[str], np.ndarray, np.ndarray]]], settings: StatsSettings) -> dict | None:
+def _consensus(tasks: list[tuple[str, _TaskRanks]], settings: StatsSettings) -> Consensus | None:
     """challengeR's consensus over every structure and metric (docs/methodology.md#515-consensus), with its bootstrap stability.
 
     Tasks are resampled independently (each structure/metric has its own scheme resamples); resample b
@@ -516,21 +439,24 @@ class _Boot:
         return intervals(self.boot, self.means, self.jack, alpha, method, span=self.span)
 
 
-def _analyze_structure(
-    s: _Structure,
-    structure: str,
-    models: list[str],
-    metrics: Mapping[str, bool],
-    ranked: np.ndarray,
-    settings: StatsSettings,
-    confidences: Mapping[str, float],
-) -> dict:
-    """Sections 5.3-5.11 of docs/methodology.md for every metric of one structure; the models' CIs of a metric at its
-    level in ``confidences`` (the subgroups' at ``settings.confidence``).
+@dataclass(frozen=True)
+class _Resamples:
+    """One structure's resamples, shared by its metrics, models and subgroups (paired across all); None without cases."""
 
-    One resample matrix per structure serves all metrics, models and subgroups (paired across all).
-    """
-    n, n_models = len(s.case_ids), len(models)
+    full: _Boot | None  # the shared cases' resampled means of every (metric, model) row
+    ci: tuple[np.ndarray, np.ndarray] | None  # their CIs, each metric's at its level
+    counts: np.ndarray | None  # (scheme_resamples, n) case counts of the scheme resamples
+    groups: dict[str, dict[str, np.ndarray]]  # field -> group -> positions among the shared cases
+    group_boot: dict[str, dict[str, _Boot]]
+    group_ci: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]  # at settings.confidence
+
+
+def _resamples(
+    s: _Structure, structure: str, n_models: int, metrics: Mapping[str, bool], settings: StatsSettings, confidences: Mapping[str, float]
+) -> _Resamples:
+    """The resample matrix of one structure (seeded by the structure) and its subgroups' columns, their CIs, and the scheme
+    resamples (seeded by the structure and "schemes")."""
+    n = len(s.case_ids)
     groups = {f: group_indices(s.case_meta[f]) for f in sorted(s.case_meta)} if n else {}
     flat = [(f, g, idx) for f, gs in groups.items() for g, idx in gs.items()]
     full, group_boot = None, {f: {} for f in groups}
@@ -541,45 +467,87 @@ def _analyze_structure(
         full = _Boot.of(stacked, boot)
         for k, (f, g, idx) in enumerate(flat):
             group_boot[f][g] = _Boot.of(stacked[:, idx], boots[:, k])
-    ci = full.ci(np.repeat([confidences[m] for m in metrics], n_models), settings.ci_method) if n else None
+    ci = full.ci(np.repeat([confidences[m] for m in metrics], n_models), settings.ci_method) if full is not None else None
     counts = resample_counts(n, settings.scheme_resamples, rng_for(settings.seed, structure, "schemes")) if n else None
     group_ci = {
         f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()
     }
+    return _Resamples(full, ci, counts, groups, group_boot, group_ci)
+
+
+def _analyze_structure(
+    s: _Structure,
+    structure: str,
+    models: list[str],
+    metrics: Mapping[str, bool],
+    ranked: np.ndarray,
+    settings: StatsSettings,
+    confidences: Mapping[str, float],
+) -> tuple[dict[str, MetricCell], dict[str, _TaskRanks]]:
+    """Sections 5.3-5.11 of docs/methodology.md for every metric of one structure; the models' CIs of a metric at its
+    level in ``confidences`` (the subgroups' at ``settings.confidence``). Second, per metric whose ranking is defined,
+    its inputs to the consensus.
+
+    One resample matrix per structure serves all metrics, models and subgroups (paired across all).
+    """
+    n_models = len(models)
+    res = _resamples(s, structure, n_models, metrics, settings, confidences)
     all_reported = _all_reported(s, models, metrics, structure, settings, confidences)
-    out = {}
+    cells, tasks = {}, {}
     for i, (metric, higher) in enumerate(metrics.items()):
-        cols = slice(i * n_models, (i + 1) * n_models)
-        values = s.values[metric]
-        reported, reported_boots = all_reported[metric]
-        result = {
-            "higher_is_better": higher,
-            "per_case": {m: values[k] for k, m in enumerate(models)},
-            "per_case_unshared": s.unshared[metric],
-            "ci_confidence": confidences[metric],
-            "models": {m: {**e, "all_reported": reported.get(m)} for m, e in _estimates(s, values, models, ranked, full, ci, cols).items()},
-            "ranking": None,
-            "pairwise": [],
-            "significance": None,
-            "loo": None,
-            "power": None,
-            "alignment": None,
-            "schemes": None,
-            "verdict": None,
-            "subgroups": {
-                f: _subgroups(values, models, gs, group_boot[f], group_ci[f], cols, settings)
-                for f, gs in groups.items()
-            },
-        }
-        idx = np.flatnonzero(ranked)
-        if n and idx.size:
-            context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, counts)
-            result.update(_compare(values[idx], [models[k] for k in idx], higher, full, cols, idx, settings, context))
-            result["verdict"] = cell_verdict(result, metric, intervals_sentence(settings.pairwise_test, settings.multiple_comparison,
-                                                                                settings.alpha, settings.ci_method),
-                                             settings.case_alignment == "pairwise_complete")
-        out[metric] = result
-    return out
+        cells[metric], task = _cell(s, structure, metric, higher, slice(i * n_models, (i + 1) * n_models), models, ranked, res,
+                                    all_reported[metric], settings, confidences[metric])
+        if task is not None:
+            tasks[metric] = task
+    return cells, tasks
+
+
+def _cell(
+    s: _Structure,
+    structure: str,
+    metric: str,
+    higher: bool,
+    cols: slice,
+    models: list[str],
+    ranked: np.ndarray,
+    res: _Resamples,
+    all_reported: tuple[dict[str, AllReported], dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]],
+    settings: StatsSettings,
+    confidence: float,
+) -> tuple[MetricCell, _TaskRanks | None]:
+    """One structure and metric: estimates, subgroups and, with ranked models on shared cases, their comparisons and verdict;
+    with the cell's consensus inputs (None without a ranking). ``cols``: the metric's rows in the structure's resamples."""
+    values = s.values[metric]
+    reported, reported_boots = all_reported
+    result: MetricCell = {
+        "higher_is_better": higher,
+        "per_case": {m: values[k] for k, m in enumerate(models)},
+        "per_case_unshared": s.unshared[metric],
+        "ci_confidence": confidence,
+        "models": {m: {**e, "all_reported": reported.get(m)} for m, e in _estimates(s, values, models, ranked, res.full, res.ci, cols).items()},
+        "ranking": None,
+        "pairwise": [],
+        "significance": None,
+        "loo": None,
+        "power": None,
+        "alignment": None,
+        "schemes": None,
+        "verdict": None,
+        "subgroups": {
+            f: _subgroups(values, models, gs, res.group_boot[f], res.group_ci[f], cols, settings)
+            for f, gs in res.groups.items()
+        },
+    }
+    idx = np.flatnonzero(ranked)
+    if res.full is None or not idx.size:
+        return result, None
+    context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, res.counts)
+    compared = _compare(values[idx], [models[k] for k in idx], higher, res.full, cols, idx, settings, context)
+    result.update(compared.cell)
+    result["verdict"] = cell_verdict(result, metric, intervals_sentence(settings.pairwise_test, settings.multiple_comparison,
+                                                                        settings.alpha, settings.ci_method),
+                                     settings.case_alignment == "pairwise_complete")
+    return result, compared.task
 
 
 def _estimates(
@@ -590,7 +558,7 @@ def _estimates(
     full: _Boot | None,
     ci: tuple[np.ndarray, np.ndarray] | None,
     cols: slice,
-) -> dict:
+) -> dict[str, ModelEstimate]:
     """Estimates per model (docs/methodology.md#53-estimates-and-cis): mean, SD, median, n, CI, failure counts, contamination mark."""
     n = values.shape[1]
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -619,7 +587,7 @@ def _estimates(
 def _all_reported(
     s: _Structure, models: list[str], metrics: Mapping[str, bool], structure: str, settings: StatsSettings,
     confidences: Mapping[str, float],
-) -> dict[str, tuple[dict[str, dict], dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]]]:
+) -> dict[str, tuple[dict[str, AllReported], dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]]]:
     """Per metric, per model with scores outside the shared cases: mean, SD, median, n and CI over all its reported cases.
 
     Published sets may score different case sets per model (Touchstone: two models report 656 of 743
@@ -677,6 +645,34 @@ def _union_values(s: _Structure, values: np.ndarray, names: list[str], metric: s
     return out, case_ids, shared_at
 
 
+class _TaskRanks(NamedTuple):
+    """One cell's inputs to the consensus (docs/methodology.md#515-consensus): its ranked models in rank order, their
+    full-data ranks and their mean ranks under each scheme resample."""
+
+    names: list[str]
+    ranks: np.ndarray  # (K,)
+    boot_mean_ranks: np.ndarray  # (scheme_resamples, K)
+
+
+class _Comparisons(TypedDict):
+    """The keys of a cell :func:`_compare` fills."""
+
+    ranking: Ranking
+    pairwise: list[Pair]
+    significance: Significance
+    loo: LeaveOneOut | None
+    power: Power | None
+    alignment: Alignment | None
+    schemes: Schemes
+
+
+class _Compared(NamedTuple):
+    """What :func:`_compare` gives: the cell's public comparisons and, apart from them, the cell's consensus inputs."""
+
+    cell: _Comparisons
+    task: _TaskRanks
+
+
 def _compare(
     values: np.ndarray,
     names: list[str],
@@ -686,7 +682,7 @@ def _compare(
     idx: np.ndarray,
     settings: StatsSettings,
     context: _Context,
-) -> dict:
+) -> _Compared:
     """Ranking, pairwise CIs, significance map, leave-one-out, power, case alignment and schemes (docs/methodology.md 5.4-5.8, 5.11, 5.13-5.14)."""
     cols = np.arange(cols.start, cols.stop)[idx]
     means, boot = full.means[cols], full.boot[:, cols]
@@ -697,8 +693,29 @@ def _compare(
     values, means, boot, full_ranks = values[order], means[order], boot[:, order], full_ranks[order]
     jack = None if jack is None else jack[:, order]
 
+    ranking = _ranking(values, names, boot, full_ranks, higher, settings)
+    pairwise = _pairwise(values, names, means, boot, jack, settings, context)
+    paired = pair_ranks(values)  # one sort of the pairs' differences for the map and the test-then-rank scheme
+    significance = _significance(wilcoxon_map(values, higher, settings.alpha, paired), names, ("p_value", "p_adjusted", "significant"))
+    alignment = None
+    if context.union is not None:
+        union, case_ids, shared_at = context.union
+        alignment = _pairwise_complete(union[order], case_ids, shared_at, names, higher, (boot, means, jack), settings, context)
+    pairwise, significance, alignment = _aligned(pairwise, significance, alignment, settings)
+    loo = None
+    if jack is not None:
+        winner, any_rank = leave_one_out(jack, full_ranks, higher)
+        loo = LeaveOneOut(winner_change_share=winner, any_rank_change_share=any_rank)
+    scheme_block, boot_mean_ranks = schemes(values, names, higher, settings.alpha, context.counts, paired)
+    cell = _Comparisons(ranking=ranking, pairwise=pairwise, significance=significance, loo=loo,
+                        power=_power(values, names, pairwise, significance, settings), alignment=alignment, schemes=scheme_block)
+    return _Compared(cell, _TaskRanks(names, full_ranks, boot_mean_ranks))
+
+
+def _ranking(values: np.ndarray, names: list[str], boot: np.ndarray, full_ranks: np.ndarray, higher: bool, settings: StatsSettings) -> Ranking:
+    """The full-data ranking of the models (in rank order) and its bootstrap stability (docs/methodology.md#54-ranking-stability)."""
     stab = ranking_stability(boot, full_ranks, higher, settings.confidence)
-    ranking = {
+    return {
         "order": names,
         "rank": dict(zip(names, full_ranks)),
         "p_rank1": dict(zip(names, stab["p_rank1"])),
@@ -706,57 +723,69 @@ def _compare(
         "median_rank": dict(zip(names, stab["median_rank"])),
         "rank_interval": {m: [lo, hi] for m, lo, hi in zip(names, stab["rank_low"], stab["rank_high"])},
         "rank_frequency": dict(zip(names, stab["rank_frequency"])),
-        "kendall_tau": dict(zip(("q25", "median", "q75"), stab["tau_q"]), mean=stab["tau_mean"]),
+        "kendall_tau": KendallTau(**dict(zip(("q25", "median", "q75"), stab["tau_q"])), mean=stab["tau_mean"]),
         "identical": identical_groups(values, names),
     }
+
+
+def _pairwise(
+    values: np.ndarray,
+    names: list[str],
+    means: np.ndarray,
+    boot: np.ndarray,
+    jack: np.ndarray | None,
+    settings: StatsSettings,
+    context: _Context,
+) -> list[Pair]:
+    """Every pair's separability on the shared cases, a ranked above b (docs/methodology.md#55-pairwise-separability)."""
     a, b = pair_indices(len(names))
-    pairwise = []
-    if a.size:
-        sep = separability(
-            boot[:, a] - boot[:, b],
-            means[a] - means[b],
-            None if jack is None else jack[:, a] - jack[:, b],
-            alpha=settings.alpha,
-            correction=settings.multiple_comparison,
-            ci_method=settings.ci_method,
-            flips=_sign_flips(values, a, b, settings, context.structure, context.metric),
-        )
-        pairwise = [
-            {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}
-            for p, (i, j) in enumerate(zip(a, b))
-        ]
-    paired = pair_ranks(values)  # one sort of the pairs' differences for the map and the test-then-rank scheme
-    wil = wilcoxon_map(values, higher, settings.alpha, paired)
-    significance = _significance(wil, names, ("p_value", "p_adjusted", "significant"))
-    alignment = None
-    if context.union is not None:
-        union, case_ids, shared_at = context.union
-        alignment = _pairwise_complete(union[order], case_ids, shared_at, names, higher, (boot, means, jack), settings, context)
-    if alignment is not None:
-        shared = {"protocol": "shared", "pairwise": pairwise, "significance": significance}
-        alignment["changes"] = _alignment_changes(shared, alignment)
-        if settings.case_alignment == "pairwise_complete":
-            shared["changes"] = alignment.pop("changes")
-            (pairwise, significance), alignment = (alignment["pairwise"], alignment["significance"]), shared
-    loo = None
-    if jack is not None:
-        winner, any_rank = leave_one_out(jack, full_ranks, higher)
-        loo = {"winner_change_share": winner, "any_rank_change_share": any_rank}
-    power = None
-    if len(names) > 1:
-        power = {
-            "first": names[0],
-            "second": names[1],
-            "n_cases": values.shape[1],
-            "alpha": settings.alpha,
-            "power": settings.power,
-            "separable": bool(pairwise[0]["separable"]),
-            "significant": bool(significance["significant"][names[0]][names[1]]),
-            **cases_needed(values[0] - values[1], settings.alpha, settings.power),
-        }
-    scheme_block, boot_mean_ranks = schemes(values, names, higher, settings.alpha, context.counts, paired)
-    return {"ranking": ranking, "pairwise": pairwise, "significance": significance, "loo": loo, "power": power,
-            "alignment": alignment, "schemes": scheme_block, "_consensus": (names, full_ranks, boot_mean_ranks)}
+    if not a.size:
+        return []
+    sep = separability(
+        boot[:, a] - boot[:, b],
+        means[a] - means[b],
+        None if jack is None else jack[:, a] - jack[:, b],
+        alpha=settings.alpha,
+        correction=settings.multiple_comparison,
+        ci_method=settings.ci_method,
+        flips=_sign_flips(values, a, b, settings, context.structure, context.metric),
+    )
+    return [
+        {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}
+        for p, (i, j) in enumerate(zip(a, b))
+    ]
+
+
+def _aligned(
+    pairwise: list[Pair], significance: Significance, complete: Alignment | None, settings: StatsSettings
+) -> tuple[list[Pair], Significance, Alignment | None]:
+    """The cell's pairwise list, map and alignment under ``settings.case_alignment`` (docs/methodology.md#513-case-alignment):
+    the shared-case ones and the pairwise-complete ones (None when every pair's common cases are the shared ones) swap
+    places under "pairwise_complete"; "changes" says where they disagree."""
+    if complete is None:
+        return pairwise, significance, None
+    shared: Alignment = {"protocol": "shared", "pairwise": pairwise, "significance": significance}
+    complete["changes"] = _alignment_changes(shared, complete)
+    if settings.case_alignment == "pairwise_complete":
+        shared["changes"] = complete.pop("changes")
+        return complete["pairwise"], complete["significance"], shared
+    return pairwise, significance, complete
+
+
+def _power(values: np.ndarray, names: list[str], pairwise: list[Pair], significance: Significance, settings: StatsSettings) -> Power | None:
+    """The cases needed to separate #1 from #2 (docs/methodology.md#511-power); None with one ranked model."""
+    if len(names) < 2:
+        return None
+    return {
+        "first": names[0],
+        "second": names[1],
+        "n_cases": values.shape[1],
+        "alpha": settings.alpha,
+        "power": settings.power,
+        "separable": bool(pairwise[0]["separable"]),
+        "significant": bool(significance["significant"][names[0]][names[1]]),
+        **cases_needed(values[0] - values[1], settings.alpha, settings.power),
+    }
 
 
 def _sign_flips(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: StatsSettings, *keys: str) -> SignFlips | None:
@@ -771,7 +800,7 @@ def _sign_flips(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: Stat
                       factors=(rows, first, second))
 
 
-def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> dict:
+def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> Significance:
     """The (K, K) Wilcoxon matrices as nested dicts a -> b, and the co-winners (models no other significantly beats)."""
     out = {key: {x: {y: wil[key][i, j] for j, y in enumerate(names) if i != j} for i, x in enumerate(names)} for key in keys}
     out["co_winners"] = [m for m, lost in zip(names, wil["significant"].any(axis=0)) if not lost]
@@ -787,7 +816,7 @@ def _pairwise_complete(
     shared: tuple[np.ndarray, np.ndarray, np.ndarray | None],
     settings: StatsSettings,
     context: _Context,
-) -> dict | None:
+) -> Alignment | None:
     """Pairwise CIs and significance map with each pair on the cases both its models have (docs/methodology.md#513-case-alignment).
 
     ``union`` (K, N) holds the ranked models (in rank order) on every case any reports, NaN where one
@@ -863,7 +892,7 @@ def _group_bootstrap(
     return bootstrap_means(sub, settings.n_resamples, rng)[0], sub, cases
 
 
-def _alignment_changes(shared: dict, complete: dict) -> dict:
+def _alignment_changes(shared: Alignment, complete: Alignment) -> AlignmentChanges:
     """Where the two case alignments disagree: co-winner sets, Wilcoxon verdicts (ordered pairs), separability (pairs)."""
     sig_s, sig_c = shared["significance"]["significant"], complete["significance"]["significant"]
     return {
@@ -881,7 +910,7 @@ def _subgroups(
     cis: dict[str, tuple[np.ndarray, np.ndarray]],
     cols: slice,
     settings: StatsSettings,
-) -> dict:
+) -> Subgroups:
     """Subgroups (docs/methodology.md#59-subgroups) for one metadata field: every model (contaminated ones too, marked in "models")."""
     tests = group_tests(values, groups, min_cases=settings.subgroup_min_cases, alpha=settings.alpha)
     out = {

@@ -35,6 +35,7 @@ import pandas as pd
 
 from .analysis import CiLevels
 from .calibration import SIMULATED, verdict_procedure
+from .results import Audited
 from .verdicts import format_level
 
 #: how far (in rate, 0.015 = 1.5 points) coverage may fall below the confidence, or type-I error rise above alpha,
@@ -237,7 +238,7 @@ def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
     return {"coverage": coverage, "type1": type1, "reason": "; ".join(reasons) or None}
 
 
-def board(tables: AuditTables | None, analysis: Mapping, *, source: str | None, data: str, lesions: str | None = None) -> dict | None:
+def board(tables: AuditTables | None, analysis: Mapping, *, source: str | None, data: str, lesions: str | None = None) -> Audited | None:
     """A results file's ``audited`` block: per structure (with cases) and metric of ``analysis``, :func:`audited` of its
     cell; ``lesions``, when the results have lesion-wise leaderboards, says why they are not audited. None without
     ``tables``."""

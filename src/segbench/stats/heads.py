@@ -4,7 +4,7 @@
 one row per leaf, ``dvc exp show`` one column per leaf: so each leaderboard cell (structure x metric) is
 its own small file with the same few keys, and every view stays a few columns wide whatever the number
 of cells. ``dvc plots`` draws rows of a table. Both are read from an ``analyze`` results dict (see
-``segbench.stats.analysis``), nothing is recomputed; everything else stays in ``results/<dataset>.json``.
+``segbench.stats.results``), nothing is recomputed; everything else stays in ``results/<dataset>.json``.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .analysis import analyze
+from .results import Lesions
 from .sensitivity import compare_analyses
 from .settings import StatsSettings
 
@@ -97,7 +98,7 @@ def counts(lesion_rows: pd.DataFrame, instance_rows: pd.DataFrame, profile: str)
 
 def lesion_analysis(
     lesion_rows: pd.DataFrame, instance_rows: pd.DataFrame, *, profile: str, settings: StatsSettings, contaminated: Mapping[str, bool] = {},
-) -> dict:
+) -> Lesions:
     """The lesion-wise block of a results file (module docstring): ``profile``, ``case``, ``matched`` and ``lesion`` analyses (the
     layout of ``analysis.analyze``, or None where nothing is left to analyse), the metrics each leaves undefined, ``counts`` and
     the matching-rule ``sensitivity``."""

@@ -30,6 +30,7 @@ import pandas as pd
 
 from .analysis import analyze
 from .ranking import kendall_tau_b
+from .results import Sensitivity, Variant
 from .settings import StatsSettings
 
 BASELINE_POLICY = "worst_case"
@@ -87,7 +88,7 @@ def compare_cells(baseline: Mapping, variant: Mapping) -> dict:
     }
 
 
-def compare_analyses(baseline: Mapping, variant: Mapping) -> dict:
+def compare_analyses(baseline: Mapping, variant: Mapping) -> Variant:
     """Every structure and metric the two analyses share, with a summary over them."""
     cells = {
         structure: {metric: compare_cells(block["metrics"][metric], variant["structures"][structure]["metrics"][metric])
@@ -117,7 +118,7 @@ def sensitivity(
     metrics: Mapping[str, bool],
     settings: StatsSettings,
     contaminated: Mapping[str, bool] = {},
-) -> dict:
+) -> Sensitivity:
     """The baseline analysis (of ``rows``) beside each other metric-definition profile in ``profile_rows`` and each
     missing-value policy. A profile missing for some model, or a policy that changes no row, is reported as not run."""
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
-from typing import Any
 
 from segbench.stats.heads import ci_words
+from segbench.stats.results import DatasetBlock, VerdictChanges
 
 from .. import figures, tables
 from ..common import against_source, disclosure, fmt, identical_counts, pair, slug, unit_sentence
@@ -76,7 +76,7 @@ def _unit_headline(results: Results) -> str:
             '<a href="#clustered">The clustered bootstrap, cell by cell</a>.</p>')
 
 
-def _import_summary(dataset: dict[str, Any]) -> str:
+def _import_summary(dataset: DatasetBlock) -> str:
     """A published set's import summary as one line (docs/published.md); nothing for other datasets."""
     summary = dataset.get("import_summary")
     return f'<p class="note">Import: {html.escape(summary["text"])}.</p>' if summary else ""
@@ -149,7 +149,7 @@ def _clustered_section(results: Results, link: Callable[[str, str], str]) -> str
             + plots([figures.cluster_widths(structures, results["models"], results["analysis"]["settings"])], f"{slug(results['dataset']['name'])}-clustered"))
 
 
-def _changed_cells(changes: dict[str, Any] | None) -> str:
+def _changed_cells(changes: VerdictChanges | None) -> str:
     """The cells whose #1-versus-#2 separability or co-winner set the clustered bootstrap changes, one line each."""
     if not changes:
         return ""

@@ -7,16 +7,12 @@ from __future__ import annotations
 import html
 import re
 from string import Template
-from typing import Any
 
 from plotly.offline import get_plotlyjs
 
 from .. import figures
 from ..assets import CSS, JS
-from ..common import coverage_notes, identical_note, kind, slug
-
-Results = dict[str, Any]
-
+from ..common import Results, coverage_notes, identical_note, kind, slug
 
 PAGE = Template("""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import html
-from typing import Any
 
-from ..common import kind
+from ..common import Models, kind
 from .frame import CALIBRATION_PAGE, Results, dataset_page_name, nav_bar, render
 
 
-def _kinds(models: dict[str, Any]) -> str:
+def _kinds(models: Models) -> str:
     """'3 SIMULATED, 1 PUBLISHED' style count of model kinds."""
     counts: dict[str, int] = {}
     for model in models.values():

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
-from typing import Any
+
+from segbench.stats.results import SourceCell
 
 from .. import figures, tables
-from ..common import audit_of, disclosure, display_order, estimate, fmt, own_case_lines, p_rank1_text, slug, source_co_winners, ties_note, verdict_html
+from ..common import Cell, audit_of, disclosure, display_order, estimate, fmt, own_case_lines, p_rank1_text, slug, source_co_winners, ties_note, verdict_html
 from .frame import Results, nav_bar, notes, plots, render
 
 
@@ -69,7 +70,7 @@ def structure_body(results: Results, structure: str, anchor: Callable[[str], str
     return "\n".join(parts)
 
 
-def _headline(cell: dict[str, Any], metric: str) -> str:
+def _headline(cell: Cell, metric: str) -> str:
     """The cell's verdict as the statistics wrote it, the co-winners, and power and leave-one-out beside it."""
     v = cell.get("verdict")
     if not v or v["code"] == "single_model":
@@ -104,7 +105,7 @@ ALIGNMENTS = {"shared": "every pair on the cases every model has",
               "pairwise_complete": "each pair on the cases both of its models have, Touchstone's protocol"}
 
 
-def alignment_text(cell: dict[str, Any]) -> str:
+def alignment_text(cell: Cell) -> str:
     """'Under pairwise_complete the co-winners change to A, B; 3 Wilcoxon verdicts and 2 separability verdicts differ.'"""
     other = cell["alignment"]
     changes = other["changes"]
@@ -116,7 +117,7 @@ def alignment_text(cell: dict[str, Any]) -> str:
             f"differ{f' ({pairs})' if pairs else ''}, {len(changes['separable'])} separability verdict(s) differ.")
 
 
-def co_winners(cell: dict[str, Any], published: dict[str, Any]) -> str:
+def co_winners(cell: Cell, published: SourceCell) -> str:
     """'Co-winners by the source's CIs: A, B, C; by Wilcoxon-Holm: A, B.'"""
     by_ci = source_co_winners(published, display_order(cell))
     by_rank = (cell.get("significance") or {}).get("co_winners") or []
