@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -28,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PIPELINES = ("dvc.yaml", "calibration/dvc.yaml", "interactive/dvc.yaml")
 CLI = import_graph.SRC / "segbench" / "cli.py"
 #: what a module runs as a program rather than imports: the model adapters' scripts (``models.runner.ADAPTERS_DIR``)
-RUNS = {"segbench.models.runner": ("src/segbench/models/entrypoints",)}
+#: and the simulated models (``python -m segbench.models.simulated``, conf/model/sim_*.yaml), with what that loads
+RUNS = {"segbench.models.runner": ("src/segbench/models/entrypoints", "segbench.models.simulated")}
 #: folders DVC does not hash (.dvcignore)
 UNHASHED = ("__pycache__",)
 
@@ -40,7 +42,7 @@ def _stages() -> list[tuple[str, str, list[str]]]:
         for name, stage in yaml.safe_load((ROOT / pipeline).read_text(encoding="utf-8"))["stages"].items():
             body = stage.get("do", stage)
             wdir = (ROOT / pipeline).parent / body.get("wdir", ".")
-            deps = [Path(wdir, dep).resolve().relative_to(ROOT).as_posix() for dep in body.get("deps", []) if "${" not in dep]
+            deps = [Path(os.path.normpath(wdir / dep)).relative_to(ROOT).as_posix() for dep in body.get("deps", []) if "${" not in dep]
             found.append((f"{pipeline}:{name}", body["cmd"], sorted(d for d in deps if d.startswith("src/"))))
     return found
 
@@ -60,14 +62,16 @@ def command_modules(command: str) -> set[str]:
     starts = import_graph.imported_modules(import_graph.import_nodes(handler), "segbench.cli")
     if any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_params" for node in ast.walk(handler)):
         starts.add("segbench.config")
-    return import_graph.closure(starts)
+    loaded = import_graph.closure(starts)
+    programs = {run for module, runs in RUNS.items() if module in loaded for run in runs if run.startswith("segbench.")}
+    return loaded | import_graph.closure(programs)
 
 
 def source_dependencies(modules: set[str]) -> list[str]:
     """The files of ``modules`` and what they run, as DVC deps: a folder where every file DVC hashes under it is one,
     else the files."""
     files = {import_graph.module_files()[m].relative_to(ROOT).as_posix() for m in modules}
-    files |= {run for module, runs in RUNS.items() if module in modules for run in runs}
+    files |= {run for module, runs in RUNS.items() if module in modules for run in runs if not run.startswith("segbench.")}
     covered = set(files)
     package = import_graph.SRC / "segbench"
     for folder in sorted((p for p in package.rglob("*") if p.is_dir() and p.name not in UNHASHED), key=lambda p: -len(p.parts)):

@@ -28,10 +28,6 @@ from segbench.models import intake
 from segbench.scoring.geometry import check_same_grid
 
 MANIFEST = "cases.json"
-#: how a pseudo-reference is named in every table, record and log line
-PSEUDO_LABEL = "PSEUDO-REFERENCE"
-#: a reference kind as every table, record, run and page names it
-REFERENCE_LABELS = {"manual": "manual", "pseudo": PSEUDO_LABEL}
 
 
 class CaseError(ValueError):

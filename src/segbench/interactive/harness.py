@@ -31,8 +31,6 @@ import pandas as pd
 from segbench import __version__
 from segbench.interactive import protocol
 from segbench.interactive.cases import (
-    PSEUDO_LABEL,
-    REFERENCE_LABELS,
     Case,
     CaseError,
     class_names,
@@ -43,6 +41,7 @@ from segbench.interactive.cases import (
     save_npz_atomic,
     write_step_input,
 )
+from segbench.interactive.schema import PSEUDO_LABEL, REFERENCE_LABELS
 from segbench.io import write_json_atomic, write_text_atomic
 from segbench.models import container
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError, model_command

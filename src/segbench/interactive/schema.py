@@ -13,6 +13,10 @@ from segbench.schema import ConfigError, require
 
 #: whether a dataset's reference is a manual annotation or a model's output standing in for one
 REFERENCE_KINDS = ("manual", "pseudo")
+#: how a pseudo-reference is named in every table, record and log line
+PSEUDO_LABEL = "PSEUDO-REFERENCE"
+#: a reference kind as every table, record, run and page names it
+REFERENCE_LABELS = {"manual": "manual", "pseudo": PSEUDO_LABEL}
 #: the click steps after the box step
 CLICK_STEPS = 5
 

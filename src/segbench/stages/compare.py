@@ -17,7 +17,7 @@ from segbench import published, stats, tracking
 from segbench.config import Params
 from segbench.datasets.cases import data_version
 from segbench.interactive import scores as interactive_scores
-from segbench.interactive.cases import REFERENCE_LABELS
+from segbench.interactive.schema import REFERENCE_LABELS
 from segbench.io import atomic_dir, write_json_atomic, write_text_atomic
 from segbench.leaderboard import analysed_document, dataset_block
 from segbench.scoring.engine import ANALYZED_METRICS

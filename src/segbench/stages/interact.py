@@ -7,8 +7,8 @@ import json
 
 from segbench.config import Params
 from segbench.interactive import scores as interactive_scores
-from segbench.interactive.cases import REFERENCE_LABELS
 from segbench.interactive.harness import interact
+from segbench.interactive.schema import REFERENCE_LABELS
 from segbench.models.slurm import shard_runner_from_environ
 from segbench.stages.bundles import headline_metrics, version_tags, write_bundle
 from segbench.stages.paths import INTERACTIVE_ROOT, cases_dir, predictions_dir, scores_dir
