@@ -495,8 +495,16 @@ def _evaluate(argv: list[str], runtime: container.Runtime) -> subprocess.Popen:
                             start_new_session=True)
 
 
-#: the evaluator's peak RSS (MB) on a folder with the attacker: what honest runs of two small cases need, nothing inflated
-EVALUATOR_RSS_BOUND_MB = 600
+#: how much more the evaluator's peak RSS (MB) may be in the resumed run over the attacker's folder than with the honest
+#: team alone: half the smallest inflation the attacker tries (256 MiB of zeros). Relative to the run alone in the same
+#: test, because the absolute peak moves with the state earlier tests leave (350-530 MB for the same run here, over
+#: 600 MB in a CI run)
+ATTACK_SLACK_MB = 128
+
+
+def _peak_mb(printed: str) -> float:
+    """The peak RSS (MB) an ``_evaluate`` run printed last."""
+    return int(printed.strip().splitlines()[-1].split()[-1]) / 1024
 
 
 def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run_resumes(runtime: container.Runtime, case_folder: Path,
@@ -515,7 +523,9 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
     common = ["interact", "--cases", str(case_folder), "--memory", "1g", "--cpus", "1"]
 
     run = _evaluate([*common, "--submissions", str(alone), "--out", str(tmp_path / "out_alone")], runtime)
-    assert run.wait() == 0, run.stdout.read()
+    printed = run.communicate()[0]
+    assert run.returncode == 0, printed
+    alone_mb = _peak_mb(printed)
     # the folder with the attacker first; killed once the honest team, second, has finished its first case
     out = tmp_path / "out"
     run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime)
@@ -530,9 +540,9 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
     assert run.returncode == 0, printed
     assert "team attacker (1 of 2): finished in an earlier run with the same archive, cases and settings; not rerun" in printed
     assert "team teama (2 of 2): " in printed and "teama: 2 cases" in printed
-    peak_mb = int(printed.strip().splitlines()[-1].split()[-1]) / 1024
-    print(f"evaluator peak RSS with the attacker: {peak_mb:.0f} MB")
-    assert peak_mb < EVALUATOR_RSS_BOUND_MB, f"the evaluator's peak RSS was {peak_mb:.0f} MB"
+    peak_mb = _peak_mb(printed)
+    print(f"evaluator peak RSS with the attacker: {peak_mb:.0f} MB, the honest team alone: {alone_mb:.0f} MB")
+    assert peak_mb < alone_mb + ATTACK_SLACK_MB, f"the evaluator's peak RSS was {peak_mb:.0f} MB, {alone_mb:.0f} MB with the honest team alone"
 
     # every attack flagged on its step with its one-line reason; the valid segs beside a bomb are read, the bomb never
     record = json.loads((out / "attacker" / "records" / "ct_sm.json").read_text())
