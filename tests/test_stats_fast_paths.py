@@ -2,7 +2,8 @@
 
 - sign flips from the models' values (``factors``): one product of K columns differenced per pair, ties recomputed;
 - the group means of the bootstrap cell by cell instead of through the masked design;
-- PCG64's raw stream for the flips' 32-bit draws.
+- PCG64's raw stream for the flips' 32-bit draws;
+- the flips' intervals 64 flips by 64 in a vectorised pass, the unusual blocks flip by flip.
 """
 
 from __future__ import annotations
@@ -52,6 +53,32 @@ def test_sign_flips_recompute_the_flips_whose_rounding_could_decide_a_tie() -> N
     plain = sign_flips(values[a] - values[b], 4000, rng_for(0, "tie"), 0.05)
     factored = sign_flips(values[a] - values[b], 4000, rng_for(0, "tie"), 0.05, factors=(values, a, b))
     assert plain.p[0] == factored.p[0] == 1.0
+
+
+@pytest.mark.parametrize(("n", "factored"), [(3, False), (3, True), (60, True), (700, True)])
+def test_flip_intervals_vectorised_equal_flip_by_flip(n: int, factored: bool) -> None:
+    # n = 3: flips of every case or none (infinite intervals) in most blocks; n = 700 and the near-identical models:
+    # recomputed ties; the rest: the vectorised pass alone
+    values = _models(n, n)
+    a, b = pair_indices(len(values))
+    diffs = values[a] - values[b]
+    n_flips = 200
+    signs = np.where(rng_for(0, "intervals").random((n_flips, n)) < 0.5, -1.0, 1.0)
+    signs_sum, total = signs.sum(axis=1), diffs.sum(axis=1)
+    slack = 1e-9 * np.abs(diffs).sum(axis=1) / n
+    if factored:
+        flipped, first, second = signs @ values.T, a, b
+        bound = 2.0 * n * np.finfo(np.float64).eps * np.abs(values).sum(axis=1)[a] * 2
+    else:
+        flipped, first, second, bound = signs @ diffs.T, np.arange(a.size), np.full(a.size, -1), np.zeros(a.size)
+    lows, highs, reach = np.empty((a.size, n_flips + 5)), np.empty((a.size, n_flips + 5)), np.zeros(a.size)
+    pairwise._flip_intervals(flipped, first, second, bound, signs, diffs, signs_sum, total, n, slack, lows, highs, 5, reach)
+    for p in range(a.size):
+        low, high = np.empty(n_flips), np.empty(n_flips)
+        count = pairwise._flip_intervals_exact(flipped, first[p], second[p], bound[p], signs, diffs[p], signs_sum, total[p], n,
+                                               slack[p], low, high, 0, n_flips)
+        assert count == reach[p]
+        assert np.array_equal(low, lows[p, 5:]) and np.array_equal(high, highs[p, 5:])
 
 
 def test_uint32_draws_are_numpys() -> None:

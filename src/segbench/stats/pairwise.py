@@ -211,7 +211,7 @@ def sign_flips(
     for start in range(0, n_flips, chunk):
         size = min(chunk, n_flips - start)
         if filled + size > capacity:  # trim now and then, not per chunk: one partition per pair in most cases
-            lows[:, :keep], highs[:, :keep] = _smallest(lows[:, :filled], keep), _smallest(highs[:, :filled], keep)
+            _smallest(lows[:, :filled], keep), _smallest(highs[:, :filled], keep)
             filled = keep
         # a fair bit per case: the top bit of a 32-bit draw, the bit integers(0, 2) returns from the same stream
         _signs(_uint32_draws(rng, size, n), signs, signs_sum)
@@ -269,7 +269,7 @@ def _signs(draws: np.ndarray, signs: np.ndarray, sums: np.ndarray) -> None:  # p
         sums[r] = 2.0 * ups - n
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _flip_intervals(
     flipped: np.ndarray, first: np.ndarray, second: np.ndarray, bound: np.ndarray, signs: np.ndarray, diffs: np.ndarray,
     signs_sum: np.ndarray, total: np.ndarray, n: int, slack: np.ndarray, lows: np.ndarray, highs: np.ndarray, at: int,
@@ -284,32 +284,69 @@ def _flip_intervals(
     recomputed from ``signs`` and ``diffs``. ``signs_sum`` (F,): m = sum of s_i; ``total`` (P,): S. The ends are the
     mean of d over the flipped cases, (S - A) / (n - m), and over the others, (S + A) / (n + m); a flip of every case
     or of none reaches at every δ.
+
+    64 flips at a time, their sums transposed so that each pair's pass reads and writes contiguous memory and
+    vectorises (the divisions are most of the work); the rare flips that need more (a recomputed sum, all or no
+    case flipped) send the pair's 64 flips through :func:`_flip_intervals_exact`, which gives the same values.
     """
-    n_flips = flipped.shape[0]
+    n_flips, n_columns = flipped.shape
     n_pairs = first.shape[0]
-    for block in range(0, n_flips, 64):  # 64 flips at a time: the rows read stay in cache, the writes are contiguous
-        end = min(block + 64, n_flips)
+    sums = np.zeros((n_columns + 1, 64))  # row n_columns: the absent second term (x - 0.0 is x)
+    for block in range(0, n_flips, 64):
+        size = min(64, n_flips - block)
+        for f in range(size):
+            for c in range(n_columns):
+                sums[c, f] = flipped[block + f, c]
         for p in range(n_pairs):
-            for f in range(block, end):
-                m = signs_sum[f]
-                if abs(m) == n:
-                    lo, hi = -np.inf, np.inf
-                else:
-                    flip_sum = flipped[f, first[p]]
-                    if second[p] >= 0:
-                        flip_sum -= flipped[f, second[p]]
-                    lo, hi = _ends(total[p], flip_sum, n, m)
-                    if bound[p] > 0.0:
-                        error = bound[p] / (n - abs(m))
-                        if abs(lo - slack[p]) <= error or abs(hi + slack[p]) <= error:
-                            flip_sum = 0.0
-                            for i in range(n):
-                                flip_sum += signs[f, i] * diffs[p, i]
-                            lo, hi = _ends(total[p], flip_sum, n, m)
-                if lo - slack[p] <= 0.0 and hi + slack[p] >= 0.0:
-                    reach[p] += 1.0
-                lows[p, at + f] = lo
-                highs[p, at + f] = -hi
+            row_a, row_b = sums[first[p]], sums[second[p] if second[p] >= 0 else n_columns]
+            low, high = lows[p, at + block : at + block + size], highs[p, at + block : at + block + size]
+            t, s, b = total[p], slack[p], bound[p]
+            for f in range(size):
+                lo, hi = _ends(t, row_a[f] - row_b[f], n, signs_sum[block + f])
+                low[f] = lo
+                high[f] = -hi
+            count, unusual = 0, 0  # integer counts: the loop vectorises
+            for f in range(size):
+                m = signs_sum[block + f]
+                error = b / (n - abs(m))
+                lo, hi = low[f], -high[f]
+                unusual += np.int64((abs(m) == n) | ((b > 0.0) & ((abs(lo - s) <= error) | (abs(hi + s) <= error))))
+                count += np.int64((lo - s <= 0.0) & (hi + s >= 0.0))
+            if unusual:
+                count = _flip_intervals_exact(flipped, first[p], second[p], b, signs, diffs[p], signs_sum, t, n, s, low,
+                                              high, block, size)
+            reach[p] += count
+
+
+@numba.njit(cache=True, nogil=True)
+def _flip_intervals_exact(
+    flipped: np.ndarray, first: int, second: int, bound: float, signs: np.ndarray, diffs: np.ndarray, signs_sum: np.ndarray,
+    total: float, n: int, slack: float, low: np.ndarray, high: np.ndarray, block: int, size: int,
+) -> int:  # pragma: no cover - compiled
+    """:func:`_flip_intervals` of one pair and the flips block ... block + size, flip by flip with every case handled:
+    writes low[f] = lo, high[f] = -hi and returns the count of flips that reach at 0."""
+    count = 0
+    for f in range(block, block + size):
+        m = signs_sum[f]
+        if abs(m) == n:
+            lo, hi = -np.inf, np.inf
+        else:
+            flip_sum = flipped[f, first]
+            if second >= 0:
+                flip_sum -= flipped[f, second]
+            lo, hi = _ends(total, flip_sum, n, m)
+            if bound > 0.0:
+                error = bound / (n - abs(m))
+                if abs(lo - slack) <= error or abs(hi + slack) <= error:
+                    flip_sum = 0.0
+                    for i in range(n):
+                        flip_sum += signs[f, i] * diffs[i]
+                    lo, hi = _ends(total, flip_sum, n, m)
+        if lo - slack <= 0.0 and hi + slack >= 0.0:
+            count += 1
+        low[f - block] = lo
+        high[f - block] = -hi
+    return count
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -321,8 +358,11 @@ def _ends(total: float, flip_sum: float, n: int, m: float) -> tuple[float, float
 
 
 def _smallest(values: np.ndarray, k: int) -> np.ndarray:
-    """The k smallest of each row of (P, R) ``values``, in no order (all of them when R <= k)."""
-    return np.partition(values, k - 1, axis=1)[:, :k] if values.shape[1] > k else values
+    """The k smallest of each row of (P, R) ``values``, in no order (all of them when R <= k), moved to its first k
+    columns in place (a view: no copy of the rows)."""
+    if values.shape[1] > k:
+        values.partition(k - 1, axis=1)
+    return values[:, :k]
 
 
 def tail_bound_radius(spread: np.ndarray, n: np.ndarray, tolerance: np.ndarray, alpha: np.ndarray) -> np.ndarray:
