@@ -3,7 +3,8 @@
 - sign flips from the models' values (``factors``): one product of K columns differenced per pair, ties recomputed;
 - the group means of the bootstrap cell by cell instead of through the masked design;
 - PCG64's raw stream for the flips' 32-bit draws;
-- the flips' intervals 64 flips by 64 in a vectorised pass, the unusual blocks flip by flip.
+- the flips' intervals 64 flips by 64 in a vectorised pass, the unusual blocks flip by flip;
+- the pairs' bootstrap p-values counted from the models' resampled means, without their (B, P) differences.
 """
 
 from __future__ import annotations
@@ -79,6 +80,15 @@ def test_flip_intervals_vectorised_equal_flip_by_flip(n: int, factored: bool) ->
                                                slack[p], low, high, 0, n_flips)
         assert count == reach[p]
         assert np.array_equal(low, lows[p, 5:]) and np.array_equal(high, highs[p, 5:])
+
+
+def test_pair_bootstrap_p_values_equal_those_of_the_differences() -> None:
+    boot = np.round(np.random.default_rng(3).normal(0.9, 0.01, (2000, 6)), 2)  # rounded: exact ties (difference 0)
+    boot[:, 5] = boot[:, 4]
+    a, b = pair_indices(6)
+    assert np.array_equal(pairwise.pair_bootstrap_p_values(boot, a, b), pairwise.bootstrap_p_values(boot[:, a] - boot[:, b]))
+    assert np.array_equal(pairwise.pair_bootstrap_p_values(boot[:, ::-1], a, b),
+                          pairwise.bootstrap_p_values(boot[:, ::-1][:, a] - boot[:, ::-1][:, b]))
 
 
 def test_uint32_draws_are_numpys() -> None:

@@ -21,7 +21,16 @@ from threadpoolctl import threadpool_limits
 
 from .clusters import add_clustered, case_clusters, verdict_changes
 from .identical import identical_to_reference
-from .pairwise import SignFlips, common_case_groups, merge_sign_flips, pair_indices, separability, sign_flips, wilcoxon_map
+from .pairwise import (
+    SignFlips,
+    common_case_groups,
+    merge_sign_flips,
+    pair_bootstrap_p_values,
+    pair_indices,
+    separability,
+    sign_flips,
+    wilcoxon_map,
+)
 from .power import cases_needed
 from .ranges import range_violations
 from .ranking import identical_groups, leave_one_out, rank_min, ranking_stability
@@ -741,14 +750,17 @@ def _pairwise(
     a, b = pair_indices(len(names))
     if not a.size:
         return []
+    flips = _sign_flips(values, a, b, settings, context.structure, context.metric)
+    by_resamples = flips is None  # the bootstrap CIs decide: they read the resampled differences
     sep = separability(
-        boot[:, a] - boot[:, b],
+        boot[:, a] - boot[:, b] if by_resamples else None,
         means[a] - means[b],
-        None if jack is None else jack[:, a] - jack[:, b],
+        None if jack is None or not by_resamples else jack[:, a] - jack[:, b],
         alpha=settings.alpha,
         correction=settings.multiple_comparison,
         ci_method=settings.ci_method,
-        flips=_sign_flips(values, a, b, settings, context.structure, context.metric),
+        flips=flips,
+        p_boot=pair_bootstrap_p_values(boot, a, b),
     )
     return [
         {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}
@@ -835,8 +847,11 @@ def _pairwise_complete(
     n_shared = shared_at.size
     if all(cases.size == n_shared for _, cases in groups):
         return None
-    diff_boot, diff = np.empty((boot.shape[0], a.size)), np.empty(a.size)
-    reads_jack = settings.ci_method != "percentile"  # BCa and skew_t read the jackknife
+    # the resampled differences and their jackknife only where the bootstrap CIs decide (no sign-flip test)
+    by_resamples = settings.pairwise_test == "bootstrap_ci"
+    diff_boot = np.empty((boot.shape[0], a.size)) if by_resamples else None
+    p_boot, diff = np.empty(a.size), np.empty(a.size)
+    reads_jack = by_resamples and settings.ci_method != "percentile"  # BCa and skew_t read the jackknife
     diff_jack = np.full((len(case_ids), a.size), np.nan) if reads_jack else None
     n_cases = np.empty(a.size, dtype=np.int64)
     tests = []
@@ -854,12 +869,14 @@ def _pairwise_complete(
             g_means = sub.mean(axis=1)
             g_jack = jackknife_means(sub) if reads_jack and cases.size > 1 else None
             ga, gb = np.searchsorted(used, a[pairs]), np.searchsorted(used, b[pairs])
-        diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]
+        p_boot[pairs] = pair_bootstrap_p_values(g_boot, ga, gb)
+        if by_resamples:
+            diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]
         diff[pairs] = g_means[ga] - g_means[gb]
         if reads_jack and g_jack is not None:
             diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]
     sep = separability(diff_boot, diff, diff_jack, alpha=settings.alpha, correction=settings.multiple_comparison,
-                       ci_method=settings.ci_method, flips=merge_sign_flips(tests, a.size) if tests else None)
+                       ci_method=settings.ci_method, flips=merge_sign_flips(tests, a.size) if tests else None, p_boot=p_boot)
     pairwise = [
         {"a": names[i], "b": names[j], "mean_diff": diff[p], "n_cases": n_cases[p], **{k: v[p] for k, v in sep.items()}}
         for p, (i, j) in enumerate(zip(a, b))

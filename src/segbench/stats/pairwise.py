@@ -29,8 +29,26 @@ def bootstrap_p_values(diff_boot: np.ndarray) -> np.ndarray:
     return np.minimum(1.0, 2.0 * tail / n_rows)
 
 
+def pair_bootstrap_p_values(boot: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`bootstrap_p_values` of the differences boot[:, a] - boot[:, b] of (B, K) resampled means, counted row by
+    row without forming the (B, P) differences (under the sign-flip test they are needed for nothing else)."""
+    below, above = np.zeros(a.size, dtype=np.int64), np.zeros(a.size, dtype=np.int64)
+    _tail_counts(boot, a, b, below, above)
+    return np.minimum(1.0, 2.0 * np.minimum(below, above) / boot.shape[0])
+
+
+@numba.njit(cache=True, nogil=True)
+def _tail_counts(boot: np.ndarray, a: np.ndarray, b: np.ndarray, below: np.ndarray, above: np.ndarray) -> None:  # pragma: no cover - compiled
+    """below[p] += #{rows r: boot[r, a[p]] - boot[r, b[p]] <= 0}, above[p] likewise for >= 0."""
+    for r in range(boot.shape[0]):
+        for p in range(a.size):
+            d = boot[r, a[p]] - boot[r, b[p]]
+            below[p] += d <= 0.0
+            above[p] += d >= 0.0
+
+
 def separability(
-    diff_boot: np.ndarray,
+    diff_boot: np.ndarray | None,
     diff: np.ndarray,
     diff_jack: np.ndarray | None,
     *,
@@ -38,6 +56,7 @@ def separability(
     correction: str,
     ci_method: str,
     flips: SignFlips | None = None,
+    p_boot: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Family-wise adjusted separability of P pairs, each with the interval of its mean difference that decides it.
 
@@ -54,9 +73,12 @@ def separability(
     its p-values order and decide the pairs (separable when p < the step's alpha) and the intervals are the test's
     inversion at the same levels (:meth:`SignFlips.interval`), so a pair is separable exactly when its interval
     excludes 0; ``p_adjusted`` holds the Holm- or Bonferroni-adjusted p-values.
+
+    ``p_boot``: the bootstrap p-values where the caller has them (:func:`pair_bootstrap_p_values`); with it and
+    ``flips`` the resampled differences are read for nothing, and ``diff_boot`` and ``diff_jack`` may be None.
     """
-    n_pairs = diff_boot.shape[1]
-    p_boot = bootstrap_p_values(diff_boot)
+    p_boot = bootstrap_p_values(diff_boot) if p_boot is None else p_boot
+    n_pairs = p_boot.size
     p_values = None if flips is None else flips.p
     if flips is None:
         diff_boot = sort_columns(diff_boot)  # once for every interval below
