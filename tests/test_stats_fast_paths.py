@@ -4,7 +4,8 @@
 - the group means of the bootstrap cell by cell instead of through the masked design;
 - PCG64's raw stream for the flips' 32-bit draws;
 - the flips' intervals 64 flips by 64 in a vectorised pass, the unusual blocks flip by flip;
-- the pairs' bootstrap p-values counted from the models' resampled means, without their (B, P) differences.
+- the pairs' bootstrap p-values counted from the models' resampled means, without their (B, P) differences;
+- the common-case groups from the models' patterns packed into bytes instead of np.unique over rows.
 """
 
 from __future__ import annotations
@@ -89,6 +90,22 @@ def test_pair_bootstrap_p_values_equal_those_of_the_differences() -> None:
     assert np.array_equal(pairwise.pair_bootstrap_p_values(boot, a, b), pairwise.bootstrap_p_values(boot[:, a] - boot[:, b]))
     assert np.array_equal(pairwise.pair_bootstrap_p_values(boot[:, ::-1], a, b),
                           pairwise.bootstrap_p_values(boot[:, ::-1][:, a] - boot[:, ::-1][:, b]))
+
+
+def test_common_case_groups_equal_those_of_unique_rows() -> None:
+    def plain(observed: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        masks, group_of = np.unique(observed[a] & observed[b], axis=0, return_inverse=True)
+        return [(np.flatnonzero(group_of.reshape(-1) == g), np.flatnonzero(mask)) for g, mask in enumerate(masks)]
+
+    rng = np.random.default_rng(4)
+    for n_cases in (1, 8, 13, 743):
+        observed = rng.random((7, n_cases)) < 0.9
+        observed[2] = observed[1]
+        observed[5] = True
+        for a, b in (pair_indices(7), np.nonzero(~np.eye(7, dtype=bool))):
+            got, want = pairwise.common_case_groups(observed, a, b), plain(observed, a, b)
+            assert len(got) == len(want)
+            assert all(np.array_equal(x, y) for g, w in zip(got, want) for x, y in zip(g, w))
 
 
 def test_uint32_draws_are_numpys() -> None:
