@@ -30,21 +30,25 @@ def bootstrap_p_values(diff_boot: np.ndarray) -> np.ndarray:
 
 
 def pair_bootstrap_p_values(boot: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:func:`bootstrap_p_values` of the differences boot[:, a] - boot[:, b] of (B, K) resampled means, counted row by
-    row without forming the (B, P) differences (under the sign-flip test they are needed for nothing else)."""
+    """:func:`bootstrap_p_values` of the differences boot[:, a] - boot[:, b] of (B, K) resampled means, counted per
+    pair without forming the (B, P) differences (under the sign-flip test they are needed for nothing else)."""
     below, above = np.zeros(a.size, dtype=np.int64), np.zeros(a.size, dtype=np.int64)
-    _tail_counts(boot, a, b, below, above)
+    _tail_counts(np.ascontiguousarray(boot.T), a, b, below, above)
     return np.minimum(1.0, 2.0 * np.minimum(below, above) / boot.shape[0])
 
 
 @numba.njit(cache=True, nogil=True)
-def _tail_counts(boot: np.ndarray, a: np.ndarray, b: np.ndarray, below: np.ndarray, above: np.ndarray) -> None:  # pragma: no cover - compiled
-    """below[p] += #{rows r: boot[r, a[p]] - boot[r, b[p]] <= 0}, above[p] likewise for >= 0."""
-    for r in range(boot.shape[0]):
-        for p in range(a.size):
-            d = boot[r, a[p]] - boot[r, b[p]]
-            below[p] += d <= 0.0
-            above[p] += d >= 0.0
+def _tail_counts(columns: np.ndarray, a: np.ndarray, b: np.ndarray, below: np.ndarray, above: np.ndarray) -> None:  # pragma: no cover - compiled
+    """below[p] = #{r: columns[a[p], r] - columns[b[p], r] <= 0}, above[p] likewise for >= 0 (each model's resamples
+    one contiguous row: the count over them vectorises)."""
+    for p in range(a.size):
+        first, second = columns[a[p]], columns[b[p]]
+        at_most, at_least = 0, 0
+        for r in range(first.size):
+            d = first[r] - second[r]
+            at_most += np.int64(d <= 0.0)
+            at_least += np.int64(d >= 0.0)
+        below[p], above[p] = at_most, at_least
 
 
 def separability(
