@@ -237,7 +237,8 @@ def sign_flips(
     for start in range(0, n_flips, chunk):
         size = min(chunk, n_flips - start)
         if filled + size > capacity:  # trim now and then, not per chunk: one partition per pair in most cases
-            _smallest(lows[:, :filled], keep), _smallest(highs[:, :filled], keep)
+            _smallest(lows[:, :filled], keep)
+            _smallest(highs[:, :filled], keep)
             filled = keep
         # a fair bit per case: the top bit of a 32-bit draw, the bit integers(0, 2) returns from the same stream
         _signs(_uint32_draws(rng, size, n), signs, signs_sum)
