@@ -465,14 +465,14 @@ def _cell_triangles(px: float, py: float, pz: float, best2: float, best_t: int, 
 
 @numba.njit(cache=True, inline="always")
 def _points_box(pts: np.ndarray, m: int, best2: np.ndarray) -> tuple[float, float, float, float, float, float, float]:
-    """Box (lo xyz, hi xyz) of the points ``pts[:m]`` and the largest of their squared radii ``best2``."""
-    lo_x, lo_y, lo_z = pts[0, 0], pts[0, 1], pts[0, 2]
+    """Box (lo xyz, hi xyz) of the points ``pts[:, :m]`` (coordinate-major) and the largest of their squared radii ``best2``."""
+    lo_x, lo_y, lo_z = pts[0, 0], pts[1, 0], pts[2, 0]
     hi_x, hi_y, hi_z = lo_x, lo_y, lo_z
     r2 = best2[0]
     for s in range(1, m):
-        lo_x, hi_x = min(lo_x, pts[s, 0]), max(hi_x, pts[s, 0])
-        lo_y, hi_y = min(lo_y, pts[s, 1]), max(hi_y, pts[s, 1])
-        lo_z, hi_z = min(lo_z, pts[s, 2]), max(hi_z, pts[s, 2])
+        lo_x, hi_x = min(lo_x, pts[0, s]), max(hi_x, pts[0, s])
+        lo_y, hi_y = min(lo_y, pts[1, s]), max(hi_y, pts[1, s])
+        lo_z, hi_z = min(lo_z, pts[2, s]), max(hi_z, pts[2, s])
         r2 = max(r2, best2[s])
     return lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, r2
 
@@ -480,7 +480,7 @@ def _points_box(pts: np.ndarray, m: int, best2: np.ndarray) -> tuple[float, floa
 @numba.njit(cache=True, inline="always")
 def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, r2: float, tri: np.ndarray,
                  tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray) -> float:
-    """Test cell ``c``'s triangles against each of the points ``pts[:m]`` whose ball reaches the
+    """Test cell ``c``'s triangles against each of the points ``pts[:, :m]`` whose ball reaches the
     cell's box, improving (best2, best_t) in place; returns the new largest squared radius.
 
     ``_nearest_together`` has this loop written out: called through this helper, its row scan
@@ -488,8 +488,8 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
     the search went per cell (best of 9, four real cases)."""
     improved = False
     for s in range(m):
-        if _box_dist2(pts[s, 0], pts[s, 1], pts[s, 2], cell_box, c) < best2[s]:
-            b2, bt = _cell_triangles(pts[s, 0], pts[s, 1], pts[s, 2], best2[s], best_t[s], tri, tri_entry, geo,
+        if _box_dist2(pts[0, s], pts[1, s], pts[2, s], cell_box, c) < best2[s]:
+            b2, bt = _cell_triangles(pts[0, s], pts[1, s], pts[2, s], best2[s], best_t[s], tri, tri_entry, geo,
                                      cell_start[c], cell_start[c + 1])
             improved |= b2 < best2[s]
             best2[s], best_t[s] = b2, bt
@@ -503,8 +503,8 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
 @numba.njit(cache=True)
 def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, spacing: np.ndarray, grid: np.ndarray,
                       tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray,
-                      row_start: np.ndarray, cap2: float) -> bool:
-    """Nearest triangles to the m points ``pts[:m]`` (of the faces in one cell), each starting from
+                      row_start: np.ndarray, cap2: float, gap: np.ndarray) -> bool:
+    """Nearest triangles to the m points ``pts[:, :m]`` (of the faces in one cell), each starting from
     its known candidate (best2[s], best_t[s]), which it improves in place.
 
     Within the ball of the largest remaining radius around the points' bounding box, at most
@@ -515,6 +515,12 @@ def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.nda
     whose best lies within the cap has it). Returns False if some point's best is still at or beyond
     the cap, or, having changed nothing, if the ball crosses more than ROWS_MAX rows (far points:
     the caller then searches wider or through the hierarchy).
+
+    A cell that reaches the points' box is tested against each point in two loops: first every
+    point's squared gap to the cell's box into ``gap`` (scratch, one per point; the points stored
+    coordinate-major so the loop has no branch and reads them in order), then the points whose gap
+    is within their best. One loop with the test inside measured 3-10% more CPU (5 real cases,
+    best of 5, alternated; the same distances bit for bit).
     """
     lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, r2 = _points_box(pts, m, best2)
     r2 = min(r2, cap2)
@@ -567,9 +573,16 @@ def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.nda
                     c += step
                     continue  # the box of the cell's triangles is beyond every point's ball
                 improved = False
+                bx0, by0, bz0 = cell_box[c, 0], cell_box[c, 1], cell_box[c, 2]
+                bx1, by1, bz1 = cell_box[c, 3], cell_box[c, 4], cell_box[c, 5]
                 for s in range(m):
-                    if _box_dist2(pts[s, 0], pts[s, 1], pts[s, 2], cell_box, c) < best2[s]:
-                        b2, bt = _cell_triangles(pts[s, 0], pts[s, 1], pts[s, 2], best2[s], best_t[s], tri, tri_entry, geo,
+                    gx = max(bx0 - pts[0, s], 0.0, pts[0, s] - bx1)
+                    gy = max(by0 - pts[1, s], 0.0, pts[1, s] - by1)
+                    gz = max(bz0 - pts[2, s], 0.0, pts[2, s] - bz1)
+                    gap[s] = gx * gx + gy * gy + gz * gz
+                for s in range(m):
+                    if gap[s] < best2[s]:
+                        b2, bt = _cell_triangles(pts[0, s], pts[1, s], pts[2, s], best2[s], best_t[s], tri, tri_entry, geo,
                                                  cell_start[c], cell_start[c + 1])
                         improved |= b2 < best2[s]
                         best2[s], best_t[s] = b2, bt
@@ -649,7 +662,8 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: n
         chunk = chunk_order[q]
         stack_lv = np.empty(2 * len(offsets) + 2, dtype=np.int64)
         stack_i = np.empty(2 * len(offsets) + 2, dtype=np.int64)
-        pts, best2, best_t = np.empty((most, 3)), np.empty(most), np.empty(most, dtype=np.int64)
+        pts, best2, best_t = np.empty((3, most)), np.empty(most), np.empty(most, dtype=np.int64)
+        gap = np.empty(most)
         warm = 0
         for p in range(chunk * CELL_CHUNK, min((chunk + 1) * CELL_CHUNK, len(runs))):
             r = runs[p]
@@ -658,25 +672,25 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: n
             out, m = out_start[run_first[r]], 0
             for f in range(run_first[r], run_first[r + 1]):
                 for sub in range(sub_start[face_entry[f]], sub_start[face_entry[f] + 1]):
-                    pts[m, 0] = i * spacing[0] + sub_centroid[sub, 0]
-                    pts[m, 1] = j * spacing[1] + sub_centroid[sub, 1]
-                    pts[m, 2] = k * spacing[2] + sub_centroid[sub, 2]
+                    pts[0, m] = i * spacing[0] + sub_centroid[sub, 0]
+                    pts[1, m] = j * spacing[1] + sub_centroid[sub, 1]
+                    pts[2, m] = k * spacing[2] + sub_centroid[sub, 2]
                     weight[out + m] = sub_area[sub]
                     m += 1
             if m == 0:
                 continue
-            if _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, tri_entry, geo, run_hint[r], np.inf) < \
-                    _triangle_dist2(pts[0, 0], pts[0, 1], pts[0, 2], tri, tri_entry, geo, warm, np.inf):
+            if _triangle_dist2(pts[0, 0], pts[1, 0], pts[2, 0], tri, tri_entry, geo, run_hint[r], np.inf) < \
+                    _triangle_dist2(pts[0, 0], pts[1, 0], pts[2, 0], tri, tri_entry, geo, warm, np.inf):
                 warm = run_hint[r]
             for s in range(m):
-                best2[s], best_t[s] = _triangle_dist2(pts[s, 0], pts[s, 1], pts[s, 2], tri, tri_entry, geo, warm, np.inf), warm
+                best2[s], best_t[s] = _triangle_dist2(pts[0, s], pts[1, s], pts[2, s], tri, tri_entry, geo, warm, np.inf), warm
             if with_hierarchy:
                 _nearest_together_hierarchy(pts, m, best2, best_t, tri, tri_entry, geo, cell_start, cell_box, leaf_cell,
                                             boxes, offsets, stack_lv, stack_i)
             elif not (_nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
-                                        cell_k, row_start, local2) or
+                                        cell_k, row_start, local2, gap) or
                       _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
-                                        cell_k, row_start, np.inf)):
+                                        cell_k, row_start, np.inf, gap)):
                 far[r] = 1
                 continue
             warm = best_t[m - 1]
