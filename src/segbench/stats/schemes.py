@@ -282,22 +282,34 @@ def _resampled_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Median of each model's values over each resample: (K, n), (B, n) -> (B, K).
 
     Each model's values are sorted once; a resample's median is where the running count of its draws
-    in that order passes the middle (numpy's median: the middle draw, or the average of the two).
+    in that order passes the middle (numpy's median: the middle draw, or the average of the two). The walks start
+    4 sqrt(n) positions short of the middle (over 5 SDs of a resample's draws there), with the draws before that
+    position from one product (integers: exact), instead of at the first value.
     """
-    n_cases = values.shape[1]
+    n_models, n_cases = values.shape
     orders = np.argsort(values, axis=1, kind="stable")
-    return _median_walk(np.take_along_axis(values, orders, axis=1), orders, counts, (n_cases + 1) // 2, n_cases // 2 + 1)
+    lo, hi = (n_cases + 1) // 2, n_cases // 2 + 1
+    start = max(0, lo - 1 - int(4 * np.sqrt(n_cases)))
+    before = np.zeros((n_cases, n_models))
+    before[orders[:, :start], np.arange(n_models)[:, None]] = 1.0
+    return _median_walk(np.take_along_axis(values, orders, axis=1), orders, counts, lo, hi, start, counts @ before)
 
 
 @numba.njit(cache=True, nogil=True)
-def _median_walk(ordered: np.ndarray, orders: np.ndarray, counts: np.ndarray, lo: int, hi: int) -> np.ndarray:  # pragma: no cover - compiled
-    """Average of the lo-th and hi-th (1-based) draw in each model's sorted order, per resample: (B, K)."""
+def _median_walk(
+    ordered: np.ndarray, orders: np.ndarray, counts: np.ndarray, lo: int, hi: int, start: int, drawn_before: np.ndarray,
+) -> np.ndarray:  # pragma: no cover - compiled
+    """Average of the lo-th and hi-th (1-based) draw in each model's sorted order, per resample: (B, K). The walk
+    starts at position ``start`` where the (B, K) ``drawn_before`` (draws at earlier positions) is below lo, else
+    at the first position."""
     n_models, n_resamples = ordered.shape[0], counts.shape[0]
     out = np.empty((n_resamples, n_models))
     for r in range(n_resamples):
         row = counts[r]
         for k in range(n_models):
-            seen, low, j = 0.0, np.nan, 0
+            seen, low, j = drawn_before[r, k], np.nan, start
+            if seen >= lo:  # the lo-th draw lies before start (over 5 SDs out): from the first position
+                seen, j = 0.0, 0
             while True:
                 seen += row[orders[k, j]]
                 if seen >= lo and np.isnan(low):
