@@ -351,7 +351,7 @@ def _run(
 
     pending: dict[str, dict[str, Callable[[], tuple[MetricCell, _TaskRanks | None]]]] = {}
     analysed: dict[tuple[str, str], tuple[MetricCell, _TaskRanks | None]] = {}
-    out: dict[str, Structure] = {}
+    blocks: dict[str, Structure] = {}
 
     def resamples(name: str, s: _Structure) -> None:
         confidences = {m: settings.confidence if ci_levels is None else float(ci_levels(name, m, len(s.case_ids))) for m in metrics}
@@ -372,7 +372,7 @@ def _run(
             "metrics": {metric: analysed[name, metric][0] for metric in metrics},
         }
         add_clustered(block["metrics"], s.values, s.models, s.case_ids, name, clusters, settings)
-        out[name] = block
+        blocks[name] = block
 
     # structures are independent (own resamples, seeded by name; BLAS on one thread), and so are a structure's metrics
     # once its resamples are drawn: analysed side by side on the machine's cores, the heavy parts (products, sorts,
@@ -384,7 +384,7 @@ def _run(
             steps["cell", name, metric] = (partial(cell, name, metric), [("resamples", name)])
         steps["clustered", name] = (partial(clustered, name, s), [("cell", name, metric) for metric in metrics])
     _scheduled(steps, _threads(len(structures) * len(metrics)))
-    out = {name: out[name] for name in structures}
+    out = {name: blocks[name] for name in structures}
     tasks = [(f"{name}/{metric}", task) for name in structures for metric in metrics if (task := analysed[name, metric][1]) is not None]
     return cast(Analysis, _to_json({
         "settings": settings.to_dict(),
