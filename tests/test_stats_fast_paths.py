@@ -2,7 +2,10 @@
 
 - sign flips from the models' values (``factors``): one product of K columns differenced per pair, ties recomputed;
 - the group means of the bootstrap cell by cell instead of through the masked design;
-- PCG64's raw stream for the flips' 32-bit draws and for the bootstrap's 16-bit case draws.
+- PCG64's raw stream for the flips' 32-bit draws and for the bootstrap's 16-bit case draws;
+- the flips' intervals 64 flips by 64 in a vectorised pass, the unusual blocks flip by flip;
+- the pairs' bootstrap p-values counted from the models' resampled means, without their (B, P) differences;
+- the common-case groups from the models' patterns packed into bytes instead of np.unique over rows.
 """
 
 from __future__ import annotations
@@ -52,6 +55,57 @@ def test_sign_flips_recompute_the_flips_whose_rounding_could_decide_a_tie() -> N
     plain = sign_flips(values[a] - values[b], 4000, rng_for(0, "tie"), 0.05)
     factored = sign_flips(values[a] - values[b], 4000, rng_for(0, "tie"), 0.05, factors=(values, a, b))
     assert plain.p[0] == factored.p[0] == 1.0
+
+
+@pytest.mark.parametrize(("n", "factored"), [(3, False), (3, True), (60, True), (700, True)])
+def test_flip_intervals_vectorised_equal_flip_by_flip(n: int, factored: bool) -> None:
+    # n = 3: flips of every case or none (infinite intervals) in most blocks; n = 700 and the near-identical models:
+    # recomputed ties; the rest: the vectorised pass alone
+    values = _models(n, n)
+    a, b = pair_indices(len(values))
+    diffs = values[a] - values[b]
+    n_flips = 200
+    signs = np.where(rng_for(0, "intervals").random((n_flips, n)) < 0.5, -1.0, 1.0)
+    signs_sum, total = signs.sum(axis=1), diffs.sum(axis=1)
+    slack = 1e-9 * np.abs(diffs).sum(axis=1) / n
+    if factored:
+        flipped, first, second = signs @ values.T, a, b
+        bound = 2.0 * n * np.finfo(np.float64).eps * np.abs(values).sum(axis=1)[a] * 2
+    else:
+        flipped, first, second, bound = signs @ diffs.T, np.arange(a.size), np.full(a.size, -1), np.zeros(a.size)
+    lows, highs, reach = np.empty((a.size, n_flips + 5)), np.empty((a.size, n_flips + 5)), np.zeros(a.size)
+    pairwise._flip_intervals(flipped, first, second, bound, signs, diffs, signs_sum, total, n, slack, lows, highs, 5, reach)
+    for p in range(a.size):
+        low, high = np.empty(n_flips), np.empty(n_flips)
+        count = pairwise._flip_intervals_exact(flipped, first[p], second[p], bound[p], signs, diffs[p], signs_sum, total[p], n,
+                                               slack[p], low, high, 0, n_flips)
+        assert count == reach[p]
+        assert np.array_equal(low, lows[p, 5:]) and np.array_equal(high, highs[p, 5:])
+
+
+def test_pair_bootstrap_p_values_equal_those_of_the_differences() -> None:
+    boot = np.round(np.random.default_rng(3).normal(0.9, 0.01, (2000, 6)), 2)  # rounded: exact ties (difference 0)
+    boot[:, 5] = boot[:, 4]
+    a, b = pair_indices(6)
+    assert np.array_equal(pairwise.pair_bootstrap_p_values(boot, a, b), pairwise.bootstrap_p_values(boot[:, a] - boot[:, b]))
+    assert np.array_equal(pairwise.pair_bootstrap_p_values(boot[:, ::-1], a, b),
+                          pairwise.bootstrap_p_values(boot[:, ::-1][:, a] - boot[:, ::-1][:, b]))
+
+
+def test_common_case_groups_equal_those_of_unique_rows() -> None:
+    def plain(observed: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        masks, group_of = np.unique(observed[a] & observed[b], axis=0, return_inverse=True)
+        return [(np.flatnonzero(group_of.reshape(-1) == g), np.flatnonzero(mask)) for g, mask in enumerate(masks)]
+
+    rng = np.random.default_rng(4)
+    for n_cases in (1, 8, 13, 743):
+        observed = rng.random((7, n_cases)) < 0.9
+        observed[2] = observed[1]
+        observed[5] = True
+        for a, b in (pair_indices(7), np.nonzero(~np.eye(7, dtype=bool))):
+            got, want = pairwise.common_case_groups(observed, a, b), plain(observed, a, b)
+            assert len(got) == len(want)
+            assert all(np.array_equal(x, y) for g, w in zip(got, want) for x, y in zip(g, w))
 
 
 def test_uint32_draws_are_numpys() -> None:

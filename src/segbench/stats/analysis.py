@@ -22,7 +22,16 @@ from threadpoolctl import threadpool_limits
 
 from .clusters import add_clustered, case_clusters, verdict_changes
 from .identical import identical_to_reference
-from .pairwise import SignFlips, common_case_groups, merge_sign_flips, pair_indices, separability, sign_flips, wilcoxon_map
+from .pairwise import (
+    SignFlips,
+    common_case_groups,
+    merge_sign_flips,
+    pair_bootstrap_p_values,
+    pair_indices,
+    separability,
+    sign_flips,
+    wilcoxon_map,
+)
 from .power import cases_needed
 from .ranges import range_violations
 from .ranking import identical_groups, leave_one_out, rank_min, ranking_stability
@@ -376,13 +385,15 @@ def _run(
 
     # structures are independent (own resamples, seeded by name; BLAS on one thread), and so are a structure's metrics
     # once its resamples are drawn: analysed side by side on the machine's cores, the heavy parts (products, sorts,
-    # compiled loops) release the GIL; the output is the same bytes
+    # compiled loops) release the GIL; the output is the same bytes. Largest first (cost grows with cases x models), so
+    # that the last to finish is a small one and no core idles long.
+    largest_first = sorted(structures, key=lambda name: -len(structures[name].case_ids) * len(structures[name].models))
     steps: dict[tuple[str, ...], tuple[Callable[[], None], list[tuple[str, ...]]]] = {}
-    for name, s in structures.items():
-        steps["resamples", name] = (partial(resamples, name, s), [])
+    for name in largest_first:
+        steps["resamples", name] = (partial(resamples, name, structures[name]), [])
         for metric in metrics:
             steps["cell", name, metric] = (partial(cell, name, metric), [("resamples", name)])
-        steps["clustered", name] = (partial(clustered, name, s), [("cell", name, metric) for metric in metrics])
+        steps["clustered", name] = (partial(clustered, name, structures[name]), [("cell", name, metric) for metric in metrics])
     _scheduled(steps, _threads(len(structures) * len(metrics)))
     out = {name: blocks[name] for name in structures}
     tasks = [(f"{name}/{metric}", task) for name in structures for metric in metrics if (task := analysed[name, metric][1]) is not None]
@@ -778,14 +789,17 @@ def _pairwise(
     a, b = pair_indices(len(names))
     if not a.size:
         return []
+    flips = _sign_flips(values, a, b, settings, context.structure, context.metric)
+    by_resamples = flips is None  # the bootstrap CIs decide: they read the resampled differences
     sep = separability(
-        boot[:, a] - boot[:, b],
+        boot[:, a] - boot[:, b] if by_resamples else None,
         means[a] - means[b],
-        None if jack is None else jack[:, a] - jack[:, b],
+        None if jack is None or not by_resamples else jack[:, a] - jack[:, b],
         alpha=settings.alpha,
         correction=settings.multiple_comparison,
         ci_method=settings.ci_method,
-        flips=_sign_flips(values, a, b, settings, context.structure, context.metric),
+        flips=flips,
+        p_boot=pair_bootstrap_p_values(boot, a, b),
     )
     return [
         {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}
@@ -872,8 +886,11 @@ def _pairwise_complete(
     n_shared = shared_at.size
     if all(cases.size == n_shared for _, cases in groups):
         return None
-    diff_boot, diff = np.empty((boot.shape[0], a.size)), np.empty(a.size)
-    reads_jack = settings.ci_method != "percentile"  # BCa and skew_t read the jackknife
+    # the resampled differences and their jackknife only where the bootstrap CIs decide (no sign-flip test)
+    by_resamples = settings.pairwise_test == "bootstrap_ci"
+    diff_boot = np.empty((boot.shape[0], a.size)) if by_resamples else None
+    p_boot, diff = np.empty(a.size), np.empty(a.size)
+    reads_jack = by_resamples and settings.ci_method != "percentile"  # BCa and skew_t read the jackknife
     diff_jack = np.full((len(case_ids), a.size), np.nan) if reads_jack else None
     n_cases = np.empty(a.size, dtype=np.int64)
     tests = []
@@ -891,12 +908,14 @@ def _pairwise_complete(
             g_means = sub.mean(axis=1)
             g_jack = jackknife_means(sub) if reads_jack and cases.size > 1 else None
             ga, gb = np.searchsorted(used, a[pairs]), np.searchsorted(used, b[pairs])
-        diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]
+        p_boot[pairs] = pair_bootstrap_p_values(g_boot, ga, gb)
+        if by_resamples:
+            diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]
         diff[pairs] = g_means[ga] - g_means[gb]
         if reads_jack and g_jack is not None:
             diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]
     sep = separability(diff_boot, diff, diff_jack, alpha=settings.alpha, correction=settings.multiple_comparison,
-                       ci_method=settings.ci_method, flips=merge_sign_flips(tests, a.size) if tests else None)
+                       ci_method=settings.ci_method, flips=merge_sign_flips(tests, a.size) if tests else None, p_boot=p_boot)
     pairwise = [
         {"a": names[i], "b": names[j], "mean_diff": diff[p], "n_cases": n_cases[p], **{k: v[p] for k, v in sep.items()}}
         for p, (i, j) in enumerate(zip(a, b))

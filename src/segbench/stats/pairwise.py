@@ -29,8 +29,30 @@ def bootstrap_p_values(diff_boot: np.ndarray) -> np.ndarray:
     return np.minimum(1.0, 2.0 * tail / n_rows)
 
 
+def pair_bootstrap_p_values(boot: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`bootstrap_p_values` of the differences boot[:, a] - boot[:, b] of (B, K) resampled means, counted per
+    pair without forming the (B, P) differences (under the sign-flip test they are needed for nothing else)."""
+    below, above = np.zeros(a.size, dtype=np.int64), np.zeros(a.size, dtype=np.int64)
+    _tail_counts(np.ascontiguousarray(boot.T), a, b, below, above)
+    return np.minimum(1.0, 2.0 * np.minimum(below, above) / boot.shape[0])
+
+
+@numba.njit(cache=True, nogil=True)
+def _tail_counts(columns: np.ndarray, a: np.ndarray, b: np.ndarray, below: np.ndarray, above: np.ndarray) -> None:  # pragma: no cover - compiled
+    """below[p] = #{r: columns[a[p], r] - columns[b[p], r] <= 0}, above[p] likewise for >= 0 (each model's resamples
+    one contiguous row: the count over them vectorises)."""
+    for p in range(a.size):
+        first, second = columns[a[p]], columns[b[p]]
+        at_most, at_least = 0, 0
+        for r in range(first.size):
+            d = first[r] - second[r]
+            at_most += np.int64(d <= 0.0)
+            at_least += np.int64(d >= 0.0)
+        below[p], above[p] = at_most, at_least
+
+
 def separability(
-    diff_boot: np.ndarray,
+    diff_boot: np.ndarray | None,
     diff: np.ndarray,
     diff_jack: np.ndarray | None,
     *,
@@ -38,6 +60,7 @@ def separability(
     correction: str,
     ci_method: str,
     flips: SignFlips | None = None,
+    p_boot: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Family-wise adjusted separability of P pairs, each with the interval of its mean difference that decides it.
 
@@ -54,9 +77,12 @@ def separability(
     its p-values order and decide the pairs (separable when p < the step's alpha) and the intervals are the test's
     inversion at the same levels (:meth:`SignFlips.interval`), so a pair is separable exactly when its interval
     excludes 0; ``p_adjusted`` holds the Holm- or Bonferroni-adjusted p-values.
+
+    ``p_boot``: the bootstrap p-values where the caller has them (:func:`pair_bootstrap_p_values`); with it and
+    ``flips`` the resampled differences are read for nothing, and ``diff_boot`` and ``diff_jack`` may be None.
     """
-    n_pairs = diff_boot.shape[1]
-    p_boot = bootstrap_p_values(diff_boot)
+    p_boot = bootstrap_p_values(diff_boot) if p_boot is None else p_boot
+    n_pairs = p_boot.size
     p_values = None if flips is None else flips.p
     if flips is None:
         diff_boot = sort_columns(diff_boot)  # once for every interval below
@@ -211,7 +237,8 @@ def sign_flips(
     for start in range(0, n_flips, chunk):
         size = min(chunk, n_flips - start)
         if filled + size > capacity:  # trim now and then, not per chunk: one partition per pair in most cases
-            lows[:, :keep], highs[:, :keep] = _smallest(lows[:, :filled], keep), _smallest(highs[:, :filled], keep)
+            _smallest(lows[:, :filled], keep)
+            _smallest(highs[:, :filled], keep)
             filled = keep
         # a fair bit per case: the top bit of a 32-bit draw, the bit integers(0, 2) returns from the same stream
         _signs(_uint32_draws(rng, size, n), signs, signs_sum)
@@ -269,7 +296,7 @@ def _signs(draws: np.ndarray, signs: np.ndarray, sums: np.ndarray) -> None:  # p
         sums[r] = 2.0 * ups - n
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _flip_intervals(
     flipped: np.ndarray, first: np.ndarray, second: np.ndarray, bound: np.ndarray, signs: np.ndarray, diffs: np.ndarray,
     signs_sum: np.ndarray, total: np.ndarray, n: int, slack: np.ndarray, lows: np.ndarray, highs: np.ndarray, at: int,
@@ -284,32 +311,69 @@ def _flip_intervals(
     recomputed from ``signs`` and ``diffs``. ``signs_sum`` (F,): m = sum of s_i; ``total`` (P,): S. The ends are the
     mean of d over the flipped cases, (S - A) / (n - m), and over the others, (S + A) / (n + m); a flip of every case
     or of none reaches at every δ.
+
+    64 flips at a time, their sums transposed so that each pair's pass reads and writes contiguous memory and
+    vectorises (the divisions are most of the work); the rare flips that need more (a recomputed sum, all or no
+    case flipped) send the pair's 64 flips through :func:`_flip_intervals_exact`, which gives the same values.
     """
-    n_flips = flipped.shape[0]
+    n_flips, n_columns = flipped.shape
     n_pairs = first.shape[0]
-    for block in range(0, n_flips, 64):  # 64 flips at a time: the rows read stay in cache, the writes are contiguous
-        end = min(block + 64, n_flips)
+    sums = np.zeros((n_columns + 1, 64))  # row n_columns: the absent second term (x - 0.0 is x)
+    for block in range(0, n_flips, 64):
+        size = min(64, n_flips - block)
+        for f in range(size):
+            for c in range(n_columns):
+                sums[c, f] = flipped[block + f, c]
         for p in range(n_pairs):
-            for f in range(block, end):
-                m = signs_sum[f]
-                if abs(m) == n:
-                    lo, hi = -np.inf, np.inf
-                else:
-                    flip_sum = flipped[f, first[p]]
-                    if second[p] >= 0:
-                        flip_sum -= flipped[f, second[p]]
-                    lo, hi = _ends(total[p], flip_sum, n, m)
-                    if bound[p] > 0.0:
-                        error = bound[p] / (n - abs(m))
-                        if abs(lo - slack[p]) <= error or abs(hi + slack[p]) <= error:
-                            flip_sum = 0.0
-                            for i in range(n):
-                                flip_sum += signs[f, i] * diffs[p, i]
-                            lo, hi = _ends(total[p], flip_sum, n, m)
-                if lo - slack[p] <= 0.0 and hi + slack[p] >= 0.0:
-                    reach[p] += 1.0
-                lows[p, at + f] = lo
-                highs[p, at + f] = -hi
+            row_a, row_b = sums[first[p]], sums[second[p] if second[p] >= 0 else n_columns]
+            low, high = lows[p, at + block : at + block + size], highs[p, at + block : at + block + size]
+            t, s, b = total[p], slack[p], bound[p]
+            for f in range(size):
+                lo, hi = _ends(t, row_a[f] - row_b[f], n, signs_sum[block + f])
+                low[f] = lo
+                high[f] = -hi
+            count, unusual = 0, 0  # integer counts: the loop vectorises
+            for f in range(size):
+                m = signs_sum[block + f]
+                error = b / (n - abs(m))
+                lo, hi = low[f], -high[f]
+                unusual += np.int64((abs(m) == n) | ((b > 0.0) & ((abs(lo - s) <= error) | (abs(hi + s) <= error))))
+                count += np.int64((lo - s <= 0.0) & (hi + s >= 0.0))
+            if unusual:
+                count = _flip_intervals_exact(flipped, first[p], second[p], b, signs, diffs[p], signs_sum, t, n, s, low,
+                                              high, block, size)
+            reach[p] += count
+
+
+@numba.njit(cache=True, nogil=True)
+def _flip_intervals_exact(
+    flipped: np.ndarray, first: int, second: int, bound: float, signs: np.ndarray, diffs: np.ndarray, signs_sum: np.ndarray,
+    total: float, n: int, slack: float, low: np.ndarray, high: np.ndarray, block: int, size: int,
+) -> int:  # pragma: no cover - compiled
+    """:func:`_flip_intervals` of one pair and the flips block ... block + size, flip by flip with every case handled:
+    writes low[f] = lo, high[f] = -hi and returns the count of flips that reach at 0."""
+    count = 0
+    for f in range(block, block + size):
+        m = signs_sum[f]
+        if abs(m) == n:
+            lo, hi = -np.inf, np.inf
+        else:
+            flip_sum = flipped[f, first]
+            if second >= 0:
+                flip_sum -= flipped[f, second]
+            lo, hi = _ends(total, flip_sum, n, m)
+            if bound > 0.0:
+                error = bound / (n - abs(m))
+                if abs(lo - slack) <= error or abs(hi + slack) <= error:
+                    flip_sum = 0.0
+                    for i in range(n):
+                        flip_sum += signs[f, i] * diffs[i]
+                    lo, hi = _ends(total, flip_sum, n, m)
+        if lo - slack <= 0.0 and hi + slack >= 0.0:
+            count += 1
+        low[f - block] = lo
+        high[f - block] = -hi
+    return count
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -321,8 +385,11 @@ def _ends(total: float, flip_sum: float, n: int, m: float) -> tuple[float, float
 
 
 def _smallest(values: np.ndarray, k: int) -> np.ndarray:
-    """The k smallest of each row of (P, R) ``values``, in no order (all of them when R <= k)."""
-    return np.partition(values, k - 1, axis=1)[:, :k] if values.shape[1] > k else values
+    """The k smallest of each row of (P, R) ``values``, in no order (all of them when R <= k), moved to its first k
+    columns in place (a view: no copy of the rows)."""
+    if values.shape[1] > k:
+        values.partition(k - 1, axis=1)
+    return values[:, :k]
 
 
 def tail_bound_radius(spread: np.ndarray, n: np.ndarray, tolerance: np.ndarray, alpha: np.ndarray) -> np.ndarray:
@@ -376,13 +443,23 @@ def common_case_groups(observed: np.ndarray, a: np.ndarray, b: np.ndarray) -> li
     pairwise-complete alignment (Touchstone) one per distinct common-case set, so every test and
     bootstrap runs vectorised over the pairs of a group.
     """
-    # Work on the few distinct model patterns, not on the K(K-1) pair masks: unique over (P, N) rows is slow.
-    model_patterns, model_of = np.unique(observed, axis=0, return_inverse=True)
-    model_of = model_of.reshape(-1)
-    combos, combo_of = np.unique(np.stack([model_of[a], model_of[b]], axis=1), axis=0, return_inverse=True)
-    masks, mask_of = np.unique(model_patterns[combos[:, 0]] & model_patterns[combos[:, 1]], axis=0, return_inverse=True)
-    group_of = mask_of.reshape(-1)[combo_of.reshape(-1)]
-    return [(np.flatnonzero(group_of == g), np.flatnonzero(mask)) for g, mask in enumerate(masks)]
+    # Work on the models' patterns packed 8 cases a byte: equal rows are equal bytes, and bytes order as the rows do
+    # (first case in the top bit), so the groups come in np.unique(masks, axis=0)'s order without its slow row sort.
+    n_cases = observed.shape[1]
+    packed = np.packbits(observed, axis=1)
+    rows = [row.tobytes() for row in packed]
+    masks: dict[tuple[bytes, bytes], bytes] = {}  # per pair of model patterns: their common cases
+    pair_mask = []
+    for i, j in zip(a.tolist(), b.tolist()):
+        mask = masks.get((rows[i], rows[j]))
+        if mask is None:
+            mask = masks[rows[i], rows[j]] = (packed[i] & packed[j]).tobytes()
+        pair_mask.append(mask)
+    distinct = sorted(set(pair_mask))
+    group = {mask: g for g, mask in enumerate(distinct)}
+    group_of = np.array([group[mask] for mask in pair_mask], dtype=np.int64)
+    return [(np.flatnonzero(group_of == g), np.flatnonzero(np.unpackbits(np.frombuffer(mask, dtype=np.uint8), count=n_cases)))
+            for g, mask in enumerate(distinct)]
 
 
 def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float, paired: PairRanks | None = None) -> dict[str, np.ndarray]:
@@ -403,7 +480,7 @@ def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float, paire
     n_common = np.zeros(a.size, dtype=np.int64)
     observed = ~np.isnan(values)
     whole = bool(observed.all())
-    # every model on every case (shared cases): one group, without common_case_groups' unique over the (K, n) patterns
+    # every model on every case (shared cases): one group, without grouping the (K, n) observed patterns
     groups = [(np.arange(a.size), np.arange(values.shape[1]))] if whole else common_case_groups(observed, a, b)
     for pairs, cases in groups:
         n_common[pairs] = cases.size
