@@ -2,7 +2,7 @@
 
 - sign flips from the models' values (``factors``): one product of K columns differenced per pair, ties recomputed;
 - the group means of the bootstrap cell by cell instead of through the masked design;
-- PCG64's raw stream for the flips' 32-bit draws;
+- PCG64's raw stream for the flips' 32-bit draws and for the bootstrap's 16-bit case draws;
 - the flips' intervals 64 flips by 64 in a vectorised pass, the unusual blocks flip by flip;
 - the pairs' bootstrap p-values counted from the models' resampled means, without their (B, P) differences;
 - the common-case groups from the models' patterns packed into bytes instead of np.unique over rows.
@@ -113,6 +113,16 @@ def test_uint32_draws_are_numpys() -> None:
         plain, fast = rng_for(1, "draws"), rng_for(1, "draws")
         for shape in shapes:
             assert np.array_equal(plain.integers(0, 2**32, size=shape, dtype=np.uint32), pairwise._uint32_draws(fast, *shape))
+
+
+@pytest.mark.parametrize("n", [2, 7, 100, 4912, 30000])
+def test_case_draws_are_numpys_and_leave_the_generator_as_numpy_does(n: int) -> None:
+    plain, fast = rng_for(2, "cases", str(n)), rng_for(2, "cases", str(n))
+    for step, size in enumerate([3, 1, 407, 2, 5]):
+        assert np.array_equal(plain.integers(0, n, size=(size, n), dtype=np.int16), resampling._case_draws(n, size, fast))
+        assert plain.bit_generator.state == fast.bit_generator.state
+        for rng in (plain, fast):  # leave a half of a 32-bit draw, or not, before the next draws
+            rng.integers(0, 2**32, step % 2 + 1, dtype=np.uint32)
 
 
 def test_group_means_cell_by_cell_equal_the_masked_design(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import NamedTuple, TypedDict, cast
 
 import numpy as np
@@ -357,10 +358,19 @@ def _run(
     """The results dict; ``identical``: per model its ``identical_to_reference`` entry (a model not in it has none: older
     results recomputed); ``ci_levels`` as for :func:`analyze`."""
 
-    def one(name: str, s: _Structure) -> tuple[Structure, dict[str, _TaskRanks]]:
+    pending: dict[str, dict[str, Callable[[], tuple[MetricCell, _TaskRanks | None]]]] = {}
+    analysed: dict[tuple[str, str], tuple[MetricCell, _TaskRanks | None]] = {}
+    blocks: dict[str, Structure] = {}
+
+    def resamples(name: str, s: _Structure) -> None:
         confidences = {m: settings.confidence if ci_levels is None else float(ci_levels(name, m, len(s.case_ids))) for m in metrics}
-        cells, tasks = _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool), settings,
-                                          confidences)
+        pending[name] = _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool),
+                                           settings, confidences)
+
+    def cell(name: str, metric: str) -> None:
+        analysed[name, metric] = pending[name].pop(metric)()  # the structure's resamples go with its last cell
+
+    def clustered(name: str, s: _Structure) -> None:
         block: Structure = {
             "n_cases": len(s.case_ids),
             "n_absent": s.n_absent,
@@ -368,20 +378,25 @@ def _run(
             "case_ids": s.case_ids,
             "flags": s.flags,
             "case_meta": s.case_meta,
-            "metrics": cells,
+            "metrics": {metric: analysed[name, metric][0] for metric in metrics},
         }
         add_clustered(block["metrics"], s.values, s.models, s.case_ids, name, clusters, settings)
-        return block, tasks
+        blocks[name] = block
 
-    # structures are independent (own resamples, seeded by name; BLAS on one thread): analysed side by side on the
-    # machine's cores, the heavy parts (products, sorts, compiled loops) release the GIL; the output is the same bytes.
-    # Largest first (cost grows with cases x models), so that the last to finish is a small one and no core idles long.
+    # structures are independent (own resamples, seeded by name; BLAS on one thread), and so are a structure's metrics
+    # once its resamples are drawn: analysed side by side on the machine's cores, the heavy parts (products, sorts,
+    # compiled loops) release the GIL; the output is the same bytes. Largest first (cost grows with cases x models), so
+    # that the last to finish is a small one and no core idles long.
     largest_first = sorted(structures, key=lambda name: -len(structures[name].case_ids) * len(structures[name].models))
-    with ThreadPoolExecutor(max_workers=_threads(len(structures))) as pool:
-        done = dict(zip(largest_first, pool.map(one, largest_first, [structures[name] for name in largest_first])))
-    analysed = {name: done[name] for name in structures}
-    out = {name: block for name, (block, _) in analysed.items()}
-    tasks = [(f"{name}/{metric}", task) for name, (_, cell_tasks) in analysed.items() for metric, task in cell_tasks.items()]
+    steps: dict[tuple[str, ...], tuple[Callable[[], None], list[tuple[str, ...]]]] = {}
+    for name in largest_first:
+        steps["resamples", name] = (partial(resamples, name, structures[name]), [])
+        for metric in metrics:
+            steps["cell", name, metric] = (partial(cell, name, metric), [("resamples", name)])
+        steps["clustered", name] = (partial(clustered, name, structures[name]), [("cell", name, metric) for metric in metrics])
+    _scheduled(steps, _threads(len(structures) * len(metrics)))
+    out = {name: blocks[name] for name in structures}
+    tasks = [(f"{name}/{metric}", task) for name in structures for metric in metrics if (task := analysed[name, metric][1]) is not None]
     return cast(Analysis, _to_json({
         "settings": settings.to_dict(),
         "subgroup_fields": subgroup_fields,
@@ -393,9 +408,33 @@ def _run(
     }))
 
 
-def _threads(n_structures: int) -> int:
-    """Threads for the structures: the cores this process may use, at most one per structure."""
-    return max(1, min(len(os.sched_getaffinity(0)), n_structures))
+def _threads(n_tasks: int) -> int:
+    """Threads for the structures' steps: the cores this process may use, at most one per step that can run at once."""
+    return max(1, min(len(os.sched_getaffinity(0)), n_tasks))
+
+
+def _scheduled(steps: Mapping[Hashable, tuple[Callable[[], None], Sequence[Hashable]]], threads: int) -> None:
+    """Run every step (key -> (function, the keys of the steps it waits for)) once those have run, on ``threads`` threads.
+
+    A free thread takes the first ready step in the mapping's order (which lists every step after the ones it waits for):
+    with each structure's steps listed together, the threads finish the structures they began (and free their resamples)
+    before they begin another, and the steps, smaller than a structure, keep the cores busy to the end (nine whole
+    structures on two threads left one thread idle while the ninth ran).
+    """
+    if threads == 1:
+        for run, _ in steps.values():
+            run()
+        return
+    waiting, done = dict(steps), set()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        running: dict[Future, Hashable] = {}
+        while waiting or running:
+            for key in [k for k, (_, after) in waiting.items() if done.issuperset(after)][: threads - len(running)]:
+                running[pool.submit(waiting.pop(key)[0])] = key
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                future.result()  # a step's error stops the run
+                done.add(running.pop(future))
 
 
 def _consensus(tasks: list[tuple[str, _TaskRanks]], settings: StatsSettings) -> Consensus | None:
@@ -495,23 +534,20 @@ def _analyze_structure(
     ranked: np.ndarray,
     settings: StatsSettings,
     confidences: Mapping[str, float],
-) -> tuple[dict[str, MetricCell], dict[str, _TaskRanks]]:
+) -> dict[str, Callable[[], tuple[MetricCell, _TaskRanks | None]]]:
     """Sections 5.3-5.11 of docs/methodology.md for every metric of one structure; the models' CIs of a metric at its
-    level in ``confidences`` (the subgroups' at ``settings.confidence``). Second, per metric whose ranking is defined,
-    its inputs to the consensus.
+    level in ``confidences`` (the subgroups' at ``settings.confidence``). Draws the structure's resamples and gives per
+    metric the rest of its cell (:func:`_cell`: the cell and, where its ranking is defined, its inputs to the
+    consensus), to run on any thread.
 
     One resample matrix per structure serves all metrics, models and subgroups (paired across all).
     """
     n_models = len(models)
     res = _resamples(s, structure, n_models, metrics, settings, confidences)
     all_reported = _all_reported(s, models, metrics, structure, settings, confidences)
-    cells, tasks = {}, {}
-    for i, (metric, higher) in enumerate(metrics.items()):
-        cells[metric], task = _cell(s, structure, metric, higher, slice(i * n_models, (i + 1) * n_models), models, ranked, res,
-                                    all_reported[metric], settings, confidences[metric])
-        if task is not None:
-            tasks[metric] = task
-    return cells, tasks
+    return {metric: partial(_cell, s, structure, metric, higher, slice(i * n_models, (i + 1) * n_models), models, ranked, res,
+                            all_reported[metric], settings, confidences[metric])
+            for i, (metric, higher) in enumerate(metrics.items())}
 
 
 def _cell(

@@ -471,36 +471,44 @@ def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float, paire
     p-values are Holm-adjusted together. A pair whose differences are all zero (or that has no
     common case) gets p = 1 (never significant). The diagonal is NaN. ``n_cases`` counts each
     pair's common cases. ``paired``: ``schemes.pair_ranks`` of ``values`` where the caller holds it (read for the
-    pairs on every case).
+    pairs when every model has every case).
     """
     n_models = values.shape[0]
     a, b = np.nonzero(~np.eye(n_models, dtype=bool))
     alternative = "greater" if higher_is_better else "less"  # of scipy.stats.wilcoxon, used for n <= 50
     p = np.ones(a.size)
     n_common = np.zeros(a.size, dtype=np.int64)
-    for pairs, cases in common_case_groups(~np.isnan(values), a, b):
-        diffs = values[a[pairs]][:, cases] - values[b[pairs]][:, cases]
+    observed = ~np.isnan(values)
+    whole = bool(observed.all())
+    # every model on every case (shared cases): one group, without grouping the (K, n) observed patterns
+    groups = [(np.arange(a.size), np.arange(values.shape[1]))] if whole else common_case_groups(observed, a, b)
+    for pairs, cases in groups:
         n_common[pairs] = cases.size
-        test = np.flatnonzero((diffs != 0).any(axis=1))
-        if test.size and cases.size > 50:
+        if paired is not None and whole and cases.size > 50:
+            # the pairs' differences are paired.diffs (np.triu_indices order): no (K(K-1), n) differences to build
+            at = np.flatnonzero(paired.m > 0)
+            first, second = np.triu_indices(n_models, k=1)
+            forward = first[at] * (n_models - 1) + second[at] - 1  # position of (a, b), a < b, among the ordered pairs
+            centred, sd = paired.centred[at], paired.sd[at]
+        else:
+            diffs = values[a[pairs]][:, cases] - values[b[pairs]][:, cases]
+            test = np.flatnonzero((diffs != 0).any(axis=1))
+            if not test.size or cases.size <= 50:
+                # n <= 50: 'auto' picks exact / permutation / normal from the ties and zeros of the whole
+                # batch when vectorised; per-pair calls keep each pair's own choice, as a per-pair protocol does.
+                for k in test:
+                    p[pairs[k]] = stats.wilcoxon(diffs[k], alternative=alternative).pvalue
+                continue
+            # One direction per pair: the reverse pair's statistic is exactly the negative.
+            forward = pairs[test[a[pairs[test]] < b[pairs[test]]]]
+            centred, sd, _ = signed_rank_z(values[a[forward]][:, cases] - values[b[forward]][:, cases])
+        if forward.size:
             # For n > 50 scipy's method='auto' is the normal approximation without continuity correction
             # for every pair: signed_rank_z computes it with the same operations (zeros dropped, average
             # ranks, tie-corrected SD), without scipy's per-call overhead.
-            # One direction per pair: the reverse pair's statistic is exactly the negative.
-            forward = pairs[test[a[pairs[test]] < b[pairs[test]]]]
-            if paired is not None and cases.size == values.shape[1]:
-                at = a[forward] * (2 * n_models - a[forward] - 1) // 2 + b[forward] - a[forward] - 1  # np.triu_indices order
-                centred, sd = paired.centred[at], paired.sd[at]
-            else:
-                centred, sd, _ = signed_rank_z(values[a[forward]][:, cases] - values[b[forward]][:, cases])
             z = centred / sd if higher_is_better else -centred / sd
             reverse = b[forward] * (n_models - 1) + a[forward] - (a[forward] > b[forward])  # position of (b, a)
             p[forward], p[reverse] = ndtr(-z), ndtr(z)
-        else:
-            # n <= 50: 'auto' picks exact / permutation / normal from the ties and zeros of the whole
-            # batch when vectorised; per-pair calls keep each pair's own choice, as a per-pair protocol does.
-            for k in test:
-                p[pairs[k]] = stats.wilcoxon(diffs[k], alternative=alternative).pvalue
     adjusted = holm(p)
     raw_m, adj_m = np.full((n_models, n_models), np.nan), np.full((n_models, n_models), np.nan)
     raw_m[a, b], adj_m[a, b] = p, adjusted
