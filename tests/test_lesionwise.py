@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from lesion_cases import STRUCTURES, load_case, simulate_lesions
-from segbench.scoring import GeometryError, LesionSetting, Region, score_lesion_cases
+from segbench.scoring import GeometryError, LesionSetting, Region, score_cases, score_cases_and_lesions, score_lesion_cases
 from segbench.scoring.instances import score_lesions
 from segbench.scoring.lesionwise import score_case_lesions
 from segbench.scoring.settings import lesion_structures
@@ -150,3 +150,15 @@ def test_a_lone_model_without_predictions_leaves_sq_unanalysed_and_the_page_says
     assert block["counts"]["tumor"]["sim_one_missing"]["tp"] == 0
     page = lesion_section({"models": {"sim_one_missing": {"kind": "simulated", "simulated": True}}, "lesions": block})
     assert "Nothing to analyse: no case has a value for every model." in page
+
+
+def test_one_decode_for_both_tables_gives_what_each_gives(case_files) -> None:
+    """score_cases_and_lesions (the score stage) equals score_cases and score_lesion_cases run apart, a missing prediction included."""
+    items = list(case_files.items())[:2]
+    triples = [(case, ref, pred) for case, (ref, pred, *_) in items] + [(items[0][0], items[0][1][0], None)]
+    regions = [Region("tumor", (2,), 1.0), Region("kidney_and_mass", (1, 2, 3), 1.0)]
+    scored, rows, instances = score_cases_and_lesions(triples, regions, SETTING, progress=False, extra_profiles=("monai",))
+    pd.testing.assert_frame_equal(scored, score_cases(triples, regions, progress=False, extra_profiles=("monai",)))
+    expected_rows, expected_instances = score_lesion_cases(triples, SETTING, progress=False)
+    pd.testing.assert_frame_equal(rows, expected_rows)
+    pd.testing.assert_frame_equal(instances, expected_instances)

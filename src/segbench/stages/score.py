@@ -21,6 +21,7 @@ from segbench.datasets.schema import DatasetConfig
 from segbench.models.schema import ModelConfig
 from segbench.models.structures import compose
 from segbench.scoring.engine import ANALYZED_METRICS
+from segbench.scoring.settings import LesionSetting
 from segbench.stages.bundles import LESION_PROFILE_TAG, headline_metrics, shown_mean, version_tags, write_bundle
 from segbench.stages.paths import predictions_dir, scores_dir
 
@@ -95,10 +96,13 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
         raise ValueError(f"model {model_name!r} on dataset {dataset_name!r}: no region can be scored ({excluded})")
     profile = str(params.scoring.get("profile", scoring.DEFAULT_PROFILE))
     others = [name for name in params.scoring.get("sensitivity_profiles") or () if name != profile]
-    scored = scoring.score_cases(
-        triples, regions, workers=workers or int(params.scoring.get("workers", 1)), allowed_labels=dataset.region_labels(),
-        profile=profile, extra_profiles=others,
-    )
+    setting = _lesion_setting(params, dataset, model, excluded)
+    options = {"workers": workers or int(params.scoring.get("workers", 1)), "allowed_labels": dataset.region_labels()}
+    if setting is None:
+        scored = scoring.score_cases(triples, regions, profile=profile, extra_profiles=others, **options)
+    else:  # one decode of each case and one pool for both (scoring.score_cases_and_lesions)
+        scored, lesion_rows, instance_rows = scoring.score_cases_and_lesions(triples, regions, setting, profile=profile, extra_profiles=others,
+                                                                             **options)
     scored.insert(0, "model", model.name)
     scored.insert(1, "kind", model.kind)
     main = (scored["metric_profile"] == profile).to_numpy()
@@ -107,27 +111,27 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     record["params"]["scoring.excluded_regions"] = json.dumps(excluded, sort_keys=True)
     record["params"]["scoring.sensitivity_profiles"] = ",".join(others)
     tables = {tracking.PROFILES_ARTIFACT: scored[~main].reset_index(drop=True)} if others else {}
-    tables |= _score_lesions(params, dataset, model, triples, excluded, record, workers)
+    if setting is not None:
+        tables |= _lesion_tables(setting, model, lesion_rows, instance_rows, record)
     write_bundle(scores_dir(dataset_name, model_name), rows, record, tables)
 
 
-def _score_lesions(
-    params: Params, dataset: DatasetConfig, model: ModelConfig, triples: list[tuple[str, Path, Path | None]], excluded: Mapping[str, Any],
-    record: dict[str, Any], workers: int | None,
-) -> dict[str, pd.DataFrame]:
-    """The lesion-wise tables of a (dataset, model) when ``scoring.lesions`` names structures the dataset has and the
-    model segments (a structure the model lacks, or whose region predict excluded, is not scored); their settings
-    and headline means go into the run record (docs/methodology.md#37-lesion-wise-scores)."""
+def _lesion_setting(params: Params, dataset: DatasetConfig, model: ModelConfig, excluded: Mapping[str, Any]) -> LesionSetting | None:
+    """The lesion setting of a (dataset, model): the structures of ``scoring.lesions`` the dataset has and the model
+    segments (a structure the model lacks, or whose region predict excluded, is not scored); None without any."""
     setting = params.lesion_setting(dataset.name)
     if setting is None:
-        return {}
+        return None
     produced = {name for name, parts in compose(model.label_map.values(), dataset.labels, where=f"model {model.name!r}").items() if parts}
     setting = dataclasses.replace(setting, structures=tuple(s for s in setting.structures if s.name in produced and s.name not in excluded))
-    if not setting.structures:
-        return {}
-    lesion_rows, instance_rows = scoring.score_lesion_cases(
-        triples, setting, workers=workers or int(params.scoring.get("workers", 1)), allowed_labels=dataset.region_labels(),
-    )
+    return setting if setting.structures else None
+
+
+def _lesion_tables(
+    setting: LesionSetting, model: ModelConfig, lesion_rows: pd.DataFrame, instance_rows: pd.DataFrame, record: dict[str, Any],
+) -> dict[str, pd.DataFrame]:
+    """The lesion-wise tables of a (dataset, model) (docs/methodology.md#37-lesion-wise-scores); their settings and
+    headline means go into the run record."""
     lesion_rows.insert(0, "model", model.name)
     instance_rows.insert(0, "model", model.name)
     record["params"]["scoring.lesions"] = json.dumps(
