@@ -42,7 +42,6 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from scipy.spatial import cKDTree
 from segauge.metrics.distance import SurfaceDistances
 
 from segbench.scoring.surface import CORNERS, cell_codes, distance_metrics, surface_distances
@@ -93,17 +92,6 @@ def _surfels(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return idx, flat[idx]
 
 
-def _directed(idx_from: np.ndarray, idx_to: np.ndarray, tree_to: cKDTree, shape: tuple[int, ...], spacing: np.ndarray) -> np.ndarray:
-    """Distance (mm) from each surfel of ``idx_from`` to the nearest surfel of ``idx_to``; a surfel in
-    both borders is at 0 without a search."""
-    dist = np.zeros(len(idx_from))
-    todo = ~np.isin(idx_from, idx_to, assume_unique=True)
-    if todo.any():
-        pts = np.stack(np.unravel_index(idx_from[todo], shape), axis=1) * spacing
-        dist[todo] = tree_to.query(pts, k=1)[0]
-    return dist
-
-
 def _sorted_by_distance(dist: np.ndarray, area: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Both arrays ordered by (distance, area), surface-distance's order (its cumulative sums follow it)."""
     order = np.lexsort((area, dist))
@@ -113,21 +101,16 @@ def _sorted_by_distance(dist: np.ndarray, area: np.ndarray) -> tuple[np.ndarray,
 def deepmind_surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing) -> SurfaceDistances:
     """surface-distance's ``compute_surface_distances`` of two non-empty boolean masks, each direction
     sorted by (distance, area) as it returns them: surfels from the neighbour codes, their areas,
-    and nearest-surfel distances by a k-d tree over the other border instead of a distance
-    transform of the whole box (the same nearest Euclidean distance)."""
-    sp = np.asarray(spacing, dtype=np.float64)
+    and each surfel's distance to the other border by the separable distance transform that the
+    monai profile uses (``_distances_to``), evaluated only where a surfel needs it: the package's
+    ``distance_transform_edt`` of the other border, with its arithmetic."""
     areas = surfel_areas(tuple(float(s) for s in spacing))
     codes_p, codes_g = cell_codes(pred), cell_codes(ref)
     (idx_p, code_p), (idx_g, code_g) = _surfels(codes_p), _surfels(codes_g)
-    shape = codes_p.shape
-
-    def tree(idx: np.ndarray) -> cKDTree:
-        return cKDTree(np.stack(np.unravel_index(idx, shape), axis=1) * sp)
-
-    d_pg = _directed(idx_p, idx_g, tree(idx_g), shape, sp)
-    d_gp = _directed(idx_g, idx_p, tree(idx_p), shape, sp)
-    d_pg, w_pg = _sorted_by_distance(d_pg, areas[code_p])
-    d_gp, w_gp = _sorted_by_distance(d_gp, areas[code_g])
+    border_p, border_g = ((codes != 0) & (codes != 255) for codes in (codes_p, codes_g))
+    s0, s1, s2 = (float(s) for s in spacing)
+    d_pg, w_pg = _sorted_by_distance(_distances_to(border_g, idx_p, s0, s1, s2), areas[code_p])
+    d_gp, w_gp = _sorted_by_distance(_distances_to(border_p, idx_g, s0, s1, s2), areas[code_g])
     return SurfaceDistances(d_pg=d_pg, w_pg=w_pg, d_gp=d_gp, w_gp=w_gp)
 
 
