@@ -5,6 +5,7 @@ The tests run on the real data bundle; a missing bundle is a failure (run `dvc p
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +18,11 @@ import pytest
 
 if TYPE_CHECKING:
     from projects import Projects
+
+# The commands the tests run print for a pipe: no terminal width from the session that runs the tests (pytest-xdist's
+# workers inherit COLUMNS=80 and LINES=24, and `segbench show` wraps at COLUMNS when piped).
+for _terminal_size in ("COLUMNS", "LINES"):
+    os.environ.pop(_terminal_size, None)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
