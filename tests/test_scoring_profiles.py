@@ -19,7 +19,15 @@ from segbench.config import ConfigError, load_params
 from segbench.models.simulated import add_blob, displace_boundary, miss_largest_lesion, shift
 from segbench.scoring import Region, score_case, score_cases
 from segbench.scoring.labelmaps import nonzero_box
-from segbench.scoring.profiles import PROFILES, deepmind_metrics, deepmind_surface_distances, surfel_areas
+from segbench.scoring.profiles import (
+    PROFILES,
+    _distances_to,
+    _nearest_within,
+    deepmind_metrics,
+    deepmind_surface_distances,
+    near_offsets,
+    surfel_areas,
+)
 from tests_support import tumour_crop
 
 sd = pytest.importorskip("surface_distance")
@@ -48,6 +56,32 @@ def test_surfel_areas_are_the_packages_table(spacing: tuple[float, float, float]
     theirs = sd.lookup_tables.create_table_neighbour_code_to_surface_area(spacing)
     ours = surfel_areas(spacing)
     np.testing.assert_allclose(ours, [theirs[reversed_bits(c)] for c in range(256)], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("spacing", [(1.0, 1.0, 1.0), (5.0, 0.73046875, 0.73046875), (0.7, 1.3, 2.9)])
+def test_distances_to_is_the_exact_nearest_voxel_in_both_routes(spacing: tuple[float, float, float]) -> None:
+    """Every query's distance is, bit for bit, the minimum over all target voxels of scipy's arithmetic: queries near
+    the target (the ball of offsets), on it (0) and far from it (the distance transform) in one call, and a call
+    whose target is empty (inf)."""
+    rng = np.random.default_rng(11)
+    target = np.zeros((40, 44, 38), dtype=bool)
+    target[5:12, 6:15, 4:10] = rng.random((7, 9, 6)) > 0.5
+    query = np.zeros_like(target)
+    query[3:14, 4:17, 2:12] = rng.random((11, 13, 10)) > 0.7  # around and on the target
+    query[30:38, 36:43, 28:37] = rng.random((8, 7, 9)) > 0.7  # tens of mm away: beyond the ball
+    flat = np.flatnonzero(query)
+    offsets, squared = near_offsets(spacing)
+    assert np.all(np.diff(squared) >= 0) and squared[0] == 0
+    near = np.zeros(len(flat))
+    far = _nearest_within(target, flat, offsets, squared, near)
+    assert 0 < len(far) < len(flat) and np.any(target.ravel()[flat])  # all three kinds of query are exercised
+    t = np.argwhere(target).astype(np.float64)
+    q = np.argwhere(query).astype(np.float64)
+    w = [(q[:, None, a] - t[None, :, a]) * spacing[a] for a in range(3)]
+    expected = np.sqrt(((w[0] * w[0] + w[1] * w[1]) + w[2] * w[2]).min(axis=1))
+    ours = _distances_to(target, flat, *spacing)
+    np.testing.assert_array_equal(ours.view(np.int64), expected.view(np.int64))
+    np.testing.assert_array_equal(_distances_to(np.zeros_like(target), flat, *spacing), np.full(len(flat), np.inf))
 
 
 def _sphere(shape: tuple[int, int, int], centre: tuple[float, ...], radius: float) -> np.ndarray:

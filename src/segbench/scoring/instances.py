@@ -310,15 +310,24 @@ def match_dilation(ref_mask: np.ndarray, pred_labels: np.ndarray, n_pred: int, i
     dilation are merged into one lesion; each lesion, dilated alone the same way, claims every
     prediction instance it touches. Returns the merged reference labels, their number and the
     matching. A prediction touching two lesions' dilations counts for both (many-to-one); a lesion
-    claiming several predictions is scored against their union (one-to-many)."""
+    claiming several predictions is scored against their union (one-to-many).
+
+    The dilations run on the reference's box grown by ``iterations`` (nothing reaches further), whose raster order
+    numbers the components as the whole array's would."""
     element = ndimage.generate_binary_structure(3, 2)
-    dilated, n_ref = label_components(ndimage.binary_dilation(ref_mask, element, iterations=iterations), 26)
-    ref_labels = np.where(ref_mask, dilated, 0)
+    box = nonzero_box(ref_mask)
+    if box is None:
+        return np.zeros(ref_mask.shape, dtype=np.int32), 0, Matching((), tuple(range(1, n_pred + 1)))
+    box = _padded(box, iterations, ref_mask.shape)
+    ref_crop, pred_crop = ref_mask[box], pred_labels[box]
+    dilated, n_ref = label_components(ndimage.binary_dilation(ref_crop, element, iterations=iterations), 26)
+    ref_labels = np.zeros(ref_mask.shape, dtype=dilated.dtype)
+    ref_labels[box] = np.where(ref_crop, dilated, 0)
     preds: list[tuple[int, ...]] = []
-    for r, box in enumerate(ndimage.find_objects(ref_labels), start=1):
-        box = _padded(box, iterations, ref_mask.shape)
-        reach = ndimage.binary_dilation(ref_labels[box] == r, element, iterations=iterations)
-        touched = np.unique(pred_labels[box][reach])
+    for r, lesion in enumerate(ndimage.find_objects(ref_labels[box]), start=1):
+        lesion = _padded(lesion, iterations, ref_crop.shape)
+        reach = ndimage.binary_dilation(ref_labels[box][lesion] == r, element, iterations=iterations)
+        touched = np.unique(pred_crop[lesion][reach])
         preds.append(tuple(int(p) for p in touched if p))
     claimed = {p for ps in preds for p in ps}
     return ref_labels, n_ref, Matching(tuple(preds), tuple(p for p in range(1, n_pred + 1) if p not in claimed))

@@ -183,13 +183,74 @@ def _lower_envelope(f: np.ndarray, s: float, out: np.ndarray, v: np.ndarray, z: 
         out[x] = f[v[c]] + d * d
 
 
-@numba.njit("f8[::1](b1[:, :, ::1], i8[::1], f8, f8, f8)", cache=True, nogil=True)
+#: voxels in the ball of offsets ``_distances_to`` searches before the distance transform
+NEAR_OFFSETS = 1000
+
+
+@functools.cache
+def near_offsets(spacing: Spacing) -> tuple[np.ndarray, np.ndarray]:
+    """The voxel offsets (3, M) whose squared distance at ``spacing`` is at most r^2, nearest first, and those squared
+    distances (M,) in scipy's ``distance_transform_edt`` arithmetic, ((d0 s0)^2 + (d1 s1)^2) + (d2 s2)^2: a ball of
+    about NEAR_OFFSETS voxels (r at least the coarsest spacing). The window holds every such offset: a sum of
+    non-negative floats is never below its terms, so |d_a| s_a <= r on each axis (one voxel of slack for rounding)."""
+    s0, s1, s2 = spacing
+    r = max((3.0 * NEAR_OFFSETS * s0 * s1 * s2 / (4.0 * np.pi)) ** (1.0 / 3.0), s0, s1, s2)
+    reach = [int(np.ceil(r / s)) + 1 for s in spacing]
+    d = np.mgrid[-reach[0]:reach[0] + 1, -reach[1]:reach[1] + 1, -reach[2]:reach[2] + 1].reshape(3, -1)
+    w0, w1, w2 = d[0] * s0, d[1] * s1, d[2] * s2
+    squared = (w0 * w0 + w1 * w1) + w2 * w2
+    keep = np.flatnonzero(squared <= r * r)
+    keep = keep[np.argsort(squared[keep], kind="stable")]
+    return np.ascontiguousarray(d[:, keep]), squared[keep]
+
+
+@numba.njit("i8[::1](b1[:, :, ::1], i8[::1], i8[:, ::1], f8[::1], f8[::1])", cache=True, nogil=True)
+def _nearest_within(target: np.ndarray, query: np.ndarray, offsets: np.ndarray, squared: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out[c]``: the distance from query voxel c (flat index) to the nearest ``target`` voxel, when one lies
+    within the ball ``offsets`` (:func:`near_offsets`, nearest first: the first hit is the nearest voxel of the
+    whole array, every nearer offset having been tried); 0 for a query on the target. Returns the positions in
+    ``query`` with no target voxel in the ball (``out`` untouched there)."""
+    n0, n1, n2 = target.shape
+    flat = target.ravel()
+    missed = np.empty(len(query), dtype=np.int64)
+    n_missed = 0
+    for c in range(len(query)):
+        q = query[c]
+        if flat[q]:
+            out[c] = 0.0
+            continue
+        i, j, k = q // (n1 * n2), q // n2 % n1, q % n2
+        for o in range(1, len(squared)):  # offset 0 is the voxel itself
+            a, b, e = i + offsets[0, o], j + offsets[1, o], k + offsets[2, o]
+            if 0 <= a < n0 and 0 <= b < n1 and 0 <= e < n2 and target[a, b, e]:
+                out[c] = np.sqrt(squared[o])
+                break
+        else:
+            missed[n_missed] = c
+            n_missed += 1
+    return missed[:n_missed]
+
+
 def _distances_to(target: np.ndarray, query: np.ndarray, s0: float, s1: float, s2: float) -> np.ndarray:
-    """Distance (mm) from each voxel of ``query`` (ascending flat indices) to the nearest voxel of
-    ``target``: a separable squared distance transform (per axis: nearest target along axis 0, then
-    lower envelopes along axes 1 and 2) whose later passes run only on the planes and lines holding a
-    query off the target. Each distance is scipy's ``distance_transform_edt`` arithmetic,
-    sqrt((d0 s0)^2 + (d1 s1)^2 + (d2 s2)^2), of the nearest voxel."""
+    """Distance (mm) from each voxel of ``query`` (ascending flat indices) to the nearest voxel of ``target``, in
+    scipy's ``distance_transform_edt`` arithmetic, sqrt(((d0 s0)^2 + (d1 s1)^2) + (d2 s2)^2), of the nearest voxel.
+
+    Surfaces a few voxels apart (most regions) are searched in a ball of offsets around each query
+    (:func:`_nearest_within`); only the queries farther than the ball go through the distance transform
+    (:func:`_transform_distances_to`), the same minimum by another route."""
+    offsets, squared = near_offsets((s0, s1, s2))
+    out = np.zeros(len(query))
+    missed = _nearest_within(target, query, offsets, squared, out)
+    if len(missed):
+        out[missed] = _transform_distances_to(target, query[missed], s0, s1, s2)
+    return out
+
+
+@numba.njit("f8[::1](b1[:, :, ::1], i8[::1], f8, f8, f8)", cache=True, nogil=True)
+def _transform_distances_to(target: np.ndarray, query: np.ndarray, s0: float, s1: float, s2: float) -> np.ndarray:
+    """:func:`_distances_to` by a separable squared distance transform (per axis: nearest target along axis 0, then
+    lower envelopes along axes 1 and 2) whose later passes run only on the planes and lines holding a query off the
+    target."""
     n0, n1, n2 = target.shape
     flat = target.ravel()
     out = np.zeros(len(query))
