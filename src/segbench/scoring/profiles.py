@@ -101,9 +101,9 @@ def _sorted_by_distance(dist: np.ndarray, area: np.ndarray) -> tuple[np.ndarray,
 def deepmind_surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing) -> SurfaceDistances:
     """surface-distance's ``compute_surface_distances`` of two non-empty boolean masks, each direction
     sorted by (distance, area) as it returns them: surfels from the neighbour codes, their areas,
-    and each surfel's distance to the other border by the separable distance transform that the
-    monai profile uses (``_distances_to``), evaluated only where a surfel needs it: the package's
-    ``distance_transform_edt`` of the other border, with its arithmetic."""
+    and each surfel's distance to the nearest surfel of the other border (``_distances_to``, as the
+    monai profile measures its edge voxels), evaluated only where a surfel needs it: what the
+    package's ``distance_transform_edt`` of the other border gives, with its arithmetic."""
     areas = surfel_areas(tuple(float(s) for s in spacing))
     codes_p, codes_g = cell_codes(pred), cell_codes(ref)
     (idx_p, code_p), (idx_g, code_g) = _surfels(codes_p), _surfels(codes_g)
