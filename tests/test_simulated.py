@@ -140,8 +140,8 @@ def test_simulate_changes_every_case_it_claims_and_warns_when_it_cannot(capsys: 
 
 
 def test_predict_models_equals_simulate_case_by_case(tmp_path: Path) -> None:
-    """The calibration audit's several models of one case (one shared inward distance map, sized by the largest inward
-    reach after the one-voxel floor) give each model's simulate() map, small moves included."""
+    """The calibration audit's several models of one case (one decode) give each model's simulate() map, small moves
+    included."""
     labels, spacing = _kidney_with_tumor(), (3.0, 0.8, 0.8)
     nib.save(nib.Nifti1Image(labels, np.diag([*spacing, 1.0])), tmp_path / "case_x.nii.gz")
     models = {
@@ -159,3 +159,26 @@ def test_predict_models_equals_simulate_case_by_case(tmp_path: Path) -> None:
         got, _ = load_nifti(written[name])
         assert not np.array_equal(expected, ref), name
         assert np.array_equal(got, expected), name
+
+
+def _eroded_by_distance_transform(labels: np.ndarray, spacing: tuple[float, float, float], mm: float) -> np.ndarray:
+    """The inward rule as a distance transform states it: a foreground voxel whose nearest background voxel (scipy's
+    feature transform) lies within ``mm`` by scipy's arithmetic, sqrt(((d0 s0)^2 + (d1 s1)^2) + (d2 s2)^2), is cleared."""
+    nearest = simulated.ndimage.distance_transform_edt(labels > 0, sampling=spacing, return_distances=False, return_indices=True)
+    d = [(nearest[a] - np.indices(labels.shape)[a]).astype(np.float64) * spacing[a] for a in range(3)]
+    return np.where(np.sqrt((d[0] * d[0] + d[1] * d[1]) + d[2] * d[2]) <= mm, 0, labels)
+
+
+@pytest.mark.parametrize("spacing", [(3.0, 0.8, 0.8), (1.0, 1.0, 1.0), (0.5, 0.78125, 0.78125), tuple(float(np.float32(s)) for s in (2.5, 0.703125, 0.703125))])
+@pytest.mark.parametrize("mm", [0.5, 1.0, 1.3, 2.0, 2.6])  # 2.0: exactly two 1 mm voxels away, within reach
+def test_inward_move_clears_exactly_the_voxels_the_distance_transform_puts_within_reach(spacing: tuple[float, float, float], mm: float) -> None:
+    """The ball search (a background voxel at one of the offsets within reach) clears the same voxels as the distance
+    transform it replaced, at thin and thick slices, below one spacing (the one-layer floor) and at the array's edge
+    (the kidney cut off there: no background beyond it)."""
+    labels = _kidney_with_tumor(spacing)
+    cut = np.ascontiguousarray(labels[:, 30:, :])  # the kidney cut through by the array's first in-plane row
+    for case in (labels, cut):
+        expected = _eroded_by_distance_transform(case, spacing, -simulated.effective_mm(-mm, spacing))
+        got = simulated.displace_boundary(case, spacing, -mm)
+        assert (got != case).any()
+        assert np.array_equal(got, expected)

@@ -43,11 +43,9 @@ from scipy import ndimage
 
 from segbench.io import save_label_map_atomic
 from segbench.models.schema import simulated_parser
-from segbench.scoring.labelmaps import load_nifti
+from segbench.scoring.labelmaps import load_nifti, nonzero_box
 
 KIDNEY, TUMOR = 1, 2
-#: :func:`inward_distance`'s (bounding box, distances on it)
-InwardDistance = tuple[tuple[slice, ...], np.ndarray]
 
 
 def case_rng(seed: int, case_id: str) -> np.random.Generator:
@@ -96,30 +94,33 @@ def effective_mm(mm: float, spacing: tuple[float, ...]) -> float:
     return 0.0 if mm == 0 else float(np.copysign(max(abs(mm), min(spacing) * (1.0 + 1e-6)), mm))
 
 
-def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float, inward: InwardDistance | None = None) -> np.ndarray:
+def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float) -> np.ndarray:
     """Move every structure's boundary by ``mm`` millimetres (outward > 0, inward < 0), in world space.
 
     The threshold is :func:`effective_mm`: max(|mm|, the finest voxel spacing) mm with mm's sign, so that a non-zero
     move always reaches at least one voxel layer. Outward: a background voxel within that distance of the foreground
-    takes the label of its nearest foreground voxel. Inward: a foreground voxel within that distance of the background
-    becomes background. Work is done inside the foreground's bounding boxes plus the displacement. ``inward``: the
-    (box, map) of :func:`inward_distance`, when several inward displacements of one label map share it (its reach must cover the
-    effective distance).
+    takes the label of its nearest foreground voxel (scipy's feature transform). Inward: a foreground voxel within that
+    distance of the background becomes background (a voxel beyond the array's edge is not background, as in a distance
+    transform), found by looking for background at the :func:`ball_offsets` of each foreground voxel, nearest first: the
+    voxels a distance transform puts within reach, 15x faster. Work is done inside the foreground's bounding boxes plus
+    the displacement.
     """
-    foreground = labels > 0
-    if mm == 0 or not foreground.any():
+    found = nonzero_box(labels)
+    if mm == 0 or found is None:
         return labels.copy(order="K")
     mm = effective_mm(mm, spacing)
-    if mm < 0:
-        box, dist = inward_distance(labels, spacing, -mm) if inward is None else inward
-        out = labels.copy(order="K")
-        out[box] = np.where(dist > -mm, labels[box], 0)
+    margin = _margin(spacing, mm)
+    box = tuple(slice(max(b.start - m, 0), min(b.stop + m, n)) for b, m, n in zip(found, margin, labels.shape, strict=True))
+    crop, out = labels[box], labels.copy(order="K")
+    foreground = crop > 0
+    if not foreground.any():
         return out
-    out = labels.copy(order="K")
-    for box in _boxes(foreground, _margin(spacing, mm)):
-        crop = labels[box]
-        nearest = ndimage.distance_transform_edt(crop == 0, sampling=spacing, return_distances=False, return_indices=True)
-        _grow(crop, nearest, *(float(s) for s in spacing), mm, out[box])
+    if mm < 0:
+        out[box] = np.where(_kept(np.ascontiguousarray(foreground), ball_offsets(spacing, -mm)), crop, 0)
+        return out
+    for part in _boxes(foreground, margin):
+        nearest = ndimage.distance_transform_edt(crop[part] == 0, sampling=spacing, return_distances=False, return_indices=True)
+        _grow(crop[part], nearest, *(float(s) for s in spacing), mm, out[box][part])
     return out
 
 
@@ -138,46 +139,40 @@ def _grow(crop: np.ndarray, nearest: np.ndarray, s0: float, s1: float, s2: float
                 out[i, j, k] = crop[a, b, c] if np.sqrt(d0 * d0 + d1 * d1 + d2 * d2) <= mm else 0
 
 
-@numba.njit(cache=True, nogil=True)
-def _distances(nearest: np.ndarray, s0: float, s1: float, s2: float) -> np.ndarray:
-    """World distance of each voxel to its nearest feature voxel (``nearest``: scipy's feature transform) with
-    scipy's ``distance_transform_edt`` arithmetic (:func:`_grow`), in one pass instead of its ten over the box."""
-    _, n0, n1, n2 = nearest.shape
-    out = np.empty((n0, n1, n2))
-    for i in range(n0):
-        for j in range(n1):
-            for k in range(n2):
-                d0 = np.float64(nearest[0, i, j, k] - i) * s0
-                d1 = np.float64(nearest[1, i, j, k] - j) * s1
-                d2 = np.float64(nearest[2, i, j, k] - k) * s2
-                out[i, j, k] = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
-    return out
-
-
 def _margin(spacing: tuple[float, ...], mm: float) -> tuple[int, ...]:
     return tuple(int(np.ceil(abs(mm) / s)) + 1 for s in spacing)
 
 
-def inward_distance(labels: np.ndarray, spacing: tuple[float, ...], reach_mm: float) -> InwardDistance:
-    """World distance of every foreground voxel to the background (0 on the background), on the foreground's bounding
-    box: (box, distances of ``labels[box]``); outside the box every voxel is background.
+def ball_offsets(spacing: tuple[float, ...], mm: float) -> np.ndarray:
+    """The non-zero voxel offsets within ``mm`` world millimetres, nearest first, shape (n, 3). The distance is
+    scipy's ``distance_transform_edt`` arithmetic, sqrt(((d0 s0)^2 + (d1 s1)^2) + (d2 s2)^2), so a voxel has a
+    background voxel at one of these offsets exactly when the distance transform puts it within ``mm``."""
+    reach = [np.arange(-int(mm // s) - 1, int(mm // s) + 2) for s in spacing]  # one step more: the distance decides
+    d = np.stack(np.meshgrid(*reach, indexing="ij"), axis=-1).reshape(-1, 3)
+    w = d * np.asarray(spacing, dtype=np.float64)
+    dist = np.sqrt((w[:, 0] * w[:, 0] + w[:, 1] * w[:, 1]) + w[:, 2] * w[:, 2])
+    inside = (dist <= mm) & d.any(axis=1)
+    return np.ascontiguousarray(d[inside][np.argsort(dist[inside], kind="stable")], dtype=np.int64)
 
-    Computed in the foreground's bounding boxes grown for displacements up to ``reach_mm``: one map serves every
-    inward displacement up to it (the calibration audit's models share one per case). Only the bounding box is held:
-    a map of the whole grid would touch gigabytes of pages of a large CT for a few kidneys' worth of distances.
-    """
-    foreground = labels > 0
-    if not foreground.any():
-        return tuple(slice(0, 0) for _ in labels.shape), np.zeros((0,) * labels.ndim)
-    outer = _bbox(foreground, (0,) * labels.ndim)
-    dist = np.zeros(tuple(s.stop - s.start for s in outer))
-    for box in _boxes(foreground, _margin(spacing, reach_mm)):
-        nearest = ndimage.distance_transform_edt(labels[box] > 0, sampling=spacing, return_distances=False, return_indices=True)
-        part = _distances(nearest, *(float(s) for s in spacing))
-        inside = tuple(slice(max(b.start, o.start), min(b.stop, o.stop)) for b, o in zip(box, outer))  # boxes never overlap
-        dist[tuple(slice(i.start - o.start, i.stop - o.start) for i, o in zip(inside, outer))] = \
-            part[tuple(slice(i.start - b.start, i.stop - b.start) for i, b in zip(inside, box))]
-    return outer, dist
+
+@numba.njit("b1[:, :, ::1](b1[:, :, ::1], i8[:, ::1])", cache=True, nogil=True)
+def _kept(foreground: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The foreground voxels with no background voxel (inside the array) at any of ``offsets``."""
+    n0, n1, n2 = foreground.shape
+    kept = np.zeros_like(foreground)
+    for i in range(n0):
+        for j in range(n1):
+            for k in range(n2):
+                if not foreground[i, j, k]:
+                    continue
+                keep = True
+                for o in range(len(offsets)):
+                    a, b, c = i + offsets[o, 0], j + offsets[o, 1], k + offsets[o, 2]
+                    if 0 <= a < n0 and 0 <= b < n1 and 0 <= c < n2 and not foreground[a, b, c]:
+                        keep = False
+                        break
+                kept[i, j, k] = keep
+    return kept
 
 
 def shift(labels: np.ndarray, spacing: tuple[float, ...], mm: float, rng: np.random.Generator) -> np.ndarray:
@@ -237,10 +232,8 @@ def add_blob(labels: np.ndarray, spacing: tuple[float, ...], radius_mm: float, r
     return out
 
 
-def simulate(
-    labels: np.ndarray, spacing: tuple[float, ...], case_id: str, args: argparse.Namespace, inward: InwardDistance | None = None
-) -> np.ndarray:
-    """Apply the configured error components to one reference label map (``inward``: as in :func:`displace_boundary`).
+def simulate(labels: np.ndarray, spacing: tuple[float, ...], case_id: str, args: argparse.Namespace) -> np.ndarray:
+    """Apply the configured error components to one reference label map.
 
     The boundary move is the jittered ``--boundary-mm`` with :func:`displace_boundary`'s one-voxel floor. When a
     component was applied (a boundary move or shift, a missed lesion or blob drawn for the case) and the result still
@@ -251,7 +244,7 @@ def simulate(
     claimed = bool(args.boundary_mm or args.shift_mm)
     if args.boundary_mm:
         jitter = 1.0 + args.jitter * rng.uniform(-1.0, 1.0)
-        out = displace_boundary(out, spacing, args.boundary_mm * jitter, inward)
+        out = displace_boundary(out, spacing, args.boundary_mm * jitter)
     if args.shift_mm:
         out = shift(out, spacing, args.shift_mm, rng)
     if args.miss_lesion_prob and rng.uniform() < args.miss_lesion_prob:
@@ -275,19 +268,15 @@ def predict_case(case_id: str, args: argparse.Namespace) -> str:
 def predict_models(case_id: str, reference: Path, models: dict[str, list[str]], output: Path) -> dict[str, Path]:
     """Write ``output/<model>/<case>.nii`` for several simulated models (name -> command-line options) of one case.
 
-    The reference is decoded once and inward boundary displacements share one distance map (sized for the largest
-    of them after the one-voxel floor of :func:`effective_mm`); each model's map equals :func:`simulate`'s.
-    Uncompressed: scratch files for the calibration audit, scored at once and deleted. Returns model -> file.
+    The reference is decoded once; each model's map equals :func:`simulate`'s. Uncompressed: scratch files for the calibration audit, scored at once and deleted. Returns model -> file.
     """
     labels, image = load_nifti(reference)
     spacing = tuple(float(z) for z in image.header.get_zooms()[:3])
     parsed = {name: simulated_parser().parse_args(["--input", ".", "--output", ".", "--cases", ".", *options]) for name, options in models.items()}
-    reach = max((-effective_mm(a.boundary_mm * (1.0 + a.jitter), spacing) for a in parsed.values() if a.boundary_mm < 0), default=0.0)
-    inward = inward_distance(labels, spacing, reach) if reach > 0 else None
     written = {}
     for name, args in parsed.items():
         written[name] = output / name / f"{case_id}.nii"
-        save_label_map_atomic(written[name], simulate(labels, spacing, case_id, args, inward), image)
+        save_label_map_atomic(written[name], simulate(labels, spacing, case_id, args), image)
     return written
 
 
