@@ -27,6 +27,7 @@ from segbench.scoring.instances import (
     case_scores,
     check_pair,
     instance_table,
+    instance_tables,
     label_components,
     match_bipartite,
     match_dilation,
@@ -306,3 +307,18 @@ def test_case_scores_accept_a_profile_name():
     assert case_scores(table, "brats")["lesion_dice"] == 1.0
     with pytest.raises(ValueError, match="unknown lesion profile 'nope'; known: "):
         case_scores(table, "nope")
+
+
+@pytest.mark.parametrize("structure", sorted(STRUCTURES))
+@pytest.mark.parametrize("case", CASES)
+def test_profiles_sharing_instances_and_surfaces_give_each_profiles_own_table(kits_cases, case, structure):
+    """instance_tables (the score stage's call: every lesion profile at once, sharing components, overlaps and the
+    surface distances of pairs matched alike) equals each profile's own instance_table, on SIMULATED predictions that
+    miss, split, merge and add lesions, whole and cut through by the array's edge."""
+    labels, spacing = kits_cases[case]
+    ref, pred = simulate_lesions(labels, STRUCTURES[structure], spacing)
+    cut = tuple(slice(n // 3, None) for n in ref.shape)
+    for r, p in ((ref, pred), (ref[cut], pred[cut])):
+        shared = instance_tables(r, p, spacing, list(LESION_PROFILES))
+        for name, table in zip(LESION_PROFILES, shared, strict=True):
+            pd.testing.assert_frame_equal(table, instance_table(r, p, spacing, name), obj=name)

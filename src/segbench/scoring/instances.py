@@ -406,13 +406,35 @@ def get_lesion_profile(name: str) -> LesionProfile:
     return LESION_PROFILES[name]
 
 
-def _match(profile: LesionProfile, ref_mask: np.ndarray, pred_labels: np.ndarray, n_pred: int) -> tuple[np.ndarray, int, Matching, Overlap]:
-    """The reference labels, their number, the matching and the overlap table of the two label maps."""
+@dataclass(frozen=True)
+class Labelled:
+    """A pair's instances under one way of finding them: the prediction's components, the reference's (or the
+    dilation rule's merged lesions) and their overlap table."""
+
+    pred_labels: np.ndarray
+    n_pred: int
+    ref_labels: np.ndarray
+    n_ref: int
+    overlap: Overlap
+
+
+def _instances(profile: LesionProfile, ref: np.ndarray, pred: np.ndarray) -> tuple[Labelled, Matching | None]:
+    """The pair's instances under the profile's connectivity, or its dilation rule (whose lesions come with their
+    claims: the matching, None otherwise)."""
+    pred_labels, n_pred = label_components(pred, profile.connectivity)
+    claims = None
     if profile.matcher == "dilation":
-        ref_labels, n_ref, matching = match_dilation(ref_mask, pred_labels, n_pred, profile.dilation_iterations)
-        return ref_labels, n_ref, matching, overlap_table(ref_labels, n_ref, pred_labels, n_pred)
-    ref_labels, n_ref = label_components(ref_mask, profile.connectivity)
-    ov = overlap_table(ref_labels, n_ref, pred_labels, n_pred)
+        ref_labels, n_ref, claims = match_dilation(ref, pred_labels, n_pred, profile.dilation_iterations)
+    else:
+        ref_labels, n_ref = label_components(ref, profile.connectivity)
+    return Labelled(pred_labels, n_pred, ref_labels, n_ref, overlap_table(ref_labels, n_ref, pred_labels, n_pred)), claims
+
+
+def _match(labelled: Labelled, claims: Matching | None, profile: LesionProfile) -> Matching:
+    """The profile's matching of the instances (the dilation rule's claims as they are)."""
+    if claims is not None:
+        return claims
+    ov = labelled.overlap
     rules: dict[str, Callable[[], Matching]] = {
         "naive": lambda: match_naive(ov, profile.matching_metric, profile.matching_threshold, profile.many_to_one, profile.strict),
         "bipartite": lambda: match_bipartite(ov, profile.matching_metric, profile.matching_threshold, profile.strict),
@@ -420,7 +442,7 @@ def _match(profile: LesionProfile, ref_mask: np.ndarray, pred_labels: np.ndarray
     }
     if profile.matcher not in rules:
         raise ValueError(f"lesion profile {profile.name}: unknown matcher {profile.matcher!r}; known: {sorted([*rules, 'dilation'])}")
-    return ref_labels, n_ref, rules[profile.matcher](), ov
+    return rules[profile.matcher]()
 
 
 def instance_table(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float], profile: LesionProfile | str = "panoptica") -> pd.DataFrame:
@@ -429,14 +451,37 @@ def instance_table(reference: np.ndarray, prediction: np.ndarray, spacing: Seque
     and Dice, IoU, HD, HD95, ASSD, MASD and NSD of the reference lesion against the union of its
     predictions (``profile.surface``'s distances, in the pair's bounding box); FN and FP rows score
     Dice, IoU and NSD 0 and ``profile.unmatched_distance_mm`` for the distances."""
-    profile = get_lesion_profile(profile) if isinstance(profile, str) else profile
+    return instance_tables(reference, prediction, spacing, [profile])[0]
+
+
+def instance_tables(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float],
+                    profiles: Sequence[LesionProfile | str]) -> list[pd.DataFrame]:
+    """:func:`instance_table` of one pair under each profile. The profiles share what they do alike: the check and
+    the box, the instances of one connectivity (components, their overlap table) and the surface distances of a
+    matched pair under one surface profile (the score stage's four profiles measure most pairs once, not three times)."""
+    profiles = [get_lesion_profile(p) if isinstance(p, str) else p for p in profiles]
     ref, pred, spacing = check_pair(reference, prediction, spacing)
     box = nonzero_box(ref, pred)
     if box is not None:  # every metric is unchanged outside the masks' box (with room for the dilation)
-        box = _padded(box, max(BOX_MARGIN, profile.dilation_iterations), ref.shape)
+        box = _padded(box, max(BOX_MARGIN, *(p.dilation_iterations for p in profiles)), ref.shape)
         ref, pred = ref[box], pred[box]
-    pred_labels, n_pred = label_components(pred, profile.connectivity)
-    ref_labels, n_ref, matching, ov = _match(profile, ref, pred_labels, n_pred)
+    found: dict[tuple, tuple[Labelled, Matching | None]] = {}
+    measured: dict[tuple, SurfaceDistances] = {}
+    tables = []
+    for profile in profiles:
+        key = (profile.connectivity, profile.dilation_iterations) if profile.matcher == "dilation" else (profile.connectivity,)
+        if key not in found:
+            found[key] = _instances(profile, ref, pred)
+        labelled, claims = found[key]
+        tables.append(_table(labelled, _match(labelled, claims, profile), spacing, profile, measured, key))
+    return tables
+
+
+def _table(labelled: Labelled, matching: Matching, spacing: Spacing, profile: LesionProfile, measured: dict[tuple, SurfaceDistances],
+           key: tuple) -> pd.DataFrame:
+    """:func:`instance_table`'s rows from the instances (found the profile's way, ``key``) and their matching; a matched
+    pair's surface distances are taken from ``measured`` when another profile measured that pair already."""
+    ov, ref_labels, pred_labels = labelled.overlap, labelled.ref_labels, labelled.pred_labels
     ml = float(np.prod(spacing)) / 1000.0
     tol = min(spacing) if profile.nsd_tolerance_mm is None else profile.nsd_tolerance_mm
     miss = {"dice": 0.0, "iou": 0.0, "nsd": 0.0, **{m: profile.unmatched_distance_mm for m in ("hd", "hd95", "assd", "masd")}}
@@ -448,11 +493,14 @@ def instance_table(reference: np.ndarray, prediction: np.ndarray, spacing: Seque
             rows.append(row | {"status": "FN"} | miss)
             continue
         inter, size = int(ov.shared[list(preds), r].sum()), int(ov.ref_voxels[r] + ov.pred_voxels[list(preds)].sum())
-        boxes = np.vstack([ov.ref_box[r], ov.pred_box[list(preds)]])
-        lo, hi = boxes[:, :3].min(axis=0), boxes[:, 3:].max(axis=0)
-        pair_box = _padded(tuple(slice(int(a), int(b)) for a, b in zip(lo, hi, strict=True)), BOX_MARGIN, ref_labels.shape)
-        ref_m, pred_m = ref_labels[pair_box] == r, np.isin(pred_labels[pair_box], preds)
-        distances = profile.surface.metrics(profile.surface.measure(pred_m, ref_m, spacing), tol)
+        pair = (profile.surface.name, key, r, preds)
+        if pair not in measured:
+            boxes = np.vstack([ov.ref_box[r], ov.pred_box[list(preds)]])
+            lo, hi = boxes[:, :3].min(axis=0), boxes[:, 3:].max(axis=0)
+            pair_box = _padded(tuple(slice(int(a), int(b)) for a, b in zip(lo, hi, strict=True)), BOX_MARGIN, ref_labels.shape)
+            ref_m, pred_m = ref_labels[pair_box] == r, np.isin(pred_labels[pair_box], preds)
+            measured[pair] = profile.surface.measure(pred_m, ref_m, spacing)
+        distances = profile.surface.metrics(measured[pair], tol)
         rows.append(row | {"status": "TP", "dice": 2 * inter / size, "iou": inter / (size - inter), **distances})
     for p in matching.unmatched:
         rows.append({"status": "FP", "reference_id": 0, "prediction_ids": str(p), "reference_volume_ml": 0.0,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from segbench.scoring.engine import COLUMNS, DecodedPair, _region_mask, decode_pair, map_cases, score_pair
-from segbench.scoring.instances import TABLE_COLUMNS, case_scores, counted_references, get_lesion_profile, instance_table, volume_strata
+from segbench.scoring.instances import TABLE_COLUMNS, case_scores, counted_references, get_lesion_profile, instance_tables, volume_strata
 from segbench.scoring.profiles import get_profile
 from segbench.scoring.settings import DEFAULT_PROFILE, LesionSetting, Region
 
@@ -48,9 +48,8 @@ def lesions_of_pair(case_id: str, pair: DecodedPair, setting: LesionSetting) -> 
     for structure in setting.structures:
         ref = _region_mask(pair.reference, structure)
         pred = np.zeros_like(ref) if pair.prediction is None else _region_mask(pair.prediction, structure)
-        for name in setting.profiles:
-            profile = get_lesion_profile(name)
-            table = instance_table(ref, pred, pair.spacing, profile)
+        profiles = [get_lesion_profile(name) for name in setting.profiles]
+        for name, profile, table in zip(setting.profiles, profiles, instance_tables(ref, pred, pair.spacing, profiles), strict=True):
             scores = case_scores(table, profile, setting.strata_ml)
             rows.append({"case_id": case_id, "structure": structure.name, "lesion_profile": name,
                          "reference_present": not counted_references(table, profile).empty,
