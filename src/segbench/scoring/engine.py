@@ -122,29 +122,33 @@ def _worst_case_row(base: dict, worst: float) -> dict:
     return base | {"dice": 0.0, "iou": 0.0, "nsd": 0.0, **{m: worst for m in DISTANCE_METRICS}, "worst_case": True}
 
 
-def _score_region(
-    ref: np.ndarray, pred: np.ndarray, spacing: tuple[float, float, float], region: Region, base: dict, worst: float,
-    profile: Profile, sd: SurfaceDistances | None = None,
-) -> tuple[dict, SurfaceDistances | None]:
-    """Metrics of one region from its (cropped) boolean masks, the empty-mask rules of
-    docs/methodology.md#4-empty-masks-and-missing-predictions (before any profile sees the masks),
-    the profile's surface metrics, and the surface distances they used (``sd``: already measured on the same masks)."""
-    box = nonzero_box(ref, pred)  # the region's own box: smaller than the case's; results unchanged
-    if box is not None:
-        ref, pred = ref[box], pred[box]
-    ref_present, pred_present = bool(ref.any()), bool(pred.any())
-    row = base | {"reference_present": ref_present, "prediction_present": pred_present}
+def _region_columns(ref: np.ndarray, pred: np.ndarray, region: Region) -> dict:
+    """The columns of a region no metric profile changes, from its (cropped) boolean masks: presence, detection and,
+    when both masks hold voxels, Dice and IoU; measured once for all the profiles of a case."""
+    row = {"reference_present": bool(ref.any()), "prediction_present": bool(pred.any())}
     if region.detection:
         det = detection_scores(pred, ref)
         row |= {"det_precision": det.precision, "det_recall": det.recall, "det_f1": det.f1}
-    if not ref_present and not pred_present:
+    if row["reference_present"] and row["prediction_present"]:
+        row["dice"], row["iou"] = dice_iou(pred, ref)
+    return row
+
+
+def _score_region(
+    ref: np.ndarray, pred: np.ndarray, spacing: tuple[float, float, float], region: Region, row: dict, worst: float,
+    profile: Profile, sd: SurfaceDistances | None = None,
+) -> tuple[dict, SurfaceDistances | None]:
+    """A region's row under one profile from its (cropped) boolean masks and ``row`` (its base columns and
+    :func:`_region_columns`): the empty-mask rules of docs/methodology.md#4-empty-masks-and-missing-predictions
+    (before any profile sees the masks), the profile's surface metrics, and the surface distances they used (``sd``:
+    already measured on the same masks)."""
+    if not row["reference_present"] and not row["prediction_present"]:
         return row | {"dice": 1.0, "iou": 1.0, "nsd": 1.0, **{m: 0.0 for m in DISTANCE_METRICS}}, None
-    if ref_present != pred_present:
+    if row["reference_present"] != row["prediction_present"]:
         return _worst_case_row(row, worst), None
     if sd is None:
         sd = profile.measure(pred, ref, spacing)
-    overlap = dice_iou(pred, ref)
-    return row | {"dice": overlap[0], "iou": overlap[1], **profile.metrics(sd, region.nsd_tolerance_mm)}, sd
+    return row | profile.metrics(sd, region.nsd_tolerance_mm), sd
 
 
 @dataclass(frozen=True)
@@ -249,14 +253,20 @@ def score_pair(
                 rows.append(_worst_case_row(row, worst))
         return [{c: r[c] for c in COLUMNS} for r in rows]
 
-    masks = [(region, _region_mask(ref_labels, region), _region_mask(pred_labels, region)) for region in regions]
+    masks = []
+    for region in regions:
+        ref, pred = _region_mask(ref_labels, region), _region_mask(pred_labels, region)
+        box = nonzero_box(ref, pred)  # the region's own box: smaller than the case's; results unchanged
+        if box is not None:
+            ref, pred = ref[box], pred[box]
+        masks.append((region, ref, pred, _region_columns(ref, pred, region)))
     for definition in definitions:
         # regions selecting the same voxels (mass and tumor in a case without cysts) share one surface
         measured: list[tuple[np.ndarray, np.ndarray, SurfaceDistances | None]] = []
-        for region, ref, pred in masks:
+        for region, ref, pred, columns in masks:
             base = base_common | _profile_columns(definition) | {"structure": region.name, "nsd_tolerance_mm": float(region.nsd_tolerance_mm)}
             sd = next((d for r, p, d in measured if np.array_equal(r, ref) and np.array_equal(p, pred)), None)
-            row, sd = _score_region(ref, pred, spacing, region, base, worst, definition, sd)
+            row, sd = _score_region(ref, pred, spacing, region, base | columns, worst, definition, sd)
             rows.append(row)
             measured.append((ref, pred, sd))
     return [{c: r[c] for c in COLUMNS} for r in rows]
