@@ -312,12 +312,15 @@ def _main_hidden(job: Callable) -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
-def map_cases(job: Callable[[A], T], jobs: Sequence[A], *, workers: int = 1, progress: bool = True, desc: str = "scoring") -> list[T]:
+def map_cases(job: Callable[[A], T], jobs: Sequence[A], *, workers: int = 1, progress: bool = True, desc: str = "scoring",
+              sizes: Sequence[float] | None = None) -> list[T]:
     """``job`` of every entry of ``jobs``, in input order, with a progress bar.
 
     With ``workers > 1`` the jobs run in a process pool that hands out one case at a time (``imap`` with
     chunksize 1), so at most ``workers`` cases are decoded at once; ``job`` must pickle (a module-level function or a
-    ``functools.partial`` of one)."""
+    ``functools.partial`` of one). ``sizes``: each job's expected work (:func:`case_bytes`); the pool hands out the
+    largest first, so that the jobs left while another worker has nothing to do are small ones (input order, a large
+    case last kept one worker busy seconds after the other finished)."""
     from tqdm import tqdm
 
     bar = tqdm(total=len(jobs), desc=desc, unit="case", disable=not progress)
@@ -335,13 +338,22 @@ def map_cases(job: Callable[[A], T], jobs: Sequence[A], *, workers: int = 1, pro
             # NUMBA_NUM_THREADS ... once the threads have been launched"), as in a test process that ran numba first
             with _main_hidden(job):
                 pool = mp.get_context("spawn").Pool(processes=workers, initializer=_one_kernel_thread)
+            order = list(range(len(jobs))) if sizes is None else sorted(range(len(jobs)), key=lambda i: -sizes[i])
+            done: dict[int, T] = {}
             with pool:
-                for result in pool.imap(job, jobs, chunksize=1):
-                    out.append(result)
+                for i, result in zip(order, pool.imap(job, [jobs[i] for i in order], chunksize=1), strict=True):
+                    done[i] = result
                     bar.update()
+            out = [done[i] for i in range(len(jobs))]
     finally:
         bar.close()
     return out
+
+
+def case_bytes(reference: Path | str, prediction: Path | str | None) -> int:
+    """Bytes of a case's reference and prediction files (a missing or DICOM-folder prediction: 0): the measure of its
+    work that :func:`map_cases` orders a pool by (label map files compress to about their masks' surface)."""
+    return sum(Path(p).stat().st_size for p in (reference, prediction) if p is not None and Path(p).is_file())
 
 
 def score_cases(
@@ -368,5 +380,6 @@ def score_cases(
         (cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels, dicom_labels, profile, extra_profiles)
         for cid, ref, pred in cases
     ]
-    rows = [row for case_rows in map_cases(_score_case_job, jobs, workers=workers, progress=progress) for row in case_rows]
+    done = map_cases(_score_case_job, jobs, workers=workers, progress=progress, sizes=[case_bytes(ref, pred) for _, ref, pred in cases])
+    rows = [row for case_rows in done for row in case_rows]
     return pd.DataFrame(rows, columns=list(COLUMNS))
