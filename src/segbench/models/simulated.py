@@ -268,7 +268,8 @@ def predict_case(case_id: str, args: argparse.Namespace) -> str:
 def predict_models(case_id: str, reference: Path, models: dict[str, list[str]], output: Path) -> dict[str, Path]:
     """Write ``output/<model>/<case>.nii`` for several simulated models (name -> command-line options) of one case.
 
-    The reference is decoded once; each model's map equals :func:`simulate`'s. Uncompressed: scratch files for the calibration audit, scored at once and deleted. Returns model -> file.
+    The reference is decoded once; each model's map equals :func:`simulate`'s. Uncompressed: scratch files for the
+    calibration audit, scored at once and deleted. Returns model -> file.
     """
     labels, image = load_nifti(reference)
     spacing = tuple(float(z) for z in image.header.get_zooms()[:3])
