@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import nibabel as nib
@@ -115,6 +117,26 @@ def test_score_cases_order_and_workers(tmp_path: Path, ref: Path) -> None:
     assert list(serial["case_id"]) == ["a"] * 3 + ["b"] * 3 + ["c"] * 3
     assert serial.equals(parallel)
     assert 0 < serial.loc[0, "dice"] < 1
+
+
+def test_pool_workers_fork_until_numba_threads_run_then_spawn(tmp_path: Path, ref: Path) -> None:
+    """A fresh process forks its workers (they inherit the imported engine) and scores with them, then spawns once its
+    own numba threads have run (a forked worker would inherit that thread pool): each in a process of its own, as the
+    score stage runs it."""
+    script = f"""
+import numba
+from segbench.scoring import Region, score_cases
+from segbench.scoring.engine import _start_method
+cases = [("a", {str(ref)!r}, {str(ref)!r}), ("b", {str(ref)!r}, None)]
+regions = [Region("kidney", (1,), 1.0)]
+first = _start_method()
+rows = score_cases(cases, regions, workers=2, progress=False)
+numba.set_num_threads(1)
+print(first, _start_method(), list(rows["case_id"]), rows["dice"].tolist())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300).stdout.split()
+    assert out[:2] == ["fork", "spawn"]
+    assert out[2:] == ["['a',", "'b']", "[1.0,", "0.0]"]
 
 
 def test_extra_profiles_come_from_the_same_decode_after_the_main_rows(tmp_path: Path, ref: Path) -> None:
