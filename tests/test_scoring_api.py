@@ -105,9 +105,9 @@ def test_empty_and_missing_conventions(tmp_path: Path, ref: Path) -> None:
 
 
 def test_score_cases_order_and_workers(tmp_path: Path, ref: Path) -> None:
-    """Serial first, so the forked pool starts from a process whose kernel threads have run (GNU
-    OpenMP aborts such a child; the kernel uses numba's work queue). The pool takes the largest case first
-    (``case_bytes``: b, without a prediction, last), and the rows still come in input order."""
+    """Serial first: the process's kernel threads have then run, so the pool is spawned (a forked worker would
+    inherit them). The pool takes the largest case first (``case_bytes``: b, without a prediction, last), and the
+    rows still come in input order."""
     shifted = np.roll(kidney_case(), 2, axis=1)
     pred = write(tmp_path / "pred.nii.gz", shifted)
     cases = [("a", ref, pred), ("b", ref, None), ("c", ref, ref)]
