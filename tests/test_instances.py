@@ -322,3 +322,4 @@ def test_profiles_sharing_instances_and_surfaces_give_each_profiles_own_table(ki
         shared = instance_tables(r, p, spacing, list(LESION_PROFILES))
         for name, table in zip(LESION_PROFILES, shared, strict=True):
             pd.testing.assert_frame_equal(table, instance_table(r, p, spacing, name), obj=name)
+    assert instance_tables(ref, pred, spacing, []) == []  # no profile asked: no table, not an error

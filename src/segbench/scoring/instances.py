@@ -463,7 +463,7 @@ def instance_tables(reference: np.ndarray, prediction: np.ndarray, spacing: Sequ
     ref, pred, spacing = check_pair(reference, prediction, spacing)
     box = nonzero_box(ref, pred)
     if box is not None:  # every metric is unchanged outside the masks' box (with room for the dilation)
-        box = _padded(box, max(BOX_MARGIN, *(p.dilation_iterations for p in profiles)), ref.shape)
+        box = _padded(box, max([BOX_MARGIN, *(p.dilation_iterations for p in profiles)]), ref.shape)
         ref, pred = ref[box], pred[box]
     found: dict[tuple, tuple[Labelled, Matching | None]] = {}
     measured: dict[tuple, SurfaceDistances] = {}
