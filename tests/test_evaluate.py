@@ -5,6 +5,7 @@ stage's; bad input stops with an error naming the file or case."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -212,6 +213,27 @@ def test_a_corrupt_file_is_an_error_naming_it(small: Path) -> None:
     bad = _bad_copy(small)
     (bad / "b.nii.gz").write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(ValueError, match=r"bad/b\.nii\.gz: cannot read as NIfTI"):
+        _evaluate(small, bad)
+
+
+def test_a_link_or_fifo_in_a_prediction_folder_is_refused_unread_naming_it(small: Path) -> None:
+    """A submission's symlink to the reference would score a perfect case; a hard link, the same; a FIFO would hang
+    the read. Each is an error naming the model and the file, before a byte of it is read."""
+    bad = _bad_copy(small)
+    (bad / "b.nii.gz").symlink_to(small / "gt" / "b.nii.gz")
+    with pytest.raises(ValueError, match=r"model bad: predictions: .*bad/b\.nii\.gz: a symlink, not a regular file; refused unread"):
+        _evaluate(small, bad)
+    (bad / "b.nii.gz").unlink()
+    os.link(small / "gt" / "b.nii.gz", bad / "b.nii.gz")
+    with pytest.raises(ValueError, match=r"model bad: predictions: .*bad/b\.nii\.gz: a hard link \(2 names for one file\)"):
+        _evaluate(small, bad)
+    (bad / "b.nii.gz").unlink()
+    os.mkfifo(bad / "b.nii.gz")
+    with pytest.raises(ValueError, match=r"bad/b\.nii\.gz: a FIFO, not a regular file"):
+        _evaluate(small, bad)
+    (bad / "b.nii.gz").unlink()
+    (bad / "b.nii.gz").mkdir()  # a folder is not a case: b has no prediction
+    with pytest.raises(ValueError, match=r"model bad: .*no prediction for 1 of 2 cases: b"):
         _evaluate(small, bad)
 
 

@@ -14,6 +14,8 @@ import io
 import json
 import logging
 import math
+import os
+import stat
 import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from segbench.datasets.cases import load_metadata
 from segbench.datasets.schema import DatasetConfig
 from segbench.io import save_label_map_atomic, write_json_atomic, write_text_atomic
 from segbench.leaderboard import analysed_document, regions_block
+from segbench.models import intake
 from segbench.scoring import Region
 from segbench.scoring.engine import ANALYZED_METRICS
 from segbench.scoring.labelmaps import is_dicom, load_nifti, validated_labels
@@ -49,16 +52,27 @@ MISSING_POLICIES = ("error", *stats.COVERAGE_POLICIES)
 PER_CASE_FILE = "per_case.csv"
 
 
-def case_files(folder: Path, what: str) -> dict[str, Path]:
+def case_files(folder: Path, what: str, *, untrusted: bool = False) -> dict[str, Path]:
     """Case id -> label map file of ``folder`` (DICOM files other than SEG and RTSTRUCT, e.g. the series an RTSTRUCT
-    is drawn on, are not cases); an error names a folder without label maps or a case with two files."""
+    is drawn on, are not cases); an error names a folder without label maps or a case with two files.
+
+    ``untrusted`` (a model's predictions): a label map's name must be a regular file with one link, checked before a
+    byte is read (``intake.check_regular``): a symlink or hard link, e.g. to a reference, is an error naming it, as are
+    a FIFO or device, never opened."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{what} {folder}: no such folder")
     found: dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
         suffix = next((s for s in SUFFIXES if path.name.lower().endswith(s)), None)
-        if suffix is None or not path.is_file() or path.name.startswith(".") or (suffix == ".dcm" and not _is_segmentation(path)):
+        if suffix is None or path.name.startswith("."):
+            continue
+        if untrusted and not stat.S_ISDIR(os.lstat(path).st_mode):  # a sub-folder is not a case, as below
+            try:
+                intake.check_regular(path)
+            except intake.IntakeError as exc:
+                raise intake.IntakeError(f"{what}: {exc}") from None
+        if not path.is_file() or (suffix == ".dcm" and not _is_segmentation(path)):
             continue
         case_id = path.name[: -len(suffix)]
         if case_id in found:
@@ -257,7 +271,7 @@ def evaluate(
     owners, triples = [], []
     with tempfile.TemporaryDirectory(prefix="segbench-evaluate-") as tmp:
         for model, folder in predictions.items():
-            files = case_files(Path(folder), f"model {model}: predictions")
+            files = case_files(Path(folder), f"model {model}: predictions", untrusted=True)
             stray = sorted(set(files) - set(references))
             if stray:
                 raise ValueError(f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}")
