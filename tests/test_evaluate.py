@@ -294,3 +294,9 @@ def test_structures_are_names_or_definitions_and_bad_ones_are_named() -> None:
                            ("liver", "not among any known structure")):
         with pytest.raises(ValueError, match=message):
             evaluation.regions([entry])
+
+
+def test_a_dataset_without_its_config_folder_is_an_error_naming_the_folder(small: Path) -> None:
+    """Run outside the project, --dataset finds no conf/: the error says which folder and what to give instead."""
+    with pytest.raises(FileNotFoundError, match=r"dataset 'kits23': .*/elsewhere is not a segbench config folder .*--conf"):
+        evaluation.evaluate(small / "gt", {"good": small / "good"}, dataset="kits23", conf=small / "elsewhere", progress=False)

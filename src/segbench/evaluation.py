@@ -256,6 +256,9 @@ def evaluate(
     unknown = sorted(set(simulated) - set(predictions))
     if unknown:
         raise ValueError(f"simulated names {unknown} are not models (have {sorted(predictions)})")
+    if dataset and not (Path(conf) / "dataset").is_dir():
+        raise FileNotFoundError(f"dataset {dataset!r}: {Path(conf).resolve()} is not a segbench config folder (no dataset/ in it): "
+                                "give conf= (--conf) the project's conf/, or the structures (--structures NAME=ID ...)")
     config = dataset_from_conf(Path(conf), dataset, Path(conf).resolve().parent) if dataset else None
     label_map = None if config else label_map_file(Path(gt))
     # the label ids a map may hold: the dataset's or the label map's; with neither, the schema is unknown and unchecked
