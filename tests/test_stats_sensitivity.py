@@ -92,3 +92,16 @@ def test_dropping_every_row_is_reported_not_run() -> None:
     policies = _run(rows, pd.DataFrame())["missing_policy"]["variants"]
     assert policies["drop_failed"] == {"run": False, "reason": "every row is a failed case: nothing is left to compare"}
     assert policies["zero"]["run"] and policies["zero"]["summary"]["n_flipped_pairs"] == 0  # one model: nothing to flip
+
+
+def test_dropping_a_model_that_failed_every_case_compares_the_others() -> None:
+    """The pipeline passes every model's contamination flag: a policy that drops a model's rows (it failed every case)
+    analyses the models left, and their order beside the baseline's is compared, not an error about the flags."""
+    rows = _rows({"A": 0.90, "B": 0.85, "C": 0.70})
+    rows.loc[rows["model"] == "A", ["dice", "hd95", "worst_case"]] = [0.0, 300.0, True]
+    flags = {"A": False, "B": False, "C": True}
+    baseline = analyze(rows, metrics=METRICS, settings=SETTINGS, contaminated=flags)
+    result = sensitivity(baseline, rows, pd.DataFrame(), baseline_profile="segauge", metrics=METRICS, settings=SETTINGS, contaminated=flags)
+    drop = result["missing_policy"]["variants"]["drop_failed"]
+    assert drop["run"] and drop["cells"]["kidney"]["dice"]["top"] == {"baseline": ["B"], "variant": ["B"]}
+    assert drop["summary"]["n_flipped_pairs"] == 0 and result["missing_policy"]["variants"]["zero"]["run"]

@@ -123,8 +123,9 @@ def sensitivity(
     missing-value policy. A profile missing for some model, or a policy that changes no row, is reported as not run."""
 
     def variant(variant_rows: pd.DataFrame) -> dict:
-        return compare_analyses(baseline, analyze(variant_rows, metrics=metrics, settings=settings, contaminated=contaminated,
-                                                               count_identical=False))
+        present = set(variant_rows["model"])  # a policy dropping failed cases drops a model that has only those
+        flags = {m: flag for m, flag in contaminated.items() if m in present}
+        return compare_analyses(baseline, analyze(variant_rows, metrics=metrics, settings=settings, contaminated=flags, count_identical=False))
 
     profiles: dict[str, dict] = {}
     models = set(rows["model"])
