@@ -173,6 +173,10 @@ def test_a_missing_prediction_is_an_error_naming_the_case_or_the_stated_worst_ca
     # own_cases: the board is the model covering every case; the other is analysed on its one case beside it
     own = _evaluate(small, bad, missing="own_cases").results
     assert own["coverage"]["models"] == {"bad": {"n_cases": 1, "of": 2, "missing": ["b"]}}
+    # a bad reference is the organiser's: every team's number on that case would be wrong, so the run stops naming it
+    (small / "gt" / "b.nii.gz").write_bytes(b"\x1f\x8b not really gzip")
+    with pytest.raises(ValueError, match=r"gt/b\.nii\.gz: cannot read as NIfTI"):
+        _evaluate(small, bad, missing="worst_case")
     assert "bad" not in own["analysis"]["models"] and own["coverage"]["analyses"]["bad"]["structures"]["organ"]["case_ids"] == ["a"]
     assert "bad: 1 of 2 cases (no prediction for 1; estimated on its own cases, beside the leaderboard)." in render([own])
 
@@ -235,6 +239,38 @@ def test_a_link_or_fifo_in_a_prediction_folder_is_refused_unread_naming_it(small
     (bad / "b.nii.gz").mkdir()  # a folder is not a case: b has no prediction
     with pytest.raises(ValueError, match=r"model bad: .*no prediction for 1 of 2 cases: b"):
         _evaluate(small, bad)
+
+
+def test_under_a_coverage_policy_a_file_that_cannot_be_scored_is_a_missing_case_and_stops_nobody(
+        small: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """One team's corrupt file and its link to the reference: under worst_case both cases score as failures, flagged,
+    with a warning naming each file; the other team is on the board as without them. A model with no file left is
+    still ranked (last)."""
+    bad = small / "bad"
+    bad.mkdir()
+    (bad / "a.nii.gz").write_bytes(b"\x1f\x8b not really gzip")
+    (bad / "b.nii.gz").symlink_to(small / "gt" / "b.nii.gz")
+    alone = evaluation.evaluate(small / "gt", {"good": small / "good"}, progress=False)
+    with caplog.at_level("WARNING", logger="segbench.evaluation"):
+        worst = _evaluate(small, bad, missing="worst_case")
+    rows = worst.per_case.set_index(["model", "case_id"])
+    assert rows.loc["bad", ["prediction_missing", "worst_case"]].all().all() and (rows.loc["bad", "dice"] == 0.0).all()
+    assert "bad/a.nii.gz: cannot read as NIfTI" in caplog.text and "bad/b.nii.gz: a symlink, not a regular file; refused unread" in caplog.text
+    assert worst.results["coverage"]["models"] == {"bad": {"n_cases": 0, "of": 2, "missing": ["a", "b"]}}
+    cell = worst.results["analysis"]["structures"]["organ"]["metrics"]["dice"]
+    assert cell["ranking"]["order"] == ["good", "bad"]
+    assert cell["models"]["good"] == alone.results["analysis"]["structures"]["organ"]["metrics"]["dice"]["models"]["good"]
+    # off the grid under own_cases: the case is the model's missing one, its other case is its own analysis
+    (bad / "a.nii.gz").unlink()
+    (bad / "b.nii.gz").unlink()
+    _nifti(bad / "a.nii.gz", np.asarray(nib.load(small / "good" / "a.nii.gz").dataobj))
+    _nifti(bad / "b.nii.gz", np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj), spacing=2.0)
+    own = _evaluate(small, bad, missing="own_cases").results
+    assert own["coverage"]["models"] == {"bad": {"n_cases": 1, "of": 2, "missing": ["b"]}}
+    # a bad reference is the organiser's: every team's number on that case would be wrong, so the run stops naming it
+    (small / "gt" / "b.nii.gz").write_bytes(b"\x1f\x8b not really gzip")
+    with pytest.raises(ValueError, match=r"gt/b\.nii\.gz: cannot read as NIfTI"):
+        _evaluate(small, bad, missing="worst_case")
 
 
 def test_a_prediction_for_a_case_without_reference_is_an_error_naming_it(small: Path) -> None:

@@ -484,8 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default="segauge", help="metric-definition profile (default: segauge)")
     p.add_argument("--sensitivity-profiles", nargs="+", help="further profiles for the implementation-sensitivity analysis")
     p.add_argument("--missing", choices=["error", "own_cases", "worst_case", "shared_cases"], default="error",
-                   help="a model lacking cases: error naming them (default); own_cases: estimated on its cases beside the board; worst_case: "
-                        "each missing case a failure; shared_cases: the board on the cases every model has (docs/methodology.md#41-coverage)")
+                   help="a model lacking cases, or with a file that cannot be scored: error naming them (default); otherwise each such case "
+                        "is a failure, flagged and named in a warning, and own_cases: the model estimated on its cases beside the board; "
+                        "worst_case: ranked with those failures; shared_cases: the board on the cases every model has "
+                        "(docs/methodology.md#41-coverage)")
     p.add_argument("--simulated", nargs="+", help="models to mark SIMULATED (e.g. segbench.models.simulated outputs)")
     p.add_argument("--dicom-labels", nargs="+", metavar="NAME=ID", help="DICOM-SEG segment labels / RTSTRUCT ROI names -> label ids "
                                                                          "(default: segment / ROI number)")

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import segbench.scoring.engine  # noqa: F401 (scoring.score_cases: the package loads its engine on first use)
+import segbench.scoring.engine as engine  # map_cases, case_bytes (the package loads its engine on first use)
 import segbench.scoring.geometry  # noqa: F401 (scoring.GeometryError)
 import segbench.scoring.labelmaps  # noqa: F401 (scoring.labelmaps)
 from segbench import scoring, stats
@@ -56,9 +56,9 @@ def case_files(folder: Path, what: str, *, untrusted: bool = False) -> dict[str,
     """Case id -> label map file of ``folder`` (DICOM files other than SEG and RTSTRUCT, e.g. the series an RTSTRUCT
     is drawn on, are not cases); an error names a folder without label maps or a case with two files.
 
-    ``untrusted`` (a model's predictions): a label map's name must be a regular file with one link, checked before a
-    byte is read (``intake.check_regular``): a symlink or hard link, e.g. to a reference, is an error naming it, as are
-    a FIFO or device, never opened."""
+    ``untrusted`` (a model's predictions): names are not followed. Every entry but a folder is a case's file, a symlink,
+    hard link, FIFO or device included, for ``intake.check_regular`` to refuse before a byte of it is read (a DICOM
+    file's header is read to tell a segmentation only when it is a regular file with one link)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{what} {folder}: no such folder")
@@ -67,12 +67,12 @@ def case_files(folder: Path, what: str, *, untrusted: bool = False) -> dict[str,
         suffix = next((s for s in SUFFIXES if path.name.lower().endswith(s)), None)
         if suffix is None or path.name.startswith("."):
             continue
-        if untrusted and not stat.S_ISDIR(os.lstat(path).st_mode):  # a sub-folder is not a case, as below
-            try:
-                intake.check_regular(path)
-            except intake.IntakeError as exc:
-                raise intake.IntakeError(f"{what}: {exc}") from None
-        if not path.is_file() or (suffix == ".dcm" and not _is_segmentation(path)):
+        if untrusted:
+            info = os.lstat(path)
+            regular = stat.S_ISREG(info.st_mode) and info.st_nlink == 1
+            if stat.S_ISDIR(info.st_mode) or (suffix == ".dcm" and regular and not _is_segmentation(path)):
+                continue
+        elif not path.is_file() or (suffix == ".dcm" and not _is_segmentation(path)):
             continue
         case_id = path.name[: -len(suffix)]
         if case_id in found:
@@ -242,10 +242,11 @@ def evaluate(
 
     ``dataset``: a dataset config (``<conf>/dataset/<dataset>.yaml``) giving the regions, NSD tolerances, allowed
     labels, metadata and subgroups; else ``structures`` or the label map of a ``dataset.json`` beside the references.
-    ``missing``: a case without a prediction file is an error naming the model and cases (``"error"``), or is scored as a
-    failure, flagged, and the model lacking cases goes under that coverage policy (``"own_cases"``: estimated on its
-    cases beside the board; ``"worst_case"``: ranked with each missing case a failure; ``"shared_cases"``: the board on
-    the cases every model has). ``simulated``: models marked SIMULATED on every view. ``dicom_labels``:
+    ``missing``: a case without a prediction file, or whose file cannot be scored (refused unread, corrupt, off the
+    reference grid, unknown labels), is an error naming the model and cases or the file (``"error"``), or is scored as a
+    failure, flagged, named in a warning, and the model lacking cases goes under that coverage policy (``"own_cases"``:
+    estimated on its cases beside the board; ``"worst_case"``: ranked with each missing case a failure;
+    ``"shared_cases"``: the board on the cases every model has). ``simulated``: models marked SIMULATED on every view. ``dicom_labels``:
     DICOM-SEG segment label / RTSTRUCT ROI name -> label id (default: segment / ROI number). ``workers > 1``
     scores cases in a process pool, safe from a script without a ``__main__`` guard.
     """
@@ -288,11 +289,31 @@ def evaluate(
                             model, len(absent), len(cases), missing, ", ".join(absent[:10]))
             staging = Path(tmp) / model
             staging.mkdir()
-            triples += [(c, references[c], _staged(files[c], references[c], staging, allowed) if c in files else None) for c in cases]
+            for c in cases:
+                staged = None
+                if c in files:
+                    try:
+                        intake.check_regular(files[c])
+                        staged = _staged(files[c], references[c], staging, allowed)
+                    except ValueError as exc:  # refused unread, or a .npy that cannot be staged
+                        _unscoreable(model, c, exc, missing)
+                triples.append((c, references[c], staged))
             owners += [model] * len(cases)
         # one pass over every model's cases: one pool, and one progress bar over the whole run
-        scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
-                                     profile=profile, extra_profiles=extra)
+        options = {"allowed_labels": allowed, "profile": profile, "extra_profiles": extra}
+        if missing == "error":  # the first file that cannot be scored stops the run, naming it
+            scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, dicom_labels=dicom_labels, **options)
+        else:
+            jobs = [(*triple, tuple(chosen), allowed, dicom_labels, profile, tuple(extra)) for triple in triples]
+            done = engine.map_cases(_scored_or_error, jobs, workers=workers, progress=progress,
+                                    sizes=[engine.case_bytes(ref, pred) for _, ref, pred in triples])
+            case_rows = []
+            for (case_id, reference, _), model, rows in zip(triples, owners, done, strict=True):
+                if isinstance(rows, Exception):
+                    error, rows = rows, scoring.score_case(case_id, reference, None, chosen, **options)  # a bad reference stops the run here
+                    _unscoreable(model, case_id, error, missing)
+                case_rows += rows
+            scored = pd.DataFrame(case_rows, columns=list(scoring.COLUMNS))
     model_column = np.repeat(owners, len(chosen) * (1 + len(extra)))
     scored.insert(0, "model", model_column)
     scored.insert(1, "kind", ["simulated" if m in simulated else "predictions" for m in model_column])
@@ -313,6 +334,28 @@ def evaluate(
                                    contaminated=dict.fromkeys(models, False), policy="own_cases" if missing == "error" else missing,
                                    subgroup_fields=subgroups, cluster_field=config.cluster_field if config and not metadata else None)
     return Evaluation(results=results, per_case=rows)
+
+
+def _unscoreable(model: str, case_id: str, error: Exception, missing: str) -> None:
+    """A prediction file that cannot be scored (refused unread, corrupt, off the reference grid, unknown labels): under
+    ``missing="error"`` the run stops with its error; under a coverage policy the case counts as one the model has no
+    prediction for, with a warning naming the file and what is wrong, and no other model or case stops."""
+    if missing == "error":
+        if isinstance(error, intake.IntakeError):
+            raise intake.IntakeError(f"model {model}: predictions: {error}") from None
+        raise error
+    log.warning("model %s: %s; case %s scored as one without a prediction (coverage policy %s)", model, error, case_id, missing)
+
+
+def _scored_or_error(job: tuple) -> list[dict] | Exception:
+    """A case's rows (``scoring.score_case``), or the error its files raised, returned so that one bad file stops no other
+    case in the pool (``evaluate`` applies the policy)."""
+    case_id, reference, prediction, regions_, allowed, dicom_labels, profile, extra = job
+    try:
+        return scoring.score_case(case_id, reference, prediction, regions_, allowed_labels=allowed, dicom_labels=dicom_labels,
+                                  profile=profile, extra_profiles=extra)
+    except (ValueError, OSError) as exc:
+        return exc
 
 
 def write(evaluation: Evaluation, out: Path, report: bool = False) -> list[Path]:
