@@ -4,6 +4,7 @@ stage's; bad input stops with an error naming the file or case."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -191,7 +192,23 @@ def test_another_grid_is_an_error_naming_the_file(small: Path) -> None:
 def test_a_npy_of_another_shape_is_an_error_naming_the_file(small: Path) -> None:
     bad = _bad_copy(small)
     np.save(bad / "b.npy", np.zeros((12, 12, 11), dtype=np.uint8))
-    with pytest.raises(scoring.GeometryError, match=r"bad/b\.npy: array shape \(12, 12, 11\)"):
+    with pytest.raises(ValueError, match=r"model bad: predictions: .*bad/b\.npy has shape \(12, 12, 11\); expected \(12, 12, 12\)"):
+        _evaluate(small, bad)
+
+
+def test_a_npy_header_is_checked_before_anything_is_allocated(small: Path) -> None:
+    """A header claiming 25 GiB over 1 KB of data, np.load would allocate first (numpy's MemoryError, or the memory
+    taken); a header of the right shape over too few bytes is refused while reading."""
+    bad = _bad_copy(small)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "|u1", "fortran_order": False, "shape": (3000, 3000, 3000)})
+    (bad / "b.npy").write_bytes(header.getvalue() + bytes(1024))
+    with pytest.raises(ValueError, match=r"bad/b\.npy has shape \(3000, 3000, 3000\); expected \(12, 12, 12\)"):
+        _evaluate(small, bad)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "|u1", "fortran_order": False, "shape": (12, 12, 12)})
+    (bad / "b.npy").write_bytes(header.getvalue() + bytes(1000))
+    with pytest.raises(ValueError, match=r"bad/b\.npy: ends 728 bytes short of the 1728 its header implies"):
         _evaluate(small, bad)
 
 

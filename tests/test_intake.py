@@ -57,6 +57,24 @@ def test_an_honest_npz_reads_as_np_load_reads_it(tmp_path: Path) -> None:
     assert np.array_equal(cases.read_step_output(tmp_path / "f.npz", SHAPE, 2)[0], segs)
 
 
+def test_a_plain_npy_reads_as_np_load_reads_it_and_a_lying_header_allocates_nothing(tmp_path: Path) -> None:
+    """``read_npy_array`` (segbench evaluate's .npy predictions): an honest file in either order, floats where asked;
+    a header of another shape, of objects or of more data than the file holds is refused before a byte is allocated."""
+    labels = np.random.default_rng(0).integers(0, 3, SHAPE).astype(np.float32)
+    for name, array in (("c.npy", labels), ("f.npy", np.asfortranarray(labels))):
+        np.save(tmp_path / name, array)
+        read = intake.read_npy_array(tmp_path / name, SHAPE, kinds="biuf")
+        assert np.array_equal(read, np.load(tmp_path / name)) and read.dtype == np.float32
+    with pytest.raises(intake.IntakeError, match=r"c\.npy has dtype float32; expected an integer label map"):
+        intake.read_npy_array(tmp_path / "c.npy", SHAPE)
+    for name, head, message in (("huge.npy", _npy_header((4000, 4000, 4000)), r"has shape \(4000, 4000, 4000\); expected \(6, 7, 8\)"),
+                                ("objects.npy", _npy_header(SHAPE, "|O"), r"has dtype object; expected a numeric label map"),
+                                ("short.npy", _npy_header(SHAPE), r"ends 236 bytes short of the 336 its header implies")):
+        (tmp_path / name).write_bytes(head + bytes(100))
+        with pytest.raises(intake.IntakeError, match=re.escape(str(tmp_path / name)) + ".*" + message):
+            intake.read_npy_array(tmp_path / name, SHAPE, kinds="biuf")
+
+
 @pytest.mark.parametrize("kind", ["absolute symlink", "relative symlink", "symlink into another team's folder", "FIFO",
                                   "folder", "hard link"])
 def test_anything_but_a_regular_file_is_refused_unread(tmp_path: Path, kind: str) -> None:

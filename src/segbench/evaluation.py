@@ -50,6 +50,8 @@ DEFAULT_NSD_TOLERANCE_MM = 2.0
 #: apply that coverage policy (``stats.coverage``: own_cases, worst_case, shared_cases; docs/methodology.md#41-coverage)
 MISSING_POLICIES = ("error", *stats.COVERAGE_POLICIES)
 PER_CASE_FILE = "per_case.csv"
+#: room for a ``.npy`` prediction's header besides its data (numpy writes 128 bytes; it reads at most 10,000)
+NPY_HEADER_BYTES = 65_536
 
 
 def case_files(folder: Path, what: str, *, untrusted: bool = False) -> dict[str, Path]:
@@ -156,17 +158,12 @@ def read_metadata(path: Path, cases: Sequence[str]) -> pd.DataFrame:
 
 def _staged(path: Path, reference: Path, staging: Path, allowed: set[int] | None) -> Path:
     """A ``.npy`` prediction as NIfTI on the reference's grid (a bare array has no geometry: its shape must be the
-    reference's); other files as they are. The array's label values are checked here, so an error names the
-    ``.npy`` rather than the staged copy."""
+    reference's, which its header must state before anything is read: ``intake.read_npy_array``); other files as
+    they are. The array's label values are checked here, so an error names the ``.npy`` rather than the staged copy."""
     if not path.name.lower().endswith(".npy"):
         return path
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: cannot read as a NumPy array ({exc})") from None
     ref_data, ref_img = load_nifti(reference)
-    if data.shape != ref_data.shape:
-        raise scoring.GeometryError(f"{path}: array shape {data.shape} differs from the reference {reference}'s {ref_data.shape}")
+    data = intake.read_npy_array(path, ref_data.shape, kinds="biuf", max_bytes=NPY_HEADER_BYTES + ref_data.size * 8)
     labels = validated_labels(path, data)
     values = {int(v) for v in np.unique(labels)}
     bad = sorted(v for v in values if v < 0 or v > 32767 or (allowed is not None and v not in allowed))

@@ -97,6 +97,30 @@ def _read_exactly(stream: BinaryIO, n_bytes: int, what: str, keep: bool = True) 
     return buffer
 
 
+def _read_npy(stream: BinaryIO, what: str, shape: tuple[int, ...], kinds: str) -> np.ndarray:
+    """The array of the ``.npy`` bytes of ``stream``, read only after its header names exactly ``shape`` and a dtype of
+    one of ``kinds`` (numpy's dtype kinds; no objects, at most 8 bytes an item), in bounded chunks, and refused if its
+    data ends early or runs past what the header implies."""
+    version = np.lib.format.read_magic(stream)
+    header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    found_shape, fortran, dtype = header(stream, max_header_size=10_000)
+    if tuple(found_shape) != tuple(shape):
+        raise IntakeError(f"{what} has shape {tuple(found_shape)}; expected {tuple(shape)}")
+    if dtype.kind not in kinds or dtype.hasobject or dtype.itemsize > 8:
+        raise IntakeError(f"{what} has dtype {dtype}; expected {'an integer' if kinds == 'iu' else 'a numeric'} label map")
+    data = _read_exactly(stream, math.prod(shape) * dtype.itemsize, what)
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")  # over a bytearray: writable, as np.load's
+
+
+#: what numpy and zipfile raise on bytes that lie
+_READ_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError)
+
+
+def _unreadable(what: str, exc: BaseException) -> IntakeError:
+    """One line naming what could not be read and why."""
+    return IntakeError(f"{what}: unreadable: {' '.join(str(exc).split())}")
+
+
 def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int = MAX_FILE_BYTES) -> tuple[np.ndarray, list[str]]:
     """Member ``key`` of the npz ``path``: of exactly ``shape`` and an integer dtype, read without inflating anything else;
     and the members left unread, each named with the sizes the zip directory claims for it (never inflated to check),
@@ -116,20 +140,23 @@ def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int 
             what = f"{path}: key {key!r}"
             try:
                 with archive.open(info) as member:
-                    version = np.lib.format.read_magic(member)
-                    header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-                    found_shape, fortran, dtype = header(member, max_header_size=10_000)
-                    if tuple(found_shape) != tuple(shape):
-                        raise IntakeError(f"{what} has shape {tuple(found_shape)}; expected {tuple(shape)}")
-                    if dtype.kind not in "iu" or dtype.hasobject or dtype.itemsize > 8:
-                        raise IntakeError(f"{what} has dtype {dtype}; expected an integer label map")
-                    data = _read_exactly(member, math.prod(shape) * dtype.itemsize, what)
-            except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError) as exc:
-                if isinstance(exc, IntakeError):
-                    raise
-                raise IntakeError(f"{what}: unreadable: {' '.join(str(exc).split())}") from exc
-    array = np.frombuffer(data, dtype=dtype)  # over a bytearray: writable, as np.load's arrays are
-    return array.reshape(shape, order="F" if fortran else "C"), unread
+                    return _read_npy(member, what, shape, "iu"), unread
+            except IntakeError:
+                raise
+            except _READ_ERRORS as exc:
+                raise _unreadable(what, exc) from exc
+
+
+def read_npy_array(path: Path, shape: tuple[int, ...], kinds: str = "iu", max_bytes: int = MAX_FILE_BYTES) -> np.ndarray:
+    """The ``.npy`` file ``path`` (a regular file of at most ``max_bytes`` with one link) if its header names exactly
+    ``shape`` and a dtype of ``kinds``: a header claiming any other size is refused before anything is allocated."""
+    with open_output(path, max_bytes) as stream:
+        try:
+            return _read_npy(stream, str(path), shape, kinds)
+        except IntakeError:
+            raise
+        except _READ_ERRORS as exc:
+            raise _unreadable(str(path), exc) from exc
 
 
 def check_nifti_output(path: Path, reference_shape: tuple[int, ...], max_bytes: int = MAX_FILE_BYTES) -> None:
