@@ -68,6 +68,22 @@ def test_shape_mismatch(project: Path, reference: nib.Nifti1Image, capsys: pytes
     assert code == 1 and CASE in err and "shape" in err
 
 
+def test_a_header_claiming_another_grid_is_refused_before_its_voxels_are_decoded(
+        project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+    """A 27 GB grid claimed over 1 KB (or over a gzip bomb): the headers are compared first, so the error is the grid's,
+    not one found after inflating what the header claims."""
+    header = nib.Nifti1Header()
+    header.set_data_shape((3000, 3000, 3000))
+    header.set_data_dtype(np.uint8)
+    header.set_sform(reference.affine, code=1)
+    header.set_qform(reference.affine, code=1)
+    header.set_data_offset(352)
+    path = _prediction(project)
+    path.write_bytes(gzip.compress(header.binaryblock + b"\0" * 4 + bytes(1024)))
+    code, err = _score(project, capsys)
+    assert code == 1 and CASE in err and "shape" in err and "(3000, 3000, 3000)" in err and "voxel data" not in err, err
+
+
 def _flip_axis(affine: np.ndarray) -> np.ndarray:
     return affine @ np.diag([1.0, 1.0, -1.0, 1.0])
 

@@ -24,6 +24,7 @@ from segbench.scoring.labelmaps import (
     is_dicom,
     load_label_map,
     load_nifti_nonzero,
+    nifti_image,
     nonzero_box,
     nonzero_crop,
     unsigned_view,
@@ -173,9 +174,12 @@ def decode_pair(
     value in either map is an error naming the file. ``dicom_labels``: as in :func:`score_case`.
     """
     prediction = None if prediction is None else Path(prediction)
+    streams = prediction is not None and prediction.is_file() and not is_dicom(prediction)
+    if streams:  # the two headers' grids first: a prediction's header claiming another grid has no voxel decoded
+        check_same_grid(case_id, reference, nifti_image(reference), prediction, nifti_image(prediction))
     with ThreadPoolExecutor(max_workers=1) as pool:  # the inflater and numpy release the GIL: decode both files at once
         streamed: Future | None = None
-        if prediction is not None and prediction.is_file() and not is_dicom(prediction):
+        if streams:
             streamed = pool.submit(load_nifti_nonzero, prediction)
         ref_crop, ref_img = load_nifti_nonzero(Path(reference))
         pred_loaded = None if streamed is None else streamed.result()
@@ -189,11 +193,11 @@ def decode_pair(
     if pred_loaded is None:
         _, pred_img = load_label_map(prediction, dicom_labels=dicom_labels)
         pred_img = resample_to_reference(pred_img, ref_img)
+        check_same_grid(case_id, reference, ref_img, prediction, pred_img)
         pred_crop = nonzero_crop(np.asanyarray(pred_img.dataobj))
     else:
         pred_crop, pred_img = pred_loaded
         check_spacing(case_id, prediction, pred_img)
-    check_same_grid(case_id, reference, ref_img, prediction, pred_img)
     ref_labels, pred_labels = _on_union_box(ref_crop, pred_crop)
     if allowed_labels is not None:  # every voxel of both maps outside the box is 0
         _check_allowed(case_id, reference, ref_labels, allowed_labels)

@@ -241,9 +241,8 @@ def load_nifti_nonzero(path: Path) -> tuple[NonzeroCrop, nib.Nifti1Image]:
     plane (``_stream_nonzero``); anything else is decoded whole by nibabel and checked like
     ``load_nifti`` (NaN, non-integer values), then cropped. Errors name the file."""
     path = Path(path)
-    _check_file(path)
+    img = nifti_image(path)
     try:
-        img = nib.load(path)
         proxy = img.dataobj
         if _is_plain_integer(proxy):
             return _stream_nonzero(path, proxy), img
@@ -251,6 +250,17 @@ def load_nifti_nonzero(path: Path) -> tuple[NonzeroCrop, nib.Nifti1Image]:
         raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
     data, img = load_nifti(path)
     return nonzero_crop(data), img
+
+
+def nifti_image(path: Path) -> nib.Nifti1Image:
+    """A NIfTI file as nibabel opens it: its header read, not a voxel (so a grid can be checked before any is
+    decoded); errors name the file."""
+    path = Path(path)
+    _check_file(path)
+    try:
+        return nib.load(path)
+    except Exception as exc:
+        raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
 
 
 def is_dicom(path: Path) -> bool:
