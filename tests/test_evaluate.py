@@ -282,8 +282,11 @@ def test_under_a_coverage_policy_a_file_that_cannot_be_scored_is_a_missing_case_
     (bad / "b.nii.gz").unlink()
     _nifti(bad / "a.nii.gz", np.asarray(nib.load(small / "good" / "a.nii.gz").dataobj))
     _nifti(bad / "b.nii.gz", np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj), spacing=2.0)
-    own = _evaluate(small, bad, missing="own_cases").results
+    _nifti(bad / "c.nii.gz", np.zeros((12, 12, 12)))  # and a file for a case without a reference: named, not scored
+    with caplog.at_level("WARNING", logger="segbench.evaluation"):
+        own = _evaluate(small, bad, missing="own_cases").results
     assert own["coverage"]["models"] == {"bad": {"n_cases": 1, "of": 2, "missing": ["b"]}}
+    assert "prediction files for cases without a reference: c.nii.gz; not scored (coverage policy own_cases)" in caplog.text
     # a bad reference is the organiser's: every team's number on that case would be wrong, so the run stops naming it
     (small / "gt" / "b.nii.gz").write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(ValueError, match=r"gt/b\.nii\.gz: cannot read as NIfTI"):

@@ -275,7 +275,10 @@ def evaluate(
             files = case_files(Path(folder), f"model {model}: predictions", untrusted=True)
             stray = sorted(set(files) - set(references))
             if stray:
-                raise ValueError(f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}")
+                message = f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}"
+                if missing == "error":
+                    raise ValueError(message)
+                log.warning("%s; not scored (coverage policy %s)", message, missing)
             absent = [c for c in cases if c not in files]
             if absent and missing == "error":
                 raise ValueError(f"model {model}: {folder}: no prediction for {len(absent)} of {len(cases)} cases: {', '.join(absent[:10])}"
