@@ -243,7 +243,8 @@ def evaluate(
     reference grid, unknown labels), is an error naming the model and cases or the file (``"error"``), or is scored as a
     failure, flagged, named in a warning, and the model lacking cases goes under that coverage policy (``"own_cases"``:
     estimated on its cases beside the board; ``"worst_case"``: ranked with each missing case a failure;
-    ``"shared_cases"``: the board on the cases every model has). ``simulated``: models marked SIMULATED on every view.
+    ``"shared_cases"``: the board on the cases every model has), and a file for a case without a reference is named in a
+    warning, not scored. ``simulated``: models marked SIMULATED on every view.
     ``dicom_labels``: DICOM-SEG segment label / RTSTRUCT ROI name -> label id (default: segment / ROI number).
     ``workers > 1`` scores cases in a process pool, safe from a script without a ``__main__`` guard.
     """
