@@ -330,6 +330,31 @@ def test_a_dicom_seg_prediction_scores_as_the_same_map_in_nifti(tmp_path: Path) 
     assert rows.loc[("nifti", "ts1", f"label_{big[0]}"), "dice"] < 1.0
 
 
+def test_a_dicom_seg_whose_geometry_claims_a_huge_volume_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    """A SEG on the real example series whose header says 20000 x 20000 pixels a frame: 8e9 voxels against the 5.2e6 of
+    the reference. Its geometry is read from the header and the volume refused before highdicom allocates it."""
+    import pydicom
+
+    from dicom_series import EXAMPLE, series, series_grid, write_seg
+
+    if not (EXAMPLE / "ct_dicom").is_dir():
+        pytest.skip("data bundle not pulled (dvc pull)")
+    ref = nib.load(EXAMPLE / "seg_dicom.nii.gz")
+    labels = np.asanyarray(ref.dataobj)
+    pred = (labels == np.bincount(labels[labels > 0].ravel()).argmax()).astype(np.uint8)
+    on_series = np.asanyarray(scoring.resample_to_reference(nib.Nifti1Image(pred, ref.affine), series_grid(series())).dataobj)
+    for folder in ("gt", "dicom"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "gt" / "ts1.nii.gz").symlink_to(EXAMPLE / "seg_dicom.nii.gz")
+    write_seg(on_series, series(), tmp_path / "dicom" / "ts1.dcm")
+    seg = pydicom.dcmread(tmp_path / "dicom" / "ts1.dcm")
+    seg.Rows = seg.Columns = 20000
+    seg.save_as(tmp_path / "dicom" / "ts1.dcm")
+    with pytest.raises(ValueError, match=r"dicom/ts1\.dcm: its geometry makes a volume of shape \(\d+, 20000, 20000\), over the "
+                                         r"\d+ voxels allowed \(8 times the reference grid's\); refused before it is built"):
+        evaluation.evaluate(tmp_path / "gt", {"dicom": tmp_path / "dicom"}, structures=["organ=1"], progress=False)
+
+
 def test_metadata_columns_are_subgroups(small: Path) -> None:
     (small / "cases.csv").write_text("case_id,site\na,north\nb,south\nz,west\n", encoding="utf-8")
     result = evaluation.evaluate(small / "gt", {"good": small / "good"}, metadata=small / "cases.csv", progress=False)

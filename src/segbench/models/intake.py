@@ -26,12 +26,12 @@ from typing import BinaryIO
 import nibabel as nib
 import numpy as np
 
+from segbench.scoring.labelmaps import MAX_VOXEL_FACTOR
+
 #: bytes inflated per read while streaming a member
 CHUNK = 1 << 20
 #: the largest npz or compressed NIfTI file read (bytes); an honest label map of a CT is a few MB
 MAX_FILE_BYTES = 1 << 30
-#: a resampled NIfTI output may be on a finer grid than the reference: at most this many times its voxels
-MAX_VOXEL_FACTOR = 8
 NIFTI_HEADER_BYTES = 352
 
 
