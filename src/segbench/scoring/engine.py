@@ -20,7 +20,6 @@ from segauge.metrics.distance import SurfaceDistances
 
 from segbench.scoring.geometry import check_same_grid, check_spacing, resample_to_reference
 from segbench.scoring.labelmaps import (
-    MAX_VOXEL_FACTOR,
     NonzeroCrop,
     is_dicom,
     load_label_map,
@@ -192,7 +191,7 @@ def decode_pair(
             _check_allowed(case_id, reference, ref_labels, allowed_labels)
         return DecodedPair(ref_labels, None, spacing, worst)
     if pred_loaded is None:
-        _, pred_img = load_label_map(prediction, dicom_labels=dicom_labels, max_voxels=MAX_VOXEL_FACTOR * math.prod(ref_img.shape[:3]))
+        _, pred_img = load_label_map(prediction, dicom_labels=dicom_labels, reference_shape=ref_img.shape[:3])
         pred_img = resample_to_reference(pred_img, ref_img)
         check_same_grid(case_id, reference, ref_img, prediction, pred_img)
         pred_crop = nonzero_crop(np.asanyarray(pred_img.dataobj))

@@ -275,13 +275,13 @@ def is_dicom(path: Path) -> bool:
 
 
 def load_label_map(
-    path: Path, *, dicom_labels: Mapping[str, int] | None = None, max_voxels: int | None = None
+    path: Path, *, dicom_labels: Mapping[str, int] | None = None, reference_shape: tuple[int, ...] | None = None
 ) -> tuple[np.ndarray, nib.spatialimages.SpatialImage]:
     """Decode a NIfTI, DICOM-SEG or RTSTRUCT label map into (integer array, image with world affine).
 
     DICOM label values: the segment number (DICOM-SEG) or ROI number (RTSTRUCT), unless
-    ``dicom_labels`` maps segment labels / ROI names to label ids. ``max_voxels``: a DICOM volume whose geometry (the
-    SEG's frames, the RTSTRUCT's series) has more voxels is refused before it is built.
+    ``dicom_labels`` maps segment labels / ROI names to label ids. ``reference_shape``: a DICOM volume whose geometry
+    (the SEG's frames, the RTSTRUCT's series) has over MAX_VOXEL_FACTOR times its voxels is refused before it is built.
     """
     path = Path(path)
     _check_file(path)
@@ -294,23 +294,25 @@ def load_label_map(
     except Exception as exc:
         raise ValueError(f"{path}: cannot read DICOM header ({type(exc).__name__}: {exc})") from exc
     if modality == "SEG":
-        data, affine = _load_dicom_seg(path, dicom_labels, max_voxels)
+        data, affine = _load_dicom_seg(path, dicom_labels, reference_shape)
     elif modality == "RTSTRUCT":
-        data, affine = _load_rtstruct(path, dicom_labels, max_voxels)
+        data, affine = _load_rtstruct(path, dicom_labels, reference_shape)
     else:
         raise ValueError(f"{path}: DICOM modality {modality!r} is not a segmentation (SEG or RTSTRUCT)")
     img = nib.Nifti1Image(data, affine)
     return validated_labels(path, data), img
 
 
-def _check_volume(path: Path, shape: tuple[int, ...], max_voxels: int | None) -> None:
-    """Refuse a DICOM volume of ``shape`` (from its header) over ``max_voxels`` before it is built."""
-    if max_voxels is not None and math.prod(shape) > max_voxels:
-        raise ValueError(f"{path}: its geometry makes a volume of shape {tuple(shape)}, over the {max_voxels} voxels allowed "
-                         f"({MAX_VOXEL_FACTOR} times the reference grid's); refused before it is built")
+def _check_volume(path: Path, shape: tuple[int, ...], reference_shape: tuple[int, ...] | None) -> None:
+    """Refuse a DICOM volume of ``shape`` (from its header) of over MAX_VOXEL_FACTOR times the reference's voxels before
+    it is built."""
+    if reference_shape is not None and math.prod(shape) > MAX_VOXEL_FACTOR * math.prod(reference_shape):
+        raise ValueError(f"{path}: its geometry makes a volume of shape {tuple(shape)}, over {MAX_VOXEL_FACTOR} times the "
+                         f"reference grid {tuple(reference_shape)}; refused before it is built")
 
 
-def _load_dicom_seg(path: Path, dicom_labels: Mapping[str, int] | None, max_voxels: int | None) -> tuple[np.ndarray, np.ndarray]:
+def _load_dicom_seg(path: Path, dicom_labels: Mapping[str, int] | None, reference_shape: tuple[int, ...] | None
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """DICOM-SEG -> (label array, RAS affine) using highdicom's geometry reconstruction."""
     import highdicom as hd
 
@@ -320,7 +322,7 @@ def _load_dicom_seg(path: Path, dicom_labels: Mapping[str, int] | None, max_voxe
     except Exception as exc:
         raise ValueError(f"{path}: cannot build a regular 3D volume from the DICOM-SEG ({exc})") from exc
     if geometry is not None:
-        _check_volume(path, tuple(geometry.spatial_shape), max_voxels)
+        _check_volume(path, tuple(geometry.spatial_shape), reference_shape)
     try:
         volume = seg.get_volume(combine_segments=True, relabel=False, dtype=np.uint16)
     except Exception as exc:
@@ -338,7 +340,8 @@ def _load_dicom_seg(path: Path, dicom_labels: Mapping[str, int] | None, max_voxe
     return data, _LPS_TO_RAS @ np.asarray(volume.affine, dtype=np.float64)
 
 
-def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, max_voxels: int | None) -> tuple[np.ndarray, np.ndarray]:
+def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, reference_shape: tuple[int, ...] | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """RTSTRUCT -> (label array, RAS affine), rasterised on its referenced series.
 
     The referenced CT/MR series must be in the RTSTRUCT's directory (the usual export layout);
@@ -355,7 +358,7 @@ def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, max_voxel
         raise ValueError(f"{path}: cannot rasterise RTSTRUCT on the series in {series_dir} ({exc})") from exc
     rois = {int(r.ROINumber): str(r.ROIName) for r in rt.ds.StructureSetROISequence}
     first = series[0]
-    _check_volume(path, (int(first.Rows), int(first.Columns), len(series)), max_voxels)
+    _check_volume(path, (int(first.Rows), int(first.Columns), len(series)), reference_shape)
     data: np.ndarray | None = None
     for number, name in rois.items():
         label = number if dicom_labels is None else dicom_labels.get(name)
