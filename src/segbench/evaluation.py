@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import segbench.scoring.engine as engine  # map_cases, case_bytes (the package loads its engine on first use)
+import segbench.scoring.engine  # noqa: F401 (scoring.score_cases: the package loads its engine on first use)
 import segbench.scoring.geometry  # noqa: F401 (scoring.GeometryError)
 import segbench.scoring.labelmaps  # noqa: F401 (scoring.labelmaps)
 from segbench import scoring, stats
@@ -300,21 +300,13 @@ def evaluate(
                         _unscoreable(model, c, exc, missing)
                 triples.append((c, references[c], staged))
             owners += [model] * len(cases)
-        # one pass over every model's cases: one pool, and one progress bar over the whole run
-        options = {"allowed_labels": allowed, "profile": profile, "extra_profiles": extra}
-        if missing == "error":  # the first file that cannot be scored stops the run, naming it
-            scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, dicom_labels=dicom_labels, **options)
-        else:
-            jobs = [(*triple, tuple(chosen), allowed, dicom_labels, profile, tuple(extra)) for triple in triples]
-            done = engine.map_cases(_scored_or_error, jobs, workers=workers, progress=progress,
-                                    sizes=[engine.case_bytes(ref, pred) for _, ref, pred in triples])
-            case_rows = []
-            for (case_id, reference, _), model, rows in zip(triples, owners, done, strict=True):
-                if isinstance(rows, Exception):
-                    error, rows = rows, scoring.score_case(case_id, reference, None, chosen, **options)  # a bad reference stops the run here
-                    _unscoreable(model, case_id, error, missing)
-                case_rows += rows
-            scored = pd.DataFrame(case_rows, columns=list(scoring.COLUMNS))
+        # one pass over every model's cases: one pool, and one progress bar over the whole run; with "error" the first
+        # file that cannot be scored stops the run, naming it
+        failed: dict[int, Exception] | None = None if missing == "error" else {}
+        scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
+                                     profile=profile, extra_profiles=extra, failed=failed)
+        for i, error in (failed or {}).items():
+            _unscoreable(owners[i], triples[i][0], error, missing)
     model_column = np.repeat(owners, len(chosen) * (1 + len(extra)))
     scored.insert(0, "model", model_column)
     scored.insert(1, "kind", ["simulated" if m in simulated else "predictions" for m in model_column])
@@ -346,17 +338,6 @@ def _unscoreable(model: str, case_id: str, error: Exception, missing: str) -> No
             raise intake.IntakeError(f"model {model}: predictions: {error}") from None
         raise error
     log.warning("model %s: %s; case %s scored as one without a prediction (coverage policy %s)", model, error, case_id, missing)
-
-
-def _scored_or_error(job: tuple) -> list[dict] | Exception:
-    """A case's rows (``scoring.score_case``), or the error its files raised, returned so that one bad file stops no other
-    case in the pool (``evaluate`` applies the policy)."""
-    case_id, reference, prediction, regions_, allowed, dicom_labels, profile, extra = job
-    try:
-        return scoring.score_case(case_id, reference, prediction, regions_, allowed_labels=allowed, dicom_labels=dicom_labels,
-                                  profile=profile, extra_profiles=extra)
-    except (ValueError, OSError) as exc:
-        return exc
 
 
 def write(evaluation: Evaluation, out: Path, report: bool = False) -> list[Path]:

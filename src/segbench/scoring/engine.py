@@ -286,6 +286,15 @@ def _score_case_job(args: tuple) -> list[dict]:
                       extra_profiles=extra_profiles)
 
 
+def _score_case_or_error(args: tuple) -> list[dict] | Exception:
+    """``_score_case_job``, returning the error its files raised instead of raising it, so that one bad file stops no
+    other case in the pool."""
+    try:
+        return _score_case_job(args)
+    except (ValueError, OSError) as exc:
+        return exc
+
+
 def _one_kernel_thread() -> None:
     """Workers run one case each: parallelism is across cases, so the kernel uses one thread.
 
@@ -379,12 +388,16 @@ def score_cases(
     dicom_labels: Mapping[str, int] | None = None,
     profile: str = DEFAULT_PROFILE,
     extra_profiles: Sequence[str] = (),
+    failed: dict[int, Exception] | None = None,
 ) -> pd.DataFrame:
     """Score every (case_id, reference, prediction) in input order; one row per case x region (x profile).
 
     With ``workers > 1`` cases run in a process pool that hands out one case at a time
     (``imap`` with chunksize 1), so at most ``workers`` cases are decoded at once. ``profile`` and
-    ``extra_profiles``: as in :func:`score_case` (checked before any case is decoded).
+    ``extra_profiles``: as in :func:`score_case` (checked before any case is decoded). ``failed``: if given, a case
+    whose files raise (a ValueError or OSError) does not stop the others: it is scored again without its prediction
+    (a missing one, flagged), and its error is stored under its position in ``cases``; an error of the reference
+    itself raises then.
     """
     for name in (profile, *extra_profiles):
         get_profile(name)
@@ -393,6 +406,11 @@ def score_cases(
         (cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels, dicom_labels, profile, extra_profiles)
         for cid, ref, pred in cases
     ]
-    done = map_cases(_score_case_job, jobs, workers=workers, progress=progress, sizes=[case_bytes(ref, pred) for _, ref, pred in cases])
-    rows = [row for case_rows in done for row in case_rows]
+    done = map_cases(_score_case_job if failed is None else _score_case_or_error, jobs, workers=workers, progress=progress,
+                     sizes=[case_bytes(ref, pred) for _, ref, pred in cases])
+    rows = []
+    for i, (job, case_rows) in enumerate(zip(jobs, done, strict=True)):
+        if isinstance(case_rows, Exception) and failed is not None:
+            failed[i], case_rows = case_rows, _score_case_job((job[0], job[1], None, *job[3:]))
+        rows += case_rows
     return pd.DataFrame(rows, columns=list(COLUMNS))
