@@ -3,6 +3,7 @@ image, and a highdicom DICOM-SEG of a label map on it (tests/test_scoring_dicom.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import highdicom as hd
@@ -75,3 +76,33 @@ def write_seg(labels_on_series: np.ndarray, ds: list[pydicom.Dataset], path: Pat
     )
     seg.save_as(path)
     return {f"label_{v}": v for v in values}
+
+
+def write_series(ds: list[pydicom.Dataset], folder: Path, columns: int | None = None) -> list[pydicom.Dataset]:
+    """The slices ``ds`` as uncompressed files in ``folder`` (cropped to their first ``columns`` columns, so that a test
+    can have rows and columns differ); the written datasets."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i, d in enumerate(ds):
+        d = copy.deepcopy(d)
+        d.decompress()
+        if columns is not None:
+            d.PixelData = np.ascontiguousarray(d.pixel_array[:, :columns]).tobytes()
+            d.Columns = columns
+        d.save_as(folder / f"slice_{i:03d}.dcm")
+        out.append(d)
+    return out
+
+
+def write_rtstruct(labels_on_series: np.ndarray, folder: Path, path: Path) -> dict[str, int]:
+    """``labels_on_series`` (on ``series_grid``: slice, row, column) as an RTSTRUCT written by rt-utils (an independent
+    writer) on the series in ``folder``, one ROI per label; ROI name -> label value."""
+    from rt_utils import RTStructBuilder
+
+    rt = RTStructBuilder.create_new(dicom_series_path=str(folder))
+    names = {}
+    for v in (int(v) for v in np.unique(labels_on_series) if v):
+        rt.add_roi(mask=np.transpose(labels_on_series == v, (1, 2, 0)), name=f"label_{v}")  # rt-utils: (row, column, slice)
+        names[f"label_{v}"] = v
+    rt.save(str(path))
+    return names

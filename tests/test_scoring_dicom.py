@@ -1,21 +1,24 @@
-"""DICOM-SEG predictions are aligned to a NIfTI reference by DICOM geometry and score like NIfTI.
+"""DICOM-SEG and RTSTRUCT predictions are aligned to a NIfTI reference by DICOM geometry and score like NIfTI.
 
 Uses the real 20-slice CT series in data/totalseg_example/ct_dicom and TotalSegmentator's output
 on that grid (seg_dicom.nii.gz): a perturbed copy of the output is written both as NIfTI and as a
-highdicom DICOM-SEG on the series, and both must give the same rows.
+highdicom DICOM-SEG on the series, and both must give the same rows. An RTSTRUCT written by rt-utils
+on that series (cropped so that its rows outnumber its columns) must too.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import highdicom as hd
 import nibabel as nib
 import numpy as np
 import pytest
 from scipy import ndimage
 
-from dicom_series import EXAMPLE, series, series_grid, write_seg
+from dicom_series import EXAMPLE, series, series_grid, write_rtstruct, write_seg, write_series
 from segbench.scoring import Region, resample_to_reference, score_case
+from segbench.scoring.labelmaps import load_label_map
 
 pytestmark = pytest.mark.skipif(not (EXAMPLE / "ct_dicom").is_dir(), reason="data bundle not pulled (dvc pull)")
 
@@ -44,3 +47,56 @@ def test_dicom_seg_prediction_scores_like_nifti(tmp_path: Path) -> None:
     from_dicom = score_case("ts", ref_path, pred_dcm, regions, dicom_labels=names)
     assert from_dicom == from_nifti
     assert from_nifti[0]["dice"] < 1.0 and from_nifti[2]["worst_case"]
+
+
+def test_rtstruct_prediction_scores_like_nifti_from_its_own_series_only(tmp_path: Path) -> None:
+    folder = tmp_path / "predictions"
+    ds = write_series(series(), folder, columns=400)
+    grid = series_grid(ds)  # (slice, row, column): 20 x 512 x 400
+    truth = np.zeros(grid.shape, np.uint8)
+    truth[4:16, 60:300, 150:260] = 1
+    truth[7:12, 420:500, 80:380] = 2  # rows past the column count: rt-utils' reader lost them (a Dice of 0)
+    pred = truth.copy()
+    pred[4:16, 60:300, 260:280] = 1  # a boundary error
+    pred[7:12, 470:500] = 0  # part of the lesion missed
+    ref_path, pred_nii = tmp_path / "ref.nii.gz", tmp_path / "pred.nii.gz"
+    nib.save(nib.Nifti1Image(truth, grid.affine), ref_path)
+    nib.save(nib.Nifti1Image(pred, grid.affine), pred_nii)
+    pred_rt = folder / "case_rt.dcm"
+    names = write_rtstruct(pred, folder, pred_rt)
+
+    # beside it, what must not be read: another case's series (its slices would join the volume), and a symlink to a
+    # copy of one of its own slices outside the folder (a duplicate position: followed, the grid is refused)
+    other_uid = hd.UID()
+    for i, d in enumerate(ds):
+        d.SeriesInstanceUID, d.SOPInstanceUID = other_uid, hd.UID()
+        d.ImagePositionPatient = [*d.ImagePositionPatient[:2], float(d.ImagePositionPatient[2]) + 500]
+        d.save_as(folder / f"other_{i:03d}.dcm")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "slice.dcm").write_bytes((folder / "slice_003.dcm").read_bytes())
+    (folder / "zz_link.dcm").symlink_to(tmp_path / "outside" / "slice.dcm")
+
+    regions = [Region("organ", (1,), 2.0), Region("lesion", (2,), 2.0, detection=True)]
+    from_nifti = score_case("rt", ref_path, pred_nii, regions)
+    from_rtstruct = score_case("rt", ref_path, pred_rt, regions, dicom_labels=names)
+    assert from_rtstruct == from_nifti
+    assert 0 < from_nifti[0]["dice"] < 1 and 0 < from_nifti[1]["dice"] < 1
+
+    (folder / "zz_link.dcm").unlink()  # a regular duplicate slice is read, and refused by name
+    (folder / "zz_copy.dcm").write_bytes((folder / "slice_003.dcm").read_bytes())
+    with pytest.raises(ValueError, match="case_rt.dcm: the slices of its image series .* are not evenly spaced"):
+        load_label_map(pred_rt, dicom_labels=names)
+
+
+def test_rtstruct_series_claiming_a_huge_grid_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    folder = tmp_path / "predictions"
+    ds = write_series(series()[:4], folder)
+    labels = np.zeros((4, ds[0].Rows, ds[0].Columns), np.uint8)
+    labels[1:3, 100:200, 100:200] = 1
+    pred_rt = folder / "case_rt.dcm"
+    write_rtstruct(labels, folder, pred_rt)
+    for i, d in enumerate(ds):  # the headers lie: 60000 x 60000 slices (288 GB as the int32 volume); pixels never read
+        d.Rows = d.Columns = 60000
+        d.save_as(folder / f"slice_{i:03d}.dcm")
+    with pytest.raises(ValueError, match=r"case_rt.dcm: its geometry makes a volume of shape \(60000, 60000, 4\), over 8 times"):
+        load_label_map(pred_rt, reference_shape=(4, 512, 512))

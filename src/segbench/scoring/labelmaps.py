@@ -6,10 +6,15 @@ file is identified by the error itself.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
-from collections.abc import Mapping
+import os
+import stat
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import nibabel as nib
 import numpy as np
@@ -342,34 +347,28 @@ def _load_dicom_seg(path: Path, dicom_labels: Mapping[str, int] | None, referenc
 
 def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, reference_shape: tuple[int, ...] | None
                    ) -> tuple[np.ndarray, np.ndarray]:
-    """RTSTRUCT -> (label array, RAS affine), rasterised on its referenced series.
+    """RTSTRUCT -> (label array (rows, columns, slices), RAS affine), its closed planar contours filled on the image
+    series it references (``_rtstruct_series``: the slices' headers, found beside it).
 
-    The referenced CT/MR series must be in the RTSTRUCT's directory (the usual export layout);
-    rt-utils rasterises each ROI on that series, and the affine is rebuilt from the slices' own
-    ImagePositionPatient / ImageOrientationPatient / PixelSpacing in rt-utils' slice order.
-    """
-    from rt_utils import RTStructBuilder, image_helper
+    A contour is drawn on the slice its ContourImageSequence names, else on the slice its points lie in; its points,
+    mapped to (column, row) pixel indices and rounded, are filled as one polygon set per ROI and slice (OpenCV's
+    ``fillPoly``, as rt-utils draws them). ROIs are drawn in StructureSetROISequence order, a later one over an earlier
+    one. POINT and OPEN contours (markers, lines) enclose nothing and are not drawn."""
+    import cv2
+    import pydicom
 
-    series_dir = path.parent
     try:
-        rt = RTStructBuilder.create_from(dicom_series_path=str(series_dir), rt_struct_path=str(path))
-        series = image_helper.load_sorted_image_series(str(series_dir))
-    except Exception as exc:
-        raise ValueError(f"{path}: cannot rasterise RTSTRUCT on the series in {series_dir} ({exc})") from exc
-    rois = {int(r.ROINumber): str(r.ROIName) for r in rt.ds.StructureSetROISequence}
-    first = series[0]
-    _check_volume(path, (int(first.Rows), int(first.Columns), len(series)), reference_shape)
-    data: np.ndarray | None = None
-    for number, name in rois.items():
-        label = number if dicom_labels is None else dicom_labels.get(name)
-        if label is None:
-            raise ValueError(f"{path}: ROI {number} {name!r} has no label id in {sorted(dicom_labels or {})}")
-        mask = rt.get_roi_mask_by_name(name)  # (rows, cols, slices)
-        if data is None:
-            data = np.zeros(mask.shape, dtype=np.int32)
-        data[mask] = label
-    if data is None:
+        rt = pydicom.dcmread(path)
+        rois = [(int(r.ROINumber), str(r.ROIName)) for r in rt.StructureSetROISequence]
+        contours = {int(c.ReferencedROINumber): c.get("ContourSequence", []) for c in rt.get("ROIContourSequence", [])}
+    except Exception as exc:  # pydicom raises many exception types for a corrupt file
+        raise ValueError(f"{path}: cannot read the RTSTRUCT ({type(exc).__name__}: {exc})") from exc
+    if not rois:
         raise ValueError(f"{path}: RTSTRUCT has no ROIs")
+    series = _rtstruct_series(path, rt)
+    first = series[0]
+    rows, columns = int(first.Rows), int(first.Columns)
+    _check_volume(path, (rows, columns, len(series)), reference_shape)
     iop = np.asarray(first.ImageOrientationPatient, dtype=np.float64)
     row_dir, col_dir = iop[:3], iop[3:]  # direction of increasing column index, of increasing row index
     dr, dc = (float(v) for v in first.PixelSpacing)  # spacing between rows, between columns
@@ -378,6 +377,127 @@ def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, reference
     affine = np.eye(4)
     affine[:3, 0] = col_dir * dr  # array axis 0 = row index
     affine[:3, 1] = row_dir * dc  # array axis 1 = column index
-    affine[:3, 2] = step if len(series) > 1 else np.cross(row_dir, col_dir) * float(first.SliceThickness)
+    affine[:3, 2] = step if len(series) > 1 else np.cross(row_dir, col_dir) * float(first.get("SliceThickness") or 1.0)
     affine[:3, 3] = ipp[0]
+    to_index = np.linalg.inv(affine)
+    slice_of = {str(s.SOPInstanceUID): k for k, s in enumerate(series)}
+    data = np.zeros((rows, columns, len(series)), dtype=np.int32)
+    plane = np.empty((rows, columns), dtype=np.uint8)
+    for number, name in rois:
+        label = number if dicom_labels is None else dicom_labels.get(name)
+        if label is None:
+            raise ValueError(f"{path}: ROI {number} {name!r} has no label id in {sorted(dicom_labels or {})}")
+        polygons: dict[int, list[np.ndarray]] = {}
+        for contour in contours.get(number, []):
+            if contour.get("ContourGeometricType", "CLOSED_PLANAR") != "CLOSED_PLANAR":
+                continue
+            k, points = _contour_on_slice(path, name, contour, to_index, slice_of, (rows, columns, len(series)))
+            polygons.setdefault(k, []).append(points)
+        for k, drawn in polygons.items():
+            plane.fill(0)
+            cv2.fillPoly(plane, drawn, 1)
+            data[:, :, k][plane.view(bool)] = label
     return data, _LPS_TO_RAS @ affine
+
+
+def _contour_on_slice(path: Path, roi: str, contour: object, to_index: np.ndarray, slice_of: Mapping[str, int],
+                      shape: tuple[int, int, int]) -> tuple[int, np.ndarray]:
+    """The slice index of one RTSTRUCT contour and its points as rounded (column, row) pixel indices for ``fillPoly``;
+    a contour with malformed or non-finite coordinates, off its series, or naming an image not in it is refused."""
+    values = np.asarray(contour.get("ContourData", []), dtype=np.float64)
+    if values.size < 9 or values.size % 3 or not np.isfinite(values).all():
+        raise ValueError(f"{path}: ROI {roi!r}: a contour of {values.size} coordinates, not a polygon of finite 3D points")
+    points = values.reshape(-1, 3)
+    index = points @ to_index[:3, :3].T + to_index[:3, 3]  # (row, column, slice) per point
+    images = contour.get("ContourImageSequence", [])
+    if images:
+        uid = str(images[0].ReferencedSOPInstanceUID)
+        if uid not in slice_of:
+            raise ValueError(f"{path}: ROI {roi!r}: a contour is drawn on image {uid}, not a slice of its series")
+        k = slice_of[uid]
+    else:
+        k = int(np.rint(index[:, 2].mean()))
+    # beyond one image size off the image a point is no segmentation (and its rounding would overflow int32)
+    limit = np.array(shape[:2], dtype=np.float64)
+    if not 0 <= k < shape[2] or (np.abs(index[:, :2] - limit / 2) > 1.5 * limit).any():
+        raise ValueError(f"{path}: ROI {roi!r}: a contour lies outside its series' {shape} grid")
+    return k, np.rint(index[:, 1::-1]).astype(np.int32)
+
+
+def _rtstruct_series(path: Path, rt: object) -> list:
+    """The headers of the slices of the one image series the RTSTRUCT ``rt`` references, sorted along the slice normal.
+
+    Only regular DICOM files directly in the RTSTRUCT's folder are read, and only their headers (drawing contours needs
+    the geometry, not the pixels): a symlink is not followed and a subfolder not entered, since a submission's folder
+    is its own and a link's target is not. The slices must share their size, orientation and spacing and be evenly
+    spaced, or the grid is refused: an affine cannot place them."""
+    import pydicom
+
+    referenced = {str(s.SeriesInstanceUID) for f in rt.get("ReferencedFrameOfReferenceSequence", [])
+                  for study in f.get("RTReferencedStudySequence", []) for s in study.get("RTReferencedSeriesSequence", [])
+                  if "SeriesInstanceUID" in s}
+    if len(referenced) != 1:
+        raise ValueError(f"{path}: the RTSTRUCT references {len(referenced)} image series "
+                         "(ReferencedFrameOfReferenceSequence > RTReferencedStudySequence > RTReferencedSeriesSequence); one expected")
+    uid = referenced.pop()
+    folder = path.parent
+    series = []
+    for name in _series_files(str(folder), os.stat(folder).st_mtime_ns).get(uid, ()):
+        with _regular_file(folder / name) as stream:
+            series.append(pydicom.dcmread(stream, stop_before_pixels=True))
+    if not series:
+        raise ValueError(f"{path}: no slice of its image series {uid} beside it (regular DICOM files directly in {folder})")
+    try:
+        geometry = {(int(s.Rows), int(s.Columns), tuple(float(v) for v in s.ImageOrientationPatient),
+                     tuple(float(v) for v in s.PixelSpacing)) for s in series}
+        iop = np.asarray(series[0].ImageOrientationPatient, dtype=np.float64)
+        normal = np.cross(iop[:3], iop[3:])
+        position = np.array([normal @ np.asarray(s.ImagePositionPatient, dtype=np.float64) for s in series])
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: a slice of its image series {uid} lacks its geometry ({exc})") from exc
+    if len(geometry) != 1:
+        raise ValueError(f"{path}: the slices of its image series {uid} differ in size, orientation or pixel spacing")
+    order = np.argsort(position, kind="stable")
+    gaps = np.diff(position[order])
+    if gaps.size and (gaps.min() <= 0 or gaps.max() - gaps.min() > 0.01 * gaps.mean()):
+        raise ValueError(f"{path}: the slices of its image series {uid} are not evenly spaced (gaps {gaps.min():.4g} to "
+                         f"{gaps.max():.4g} mm along the slice normal)")
+    return [series[i] for i in order]
+
+
+@contextlib.contextmanager
+def _regular_file(path: Path) -> Iterator[BinaryIO]:
+    """``path`` open for reading if it is a regular file, the name not followed (``O_NOFOLLOW``, then ``fstat`` of what
+    was opened: no window between a check and the open for a symlink to slip into); else ValueError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be opened as a regular file ({exc.strerror})") from exc
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path}: not a regular file")
+        yield stream
+
+
+@functools.lru_cache(maxsize=8)
+def _series_files(folder: str, mtime_ns: int) -> dict[str, tuple[str, ...]]:
+    """Series instance UID -> names of the regular DICOM image files directly in ``folder`` as of its ``mtime_ns`` (read
+    once per process and folder state: a folder of many cases' RTSTRUCTs and series is indexed once, not once per case).
+    Unreadable files and other segmentations are no slices."""
+    import pydicom
+
+    found: dict[str, list[str]] = {}
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        try:
+            with _regular_file(Path(entry.path)) as stream:
+                if stream.read(132)[128:] != b"DICM":
+                    continue
+                stream.seek(0)
+                ds = pydicom.dcmread(stream, stop_before_pixels=True, specific_tags=["SeriesInstanceUID", "Modality"])
+        except Exception:  # pydicom raises many exception types for a corrupt file; it is no slice
+            continue
+        if "SeriesInstanceUID" in ds and ds.get("Modality") not in ("SEG", "RTSTRUCT"):
+            found.setdefault(str(ds.SeriesInstanceUID), []).append(entry.name)
+    return {uid: tuple(names) for uid, names in found.items()}
