@@ -78,9 +78,9 @@ def write_seg(labels_on_series: np.ndarray, ds: list[pydicom.Dataset], path: Pat
     return {f"label_{v}": v for v in values}
 
 
-def write_series(ds: list[pydicom.Dataset], folder: Path, columns: int | None = None) -> list[pydicom.Dataset]:
-    """The slices ``ds`` as uncompressed files in ``folder`` (cropped to their first ``columns`` columns, so that a test
-    can have rows and columns differ); the written datasets."""
+def write_series(ds: list[pydicom.Dataset], folder: Path, columns: int | None = None, prefix: str = "slice") -> list[pydicom.Dataset]:
+    """The slices ``ds`` as uncompressed files ``<prefix>_<i>.dcm`` in ``folder`` (cropped to their first ``columns``
+    columns, so that a test can have rows and columns differ); the written datasets."""
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     for i, d in enumerate(ds):
@@ -89,7 +89,7 @@ def write_series(ds: list[pydicom.Dataset], folder: Path, columns: int | None = 
         if columns is not None:
             d.PixelData = np.ascontiguousarray(d.pixel_array[:, :columns]).tobytes()
             d.Columns = columns
-        d.save_as(folder / f"slice_{i:03d}.dcm")
+        d.save_as(folder / f"{prefix}_{i:03d}.dcm")
         out.append(d)
     return out
 

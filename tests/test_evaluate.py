@@ -300,12 +300,13 @@ def test_a_prediction_for_a_case_without_reference_is_an_error_naming_it(small: 
         _evaluate(small, bad)
 
 
-def test_a_dicom_seg_prediction_scores_as_the_same_map_in_nifti(tmp_path: Path) -> None:
-    """The real 20-slice CT series of data/totalseg_example: a perturbed TotalSegmentator output as NIfTI for one model
-    and as DICOM-SEG on the series for the other (tests/dicom_series.py's writer), on two cases."""
+def test_dicom_seg_and_rtstruct_predictions_score_as_the_same_map_in_nifti(tmp_path: Path) -> None:
+    """The real 20-slice CT series of data/totalseg_example: a perturbed TotalSegmentator output as NIfTI for one model,
+    as DICOM-SEG on the series for another and as RTSTRUCT for a third (tests/dicom_series.py's writers), on two cases.
+    The RTSTRUCT team's folder holds both cases' series, each its own series UID: each RTSTRUCT is drawn on its own."""
     from scipy import ndimage
 
-    from dicom_series import EXAMPLE, series, series_grid, write_seg
+    from dicom_series import EXAMPLE, series, series_grid, write_rtstruct, write_seg, write_series
 
     ref_path = EXAMPLE / "seg_dicom.nii.gz"
     if not (EXAMPLE / "ct_dicom").is_dir():
@@ -316,17 +317,23 @@ def test_a_dicom_seg_prediction_scores_as_the_same_map_in_nifti(tmp_path: Path) 
     pred = np.where(np.isin(labels, big), labels, 0).astype(np.uint8)
     pred[ndimage.binary_dilation(labels == big[0]) & (pred == 0)] = big[0]
     on_series = np.asanyarray(scoring.resample_to_reference(nib.Nifti1Image(pred, ref.affine), series_grid(series())).dataobj)
-    for folder in ("gt", "nifti", "dicom"):
+    for folder in ("gt", "nifti", "dicom", "rtstruct"):
         (tmp_path / folder).mkdir()
     for case in ("ts1", "ts2"):
         (tmp_path / "gt" / f"{case}.nii.gz").symlink_to(ref_path)
         nib.save(nib.Nifti1Image(pred, ref.affine, ref.header), tmp_path / "nifti" / f"{case}.nii.gz")
         names = write_seg(on_series, series(), tmp_path / "dicom" / f"{case}.dcm")
-    result = evaluation.evaluate(tmp_path / "gt", {"nifti": tmp_path / "nifti", "dicom": tmp_path / "dicom"},
+        scratch = tmp_path / f"scratch_{case}"  # rt-utils' writer reads every slice of its folder: one series there
+        write_series(series(), scratch, prefix=case)
+        assert write_rtstruct(on_series, scratch, scratch / f"{case}.dcm") == names
+        for written in scratch.iterdir():
+            written.rename(tmp_path / "rtstruct" / written.name)
+    result = evaluation.evaluate(tmp_path / "gt", {"nifti": tmp_path / "nifti", "dicom": tmp_path / "dicom", "rtstruct": tmp_path / "rtstruct"},
                                  structures=[f"label_{v}={v}" for v in big], dicom_labels=names, progress=False)
     rows = result.per_case.set_index(["model", "case_id", "structure"])
     metrics = ["dice", "nsd", "hd95", "assd"]
     pd.testing.assert_frame_equal(rows.loc["dicom", metrics], rows.loc["nifti", metrics])
+    pd.testing.assert_frame_equal(rows.loc["rtstruct", metrics], rows.loc["nifti", metrics])
     assert rows.loc[("nifti", "ts1", f"label_{big[0]}"), "dice"] < 1.0
 
 
