@@ -293,6 +293,20 @@ def test_under_a_coverage_policy_a_file_that_cannot_be_scored_is_a_missing_case_
         _evaluate(small, bad, missing="worst_case")
 
 
+def test_negative_label_values_are_an_error_even_without_a_label_schema(tmp_path: Path) -> None:
+    """With structures given and no dataset or dataset.json, no label set is known; a negative value is still no label
+    id under any schema: it stops the run naming the case and file (it was scored as background)."""
+    cube = np.zeros((12, 12, 12), dtype=np.int16)
+    cube[3:8, 3:8, 3:8] = 1
+    for folder in ("gt", "pred"):
+        (tmp_path / folder).mkdir()
+    _nifti(tmp_path / "gt" / "a.nii.gz", cube)
+    cube[0, 0, :3] = -1
+    nib.save(nib.Nifti1Image(cube, np.eye(4)), tmp_path / "pred" / "a.nii.gz")
+    with pytest.raises(ValueError, match=r"case a: .*pred/a\.nii\.gz: negative label values \[-1\]; label ids are 0 or more"):
+        evaluation.evaluate(tmp_path / "gt", {"m": tmp_path / "pred"}, structures=["organ=1"], progress=False)
+
+
 def test_a_prediction_for_a_case_without_reference_is_an_error_naming_it(small: Path) -> None:
     bad = small / "good"
     _nifti(bad / "c.nii.gz", np.zeros((12, 12, 12)))

@@ -89,11 +89,17 @@ def _region_mask(labels: np.ndarray, region: Region) -> np.ndarray:
     return np.isin(labels, ids)
 
 
-def _check_allowed(case_id: str, path: object, labels: np.ndarray, allowed: set[int]) -> None:
-    """Error naming the file if any non-zero value of ``labels`` is not in ``allowed``.
+def _check_allowed(case_id: str, path: object, labels: np.ndarray, allowed: set[int] | None) -> None:
+    """Error naming the file if any value of ``labels`` is negative (no label id under any schema), or, with
+    ``allowed``, if any non-zero value is not in it.
 
     One lookup per voxel in a table over the value range (``np.unique`` on a whole CT volume sorts
     or hashes 10^8 values: seconds per file)."""
+    if allowed is None:
+        if labels.dtype.kind == "i" and labels.size and labels.min() < 0:
+            negative = np.unique(labels[labels < 0])
+            raise ValueError(f"case {case_id}: {path}: negative label values {negative[:10].tolist()}; label ids are 0 or more")
+        return
     lo, hi = int(labels.min()), int(labels.max())
     if lo < 0 or hi > 65535:
         present = np.unique(labels)
@@ -170,8 +176,8 @@ def decode_pair(
     """Decode a case's reference and prediction once, with every check scoring relies on.
 
     Raises :class:`GeometryError` if the prediction is not on the reference grid (DICOM predictions are
-    first resampled onto it through their DICOM geometry); with ``allowed_labels``, any other non-zero
-    value in either map is an error naming the file. ``dicom_labels``: as in :func:`score_case`.
+    first resampled onto it through their DICOM geometry); a negative value in either map, and with ``allowed_labels``
+    any other non-zero value, is an error naming the file. ``dicom_labels``: as in :func:`score_case`.
     """
     prediction = None if prediction is None else Path(prediction)
     streams = prediction is not None and prediction.is_file() and not is_dicom(prediction)
@@ -187,8 +193,7 @@ def decode_pair(
     worst = float(math.sqrt(sum((n * s) ** 2 for n, s in zip(ref_crop.shape, spacing, strict=True))))
     if prediction is None:
         (ref_labels,) = _on_union_box(ref_crop)
-        if allowed_labels is not None:
-            _check_allowed(case_id, reference, ref_labels, allowed_labels)
+        _check_allowed(case_id, reference, ref_labels, allowed_labels)
         return DecodedPair(ref_labels, None, spacing, worst)
     if pred_loaded is None:
         _, pred_img = load_label_map(prediction, dicom_labels=dicom_labels, reference_shape=ref_img.shape[:3])
@@ -199,9 +204,9 @@ def decode_pair(
         pred_crop, pred_img = pred_loaded
         check_spacing(case_id, prediction, pred_img)
     ref_labels, pred_labels = _on_union_box(ref_crop, pred_crop)
-    if allowed_labels is not None:  # every voxel of both maps outside the box is 0
-        _check_allowed(case_id, reference, ref_labels, allowed_labels)
-        _check_allowed(case_id, prediction, pred_labels, allowed_labels)
+    # every voxel of both maps outside the box is 0
+    _check_allowed(case_id, reference, ref_labels, allowed_labels)
+    _check_allowed(case_id, prediction, pred_labels, allowed_labels)
     return DecodedPair(ref_labels, pred_labels, spacing, worst)
 
 
@@ -221,8 +226,8 @@ def score_case(
     A missing prediction (``None``) scores as a failure: the worst-case row for every region.
     Distances use the reference header spacing (array order), checked against both affines.
     Raises :class:`GeometryError` if the prediction is not on the reference grid (DICOM predictions
-    are first resampled onto it through their DICOM geometry). ``allowed_labels``: if given, any
-    other non-zero value in either map is an error. ``dicom_labels``: DICOM-SEG segment label /
+    are first resampled onto it through their DICOM geometry). A negative value in either map is an
+    error; ``allowed_labels``: if given, so is any other non-zero value. ``dicom_labels``: DICOM-SEG segment label /
     RTSTRUCT ROI name -> label id (default: segment / ROI number). ``profile``: the
     metric-definition profile of the surface metrics (``profiles.PROFILES``), recorded in each row.
     ``extra_profiles``: further profiles measured on the same decoded masks, their rows after the
