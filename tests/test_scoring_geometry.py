@@ -47,6 +47,22 @@ def test_affine_mismatch(tmp_path: Path, spacing: tuple, origin: tuple, what: st
         score_case("k1", ref, pred, REGIONS)
 
 
+@pytest.mark.parametrize("broken", ["pred", "ref"])
+def test_a_non_finite_or_singular_affine_is_refused(tmp_path: Path, broken: str) -> None:
+    """A NaN in an affine made every tolerance comparison false, so the grid check passed and the case scored (a NaN
+    origin in the prediction: Dice 1); an affine with a zero column puts a whole axis of voxels at one point."""
+    files = {"ref": tmp_path / "ref.nii.gz", "pred": tmp_path / "pred.nii.gz"}
+    for name, path in files.items():
+        nib.save(image(labels(), (2, 1, 1), (float("nan") if name == broken else 0, 0, 0)), path)
+    with pytest.raises(GeometryError, match=rf"case k1: \S*{broken}\.nii\.gz: its affine .*nan.* is not a finite, invertible"):
+        score_case("k1", files["ref"], files["pred"], REGIONS)
+    singular = nib.Nifti1Image(labels(), None)  # nibabel refuses to build one from an affine: written as its sform
+    singular.header.set_sform(np.diag([2.0, 0.0, 1.0, 1.0]), code=2)
+    nib.save(singular, files[broken])
+    with pytest.raises(GeometryError, match=rf"{broken}\.nii\.gz: its affine .* is not a finite, invertible"):
+        score_case("k1", files["ref"], files["pred"], REGIONS)
+
+
 def test_float32_header_roundoff_is_tolerated(tmp_path: Path) -> None:
     ref = tmp_path / "ref.nii.gz"
     pred = tmp_path / "pred.nii.gz"

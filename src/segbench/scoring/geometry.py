@@ -27,6 +27,15 @@ def spacing_from_affine(affine: np.ndarray) -> np.ndarray:
     return np.sqrt((np.asarray(affine, dtype=np.float64)[:3, :3] ** 2).sum(axis=0))
 
 
+def check_affine(case_id: str, path: object, affine: np.ndarray) -> None:
+    """Raise :class:`GeometryError` unless ``affine`` is finite and places voxels (its linear part invertible): a NaN in
+    it makes every tolerance comparison false, so that a grid check would pass it."""
+    affine = np.asarray(affine, dtype=np.float64)
+    if not np.isfinite(affine).all() or not abs(np.linalg.det(affine[:3, :3])) > 0:
+        raise GeometryError(f"case {case_id}: {path}: its affine {affine[:3].round(5).tolist()} is not a finite, invertible "
+                            "voxel-to-world map")
+
+
 def check_spacing(case_id: str, path: object, img: nib.spatialimages.SpatialImage) -> tuple[float, float, float]:
     """Return the header zooms (array order) after checking they agree with the affine.
 
@@ -34,6 +43,9 @@ def check_spacing(case_id: str, path: object, img: nib.spatialimages.SpatialImag
     what places voxels in the world, so the zooms we hand to the metrics must agree with it.
     """
     zooms = np.asarray(img.header.get_zooms()[:3], dtype=np.float64)
+    check_affine(case_id, path, img.affine)
+    if not (zooms > 0).all():  # NaN too: a zero spacing would put every surface point at distance 0
+        raise GeometryError(f"case {case_id}: {path}: header spacing {tuple(zooms.round(6))}: voxel sizes must be positive")
     from_affine = spacing_from_affine(img.affine)
     if not np.allclose(zooms, from_affine, rtol=LINEAR_RTOL, atol=0.0):
         raise GeometryError(
@@ -54,6 +66,8 @@ def check_same_grid(
     where = f"case {case_id}: reference {reference_path} vs prediction {prediction_path}"
     if tuple(reference.shape[:3]) != tuple(prediction.shape[:3]) or len(prediction.shape) != len(reference.shape):
         raise GeometryError(f"{where}: shape {tuple(reference.shape)} != {tuple(prediction.shape)}")
+    check_affine(case_id, reference_path, reference.affine)
+    check_affine(case_id, prediction_path, prediction.affine)
     a = np.asarray(reference.affine, dtype=np.float64)
     b = np.asarray(prediction.affine, dtype=np.float64)
     dt = float(np.abs(a[:3, 3] - b[:3, 3]).max())
