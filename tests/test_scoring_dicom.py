@@ -13,12 +13,13 @@ from pathlib import Path
 import highdicom as hd
 import nibabel as nib
 import numpy as np
+import pydicom
 import pytest
 from scipy import ndimage
 
 from dicom_series import EXAMPLE, series, series_grid, write_rtstruct, write_seg, write_series
 from segbench.scoring import Region, resample_to_reference, score_case
-from segbench.scoring.labelmaps import load_label_map
+from segbench.scoring.labelmaps import _series_files, load_label_map
 
 pytestmark = pytest.mark.skipif(not (EXAMPLE / "ct_dicom").is_dir(), reason="data bundle not pulled (dvc pull)")
 
@@ -100,3 +101,46 @@ def test_rtstruct_series_claiming_a_huge_grid_is_refused_before_it_is_built(tmp_
         d.save_as(folder / f"slice_{i:03d}.dcm")
     with pytest.raises(ValueError, match=r"case_rt.dcm: its geometry makes a volume of shape \(60000, 60000, 4\), over 8 times"):
         load_label_map(pred_rt, reference_shape=(4, 512, 512))
+
+
+def _small_rtstruct(folder: Path) -> Path:
+    """An RTSTRUCT (rt-utils) of one square ROI on the first 4 slices of the example series, written beside them."""
+    ds = write_series(series()[:4], folder)
+    labels = np.zeros((4, ds[0].Rows, ds[0].Columns), np.uint8)
+    labels[1:3, 100:200, 100:200] = 1
+    write_rtstruct(labels, folder, folder / "case_rt.dcm")
+    return folder / "case_rt.dcm"
+
+
+def _slices(folder: Path, edit: object) -> None:
+    for path in sorted(folder.glob("slice_*.dcm")):
+        d = pydicom.dcmread(path)
+        edit(d)
+        d.save_as(path)
+
+
+def _rtstruct(path: Path, edit: object) -> None:
+    d = pydicom.dcmread(path)
+    edit(d)
+    d.save_as(path)
+
+
+@pytest.mark.parametrize(("broken", "message"), [
+    (lambda p: _slices(p.parent, lambda d: setattr(d, "ImageOrientationPatient", [1, 0, 0, 1, 0, 0])), "has no usable geometry"),
+    (lambda p: _slices(p.parent, lambda d: setattr(d, "PixelSpacing", [0, 0.7])), "has no usable geometry"),
+    (lambda p: _rtstruct(p, lambda d: setattr(d.StructureSetROISequence[0], "ROINumber", 2**40)), "is not a label id"),
+    (lambda p: _rtstruct(p, lambda d: setattr(d.ROIContourSequence[0].ContourSequence[0], "ContourData", [1.0, 2.0])),
+     "a contour of 2 coordinates"),
+    (lambda p: _rtstruct(p, lambda d: setattr(d.ROIContourSequence[0].ContourSequence[0], "ContourData", [1e30, 0.0, 0.0] * 3)),
+     "a contour lies outside"),
+    (lambda p: _rtstruct(p, lambda d: delattr(d, "ReferencedFrameOfReferenceSequence")), "references 0 image series"),
+], ids=["orientation", "spacing", "roi-number", "short-contour", "far-contour", "no-series"])
+def test_a_malformed_rtstruct_or_series_is_refused_naming_the_file(tmp_path: Path, broken: object, message: str) -> None:
+    """Headers an RTSTRUCT's writer controls: each one wrong is a ValueError naming the RTSTRUCT (a singular grid raised
+    numpy's LinAlgError, a huge ROI number an OverflowError, from inside the drawing)."""
+    path = _small_rtstruct(tmp_path / "predictions")
+    load_label_map(path)  # as written, it loads
+    _series_files.cache_clear()
+    broken(path)
+    with pytest.raises(ValueError, match=f"case_rt.dcm.*{message}"):
+        load_label_map(path)

@@ -387,6 +387,8 @@ def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, reference
         label = number if dicom_labels is None else dicom_labels.get(name)
         if label is None:
             raise ValueError(f"{path}: ROI {number} {name!r} has no label id in {sorted(dicom_labels or {})}")
+        if not 0 < label <= np.iinfo(np.int32).max:  # 0 would draw nothing, and the array holds int32
+            raise ValueError(f"{path}: ROI {number} {name!r}: label {label} is not a label id (1 to {np.iinfo(np.int32).max})")
         polygons: dict[int, list[np.ndarray]] = {}
         for contour in contours.get(number, []):
             if contour.get("ContourGeometricType", "CLOSED_PLANAR") != "CLOSED_PLANAR":
@@ -404,7 +406,10 @@ def _contour_on_slice(path: Path, roi: str, contour: object, to_index: np.ndarra
                       shape: tuple[int, int, int]) -> tuple[int, np.ndarray]:
     """The slice index of one RTSTRUCT contour and its points as rounded (column, row) pixel indices for ``fillPoly``;
     a contour with malformed or non-finite coordinates, off its series, or naming an image not in it is refused."""
-    values = np.asarray(contour.get("ContourData", []), dtype=np.float64)
+    try:
+        values = np.asarray(contour.get("ContourData", []), dtype=np.float64).ravel()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: ROI {roi!r}: a contour's ContourData is not numbers ({exc})") from exc
     if values.size < 9 or values.size % 3 or not np.isfinite(values).all():
         raise ValueError(f"{path}: ROI {roi!r}: a contour of {values.size} coordinates, not a polygon of finite 3D points")
     points = values.reshape(-1, 3)
@@ -444,19 +449,30 @@ def _rtstruct_series(path: Path, rt: object) -> list:
     series = []
     for name in _series_files(str(folder), os.stat(folder).st_mtime_ns).get(uid, ()):
         with _regular_file(folder / name) as stream:
-            series.append(pydicom.dcmread(stream, stop_before_pixels=True))
+            try:
+                series.append(pydicom.dcmread(stream, stop_before_pixels=True))
+            except Exception as exc:  # replaced since it was indexed: pydicom raises many exception types
+                raise ValueError(f"{folder / name}: a slice of {path}'s series cannot be read ({type(exc).__name__}: {exc})") from exc
     if not series:
         raise ValueError(f"{path}: no slice of its image series {uid} beside it (regular DICOM files directly in {folder})")
     try:
         geometry = {(int(s.Rows), int(s.Columns), tuple(float(v) for v in s.ImageOrientationPatient),
                      tuple(float(v) for v in s.PixelSpacing)) for s in series}
         iop = np.asarray(series[0].ImageOrientationPatient, dtype=np.float64)
+        pixel = np.asarray(series[0].PixelSpacing, dtype=np.float64)
         normal = np.cross(iop[:3], iop[3:])
         position = np.array([normal @ np.asarray(s.ImagePositionPatient, dtype=np.float64) for s in series])
     except (AttributeError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: a slice of its image series {uid} lacks its geometry ({exc})") from exc
     if len(geometry) != 1:
         raise ValueError(f"{path}: the slices of its image series {uid} differ in size, orientation or pixel spacing")
+    rows, columns = next(iter(geometry))[:2]
+    # unit, orthogonal row and column directions (rt-utils' tolerance), positive spacings, finite positions, a grid
+    orthonormal = iop.size == 6 and np.allclose([iop[:3] @ iop[:3], iop[3:] @ iop[3:], iop[:3] @ iop[3:]], [1, 1, 0], atol=1e-3)
+    if not (orthonormal and pixel.size == 2 and (pixel > 0).all() and np.isfinite(pixel).all() and np.isfinite(position).all()
+            and rows > 0 and columns > 0):
+        raise ValueError(f"{path}: its image series {uid} has no usable geometry (ImageOrientationPatient {iop.tolist()}, "
+                         f"PixelSpacing {pixel.tolist()}, {rows} x {columns} pixels)")
     order = np.argsort(position, kind="stable")
     gaps = np.diff(position[order])
     if gaps.size and (gaps.min() <= 0 or gaps.max() - gaps.min() > 0.01 * gaps.mean()):
