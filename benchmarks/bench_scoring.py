@@ -126,6 +126,7 @@ def timing_worker(pairs: list[tuple[Path, Path]], repeat: int) -> None:
             rows = score_case(ref_path.name, ref_path, pred_path, REGIONS)
             eng_times.append(time.perf_counter() - t0)
         print(json.dumps({"decode": min(dec_times), "engine": min(eng_times), "rows": rows}, default=float), flush=True)
+        print(f"  timed {ref_path.name}: decode {min(dec_times):.2f}s engine {min(eng_times):.2f}s", file=sys.stderr, flush=True)
 
 
 def segauge_worker(pairs: list[tuple[Path, Path]]) -> None:
@@ -134,12 +135,13 @@ def segauge_worker(pairs: list[tuple[Path, Path]]) -> None:
         t0 = time.perf_counter()
         rows = segauge_case(ref_path, pred_path)
         print(json.dumps({"seconds": time.perf_counter() - t0, "rows": rows}, default=float), flush=True)
+        print(f"  segauge {ref_path.name}: {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
 
 
 def child(mode: str, pairs: list[tuple[Path, Path]], repeat: int = 1, env: dict[str, str] | None = None) -> list[dict]:
     """Run this script in ``mode`` on ``pairs`` in a fresh process (its allocator in a known state, untouched by the
     other measurements: segauge's large arrays left the parent's heap so that nibabel's loads ran 30 % faster after
-    them); its JSON lines, its progress passed through."""
+    them); its JSON lines (its progress, a line per pair on stderr, passes through)."""
     args = [sys.executable, __file__, mode, "--repeat", str(repeat), *(str(p) for pair in pairs for p in pair)]
     done = subprocess.run(args, check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
     return [json.loads(line) for line in done.stdout.splitlines()]
