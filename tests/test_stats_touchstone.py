@@ -130,6 +130,20 @@ def test_pairwise_complete_alignment_equals_touchstone_loop(results: dict) -> No
     assert len(changed) == 5 and ("kidney_left", "dice") in changed and ("kidney_right", "nsd") in changed
 
 
+def test_pairs_on_the_shared_cases_get_one_test_under_both_alignments(results: dict) -> None:
+    """A pair whose common cases are the shared ones is one test under both protocols: the same sign-flip p-value (not
+    another draw of it), so `changes` lists only what the case sets (and Holm over the other pairs) change."""
+    on_shared = 0
+    for organ, cell in results["structures"].items():
+        for metric, res in cell["metrics"].items():
+            shared = {(p["a"], p["b"]): p for p in res["pairwise"]}
+            for pair in res["alignment"]["pairwise"]:
+                if pair["n_cases"] == cell["n_cases"]:
+                    on_shared += 1
+                    assert pair["p_test"] == shared[pair["a"], pair["b"]]["p_test"], (organ, metric, pair["a"], pair["b"])
+    assert on_shared == 18 * 35  # per cell the 2 x 17 pairs of a 656-scan model with a full one, and the two together
+
+
 def test_case_alignment_setting_makes_touchstone_protocol_primary(touchstone_rows: pd.DataFrame) -> None:
     rows = touchstone_rows[touchstone_rows["structure"] == "kidney_left"]
     settings = StatsSettings(n_resamples=200, case_alignment="pairwise_complete")

@@ -742,13 +742,15 @@ def _compare(
     jack = None if jack is None else jack[:, order]
 
     ranking = _ranking(values, names, boot, full_ranks, higher, settings)
-    pairwise = _pairwise(values, names, means, boot, jack, settings, context)
+    a, b = pair_indices(len(names))
+    flips = _sign_flips(values, a, b, settings, context.structure, context.metric) if a.size else None
+    pairwise = _pairwise(names, a, b, means, boot, jack, flips, settings)
     paired = pair_ranks(values)  # one sort of the pairs' differences for the map and the test-then-rank scheme
     significance = _significance(wilcoxon_map(values, higher, settings.alpha, paired), names, ("p_value", "p_adjusted", "significant"))
     alignment = None
     if context.union is not None:
         union, case_ids, shared_at = context.union
-        alignment = _pairwise_complete(union[order], case_ids, shared_at, names, higher, (boot, means, jack), settings, context)
+        alignment = _pairwise_complete(union[order], case_ids, shared_at, names, higher, (boot, means, jack, flips), settings, context)
     pairwise, significance, alignment = _aligned(pairwise, significance, alignment, settings)
     loo = None
     if jack is not None:
@@ -777,19 +779,19 @@ def _ranking(values: np.ndarray, names: list[str], boot: np.ndarray, full_ranks:
 
 
 def _pairwise(
-    values: np.ndarray,
     names: list[str],
+    a: np.ndarray,
+    b: np.ndarray,
     means: np.ndarray,
     boot: np.ndarray,
     jack: np.ndarray | None,
+    flips: SignFlips | None,
     settings: StatsSettings,
-    context: _Context,
 ) -> list[Pair]:
-    """Every pair's separability on the shared cases, a ranked above b (docs/methodology.md#55-pairwise-separability)."""
-    a, b = pair_indices(len(names))
+    """Every pair's separability on the shared cases, a ranked above b (docs/methodology.md#55-pairwise-separability):
+    the pairs (a, b) of :func:`pair_indices`, ``flips`` their sign-flip test (None under ``bootstrap_ci``)."""
     if not a.size:
         return []
-    flips = _sign_flips(values, a, b, settings, context.structure, context.metric)
     by_resamples = flips is None  # the bootstrap CIs decide: they read the resampled differences
     sep = separability(
         boot[:, a] - boot[:, b] if by_resamples else None,
@@ -864,20 +866,21 @@ def _pairwise_complete(
     shared_at: np.ndarray,
     names: list[str],
     higher: bool,
-    shared: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+    shared: tuple[np.ndarray, np.ndarray, np.ndarray | None, SignFlips | None],
     settings: StatsSettings,
     context: _Context,
 ) -> Alignment | None:
     """Pairwise CIs and significance map with each pair on the cases both its models have (docs/methodology.md#513-case-alignment).
 
     ``union`` (K, N) holds the ranked models (in rank order) on every case any reports, NaN where one
-    lacks it. ``shared``: the shared-case resampled means, means and jackknife of those models. Pairs
-    are grouped by their common-case set: the group on the shared cases reuses the shared resamples, a
+    lacks it. ``shared``: the shared-case resampled means, means, jackknife and sign-flip test of those models. Pairs
+    are grouped by their common-case set: the group on the shared cases reuses the shared resamples and test (a pair
+    on the same cases gets the same p-value and interval under both alignments, not another draw of them), a
     group whose models all report exactly its cases reuses their all-reported bootstrap (_all_reported),
     any other gets one paired bootstrap of its models over its cases, seeded from the structure, metric
     and case set. None when every pair's common cases are the shared ones.
     """
-    boot, means, jack = shared
+    boot, means, jack, shared_flips = shared
     a, b = pair_indices(len(names))
     if not a.size:
         return None
@@ -896,11 +899,15 @@ def _pairwise_complete(
     tests = []
     for pairs, cases in groups:
         n_cases[pairs] = cases.size
-        test = _sign_flips(union[:, cases], a[pairs], b[pairs], settings, context.structure, context.metric,
-                           "pairwise_complete", *(case_ids[c] for c in cases))
+        on_shared = cases.size == n_shared  # a superset of the shared cases of the same size: the shared cases
+        if on_shared:
+            test = None if shared_flips is None else shared_flips.part(pairs)
+        else:
+            test = _sign_flips(union[:, cases], a[pairs], b[pairs], settings, context.structure, context.metric,
+                               "pairwise_complete", *(case_ids[c] for c in cases))
         if test is not None:
             tests.append((pairs, test))
-        if cases.size == n_shared:  # a superset of the shared cases of the same size: the shared cases
+        if on_shared:
             g_boot, g_means, g_jack, ga, gb, rows = boot, means, jack, a[pairs], b[pairs], shared_at
         else:
             used = np.union1d(a[pairs], b[pairs])
