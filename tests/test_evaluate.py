@@ -4,6 +4,7 @@ stage's; bad input stops with an error naming the file or case."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -291,6 +292,27 @@ def test_under_a_coverage_policy_a_file_that_cannot_be_scored_is_a_missing_case_
     (small / "gt" / "b.nii.gz").write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(ValueError, match=r"gt/b\.nii\.gz: cannot read as NIfTI"):
         _evaluate(small, bad, missing="worst_case")
+
+
+def test_a_case_with_two_files_or_an_empty_folder_is_one_team_s_problem(small: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Two files for one case (a.nii.gz and a.nii: which is the prediction cannot be told) stop the run naming both
+    under ``missing="error"``; under a coverage policy that case is the team's missing one and an empty folder is a
+    team without predictions, both named in a warning, and the other team is scored (both stopped every team)."""
+    bad = _bad_copy(small)
+    (bad / "a.nii").write_bytes(gzip.decompress((bad / "a.nii.gz").read_bytes()))
+    _nifti(bad / "b.nii.gz", np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj))
+    with pytest.raises(ValueError, match=r"model bad: predictions: .*bad: case a has 2 files, a\.nii and a\.nii\.gz"):
+        _evaluate(small, bad)
+    empty = small / "empty"
+    empty.mkdir()
+    with caplog.at_level("WARNING", logger="segbench.evaluation"):
+        own = evaluation.evaluate(small / "gt", {"good": small / "good", "bad": bad, "empty": empty}, progress=False,
+                                  missing="own_cases").results
+    assert own["coverage"]["models"] == {"bad": {"n_cases": 1, "of": 2, "missing": ["a"]},
+                                         "empty": {"n_cases": 0, "of": 2, "missing": ["a", "b"]}}
+    assert "case a has 2 files, a.nii and a.nii.gz; which one is its label map cannot be told" in caplog.text
+    assert "model empty: 2 of 2 cases have no prediction" in caplog.text
+    assert own["analysis"]["structures"]["organ"]["metrics"]["dice"]["ranking"]["order"] == ["good"]
 
 
 def test_negative_label_values_are_an_error_even_without_a_label_schema(tmp_path: Path) -> None:

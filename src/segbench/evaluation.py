@@ -54,17 +54,30 @@ PER_CASE_FILE = "per_case.csv"
 NPY_HEADER_BYTES = 65_536
 
 
-def case_files(folder: Path, what: str, *, untrusted: bool = False) -> dict[str, Path]:
-    """Case id -> label map file of ``folder`` (DICOM files other than SEG and RTSTRUCT, e.g. the series an RTSTRUCT
-    is drawn on, are not cases); an error names a folder without label maps or a case with two files.
+def case_files(folder: Path, what: str) -> dict[str, Path]:
+    """Case id -> label map file of a trusted ``folder`` (the references): an error names a folder without label maps or
+    a case with two files."""
+    listed = listed_cases(folder, what)
+    if not listed:
+        raise FileNotFoundError(f"{what} {folder}: no label maps ({', '.join(SUFFIXES)})")
+    for case_id, paths in listed.items():
+        if len(paths) > 1:
+            raise ValueError(f"{what} {folder}: {two_files(case_id, paths)}")
+    return {case_id: paths[0] for case_id, paths in listed.items()}
+
+
+def listed_cases(folder: Path, what: str, *, untrusted: bool = False) -> dict[str, list[Path]]:
+    """Case id -> the label map files of ``folder`` named for it (DICOM files other than SEG and RTSTRUCT, e.g. the series
+    an RTSTRUCT is drawn on, are not cases; names starting with a dot are not either); an error names a missing folder.
 
     ``untrusted`` (a model's predictions): names are not followed. Every entry but a folder is a case's file, a symlink,
     hard link, FIFO or device included, for ``intake.check_regular`` to refuse before a byte of it is read (a DICOM
-    file's header is read to tell a segmentation only when it is a regular file with one link)."""
+    file's header is read to tell a segmentation only when it is a regular file with one link). A case with two files is
+    the caller's to refuse: for a model that is one unscoreable case, not a stop for every model."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{what} {folder}: no such folder")
-    found: dict[str, Path] = {}
+    found: dict[str, list[Path]] = {}
     for path in sorted(folder.iterdir()):
         suffix = next((s for s in SUFFIXES if path.name.lower().endswith(s)), None)
         if suffix is None or path.name.startswith("."):
@@ -76,13 +89,13 @@ def case_files(folder: Path, what: str, *, untrusted: bool = False) -> dict[str,
                 continue
         elif not path.is_file() or (suffix == ".dcm" and not _is_segmentation(path)):
             continue
-        case_id = path.name[: -len(suffix)]
-        if case_id in found:
-            raise ValueError(f"{what} {folder}: case {case_id} has two files, {found[case_id].name} and {path.name}")
-        found[case_id] = path
-    if not found:
-        raise FileNotFoundError(f"{what} {folder}: no label maps ({', '.join(SUFFIXES)})")
+        found.setdefault(path.name[: -len(suffix)], []).append(path)
     return found
+
+
+def two_files(case_id: str, paths: Sequence[Path]) -> str:
+    """The error of a case named by more than one file: which one is the case's cannot be told."""
+    return f"case {case_id} has {len(paths)} files, {' and '.join(p.name for p in paths)}; which one is its label map cannot be told"
 
 
 def _is_segmentation(path: Path) -> bool:
@@ -273,7 +286,8 @@ def evaluate(
     owners, triples = [], []
     with tempfile.TemporaryDirectory(prefix="segbench-evaluate-") as tmp:
         for model, folder in predictions.items():
-            files = case_files(Path(folder), f"model {model}: predictions", untrusted=True)
+            listed = listed_cases(Path(folder), f"model {model}: predictions", untrusted=True)
+            files = {c: paths[0] for c, paths in listed.items()}
             stray = sorted(set(files) - set(references))
             if stray:
                 message = f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}"
@@ -294,6 +308,8 @@ def evaluate(
                 staged = None
                 if c in files:
                     try:
+                        if len(listed[c]) > 1:
+                            raise intake.IntakeError(f"{folder}: {two_files(c, listed[c])}; refused unread")
                         intake.check_regular(files[c])
                         staged = _staged(files[c], references[c], staging, allowed)
                     except ValueError as exc:  # refused unread, or a .npy that cannot be staged
