@@ -87,6 +87,8 @@ def test_distances_carry_their_unit_and_lower_is_better() -> None:
     (0.963, 0.941, 0.98, "lesion_dice", True, "0.963 [0.941, 0.980]"),
     (-175.05, -257.9, -101.46, "assd", False, "-175.05 [-257.90, -101.46] mm"),
     (12.3, None, None, "hd95", False, "12.30 mm"),
+    (0.0, -np.inf, np.inf, "dice", True, "0.000"),                              # unbounded (too few cases): stored as None
+    (0.01, 0.002, np.inf, "dice", True, "0.010"),
     (None, None, None, "dice", True, "–"),
 ])
 def test_format_estimate(value: float | None, low: float | None, high: float | None, metric: str, higher: bool, text: str) -> None:
@@ -96,3 +98,12 @@ def test_format_estimate(value: float | None, low: float | None, high: float | N
 def test_level_labels_never_round_to_100_percent():
     assert [format_level(x) for x in (0.95, 0.9705, 0.975, 0.9953, 0.99996, 0.99995, 0.9999999, 1.0)] == [
         "95%", "97.05%", "97.5%", "99.53%", "99.996%", "99.995%", "99.99999%", "100%"]
+
+
+def test_too_few_cases_print_the_difference_alone_as_they_store_no_interval() -> None:
+    """With three cases the sign-flip test rejects nothing at the family's level: the interval is unbounded, stored as
+    None, and the verdict's sentence prints the difference alone, not '[-inf, inf]' beside a null in the results."""
+    cell = _cell({"A": BASE[:3] + 0.1, "B": BASE[:3]})
+    pair = cell["verdict"]["pairs"][0]
+    assert cell["pairwise"][0]["ci_low"] is None and pair["ci_low"] is None and pair["ci_high"] is None
+    assert "inf" not in cell["verdict"]["text"] and "Δ = 0.100 (A − B)" in cell["verdict"]["text"], cell["verdict"]["text"]

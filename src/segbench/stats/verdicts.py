@@ -69,10 +69,13 @@ def interval_digits(low: float | None, high: float | None, n_digits: int, value:
 def format_estimate(value: float | None, low: float | None, high: float | None, metric: str, higher_is_better: bool) -> str:
     """'0.912 [0.901, 0.922]' or '-175.05 [-257.90, -101.46] mm': an estimate, its CI and the metric's unit.
 
-    An en dash stands for a missing number; a missing interval leaves only the estimate.
+    An en dash stands for a missing number; a missing or unbounded interval (an end None or infinite: too few cases for
+    the test to reject anything, stored as None) leaves only the estimate.
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        low = high = None
     n = interval_digits(low, high, base_digits(higher_is_better), value)
     suffix = f" {unit(metric)}" if unit(metric) else ""
     if low is None or high is None:
