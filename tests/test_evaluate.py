@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT
 from segbench import evaluation, scoring
 from segbench.config import parse_params
-from segbench.models import simulated
+from segbench.models import intake, simulated
 from segbench.report.terminal import render
 from segbench.stages.paths import predictions_dir, scores_dir
 from segbench.stages.score import run_score
@@ -240,7 +240,8 @@ def test_a_corrupt_file_is_an_error_naming_it(small: Path) -> None:
 
 def test_a_link_or_fifo_in_a_prediction_folder_is_refused_unread_naming_it(small: Path) -> None:
     """A submission's symlink to the reference would score a perfect case; a hard link, the same; a FIFO would hang
-    the read. Each is an error naming the model and the file, before a byte of it is read."""
+    the read; a file of gigabytes would be held whole in memory. Each is an error naming the model and the file, before
+    a byte of it is read."""
     bad = _bad_copy(small)
     (bad / "b.nii.gz").symlink_to(small / "gt" / "b.nii.gz")
     with pytest.raises(ValueError, match=r"model bad: predictions: .*bad/b\.nii\.gz: a symlink, not a regular file; refused unread"):
@@ -252,6 +253,12 @@ def test_a_link_or_fifo_in_a_prediction_folder_is_refused_unread_naming_it(small
     (bad / "b.nii.gz").unlink()
     os.mkfifo(bad / "b.nii.gz")
     with pytest.raises(ValueError, match=r"bad/b\.nii\.gz: a FIFO, not a regular file"):
+        _evaluate(small, bad)
+    (bad / "b.nii.gz").unlink()
+    with open(bad / "b.nii.gz", "wb") as sparse:  # a file over the cap (sparse: no disk): the readers would hold it whole
+        sparse.truncate(intake.MAX_FILE_BYTES + 1)
+    with pytest.raises(ValueError, match=rf"bad/b\.nii\.gz: {intake.MAX_FILE_BYTES + 1} bytes, over the cap of {intake.MAX_FILE_BYTES}; "
+                                         "refused unread"):
         _evaluate(small, bad)
     (bad / "b.nii.gz").unlink()
     (bad / "b.nii.gz").mkdir()  # a folder is not a case: b has no prediction

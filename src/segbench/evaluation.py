@@ -310,7 +310,7 @@ def evaluate(
                     try:
                         if len(listed[c]) > 1:
                             raise intake.IntakeError(f"{folder}: {two_files(c, listed[c])}; refused unread")
-                        intake.check_regular(files[c])
+                        intake.check_regular(files[c], intake.MAX_FILE_BYTES)  # the readers hold a whole file
                         staged = _staged(files[c], references[c], staging, allowed)
                     except ValueError as exc:  # refused unread, or a .npy that cannot be staged
                         _unscoreable(model, c, exc, missing)

@@ -30,7 +30,7 @@ from segbench.scoring.labelmaps import MAX_VOXEL_FACTOR
 
 #: bytes inflated per read while streaming a member
 CHUNK = 1 << 20
-#: the largest npz or compressed NIfTI file read (bytes); an honest label map of a CT is a few MB
+#: the largest npz, NIfTI or DICOM output read (bytes); an honest label map of a CT is a few MB
 MAX_FILE_BYTES = 1 << 30
 NIFTI_HEADER_BYTES = 352
 
@@ -51,14 +51,16 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def check_regular(path: Path) -> os.stat_result:
-    """``path``'s lstat if it is a regular file with a single link (nothing followed); else IntakeError. A missing
-    ``path`` raises FileNotFoundError."""
+def check_regular(path: Path, max_bytes: int | None = None) -> os.stat_result:
+    """``path``'s lstat if it is a regular file with a single link (nothing followed) and, with ``max_bytes``, of at most
+    that size; else IntakeError. A missing ``path`` raises FileNotFoundError."""
     info = os.lstat(path)
     if not stat.S_ISREG(info.st_mode):
         raise IntakeError(f"{path}: {_kind(info.st_mode)}, not a regular file; refused unread")
     if info.st_nlink != 1:
         raise IntakeError(f"{path}: a hard link ({info.st_nlink} names for one file); refused unread")
+    if max_bytes is not None and info.st_size > max_bytes:
+        raise IntakeError(f"{path}: {info.st_size} bytes, over the cap of {max_bytes}; refused unread")
     return info
 
 
@@ -68,9 +70,7 @@ def open_output(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Iterator[BinaryI
 
     FileNotFoundError passes through (a missing output is the caller's case, not a refusal)."""
     path = Path(path)
-    before = check_regular(path)
-    if before.st_size > max_bytes:
-        raise IntakeError(f"{path}: {before.st_size} bytes, over the cap of {max_bytes}; refused unread")
+    before = check_regular(path, max_bytes)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:  # replaced by a symlink or FIFO between lstat and open
