@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -320,6 +321,16 @@ def test_a_case_with_two_files_or_an_empty_folder_is_one_team_s_problem(small: P
     assert "case a has 2 files, a.nii and a.nii.gz; which one is its label map cannot be told" in caplog.text
     assert "model empty: 2 of 2 cases have no prediction" in caplog.text
     assert own["analysis"]["structures"]["organ"]["metrics"]["dice"]["ranking"]["order"] == ["good"]
+
+
+def test_a_model_name_is_a_name_not_a_path(small: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model names are staged by number: "../escape" wrote a folder beside the run's temporary one (left behind), and
+    "a/b" failed with a bare errno."""
+    (small / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(small / "tmp"))  # the run's temporary folder in small/tmp
+    result = evaluation.evaluate(small / "gt", {"../escape": small / "good", "a/b": small / "good"}, progress=False)
+    assert sorted(result.per_case["model"].unique()) == ["../escape", "a/b"]
+    assert list((small / "tmp").iterdir()) == [] and not (small / "escape").exists()
 
 
 def test_negative_label_values_are_an_error_even_without_a_label_schema(tmp_path: Path) -> None:

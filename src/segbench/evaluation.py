@@ -285,7 +285,7 @@ def evaluate(
     extra = [p for p in sensitivity_profiles if p != profile]
     owners, triples = [], []
     with tempfile.TemporaryDirectory(prefix="segbench-evaluate-") as tmp:
-        for model, folder in predictions.items():
+        for number, (model, folder) in enumerate(predictions.items()):
             listed = listed_cases(Path(folder), f"model {model}: predictions", untrusted=True)
             files = {c: paths[0] for c, paths in listed.items()}
             stray = sorted(set(files) - set(references))
@@ -302,7 +302,7 @@ def evaluate(
             if absent:
                 log.warning("model %s: %d of %d cases have no prediction (coverage policy %s): %s",
                             model, len(absent), len(cases), missing, ", ".join(absent[:10]))
-            staging = Path(tmp) / model
+            staging = Path(tmp) / f"model_{number}"  # by number: a name is no path ("../x", "a/b")
             staging.mkdir()
             for c in cases:
                 staged = None
