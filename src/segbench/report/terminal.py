@@ -84,9 +84,16 @@ def _identical(cell: Cell) -> list[str]:
             for group in (cell.get("ranking") or {}).get("identical") or [] if len(group) > 1]
 
 
-def _overview_cell(results: Results, structure: str, metric: str, cell: Cell, n: int) -> tuple[str, list[str]]:
+def _shared_audit(results: Results, cells: Sequence[tuple[str, str, Cell, int]]) -> str | None:
+    """The audit sentence of the overview's compared cells when it is one for all of them (e.g. 'Not audited: ...' for
+    a ``segbench evaluate`` board): said once in the notes rather than under every cell; else None."""
+    said = {audit_words(audit_of(results, s, m), s) for s, m, c, _ in cells if (c.get("verdict") or {}).get("pairs")}
+    return said.pop() if len(said) == 1 else None
+
+
+def _overview_cell(results: Results, structure: str, metric: str, cell: Cell, n: int, said_once: str | None = None) -> tuple[str, list[str]]:
     """One overview cell: its head ('kidney nsd, 20 cases: #1 MOOSE 0.912 [...], P(rank 1) 0.62; co-winners ...') and
-    the lines under it (the verdict on #1 versus #2, ties, the audited rates)."""
+    the lines under it (the verdict on #1 versus #2, ties, the audited rates unless they are ``said_once``)."""
     v = cell.get("verdict")
     if not v:
         return f"{structure} {metric}, {n} cases: no ranked model", []
@@ -94,7 +101,7 @@ def _overview_cell(results: Results, structure: str, metric: str, cell: Cell, n:
     head = (f"{structure} {metric}, {n} cases: #1 {first} {estimate(cell['models'][first], cell, metric)}, "
             f"P(rank 1) {p_rank1_text(cell, first)}; co-winners {', '.join(v['co_winners'])}")
     lines = [verdict_sentence(v) if v["pairs"] else CODE_WORDS["single_model"], *_identical(cell)]
-    if v["pairs"]:
+    if v["pairs"] and said_once is None:
         lines.append(audit_words(audit_of(results, structure, metric), structure))
     return head, [*lines, *own_case_lines(results, structure, metric)]
 
@@ -168,8 +175,10 @@ def _blocks(all_results: Sequence[Results], structure: str | None, metric: str |
             for view in [results, *([lesions] if lesions else [])]:
                 cells = list(_cells(view))
                 d = view["dataset"]
-                notes = [*filter(None, [unit_sentence(view)]), *coverage_notes(view), *_table_notes(view, [c for _, _, c, _ in cells]), CO_WINNERS]
-                yield f"{d.get('title') or d['name']}: {_kinds_line(view)}", notes, [_overview_cell(view, *entry) for entry in cells]
+                audit = _shared_audit(view, cells) if len(cells) > 1 else None
+                notes = [*filter(None, [unit_sentence(view)]), *coverage_notes(view), *_table_notes(view, [c for _, _, c, _ in cells]), CO_WINNERS,
+                         *filter(None, [audit])]
+                yield f"{d.get('title') or d['name']}: {_kinds_line(view)}", notes, [_overview_cell(view, *entry, audit) for entry in cells]
             continue
         for name in _metrics(results, structure, metric):
             title, rows = _leaderboard_rows(results, structure, name)
