@@ -352,7 +352,10 @@ def map_cases(job: Callable[[A], T], jobs: Sequence[A], *, workers: int = 1, pro
     case last kept one worker busy seconds after the other finished)."""
     from tqdm import tqdm
 
-    bar = tqdm(total=len(jobs), desc=desc, unit="case", disable=not progress)
+    # in a terminal the bar redraws each second; in a log (dvc repro's, CI's) each 30 s (tqdm's monitor thread forces a
+    # redraw after maxinterval), not a megabyte of redraws
+    interval = 1.0 if sys.stderr.isatty() else 30.0
+    bar = tqdm(total=len(jobs), desc=desc, unit="case", disable=not progress, mininterval=interval, maxinterval=max(10.0, 2 * interval))
     out: list[T] = []
     try:
         if workers <= 1:
