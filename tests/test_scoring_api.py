@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +23,7 @@ from segbench.scoring import (
     score_case,
     score_cases,
 )
-from segbench.scoring.engine import _region_mask, dice_iou
+from segbench.scoring.engine import _region_mask, dice_iou, map_cases, raise_worker_died, worker_died
 
 SPACING = (2.0, 0.8, 0.8)
 SHAPE = (12, 40, 36)
@@ -117,6 +119,28 @@ def test_score_cases_order_and_workers(tmp_path: Path, ref: Path) -> None:
     assert list(serial["case_id"]) == ["a"] * 3 + ["b"] * 3 + ["c"] * 3
     assert serial.equals(parallel)
     assert 0 < serial.loc[0, "dice"] < 1
+
+
+def _double_or_die(args: tuple) -> int:
+    """A job whose worker process is killed (as the kernel's OOM killer kills it) for the case named "dies"."""
+    if args[0] == "dies":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 2 * args[3]
+
+
+def test_a_worker_process_that_dies_fails_its_case_not_the_run() -> None:
+    """A killed worker took the pool's job with it and multiprocessing's pool waited forever. Now the jobs it held run
+    again, each alone; the one whose process dies again is an error naming the case and its file (or ``died``'s
+    result), every other job's result comes back in order."""
+    jobs = [(f"c{i}", Path("ref.nii.gz"), Path(f"pred{i}.nii.gz"), i) for i in range(6)]
+    jobs[2] = ("dies", Path("ref.nii.gz"), Path("bad.nii.gz"), 2)
+    out = map_cases(_double_or_die, jobs, workers=2, progress=False, died=worker_died)
+    assert out[:2] == [0, 2] and out[3:] == [6, 8, 10]
+    assert str(out[2]) == "case dies: bad.nii.gz: the worker process scoring it died (killed for memory, or a crash in a decoder)"
+    with pytest.raises(ValueError, match=r"case dies: bad\.nii\.gz: the worker process scoring it died"):
+        map_cases(_double_or_die, jobs, workers=2, progress=False, died=raise_worker_died)
+    with pytest.raises(RuntimeError, match=r"scoring: the worker process running job 2 of 6 died"):
+        map_cases(_double_or_die, jobs, workers=2, progress=False)
 
 
 def test_pool_workers_fork_until_numba_threads_run_then_spawn(tmp_path: Path, ref: Path) -> None:

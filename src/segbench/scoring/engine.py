@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
 import os
 import sys
 import types
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -300,6 +301,20 @@ def _score_case_or_error(args: tuple) -> list[dict] | Exception:
         return exc
 
 
+def worker_died(args: tuple) -> ValueError:
+    """The error of a case (a job's ``(case_id, reference, prediction, ...)``) whose worker process died while scoring it
+    alone (:func:`map_cases`): killed for memory, or a crash in a decoder; it names the prediction (the reference
+    without one)."""
+    case_id, reference, prediction = args[:3]
+    return ValueError(f"case {case_id}: {reference if prediction is None else prediction}: the worker process scoring it died "
+                      "(killed for memory, or a crash in a decoder)")
+
+
+def raise_worker_died(args: tuple) -> NoReturn:
+    """:func:`worker_died`, raised: for a run that stops on a case it cannot score."""
+    raise worker_died(args)
+
+
 def _one_kernel_thread() -> None:
     """Workers run one case each: parallelism is across cases, so the kernel uses one thread.
 
@@ -342,42 +357,73 @@ def _start_method() -> str:
 
 
 def map_cases(job: Callable[[A], T], jobs: Sequence[A], *, workers: int = 1, progress: bool = True, desc: str = "scoring",
-              sizes: Sequence[float] | None = None) -> list[T]:
+              sizes: Sequence[float] | None = None, died: Callable[[A], T] | None = None) -> list[T]:
     """``job`` of every entry of ``jobs``, in input order, with a progress bar.
 
-    With ``workers > 1`` the jobs run in a process pool that hands out one case at a time (``imap`` with
-    chunksize 1), so at most ``workers`` cases are decoded at once; ``job`` must pickle (a module-level function or a
-    ``functools.partial`` of one). ``sizes``: each job's expected work (:func:`case_bytes`); the pool hands out the
-    largest first, so that the jobs left while another worker has nothing to do are small ones (input order, a large
-    case last kept one worker busy seconds after the other finished)."""
+    With ``workers > 1`` the jobs run in a process pool that is handed one job per free worker, so at most ``workers``
+    cases are decoded at once; ``job`` must pickle (a module-level function or a ``functools.partial`` of one).
+    ``sizes``: each job's expected work (:func:`case_bytes`); the pool is handed the largest first, so that the jobs
+    left while another worker has nothing to do are small ones (input order, a large case last kept one worker busy
+    seconds after the other finished). A worker process that dies (killed for memory, a crash in a decoder) takes the
+    pool down with the jobs it was running, not the run: those jobs are run again, each alone in a fresh pool, and
+    the one whose process dies again gives ``died(job)`` in the parent (None: RuntimeError naming the job); the rest
+    run on. (A pool of multiprocessing waited forever for a dead worker's job.)"""
     from tqdm import tqdm
 
     # in a terminal the bar redraws each second; in a log (dvc repro's, CI's) each 30 s (tqdm's monitor thread forces a
     # redraw after maxinterval), not a megabyte of redraws
     interval = 1.0 if sys.stderr.isatty() else 30.0
     bar = tqdm(total=len(jobs), desc=desc, unit="case", disable=not progress, mininterval=interval, maxinterval=max(10.0, 2 * interval))
-    out: list[T] = []
+    done: dict[int, T] = {}
+
+    def record(i: int, result: T) -> None:
+        done[i] = result
+        bar.update()
+
     try:
         if workers <= 1:
-            for args in jobs:
-                out.append(job(args))
-                bar.update()
+            for i, args in enumerate(jobs):
+                record(i, job(args))
         else:
-            import multiprocessing as mp
-
             method = _start_method()
-            with _main_hidden(job) if method == "spawn" else contextlib.nullcontext():
-                pool = mp.get_context(method).Pool(processes=workers, initializer=_one_kernel_thread)
-            order = list(range(len(jobs))) if sizes is None else sorted(range(len(jobs)), key=lambda i: -sizes[i])
-            done: dict[int, T] = {}
-            with pool:
-                for i, result in zip(order, pool.imap(job, [jobs[i] for i in order], chunksize=1), strict=True):
-                    done[i] = result
-                    bar.update()
-            out = [done[i] for i in range(len(jobs))]
+            pending = list(range(len(jobs))) if sizes is None else sorted(range(len(jobs)), key=lambda i: -sizes[i])
+            while pending:
+                lost, pending = _pooled(job, jobs, pending, workers, method, record)
+                for i in lost:  # each alone: the job whose process dies again is the one that killed it
+                    if _pooled(job, jobs, [i], 1, method, record)[0]:
+                        if died is None:
+                            raise RuntimeError(f"{desc}: the worker process running job {i} of {len(jobs)} died")
+                        record(i, died(jobs[i]))
     finally:
         bar.close()
-    return out
+    return [done[i] for i in range(len(jobs))]
+
+
+def _pooled(job: Callable[[A], T], jobs: Sequence[A], order: list[int], workers: int, method: str,
+            record: Callable[[int, T], None]) -> tuple[list[int], list[int]]:
+    """Run the jobs at ``order`` in a pool of ``workers`` processes, each result to ``record`` as it comes; a job's
+    error stops the run. If a worker process dies: (the jobs that were running, the jobs not yet begun); else ([], [])."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    queue, running = list(order), {}
+    with _main_hidden(job) if method == "spawn" else contextlib.nullcontext():
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method), initializer=_one_kernel_thread)
+        try:
+            while queue or running:
+                while queue and len(running) < workers:
+                    i = queue.pop(0)
+                    running[pool.submit(job, jobs[i])] = i
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    try:
+                        result = future.result()
+                    except BrokenProcessPool:
+                        return sorted(running.values()), queue
+                    record(running.pop(future), result)
+        finally:
+            pool.shutdown(wait=not running, cancel_futures=True)
+    return [], []
 
 
 def case_bytes(reference: Path | str, prediction: Path | str | None) -> int:
@@ -400,10 +446,11 @@ def score_cases(
 ) -> pd.DataFrame:
     """Score every (case_id, reference, prediction) in input order; one row per case x region (x profile).
 
-    With ``workers > 1`` cases run in a process pool that hands out one case at a time
-    (``imap`` with chunksize 1), so at most ``workers`` cases are decoded at once. ``profile`` and
+    With ``workers > 1`` cases run in a process pool, one case per free worker (:func:`map_cases`), so at most
+    ``workers`` cases are decoded at once. ``profile`` and
     ``extra_profiles``: as in :func:`score_case` (checked before any case is decoded). ``failed``: if given, a case
-    whose files raise (a ValueError or OSError) does not stop the others: it is scored again without its prediction
+    whose files raise (a ValueError or OSError) or whose worker process dies (:func:`worker_died`) does not stop the
+    others: it is scored again without its prediction
     (a missing one, flagged), and its error is stored under its position in ``cases``; an error of the reference
     itself raises then.
     """
@@ -415,7 +462,7 @@ def score_cases(
         for cid, ref, pred in cases
     ]
     done = map_cases(_score_case_job if failed is None else _score_case_or_error, jobs, workers=workers, progress=progress,
-                     sizes=[case_bytes(ref, pred) for _, ref, pred in cases])
+                     sizes=[case_bytes(ref, pred) for _, ref, pred in cases], died=raise_worker_died if failed is None else worker_died)
     rows = []
     for i, (job, case_rows) in enumerate(zip(jobs, done, strict=True)):
         if isinstance(case_rows, Exception) and failed is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from segbench.scoring.engine import COLUMNS, DecodedPair, _region_mask, case_bytes, decode_pair, map_cases, score_pair
+from segbench.scoring.engine import COLUMNS, DecodedPair, _region_mask, case_bytes, decode_pair, map_cases, raise_worker_died, score_pair
 from segbench.scoring.instances import TABLE_COLUMNS, case_scores, counted_references, get_lesion_profile, instance_tables, volume_strata
 from segbench.scoring.profiles import get_profile
 from segbench.scoring.settings import DEFAULT_PROFILE, LesionSetting, Region
@@ -72,7 +72,8 @@ def score_lesion_cases(
     """Every (case_id, reference, prediction) in input order: the per-case lesion table and the per-lesion table."""
     jobs = [(cid, Path(ref), None if pred is None else Path(pred), setting, allowed_labels) for cid, ref, pred in cases]
     sizes = [case_bytes(ref, pred) for _, ref, pred in cases]
-    return _lesion_frames(map_cases(_score_case_lesions_job, jobs, workers=workers, progress=progress, desc="lesions", sizes=sizes), setting)
+    return _lesion_frames(map_cases(_score_case_lesions_job, jobs, workers=workers, progress=progress, desc="lesions", sizes=sizes,
+                                   died=raise_worker_died), setting)
 
 
 def _lesion_frames(done: list[tuple[list[dict], pd.DataFrame]], setting: LesionSetting) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -99,7 +100,8 @@ def score_cases_and_lesions(
         get_profile(name)
     jobs = [(cid, Path(ref), None if pred is None else Path(pred), tuple(regions), setting, allowed_labels, profile, tuple(extra_profiles))
             for cid, ref, pred in cases]
-    done = map_cases(_score_and_lesions_job, jobs, workers=workers, progress=progress, sizes=[case_bytes(ref, pred) for _, ref, pred in cases])
+    done = map_cases(_score_and_lesions_job, jobs, workers=workers, progress=progress, sizes=[case_bytes(ref, pred) for _, ref, pred in cases],
+                     died=raise_worker_died)
     scored = pd.DataFrame([row for case_rows, _ in done for row in case_rows], columns=list(COLUMNS))
     return (scored, *_lesion_frames([lesions for _, lesions in done], setting))
 
