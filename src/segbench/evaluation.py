@@ -62,7 +62,7 @@ def case_files(folder: Path, what: str) -> dict[str, Path]:
         raise FileNotFoundError(f"{what} {folder}: no label maps ({', '.join(SUFFIXES)})")
     for case_id, paths in listed.items():
         if len(paths) > 1:
-            raise ValueError(f"{what} {folder}: {two_files(case_id, paths)}")
+            raise ValueError(f"{what} {folder}: {_two_files(case_id, paths)}")
     return {case_id: paths[0] for case_id, paths in listed.items()}
 
 
@@ -93,7 +93,7 @@ def listed_cases(folder: Path, what: str, *, untrusted: bool = False) -> dict[st
     return found
 
 
-def two_files(case_id: str, paths: Sequence[Path]) -> str:
+def _two_files(case_id: str, paths: Sequence[Path]) -> str:
     """The error of a case named by more than one file: which one is the case's cannot be told."""
     return f"case {case_id} has {len(paths)} files, {' and '.join(p.name for p in paths)}; which one is its label map cannot be told"
 
@@ -309,7 +309,7 @@ def evaluate(
                 if c in files:
                     try:
                         if len(listed[c]) > 1:
-                            raise intake.IntakeError(f"{folder}: {two_files(c, listed[c])}; refused unread")
+                            raise intake.IntakeError(f"{folder}: {_two_files(c, listed[c])}; refused unread")
                         intake.check_regular(files[c], intake.MAX_FILE_BYTES)  # the readers hold a whole file
                         staged = _staged(files[c], references[c], staging, allowed)
                     except ValueError as exc:  # refused unread, or a .npy that cannot be staged

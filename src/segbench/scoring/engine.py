@@ -9,7 +9,8 @@ import os
 import sys
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, TypeVar
@@ -403,9 +404,6 @@ def _pooled(job: Callable[[A], T], jobs: Sequence[A], order: list[int], workers:
             record: Callable[[int, T], None]) -> tuple[list[int], list[int]]:
     """Run the jobs at ``order`` in a pool of ``workers`` processes, each result to ``record`` as it comes; a job's
     error stops the run. If a worker process dies: (the jobs that were running, the jobs not yet begun); else ([], [])."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
-
     queue, running = list(order), {}
     with _main_hidden(job) if method == "spawn" else contextlib.nullcontext():
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method), initializer=_one_kernel_thread)

@@ -78,7 +78,7 @@ def format_estimate(value: float | None, low: float | None, high: float | None, 
         low = high = None
     n = interval_digits(low, high, base_digits(higher_is_better), value)
     suffix = f" {unit(metric)}" if unit(metric) else ""
-    if low is None or high is None:
+    if low is None:
         return f"{_fmt(value, n)}{suffix}"
     return f"{_fmt(value, n)} [{_fmt(low, n)}, {_fmt(high, n)}]{suffix}"
 
