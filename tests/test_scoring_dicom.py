@@ -90,15 +90,9 @@ def test_rtstruct_prediction_scores_like_nifti_from_its_own_series_only(tmp_path
 
 
 def test_rtstruct_series_claiming_a_huge_grid_is_refused_before_it_is_built(tmp_path: Path) -> None:
-    folder = tmp_path / "predictions"
-    ds = write_series(series()[:4], folder)
-    labels = np.zeros((4, ds[0].Rows, ds[0].Columns), np.uint8)
-    labels[1:3, 100:200, 100:200] = 1
-    pred_rt = folder / "case_rt.dcm"
-    write_rtstruct(labels, folder, pred_rt)
-    for i, d in enumerate(ds):  # the headers lie: 60000 x 60000 slices (288 GB as the int32 volume); pixels never read
-        d.Rows = d.Columns = 60000
-        d.save_as(folder / f"slice_{i:03d}.dcm")
+    pred_rt = _small_rtstruct(tmp_path / "predictions")
+    # the headers lie: 60000 x 60000 slices (288 GB as the int32 volume); pixels never read
+    _slices(pred_rt.parent, lambda d: setattr(d, "Rows", 60000) or setattr(d, "Columns", 60000))
     with pytest.raises(ValueError, match=r"case_rt.dcm: its geometry makes a volume of shape \(60000, 60000, 4\), over 8 times"):
         load_label_map(pred_rt, reference_shape=(4, 512, 512))
 
