@@ -267,6 +267,29 @@ def test_a_link_or_fifo_in_a_prediction_folder_is_refused_unread_naming_it(small
         _evaluate(small, bad)
 
 
+def test_a_file_swapped_after_its_checks_is_not_what_is_scored(small: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A team's folder stays the team's while it is evaluated: a file swapped after its checks, for a symlink to the
+    reference or for a better prediction, is not what is scored. The scorers read private copies made through one
+    checked descriptor each; they opened the team's names again, and the symlink scored the reference against itself."""
+    bad = small / "bad"
+    bad.mkdir()
+    for case in ("a", "b"):
+        _nifti(bad / f"{case}.nii.gz", np.zeros((12, 12, 12)))
+    better = _nifti(small / "better.nii.gz", np.asarray(nib.load(small / "good" / "a.nii.gz").dataobj))
+    score_cases = scoring.score_cases
+
+    def swapped_then_scored(*args: object, **kwargs: object) -> pd.DataFrame:
+        (bad / "b.nii.gz").unlink()
+        (bad / "b.nii.gz").symlink_to(small / "gt" / "b.nii.gz")
+        os.replace(better, bad / "a.nii.gz")
+        return score_cases(*args, **kwargs)
+
+    monkeypatch.setattr(scoring, "score_cases", swapped_then_scored)
+    rows = _evaluate(small, bad).per_case.set_index(["model", "case_id"])
+    assert (rows.loc["bad", "dice"] == 0.0).all() and (rows.loc["good", "dice"] == 1.0).all()
+    assert not rows["prediction_missing"].any()
+
+
 def test_under_a_coverage_policy_a_file_that_cannot_be_scored_is_a_missing_case_and_stops_nobody(
         small: Path, caplog: pytest.LogCaptureFixture) -> None:
     """One team's corrupt file and its link to the reference: under worst_case both cases score as failures, flagged,
@@ -292,10 +315,11 @@ def test_under_a_coverage_policy_a_file_that_cannot_be_scored_is_a_missing_case_
     _nifti(bad / "a.nii.gz", np.asarray(nib.load(small / "good" / "a.nii.gz").dataobj))
     _nifti(bad / "b.nii.gz", np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj), spacing=2.0)
     _nifti(bad / "c.nii.gz", np.zeros((12, 12, 12)))  # and a file for a case without a reference: named, not scored
+    (bad / "notes.dcm").write_bytes(b"no DICOM at all")  # the same, though it cannot be read (it stopped every team)
     with caplog.at_level("WARNING", logger="segbench.evaluation"):
         own = _evaluate(small, bad, missing="own_cases").results
     assert own["coverage"]["models"] == {"bad": {"n_cases": 1, "of": 2, "missing": ["b"]}}
-    assert "prediction files for cases without a reference: c.nii.gz; not scored (coverage policy own_cases)" in caplog.text
+    assert "prediction files for cases without a reference: c.nii.gz, notes.dcm; not scored (coverage policy own_cases)" in caplog.text
     # a bad reference is the organiser's: every team's number on that case would be wrong, so the run stops naming it
     (small / "gt" / "b.nii.gz").write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(ValueError, match=r"gt/b\.nii\.gz: cannot read as NIfTI"):
@@ -389,6 +413,13 @@ def test_dicom_seg_and_rtstruct_predictions_score_as_the_same_map_in_nifti(tmp_p
     pd.testing.assert_frame_equal(rows.loc["dicom", metrics], rows.loc["nifti", metrics])
     pd.testing.assert_frame_equal(rows.loc["rtstruct", metrics], rows.loc["nifti", metrics])
     assert rows.loc[("nifti", "ts1", f"label_{big[0]}"), "dice"] < 1.0
+    # the RTSTRUCT is drawn from a private copy, on the series in the team's folder: an error names the team's file
+    for slice_file in (tmp_path / "rtstruct").glob("ts2*"):
+        if slice_file.name != "ts2.dcm":
+            slice_file.unlink()
+    with pytest.raises(ValueError, match=rf"^{tmp_path / 'rtstruct' / 'ts2.dcm'}: no slice of its image series .* directly in {tmp_path / 'rtstruct'}\)"):
+        evaluation.evaluate(tmp_path / "gt", {"rtstruct": tmp_path / "rtstruct"}, structures=[f"label_{v}={v}" for v in big],
+                            dicom_labels=names, progress=False)
 
 
 def test_a_dicom_seg_whose_geometry_claims_a_huge_volume_is_refused_before_it_is_built(tmp_path: Path) -> None:

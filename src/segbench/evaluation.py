@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import nibabel as nib
 import numpy as np
 import pandas as pd
 
@@ -38,7 +39,7 @@ from segbench.leaderboard import analysed_document, regions_block
 from segbench.models import intake
 from segbench.scoring import Region
 from segbench.scoring.engine import ANALYZED_METRICS
-from segbench.scoring.labelmaps import is_dicom, load_nifti, validated_labels
+from segbench.scoring.labelmaps import load_label_map, load_nifti, nifti_image, validated_labels
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ DEFAULT_NSD_TOLERANCE_MM = 2.0
 #: what a missing prediction does: stop naming the cases, or score it as a failure (flagged ``prediction_missing``) and
 #: apply that coverage policy (``stats.coverage``: own_cases, worst_case, shared_cases; docs/methodology.md#41-coverage)
 MISSING_POLICIES = ("error", *stats.COVERAGE_POLICIES)
+#: the DICOM modalities that are label maps (others, e.g. CT, are the slices an RTSTRUCT is drawn on)
+SEGMENTATION_MODALITIES = ("SEG", "RTSTRUCT")
 PER_CASE_FILE = "per_case.csv"
 #: room for a ``.npy`` prediction's header besides its data (numpy writes 128 bytes; it reads at most 10,000)
 NPY_HEADER_BYTES = 65_536
@@ -85,7 +88,7 @@ def listed_cases(folder: Path, what: str, *, untrusted: bool = False) -> dict[st
         if untrusted:
             info = os.lstat(path)
             regular = stat.S_ISREG(info.st_mode) and info.st_nlink == 1
-            if stat.S_ISDIR(info.st_mode) or (suffix == ".dcm" and regular and not _is_segmentation(path)):
+            if stat.S_ISDIR(info.st_mode) or (suffix == ".dcm" and regular and _is_image_slice(path)):
                 continue
         elif not path.is_file() or (suffix == ".dcm" and not _is_segmentation(path)):
             continue
@@ -99,15 +102,37 @@ def _two_files(case_id: str, paths: Sequence[Path]) -> str:
 
 
 def _is_segmentation(path: Path) -> bool:
+    modality = _dicom_modality(path)
+    if modality is None:
+        raise ValueError(f"{path}: not a DICOM file (no DICM preamble)")
+    return modality in SEGMENTATION_MODALITIES
+
+
+def _is_image_slice(path: Path) -> bool:
+    """A team's ``.dcm`` that reads as a DICOM image (a slice of the series an RTSTRUCT is drawn on), read through a
+    checked descriptor (``intake.open_output``: a name swapped for a FIFO since it was listed cannot hang the read).
+    Anything else, an unreadable file included, is a case's file, refused with its reason when it is staged: one
+    team's junk file stops no other team."""
+    try:
+        modality = _dicom_modality(path, untrusted=True)
+    except ValueError:  # intake.IntakeError included
+        return False
+    return modality is not None and modality not in SEGMENTATION_MODALITIES
+
+
+def _dicom_modality(path: Path, *, untrusted: bool = False) -> str | None:
+    """The Modality of a DICOM file, None for a file without the DICOM preamble (a NIfTI); ``untrusted``: read through
+    ``intake.open_output``'s checked descriptor."""
     import pydicom
 
-    if not is_dicom(path):
-        raise ValueError(f"{path}: not a DICOM file (no DICM preamble)")
-    try:
-        modality = pydicom.dcmread(path, stop_before_pixels=True, specific_tags=["Modality"]).get("Modality")
-    except Exception as exc:  # pydicom raises many exception types for a corrupt header
-        raise ValueError(f"{path}: cannot read the DICOM header ({type(exc).__name__}: {exc})") from None
-    return modality in ("SEG", "RTSTRUCT")
+    with intake.open_output(path) if untrusted else open(path, "rb") as stream:
+        if stream.read(132)[128:] != b"DICM":
+            return None
+        stream.seek(0)
+        try:
+            return pydicom.dcmread(stream, stop_before_pixels=True, specific_tags=["Modality"]).get("Modality")
+        except Exception as exc:  # pydicom raises many exception types for a corrupt header
+            raise ValueError(f"{path}: cannot read the DICOM header ({type(exc).__name__}: {exc})") from None
 
 
 def regions(structures: Sequence[str] = (), dataset: DatasetConfig | None = None, labels: Mapping[str, int] | None = None) -> list[Region]:
@@ -169,22 +194,66 @@ def read_metadata(path: Path, cases: Sequence[str]) -> pd.DataFrame:
     return table.set_index("case_id").reindex(list(cases)).rename_axis("case_id").add_prefix("meta.")
 
 
-def _staged(path: Path, reference: Path, staging: Path, allowed: set[int] | None) -> Path:
-    """A ``.npy`` prediction as NIfTI on the reference's grid (a bare array has no geometry: its shape must be the
-    reference's, which its header must state before anything is read: ``intake.read_npy_array``); other files as
-    they are. The array's label values are checked here, so an error names the ``.npy`` rather than the staged copy."""
-    if not path.name.lower().endswith(".npy"):
-        return path
-    ref_data, ref_img = load_nifti(reference)
-    data = intake.read_npy_array(path, ref_data.shape, kinds="biuf", max_bytes=NPY_HEADER_BYTES + ref_data.size * 8)
-    labels = validated_labels(path, data)
+def _staged(path: Path, reference: Path, staging: Path, allowed: set[int] | None, dicom_labels: Mapping[str, int] | None) -> Path:
+    """The file scored for a team's ``path``: a private copy in ``staging``, never the team's name itself, which the team
+    can still swap between the checks and the readers' opens (for a symlink to the reference: a perfect score; for a
+    FIFO: a hang). The copy is read through one descriptor checked as a model's output is (``intake.open_output``: a
+    regular file with one link, under the size cap, the name not followed). A ``.npy`` becomes NIfTI on the reference's
+    grid (a bare array has no geometry: its header must state the reference's shape before anything is read,
+    ``intake.read_npy_array``); an RTSTRUCT is drawn on its series (the slices beside ``path`` in the team's folder, each
+    read the same way) onto the reference's grid, as the engine resamples any DICOM prediction. The label values of
+    both are checked here, so an error names the team's file rather than the staged one."""
+    if path.name.lower().endswith(".npy"):
+        ref_data, ref_img = load_nifti(reference)
+        data = intake.read_npy_array(path, ref_data.shape, kinds="biuf", max_bytes=NPY_HEADER_BYTES + ref_data.size * 8)
+        return _staged_nifti(path, validated_labels(path, data), ref_img, staging / f"{path.name[:-4]}.nii.gz", allowed)
+    copy = staging / path.name
+    _private_copy(path, copy)
+    try:
+        if _dicom_modality(copy) != "RTSTRUCT":
+            return copy
+        ref_img = nifti_image(reference)
+        _, image = load_label_map(copy, dicom_labels=dicom_labels, reference_shape=ref_img.shape[:3], series_folder=path.parent)
+    except ValueError as exc:
+        raise _named(exc, {str(copy): str(path)}) from None
+    drawn = np.asanyarray(scoring.resample_to_reference(image, ref_img).dataobj)
+    return _staged_nifti(path, drawn, ref_img, staging / f"{path.name}.nii.gz", allowed)
+
+
+def _staged_nifti(path: Path, labels: np.ndarray, like: nib.Nifti1Image, target: Path, allowed: set[int] | None) -> Path:
+    """``labels`` (read from ``path``) written to ``target`` on the grid of ``like``, once their values are label ids."""
     values = {int(v) for v in np.unique(labels)}
     bad = sorted(v for v in values if v < 0 or v > 32767 or (allowed is not None and v not in allowed))
     if bad:
         raise ValueError(f"{path}: label values {bad[:10]} are not {'in the allowed set ' + str(sorted(allowed)) if allowed else 'label ids'}")
-    target = staging / f"{path.name[:-4]}.nii.gz"
-    save_label_map_atomic(target, labels, ref_img)
+    save_label_map_atomic(target, labels, like)
     return target
+
+
+def _private_copy(path: Path, target: Path) -> None:
+    """``path`` copied to ``target`` through one checked descriptor (``intake.open_output``); a file that grows past the
+    size cap while it is read is refused."""
+    with intake.open_output(path, intake.MAX_FILE_BYTES) as source, open(target, "xb") as copy:
+        copied = 0
+        while chunk := source.read(1 << 20):
+            copied += len(chunk)
+            if copied > intake.MAX_FILE_BYTES:
+                raise intake.IntakeError(f"{path}: grew past the cap of {intake.MAX_FILE_BYTES} bytes while being read; refused")
+            copy.write(chunk)
+
+
+def _named(error: Exception, originals: Mapping[str, str]) -> Exception:
+    """``error`` with each staged copy's path in its message replaced by the team's file it was staged from (longest
+    first: one staged path can begin another)."""
+    text = str(error)
+    for staged in sorted((p for p in originals if p in text), key=len, reverse=True):
+        text = text.replace(staged, originals[staged])
+    if text == str(error):
+        return error
+    try:
+        return type(error)(text)
+    except Exception:  # an exception type that takes other arguments
+        return ValueError(text)
 
 
 @dataclass(frozen=True)
@@ -260,6 +329,8 @@ def evaluate(
     warning, not scored. ``simulated``: models marked SIMULATED on every view.
     ``dicom_labels``: DICOM-SEG segment label / RTSTRUCT ROI name -> label id (default: segment / ROI number).
     ``workers > 1`` scores cases in a process pool, safe from a script without a ``__main__`` guard.
+    A team's files are scored from private copies in the run's temporary folder (``TMPDIR``), made through one checked
+    descriptor each (:func:`_staged`): that folder holds a copy of every prediction until the run ends.
     """
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing={missing!r}: expected one of {MISSING_POLICIES}")
@@ -284,6 +355,7 @@ def evaluate(
     settings = settings or stats.StatsSettings()
     extra = [p for p in sensitivity_profiles if p != profile]
     owners, triples = [], []
+    originals: dict[str, str] = {}  # staged copy -> the team's file, for error messages
     with tempfile.TemporaryDirectory(prefix="segbench-evaluate-") as tmp:
         for number, (model, folder) in enumerate(predictions.items()):
             listed = listed_cases(Path(folder), f"model {model}: predictions", untrusted=True)
@@ -310,8 +382,8 @@ def evaluate(
                     try:
                         if len(listed[c]) > 1:
                             raise intake.IntakeError(f"{folder}: {_two_files(c, listed[c])}; refused unread")
-                        intake.check_regular(files[c], intake.MAX_FILE_BYTES)  # the readers hold a whole file
-                        staged = _staged(files[c], references[c], staging, allowed)
+                        staged = _staged(files[c], references[c], staging, allowed, dicom_labels)
+                        originals[str(staged)] = str(files[c])
                     except ValueError as exc:  # refused unread, or a .npy that cannot be staged
                         _unscoreable(model, c, exc, missing)
                 triples.append((c, references[c], staged))
@@ -319,10 +391,13 @@ def evaluate(
         # one pass over every model's cases: one pool, and one progress bar over the whole run; with "error" the first
         # file that cannot be scored stops the run, naming it
         failed: dict[int, Exception] | None = None if missing == "error" else {}
-        scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
-                                     profile=profile, extra_profiles=extra, failed=failed)
+        try:
+            scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
+                                         profile=profile, extra_profiles=extra, failed=failed)
+        except (ValueError, OSError) as exc:
+            raise _named(exc, originals) from None
         for i, error in (failed or {}).items():
-            _unscoreable(owners[i], triples[i][0], error, missing)
+            _unscoreable(owners[i], triples[i][0], _named(error, originals), missing)
     model_column = np.repeat(owners, len(chosen) * (1 + len(extra)))
     scored.insert(0, "model", model_column)
     scored.insert(1, "kind", ["simulated" if m in simulated else "predictions" for m in model_column])

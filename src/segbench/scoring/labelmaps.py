@@ -280,13 +280,16 @@ def is_dicom(path: Path) -> bool:
 
 
 def load_label_map(
-    path: Path, *, dicom_labels: Mapping[str, int] | None = None, reference_shape: tuple[int, ...] | None = None
+    path: Path, *, dicom_labels: Mapping[str, int] | None = None, reference_shape: tuple[int, ...] | None = None,
+    series_folder: Path | None = None,
 ) -> tuple[np.ndarray, nib.spatialimages.SpatialImage]:
     """Decode a NIfTI, DICOM-SEG or RTSTRUCT label map into (integer array, image with world affine).
 
     DICOM label values: the segment number (DICOM-SEG) or ROI number (RTSTRUCT), unless
     ``dicom_labels`` maps segment labels / ROI names to label ids. ``reference_shape``: a DICOM volume whose geometry
     (the SEG's frames, the RTSTRUCT's series) has over MAX_VOXEL_FACTOR times its voxels is refused before it is built.
+    ``series_folder``: where an RTSTRUCT's image series is (default: the RTSTRUCT's own folder; evaluate reads a
+    private copy of a team's RTSTRUCT, drawn on the series in the team's folder).
     """
     path = Path(path)
     _check_file(path)
@@ -301,7 +304,7 @@ def load_label_map(
     if modality == "SEG":
         data, affine = _load_dicom_seg(path, dicom_labels, reference_shape)
     elif modality == "RTSTRUCT":
-        data, affine = _load_rtstruct(path, dicom_labels, reference_shape)
+        data, affine = _load_rtstruct(path, dicom_labels, reference_shape, path.parent if series_folder is None else Path(series_folder))
     else:
         raise ValueError(f"{path}: DICOM modality {modality!r} is not a segmentation (SEG or RTSTRUCT)")
     img = nib.Nifti1Image(data, affine)
@@ -345,10 +348,10 @@ def _load_dicom_seg(path: Path, dicom_labels: Mapping[str, int] | None, referenc
     return data, _LPS_TO_RAS @ np.asarray(volume.affine, dtype=np.float64)
 
 
-def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, reference_shape: tuple[int, ...] | None
+def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, reference_shape: tuple[int, ...] | None, series_folder: Path
                    ) -> tuple[np.ndarray, np.ndarray]:
     """RTSTRUCT -> (label array (rows, columns, slices), RAS affine), its closed planar contours filled on the image
-    series it references (``_rtstruct_series``: the slices' headers, found beside it).
+    series it references (``_rtstruct_series``: the slices' headers, found in ``series_folder``).
 
     A contour is drawn on the slice its ContourImageSequence names, else on the slice its points lie in; its points,
     mapped to (column, row) pixel indices and rounded, are filled as one polygon set per ROI and slice (OpenCV's
@@ -365,7 +368,7 @@ def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, reference
         raise ValueError(f"{path}: cannot read the RTSTRUCT ({type(exc).__name__}: {exc})") from exc
     if not rois:
         raise ValueError(f"{path}: RTSTRUCT has no ROIs")
-    series = _rtstruct_series(path, rt)
+    series = _rtstruct_series(path, rt, series_folder)
     first = series[0]
     rows, columns = int(first.Rows), int(first.Columns)
     _check_volume(path, (rows, columns, len(series)), reference_shape)
@@ -429,10 +432,10 @@ def _contour_on_slice(path: Path, roi: str, contour: object, to_index: np.ndarra
     return k, np.rint(index[:, 1::-1]).astype(np.int32)
 
 
-def _rtstruct_series(path: Path, rt: object) -> list:
+def _rtstruct_series(path: Path, rt: object, folder: Path) -> list:
     """The headers of the slices of the one image series the RTSTRUCT ``rt`` references, sorted along the slice normal.
 
-    Only regular DICOM files directly in the RTSTRUCT's folder are read, and only their headers (drawing contours needs
+    Only regular DICOM files directly in ``folder`` (the RTSTRUCT's) are read, and only their headers (drawing contours needs
     the geometry, not the pixels): a symlink is not followed and a subfolder not entered, since a submission's folder
     is its own and a link's target is not. The slices must share their size, orientation and spacing and be evenly
     spaced, or the grid is refused: an affine cannot place them."""
@@ -445,7 +448,6 @@ def _rtstruct_series(path: Path, rt: object) -> list:
         raise ValueError(f"{path}: the RTSTRUCT references {len(referenced)} image series "
                          "(ReferencedFrameOfReferenceSequence > RTReferencedStudySequence > RTReferencedSeriesSequence); one expected")
     uid = referenced.pop()
-    folder = path.parent
     series = []
     for name in _series_files(str(folder), os.stat(folder).st_mtime_ns).get(uid, ()):
         with _regular_file(folder / name) as stream:
