@@ -204,6 +204,10 @@ def test_bad_files_are_named(tmp_path: Path, ref: Path) -> None:
     nan[5, 10, 10] = np.nan
     with pytest.raises(ValueError, match="nan.nii.gz.*NaN"):
         score_case("c1", ref, write(tmp_path / "nan.nii.gz", nan, dtype=np.float32), REGIONS)
+    huge = kidney_case().astype(np.float64)
+    huge[5, 10, 10] = 2.0**32 + 1  # whole, but no int32: the cast made it -2147483648, named as a negative label
+    with pytest.raises(ValueError, match=r"huge.nii.gz.*beyond the int32 range, e\.g\. \[4294967297\.0\]"):
+        score_case("c1", ref, write(tmp_path / "huge.nii.gz", huge, dtype=np.float64), REGIONS)
     with pytest.raises(FileNotFoundError, match="nope.nii.gz"):
         score_case("c1", ref, tmp_path / "nope.nii.gz", REGIONS)
 

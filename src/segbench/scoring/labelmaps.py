@@ -44,6 +44,10 @@ def validated_labels(path: Path, data: np.ndarray) -> np.ndarray:
         bad = np.unique(data[np.mod(data, 1) != 0])[:5]
         raise ValueError(f"{path}: label map contains non-integer values, e.g. {bad.tolist()}")
     lo, hi = float(data.min()), float(data.max())
+    int32 = np.iinfo(np.int32)
+    if lo < int32.min or hi > int32.max:  # the cast would not keep them (x86 makes each -2147483648)
+        bad = np.unique(data[(data < int32.min) | (data > int32.max)])[:5]
+        raise ValueError(f"{path}: label values beyond the int32 range, e.g. {bad.tolist()}")
     dtype = np.uint8 if lo >= 0 and hi < 256 else np.int32
     return data.astype(dtype)
 
