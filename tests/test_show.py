@@ -265,6 +265,8 @@ def test_cases_identical_to_the_reference_are_flagged_on_every_view(results_dir:
     assert flag in summary_tags(results)[IDENTICAL_TAG] and some in summary_tags(results)[IDENTICAL_TAG]
     assert flag in " ".join(standalone_dataset_page(results).split())
     assert leaderboard_heads(results["analysis"])["aorta", "dice"]["first_identical_to_reference"] == f"{n - 2} of {n} cases"
+    counts[first]["identical_to_reference"] = {"cases": n, "of": n}  # every case: "all", not "most"
+    assert f"{first} IDENTICAL TO THE REFERENCE on {n} of {n} cases (all: was it given" in summary_tags(results)[IDENTICAL_TAG]
     for model in (first, other):
         counts[model]["identical_to_reference"] = {"cases": 0, "of": n}
     (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))

@@ -108,9 +108,9 @@ def identical_note(results: Results) -> str:
     copies = {n: c for n, c in identical_counts(results).items() if c and c["cases"]}
     if not copies:
         return ""
-    clauses = [f"{name} IDENTICAL TO THE REFERENCE on {c['cases']} of {c['of']} cases (most: was it given the reference labels?)"
-               if 2 * c["cases"] > c["of"] else f"{name} {identical_text(c)}" for name, c in sorted(copies.items())]
-    return f"Identical to the reference (every structure Dice exactly 1) in some cases: {'; '.join(clauses)}."
+    clauses = [f"{name} IDENTICAL TO THE REFERENCE on {c['cases']} of {c['of']} cases ({'all' if c['cases'] == c['of'] else 'most'}: "
+               "was it given the reference labels?)" if 2 * c["cases"] > c["of"] else f"{name} {identical_text(c)}" for name, c in sorted(copies.items())]
+    return f"Identical to the reference (every structure Dice exactly 1): {'; '.join(clauses)}."
 
 
 def short_mark(model: ModelEntry) -> str:
