@@ -73,10 +73,11 @@ def listed_cases(folder: Path, what: str, *, untrusted: bool = False) -> dict[st
     """Case id -> the label map files of ``folder`` named for it (DICOM files other than SEG and RTSTRUCT, e.g. the series
     an RTSTRUCT is drawn on, are not cases; names starting with a dot are not either); an error names a missing folder.
 
-    ``untrusted`` (a model's predictions): names are not followed. Every entry but a folder is a case's file, a symlink,
-    hard link, FIFO or device included, for ``intake.check_regular`` to refuse before a byte of it is read (a DICOM
-    file's header is read to tell a segmentation only when it is a regular file with one link). A case with two files is
-    the caller's to refuse: for a model that is one unscoreable case, not a stop for every model."""
+    ``untrusted`` (a model's predictions): names are not followed. Every entry but a folder and a DICOM image is a case's
+    file, a symlink, hard link, FIFO, device or unreadable ``.dcm`` included, for the staging to refuse with its reason
+    before a byte of it is scored (a ``.dcm``'s header is read to tell an image only when it is a regular file with one
+    link, :func:`_is_image_slice`). A case with two files is the caller's to refuse: for a model that is one unscoreable
+    case, not a stop for every model."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{what} {folder}: no such folder")
