@@ -237,6 +237,10 @@ def test_a_corrupt_file_is_an_error_naming_it(small: Path) -> None:
     (bad / "b.nii.gz").write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(ValueError, match=r"bad/b\.nii\.gz: cannot read as NIfTI"):
         _evaluate(small, bad)
+    (bad / "b.nii.gz").unlink()
+    (bad / "b.dcm").write_bytes(b"no DICOM at all")  # was read as a NIfTI: "Cannot work out file type"
+    with pytest.raises(ValueError, match=r"bad/b\.dcm: not a DICOM file \(no DICM preamble\)"):
+        _evaluate(small, bad)
 
 
 def test_a_link_or_fifo_in_a_prediction_folder_is_refused_unread_naming_it(small: Path) -> None:

@@ -211,7 +211,10 @@ def _staged(path: Path, reference: Path, staging: Path, allowed: set[int] | None
     copy = staging / path.name
     _private_copy(path, copy)
     try:
-        if _dicom_modality(copy) != "RTSTRUCT":
+        modality = _dicom_modality(copy)
+        if modality is None and path.name.lower().endswith(".dcm"):
+            raise ValueError(f"{copy}: not a DICOM file (no DICM preamble)")
+        if modality != "RTSTRUCT":
             return copy
         ref_img = nifti_image(reference)
         _, image = load_label_map(copy, dicom_labels=dicom_labels, reference_shape=ref_img.shape[:3], series_folder=path.parent)
