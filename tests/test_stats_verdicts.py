@@ -80,6 +80,9 @@ def test_distances_carry_their_unit_and_lower_is_better() -> None:
     (0.0123, 0.00002, 0.03, "nsd", True, "0.01230 [0.00002, 0.03000]"),
     (0.002, -0.0004, 0.004, "dice", True, "0.0020 [-0.0004, 0.0040]"),           # a bound near 0 is not printed as 0
     (0.5, 0.0, 0.9, "dice", True, "0.500 [0.000, 0.900]"),                      # a bound that is 0 is
+    (-0.000166604, -0.000416546, 1.67e-13, "hd95", False, "-0.0002 [-0.0004, 0.0000] mm"),  # and one at 0 within ties
+    (-5.703278, -15.955651, 5.7e-9, "lesion_hd95", False, "-5.70 [-15.96, 0.00] mm"),       # (was 0.00000001)
+    (0.0087868, -8.79e-12, 0.025641, "recall", True, "0.009 [0.000, 0.026]"),
     (0.00001, -0.00002, 0.00004, "nsd", True, "0.00001 [-0.00002, 0.00004]"),   # nor a narrow interval as a point
     (-0.0, -0.0, 0.0, "dice", True, "0.000 [0.000, 0.000]"),                    # no '-0.000'
     (-0.0135, -0.0186, -0.0092, "assd", False, "-0.013 [-0.019, -0.009] mm"),   # nor the estimate like a bound

@@ -40,6 +40,9 @@ CODE_WORDS: dict[str, str] = {
 }
 SCHEME = "mean"  # the leaderboard's ranking scheme, on which co-winners are defined
 _MAX_DIGITS = 8
+#: an end of an interval that holds 0 this close to 0, relative to the interval's larger end, is 0 to the test that made
+#: it (the sign-flip interval's ends carry a tie slack of 1e-9 of the mean |difference|): it prints as 0
+_TIE_SCALE = 1e-8
 
 
 def _fmt(value: float, n_digits: int) -> str:
@@ -50,15 +53,19 @@ def _fmt(value: float, n_digits: int) -> str:
 def interval_digits(low: float | None, high: float | None, n_digits: int, value: float | None = None) -> int:
     """The fewest decimals from ``n_digits`` on at which no non-zero bound prints as 0, two different bounds do not
     print alike, and the estimate does not print like a bound it differs from: an interval that excludes 0 never
-    prints touching it, nor a narrow one as a point."""
+    prints touching it, nor a narrow one as a point. An interval that holds 0 and ends within ties of it
+    (``_TIE_SCALE``) prints that end as 0, not as 0.00000001 at eight decimals."""
     if low is None or high is None:
         return n_digits
     bounds = (low, high)
+    if low <= 0.0 <= high:
+        scale = max(abs(low), abs(high))
+        bounds = tuple(0.0 if abs(b) <= _TIE_SCALE * scale else b for b in bounds)
 
     def unresolved(n: int) -> bool:
         shown = [float(f"{b:.{n}f}") for b in bounds]
         estimate = None if value is None else float(f"{value:.{n}f}")
-        return (any(s == 0 and b != 0 for s, b in zip(shown, bounds)) or (shown[0] == shown[1] and low != high)
+        return (any(s == 0 and b != 0 for s, b in zip(shown, bounds)) or (shown[0] == shown[1] and bounds[0] != bounds[1])
                 or any(estimate == s and value != b for s, b in zip(shown, bounds)))
 
     while n_digits < _MAX_DIGITS and unresolved(n_digits):
