@@ -223,9 +223,11 @@ def test_models_identical_on_every_case_are_said_so(results_dir: Path, tmp_path:
     assert f"{ranking['order'][1]} and {ranking['order'][2]} are identical on every case" in text
 
 
-def test_p_rank1_of_identical_models_says_it_is_shared(every_dir: Path, tmp_path: Path) -> None:
+def test_p_rank1_of_identical_models_says_it_is_shared(every_dir: Path, results_dir: Path, tmp_path: Path) -> None:
     """Where #1 is identical on every case to #2 (ties share rank 1), the overview's head and the leaderboard say the
-    P(rank 1) is shared with the twin, so '1.00' beside 'not separable, Δ = 0.000' does not read as the twin's 0."""
+    P(rank 1) is shared with the twin, so '1.00' beside 'not separable, Δ = 0.000' does not read as the twin's 0; and
+    the table's notes say why its P(rank 1) values add up to more than 1 (models tied in some resamples only get no
+    "shared with"), which a table without such ties does not say."""
     from segbench.stats.analysis import recompute
 
     results = _results(every_dir, "kits23")
@@ -241,6 +243,9 @@ def test_p_rank1_of_identical_models_says_it_is_shared(every_dir: Path, tmp_path
     assert f"P(rank 1) 1.00, shared with {twin} (identical on every case), ranks" in board
     assert f"P(rank 1) 1.00, shared with {first} (identical on every case), ranks" in board
     assert board.count("shared with") == 2
+    tied = "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's can add up to more than 1."
+    assert tied in board and tied in overview
+    assert tied not in " ".join(_show("--results", str(results_dir)).stdout.split())
 
 
 def test_cases_identical_to_the_reference_are_flagged_on_every_view(results_dir: Path, tmp_path: Path) -> None:

@@ -75,7 +75,14 @@ def _table_notes(results: Results, cells: Sequence[Cell]) -> list[str]:
     """What a table says once: the CI head, each distinct sentence naming how its Δ intervals were computed, and the
     models that left cases identical to the reference (``identical_note``)."""
     intervals = dict.fromkeys(c["verdict"]["intervals"] for c in cells if (c.get("verdict") or {}).get("intervals"))
-    return [_ci_head(results), *intervals, *filter(None, [identical_note(results)])]
+    return [_ci_head(results), *intervals, *filter(None, [identical_note(results), _tied_first_note(cells)])]
+
+
+def _tied_first_note(cells: Sequence[Cell]) -> str | None:
+    """Why a cell's P(rank 1) values add up to more than 1, when one of the table's do (models tied in some resamples,
+    e.g. equal on the cases drawn: 'erode P(rank 1) 1.00' beside 'blob P(rank 1) 0.34' reads as a contradiction)."""
+    over = any(sum(((c.get("ranking") or {}).get("p_rank1") or {}).values()) > 1.0 + 1e-9 for c in cells)
+    return "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's can add up to more than 1." if over else None
 
 
 def _identical(cell: Cell) -> list[str]:
