@@ -388,7 +388,7 @@ def evaluate(
                             raise intake.IntakeError(f"{folder}: {_two_files(c, listed[c])}; refused unread")
                         staged = _staged(files[c], references[c], staging, allowed, dicom_labels)
                         originals[str(staged)] = str(files[c])
-                    except ValueError as exc:  # refused unread, or a .npy that cannot be staged
+                    except ValueError as exc:  # refused unread, or a file that cannot be staged (copied, converted, drawn)
                         _unscoreable(model, c, exc, missing)
                 triples.append((c, references[c], staged))
             owners += [model] * len(cases)
