@@ -35,6 +35,7 @@ from .common import (
     next_verdict,
     p_rank1_text,
     pair,
+    tied_first_note,
     type1_note,
     verdict_words,
     wilcoxon_winner,
@@ -163,7 +164,8 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: CellAudit, struc
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     headers = ["rank", "model", ci_head(settings), "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
     verdicts = f"; verdicts:{type1_note(audit, structure)}" if cell.get("ranking") and len(cell["ranking"]["order"]) > 1 else ""
-    said_once = f". {intervals_note(cell)}" if intervals_note(cell) else ""
+    notes = [note for note in (intervals_note(cell), html.escape(tied_first_note(cell))) if note]
+    said_once = f". {' '.join(notes)}" if notes else ""
     return table(headers, rows, f"{html.escape(metric)} ({direction}){verdicts}{said_once}" + marks_caption(said), "leaderboard")
 
 

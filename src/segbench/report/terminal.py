@@ -33,6 +33,7 @@ from .common import (
     next_verdict,
     own_case_lines,
     p_rank1_text,
+    tied_first_note,
     unit_sentence,
 )
 from .summary import TABLE_COLUMNS, leaderboard_table
@@ -75,14 +76,8 @@ def _table_notes(results: Results, cells: Sequence[Cell]) -> list[str]:
     """What a table says once: the CI head, each distinct sentence naming how its Δ intervals were computed, and the
     models that left cases identical to the reference (``identical_note``)."""
     intervals = dict.fromkeys(c["verdict"]["intervals"] for c in cells if (c.get("verdict") or {}).get("intervals"))
-    return [_ci_head(results), *intervals, *filter(None, [identical_note(results), _tied_first_note(cells)])]
-
-
-def _tied_first_note(cells: Sequence[Cell]) -> str | None:
-    """Why a cell's P(rank 1) values add up to more than 1, when one of the table's do (models tied in some resamples,
-    e.g. equal on the cases drawn: 'erode P(rank 1) 1.00' beside 'blob P(rank 1) 0.34' reads as a contradiction)."""
-    over = any(sum(((c.get("ranking") or {}).get("p_rank1") or {}).values()) > 1.0 + 1e-9 for c in cells)
-    return "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's can add up to more than 1." if over else None
+    tied = next(filter(None, map(tied_first_note, cells)), "")
+    return [_ci_head(results), *intervals, *filter(None, [identical_note(results), tied])]
 
 
 def _identical(cell: Cell) -> list[str]:
