@@ -73,8 +73,9 @@ def _cells(results: Results, structures: Sequence[str] | None = None) -> Iterato
 
 
 def _table_notes(results: Results, cells: Sequence[Cell]) -> list[str]:
-    """What a table says once: the CI head, each distinct sentence naming how its Δ intervals were computed, and the
-    models that left cases identical to the reference (``identical_note``)."""
+    """What a table says once: the CI head, each distinct sentence naming how its Δ intervals were computed, the
+    models that left cases identical to the reference (``identical_note``) and, where a cell's P(rank 1) values add up
+    to more than 1, why (``tied_first_note``)."""
     intervals = dict.fromkeys(c["verdict"]["intervals"] for c in cells if (c.get("verdict") or {}).get("intervals"))
     tied = next(filter(None, map(tied_first_note, cells)), "")
     return [_ci_head(results), *intervals, *filter(None, [identical_note(results), tied])]
