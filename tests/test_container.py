@@ -27,13 +27,13 @@ import yaml
 
 from segbench import cli
 from segbench.config import model_from_conf
-from segbench.interactive import cases, harness, protocol
+from segbench.interactive import cases, harness, protocol, submissions
 from segbench.io import file_digest
 from segbench.models import container
 from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache, litemedsam_recipe
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError
 from segbench.stats import reanalyze
-from tests_support import interruptible, podman_runtime, use_runtime
+from tests_support import interruptible, podman_runtime, use_runtime, write_tar
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "totalseg_example"
@@ -362,6 +362,26 @@ def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(ru
     structures = results["analysis"]["structures"]  # per case and per class, every step (the step curves) as well
     assert {"mean_over_classes", "spleen", "liver"} <= set(structures) and "NSD_6" in structures["liver"]["metrics"]
     assert reanalyze(results["analysis"]) == []  # every statistic re-derives from the rows the document carries
+
+
+def test_a_hostile_archive_is_refused_before_the_runtime_acts_on_it(runtime: container.Runtime, image: str, case_folder: Path,
+                                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A team's manifest names its image config `--all.json`: the id went to `podman rmi --force <id>` after the team's cases,
+    i.e. `rmi --force --all`, and every image of the organiser's store was gone (the image loaded here among them). A gzip'd
+    archive that decompresses past the cap is refused before it is written out. Each ends its own team only."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    write_tar(folder / "evil.tar", {"manifest.json": json.dumps([{"Config": "--all.json", "Layers": []}]).encode()})
+    digest = "ab" * 32  # an id no runtime holds: the archive gets as far as its decompression
+    write_tar(folder / "bomb.tar.gz", {"manifest.json": json.dumps([{"Config": f"{digest}.json", "Layers": []}]).encode(),
+                                       "layer.tar": bytes(3 << 20)}, gzipped=True)
+    monkeypatch.setattr(container, "MAX_IMAGE_BYTES", 1 << 20)
+    use_runtime(monkeypatch, runtime)
+    results = submissions.evaluate_submissions(folder, case_folder, tmp_path / "out", limits={"memory": "1g", "cpus": 1})
+    entries = results["dataset"]["submissions"]
+    assert entries["evil"]["status"] == "not_evaluated" and "manifest.json's image config '--all.json' is not a sha256 digest" in entries["evil"]["reason"]
+    assert entries["bomb"]["status"] == "not_evaluated" and "bomb.tar.gz: decompresses to more than 1,048,576 bytes" in entries["bomb"]["reason"]
+    assert runtime.call("image", "inspect", image).returncode == 0, "the organiser's image was removed"
 
 
 @pytest.mark.extended

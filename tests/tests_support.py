@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import resource
 import shlex
 import signal
 import subprocess
+import tarfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -166,3 +168,13 @@ def use_runtime(monkeypatch: object, runtime: container.Runtime) -> None:
     monkeypatch.setenv(container.RUNTIME_ENV, runtime.program)
     monkeypatch.setenv(container.GLOBAL_FLAGS_ENV, shlex.join(runtime.global_flags))
     monkeypatch.setenv(container.RUN_FLAGS_ENV, shlex.join(runtime.run_flags))
+
+
+def write_tar(path: Path, members: dict[str, bytes], gzipped: bool = False) -> Path:
+    """A tar archive (gzip'd if asked) of regular files named as ``members``' keys: a hand-made image archive."""
+    with tarfile.open(path, "w:gz" if gzipped else "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path

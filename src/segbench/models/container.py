@@ -28,9 +28,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
-import io
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -39,6 +39,7 @@ import tarfile
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,16 @@ RUN_FLAGS_ENV = "SEGBENCH_CONTAINER_RUN_FLAGS"
 RUNTIMES = ("docker", "podman")
 #: how often a running call's outputs folder is measured against its caps (seconds)
 OUTPUT_POLL_S = 0.5
+#: an image id as the runtimes print it and docker save's manifest names it (without ``sha256:``)
+IMAGE_DIGEST = re.compile(r"[0-9a-f]{64}")
+#: the members :func:`archive_image_id` reads looking for manifest.json (docker save writes a few per layer, at most 127 layers)
+MAX_ARCHIVE_MEMBERS = 10_000
+#: the largest manifest.json read (one is a few hundred bytes per image)
+MAX_MANIFEST_BYTES = 1 << 20
+#: the most a gzip'd archive may decompress to for a runtime that loads only a plain tar (a few MB of gzip can hold terabytes)
+MAX_IMAGE_BYTES = 64 << 30
+#: what decompressing an archive leaves free on the temporary folder's file system
+FREE_SPACE_RESERVE_BYTES = 1 << 30
 #: the longest wait the operating system's timers take (a larger limit is no limit: about 116 days)
 MAX_TIMEOUT_S = 1e7
 
@@ -116,33 +127,70 @@ class ContainerRun:
 
 
 def archive_image_id(archive: Path) -> str:
-    """The image id (its config's sha256) recorded in a ``docker save`` archive's manifest.json."""
+    """The image id (its config's sha256, 64 hex digits) recorded in a ``docker save`` archive's manifest.json.
+
+    The archive is a team's, so nothing in it is taken on trust: it is read as a stream, at most
+    ``MAX_ARCHIVE_MEMBERS`` members; a manifest.json whose header claims more than ``MAX_MANIFEST_BYTES`` is refused
+    before a byte of it is read; and the id must be a digest: it goes to the runtime's commands as an argument, where a
+    config named ``--all.json`` would make the removal of the team's image ``rmi --force --all``, every image of the store.
+    """
     try:
-        with tarfile.open(archive, "r:*") as tar:
-            member = tar.extractfile("manifest.json")
-            manifest = json.load(io.TextIOWrapper(member, encoding="utf-8")) if member else None
-    except (KeyError, tarfile.TarError, json.JSONDecodeError, EOFError, gzip.BadGzipFile) as exc:
+        manifest = _manifest(archive)
+    except (tarfile.TarError, ValueError, RecursionError, EOFError, zlib.error) as exc:  # ValueError: JSON, UTF-8, gzip
         raise ContainerError(f"{archive}: not a docker save archive (no readable manifest.json)") from exc
     except OSError as exc:
         raise ContainerError(f"{archive}: cannot be read: {exc}") from exc
-    if not manifest or "Config" not in manifest[0]:
+    first = manifest[0] if isinstance(manifest, list) and manifest else None
+    config = first.get("Config") if isinstance(first, dict) else None
+    if not isinstance(config, str):
         raise ContainerError(f"{archive}: manifest.json names no image config")
-    return Path(manifest[0]["Config"]).name.removesuffix(".json").removeprefix("sha256:")
+    image = Path(config).name.removesuffix(".json").removeprefix("sha256:")
+    if not IMAGE_DIGEST.fullmatch(image):
+        raise ContainerError(f"{archive}: manifest.json's image config {config[:100]!r} is not a sha256 digest; refusing the archive")
+    return image
+
+
+def _manifest(archive: Path) -> object:
+    """The parsed manifest.json of a tar archive (any compression tarfile reads), within the bounds of :func:`archive_image_id`."""
+    with tarfile.open(archive, "r|*") as tar:
+        for count, member in enumerate(tar, 1):
+            if count > MAX_ARCHIVE_MEMBERS:
+                raise ContainerError(f"{archive}: no manifest.json among its first {MAX_ARCHIVE_MEMBERS:,} members; refusing the archive")
+            if member.name != "manifest.json":
+                continue
+            if not member.isfile() or member.size > MAX_MANIFEST_BYTES:
+                what = f"claims {member.size:,} bytes, more than {MAX_MANIFEST_BYTES:,}" if member.isfile() else "is not a file"
+                raise ContainerError(f"{archive}: its manifest.json {what}; refusing the archive")
+            stream = tar.extractfile(member)
+            return json.loads(stream.read(MAX_MANIFEST_BYTES)) if stream else None
+    raise ValueError("no manifest.json")
 
 
 @contextlib.contextmanager
 def _uncompressed(archive: Path) -> Iterator[Path]:
     """``archive`` itself, or a gzip'd one (``docker save | gzip``, the challenge's ``.tar.gz``) decompressed into a temporary
-    file: docker loads either, podman only the plain tar."""
+    file: docker loads either, podman only the plain tar. The plain tar may take at most ``MAX_IMAGE_BYTES`` and must leave
+    ``FREE_SPACE_RESERVE_BYTES`` free: a gzip bomb is refused before it fills the disk other work shares."""
     with open(archive, "rb") as stream:
         gzipped = stream.read(2) == b"\x1f\x8b"
     if not gzipped:
         yield archive
         return
     with tempfile.TemporaryDirectory(prefix="segbench-image-") as folder:
+        limit = min(MAX_IMAGE_BYTES, shutil.disk_usage(folder).free - FREE_SPACE_RESERVE_BYTES)
+        bound = (f"the cap of {MAX_IMAGE_BYTES:,} bytes" if limit == MAX_IMAGE_BYTES
+                 else f"the free space of {folder}'s file system less {FREE_SPACE_RESERVE_BYTES:,} bytes")
         plain = Path(folder) / "image.tar"
-        with gzip.open(archive, "rb") as source, open(plain, "wb") as target:
-            shutil.copyfileobj(source, target, 1 << 20)
+        written = 0
+        try:
+            with gzip.open(archive, "rb") as source, open(plain, "wb") as target:
+                while chunk := source.read(1 << 20):
+                    written += len(chunk)
+                    if written > limit:
+                        raise ContainerError(f"image archive {archive}: decompresses to more than {max(limit, 0):,} bytes ({bound}); refusing it")
+                    target.write(chunk)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise ContainerError(f"image archive {archive}: not a whole gzip stream ({exc})") from exc
         yield plain
 
 

@@ -1,0 +1,91 @@
+"""A team's image archive read as hostile data (segbench.models.container): before any runtime sees it, its manifest
+is read within bounds, its image id must be a digest, and a gzip'd archive may not decompress past the disk's room."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from segbench.models import container
+from tests_support import write_tar
+
+DIGEST = "ab" * 32
+
+
+def _manifest(config: object) -> bytes:
+    return json.dumps([{"Config": config, "RepoTags": ["team:latest"], "Layers": []}]).encode()
+
+
+def test_the_image_id_is_the_manifests_digest(tmp_path: Path) -> None:
+    for config in (f"{DIGEST}.json", f"blobs/sha256/{DIGEST}"):  # docker's legacy and OCI layouts
+        archive = write_tar(tmp_path / "team.tar.gz", {"VERSION": b"1.0", "manifest.json": _manifest(config)}, gzipped=True)
+        assert container.archive_image_id(archive) == DIGEST
+
+
+@pytest.mark.parametrize("config", ["--all.json", "sha256:--all", "../../etc/passwd", f"{DIGEST[:-1]}.json", "A" * 64])
+def test_an_image_id_that_is_no_digest_is_refused(tmp_path: Path, config: str) -> None:
+    """The id goes to `podman rmi --force <id>` after the team's cases: a config named --all.json would remove every image."""
+    archive = write_tar(tmp_path / "evil.tar", {"manifest.json": _manifest(config)})
+    with pytest.raises(container.ContainerError, match=r"evil.tar: manifest.json's image config .* is not a sha256 digest"):
+        container.archive_image_id(archive)
+
+
+@pytest.mark.parametrize("manifest", [b"{}", b'{"0": {"Config": "x"}}', b"[1]", b"[]", b'[{"Config": 7}]', b"null"])
+def test_a_manifest_of_another_shape_names_no_config(tmp_path: Path, manifest: bytes) -> None:
+    archive = write_tar(tmp_path / "odd.tar", {"manifest.json": manifest})
+    with pytest.raises(container.ContainerError, match="odd.tar: manifest.json names no image config"):
+        container.archive_image_id(archive)
+
+
+@pytest.mark.parametrize("manifest", [b"[" * 100_000, b"\xff\xfe\x00", b"[{"], ids=["nested past the recursion limit", "not UTF-8", "cut short"])
+def test_an_unreadable_manifest_is_no_archive(tmp_path: Path, manifest: bytes) -> None:
+    archive = write_tar(tmp_path / "odd.tar", {"manifest.json": manifest})
+    with pytest.raises(container.ContainerError, match="odd.tar: not a docker save archive"):
+        container.archive_image_id(archive)
+
+
+def test_a_manifest_claiming_more_than_a_manifest_needs_is_refused_unread(tmp_path: Path) -> None:
+    """64 MiB of JSON whitespace, 64 kB gzip'd: the claim in its header is refused before a byte is read."""
+    manifest = _manifest(f"{DIGEST}.json") + b" " * (64 << 20)
+    archive = write_tar(tmp_path / "bomb.tar.gz", {"manifest.json": manifest}, gzipped=True)
+    assert archive.stat().st_size < 1 << 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(container.ContainerError, match=rf"bomb.tar.gz: its manifest.json claims {len(manifest):,} bytes, more than 1,048,576"):
+            container.archive_image_id(archive)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"{peak:,} bytes allocated"
+
+
+def test_members_are_read_up_to_a_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    members = {f"layer{i}/json": b"{}" for i in range(6)}
+    archive = write_tar(tmp_path / "many.tar", {**members, "manifest.json": _manifest(f"{DIGEST}.json")})
+    assert container.archive_image_id(archive) == DIGEST
+    monkeypatch.setattr(container, "MAX_ARCHIVE_MEMBERS", 6)
+    with pytest.raises(container.ContainerError, match="many.tar: no manifest.json among its first 6 members"):
+        container.archive_image_id(archive)
+
+
+def test_a_gzip_bomb_is_refused_before_it_fills_the_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = write_tar(tmp_path / "team.tar.gz", {"manifest.json": _manifest(f"{DIGEST}.json"), "layer.tar": bytes(3 << 20)}, gzipped=True)
+    with container._uncompressed(archive) as plain:  # under the caps: the plain tar, whole
+        assert plain.read_bytes() == gzip.decompress(archive.read_bytes())
+    truncated = tmp_path / "cut.tar.gz"
+    truncated.write_bytes(archive.read_bytes()[:-100])
+    with pytest.raises(container.ContainerError, match="cut.tar.gz: not a whole gzip stream"):
+        with container._uncompressed(truncated):
+            pass
+    monkeypatch.setattr(container, "MAX_IMAGE_BYTES", 1 << 20)
+    with pytest.raises(container.ContainerError, match=r"team.tar.gz: decompresses to more than 1,048,576 bytes \(the cap of 1,048,576 bytes\)"):
+        with container._uncompressed(archive):
+            pass
+    monkeypatch.setattr(container, "FREE_SPACE_RESERVE_BYTES", 1 << 60)  # no room at all on the temporary folder's file system
+    with pytest.raises(container.ContainerError, match=r"decompresses to more than 0 bytes \(the free space of .* less"):
+        with container._uncompressed(archive):
+            pass
