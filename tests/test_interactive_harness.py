@@ -7,9 +7,13 @@ bad inputs that must stop with an error naming the file and key.
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import pickle
 import shutil
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -222,12 +226,49 @@ def test_bad_inputs_stop_with_the_file_and_key(tmp_path: Path) -> None:
     # clicks outside the volume
     step = tmp_path / "step.npz"
     clicks = [{"fg": [[0, 0, 2]], "bg": []}, {"fg": [[4, 4, 4]], "bg": []}]
-    cases.save_npz_atomic(step, imgs=good["imgs"], spacing=good["spacing"], clicks=clicks, clicks_order=[["fg"], ["fg"]], prev_pred=gts)
+    cases.save_npz_atomic(image, **good)
+    case = cases.load_case("toy", image, folder / "gts" / "toy.npz")
     with pytest.raises(cases.CaseError, match=r"step\.npz: key 'clicks', class 2: fg click \[4, 4, 4\] is not a voxel .* inside the volume"):
-        cases.read_step_input(step)
+        cases.write_step_input(step, case, clicks, [["fg"], ["fg"]], prev_pred=gts)
+    assert not step.exists()
     # a reference that is neither declared nor recorded
     with pytest.raises(cases.CaseError, match="manual or pseudo"):
         cases.reference_kind(folder, None)
+
+
+class _RunsCode:
+    """A pickled object whose unpickling runs a shell command (what a hostile case file's ``boxes`` can hold)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_case_file_whose_pickle_runs_code_is_refused_unrun(tmp_path: Path) -> None:
+    """Case files carry pickled boxes, as the challenge's do; a downloaded case folder whose pickle names ``os.system``
+    ran it on the host as the case was read. Plain data (numpy arrays, lists, dicts, numbers; numpy 1's pickles too) loads."""
+    folder = _case_folder(tmp_path)
+    image = folder / "imgs" / "toy.npz"
+    with np.load(image, allow_pickle=True) as data:
+        good = dict(data)
+    plain = cases.load_case("toy", image, folder / "gts" / "toy.npz")
+    # the boxes pickled as numpy 1 pickles them (the challenge's own files: numpy.core.multiarray's globals)
+    numpy1 = io.BytesIO()
+    np.lib.format.write_array_header_1_0(numpy1, {"descr": "|O", "fortran_order": False, "shape": good["boxes"].shape})
+    numpy1.write(pickle.dumps(good["boxes"], protocol=3).replace(b"numpy._core.multiarray", b"numpy.core.multiarray"))
+    np.savez(image, imgs=good["imgs"], spacing=good["spacing"])
+    with zipfile.ZipFile(image, "a") as archive:
+        archive.writestr("boxes.npy", numpy1.getvalue())
+    assert cases.load_case("toy", image, folder / "gts" / "toy.npz").boxes == plain.boxes
+    marker = tmp_path / "ran"
+    hostile = np.empty(1, dtype=object)
+    hostile[0] = _RunsCode(marker)
+    np.savez(image, imgs=good["imgs"], spacing=good["spacing"], boxes=hostile)
+    with pytest.raises(cases.CaseError, match=r"toy\.npz: not a readable npz file \(its pickle names posix\.system, not plain data"):
+        cases.load_case("toy", image, folder / "gts" / "toy.npz")
+    assert not marker.exists(), "the case file's pickle ran"
 
 
 def test_interactive_kind_runs_only_under_interact(tmp_path: Path) -> None:

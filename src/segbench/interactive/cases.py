@@ -47,13 +47,45 @@ class Case:
     n_classes: int
 
 
-def _load_npz(path: Path, *, allow_pickle: bool = True) -> dict[str, Any]:
-    """All arrays of an npz; case and step files hold pickled lists of dicts (boxes, clicks), as the challenge's do."""
+def _load_npz(path: Path) -> dict[str, Any]:
+    """All arrays of an npz; case and step files hold pickled lists of dicts (boxes, clicks), as the challenge's do, and
+    those are unpickled as plain data only (:class:`_PlainDataUnpickler`): a case folder downloaded with a dataset is no
+    reason to run the code a pickle can name."""
     try:
-        with np.load(path, allow_pickle=allow_pickle) as data:
-            return dict(data)
+        with zipfile.ZipFile(path) as archive:
+            return {info.filename.removesuffix(".npy"): _read_member(archive, info) for info in archive.infolist()}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, pickle.UnpicklingError) as exc:
         raise CaseError(f"{path}: not a readable npz file ({exc})") from exc
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    """One ``.npy`` member: numpy's reader for arrays of numbers, :class:`_PlainDataUnpickler` for an object array."""
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if header is None or not header(member, max_header_size=10_000)[2].hasobject:  # numbers (or a version numpy checks)
+            with archive.open(info) as again:
+                return np.lib.format.read_array(again, allow_pickle=False)
+        array = _PlainDataUnpickler(member).load()
+    if not isinstance(array, np.ndarray):
+        raise ValueError(f"member {info.filename!r} is an object array's pickle holding a {type(array).__name__}, not an array")
+    return array
+
+
+#: the globals a case or step file's pickle may name: numpy's arrays, dtypes and scalars (numpy 2's module names and numpy
+#: 1's); lists, dicts, tuples, strings and numbers are pickle's own opcodes and name none
+_PLAIN_GLOBALS = frozenset({("numpy", "ndarray"), ("numpy", "dtype"), ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
+                            ("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar")})
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    """An unpickler that builds numpy arrays and plain containers and refuses any other global (``os.system``,
+    ``builtins.eval``, a class whose construction runs code)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _PLAIN_GLOBALS:
+            raise pickle.UnpicklingError(f"its pickle names {module}.{name}, not plain data (arrays, lists, dicts, numbers); refused")
+        return super().find_class(module, name)
 
 
 def _require_key(data: Mapping[str, Any], key: str, path: Path) -> Any:
@@ -189,23 +221,6 @@ def _numpy1_readable(value: Any) -> Any:
     """``value`` as ``np.savez`` would store it, its object array (lists of dicts: boxes, clicks) pickled for numpy 1.x too."""
     array = np.asanyarray(value)
     return array.view(_Numpy1Pickle) if array.dtype.hasobject else value
-
-
-def read_step_input(path: Path) -> dict[str, Any]:
-    """A step's input file, validated: imgs, spacing, boxes (if any), clicks inside the volume, prev_pred's shape."""
-    data = _load_npz(path)
-    imgs = _volume(_require_key(data, "imgs", path), "imgs", path, integer=False)
-    out: dict[str, Any] = {"imgs": imgs, "spacing": _spacing(_require_key(data, "spacing", path), path)}
-    if "boxes" in data:
-        out["boxes"] = check_boxes(data["boxes"], imgs.shape, path)
-    if "clicks" in data or "clicks_order" in data:
-        n_classes = len(np.asarray(_require_key(data, "clicks", path), dtype=object).reshape(-1))
-        check_clicks(data["clicks"], _require_key(data, "clicks_order", path), imgs.shape, n_classes, path)
-        if "boxes" in out and len(out["boxes"]) != n_classes:
-            raise CaseError(f"{path}: key 'boxes' has {len(out['boxes'])} box(es) for {n_classes} class(es) of 'clicks'")
-        out |= {"clicks": list(data["clicks"]), "clicks_order": [list(o) for o in data["clicks_order"]]}
-        out["prev_pred"] = _volume(_require_key(data, "prev_pred", path), "prev_pred", path, integer=True, shape=imgs.shape)
-    return out
 
 
 def read_step_output(path: Path, shape: tuple[int, ...], n_classes: int) -> tuple[np.ndarray | None, str, str | None]:
