@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
+from segbench.interactive import submissions
 from segbench.models import container
 from tests_support import write_tar
 
@@ -89,3 +91,18 @@ def test_a_gzip_bomb_is_refused_before_it_fills_the_disk(tmp_path: Path, monkeyp
     with pytest.raises(container.ContainerError, match=r"decompresses to more than 0 bytes \(the free space of .* less"):
         with container._uncompressed(archive):
             pass
+
+
+def test_an_archive_name_on_no_file_is_an_error_not_a_team_dropped(tmp_path: Path) -> None:
+    """A FIFO, a folder or a dangling link named <team>.tar.gz was skipped, and the team was missing from the leaderboard unsaid."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    write_tar(folder / "teama.tar", {"manifest.json": _manifest(f"{DIGEST}.json")})
+    (folder / "notes.txt").write_text("not a submission", encoding="utf-8")
+    assert [s.team for s in submissions.find_submissions(folder)] == ["teama"]
+    for make in (os.mkfifo, os.mkdir, lambda p: os.symlink(tmp_path / "absent.tar.gz", p)):
+        odd = folder / "teamb.tar.gz"
+        make(odd)
+        with pytest.raises(ValueError, match=r"teamb.tar.gz: named as a team's archive but not a regular file"):
+            submissions.find_submissions(folder)
+        odd.rmdir() if odd.is_dir() and not odd.is_symlink() else odd.unlink()

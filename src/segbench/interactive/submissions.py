@@ -58,14 +58,18 @@ class Submission:
 
 
 def find_submissions(folder: Path) -> list[Submission]:
-    """The folder's image archives in file-name order; an error names a file whose team name is unusable or taken twice."""
+    """The folder's image archives in file-name order; an error names a file whose team name is unusable or taken twice, or
+    an archive's name on something that is no file (a folder, a FIFO, a dangling link): a team is never dropped unsaid."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"--submissions {folder}: not a folder")
     found: dict[str, Submission] = {}
     for path in sorted(folder.iterdir()):
-        if not path.is_file() or not path.name.lower().endswith(ARCHIVE_SUFFIXES):
+        if not path.name.lower().endswith(ARCHIVE_SUFFIXES):
             continue
+        if not path.is_file():
+            raise ValueError(f"{path}: named as a team's archive but not a regular file (a folder, FIFO, device or dangling link); "
+                             "replace it with the team's archive or remove it")
         team = path.name.split(".")[0].lower()
         if not TEAM_NAME.fullmatch(team):
             raise ValueError(f"{path}: team name {team!r} (the file name before its first dot) must be letters, digits, '_' or '-'")
