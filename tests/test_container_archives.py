@@ -87,6 +87,11 @@ def test_a_gzip_bomb_is_refused_before_it_fills_the_disk(tmp_path: Path, monkeyp
     with pytest.raises(container.ContainerError, match=r"team.tar.gz: decompresses to more than 1,048,576 bytes \(the cap of 1,048,576 bytes\)"):
         with container._uncompressed(archive):
             pass
+    tar = tmp_path / "team.tar"
+    tar.write_bytes(gzip.decompress(archive.read_bytes()))
+    with pytest.raises(container.ContainerError, match=rf"team.tar: {tar.stat().st_size:,} bytes, more than the cap of 1,048,576"):
+        with container._uncompressed(tar):
+            pass
     monkeypatch.setattr(container, "FREE_SPACE_RESERVE_BYTES", 1 << 60)  # no room at all on the temporary folder's file system
     with pytest.raises(container.ContainerError, match=r"decompresses to more than 0 bytes \(the free space of .* less"):
         with container._uncompressed(archive):

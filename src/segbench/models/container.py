@@ -169,11 +169,15 @@ def _manifest(archive: Path) -> object:
 @contextlib.contextmanager
 def _uncompressed(archive: Path) -> Iterator[Path]:
     """``archive`` itself, or a gzip'd one (``docker save | gzip``, the challenge's ``.tar.gz``) decompressed into a temporary
-    file: docker loads either, podman only the plain tar. The plain tar may take at most ``MAX_IMAGE_BYTES`` and must leave
-    ``FREE_SPACE_RESERVE_BYTES`` free: a gzip bomb is refused before it fills the disk other work shares."""
+    file: docker loads either, podman only the plain tar. The plain tar may take at most ``MAX_IMAGE_BYTES`` (the runtime
+    copies it into its store) and, decompressed here, must leave ``FREE_SPACE_RESERVE_BYTES`` free: a gzip bomb is refused
+    before it fills the disk other work shares."""
     with open(archive, "rb") as stream:
         gzipped = stream.read(2) == b"\x1f\x8b"
+        size = os.fstat(stream.fileno()).st_size
     if not gzipped:
+        if size > MAX_IMAGE_BYTES:
+            raise ContainerError(f"image archive {archive}: {size:,} bytes, more than the cap of {MAX_IMAGE_BYTES:,}; refusing it")
         yield archive
         return
     with tempfile.TemporaryDirectory(prefix="segbench-image-") as folder:
