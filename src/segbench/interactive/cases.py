@@ -48,9 +48,9 @@ class Case:
 
 
 def _load_npz(path: Path) -> dict[str, Any]:
-    """All arrays of an npz; case and step files hold pickled lists of dicts (boxes, clicks), as the challenge's do, and
-    those are unpickled as plain data only (:class:`_PlainDataUnpickler`): a case folder downloaded with a dataset is no
-    reason to run the code a pickle can name."""
+    """All arrays of a case's npz; its boxes are a pickled list of dicts, as the challenge's are, unpickled as plain data
+    only (:class:`_PlainDataUnpickler`): a case folder downloaded with a dataset is no reason to run the code a pickle can
+    name."""
     try:
         with zipfile.ZipFile(path) as archive:
             return {info.filename.removesuffix(".npy"): _read_member(archive, info) for info in archive.infolist()}
@@ -72,7 +72,7 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
     return array
 
 
-#: the globals a case or step file's pickle may name: numpy's arrays, dtypes and scalars (numpy 2's module names and numpy
+#: the globals a case file's pickle may name: numpy's arrays, dtypes and scalars (numpy 2's module names and numpy
 #: 1's); lists, dicts, tuples, strings and numbers are pickle's own opcodes and name none
 _PLAIN_GLOBALS = frozenset({("numpy", "ndarray"), ("numpy", "dtype"), ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
                             ("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar")})

@@ -64,7 +64,8 @@ IMAGE_DIGEST = re.compile(r"[0-9a-f]{64}")
 MAX_ARCHIVE_MEMBERS = 10_000
 #: the largest manifest.json read (one is a few hundred bytes per image)
 MAX_MANIFEST_BYTES = 1 << 20
-#: the most a gzip'd archive may decompress to for a runtime that loads only a plain tar (a few MB of gzip can hold terabytes)
+#: the largest plain tar an image archive may be or decompress to (the runtime copies it into its store; a few MB of gzip
+#: can hold terabytes)
 MAX_IMAGE_BYTES = 64 << 30
 #: what decompressing an archive leaves free on the temporary folder's file system
 FREE_SPACE_RESERVE_BYTES = 1 << 30
