@@ -382,6 +382,22 @@ def test_a_prediction_for_a_case_without_reference_is_an_error_naming_it(small: 
         _evaluate(small, bad)
 
 
+def test_a_file_name_cannot_drive_the_organisers_terminal(small: Path) -> None:
+    """A team's stray file named with escape sequences (clear the screen, retitle the terminal) reached the terminal raw in
+    the warning or the error that names it; the command shows them escaped."""
+    hostile = "zz\x1b[2J\x1b]0;pwned\x07\r"
+    _nifti(small / "good" / f"{hostile}.nii.gz", np.zeros((12, 12, 12)))
+    command = ["segbench", "evaluate", "--gt", "gt", "--pred", "good=good", "--out", "out"]
+    refused, warned = (subprocess.run(args, cwd=small, capture_output=True, text=True, env=command_env(), check=False, timeout=600)
+                       for args in (command, [*command, "--missing", "own_cases"]))
+    assert refused.returncode == 1 and warned.returncode == 0, warned.stderr
+    shown = r"zz\x1b[2J\x1b]0;pwned\x07\x0d.nii.gz"
+    assert f"prediction files for cases without a reference: {shown}" in refused.stderr, refused.stderr
+    assert f"prediction files for cases without a reference: {shown}; not scored" in warned.stderr, warned.stderr
+    for output in (refused.stdout, refused.stderr, warned.stdout, warned.stderr):
+        assert "\x1b" not in output and "\x07" not in output, output
+
+
 def test_dicom_seg_and_rtstruct_predictions_score_as_the_same_map_in_nifti(tmp_path: Path) -> None:
     """The real 20-slice CT series of data/totalseg_example: a perturbed TotalSegmentator output as NIfTI for one model,
     as DICOM-SEG on the series for another and as RTSTRUCT for a third (tests/dicom_series.py's writers), on two cases.

@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -194,11 +195,11 @@ def _interact_submissions(args: argparse.Namespace) -> None:
             console.print(f"{team}: {entry['n_cases']} cases in {entry['seconds']:.0f} s, {entry['n_cases_with_failed_steps']} with failed steps, "
                           f"{entry['n_over_time']} over time: {Path(args.out) / team / (team + '_metrics.csv')}", highlight=False, soft_wrap=True)
         else:
-            console.print(f"{team}: NOT EVALUATED: {entry['reason']}", highlight=False, soft_wrap=True)
+            console.print(printable(f"{team}: NOT EVALUATED: {entry['reason']}"), markup=False, highlight=False, soft_wrap=True)
     if results["analysis"] is None:
         raise SystemExit("no submission could be evaluated")
     for metric in ("DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final"):
-        console.print(leaderboard(results, CASE_STRUCTURE, metric, width=console.width), markup=False, highlight=False, soft_wrap=True)
+        console.print(printable(leaderboard(results, CASE_STRUCTURE, metric, width=console.width)), markup=False, highlight=False, soft_wrap=True)
     console.print(f"every metric, class and step: segbench show {Path(LEADERBOARD_FILE).stem} --results {args.out} [--structure NAME]",
                   highlight=False, soft_wrap=True)
 
@@ -257,7 +258,7 @@ def _cmd_show(args: argparse.Namespace) -> None:
     files = [folder / f"{d}.json" for d in args.datasets or available]
     text = render([json.loads(f.read_text(encoding="utf-8")) for f in files], structure=args.structure, metric=args.metric,
                   fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None)
-    sys.stdout.write(text)
+    sys.stdout.write(printable(text))
 
 
 def _check_show(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -312,7 +313,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
                                  profile=args.profile, sensitivity_profiles=args.sensitivity_profiles or (), missing=args.missing,
                                  simulated=args.simulated or (), dicom_labels=dicom_labels or None, workers=args.workers,
                                  name=args.name)
-    print(result.summary(width=args.width or 140), end="")
+    print(printable(result.summary(width=args.width or 140)), end="")
     for path in evaluation.write(result, Path(args.out), report=args.report):
         print(path)
 
@@ -506,6 +507,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: C0 and C1 control characters but newline and tab
+_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: each control character but newline and tab written as its escape (ESC as ``\\x1b``), so
+    that a name taken from a file (a team's stray prediction, a published model) can neither drive the terminal that
+    shows it (clear it, retitle it) nor hide words (a carriage return writing over its line)."""
+    return _CONTROL_CHARACTERS.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
+
+class _PrintableFormatter(logging.Formatter):
+    """Log lines through :func:`printable`: warnings name files of a team's folder."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a subcommand; bad input (segbench's ValueError, KeyError, FileNotFoundError, RuntimeError) is one line
     ``segbench <command>: error: ...`` and exit code 1; SEGBENCH_DEBUG=1 or -v shows the traceback instead."""
@@ -513,13 +532,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "show":
         _check_show(parser, args)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     try:
         args.func(args)
     except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
         if args.verbose or os.environ.get("SEGBENCH_DEBUG") == "1":
             raise
-        print(f"segbench {args.command}: error: {exc}", file=sys.stderr)
+        print(printable(f"segbench {args.command}: error: {exc}"), file=sys.stderr)
         return 1
     return 0
 
