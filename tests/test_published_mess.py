@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from projects import working_folder
-from segbench.published import files_version, read_touchstone
+from segbench.published import files_version, read_nnunet_summaries, read_segauge_results, read_touchstone
 from segbench.report.pages import standalone_dataset_page
 from tests_support import published_pipeline
 
@@ -223,6 +223,29 @@ def test_every_fault_of_a_touchstone_file_in_one_run(tmp_path: Path) -> None:
     for fault in ("row 5, column 'name' is empty", f"rows 3 and {len(table) + 1} (name {table.loc[1, 'name']!r}), column 'spleen': "
                   "conflicting duplicates", f"row 9 (name={table.loc[7, 'name']!r}), column 'liver': '0.9o' is not a finite number"):
         assert f"\n  {fault}" in str(error.value), error.value
+
+
+@pytest.mark.parametrize("junk", [b"name,liver\ncase\xe9,0.9\n", b"\xff\xd8\xff\xe0\x00\x10JFIF"], ids=["latin-1 bytes", "a JPEG"])
+def test_a_score_file_whose_bytes_are_no_utf8_csv_is_an_error_naming_it(tmp_path: Path, junk: bytes) -> None:
+    """A Latin-1 dsc.csv stopped the import with "'utf-8' codec can't decode byte 0xe9", naming no file."""
+    folder = _cut(tmp_path / "faulty")
+    path = folder / "MONAI_UNETR" / "dsc.csv"
+    path.write_bytes(junk)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: cannot read"):
+        read_touchstone(folder)
+
+
+@pytest.mark.parametrize("junk", [b"\xff\xfe{", b"[" * 100_000, b"{"], ids=["not UTF-8", "nested past the recursion limit", "cut short"])
+def test_a_json_score_file_that_cannot_be_parsed_is_an_error_naming_it(tmp_path: Path, junk: bytes) -> None:
+    path = tmp_path / "results.json"
+    path.write_bytes(junk)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: not a segauge results file"):
+        read_segauge_results(path)
+    summary = tmp_path / "model" / "summary.json"
+    summary.parent.mkdir()
+    summary.write_bytes(junk)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(summary))}: not an nnU-Net summary.json"):
+        read_nnunet_summaries(tmp_path, {"model": "model/summary.json"}, {"1": "liver"}, ".nii.gz")
 
 
 def _dap_atlas_shaped(folder: Path) -> Path:

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 TOUCHSTONE_META = "metaTotalSeg.csv"
 SEGAUGE_METRICS = ("dice", "hd95", "nsd", "assd")
+#: what reading a file raises on bytes that are not what its format says (pandas' parser errors, JSON's and UTF-8's
+#: decoding errors are ValueErrors; JSON nested past the recursion limit is a RecursionError): every reader names the file
+UNREADABLE = (OSError, ValueError, RecursionError)
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +149,7 @@ def read_cvpr25_metrics(folder: Path, scoring: Scoring | None = None) -> pd.Data
     for path in files:
         try:
             table = pd.read_csv(path, keep_default_na=False)  # a cell such as "n/a" is reported as written
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        except UNREADABLE as exc:
             raise ValueError(f"{path}: not a readable CSV ({exc})") from exc
         frames.append(case_rows(table, path.name.removesuffix("_metrics.csv"), "published", str(path), scoring or Scoring()))
     _same_cases(files, frames)
@@ -196,7 +199,7 @@ def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | N
     notes = import_notes()
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except UNREADABLE as exc:
         raise ValueError(f"{path}: not a readable CSV ({exc})") from exc
     keys = {role: column for role, column in columns.items() if column is not None}
     raise_faults(path, [f"row 1 (header): no column {column!r} (the {role} column); columns are {list(raw.columns)}"
@@ -264,7 +267,7 @@ def read_nnunet_summaries(folder: Path, models: dict[str, str], labels: dict[str
 def _read_nnunet_summary(path: Path, model: str, labels: dict[str, str], file_ending: str) -> pd.DataFrame:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))  # nnU-Net writes NaN for a label empty in both masks
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except UNREADABLE as exc:
         raise ValueError(f"{path}: not an nnU-Net summary.json ({exc!r})") from exc
     records, seen = [], {}
     for i, entry in enumerate(_require(doc, "metric_per_case", list, f"{path}:")):
@@ -341,7 +344,7 @@ def _read_score_csv(path: Path, duplicates: str, notes: dict[str, Any]) -> tuple
     by case id, and each case's line in the file (for messages)."""
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+    except UNREADABLE as exc:
         raise ValueError(f"{path}: cannot read ({exc})") from exc
     if raw.columns.empty or raw.columns[0] != "name":
         raise ValueError(f"{path}: first column must be 'name' (case id), got {list(raw.columns[:1])}")
@@ -431,7 +434,7 @@ def _read_metadata_csv(path: Path, sep: str, key: str) -> pd.DataFrame:
     be numeric and adds ``age_band``."""
     try:
         meta = pd.read_csv(path, sep=sep, encoding="utf-8-sig", dtype={key: str})
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except UNREADABLE as exc:
         raise ValueError(f"{path}: cannot read ({exc})") from exc
     if key not in meta.columns:
         raise ValueError(f"{path}: row 1 (header): no key column {key!r}; columns are {list(meta.columns)}")
@@ -619,7 +622,7 @@ def _segauge_pair(entry: object, where: str, models: dict[str, Any]) -> dict[str
 def _read_segauge_doc(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except UNREADABLE as exc:
         raise ValueError(f"{path}: not a segauge results file ({exc!r})") from exc
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a segauge results file (top level is {type(doc).__name__}, not an object)")
@@ -667,7 +670,7 @@ def _read_clinical_json(path: Path) -> pd.DataFrame:
     """KiTS-style clinical metadata (list of per-case objects) -> meta.* columns indexed by case id."""
     try:
         cases = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except UNREADABLE as exc:
         raise ValueError(f"{path}: cannot read ({exc!r})") from exc
     if not isinstance(cases, list) or not all(isinstance(c, dict) and "case_id" in c for c in cases):
         raise ValueError(f"{path}: expected a list of objects with 'case_id'")
