@@ -478,6 +478,12 @@ def test_metadata_columns_are_subgroups(small: Path) -> None:
     (small / "cases.csv").write_text("case_id,site\na,north\na,south\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"cases\.csv: case ids listed twice: \['a'\]"):
         evaluation.evaluate(small / "gt", {"good": small / "good"}, metadata=small / "cases.csv", progress=False)
+    (small / "cases.csv").write_bytes("case_id,site\na,Malmö\n".encode("latin-1"))  # a spreadsheet's export in another encoding
+    with pytest.raises(ValueError, match=r"cases\.csv: not a readable metadata CSV \('utf-8' codec can't decode"):
+        evaluation.evaluate(small / "gt", {"good": small / "good"}, metadata=small / "cases.csv", progress=False)
+    (small / "gt" / "dataset.json").write_text("[" * 100_000, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"dataset\.json: expected an nnU-Net dataset.json"):
+        evaluation.evaluate(small / "gt", {"good": small / "good"}, progress=False)
 
 
 def test_structures_are_names_or_definitions_and_bad_ones_are_named() -> None:

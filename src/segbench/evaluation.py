@@ -176,14 +176,17 @@ def label_map_file(gt: Path) -> dict[str, int] | None:
             try:
                 labels = json.loads(path.read_text(encoding="utf-8"))["labels"]
                 return {str(name): int(label) for name, label in labels.items()}
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
                 raise ValueError(f"{path}: expected an nnU-Net dataset.json with \"labels\": {{name: id}} ({exc})") from None
     return None
 
 
 def read_metadata(path: Path, cases: Sequence[str]) -> pd.DataFrame:
     """A metadata CSV's columns (besides ``case_id``) as ``meta.<field>``, indexed by the cases (a case it lacks has none)."""
-    table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except ValueError as exc:  # pandas' parser errors and UTF-8's decoding errors
+        raise ValueError(f"{path}: not a readable metadata CSV ({exc})") from exc
     if "case_id" not in table.columns:
         raise ValueError(f"{path}: metadata CSV needs a case_id column (has {list(table.columns)})")
     repeated = sorted(set(table["case_id"][table["case_id"].duplicated()]))
