@@ -385,13 +385,13 @@ def test_a_prediction_for_a_case_without_reference_is_an_error_naming_it(small: 
 def test_a_file_name_cannot_drive_the_organisers_terminal(small: Path) -> None:
     """A team's stray file named with escape sequences (clear the screen, retitle the terminal) reached the terminal raw in
     the warning or the error that names it; the command shows them escaped."""
-    hostile = "zz\x1b[2J\x1b]0;pwned\x07\r"
+    hostile = "zz\x1b[2J\x1b]0;pwned\x07\r\u202e"
     _nifti(small / "good" / f"{hostile}.nii.gz", np.zeros((12, 12, 12)))
     command = ["segbench", "evaluate", "--gt", "gt", "--pred", "good=good", "--out", "out"]
     refused, warned = (subprocess.run(args, cwd=small, capture_output=True, text=True, env=command_env(), check=False, timeout=600)
                        for args in (command, [*command, "--missing", "own_cases"]))
     assert refused.returncode == 1 and warned.returncode == 0, warned.stderr
-    shown = r"zz\x1b[2J\x1b]0;pwned\x07\x0d.nii.gz"
+    shown = r"zz\x1b[2J\x1b]0;pwned\x07\r\u202e.nii.gz"
     assert f"prediction files for cases without a reference: {shown}" in refused.stderr, refused.stderr
     assert f"prediction files for cases without a reference: {shown}; not scored" in warned.stderr, warned.stderr
     for output in (refused.stdout, refused.stderr, warned.stdout, warned.stderr):

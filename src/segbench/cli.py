@@ -507,15 +507,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: C0 and C1 control characters but newline and tab
-_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: C0 and C1 control characters but newline and tab, and the bidirectional overrides and isolates (which reorder how the
+#: rest of a line reads)
+_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
     """``text`` for a terminal: each control character but newline and tab written as its escape (ESC as ``\\x1b``), so
     that a name taken from a file (a team's stray prediction, a published model) can neither drive the terminal that
-    shows it (clear it, retitle it) nor hide words (a carriage return writing over its line)."""
-    return _CONTROL_CHARACTERS.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+    shows it (clear it, retitle it) nor hide or reorder words (a carriage return writing over its line, a right-to-left
+    override)."""
+    return _CONTROL_CHARACTERS.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class _PrintableFormatter(logging.Formatter):
