@@ -73,13 +73,18 @@ def _valid_ids(found: CaseList, missing: CaseList) -> str:
 
 
 def _kits23_json(path: Path) -> pd.DataFrame:
+    """KiTS23's kits23.json: a list of one object per case, each with its ``case_id``."""
     records = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(records, list) or not all(isinstance(r, dict) and isinstance(r.get("case_id"), str) for r in records):
+        raise ValueError("not a list of objects with a case_id each")
     return pd.DataFrame.from_records(records).set_index("case_id")
 
 
 def _totalsegmentator_csv(path: Path) -> pd.DataFrame:
     """The TotalSegmentator dataset's meta.csv: ';'-separated, UTF-8 with BOM, one row per image_id."""
     table = pd.read_csv(path, sep=";", encoding="utf-8-sig", dtype={"image_id": str})
+    if "image_id" not in table.columns:
+        raise ValueError(f"no image_id column (has {list(table.columns)[:10]})")
     return table.rename(columns={"image_id": "case_id"}).set_index("case_id")
 
 
@@ -99,7 +104,15 @@ def load_metadata(dataset: DatasetConfig, cases: CaseList) -> pd.DataFrame:
         return pd.DataFrame(index=pd.Index(cases, name="case_id"))
     if dataset.metadata_format not in METADATA_READERS:
         raise ConfigError(f"dataset {dataset.name!r}: unknown metadata_format {dataset.metadata_format!r}; known {sorted(METADATA_READERS)}")
-    table = METADATA_READERS[dataset.metadata_format](dataset.metadata_file)
+    try:
+        table = METADATA_READERS[dataset.metadata_format](dataset.metadata_file)
+    except (OSError, ValueError, RecursionError) as exc:  # decoding errors are ValueErrors; deep JSON a RecursionError
+        raise ConfigError(f"dataset {dataset.name!r}: metadata file {dataset.metadata_file} is not readable as "
+                          f"{dataset.metadata_format} ({exc})") from None
+    repeated = sorted(set(table.index[table.index.duplicated()]))
+    if repeated:  # which of its rows would describe the case is anyone's guess
+        raise ConfigError(f"dataset {dataset.name!r}: metadata file {dataset.metadata_file} has more than one row for "
+                          f"{len(repeated)} case(s): {repeated[:5]}")
     unknown = [f for f in dataset.metadata_fields if f not in table.columns]
     if unknown:
         raise ConfigError(f"dataset {dataset.name!r}: metadata fields {unknown} not in {dataset.metadata_file}")
