@@ -35,7 +35,10 @@ def _envelope(name: str, title: str, models: dict[str, Any], metrics: dict[str, 
         "models": models,
         "metrics": {m: {"higher_is_better": h} for m, h in metrics.items()},
         "hd95_definition": "segauge_pooled_area_weighted",
+        "metric_profile": "segauge",
         "analysis": analysis,
+        # no variant run (the KiTS23-like set adds its own)
+        "sensitivity": {"profiles": {"baseline": "segauge", "variants": {}}, "missing_policy": {"baseline": "worst_case", "variants": {}}},
     }
 
 

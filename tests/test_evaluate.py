@@ -26,6 +26,7 @@ from segbench.models import intake, simulated
 from segbench.report.terminal import render
 from segbench.stages.paths import predictions_dir, scores_dir
 from segbench.stages.score import run_score
+from segbench.stats.results import read_results
 from segbench.validation import compose_params
 from tests_support import command_env, in_directory
 
@@ -396,6 +397,42 @@ def test_a_file_name_cannot_drive_the_organisers_terminal(small: Path) -> None:
     assert f"prediction files for cases without a reference: {shown}; not scored" in warned.stderr, warned.stderr
     for output in (refused.stdout, refused.stderr, warned.stdout, warned.stderr):
         assert "\x1b" not in output and "\x07" not in output, output
+
+
+def test_a_file_that_is_not_a_results_document_is_an_error_naming_it(small: Path) -> None:
+    """show, report, export and reanalyze read results files from anywhere (a colleague's evaluate run, a download): one
+    that is not a results document (truncated, another JSON, a value of the wrong type deep inside) was a traceback or
+    a bare KeyError; now every reader names the file and, for a document, the first place it departs."""
+    results = evaluation.evaluate(small / "gt", {"good": small / "good"}, progress=False).to_json(small / "results" / "organ.json")
+    document = json.loads(results.read_text(encoding="utf-8"))
+    assert read_results(results) == document
+    cell = document["analysis"]["structures"]["organ"]["metrics"]["dice"]
+    broken = {
+        "truncated.json": (results.read_bytes()[:100], "not a readable results JSON (Unterminated string"),
+        "list.json": (b"[]", "not a segbench results document: /: ResultsDocument expected, got list"),
+        "no_ranking.json": ({**document, "analysis": {**document["analysis"], "structures": {"organ": {
+            **document["analysis"]["structures"]["organ"], "metrics": {"dice": {k: v for k, v in cell.items() if k != "ranking"}}}}}},
+            "/analysis/structures/organ/metrics/dice/ranking: required key of MetricCell missing"),
+        "text_value.json": ({**document, "analysis": {**document["analysis"], "structures": {"organ": {
+            **document["analysis"]["structures"]["organ"], "metrics": {"dice": {**cell, "per_case": {"good": ["0.9", 1.0]}}}}}}},
+            "/analysis/structures/organ/metrics/dice/per_case/good[0]: float expected, got '0.9'"),
+    }
+    for name, (content, why) in broken.items():
+        path = small / "broken" / name.removesuffix(".json") / name
+        path.parent.mkdir(parents=True)
+        path.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+        with pytest.raises(ValueError, match="results") as error:
+            read_results(path)
+        assert str(error.value).startswith(f"{path}: ") and why in str(error.value), str(error.value)
+    truncated = small / "broken" / "truncated"
+    for command in (["show", "--results", str(truncated)], ["report", "--results", str(truncated), "--out", str(small / "site")],
+                    ["export", "--dataset", "organ", "--results", str(truncated / "truncated.json"), "--format", "generic_csv",
+                     "--out", str(small / "rows.csv")], ["reanalyze", str(truncated / "truncated.json")]):
+        run = subprocess.run([sys.executable, "-m", "segbench.cli", *command], capture_output=True, text=True, env=command_env(),
+                             check=False, timeout=600)
+        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+        assert f"{truncated / 'truncated.json'}: not a readable results JSON" in run.stderr, run.stderr
+    assert not (small / "site").exists() and not (small / "rows.csv").exists()
 
 
 def test_dicom_seg_and_rtstruct_predictions_score_as_the_same_map_in_nifti(tmp_path: Path) -> None:

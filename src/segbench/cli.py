@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import re
@@ -247,6 +246,7 @@ def _show_width(requested: int | None) -> int | None:
 def _cmd_show(args: argparse.Namespace) -> None:
     """Print leaderboards and verdicts from results/<dataset>.json in the terminal, or as md, tsv or json."""
     from segbench.report.terminal import render
+    from segbench.stats.results import read_results
 
     folder = Path(args.results)
     available = sorted(p.stem for p in folder.glob("*.json"))
@@ -256,7 +256,7 @@ def _cmd_show(args: argparse.Namespace) -> None:
     if unknown:
         raise ValueError(f"no results for {', '.join(unknown)} in {folder}/ (have {', '.join(available)})")
     files = [folder / f"{d}.json" for d in args.datasets or available]
-    text = render([json.loads(f.read_text(encoding="utf-8")) for f in files], structure=args.structure, metric=args.metric,
+    text = render([read_results(f) for f in files], structure=args.structure, metric=args.metric,
                   fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None)
     sys.stdout.write(printable(text))
 
@@ -273,18 +273,19 @@ def _check_show(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 def _cmd_export(args: argparse.Namespace) -> None:
     from segbench.export import export_results
+    from segbench.stats.results import read_results
 
     path = args.results or Path("results") / f"{args.dataset}.json"
-    results = json.loads(path.read_text(encoding="utf-8"))
-    print(export_results(results, args.format, args.out, args.metric))
+    print(export_results(read_results(path), args.format, args.out, args.metric))
 
 
 def _cmd_reanalyze(args: argparse.Namespace) -> None:
     """Recompute every statistic from the per-case rows a results file stores; fail on any difference."""
     from segbench.stats import reanalyze, reanalyze_source
+    from segbench.stats.results import read_results
 
     for path in args.results:
-        results = json.loads(Path(path).read_text(encoding="utf-8"))
+        results = read_results(path)
         differences = reanalyze(results["analysis"])
         if "source_analysis" in results:  # segbench's CIs under a source's correction, beside its published verdicts
             differences += reanalyze_source(results["analysis"], results["source_analysis"])

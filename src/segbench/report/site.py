@@ -13,6 +13,7 @@ from pathlib import Path
 from plotly.offline import get_plotlyjs
 
 from segbench.io import write_text_atomic
+from segbench.stats.results import read_results
 
 from . import pages
 from .assets import CSS, JS
@@ -24,7 +25,7 @@ def build_site(results_files: list[Path], out_dir: Path, calibration: Path | Non
     pipeline writes its site to (it need not exist yet), linked from the index by a relative address."""
     out_dir = Path(out_dir)
     interactive = Path(os.path.relpath(Path(interactive_site) / "index.html", out_dir)).as_posix() if interactive_site else None
-    all_results = [json.loads(Path(p).read_text(encoding="utf-8")) for p in sorted(results_files)]
+    all_results = [read_results(p) for p in sorted(results_files)]
     all_results.sort(key=lambda r: r["dataset"]["name"])
     write_text_atomic(out_dir / "plotly.min.js", get_plotlyjs())
     write_text_atomic(out_dir / "site.css", CSS)

@@ -33,7 +33,12 @@ marks what is undefined (n = 0, fewer than two ranked models, SD of one case, ..
 structure, from (seed, structure name), shared by all metrics, models and subgroups.
 """
 
-from typing import Any, NotRequired, TypedDict
+import functools
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, NotRequired, TypedDict, cast
 
 # --- the analysis of one dataset (stats.analyze) -------------------------------------------------------------------
 
@@ -452,7 +457,7 @@ class ModelEntry(TypedDict):
     """A leaderboard model: its title, kind, licence, training sets and contamination, and the versions its runs used."""
 
     title: str
-    kind: str
+    kind: NotRequired[str]  # every writer sets it; results written before kinds lack it (read from "simulated")
     simulated: bool
     licence: str
     trained_on: list[str]
@@ -686,3 +691,90 @@ class ResultsDocument(TypedDict):
     audited: NotRequired[Audited | str | None]  # None: no audit tables; a sentence: why none is audited (the report's
     #                                           lesion-wise views)
     source_analysis: NotRequired[SourceAnalysis]
+
+
+# --- reading a results file -----------------------------------------------------------------------------------------
+
+
+def read_results(path: Path | str) -> ResultsDocument:
+    """A results file (``results/<name>.json``, or one ``segbench evaluate`` wrote, perhaps on another machine) read and
+    checked against :class:`ResultsDocument` at the boundary: a file that is not one (another JSON, a truncated copy,
+    one from a segbench whose keys differ) is an error naming the file and the first place it departs, not a KeyError
+    inside a page. Keys the types do not declare are ignored: a reader needs only those it reads."""
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # decoding errors are ValueErrors; deep JSON a RecursionError
+        raise ValueError(f"{path}: not a readable results JSON ({exc})") from None
+    problems = type_problems(document, ResultsDocument, undeclared=False)
+    if problems:
+        raise ValueError(f"{path}: not a segbench results document: {problems[0]}"
+                         f"{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}")
+    return cast(ResultsDocument, document)
+
+
+@functools.cache
+def _hints(td: type) -> dict[str, object]:
+    return typing.get_type_hints(td)
+
+
+def type_problems(value: object, tp: object, path: str = "", undeclared: bool = True) -> list[str]:
+    """Where ``value`` (parsed JSON) departs from the type ``tp`` of this module: missing keys, wrong leaf types and,
+    with ``undeclared``, keys the type does not declare (tests hold every results file to that)."""
+    if tp is Any:
+        return []
+    if typing.is_typeddict(tp):
+        if not isinstance(value, dict):
+            return [f"{path or '/'}: {tp.__name__} expected, got {type(value).__name__}"]
+        hints = _hints(tp)
+        out = [f"{path}/{k}: key not declared in {tp.__name__}" for k in sorted(set(value) - set(hints))] if undeclared else []
+        out += [f"{path}/{k}: required key of {tp.__name__} missing" for k in sorted(tp.__required_keys__ - set(value))]
+        for key in sorted(set(value) & set(hints)):
+            out += type_problems(value[key], hints[key], f"{path}/{key}", undeclared)
+        return out
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return []
+        tried = [type_problems(value, arm, path, undeclared) for arm in args if arm is not type(None)]
+        return [] if any(not t for t in tried) else min(tried, key=len)
+    if origin is dict:
+        if not isinstance(value, dict):
+            return [f"{path or '/'}: dict expected, got {type(value).__name__}"]
+        if _all_leaves(value.values(), args[1]):
+            return []
+        return [m for k, v in value.items() for m in type_problems(v, args[1], f"{path}/{k}", undeclared)]
+    if origin is list:
+        if not isinstance(value, list):
+            return [f"{path or '/'}: list expected, got {type(value).__name__}"]
+        if _all_leaves(value, args[0]):
+            return []
+        return [m for i, v in enumerate(value) for m in type_problems(v, args[0], f"{path}[{i}]", undeclared)]
+    if tp is float:
+        ok = _is_number(value)  # a whole number may be an int
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, cast(type, tp))  # str, bool
+    return [] if ok else [f"{path or '/'}: {getattr(tp, '__name__', tp)} expected, got {value!r}"]
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+#: leaf types -> their check, for the levels that hold many (per-case values, p-value matrices): one pass over them,
+#: and the detailed walk only when one fails
+_LEAVES = {float: _is_number, int: lambda v: isinstance(v, int) and not isinstance(v, bool), str: lambda v: isinstance(v, str),
+           bool: lambda v: isinstance(v, bool)}
+
+
+def _all_leaves(values: typing.Iterable[object], tp: object) -> bool:
+    """Whether every value is of the leaf type ``tp`` (float, int, str, bool, or one of them or None); False for any
+    other type (then the caller walks the values)."""
+    arms = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+    optional = type(None) in arms
+    arms = tuple(a for a in arms if a is not type(None))
+    if len(arms) != 1 or arms[0] not in _LEAVES:
+        return False
+    check = _LEAVES[arms[0]]
+    return all(check(v) or (optional and v is None) for v in values)
