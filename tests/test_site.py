@@ -491,6 +491,19 @@ def test_implementation_sensitivity_is_shown_with_its_numbers(site: tuple[Path, 
     assert "Implementation sensitivity" not in " ".join(page_text(out / "touchstone_totalsegmentator.html").split())
 
 
+def test_a_file_that_is_not_the_audit_is_named_and_nothing_is_written(results_files: list[Path], audit_file: Path, tmp_path: Path) -> None:
+    """``--calibration`` given a results file by mistake was a bare "error: 'stats'" after the assets were written;
+    now the file is named, and a site whose inputs cannot all be drawn writes nothing."""
+    truncated = tmp_path / "truncated.json"
+    truncated.write_bytes(audit_file.read_bytes()[:200])
+    for wrong, why in ((results_files[0], "not the calibration audit's audit.json (calibration/results/audit.json): no stats"),
+                       (truncated, "not a readable calibration audit JSON")):
+        with pytest.raises(ValueError, match="calibration") as error:
+            build_site(results_files, tmp_path / "site", calibration=wrong)
+        assert str(error.value).startswith(f"{wrong}: {why}")
+    assert not (tmp_path / "site").exists()
+
+
 def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_file: Path) -> None:
     """Coverage, type-I errors (with the 5 % + 2 MC SE bound) and one power curve per structure and metric, all from audit.json."""
     out, _ = site

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from plotly.offline import get_plotlyjs
 
@@ -27,19 +28,37 @@ def build_site(results_files: list[Path], out_dir: Path, calibration: Path | Non
     interactive = Path(os.path.relpath(Path(interactive_site) / "index.html", out_dir)).as_posix() if interactive_site else None
     all_results = [read_results(p) for p in sorted(results_files)]
     all_results.sort(key=lambda r: r["dataset"]["name"])
-    write_text_atomic(out_dir / "plotly.min.js", get_plotlyjs())
-    write_text_atomic(out_dir / "site.css", CSS)
-    write_text_atomic(out_dir / "site.js", JS)
     written = {
         "index.html": pages.index_page(all_results, calibration is not None, interactive),
         "methodology.html": pages.methodology_page(all_results),
     }
     if calibration is not None:
-        written[pages.CALIBRATION_PAGE] = pages.calibration_page(json.loads(Path(calibration).read_text(encoding="utf-8")), all_results)
+        written[pages.CALIBRATION_PAGE] = pages.calibration_page(read_audit(Path(calibration)), all_results)
     for results in all_results:
         written[pages.dataset_page_name(results)] = pages.dataset_page(results, all_results)
         for structure in sorted(results["analysis"]["structures"]):
             written[pages.structure_page_name(results, structure)] = pages.structure_page(results, structure, all_results)
+    # written once every page is drawn: an input that cannot be drawn leaves the folder as it was
+    for name, text in {"plotly.min.js": get_plotlyjs(), "site.css": CSS, "site.js": JS}.items():
+        write_text_atomic(out_dir / name, text)
     for name, text in written.items():
         write_text_atomic(out_dir / name, text)
     return [out_dir / name for name in written]
+
+
+#: the sections of the calibration audit's audit.json the calibration page reads
+AUDIT_SECTIONS = ("stats", "population", "coverage", "type1", "power", "models", "draws", "wilcoxon_draws", "n_resamples", "equal",
+                  "identical_to_reference")
+
+
+def read_audit(path: Path) -> dict[str, Any]:
+    """The calibration audit's audit.json, checked for the sections the page reads: another file (a results JSON given
+    by mistake, a truncated copy) is an error naming it, not a KeyError."""
+    try:
+        audit = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # decoding errors are ValueErrors; deep JSON a RecursionError
+        raise ValueError(f"{path}: not a readable calibration audit JSON ({exc})") from None
+    missing = [key for key in AUDIT_SECTIONS if not isinstance(audit, dict) or key not in audit]
+    if missing:
+        raise ValueError(f"{path}: not the calibration audit's audit.json (calibration/results/audit.json): no {', '.join(missing)}")
+    return audit
