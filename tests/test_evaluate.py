@@ -8,6 +8,8 @@ import gzip
 import io
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -381,6 +383,32 @@ def test_a_prediction_for_a_case_without_reference_is_an_error_naming_it(small: 
     _nifti(bad / "c.nii.gz", np.zeros((12, 12, 12)))
     with pytest.raises(ValueError, match=r"prediction files for cases without a reference: c\.nii\.gz"):
         _evaluate(small, bad)
+
+
+def test_a_staging_folder_that_cannot_be_written_stops_the_run_naming_it(tmp_path: Path) -> None:
+    """evaluate keeps a private copy of every prediction in TMPDIR; a write there that fails (a full disk) was a bare
+    "[Errno 28] No space left on device". A limit on the size of a file this process may write (RLIMIT_FSIZE, the
+    write failing with EFBIG) stands in for the full disk: the run stops, under a coverage policy too (the organiser's
+    disk is no team's fault), naming the folder, the team's file and TMPDIR."""
+    rng = np.random.default_rng(0)
+    for folder in ("gt", "team"):
+        (tmp_path / folder).mkdir()
+        _nifti(tmp_path / folder / "a.nii.gz", rng.integers(0, 2, (64, 64, 64)))  # noise: ~40 KB compressed
+    limit = (tmp_path / "team" / "a.nii.gz").stat().st_size // 2
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, not a signal
+
+    for policy in ("error", "own_cases"):
+        run = subprocess.run(["segbench", "evaluate", "--gt", "gt", "--pred", "team=team", "--structures", "organ=1", "--out", "out",
+                              "--missing", policy],
+                             cwd=tmp_path, capture_output=True, text=True, env={**command_env(), "TMPDIR": str(tmp_path)},
+                             preexec_fn=small_files, check=False, timeout=600)
+        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+        assert f"cannot write the private copy of team/a.nii.gz in {tmp_path}/segbench-evaluate-" in run.stderr, run.stderr
+        assert "point TMPDIR at a disk with room" in run.stderr and not (tmp_path / "out").exists()
+    assert not list(tmp_path.glob("segbench-evaluate-*"))  # the staging folder is removed
 
 
 def test_a_file_name_cannot_drive_the_organisers_terminal(small: Path) -> None:

@@ -529,8 +529,9 @@ class _PrintableFormatter(logging.Formatter):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a subcommand; bad input (segbench's ValueError, KeyError, FileNotFoundError, RuntimeError) is one line
-    ``segbench <command>: error: ...`` and exit code 1; SEGBENCH_DEBUG=1 or -v shows the traceback instead."""
+    """Run a subcommand; bad input (segbench's ValueError, KeyError, RuntimeError) and what the machine refuses (OSError: a
+    missing file, a permission, a full disk) is one line ``segbench <command>: error: ...`` and exit code 1;
+    SEGBENCH_DEBUG=1 or -v shows the traceback instead."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "show":
@@ -540,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError, RuntimeError, KeyError) as exc:
+    except (ValueError, OSError, RuntimeError, KeyError) as exc:
         if args.verbose or os.environ.get("SEGBENCH_DEBUG") == "1":
             raise
         print(printable(f"segbench {args.command}: error: {exc}"), file=sys.stderr)

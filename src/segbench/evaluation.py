@@ -10,6 +10,7 @@ settings, and written as the compare stage writes its results (``leaderboard.res
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -17,10 +18,10 @@ import math
 import os
 import stat
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import nibabel as nib
 import numpy as np
@@ -233,20 +234,42 @@ def _staged_nifti(path: Path, labels: np.ndarray, like: nib.Nifti1Image, target:
     bad = sorted(v for v in values if v < 0 or v > 32767 or (allowed is not None and v not in allowed))
     if bad:
         raise ValueError(f"{path}: label values {bad[:10]} are not {'in the allowed set ' + str(sorted(allowed)) if allowed else 'label ids'}")
-    save_label_map_atomic(target, labels, like)
+    with _staging_write(path, target):
+        save_label_map_atomic(target, labels, like)
     return target
 
 
 def _private_copy(path: Path, target: Path) -> None:
     """``path`` copied to ``target`` through one checked descriptor (``intake.open_output``); a file that grows past the
-    size cap while it is read is refused."""
-    with intake.open_output(path, intake.MAX_FILE_BYTES) as source, open(target, "xb") as copy:
+    size cap, or that cannot be read to its end, is refused."""
+    with intake.open_output(path, intake.MAX_FILE_BYTES) as source, _staging_write(path, target), open(target, "xb") as copy:
         copied = 0
-        while chunk := source.read(1 << 20):
+        while chunk := _read_chunk(source, path):
             copied += len(chunk)
             if copied > intake.MAX_FILE_BYTES:
                 raise intake.IntakeError(f"{path}: grew past the cap of {intake.MAX_FILE_BYTES} bytes while being read; refused")
             copy.write(chunk)
+
+
+def _read_chunk(source: BinaryIO, path: Path) -> bytes:
+    """The next MiB of a team's file; a read that fails is the file's (refused, the team's case), not the staging's."""
+    try:
+        return source.read(1 << 20)
+    except OSError as exc:
+        raise intake.IntakeError(f"{path}: cannot be read ({exc.strerror or exc}); refused") from None
+
+
+@contextlib.contextmanager
+def _staging_write(path: Path, target: Path) -> Iterator[None]:
+    """Writing ``target``, the private copy of a team's ``path`` in the run's temporary folder: a write that fails there
+    (a full disk, a quota) is the organiser's machine's, not the team's file, so it stops the run naming the folder and
+    what to do, rather than a bare "[Errno 28] No space left on device"."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write the private copy of {path} in {target.parent} ({exc.strerror or exc}): "
+                                 "evaluate keeps a copy of every prediction in its temporary folder until the run ends; "
+                                 "point TMPDIR at a disk with room for them") from None
 
 
 def _named(error: Exception, originals: Mapping[str, str]) -> Exception:
@@ -337,7 +360,8 @@ def evaluate(
     ``dicom_labels``: DICOM-SEG segment label / RTSTRUCT ROI name -> label id (default: segment / ROI number).
     ``workers > 1`` scores cases in a process pool, safe from a script without a ``__main__`` guard.
     A team's files are scored from private copies in the run's temporary folder (``TMPDIR``), made through one checked
-    descriptor each (:func:`_staged`): that folder holds a copy of every prediction until the run ends.
+    descriptor each (:func:`_staged`): that folder holds a copy of every prediction until the run ends, and a write that
+    fails there (a full disk) stops the run naming the folder.
     """
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing={missing!r}: expected one of {MISSING_POLICIES}")
