@@ -546,6 +546,9 @@ def test_metadata_columns_are_subgroups(small: Path) -> None:
     (small / "cases.csv").write_bytes("case_id,site\na,Malmö\n".encode("latin-1"))  # a spreadsheet's export in another encoding
     with pytest.raises(ValueError, match=r"cases\.csv: not a readable metadata CSV \('utf-8' codec can't decode"):
         evaluation.evaluate(small / "gt", {"good": small / "good"}, metadata=small / "cases.csv", progress=False)
+    (small / "meta").mkdir()  # a folder given for the file: the same one-line error, not a bare IsADirectoryError
+    with pytest.raises(ValueError, match=r"meta: not a readable metadata CSV \(\[Errno 21\] Is a directory"):
+        evaluation.evaluate(small / "gt", {"good": small / "good"}, metadata=small / "meta", progress=False)
     (small / "gt" / "dataset.json").write_text("[" * 100_000, encoding="utf-8")
     with pytest.raises(ValueError, match=r"dataset\.json: expected an nnU-Net dataset.json"):
         evaluation.evaluate(small / "gt", {"good": small / "good"}, progress=False)

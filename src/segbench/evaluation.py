@@ -35,7 +35,7 @@ from segbench.bands import level_order
 from segbench.config import dataset_from_conf
 from segbench.datasets.cases import load_metadata
 from segbench.datasets.schema import DatasetConfig
-from segbench.io import save_label_map_atomic, write_json_atomic, write_text_atomic
+from segbench.io import UNREADABLE, save_label_map_atomic, write_json_atomic, write_text_atomic
 from segbench.leaderboard import analysed_document, regions_block
 from segbench.models import intake
 from segbench.scoring import Region
@@ -186,8 +186,8 @@ def read_metadata(path: Path, cases: Sequence[str]) -> pd.DataFrame:
     """A metadata CSV's columns (besides ``case_id``) as ``meta.<field>``, indexed by the cases (a case it lacks has none)."""
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-    except ValueError as exc:  # pandas' parser errors and UTF-8's decoding errors
-        raise ValueError(f"{path}: not a readable metadata CSV ({exc})") from exc
+    except UNREADABLE as exc:
+        raise ValueError(f"{path}: not a readable metadata CSV ({exc})") from None
     if "case_id" not in table.columns:
         raise ValueError(f"{path}: metadata CSV needs a case_id column (has {list(table.columns)})")
     repeated = sorted(set(table["case_id"][table["case_id"].duplicated()]))

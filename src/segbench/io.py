@@ -1,4 +1,4 @@
-"""Atomic file writes.
+"""Atomic file writes, and what reading a file that is not what it claims raises.
 
 Every file segbench produces is written to a temporary name in the target directory and renamed
 into place, so an interrupted stage never leaves a half-written file that a later stage could read.
@@ -20,6 +20,20 @@ import numpy as np
 
 if TYPE_CHECKING:
     import nibabel as nib
+
+#: what reading a file raises on bytes that are not what its format says (pandas' parser errors, JSON's and UTF-8's
+#: decoding errors are ValueErrors; JSON nested past the recursion limit is a RecursionError): every reader catches
+#: these and names the file
+UNREADABLE = (OSError, ValueError, RecursionError)
+
+
+def read_json(path: Path | str, what: str) -> Any:
+    """The JSON document in ``path``; a file that cannot be read or decoded is a ValueError naming it and ``what`` it
+    should have been."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except UNREADABLE as exc:
+        raise ValueError(f"{path}: not a readable {what} ({exc})") from None
 
 
 def file_digest(path: Path, algorithm: str) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from segbench.bands import AGE_BAND, age_band
+from segbench.io import UNREADABLE
 from segbench.published_schema import NNUNET_METRICS, TOUCHSTONE_FILES
 
 if TYPE_CHECKING:
@@ -28,9 +29,6 @@ if TYPE_CHECKING:
 
 TOUCHSTONE_META = "metaTotalSeg.csv"
 SEGAUGE_METRICS = ("dice", "hd95", "nsd", "assd")
-#: what reading a file raises on bytes that are not what its format says (pandas' parser errors, JSON's and UTF-8's
-#: decoding errors are ValueErrors; JSON nested past the recursion limit is a RecursionError): every reader names the file
-UNREADABLE = (OSError, ValueError, RecursionError)
 
 log = logging.getLogger(__name__)
 

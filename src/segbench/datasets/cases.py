@@ -16,6 +16,7 @@ import yaml
 
 from segbench.bands import AGE_BAND, age_band
 from segbench.datasets.schema import DatasetConfig
+from segbench.io import UNREADABLE
 from segbench.schema import ConfigError
 
 CaseList = list[str]
@@ -106,7 +107,7 @@ def load_metadata(dataset: DatasetConfig, cases: CaseList) -> pd.DataFrame:
         raise ConfigError(f"dataset {dataset.name!r}: unknown metadata_format {dataset.metadata_format!r}; known {sorted(METADATA_READERS)}")
     try:
         table = METADATA_READERS[dataset.metadata_format](dataset.metadata_file)
-    except (OSError, ValueError, RecursionError) as exc:  # decoding errors are ValueErrors; deep JSON a RecursionError
+    except UNREADABLE as exc:
         raise ConfigError(f"dataset {dataset.name!r}: metadata file {dataset.metadata_file} is not readable as "
                           f"{dataset.metadata_format} ({exc})") from None
     repeated = sorted(set(table.index[table.index.duplicated()]))

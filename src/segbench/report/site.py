@@ -6,14 +6,13 @@ is written once into the site folder, so pages work offline (no CDN). Same input
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from plotly.offline import get_plotlyjs
 
-from segbench.io import write_text_atomic
+from segbench.io import read_json, write_text_atomic
 from segbench.stats.results import read_results
 
 from . import pages
@@ -54,10 +53,7 @@ AUDIT_SECTIONS = ("stats", "population", "coverage", "type1", "power", "models",
 def read_audit(path: Path) -> dict[str, Any]:
     """The calibration audit's audit.json, checked for the sections the page reads: another file (a results JSON given
     by mistake, a truncated copy) is an error naming it, not a KeyError."""
-    try:
-        audit = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # decoding errors are ValueErrors; deep JSON a RecursionError
-        raise ValueError(f"{path}: not a readable calibration audit JSON ({exc})") from None
+    audit = read_json(path, "calibration audit JSON")
     missing = [key for key in AUDIT_SECTIONS if not isinstance(audit, dict) or key not in audit]
     if missing:
         raise ValueError(f"{path}: not the calibration audit's audit.json (calibration/results/audit.json): no {', '.join(missing)}")

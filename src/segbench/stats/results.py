@@ -34,11 +34,12 @@ structure, from (seed, structure name), shared by all metrics, models and subgro
 """
 
 import functools
-import json
 import types
 import typing
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
+
+from segbench.io import read_json
 
 # --- the analysis of one dataset (stats.analyze) -------------------------------------------------------------------
 
@@ -701,10 +702,7 @@ def read_results(path: Path | str) -> ResultsDocument:
     checked against :class:`ResultsDocument` at the boundary: a file that is not one (another JSON, a truncated copy,
     one from a segbench whose keys differ) is an error naming the file and the first place it departs, not a KeyError
     inside a page. Keys the types do not declare are ignored: a reader needs only those it reads."""
-    try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # decoding errors are ValueErrors; deep JSON a RecursionError
-        raise ValueError(f"{path}: not a readable results JSON ({exc})") from None
+    document = read_json(path, "results JSON")
     problems = type_problems(document, ResultsDocument, undeclared=False)
     if problems:
         raise ValueError(f"{path}: not a segbench results document: {problems[0]}"
