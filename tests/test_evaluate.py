@@ -283,12 +283,14 @@ def test_a_file_swapped_after_its_checks_is_not_what_is_scored(small: Path, monk
     for case in ("a", "b"):
         _nifti(bad / f"{case}.nii.gz", np.zeros((12, 12, 12)))
     better = _nifti(small / "better.nii.gz", np.asarray(nib.load(small / "good" / "a.nii.gz").dataobj))
-    score_cases = scoring.score_cases
+    score_cases, calls = scoring.score_cases, []
 
     def swapped_then_scored(*args: object, **kwargs: object) -> pd.DataFrame:
-        (bad / "b.nii.gz").unlink()
-        (bad / "b.nii.gz").symlink_to(small / "gt" / "b.nii.gz")
-        os.replace(better, bad / "a.nii.gz")
+        calls.append(1)
+        if len(calls) == 2:  # teams are scored in turn: the second call scores "bad", after its files were checked
+            (bad / "b.nii.gz").unlink()
+            (bad / "b.nii.gz").symlink_to(small / "gt" / "b.nii.gz")
+            os.replace(better, bad / "a.nii.gz")
         return score_cases(*args, **kwargs)
 
     monkeypatch.setattr(scoring, "score_cases", swapped_then_scored)
@@ -409,6 +411,30 @@ def test_a_staging_folder_that_cannot_be_written_stops_the_run_naming_it(tmp_pat
         assert f"cannot write the private copy of team/a.nii.gz in {tmp_path}/segbench-evaluate-" in run.stderr, run.stderr
         assert "point TMPDIR at a disk with room" in run.stderr and not (tmp_path / "out").exists()
     assert not list(tmp_path.glob("segbench-evaluate-*"))  # the staging folder is removed
+
+
+def test_the_temporary_folder_holds_one_team_s_copies_at_a_time(small: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The private copies were made for every team before any was scored, so TMPDIR (a RAM-backed /tmp on many systems)
+    had to hold every prediction of a challenge at once; now a team's copies are removed once it is scored. Seen from
+    inside the real scorer: while a team is scored, the temporary folder holds its two copies and no other team's."""
+    second = small / "second"
+    second.mkdir()
+    for case in ("a", "b"):
+        (second / f"{case}.nii.gz").write_bytes((small / "good" / f"{case}.nii.gz").read_bytes())
+    tmpdir = small / "tmp"
+    tmpdir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    seen, score_cases = [], scoring.score_cases
+
+    def watched(triples: list, *args: object, **kwargs: object) -> pd.DataFrame:
+        seen.append(sorted(p.relative_to(tmpdir).parts[-1] for p in tmpdir.rglob("*.nii.gz")))
+        return score_cases(triples, *args, **kwargs)
+
+    monkeypatch.setattr(scoring, "score_cases", watched)
+    result = evaluation.evaluate(small / "gt", {"good": small / "good", "second": second}, progress=False)
+    assert seen == [["a.nii.gz", "b.nii.gz"], ["a.nii.gz", "b.nii.gz"]]
+    assert not list(tmpdir.iterdir())  # and nothing is left behind
+    assert list(result.per_case["model"].unique()) == ["good", "second"] and (result.per_case["dice"] == 1.0).all()
 
 
 def test_a_file_name_cannot_drive_the_organisers_terminal(small: Path) -> None:

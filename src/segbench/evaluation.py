@@ -268,7 +268,7 @@ def _staging_write(path: Path, target: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         raise OSError(exc.errno, f"cannot write the private copy of {path} in {target.parent} ({exc.strerror or exc}): "
-                                 "evaluate keeps a copy of every prediction in its temporary folder until the run ends; "
+                                 "evaluate keeps a copy of each of a team's predictions in a temporary folder while it scores the team; "
                                  "point TMPDIR at a disk with room for them") from None
 
 
@@ -359,9 +359,10 @@ def evaluate(
     warning, not scored. ``simulated``: models marked SIMULATED on every view.
     ``dicom_labels``: DICOM-SEG segment label / RTSTRUCT ROI name -> label id (default: segment / ROI number).
     ``workers > 1`` scores cases in a process pool, safe from a script without a ``__main__`` guard.
-    A team's files are scored from private copies in the run's temporary folder (``TMPDIR``), made through one checked
-    descriptor each (:func:`_staged`): that folder holds a copy of every prediction until the run ends, and a write that
-    fails there (a full disk) stops the run naming the folder.
+    Every team's folder is checked first (its cases, strays, coverage); then team by team, its files are scored from
+    private copies in a temporary folder (under ``TMPDIR``), made through one checked descriptor each (:func:`_staged`)
+    and removed once the team is scored: that folder holds one team's predictions at a time, and a write that fails
+    there (a full disk) stops the run naming the folder.
     """
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing={missing!r}: expected one of {MISSING_POLICIES}")
@@ -385,53 +386,37 @@ def evaluate(
     cases = sorted(references)
     settings = settings or stats.StatsSettings()
     extra = [p for p in sensitivity_profiles if p != profile]
-    owners, triples = [], []
-    originals: dict[str, str] = {}  # staged copy -> the team's file, for error messages
-    with tempfile.TemporaryDirectory(prefix="segbench-evaluate-") as tmp:
-        for number, (model, folder) in enumerate(predictions.items()):
-            listed = listed_cases(Path(folder), f"model {model}: predictions", untrusted=True)
-            files = {c: paths[0] for c, paths in listed.items()}
-            stray = sorted(set(files) - set(references))
-            if stray:
-                message = f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}"
-                if missing == "error":
-                    raise ValueError(message)
-                log.warning("%s; not scored (coverage policy %s)", message, missing)
-            absent = [c for c in cases if c not in files]
-            if absent and missing == "error":
-                raise ValueError(f"model {model}: {folder}: no prediction for {len(absent)} of {len(cases)} cases: {', '.join(absent[:10])}"
-                                 f"{', ...' if len(absent) > 10 else ''} (missing= / --missing own_cases, worst_case or shared_cases: "
-                                 "docs/methodology.md#41-coverage)")
-            if absent:
-                log.warning("model %s: %d of %d cases have no prediction (coverage policy %s): %s",
-                            model, len(absent), len(cases), missing, ", ".join(absent[:10]))
-            staging = Path(tmp) / f"model_{number}"  # by number: a name is no path ("../x", "a/b")
-            staging.mkdir()
-            for c in cases:
-                staged = None
-                if c in files:
-                    try:
-                        if len(listed[c]) > 1:
-                            raise intake.IntakeError(f"{folder}: {_two_files(c, listed[c])}; refused unread")
-                        staged = _staged(files[c], references[c], staging, allowed, dicom_labels)
-                        originals[str(staged)] = str(files[c])
-                    except ValueError as exc:  # refused unread, or a file that cannot be staged (copied, converted, drawn)
-                        _unscoreable(model, c, exc, missing)
-                triples.append((c, references[c], staged))
-            owners += [model] * len(cases)
-        # one pass over every model's cases: one pool, and one progress bar over the whole run; with "error" the first
-        # file that cannot be scored stops the run, naming it
-        failed: dict[int, Exception] | None = None if missing == "error" else {}
-        try:
-            scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
-                                         profile=profile, extra_profiles=extra, failed=failed)
-        except (ValueError, OSError) as exc:
-            raise _named(exc, originals) from None
-        for i, error in (failed or {}).items():
-            _unscoreable(owners[i], triples[i][0], _named(error, originals), missing)
-    model_column = np.repeat(owners, len(chosen) * (1 + len(extra)))
-    scored.insert(0, "model", model_column)
-    scored.insert(1, "kind", ["simulated" if m in simulated else "predictions" for m in model_column])
+    # every team's folder is checked before any is scored; then one team at a time is staged and scored, so the
+    # temporary folder holds one team's copies, not every prediction of the run
+    teams = []
+    for model, folder in predictions.items():
+        listed = listed_cases(Path(folder), f"model {model}: predictions", untrusted=True)
+        files = {c: paths[0] for c, paths in listed.items()}
+        stray = sorted(set(files) - set(references))
+        if stray:
+            message = f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}"
+            if missing == "error":
+                raise ValueError(message)
+            log.warning("%s; not scored (coverage policy %s)", message, missing)
+        absent = [c for c in cases if c not in files]
+        if absent and missing == "error":
+            raise ValueError(f"model {model}: {folder}: no prediction for {len(absent)} of {len(cases)} cases: {', '.join(absent[:10])}"
+                             f"{', ...' if len(absent) > 10 else ''} (missing= / --missing own_cases, worst_case or shared_cases: "
+                             "docs/methodology.md#41-coverage)")
+        if absent:
+            log.warning("model %s: %d of %d cases have no prediction (coverage policy %s): %s",
+                        model, len(absent), len(cases), missing, ", ".join(absent[:10]))
+        teams.append((model, folder, listed, files))
+    scored_teams = []
+    for model, folder, listed, files in teams:
+        if len(teams) > 1:
+            log.info("model %s: scoring %d cases", model, len(cases))
+        scored = _scored_team(model, Path(folder), listed, files, references, cases, chosen, allowed, dicom_labels, missing, workers,
+                              progress, profile, extra)
+        scored.insert(0, "model", model)
+        scored.insert(1, "kind", "simulated" if model in simulated else "predictions")
+        scored_teams.append(scored)
+    scored = pd.concat(scored_teams, ignore_index=True)
     main = (scored["metric_profile"] == profile).to_numpy()
     if metadata:
         meta = read_metadata(Path(metadata), cases)
@@ -449,6 +434,38 @@ def evaluate(
                                    contaminated=dict.fromkeys(models, False), policy="own_cases" if missing == "error" else missing,
                                    subgroup_fields=subgroups, cluster_field=config.cluster_field if config and not metadata else None)
     return Evaluation(results=results, per_case=rows)
+
+
+def _scored_team(model: str, folder: Path, listed: Mapping[str, list[Path]], files: Mapping[str, Path], references: Mapping[str, Path],
+                 cases: Sequence[str], chosen: Sequence[Region], allowed: set[int] | None, dicom_labels: Mapping[str, int] | None,
+                 missing: str, workers: int, progress: bool, profile: str, extra: Sequence[str]) -> pd.DataFrame:
+    """One team's rows, every case of ``cases`` (a case without a scoreable file scored as missing, under ``missing``'s
+    policy): its files staged as private copies (:func:`_staged`) in a temporary folder of its own, scored in one pool
+    with one progress bar, and the folder removed; an error names the team's file, never the copy."""
+    originals: dict[str, str] = {}  # staged copy -> the team's file, for error messages
+    triples = []
+    with tempfile.TemporaryDirectory(prefix="segbench-evaluate-") as tmp:
+        for c in cases:
+            staged = None
+            if c in files:
+                try:
+                    if len(listed[c]) > 1:
+                        raise intake.IntakeError(f"{folder}: {_two_files(c, listed[c])}; refused unread")
+                    staged = _staged(files[c], references[c], Path(tmp), allowed, dicom_labels)
+                    originals[str(staged)] = str(files[c])
+                except ValueError as exc:  # refused unread, or a file that cannot be staged (copied, converted, drawn)
+                    _unscoreable(model, c, exc, missing)
+            triples.append((c, references[c], staged))
+        # with "error" the first file that cannot be scored stops the run, naming it
+        failed: dict[int, Exception] | None = None if missing == "error" else {}
+        try:
+            scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
+                                         profile=profile, extra_profiles=extra, failed=failed)
+        except (ValueError, OSError) as exc:
+            raise _named(exc, originals) from None
+    for i, error in (failed or {}).items():
+        _unscoreable(model, triples[i][0], _named(error, originals), missing)
+    return scored
 
 
 def _unscoreable(model: str, case_id: str, error: Exception, missing: str) -> None:
