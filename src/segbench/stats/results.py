@@ -747,22 +747,15 @@ def type_problems(value: object, tp: object, path: str = "", undeclared: bool = 
         if _all_leaves(value, args[0]):
             return []
         return [m for i, v in enumerate(value) for m in type_problems(v, args[0], f"{path}[{i}]", undeclared)]
-    if tp is float:
-        ok = _is_number(value)  # a whole number may be an int
-    elif tp is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, cast(type, tp))  # str, bool
+    check = _LEAVES.get(tp)
+    ok = check(value) if check else isinstance(value, cast(type, tp))
     return [] if ok else [f"{path or '/'}: {getattr(tp, '__name__', tp)} expected, got {value!r}"]
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-#: leaf types -> their check, for the levels that hold many (per-case values, p-value matrices): one pass over them,
-#: and the detailed walk only when one fails
-_LEAVES = {float: _is_number, int: lambda v: isinstance(v, int) and not isinstance(v, bool), str: lambda v: isinstance(v, str),
+#: leaf types -> their check (a float may be written as a whole number; a bool is no number), used value by value and,
+#: for the levels that hold many (per-case values, p-value matrices), in one pass with the detailed walk only when one fails
+_LEAVES = {float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+           int: lambda v: isinstance(v, int) and not isinstance(v, bool), str: lambda v: isinstance(v, str),
            bool: lambda v: isinstance(v, bool)}
 
 
