@@ -261,7 +261,7 @@ def _read_chunk(source: BinaryIO, path: Path) -> bytes:
 
 @contextlib.contextmanager
 def _staging_write(path: Path, target: Path) -> Iterator[None]:
-    """Writing ``target``, the private copy of a team's ``path`` in the run's temporary folder: a write that fails there
+    """Writing ``target``, the private copy of a team's ``path`` in the team's temporary folder: a write that fails there
     (a full disk, a quota) is the organiser's machine's, not the team's file, so it stops the run naming the folder and
     what to do, rather than a bare "[Errno 28] No space left on device"."""
     try:
