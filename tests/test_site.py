@@ -408,7 +408,7 @@ def test_verdict_intervals_said_once_and_identical_models_named(results_files: l
     """The Δ intervals' method and family-wise level (``verdict.intervals``) once per table, not per pair; models the
     ranking finds identical on every case (``ranking.identical``) named in the cell's headline."""
     results = load(results_files[1])
-    said = "Δ intervals: the sign-flip test inverted, Holm step-down, family-wise 95%"
+    said = "Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair (verdicts family-wise at α 0.05; intervals not simultaneous)"
     structures = results["analysis"]["structures"]
     for block in structures.values():
         for cell in block["metrics"].values():
@@ -515,13 +515,13 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
     method = audit["stats"]["ci_method"]  # the leaderboards' CI: skew_t
     cover = [r["rate"] for r in audit["coverage"] if (r["structure"], r["metric"], r["method"]) == ("tumor", "dice", method)]
     wilcoxon = [r["rate"] for r in audit["type1"] if (r["structure"], r["metric"], r["procedure"]) == ("tumor", "dice", "wilcoxon_holm")]
-    flips = [r["rate"] for r in audit["type1"] if (r["structure"], r["metric"], r["procedure"]) == ("tumor", "dice", "signflip_holm")]
+    flips = [r["rate"] for r in audit["type1"] if (r["structure"], r["metric"], r["procedure"]) == ("tumor", "dice", "meantest_holm")]
     levels = [r for r in audit["levels"] if (r["structure"], r["metric"]) == ("tumor", "dice")]
     out_of_sample = sorted(f"{100 * r['rate']:.1f}" for r in levels)
     takeaway = (f"tumor dice: 95% {method} CIs cover {100 * min(cover):.1f}–{100 * max(cover):.1f}% at the nominal level (n = 20..40), "
                 f"and at the audit-calibrated levels the leaderboards use (")
     verdict = (f"{out_of_sample[0]}–{out_of_sample[-1]}% out of sample; the separable verdict "
-               f"by sign-flip test (Holm) is wrong for equal models {100 * min(flips):.1f}–{100 * max(flips):.1f}% "
+               f"by sign-flip + bootstrap-t test (Holm) is wrong for equal models {100 * min(flips):.1f}–{100 * max(flips):.1f}% "
                "(target 5%); other rules: bootstrap CI (percentile) separates ")
     assert text.index(takeaway) < text.index(verdict) < text.index("Coverage by metric")  # the takeaways lead the page, the board's rule first
     # the calibrated levels' table: every row, simulated and real, with its out-of-sample coverage

@@ -141,7 +141,7 @@ def test_separability_decides_by_the_test_and_keeps_holm_levels() -> None:
     diff_boot = diffs.mean(axis=1) + rng.normal(0, 0.1, size=(2000, 3))
     order = np.argsort(flips.p)
     assert order.tolist() == [0, 2, 1] and flips.p[0] < 0.05 / 3 and flips.p[2] < 0.05 / 2 and flips.p[1] > 0.05
-    out = separability(diff_boot, diffs.mean(axis=1), None, alpha=0.05, correction="holm", ci_method="percentile", flips=flips)
+    out = separability(diff_boot, diffs.mean(axis=1), None, alpha=0.05, correction="holm", ci_method="percentile", test=flips)
     assert out["separable"].tolist() == [True, False, True]
     np.testing.assert_allclose(out["ci_level"], [1 - 0.05 / 3, 1 - 0.05, 1 - 0.05 / 2])
     np.testing.assert_allclose(out["p_adjusted"], holm(flips.p))
@@ -149,7 +149,7 @@ def test_separability_decides_by_the_test_and_keeps_holm_levels() -> None:
     np.testing.assert_array_equal(out["ci_low"], low)
     np.testing.assert_array_equal(out["ci_high"], high)
     assert ((out["ci_low"] > 0) | (out["ci_high"] < 0)).tolist() == out["separable"].tolist()
-    out = separability(diff_boot, diffs.mean(axis=1), None, alpha=0.05, correction="bonferroni", ci_method="percentile", flips=flips)
+    out = separability(diff_boot, diffs.mean(axis=1), None, alpha=0.05, correction="bonferroni", ci_method="percentile", test=flips)
     np.testing.assert_allclose(out["ci_level"], 1 - 0.05 / 3)
     assert out["separable"].tolist() == (flips.p < 0.05 / 3).tolist() == ((out["ci_low"] > 0) | (out["ci_high"] < 0)).tolist()
 
@@ -193,6 +193,6 @@ def test_sign_flip_interval_excludes_zero_exactly_when_p_is_below_alpha() -> Non
 
 
 def test_pairwise_test_setting_is_validated() -> None:
-    assert StatsSettings().pairwise_test == "sign_flip" and StatsSettings().ci_method == "skew_t"
+    assert StatsSettings().pairwise_test == "sign_flip_bootstrap_t" and StatsSettings().ci_method == "skew_t"
     with pytest.raises(ValueError, match="pairwise_test must be one of"):
         StatsSettings(pairwise_test="t_test")

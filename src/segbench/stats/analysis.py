@@ -23,13 +23,13 @@ from threadpoolctl import threadpool_limits
 from .clusters import add_clustered, case_clusters, verdict_changes
 from .identical import identical_to_reference
 from .pairwise import (
-    SignFlips,
+    PairTest,
     common_case_groups,
-    merge_sign_flips,
+    mean_test,
+    merge_tests,
     pair_bootstrap_p_values,
     pair_indices,
     separability,
-    sign_flips,
     wilcoxon_map,
 )
 from .power import cases_needed
@@ -743,14 +743,14 @@ def _compare(
 
     ranking = _ranking(values, names, boot, full_ranks, higher, settings)
     a, b = pair_indices(len(names))
-    flips = _sign_flips(values, a, b, settings, context.structure, context.metric) if a.size else None
-    pairwise = _pairwise(names, a, b, means, boot, jack, flips, settings)
+    test = _mean_test(values, a, b, settings, context.structure, context.metric) if a.size else None
+    pairwise = _pairwise(names, a, b, means, boot, jack, test, settings)
     paired = pair_ranks(values)  # one sort of the pairs' differences for the map and the test-then-rank scheme
     significance = _significance(wilcoxon_map(values, higher, settings.alpha, paired), names, ("p_value", "p_adjusted", "significant"))
     alignment = None
     if context.union is not None:
         union, case_ids, shared_at = context.union
-        alignment = _pairwise_complete(union[order], case_ids, shared_at, names, higher, (boot, means, jack, flips), settings, context)
+        alignment = _pairwise_complete(union[order], case_ids, shared_at, names, higher, (boot, means, jack, test), settings, context)
     pairwise, significance, alignment = _aligned(pairwise, significance, alignment, settings)
     loo = None
     if jack is not None:
@@ -785,14 +785,14 @@ def _pairwise(
     means: np.ndarray,
     boot: np.ndarray,
     jack: np.ndarray | None,
-    flips: SignFlips | None,
+    test: PairTest | None,
     settings: StatsSettings,
 ) -> list[Pair]:
     """Every pair's separability on the shared cases, a ranked above b (docs/methodology.md#55-pairwise-separability):
-    the pairs (a, b) of :func:`pair_indices`, ``flips`` their sign-flip test (None under ``bootstrap_ci``)."""
+    the pairs (a, b) of :func:`pair_indices`, ``test`` the verdict's test of them (None under ``bootstrap_ci``)."""
     if not a.size:
         return []
-    by_resamples = flips is None  # the bootstrap CIs decide: they read the resampled differences
+    by_resamples = test is None  # the bootstrap CIs decide: they read the resampled differences
     sep = separability(
         boot[:, a] - boot[:, b] if by_resamples else None,
         means[a] - means[b],
@@ -800,7 +800,7 @@ def _pairwise(
         alpha=settings.alpha,
         correction=settings.multiple_comparison,
         ci_method=settings.ci_method,
-        flips=flips,
+        test=test,
         p_boot=pair_bootstrap_p_values(boot, a, b),
     )
     return [
@@ -841,16 +841,13 @@ def _power(values: np.ndarray, names: list[str], pairwise: list[Pair], significa
     }
 
 
-def _sign_flips(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: StatsSettings, *keys: str) -> SignFlips | None:
-    """The separable verdict's test of the pairs (a, b) of the (K, n) ``values`` and its inverted intervals: the
-    sign-flip test with ``n_resamples`` flips drawn from the seed and ``keys``
-    (docs/methodology.md#55-pairwise-separability); None under ``bootstrap_ci``."""
+def _mean_test(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: StatsSettings, *keys: str) -> PairTest | None:
+    """The separable verdict's test of the pairs (a, b) of the (K, n) ``values`` (:func:`pairwise.mean_test`), its
+    draws from the seed and ``keys`` (docs/methodology.md#55-pairwise-separability); None under ``bootstrap_ci``."""
     if settings.pairwise_test == "bootstrap_ci":
         return None
-    used, at = np.unique(np.concatenate([a, b]), return_inverse=True)
-    rows, first, second = values[used], at[: a.size], at[a.size :]
-    return sign_flips(rows[first] - rows[second], settings.n_resamples, rng_for(settings.seed, *keys, "sign_flips"), settings.alpha,
-                      factors=(rows, first, second))
+    return mean_test(values, a, b, settings.pairwise_test, settings.n_resamples, settings.alpha,
+                     rng_for(settings.seed, *keys, "sign_flips"), rng_for(settings.seed, *keys, "bootstrap_t"))
 
 
 def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> Significance:
@@ -866,21 +863,21 @@ def _pairwise_complete(
     shared_at: np.ndarray,
     names: list[str],
     higher: bool,
-    shared: tuple[np.ndarray, np.ndarray, np.ndarray | None, SignFlips | None],
+    shared: tuple[np.ndarray, np.ndarray, np.ndarray | None, PairTest | None],
     settings: StatsSettings,
     context: _Context,
 ) -> Alignment | None:
     """Pairwise CIs and significance map with each pair on the cases both its models have (docs/methodology.md#513-case-alignment).
 
     ``union`` (K, N) holds the ranked models (in rank order) on every case any reports, NaN where one
-    lacks it. ``shared``: the shared-case resampled means, means, jackknife and sign-flip test of those models. Pairs
+    lacks it. ``shared``: the shared-case resampled means, means, jackknife and verdict test of those models. Pairs
     are grouped by their common-case set: the group on the shared cases reuses the shared resamples and test (a pair
     on the same cases gets the same p-value and interval under both alignments, not another draw of them), a
     group whose models all report exactly its cases reuses their all-reported bootstrap (_all_reported),
     any other gets one paired bootstrap of its models over its cases, seeded from the structure, metric
     and case set. None when every pair's common cases are the shared ones.
     """
-    boot, means, jack, shared_flips = shared
+    boot, means, jack, shared_test = shared
     a, b = pair_indices(len(names))
     if not a.size:
         return None
@@ -889,7 +886,7 @@ def _pairwise_complete(
     n_shared = shared_at.size
     if all(cases.size == n_shared for _, cases in groups):
         return None
-    # the resampled differences and their jackknife only where the bootstrap CIs decide (no sign-flip test)
+    # the resampled differences and their jackknife only where the bootstrap CIs decide (no test of the mean)
     by_resamples = settings.pairwise_test == "bootstrap_ci"
     diff_boot = np.empty((boot.shape[0], a.size)) if by_resamples else None
     p_boot, diff = np.empty(a.size), np.empty(a.size)
@@ -901,9 +898,9 @@ def _pairwise_complete(
         n_cases[pairs] = cases.size
         on_shared = cases.size == n_shared  # a superset of the shared cases of the same size: the shared cases
         if on_shared:
-            test = None if shared_flips is None else shared_flips.part(pairs)
+            test = None if shared_test is None else shared_test.part(pairs)
         else:
-            test = _sign_flips(union[:, cases], a[pairs], b[pairs], settings, context.structure, context.metric,
+            test = _mean_test(union[:, cases], a[pairs], b[pairs], settings, context.structure, context.metric,
                                "pairwise_complete", *(case_ids[c] for c in cases))
         if test is not None:
             tests.append((pairs, test))
@@ -922,7 +919,7 @@ def _pairwise_complete(
         if reads_jack and g_jack is not None:
             diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]
     sep = separability(diff_boot, diff, diff_jack, alpha=settings.alpha, correction=settings.multiple_comparison,
-                       ci_method=settings.ci_method, flips=merge_sign_flips(tests, a.size) if tests else None, p_boot=p_boot)
+                       ci_method=settings.ci_method, test=merge_tests(tests, a.size) if tests else None, p_boot=p_boot)
     pairwise = [
         {"a": names[i], "b": names[j], "mean_diff": diff[p], "n_cases": n_cases[p], **{k: v[p] for k, v in sep.items()}}
         for p, (i, j) in enumerate(zip(a, b))

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numba
 import numpy as np
 from scipy import stats
 from scipy.special import ndtr, ndtri
 
-from .resampling import CHUNK_ENTRIES, intervals, sort_columns
+from .resampling import CHUNK_ENTRIES, _case_draws, _tally, intervals, sort_columns
 from .schemes import PairRanks, signed_rank_z
 
 
@@ -59,10 +60,10 @@ def separability(
     alpha: float,
     correction: str,
     ci_method: str,
-    flips: SignFlips | None = None,
+    test: PairTest | None = None,
     p_boot: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Family-wise adjusted separability of P pairs, each with the interval of its mean difference that decides it.
+    """Holm- or Bonferroni-adjusted separability of P pairs, each with the interval of its mean difference that decides it.
 
     bonferroni: every pair at level 1 - alpha/P; separable when its interval excludes 0.
     holm (step-down, Holm 1979): with m pairs not yet separated, those whose interval at level 1 - alpha/m excludes 0
@@ -70,26 +71,27 @@ def separability(
     intervals are nested, so each still excludes 0); repeated until no interval at 1 - alpha/m excludes 0: those
     pairs are not separable and are reported at that stopping level. With p-values that decide (below) this is Holm's
     step-down on the sorted p-values; with bootstrap CIs, whose methods need not order pairs as the bootstrap p-values
-    do, it keeps every reported interval on the side of 0 its verdict says. ``ci_level`` gives each pair's level.
+    do, it keeps every reported interval on the side of 0 its verdict says. ``ci_level`` gives each pair's level: the
+    intervals are per pair at their step's level, not simultaneous (their joint coverage is below 1 - alpha).
 
-    Without ``flips`` (``pairwise_test: bootstrap_ci``) the intervals are paired-bootstrap CIs of ``diff_boot``
-    (``ci_method``) and the bootstrap p-values order the pairs. With ``flips`` (the sign-flip test, :func:`sign_flips`)
-    its p-values order and decide the pairs (separable when p < the step's alpha) and the intervals are the test's
-    inversion at the same levels (:meth:`SignFlips.interval`), so a pair is separable exactly when its interval
-    excludes 0; ``p_adjusted`` holds the Holm- or Bonferroni-adjusted p-values.
+    Without ``test`` (``pairwise_test: bootstrap_ci``) the intervals are paired-bootstrap CIs of ``diff_boot``
+    (``ci_method``) and the bootstrap p-values order the pairs. With ``test`` (:class:`MeanTest`, or the sign-flip test
+    alone, :class:`SignFlips`) its p-values order and decide the pairs (separable when p < the step's alpha) and the
+    intervals are the test's inversion at the same levels (``test.interval``), so a pair is separable exactly when its
+    interval excludes 0; ``p_adjusted`` holds the Holm- or Bonferroni-adjusted p-values.
 
     ``p_boot``: the bootstrap p-values where the caller has them (:func:`pair_bootstrap_p_values`); with it and
-    ``flips`` the resampled differences are read for nothing, and ``diff_boot`` and ``diff_jack`` may be None.
+    ``test`` the resampled differences are read for nothing, and ``diff_boot`` and ``diff_jack`` may be None.
     """
     p_boot = bootstrap_p_values(diff_boot) if p_boot is None else p_boot
     n_pairs = p_boot.size
-    p_values = None if flips is None else flips.p
-    if flips is None:
+    p_values = None if test is None else test.p
+    if test is None:
         diff_boot = sort_columns(diff_boot)  # once for every interval below
 
     def interval(columns: np.ndarray, level_alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if flips is not None:
-            return flips.interval(level_alpha, columns)
+        if test is not None:
+            return test.interval(level_alpha, columns)
         jack = None if diff_jack is None else diff_jack[:, columns]
         return intervals(diff_boot[:, columns], diff[columns], jack, level_alpha, ci_method, presorted=True)
 
@@ -117,6 +119,8 @@ def separability(
             remaining = remaining[~hit]
     low, high = interval(np.arange(n_pairs), level_alpha)
     out = {"ci_low": low, "ci_high": high, "ci_level": 1.0 - level_alpha, "p_bootstrap": p_boot, "separable": separable}
+    if isinstance(test, MeanTest):
+        out["p_sign_flip"], out["p_bootstrap_t"] = test.flips.p, test.studentized.p
     if p_values is not None:
         out["p_test"] = p_values
         out["p_adjusted"] = holm(p_values) if correction == "holm" else np.minimum(1.0, p_values * n_pairs)
@@ -178,13 +182,12 @@ class SignFlips:
             high[tail] = np.maximum(high[tail], mean + radius)
         return low, high
 
+    #: the fields with one entry per pair (in their last axis)
+    PER_PAIR: ClassVar[tuple[str, ...]] = ("p", "lowest", "highest", "mean", "spread", "n_cases", "tolerance", "slack")
+
     def part(self, columns: np.ndarray | slice) -> SignFlips:
         """The test of the pairs at ``columns`` only."""
-        return SignFlips(n_flips=self.n_flips, **{name: getattr(self, name)[..., columns] for name in _PER_PAIR})
-
-
-#: the fields of :class:`SignFlips` with one entry per pair (in their last axis)
-_PER_PAIR = ("p", "lowest", "highest", "mean", "spread", "n_cases", "tolerance", "slack")
+        return SignFlips(n_flips=self.n_flips, **{name: getattr(self, name)[..., columns] for name in self.PER_PAIR})
 
 
 def sign_flips(
@@ -268,18 +271,21 @@ def _uint32_draws(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
     return rng.integers(0, 2**32, size=(size, n), dtype=np.uint32)
 
 
-def merge_sign_flips(parts: list[tuple[np.ndarray, SignFlips]], n_pairs: int) -> SignFlips:
-    """One :class:`SignFlips` of ``n_pairs`` pairs from tests of groups of them: [(pair positions, test), ...],
-    every test with the same flip count and alpha (pairs on different case sets, pairwise-complete alignment)."""
+def merge_tests(parts: list[tuple[np.ndarray, PairTest]], n_pairs: int) -> PairTest:
+    """One test of ``n_pairs`` pairs from tests of groups of them: [(pair positions, test), ...], every test of the same
+    kind, resample count and alpha (pairs on different case sets, pairwise-complete alignment)."""
     first = parts[0][1]
+    if isinstance(first, MeanTest):
+        return MeanTest(merge_tests([(at, part.flips) for at, part in parts], n_pairs),
+                        merge_tests([(at, part.studentized) for at, part in parts], n_pairs))
     fields = {}
-    for name in _PER_PAIR:
+    for name in first.PER_PAIR:
         shape = getattr(first, name).shape[:-1] + (n_pairs,)
         merged = np.empty(shape, dtype=getattr(first, name).dtype)
         for positions, part in parts:
             merged[..., positions] = getattr(part, name)
         fields[name] = merged
-    return SignFlips(n_flips=first.n_flips, **fields)
+    return replace(first, **fields)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -421,6 +427,190 @@ def sign_flip_tail_bound(diffs: np.ndarray, tolerance: np.ndarray | float = 0.0)
     spread = np.sqrt((diffs**2).sum(axis=1))
     z = np.divide(np.maximum(np.abs(diffs.sum(axis=1)) - tolerance, 0.0), spread, out=np.zeros(diffs.shape[0]), where=spread > 0)
     return np.minimum(1.0, 2.0 * PINELIS_CONSTANT * ndtr(-z))
+
+
+@dataclass(frozen=True)
+class StudentizedBootstrap:
+    """The studentized bootstrap test of P pairs' mean differences with centred resampling (bootstrap-t; Hall & Wilson
+    1991), kept so that it can be inverted into intervals.
+
+    T = mean / se of the differences (se = SD / sqrt(n)); each resample of the cases gives T* = (mean* - mean) / se*,
+    which is T's null distribution whatever the differences' shape (centring makes the resamples' mean difference 0
+    without assuming the models exchangeable), and p = (1 + #{|T*| >= |T|}) / (B + 1). T* does not depend on the
+    tested value δ (shifting every difference by δ leaves it unchanged), so the δ the test accepts at level alpha are
+    mean ± q se, q the c-th largest |T*| (:func:`flip_count_needed`): the symmetric bootstrap-t interval (Hall 1988).
+    """
+
+    p: np.ndarray  #: (P,) p-value of 'mean difference = 0'
+    n_resamples: int
+    largest: np.ndarray  #: (k, P) the k largest |T*| per pair, descending
+    mean: np.ndarray  #: (P,) mean difference
+    se: np.ndarray  #: (P,) its standard error
+    t: np.ndarray  #: (P,) |T| at 0, as the p-value compared it
+
+    PER_PAIR: ClassVar[tuple[str, ...]] = ("p", "largest", "mean", "se", "t")
+
+    def interval(self, alpha: np.ndarray, columns: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        """The (low, high) of the mean differences δ the test does not reject at level ``alpha`` (one per column):
+        mean ± q se, unbounded where no count of resamples can reject (alpha (B + 1) <= 1). Kept on the side of 0 that
+        p(0) says where the rounding of mean ± q se could put an end across it, so p(0) < alpha exactly when 0 is
+        outside the interval."""
+        alpha = np.asarray(alpha, dtype=np.float64)
+        largest, mean, se, t = self.largest[:, columns], self.mean[columns], self.se[columns], self.t[columns]
+        count = flip_count_needed(alpha, self.n_resamples)
+        q = largest[np.clip(count, 1, largest.shape[0]) - 1, np.arange(largest.shape[1])]
+        with np.errstate(invalid="ignore"):
+            half = q * se
+        half[q == np.inf] = np.inf  # inf * 0 (no spread, a resample that moved): every δ
+        low, high = mean - half, mean + half
+        accepts_zero = (q >= t) | (count <= 0)
+        low[accepts_zero & (low > 0)] = 0.0
+        high[accepts_zero & (high < 0)] = 0.0
+        above, below = ~accepts_zero & (mean > 0) & (low <= 0), ~accepts_zero & (mean < 0) & (high >= 0)
+        low[above], high[below] = np.nextafter(0.0, 1.0), np.nextafter(0.0, -1.0)
+        unbounded = count <= 0
+        low[unbounded], high[unbounded] = -np.inf, np.inf
+        return low, high
+
+    def part(self, columns: np.ndarray | slice) -> StudentizedBootstrap:
+        """The test of the pairs at ``columns`` only."""
+        return replace(self, **{name: getattr(self, name)[..., columns] for name in self.PER_PAIR})
+
+
+def studentized_bootstrap(
+    diffs: np.ndarray, n_resamples: int, rng: np.random.Generator, alpha: float,
+    factors: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> StudentizedBootstrap:
+    """The studentized bootstrap test (:class:`StudentizedBootstrap`) of 'mean difference = 0' per row of (P, n) paired
+    differences, ``n_resamples`` case resamples drawn with replacement from ``rng`` and shared by the rows (paired).
+
+    Per resample and pair: the resampled sum of the centred differences e = d - mean and of their squares, from two
+    products of the (chunk, n) case counts; ``factors`` (values (K, n), a, b) with diffs = values[a] - values[b] gives
+    the first from the K models' values (K columns instead of P). A resample whose differences are all equal has se* =
+    0: |T*| is infinite where its mean moved (it reaches every statistic) and 0 where it did not. With fewer than two
+    cases there is no SE: p = 1. Kept for the intervals: the k largest |T*| per pair, k the count needed at ``alpha``.
+    """
+    n_pairs, n = diffs.shape
+    mean = diffs.mean(axis=1) if n else np.zeros(n_pairs)
+    centred = diffs - mean[:, None]
+    # differences equal to their mean but for its rounding are equal: no spread (all differences alike have se = 0)
+    centred[np.abs(centred) <= 1e-12 * np.abs(diffs).mean(axis=1, keepdims=True)] = 0.0
+    squares = centred**2
+    se = np.sqrt(squares.sum(axis=1) / max(n - 1, 1) / max(n, 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(se > 0, np.abs(mean) / se, np.where(mean != 0, np.inf, 0.0))
+    keep = int(min(max(int(flip_count_needed(alpha, n_resamples)), 1), n_resamples))
+    if n < 2:
+        return StudentizedBootstrap(p=np.ones(n_pairs), n_resamples=n_resamples, largest=np.full((keep, n_pairs), np.inf),
+                                    mean=mean, se=np.full(n_pairs, np.nan), t=np.zeros(n_pairs))
+    reach = np.zeros(n_pairs, dtype=np.int64)
+    chunk = max(1, CHUNK_ENTRIES // n)
+    capacity = min(n_resamples, 4 * keep + chunk)
+    tails = np.empty((n_pairs, capacity))  # -|T*| per pair: its k smallest are the k largest |T*|
+    counts_buffer = np.empty((min(chunk, n_resamples), n))
+    if factors is None:
+        first_product, first, second, shift = centred.T, np.arange(n_pairs), np.full(n_pairs, -1), np.zeros(n_pairs)
+        bound = n * np.finfo(np.float64).eps * np.abs(centred).sum(axis=1) / n
+    else:
+        values, first, second = factors
+        first_product, shift = np.ascontiguousarray(values.T), n * mean  # sum of c_i d_i minus n mean is the centred sum
+        absolute = np.abs(values).sum(axis=1)
+        bound = 4.0 * n * np.finfo(np.float64).eps * (absolute[first] + absolute[second]) / n
+    square_product = np.ascontiguousarray(squares.T)
+    filled = 0
+    for start in range(0, n_resamples, chunk):
+        size = min(chunk, n_resamples - start)
+        if filled + size > capacity:
+            _smallest(tails[:, :filled], keep)
+            filled = keep
+        counts = counts_buffer[:size]
+        counts.fill(0.0)
+        _tally(_case_draws(n, size, rng), counts)
+        _studentized_tails(counts @ first_product, first, second, shift, bound, counts @ square_product, n, t, tails, filled, reach)
+        filled += size
+    largest = -np.ascontiguousarray(np.sort(_smallest(tails[:, :filled], keep), axis=1).T)
+    return StudentizedBootstrap(p=(1.0 + reach) / (n_resamples + 1.0), n_resamples=n_resamples, largest=largest, mean=mean,
+                                se=se, t=t)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _studentized_tails(
+    sums: np.ndarray, first: np.ndarray, second: np.ndarray, shift: np.ndarray, bound: np.ndarray, squares: np.ndarray, n: int,
+    t: np.ndarray, tails: np.ndarray, at: int, reach: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Per resample r (rows of ``sums`` and ``squares``) and pair p: |T*| = |m| / se*, m the mean of the resampled centred
+    differences (sums[r, first[p]] - sums[r, second[p]] - shift[p], over n; no second term where it is -1; 0 within
+    its rounding ``bound``) and se* from their sum of squares; stored as tails[p, at + r] = -|T*|, and reach[p] counts
+    |T*| >= t[p]."""
+    n_rows = sums.shape[0]
+    for p in range(first.shape[0]):
+        a, b, s, bar, tiny = first[p], second[p], shift[p], t[p], bound[p]
+        count = 0
+        for r in range(n_rows):
+            total = sums[r, a] - s if b < 0 else sums[r, a] - sums[r, b] - s
+            m = total / n
+            if abs(m) <= tiny:
+                m = 0.0
+            variance = max((squares[r, p] - n * m * m) / (n - 1), 0.0)
+            if variance > 0.0:
+                stat = abs(m) / np.sqrt(variance / n)
+            elif m != 0.0:
+                stat = np.inf
+            else:
+                stat = 0.0
+            tails[p, at + r] = -stat
+            count += np.int64(stat >= bar)
+        reach[p] += count
+
+
+@dataclass(frozen=True)
+class MeanTest:
+    """The separable verdict's test of P pairs' mean differences: the sign-flip test and the studentized bootstrap test
+    together, a pair separated only when both reject (p = the larger p-value).
+
+    Each is a valid test of 'mean difference = 0' where its own assumption holds: the sign flips exactly at any n when
+    the models are exchangeable in each case (the differences symmetric about 0), the bootstrap-t without that
+    assumption as n grows (skewed differences: a steady model against one better on most cases with rare failures), so
+    their larger p-value is valid wherever either is. Its inversion is the union of the two tests' intervals (both hold
+    the mean difference, so the union is one interval): a pair is separable exactly when it excludes 0.
+    """
+
+    flips: SignFlips
+    studentized: StudentizedBootstrap
+
+    @property
+    def p(self) -> np.ndarray:
+        """(P,) the test's p-value: the larger of the two."""
+        return np.maximum(self.flips.p, self.studentized.p)
+
+    def interval(self, alpha: np.ndarray, columns: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        """The (low, high) of the δ either test accepts at ``alpha``: the union of their intervals."""
+        (flip_low, flip_high), (t_low, t_high) = self.flips.interval(alpha, columns), self.studentized.interval(alpha, columns)
+        return np.minimum(flip_low, t_low), np.maximum(flip_high, t_high)
+
+    def part(self, columns: np.ndarray | slice) -> MeanTest:
+        """The test of the pairs at ``columns`` only."""
+        return MeanTest(self.flips.part(columns), self.studentized.part(columns))
+
+
+#: a test that decides separability and inverts into intervals (:func:`separability`'s ``test``)
+PairTest = SignFlips | MeanTest
+
+
+def mean_test(
+    values: np.ndarray, a: np.ndarray, b: np.ndarray, pairwise_test: str, n_resamples: int, alpha: float,
+    flip_rng: np.random.Generator, bootstrap_rng: np.random.Generator,
+) -> PairTest:
+    """The separable verdict's test of the pairs (a[p], b[p]) of the (K, n) ``values``: under ``sign_flip_bootstrap_t``
+    the sign flips (from ``flip_rng``) and the studentized bootstrap (from ``bootstrap_rng``) together (:class:`MeanTest`),
+    under ``sign_flip`` the sign flips alone; ``n_resamples`` draws each, intervals kept down to level ``alpha``."""
+    used, at = np.unique(np.concatenate([a, b]), return_inverse=True)
+    rows, first, second = values[used], at[: a.size], at[a.size :]
+    diffs = rows[first] - rows[second]
+    flips = sign_flips(diffs, n_resamples, flip_rng, alpha, factors=(rows, first, second))
+    if pairwise_test == "sign_flip":
+        return flips
+    return MeanTest(flips, studentized_bootstrap(diffs, n_resamples, bootstrap_rng, alpha, factors=(rows, first, second)))
 
 
 def holm(p_values: np.ndarray) -> np.ndarray:

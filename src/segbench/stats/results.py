@@ -138,8 +138,8 @@ class Pair(TypedDict):
     """One pair of ranked models, a ranked above b, diff = a - b (docs/methodology.md#55-pairwise-separability).
 
     ci_low/high: the interval that decides "separable" (the test inverted, or the bootstrap CI), None where unbounded;
-    p_test, p_adjusted: the sign-flip test's p-values (absent under bootstrap_ci); n_cases: the pair's common cases
-    (pairwise_complete alignment only)."""
+    p_test, p_adjusted: the test's p-values (absent under bootstrap_ci); p_sign_flip, p_bootstrap_t: those of its two
+    halves (the default test only); n_cases: the pair's common cases (pairwise_complete alignment only)."""
 
     a: str
     b: str
@@ -149,6 +149,8 @@ class Pair(TypedDict):
     ci_level: float
     p_bootstrap: float
     separable: bool
+    p_sign_flip: NotRequired[float | None]
+    p_bootstrap_t: NotRequired[float | None]
     p_test: NotRequired[float | None]
     p_adjusted: NotRequired[float | None]
     n_cases: NotRequired[int]
@@ -560,12 +562,29 @@ class AuditEntry(TypedDict, total=False):
     exceeds_alpha: bool
 
 
+class Limit(TypedDict):
+    """Where a cell's verdict is past what the audit verified (limits.py): the audited population nearest the cell's
+    shape, its n beside the cell's, the rate at which the verdict erred there and its Monte-Carlo SE, alpha, and the
+    sentence every view prints beside the verdict."""
+
+    code: str  # "skewed" or "failures_unseen"
+    population: str
+    n: int
+    n_board: int
+    rate: float
+    mc_se: float
+    target: float
+    text: str
+
+
 class AuditedCell(TypedDict):
-    """The audited coverage of a cell's CI and type-I error of its verdict; reason: why an entry is None."""
+    """The audited coverage of a cell's CI and type-I error of its verdict; reason: why an entry is None; limit: where
+    its n or shape is past what the verdict's test was verified on (None: within it; absent: no failure-shape audit)."""
 
     coverage: AuditEntry | None
     type1: AuditEntry | None
     reason: str | None
+    limit: NotRequired[Limit | None]
 
 
 class Audited(TypedDict):

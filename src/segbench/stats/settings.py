@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 CI_METHODS = ("percentile", "bca", "skew_t")
 MULTIPLE_COMPARISONS = ("holm", "bonferroni")
 CASE_ALIGNMENTS = ("shared", "pairwise_complete")
-PAIRWISE_TESTS = ("sign_flip", "bootstrap_ci")
+PAIRWISE_TESTS = ("sign_flip_bootstrap_t", "sign_flip", "bootstrap_ci")
 #: the level of the leaderboard's CIs of means: the one the calibration audit chose so that the CI covers at
 #: ``confidence`` (where it audited the cell's population and CI method), or ``confidence`` itself
 CI_LEVELS = ("audited", "nominal")
@@ -22,7 +22,7 @@ class StatsSettings:
     seed: int = 0
     ci_method: str = "skew_t"
     ci_level: str = "audited"
-    pairwise_test: str = "sign_flip"
+    pairwise_test: str = "sign_flip_bootstrap_t"
     multiple_comparison: str = "holm"
     alpha: float = 0.05
     subgroup_min_cases: int = 10

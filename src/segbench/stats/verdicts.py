@@ -1,7 +1,7 @@
 """One verdict per leaderboard cell (docs/methodology.md#57-verdicts), written once here and shown verbatim by every view.
 
 A cell's two kinds of evidence can disagree: the Holm-adjusted test of the *mean* difference (``pairwise``, 5.5:
-the sign-flip test by default, or the bootstrap CI) and the Wilcoxon-Holm signed-rank map of the *per-case* differences
+by default the sign-flip and studentized bootstrap tests together, or the bootstrap CI) and the Wilcoxon-Holm signed-rank map of the *per-case* differences
 (``significance``, 5.6). A few failed cases with huge distances can make the mean favour one model
 while most cases favour the other. Each pair of ranked models (``a`` ranked above ``b`` by mean) gets
 one code:
@@ -181,15 +181,23 @@ def _pair_text(v: Mapping[str, Any], metric: str, higher: bool) -> str:
     return f"{delta}; {wilcoxon}"
 
 
-def intervals_sentence(pairwise_test: str, correction: str, alpha: float, ci_method: str) -> str:
-    """The one sentence a table or cell group prints about its Δ intervals: the procedure and the family-wise level.
+#: the Δ intervals' procedure as a table names it, per ``pairwise_test``
+INTERVAL_METHODS = {"sign_flip_bootstrap_t": "the sign-flip and bootstrap-t tests inverted", "sign_flip": "the sign-flip test inverted"}
 
-    Under the sign-flip test the intervals are the test inverted (each pair at its Holm step's level), so a pair is
-    separable exactly when its interval excludes 0; under ``bootstrap_ci`` the verdict is the bootstrap CI's.
+
+def intervals_sentence(pairwise_test: str, correction: str, alpha: float, ci_method: str) -> str:
+    """The one sentence a table or cell group prints about its Δ intervals: the procedure and the level each is at.
+
+    Under a test of the mean (``sign_flip_bootstrap_t``, ``sign_flip``) the intervals are the test inverted, each pair at
+    its Holm step's level, so a pair is separable exactly when its interval excludes 0; under ``bootstrap_ci`` the
+    verdict is the bootstrap CI's. Holm controls the family-wise error of the verdicts, not the joint coverage of the
+    intervals (each is at its own step's level, 1 - alpha / m for the m pairs left), so the sentence says so;
+    Bonferroni's intervals, every one at 1 - alpha / P, are simultaneous at 1 - alpha.
     """
-    method = "the sign-flip test inverted" if pairwise_test == "sign_flip" else f"paired bootstrap {ci_method} CIs"
-    step = "Holm step-down" if correction == "holm" else "Bonferroni"
-    return f"Δ intervals: {method}, {step}, family-wise {format_level(1.0 - alpha)}"
+    method = INTERVAL_METHODS.get(pairwise_test, f"paired bootstrap {ci_method} CIs")
+    if correction == "holm":
+        return f"Δ intervals: {method}, each at the Holm step level of its pair (verdicts family-wise at α {alpha:g}; intervals not simultaneous)"
+    return f"Δ intervals: {method}, Bonferroni, simultaneous {format_level(1.0 - alpha)}"
 
 
 def cell_verdict(cell: Mapping[str, Any], metric: str, intervals: str, pairwise_complete: bool = False) -> dict[str, Any] | None:
