@@ -42,6 +42,20 @@ class CalibrationConfig:
     workers: int
     #: published real models' scores audited beside the simulated ones (``calibration.real``), by source name
     real: dict[str, RealPopulationConfig] = field(default_factory=dict)
+    #: the failure-shape audit (``calibration.shapes``; ``segbench.stats.shapes``); None: not run
+    shapes: ShapesConfig | None = None
+
+
+@dataclass(frozen=True)
+class ShapesConfig:
+    """The failure-shape audit (docs/methodology.md#520-failure-shapes): equal-mean populations whose models fail
+    differently (synthetic, and real pairs centred to no difference), ``draws`` samples per n of the synthetic ones,
+    ``real_draws`` of each real pair, ``power_draws`` of each graded population."""
+
+    n_cases: tuple[int, ...]
+    draws: int
+    real_draws: int
+    power_draws: int
 
 
 @dataclass(frozen=True)
@@ -97,7 +111,24 @@ def parse_calibration(raw: dict[str, Any], root: Path) -> CalibrationConfig:
         raise ConfigError(f"{where}.seed must be an integer >= 0, got {seed!r}")
     return CalibrationConfig(dataset=dataset, population=datasets[dataset], models=models, equal=equal, structures=structures,
                              metrics={m: HIGHER_IS_BETTER[m] for m in metrics}, n_cases=n_cases, seed=seed, **sizes,
-                             real=_real_populations(raw.get("real") or {}, raw.get("published") or {}, root, where))
+                             real=_real_populations(raw.get("real") or {}, raw.get("published") or {}, root, where),
+                             shapes=_shapes(raw.get("shapes"), where))
+
+
+def _shapes(raw: Any, where: str) -> ShapesConfig | None:
+    """``calibration.shapes``: its sample sizes (integers >= 3) and draws (positive integers); absent: None."""
+    if raw is None:
+        return None
+    keys = {"n_cases", "draws", "real_draws", "power_draws"}
+    if not isinstance(raw, dict) or set(raw) != keys:
+        raise ConfigError(f"{where}.shapes: expected {{{', '.join(sorted(keys))}}}, got {raw!r}")
+    n_cases = raw["n_cases"]
+    if not isinstance(n_cases, list) or not n_cases or any(isinstance(n, bool) or not isinstance(n, int) or n < 3 for n in n_cases):
+        raise ConfigError(f"{where}.shapes.n_cases must list integers >= 3, got {n_cases!r}")
+    for key in ("draws", "real_draws", "power_draws"):
+        if isinstance(raw[key], bool) or not isinstance(raw[key], int) or raw[key] < 1:
+            raise ConfigError(f"{where}.shapes.{key} must be a positive integer, got {raw[key]!r}")
+    return ShapesConfig(tuple(n_cases), raw["draws"], raw["real_draws"], raw["power_draws"])
 
 
 def _real_populations(raw: Any, published: Any, root: Path, where: str) -> dict[str, RealPopulationConfig]:

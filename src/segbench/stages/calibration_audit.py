@@ -12,7 +12,7 @@ from segbench.config import ConfigError, Params
 from segbench.io import write_json_atomic, write_text_atomic
 from segbench.stages.import_ import read_published
 from segbench.stages.paths import calibration_results_dir, calibration_scores_dir
-from segbench.stats import calibration
+from segbench.stats import calibration, shapes
 from segbench.stats_settings import stats_settings
 
 
@@ -35,6 +35,8 @@ def run_calibration_audit(params: Params) -> list[Path]:
         pd.concat(frames, ignore_index=True), models=tuple(config.models), equal=config.equal, structures=config.structures,
         metrics=config.metrics, n_cases=config.n_cases, draws=config.draws, wilcoxon_draws=config.wilcoxon_draws,
         n_resamples=config.n_resamples, seed=config.seed, settings=stats_settings(params), workers=config.workers, real=real,
+        shapes=None if config.shapes is None else shapes.ShapePlan(config.shapes.n_cases, config.shapes.draws,
+                                                                  config.shapes.real_draws, config.shapes.power_draws),
     )
     out = calibration_results_dir()
     written = [out / "audit.json"]

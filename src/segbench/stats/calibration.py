@@ -38,16 +38,20 @@ from threadpoolctl import threadpool_limits
 
 from .identical import identical_to_reference
 from .levels import level_rows, population_truth
-from .pairwise import pair_indices, separability, sign_flips, wilcoxon_map
+from .pairwise import MeanTest, pair_indices, separability, sign_flips, studentized_bootstrap, wilcoxon_map
 from .power import cases_needed, paired_t_power
 from .resampling import bootstrap_means, intervals, jackknife_means, rng_for, studentized_bounds
 from .settings import CI_METHODS, StatsSettings
+from .shapes import Shape, ShapePlan, audit_shapes, centred_pairs, shape_tables
 
 #: the leaderboard's CI methods, then the bootstrap-t candidates audited beside them: on the plain scale, and on the
 #: logit (scores in [0, 1]) or log (distances) scale
 AUDIT_CI_METHODS = (*CI_METHODS, "studentized", "studentized_logit")
-#: the separable verdict under each CI method, the sign-flip test of the mean difference (Holm), the Wilcoxon-Holm map
-PROCEDURES = (*(f"separable_{m}" for m in CI_METHODS), "signflip_holm", "wilcoxon_holm")
+#: the separable verdict under each CI method, the sign-flip test of the mean difference (Holm), the sign flips and the
+#: studentized bootstrap together (Holm; the board's test), the Wilcoxon-Holm map
+PROCEDURES = (*(f"separable_{m}" for m in CI_METHODS), "signflip_holm", "meantest_holm", "wilcoxon_holm")
+#: the procedure behind the separable verdict per ``pairwise_test`` (``bootstrap_ci``: by its CI method)
+TEST_PROCEDURE = {"sign_flip": "signflip_holm", "sign_flip_bootstrap_t": "meantest_holm"}
 #: ``Population.source`` of the simulated models scored by the score stage
 SIMULATED = "simulated"
 
@@ -71,7 +75,7 @@ class Population:
 
 def verdict_procedure(settings: Mapping) -> str:
     """The audited procedure behind the leaderboard's separable verdict under ``settings`` (a StatsSettings dict)."""
-    return "signflip_holm" if settings.get("pairwise_test") == "sign_flip" else f"separable_{settings['ci_method']}"
+    return TEST_PROCEDURE.get(str(settings.get("pairwise_test")), f"separable_{settings['ci_method']}")
 
 
 def population(
@@ -142,14 +146,15 @@ def rate(hits: np.ndarray) -> dict[str, float]:
 
 def audit_sample(
     values: np.ndarray, higher: Sequence[bool], n_resamples: int, rng: np.random.Generator, flip_rng: np.random.Generator,
-    settings: StatsSettings, wilcoxon: bool,
+    t_rng: np.random.Generator, settings: StatsSettings, wilcoxon: bool,
 ) -> dict[str, np.ndarray]:
     """The analysis of one sample's (M, K, n) values, as the leaderboard computes it.
 
     Returns per CI method of ``AUDIT_CI_METHODS`` the (M, K) CI bounds of the means, per procedure the (M, P) pair
     verdicts (signed: +1 the first model of the pair is called better, -1 the second, 0 neither; the map's row is
     NaN when ``wilcoxon`` is False). One paired bootstrap of the values and their squares serves every metric, model
-    and method, as in the analysis; the sign flips come from ``flip_rng``, so the resamples do not depend on them.
+    and method, as in the analysis; the sign flips come from ``flip_rng`` and the studentized bootstrap test's resamples
+    from ``t_rng``, so the other draws do not depend on them.
     """
     n_metrics, n_models, n = values.shape
     flat = values.reshape(n_metrics * n_models, n)
@@ -183,14 +188,17 @@ def audit_sample(
         out[f"separable_{method}"] = verdict
     rows = values.reshape(-1, n)  # (metric, model) rows: the pairs of metric m are rows m K + a and m K + b
     first, second = (np.arange(n_metrics)[:, None] * n_models + np.stack([a, b])[:, None, :]).reshape(2, -1)
-    flips = sign_flips(rows[first] - rows[second], n_resamples, flip_rng, settings.alpha, factors=(rows, first, second))
-    verdict = np.zeros((n_metrics, a.size))
-    for m in range(n_metrics):  # the leaderboard's verdict: Holm over the test, its inverted intervals beside it
-        sep = separability(boot3[:, m, a] - boot3[:, m, b], est2[m, a] - est2[m, b], None, alpha=settings.alpha,
-                           correction=settings.multiple_comparison, ci_method=settings.ci_method,
-                           flips=flips.part(slice(m * a.size, (m + 1) * a.size)))
-        verdict[m] = np.where(sep["separable"], sign[m], 0.0)
-    out["signflip_holm"] = verdict
+    diffs = rows[first] - rows[second]
+    flips = sign_flips(diffs, n_resamples, flip_rng, settings.alpha, factors=(rows, first, second))
+    both = MeanTest(flips, studentized_bootstrap(diffs, n_resamples, t_rng, settings.alpha, factors=(rows, first, second)))
+    for procedure, test in (("signflip_holm", flips), ("meantest_holm", both)):
+        verdict = np.zeros((n_metrics, a.size))
+        for m in range(n_metrics):  # the leaderboard's verdict: Holm over the test, its inverted intervals beside it
+            sep = separability(boot3[:, m, a] - boot3[:, m, b], est2[m, a] - est2[m, b], None, alpha=settings.alpha,
+                               correction=settings.multiple_comparison, ci_method=settings.ci_method,
+                               test=test.part(slice(m * a.size, (m + 1) * a.size)))
+            verdict[m] = np.where(sep["separable"], sign[m], 0.0)
+        out[procedure] = verdict
     verdict = np.full((n_metrics, a.size), np.nan)
     if wilcoxon:
         for m in range(n_metrics):
@@ -202,7 +210,7 @@ def audit_sample(
 
 def audit_draws(
     values: np.ndarray, higher: Sequence[bool], equal: Sequence[int], n: int, draws: int, wilcoxon_draws: int, n_resamples: int,
-    rng: np.random.Generator, flip_rng: np.random.Generator, settings: StatsSettings,
+    rng: np.random.Generator, flip_rng: np.random.Generator, t_rng: np.random.Generator, settings: StatsSettings,
 ) -> dict[str, np.ndarray]:
     """Every sample of one (population, n): per key of :func:`audit_sample`, its results stacked over ``draws``.
 
@@ -214,7 +222,7 @@ def audit_draws(
     picks = draw_cases(values.shape[2], n, draws, rng)
     order = rng.permuted(np.broadcast_to(np.asarray(equal), (draws, n, len(equal))), axis=2)
     results = [
-        audit_sample(exchange(values, idx, equal, order[r]), higher, n_resamples, rng, flip_rng, settings, r < wilcoxon_draws)
+        audit_sample(exchange(values, idx, equal, order[r]), higher, n_resamples, rng, flip_rng, t_rng, settings, r < wilcoxon_draws)
         for r, idx in enumerate(picks)
     ]
     return {key: np.stack([res[key] for res in results]) for key in results[0]}
@@ -297,9 +305,10 @@ def _audit_task(task: tuple[Task, int, int, StatsSettings]) -> dict[str, np.ndar
     pop = job.population
     keys = (pop.structure,) if pop.source == SIMULATED else (pop.source, pop.structure)
     rng, flip_rng = rng_for(seed, "calibration", *keys, str(job.n)), rng_for(seed, "calibration", *keys, str(job.n), "sign_flips")
+    t_rng = rng_for(seed, "calibration", *keys, str(job.n), "bootstrap_t")
     with threadpool_limits(limits=1, user_api="blas"):
         return audit_draws(pop.values, list(pop.metrics.values()), [pop.models.index(m) for m in pop.equal], job.n, job.draws,
-                           min(job.wilcoxon_draws, job.draws), n_resamples, rng, flip_rng, settings)
+                           min(job.wilcoxon_draws, job.draws), n_resamples, rng, flip_rng, t_rng, settings)
 
 
 def _level_task(task: tuple[Task, int, float]) -> list[dict]:
@@ -326,7 +335,7 @@ def describe(pop: Population) -> dict:
 def audit(
     rows: pd.DataFrame, *, models: Sequence[str], equal: Sequence[str], structures: Sequence[str], metrics: Mapping[str, bool],
     n_cases: Sequence[int], draws: int, wilcoxon_draws: int, n_resamples: int, seed: int, settings: StatsSettings, workers: int = 1,
-    real: Sequence[tuple[Sequence[Population], int, int]] = (),
+    real: Sequence[tuple[Sequence[Population], int, int]] = (), shapes: ShapePlan | None = None,
 ) -> dict:
     """The whole audit of the scored population ``rows`` (one row per model x case x structure): a JSON-ready dict.
 
@@ -338,6 +347,10 @@ def audit(
     of ``n_cases`` up to their own case count, under ``"real"``. Each (population, n) draws its samples from its own
     generator (seed and names), so adding an n or a population leaves the others' samples unchanged; ``workers``
     processes share the tasks.
+
+    ``shapes``: the failure-shape audit's plan (:mod:`.shapes`): its synthetic populations, and every real population's
+    pairs #1-#2 and #1-last, and the simulated population's first equal model against its worst, centred to no
+    difference (:func:`real_shapes`), under ``"shapes"``.
     """
     from concurrent.futures import ProcessPoolExecutor
 
@@ -368,19 +381,39 @@ def audit(
                    "wilcoxon_draws": min(plan[pop.name].wilcoxon_draws, plan[pop.name].draws), **describe(pop)}
         for pop, by_n in by_pop.values() if pop.source != SIMULATED
     }
+    shape_audit = None
+    if shapes is not None:
+        pops = [*simulated, *(pop for pops, _, _ in real for pop in pops)]
+        shape_audit = audit_shapes(real_shapes(pops), shapes, n_resamples=n_resamples, seed=seed, settings=settings, workers=workers)
     return {
         "models": list(models), "equal": list(equal), "n_cases": list(n_cases), "draws": draws, "wilcoxon_draws": min(wilcoxon_draws, draws),
         "n_resamples": n_resamples, "seed": seed, "stats": settings.to_dict(), "ci_methods": list(AUDIT_CI_METHODS),
         "procedures": list(PROCEDURES), "population": {pop.structure: describe(pop) for pop in simulated},
         "identical_to_reference": identical_to_reference(rows[rows["model"].isin(list(models))], models), **summary,
         "levels": level_table[SIMULATED], "real": {"population": real_pops, **real_summary, "levels": level_table["real"]},
+        **({"shapes": shape_audit} if shape_audit is not None else {}),
     }
+
+
+def real_shapes(pops: Sequence[Population]) -> list[Shape]:
+    """The real and simulated populations' pairs, centred to no difference (:func:`.shapes.centred_pairs`): per
+    population and metric, a published set's #1 against its #2 (the board's headline pair), the simulated population's
+    first equal model against its worst (two error models of different shapes)."""
+    out = []
+    for pop in pops:
+        pair = (0, len(pop.models) - 1) if pop.source == SIMULATED else (0, 1)
+        for m, (metric, higher) in enumerate(pop.metrics.items()):
+            out += centred_pairs(f"{pop.name} {metric}", metric, higher, pop.models, pop.values[m], [pair])
+    return out
 
 
 def tables(audit_result: Mapping) -> dict[str, pd.DataFrame]:
     """The audit's tables, one row per entry: coverage, type-I error, power and calibrated levels (``levels``) of the
-    simulated population, and the same four of the real populations (``real_coverage``, ... ``real_levels``)."""
+    simulated population, the same four of the real populations (``real_coverage``, ... ``real_levels``) and the
+    failure-shape audit's (``shapes_type1``, ``shapes_power``, ``shapes_coverage``)."""
     keys = ("coverage", "type1", "power", "levels")
     out = {key: pd.DataFrame(audit_result[key]) for key in keys}
     out |= {f"real_{key}": pd.DataFrame(audit_result["real"][key]) for key in keys}
+    if "shapes" in audit_result:
+        out |= {name: pd.DataFrame(rows) for name, rows in shape_tables(audit_result["shapes"]).items()}
     return out

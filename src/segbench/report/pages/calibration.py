@@ -72,6 +72,7 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
             fig = figures.power_curve(audit["power"], structure, metric, calibration.verdict_procedure(audit["stats"]), audit["stats"]["power"])
             parts.append(figures.to_div(fig, f"power-{slug(structure)}-{slug(metric)}"))
     parts.append(_real_populations(audit))
+    parts.append(_shapes_section(audit))
     return render("segbench calibration audit", "\n".join(parts), nav_bar(all_results))
 
 
@@ -103,7 +104,9 @@ def calibration_takeaways(audit: dict[str, Any]) -> list[str]:
 
 PROCEDURE_NAMES = {"separable_percentile": "bootstrap CI (percentile) separates", "separable_bca": "bootstrap CI (BCa) separates",
                    "separable_skew_t": "skew-corrected t CI separates", "signflip_holm": "sign-flip test (Holm) separates",
-                   "wilcoxon_holm": "Wilcoxon-Holm separates"}
+                   "meantest_holm": "sign-flip + bootstrap-t test (Holm) separates", "wilcoxon_holm": "Wilcoxon-Holm separates"}
+#: the failure-shape audit's two tests (stats.shapes.PROCEDURES), as its tables head them
+SHAPE_TESTS = {"sign_flip": "sign flips alone (before)", "sign_flip_bootstrap_t": "sign flips + bootstrap-t (now)"}
 
 
 def _identical_summary(counts: dict[str, Any]) -> str:
@@ -196,6 +199,62 @@ def _real_populations(audit: dict[str, Any]) -> str:
         parts.append(disclosure(f"Type-I error by structure, metric, n and procedure ({len(full)} rows)",
                                 tables.table(["structure", "metric", "n", "procedure", "type-I error", "samples"], full,
                                              f"{html.escape(source)}: family-wise type-I error among the equal pair", "calibration")))
+    return "".join(parts)
+
+
+def _shapes_section(audit: dict[str, Any]) -> str:
+    """The failure-shape audit (``audit["shapes"]``, docs/methodology.md#520-failure-shapes), answer first: per
+    synthetic population and n the family-wise rate of a separable pair under the old and the new test side by side
+    (⚠ above alpha + 2 Monte-Carlo SEs), then the real pairs centred to no difference, the intervals' coverage and
+    the power on graded populations behind disclosures."""
+    shapes = audit.get("shapes")
+    if not shapes:
+        return ""
+    alpha = audit["stats"]["alpha"]
+    described = {p["shape"]: p for p in shapes["populations"]}
+    tests = list(SHAPE_TESTS)
+
+    def by_shape(rows: list[dict], kind: str) -> list[list[tuple[str, Any]]]:
+        keyed = {(r["shape"], r["n"], r["procedure"]): r for r in rows if r["kind"] == kind}
+        out = []
+        for shape, n in dict.fromkeys((r["shape"], r["n"]) for r in rows if r["kind"] == kind):
+            row = [(html.escape(shape), shape), (f"{described[shape]['skewness']:+.1f}", described[shape]["skewness"]), (str(n), n)]
+            row += [_flagged(keyed[shape, n, t], keyed[shape, n, t]["rate"] > alpha + 2 * keyed[shape, n, t]["mc_se"])
+                    if (shape, n, t) in keyed else ("–", None) for t in tests]
+            out.append(row)
+        return out
+
+    headers = ["population", "skewness of the differences", "n", *(f"separable, {SHAPE_TESTS[t]}" for t in tests)]
+    synthetic = "".join(f"<li><b>{html.escape(p['shape'])}</b>: {html.escape(p['description'])}</li>"
+                        for p in shapes["populations"] if p["kind"] == "synthetic" and "+" not in p["shape"])
+    parts = ['<h2 id="shapes">Models that fail differently</h2>',
+             "<p>Equal-mean populations whose models are <b>not</b> exchangeable: a steady model against one better on most cases "
+             "that fails now and then, as real models differ (SYNTHETIC populations of 20,000 cases whose four models have exactly "
+             "equal means, and every real pair above centred to no difference). Every separable pair is a false one: the rate "
+             "below is family-wise over the population's pairs, Holm at "
+             f"{format_level(alpha)}, for the test before (the sign flips alone) and the board's test now (the sign flips and the "
+             "studentized bootstrap together; docs/methodology.md, 5.20). ⚠: above "
+             f"{format_level(alpha)} by more than two Monte-Carlo SEs. Where failures are so rare that a sample of n cases often "
+             "holds none, no test can see them: those cells say so on the board.</p>",
+             f"<ul>{synthetic}</ul>",
+             tables.table(headers, by_shape(shapes["type1"], "synthetic"),
+                          f"Family-wise rate of a false 'separable' (target {format_level(alpha)}), synthetic populations", "calibration")]
+    real = by_shape(shapes["type1"], "real")
+    if real:
+        parts.append(disclosure(f"Real pairs centred to no difference ({len(real)} rows)",
+                                tables.table(headers, real, "Rate of a false 'separable' on real pairs centred to no difference", "calibration")))
+    coverage = [[(html.escape(r["shape"]), r["shape"]), (str(r["n"]), r["n"]), (html.escape(r["interval"]), r["interval"]),
+                 (_rate(r), r["rate"])] for r in shapes["coverage"]]
+    parts.append(disclosure(f"Coverage of the 95% interval of the mean difference and of each model's CI ({len(coverage)} rows)",
+                            tables.table(["population", "n", "interval", "coverage"], coverage,
+                                         f"Coverage at {format_level(audit['stats']['confidence'])} (intervals of the difference at "
+                                         f"alpha {format_level(alpha)}, one pair at a time)", "calibration")))
+    power = {(r["shape"], r["n"], r["procedure"]): r for r in shapes["power"]}
+    rows = [[(html.escape(shape), shape), (str(n), n), *((_rate(power[shape, n, t]), power[shape, n, t]["rate"]) for t in tests)]
+            for shape, n in dict.fromkeys((r["shape"], r["n"]) for r in shapes["power"])]
+    parts.append(disclosure(f"Power on graded populations ({len(rows)} rows)",
+                            tables.table(["population", "n", *(f"power, {SHAPE_TESTS[t]}" for t in tests)], rows,
+                                         "Share of samples separating the better model in the right direction", "calibration")))
     return "".join(parts)
 
 
