@@ -13,7 +13,7 @@ from segbench.stats import AuditTables, BoardCell, StatsSettings, audited, popul
 from segbench.stats.audited import nearest_n
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = StatsSettings().to_dict()  # skew_t CIs, the sign-flip verdict: procedure signflip_holm
+SETTINGS = StatsSettings().to_dict()  # skew_t CIs, the verdict's test: procedure meantest_holm
 AUDIT = {"confidence": 0.95, "alpha": 0.05, "multiple_comparison": "holm"}
 
 
@@ -40,13 +40,13 @@ def tables() -> AuditTables:
         ("segauge", "kidney", "iou", 20, "skew_t", 0.900, 0.007),
     ])
     type1 = _type1([
-        ("simulated", "tumor", "dice", 20, "signflip_holm", 0.030, 0.004),
-        ("simulated", "tumor", "dice", 40, "signflip_holm", 0.037, 0.004),
+        ("simulated", "tumor", "dice", 20, "meantest_holm", 0.030, 0.004),
+        ("simulated", "tumor", "dice", 40, "meantest_holm", 0.037, 0.004),
         ("simulated", "tumor", "dice", 40, "separable_skew_t", 0.066, 0.006),
-        ("simulated", "tumor", "nsd", 40, "signflip_holm", 0.070, 0.006),
-        ("touchstone", "liver", "dice", 150, "signflip_holm", 0.012, 0.003),
-        ("touchstone", "aorta", "dice", 150, "signflip_holm", 0.009, 0.003),
-        ("segauge", "kidney", "dice", 20, "signflip_holm", 0.028, 0.004),
+        ("simulated", "tumor", "nsd", 40, "meantest_holm", 0.070, 0.006),
+        ("touchstone", "liver", "dice", 150, "meantest_holm", 0.012, 0.003),
+        ("touchstone", "aorta", "dice", 150, "meantest_holm", 0.009, 0.003),
+        ("segauge", "kidney", "dice", 20, "meantest_holm", 0.028, 0.004),
     ])
     levels = pd.DataFrame([("simulated", "tumor", "nsd", 40, "skew_t", 0.9868, False, 0.944, 0.004, 0.909, 1.32)],
                           columns=["source", "structure", "metric", "n", "method", "level", "capped", "rate", "mc_se", "nominal_rate", "width_ratio"])
@@ -70,7 +70,7 @@ def test_the_cells_own_population_at_the_nearest_n(tables: AuditTables) -> None:
     assert got["reason"] is None
     assert got["coverage"] == {"population": "simulated/tumor", "source": "simulated", "structure": "tumor", "match": "exact", "candidates": 1,
                                "n": 40, "n_board": 33, "rate": 0.938, "mc_se": 0.005, "method": "skew_t", "target": 0.95, "under_covers": False}
-    assert got["type1"]["rate"] == 0.037 and got["type1"]["procedure"] == "signflip_holm" and got["type1"]["n"] == 40
+    assert got["type1"]["rate"] == 0.037 and got["type1"]["procedure"] == "meantest_holm" and got["type1"]["n"] == 40
     assert got["type1"]["exceeds_alpha"] is False and got["type1"]["target"] == 0.05
     liver = audited(tables, cell("liver", n=394, source="touchstone", data="totalsegmentator"))
     assert (liver["coverage"]["population"], liver["coverage"]["n"], liver["coverage"]["rate"]) == ("touchstone/liver", 150, 0.954)
@@ -115,7 +115,7 @@ def test_flags_beyond_one_and_a_half_points(tables: AuditTables) -> None:
     nsd = audited(tables, cell(metric="nsd"))
     assert nsd["coverage"]["under_covers"] is True and nsd["type1"]["exceeds_alpha"] is True  # 7.0 %: 2 points over
     edge = AuditTables(_coverage([("simulated", "tumor", "dice", 40, "skew_t", 0.936, 0.005)]),
-                       _type1([("simulated", "tumor", "dice", 40, "signflip_holm", 0.064, 0.005)]), AUDIT, {"simulated": "kits23"})
+                       _type1([("simulated", "tumor", "dice", 40, "meantest_holm", 0.064, 0.005)]), AUDIT, {"simulated": "kits23"})
     assert audited(edge, cell())["coverage"]["under_covers"] is False and audited(edge, cell())["type1"]["exceeds_alpha"] is False
     assert audited(edge, cell(confidence=0.95, alpha=0.05))["coverage"]["target"] == 0.95
 

@@ -367,6 +367,15 @@ def type1_note(audit: CellAudit, structure: str) -> str:
                        "exceeds_alpha", f"above alpha by more than {format_points(audit['margin'])}", "type-I", with_n=False)
 
 
+def limit_note(audit: CellAudit) -> str:
+    """Where the cell's n or shape is past what the audit verified the verdict on (``limit``, stats/limits.py): its
+    sentence, visible beside the verdict ('⚠ Cases too few for this shape: ...'); '' within it or without the audit."""
+    limit = audit.get("limit")
+    if not limit:
+        return ""
+    return f' <span class="audit warn limit">⚠ {html.escape(limit["text"])}</span>'
+
+
 def _audit_note(audit: CellAudit, key: str, structure: str, what: Callable[[AuditEntry], str], flag: str, flag_words: str,
                 label: str, with_n: bool) -> str:
     """The short visible span of one audited rate (``key``: coverage or type1; ``what``: the audited thing, from its
@@ -411,7 +420,8 @@ def audit_words(audit: CellAudit, structure: str) -> str:
            if c else "CI not audited")
     err = (f"\"separable\" wrong for equal models {100 * t['rate']:.1f}% at n = {t['n']}{_where(t, structure)}"
            f"{' (above alpha)' if t['exceeds_alpha'] else ''}" if t else "verdict not audited")
-    return f"Audited: {cov}; {err}."
+    limit = audit.get("limit")
+    return f"Audited: {cov}; {err}." + (f" ⚠ {limit['text']}" if limit else "")
 
 
 def unit_sentence(results: Results) -> str:

@@ -63,13 +63,18 @@ def summary_metrics(results: Results) -> dict[str, float]:
 
 def summary_tags(results: Results) -> dict[str, str]:
     """Per structure and metric with a verdict on #1 against #2: ``<structure>.<metric>.verdict``, its words as every
-    view prints them ('✘ not separable'), a text column of MLflow's runs table; ``identical_to_reference``, the
+    view prints them ('✘ not separable'), a text column of MLflow's runs table; ``<structure>.<metric>.verdict_limit``
+    where the cell's n or shape is past what the audit verified its verdict on (the results' audited ``limit``);
+    ``identical_to_reference``, the
     note naming the models that left cases identical to the reference, when one did (``identical_note``); and per model
     lacking cases ``coverage.<model>``, its n of N cases and the policy applied (``results.coverage``)."""
     verdicts = {f"{structure}.{metric}.verdict": CODE_WORDS[cell["verdict"]["code"]] for structure, metric, cell in _cells(results)
                 if (cell.get("verdict") or {}).get("code") in CODE_NUMBER}
+    limits = {f"{structure}.{metric}.verdict_limit": entry["limit"]["text"]
+              for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items()
+              for metric, entry in by_metric.items() if entry.get("limit")}
     coverage = results.get("coverage") or {}
-    return {**verdicts, **({IDENTICAL_TAG: note} if (note := identical_note(results)) else {}),
+    return {**verdicts, **limits, **({IDENTICAL_TAG: note} if (note := identical_note(results)) else {}),
             **{f"coverage.{model}": coverage_text(entry, coverage["applied"]) for model, entry in (coverage.get("models") or {}).items()}}
 
 

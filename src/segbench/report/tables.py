@@ -31,6 +31,7 @@ from .common import (
     intervals_note,
     is_ranked,
     kind,
+    limit_note,
     markers,
     next_verdict,
     p_rank1_text,
@@ -112,7 +113,7 @@ def answers(results: Results, link_of: Callable[[str, str], str], structures: Se
                 (html.escape(metric), metric),
                 model_cell(v["first"], models.get(v["first"], {}), said),
                 (estimate_html(cell["models"][v["first"]], cell, metric) + coverage_note(audit, structure), cell["models"][v["first"]]["mean"]),
-                ((verdict_cell(v, f". Co-winners: {co}.") + type1_note(audit, structure)) if v["pairs"] else verdict_words(v),
+                ((verdict_cell(v, f". Co-winners: {co}.") + type1_note(audit, structure) + limit_note(audit)) if v["pairs"] else verdict_words(v),
                  VERDICT_ORDER.get(v["code"], "4")),
                 (f'<span title="{html.escape(co)}">{len(v["co_winners"])}: {html.escape(co)}</span>', f"{len(v['co_winners']):03d}"),
             ])
@@ -163,7 +164,8 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: CellAudit, struc
         )
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     headers = ["rank", "model", ci_head(settings), "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
-    verdicts = f"; verdicts:{type1_note(audit, structure)}" if cell.get("ranking") and len(cell["ranking"]["order"]) > 1 else ""
+    verdicts = (f"; verdicts:{type1_note(audit, structure)}{limit_note(audit)}"
+                if cell.get("ranking") and len(cell["ranking"]["order"]) > 1 else "")
     notes = [note for note in (intervals_note(cell), html.escape(tied_first_note(cell))) if note]
     said_once = f". {' '.join(notes)}" if notes else ""
     return table(headers, rows, f"{html.escape(metric)} ({direction}){verdicts}{said_once}" + marks_caption(said), "leaderboard")

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 #: the audit tables compare reads (dvc.yaml declares them as deps of every compare stage); power is not read
 AUDIT_TABLES = ("coverage.csv", "type1.csv", "levels.csv", "real_coverage.csv", "real_type1.csv", "real_levels.csv", "audit.json")
+#: the failure-shape audit's type-I table, read where the audit ran it: each cell's honest limit (stats/limits.py)
+SHAPES_TABLE = "shapes_type1.csv"
 
 
 def _leaderboard_setup(
@@ -110,7 +112,7 @@ def run_compare(params: Params, name: str) -> None:
         results["source_analysis"] = stats.beside_source(analysis, source_analysis)
     write_json_atomic(results_file(name, root), results)
     with atomic_dir(metrics_dir(name, root)) as heads:
-        for (structure, metric), head in stats.leaderboard_heads(analysis).items():
+        for (structure, metric), head in stats.leaderboard_heads(analysis, results["audited"]).items():
             write_json_atomic(heads / structure / f"{metric}.json", head)
         if "lesions" in results:  # the lesion-wise leaderboards by case and of matched lesions, under lesions/ (docs/methodology.md#519-lesion-wise-analysis)
             for lesion_analysis in (results["lesions"][unit] for unit in ("case", "matched")):
@@ -138,10 +140,12 @@ def audit_tables(params: Params, folder: Path | None = None) -> stats.AuditTable
     settings = json.loads((folder / "audit.json").read_text(encoding="utf-8"))["stats"]
     data = stats.population_data(params.calibration.dataset,
                                  {name: spec.source.evaluated_on for name, spec in params.calibration.real.items()})
+    shapes = folder / SHAPES_TABLE
     return stats.AuditTables(coverage=pd.concat([read("coverage.csv"), read("real_coverage.csv")], ignore_index=True),
                              type1=pd.concat([read("type1.csv"), read("real_type1.csv")], ignore_index=True),
                              levels=pd.concat([read("levels.csv"), read("real_levels.csv")], ignore_index=True),
-                             settings=settings, data=data)
+                             settings=settings, data=data,
+                             shapes=pd.read_csv(shapes, dtype={"shape": str, "kind": str, "metric": str}) if shapes.is_file() else None)
 
 
 def board_population(params: Params, name: str) -> tuple[str | None, str]:

@@ -31,10 +31,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from .analysis import CiLevels
 from .calibration import SIMULATED, verdict_procedure
+from .limits import cell_limit
 from .results import Audited
 from .verdicts import format_level
 
@@ -64,6 +66,7 @@ class AuditTables:
     settings: Mapping[str, object]
     data: Mapping[str, str]
     levels: pd.DataFrame | None = None  # None: the audit calibrated no level
+    shapes: pd.DataFrame | None = None  # the failure-shape audit's type-I table (limits.py); None: not run
 
     def __post_init__(self) -> None:
         tables = (("coverage", self.coverage, _COVERAGE, "method"), ("type1", self.type1, _TYPE1, "procedure"),
@@ -247,10 +250,25 @@ def board(tables: AuditTables | None, analysis: Mapping, *, source: str | None, 
     cells = {
         structure: {metric: audited(tables, BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"],
                                                       cell.get("ci_confidence")))
+                    | _limit(tables, cell, metric, analysis["settings"])
                     for metric, cell in block["metrics"].items()}
         for structure, block in analysis["structures"].items() if block["n_cases"] > 0
     }
     return {"margin": MARGIN, "structures": cells, **({"lesions": lesions} if lesions else {})}
+
+
+def _limit(tables: AuditTables, cell: Mapping, metric: str, settings: Mapping) -> dict:
+    """``{"limit": ...}``: the cell's #1 and #2 (by its ranking, on the cases both have) against the failure-shape audit
+    (:func:`limits.cell_limit`); empty without that audit."""
+    if tables.shapes is None:
+        return {}
+    order = (cell.get("ranking") or {}).get("order") or []
+    if len(order) < 2:
+        return {"limit": None}
+    first, second = (np.asarray(cell["per_case"][m], dtype=float) for m in order[:2])
+    both = ~(np.isnan(first) | np.isnan(second))
+    return {"limit": cell_limit(first[both], second[both], metric, bool(cell["higher_is_better"]), tables.shapes,
+                                str(settings["pairwise_test"]), float(settings["alpha"]))}
 
 
 def population_data(calibration_dataset: str, real_sources: Mapping[str, str]) -> dict[str, str]:

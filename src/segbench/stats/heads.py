@@ -35,12 +35,14 @@ def shown_mean(estimate: Mapping[str, Any], higher_is_better: bool) -> float:
     return round(float(estimate["mean"]), n_digits)
 
 
-def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+def leaderboard_heads(analysis: Mapping[str, Any], audited: Mapping[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (structure, metric): #1, its mean (a number, for diffs and sorting, rounded as printed), its mean [CI] as
     every view prints it, the verdict on #1 versus #2 in the words every view prints (docs/methodology.md#57-verdicts)
     and as a number for plots (``CODE_NUMBER``; none for a single ranked model), the number of cases, and when #1 left
     any case identical to the reference (``analysis.models.<model>.identical_to_reference``) ``first_identical_to_reference``,
-    'k of n cases': a #1 that returned the reference is flagged where its mean is read.
+    'k of n cases': a #1 that returned the reference is flagged where its mean is read; and where the cell's n or shape is
+    past what the audit verified the verdict on (``audited``: the results' audited block, its cell's ``limit``), that
+    sentence as ``verdict_limit``.
 
     The keys sort into reading order (``dvc metrics show`` sorts its columns). A cell without a ranked
     model is left out.
@@ -61,8 +63,15 @@ def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict
                 "verdict": CODE_WORDS[verdict["code"]],
                 **({"verdict_number": CODE_NUMBER[verdict["code"]]} if verdict["code"] in CODE_NUMBER else {}),
                 **({"first_identical_to_reference": f"{identical['cases']} of {identical['of']} cases"} if identical.get("cases") else {}),
+                **({"verdict_limit": limit["text"]} if (limit := _limit(audited, structure, metric)) else {}),
             }
     return heads
+
+
+def _limit(audited: Mapping[str, Any] | None, structure: str, metric: str) -> Mapping[str, Any] | None:
+    """The audited cell's ``limit`` (stats/limits.py), or None."""
+    cell = ((audited or {}).get("structures") or {}).get(structure, {}).get(metric) or {}
+    return cell.get("limit")
 
 
 def mean_ci_rows(analysis: Mapping[str, Any]) -> list[dict[str, Any]]:

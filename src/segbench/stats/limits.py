@@ -1,0 +1,96 @@
+"""The honest limit of a cell's verdict (docs/methodology.md#520-failure-shapes, "On the board").
+
+The separable verdict keeps its error rate where the audit has seen data of the cell's shape at the cell's size. Two
+things a cell's own cases cannot show, each checked against the failure-shape audit (``stats.shapes``):
+
+- **Skewed differences.** The per-case differences of #1 and #2 are skewed (one model fails now and then). The
+  audited population nearest the cell's shape (same metric, or the same direction of metric, nearest skewness of the
+  differences) at the audited n nearest the cell's gives the rate at which the verdict's test erred there.
+- **Failures too rare to be seen.** With n cases, a failure rate up to about 3 / n goes unseen in 95 % of samples (the
+  rule of three): a model that never failed here may still fail on 1 case in n / 3. Where the audited populations
+  with rare failures of the cell's kind err at the cell's n, the cell says so, whatever its own cases show.
+
+A cell is flagged when the audited rate exceeds alpha by more than two Monte-Carlo SEs; the entry carries the
+population, the audited n, the rate and its SE, and one sentence every view prints beside the verdict. Pure function
+of arrays and the audit's table; ``stats.audited`` calls it for every cell of a board.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from .results import Limit
+
+#: the failure-shape table's columns this module reads
+COLUMNS = ("shape", "kind", "metric", "n", "procedure", "rate", "mc_se", "skewness")
+#: the synthetic shapes with rare failures (stats.shapes.failure_shapes)
+RARE_FAILURES = "rare_failures"
+
+
+def _kind(table: pd.DataFrame, metric: str, higher: bool) -> pd.DataFrame:
+    """The audited rows of the cell's metric, or where the audit has none of that metric, of the synthetic shapes of
+    the same direction (overlap scores: Dice and NSD; distances: HD95)."""
+    own = table[table["metric"] == metric]
+    if not own.empty:
+        return own
+    return table[(table["kind"] == "synthetic") & table["metric"].isin(("dice", "nsd") if higher else ("hd95",))]
+
+
+def _nearest_n(rows: pd.DataFrame, n: int) -> pd.DataFrame:
+    """The rows at the audited n nearest to ``n`` (ties: the smaller)."""
+    audited = sorted(set(rows["n"].astype(int)))
+    chosen = min(audited, key=lambda a: (abs(a - n), a))
+    return rows[rows["n"].astype(int) == chosen]
+
+
+def _entry(code: str, row: pd.Series, n: int, alpha: float, text: str) -> Limit:
+    return {"code": code, "population": str(row["shape"]), "n": int(row["n"]), "n_board": n, "rate": float(row["rate"]),
+            "mc_se": float(row["mc_se"]), "target": alpha, "text": text}
+
+
+def _exceeds(row: pd.Series, alpha: float) -> bool:
+    return float(row["rate"]) > alpha + 2.0 * float(row["mc_se"])
+
+
+def cell_limit(first: np.ndarray, second: np.ndarray, metric: str, higher: bool, table: pd.DataFrame | None, procedure: str,
+               alpha: float) -> Limit | None:
+    """The limit of a cell whose #1 and #2 have the per-case values ``first`` and ``second`` (the cases both have), its
+    verdict decided by ``procedure`` at ``alpha``; None where the audit finds the verdict holds its rate at this
+    shape and n, or ``table`` (the audit's ``shapes_type1``) is absent or has nothing of this kind."""
+    if table is None or first.size < 2:
+        return None
+    rows = _kind(table[table["procedure"] == procedure], metric, higher)
+    if rows.empty:
+        return None
+    n = int(first.size)
+    at_n = _nearest_n(rows, n)
+    diffs = first - second
+    skew = float(sps.skew(diffs)) if np.ptp(diffs) > 0 else 0.0
+    nearest = at_n.iloc[int(np.argmin(np.abs(at_n["skewness"].to_numpy(dtype=float) - skew)))]
+    if _exceeds(nearest, alpha):
+        return _entry("skewed", nearest, n, alpha,
+                      f"Cases too few for this shape: #1 - #2 differences have skewness {skew:+.1f}; on the audited population "
+                      f"nearest it ({nearest['shape']}, skewness {float(nearest['skewness']):+.1f}, n = {int(nearest['n'])}) "
+                      f"'separable' was wrong in {_percent(nearest)} of samples, not {alpha:.0%}.")
+    rare = at_n[at_n["shape"].astype(str).str.contains(RARE_FAILURES)]
+    if not rare.empty:
+        worst = rare.iloc[int(np.argmax(rare["rate"].to_numpy(dtype=float)))]
+        if _exceeds(worst, alpha):
+            return _entry("failures_unseen", worst, n, alpha,
+                          f"Failures rarer than {_share(3.0 / n)} of cases can go unseen on {n} cases: where a model fails that "
+                          f"rarely (audited: {worst['shape']}, n = {int(worst['n'])}) 'separable' was wrong in {_percent(worst)} "
+                          f"of samples, not {alpha:.0%}.")
+    return None
+
+
+def _share(p: float) -> str:
+    return f"{min(p, 1.0):.0%}" if p >= 0.01 else f"{p:.1%}"
+
+
+def _percent(row: pd.Series) -> str:
+    rate, se = float(row["rate"]), float(row["mc_se"])
+    return f"{rate:.0%} (± {max(se, 0.0005):.1%})" if math.isfinite(se) else f"{rate:.0%}"
