@@ -432,38 +432,42 @@ def sign_flip_tail_bound(diffs: np.ndarray, tolerance: np.ndarray | float = 0.0)
 @dataclass(frozen=True)
 class StudentizedBootstrap:
     """The studentized bootstrap test of P pairs' mean differences with centred resampling (bootstrap-t; Hall & Wilson
-    1991), kept so that it can be inverted into intervals.
+    1991), equal-tailed, kept so that it can be inverted into intervals.
 
     T = mean / se of the differences (se = SD / sqrt(n)); each resample of the cases gives T* = (mean* - mean) / se*,
     which is T's null distribution whatever the differences' shape (centring makes the resamples' mean difference 0
-    without assuming the models exchangeable), and p = (1 + #{|T*| >= |T|}) / (B + 1). T* does not depend on the
-    tested value δ (shifting every difference by δ leaves it unchanged), so the δ the test accepts at level alpha are
-    mean ± q se, q the c-th largest |T*| (:func:`flip_count_needed`): the symmetric bootstrap-t interval (Hall 1988).
+    without assuming the models exchangeable). Each tail is counted on its own, p = 2 min(1 + #{T* >= T},
+    1 + #{T* <= T}) / (B + 1), capped at 1: skewed differences (rare failures) give T* a heavy tail on one side only,
+    and each side is tested against its own. T* does not depend on the tested value δ (shifting every difference by δ
+    leaves it unchanged), so the δ the test accepts at level alpha are [mean - q_hi se, mean - q_lo se], q_lo and q_hi
+    the c-th smallest and largest T* (:func:`flip_count_needed` at alpha / 2): the equal-tailed bootstrap-t interval.
     """
 
     p: np.ndarray  #: (P,) p-value of 'mean difference = 0'
     n_resamples: int
-    largest: np.ndarray  #: (k, P) the k largest |T*| per pair, descending
+    smallest: np.ndarray  #: (k, P) the k smallest T* per pair, ascending
+    largest: np.ndarray  #: (k, P) the k largest T* per pair, descending
     mean: np.ndarray  #: (P,) mean difference
     se: np.ndarray  #: (P,) its standard error
-    t: np.ndarray  #: (P,) |T| at 0, as the p-value compared it
+    t: np.ndarray  #: (P,) T at 0, as the p-value compared it
 
-    PER_PAIR: ClassVar[tuple[str, ...]] = ("p", "largest", "mean", "se", "t")
+    PER_PAIR: ClassVar[tuple[str, ...]] = ("p", "smallest", "largest", "mean", "se", "t")
 
     def interval(self, alpha: np.ndarray, columns: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
         """The (low, high) of the mean differences δ the test does not reject at level ``alpha`` (one per column):
-        mean ± q se, unbounded where no count of resamples can reject (alpha (B + 1) <= 1). Kept on the side of 0 that
-        p(0) says where the rounding of mean ± q se could put an end across it, so p(0) < alpha exactly when 0 is
-        outside the interval."""
+        [mean - q_hi se, mean - q_lo se], unbounded where no count of resamples can reject (alpha (B + 1) / 2 <= 1).
+        Kept on the side of 0 that p(0) says where the rounding of those ends could put one across it, so p(0) < alpha
+        exactly when 0 is outside the interval."""
         alpha = np.asarray(alpha, dtype=np.float64)
-        largest, mean, se, t = self.largest[:, columns], self.mean[columns], self.se[columns], self.t[columns]
-        count = flip_count_needed(alpha, self.n_resamples)
-        q = largest[np.clip(count, 1, largest.shape[0]) - 1, np.arange(largest.shape[1])]
+        smallest, largest = self.smallest[:, columns], self.largest[:, columns]
+        mean, se, t = self.mean[columns], self.se[columns], self.t[columns]
+        count = flip_count_needed(alpha / 2.0, self.n_resamples)
+        at, row = np.arange(largest.shape[1]), np.clip(count, 1, largest.shape[0]) - 1
+        q_low, q_high = smallest[row, at], largest[row, at]
         with np.errstate(invalid="ignore"):
-            half = q * se
-        half[q == np.inf] = np.inf  # inf * 0 (no spread, a resample that moved): every δ
-        low, high = mean - half, mean + half
-        accepts_zero = (q >= t) | (count <= 0)
+            low, high = mean - q_high * se, mean - q_low * se
+        low[np.isnan(low)], high[np.isnan(high)] = -np.inf, np.inf  # inf * 0 (no spread, a resample that moved): every δ
+        accepts_zero = ((q_low <= t) & (t <= q_high)) | (count <= 0)
         low[accepts_zero & (low > 0)] = 0.0
         high[accepts_zero & (high < 0)] = 0.0
         above, below = ~accepts_zero & (mean > 0) & (low <= 0), ~accepts_zero & (mean < 0) & (high >= 0)
@@ -487,8 +491,9 @@ def studentized_bootstrap(
     Per resample and pair: the resampled sum of the centred differences e = d - mean and of their squares, from two
     products of the (chunk, n) case counts; ``factors`` (values (K, n), a, b) with diffs = values[a] - values[b] gives
     the first from the K models' values (K columns instead of P). A resample whose differences are all equal has se* =
-    0: |T*| is infinite where its mean moved (it reaches every statistic) and 0 where it did not. With fewer than two
-    cases there is no SE: p = 1. Kept for the intervals: the k largest |T*| per pair, k the count needed at ``alpha``.
+    0: T* is infinite (the sign of its mean's move) where its mean moved and 0 where it did not. With fewer than two
+    cases there is no SE: p = 1. Kept for the intervals: the k smallest and largest T* per pair, k the count needed in
+    one tail at ``alpha``.
     """
     n_pairs, n = diffs.shape
     mean = diffs.mean(axis=1) if n else np.zeros(n_pairs)
@@ -498,15 +503,17 @@ def studentized_bootstrap(
     squares = centred**2
     se = np.sqrt(squares.sum(axis=1) / max(n - 1, 1) / max(n, 1))
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(se > 0, np.abs(mean) / se, np.where(mean != 0, np.inf, 0.0))
-    keep = int(min(max(int(flip_count_needed(alpha, n_resamples)), 1), n_resamples))
+        t = np.where(se > 0, mean / se, np.sign(mean) * np.inf)
+    t[(se == 0) & (mean == 0)] = 0.0
+    keep = int(min(max(int(flip_count_needed(alpha / 2.0, n_resamples)), 1), n_resamples))
     if n < 2:
-        return StudentizedBootstrap(p=np.ones(n_pairs), n_resamples=n_resamples, largest=np.full((keep, n_pairs), np.inf),
-                                    mean=mean, se=np.full(n_pairs, np.nan), t=np.zeros(n_pairs))
-    reach = np.zeros(n_pairs, dtype=np.int64)
+        return StudentizedBootstrap(p=np.ones(n_pairs), n_resamples=n_resamples, smallest=np.full((keep, n_pairs), -np.inf),
+                                    largest=np.full((keep, n_pairs), np.inf), mean=mean, se=np.full(n_pairs, np.nan),
+                                    t=np.zeros(n_pairs))
+    up, down = np.zeros(n_pairs, dtype=np.int64), np.zeros(n_pairs, dtype=np.int64)
     chunk = max(1, CHUNK_ENTRIES // n)
     capacity = min(n_resamples, 4 * keep + chunk)
-    tails = np.empty((n_pairs, capacity))  # -|T*| per pair: its k smallest are the k largest |T*|
+    lows, highs = np.empty((n_pairs, capacity)), np.empty((n_pairs, capacity))  # T* and -T*: their k smallest
     counts_buffer = np.empty((min(chunk, n_resamples), n))
     if factors is None:
         first_product, first, second, shift = centred.T, np.arange(n_pairs), np.full(n_pairs, -1), np.zeros(n_pairs)
@@ -521,31 +528,34 @@ def studentized_bootstrap(
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
         if filled + size > capacity:
-            _smallest(tails[:, :filled], keep)
+            _smallest(lows[:, :filled], keep)
+            _smallest(highs[:, :filled], keep)
             filled = keep
         counts = counts_buffer[:size]
         counts.fill(0.0)
         _tally(_case_draws(n, size, rng), counts)
-        _studentized_tails(counts @ first_product, first, second, shift, bound, counts @ square_product, n, t, tails, filled, reach)
+        _studentized_tails(counts @ first_product, first, second, shift, bound, counts @ square_product, n, t, lows, highs,
+                           filled, up, down)
         filled += size
-    largest = -np.ascontiguousarray(np.sort(_smallest(tails[:, :filled], keep), axis=1).T)
-    return StudentizedBootstrap(p=(1.0 + reach) / (n_resamples + 1.0), n_resamples=n_resamples, largest=largest, mean=mean,
-                                se=se, t=t)
+    smallest = np.ascontiguousarray(np.sort(_smallest(lows[:, :filled], keep), axis=1).T)
+    largest = -np.ascontiguousarray(np.sort(_smallest(highs[:, :filled], keep), axis=1).T)
+    p = np.minimum(1.0, 2.0 * (1.0 + np.minimum(up, down)) / (n_resamples + 1.0))
+    return StudentizedBootstrap(p=p, n_resamples=n_resamples, smallest=smallest, largest=largest, mean=mean, se=se, t=t)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _studentized_tails(
     sums: np.ndarray, first: np.ndarray, second: np.ndarray, shift: np.ndarray, bound: np.ndarray, squares: np.ndarray, n: int,
-    t: np.ndarray, tails: np.ndarray, at: int, reach: np.ndarray,
+    t: np.ndarray, lows: np.ndarray, highs: np.ndarray, at: int, up: np.ndarray, down: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    """Per resample r (rows of ``sums`` and ``squares``) and pair p: |T*| = |m| / se*, m the mean of the resampled centred
+    """Per resample r (rows of ``sums`` and ``squares``) and pair p: T* = m / se*, m the mean of the resampled centred
     differences (sums[r, first[p]] - sums[r, second[p]] - shift[p], over n; no second term where it is -1; 0 within
-    its rounding ``bound``) and se* from their sum of squares; stored as tails[p, at + r] = -|T*|, and reach[p] counts
-    |T*| >= t[p]."""
+    its rounding ``bound``) and se* from their sum of squares; stored as lows[p, at + r] = T* and highs[p, at + r] =
+    -T*, and up[p], down[p] count T* >= t[p] and T* <= t[p]."""
     n_rows = sums.shape[0]
     for p in range(first.shape[0]):
         a, b, s, bar, tiny = first[p], second[p], shift[p], t[p], bound[p]
-        count = 0
+        above, below = 0, 0
         for r in range(n_rows):
             total = sums[r, a] - s if b < 0 else sums[r, a] - sums[r, b] - s
             m = total / n
@@ -553,14 +563,19 @@ def _studentized_tails(
                 m = 0.0
             variance = max((squares[r, p] - n * m * m) / (n - 1), 0.0)
             if variance > 0.0:
-                stat = abs(m) / np.sqrt(variance / n)
-            elif m != 0.0:
+                stat = m / np.sqrt(variance / n)
+            elif m > 0.0:
                 stat = np.inf
+            elif m < 0.0:
+                stat = -np.inf
             else:
                 stat = 0.0
-            tails[p, at + r] = -stat
-            count += np.int64(stat >= bar)
-        reach[p] += count
+            lows[p, at + r] = stat
+            highs[p, at + r] = -stat
+            above += np.int64(stat >= bar)
+            below += np.int64(stat <= bar)
+        up[p] += above
+        down[p] += below
 
 
 @dataclass(frozen=True)
