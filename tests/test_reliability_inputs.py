@@ -218,6 +218,12 @@ def _non_numeric_cell(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def _dice_out_of_range(table: pd.DataFrame) -> pd.DataFrame:
+    """A Dice above 1 (a flipped bit, a score in another scale): within no metric's range (segbench.rows)."""
+    table.loc[1, "aorta"] = "1.8954"
+    return table
+
+
 def _conflicting_duplicate_row(table: pd.DataFrame) -> pd.DataFrame:
     """Case s0001 listed twice with different aorta values (an exact copy is dropped and counted: docs/published.md)."""
     copy = table.iloc[[1]].copy()
@@ -233,8 +239,11 @@ def _conflicting_duplicate_row(table: pd.DataFrame) -> pd.DataFrame:
         (["MONAI_UNETR/dsc.csv"], _non_numeric_cell, r"MONAI_UNETR/dsc\.csv: row 3 \(name='s0001'\), column 'aorta': '0.14 \(see text\)' is not a finite"),
         (["MONAI_UNETR/nsd.csv"], _conflicting_duplicate_row,
          r"MONAI_UNETR/nsd\.csv: rows \d+ and \d+ \(.*'s0001'.*\), column 'aorta': conflicting duplicates"),
+        (["MONAI_UNETR/dsc.csv"], _dice_out_of_range,
+         r"touchstone: row \d+ of the rows table \(model 'MONAI_UNETR', case_id 's0001', structure 'aorta'\), column 'dice': "
+         r"1\.8954 is not a number in \[0, 1\]; refused"),
     ],
-    ids=["column-missing-in-one-file", "column-missing-for-one-model", "non-numeric-cell", "conflicting-duplicate-row"],
+    ids=["column-missing-in-one-file", "column-missing-for-one-model", "non-numeric-cell", "conflicting-duplicate-row", "dice-out-of-range"],
 )
 def test_bad_published_score_file(
     root: Path, tmp_path: Path, tracking_store: str, capsys: pytest.CaptureFixture, files: list[str], fault, problem: str

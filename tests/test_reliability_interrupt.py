@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import sqlite3
-import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 from projects import Projects
-from segbench.io import PARTIAL_MARK
-from services import wait_until
-from tests_support import gate_env, run_command
+from segbench.io import PARTIAL_MARK, SCRATCH
+from tests_support import gate_env, kill_at_gate, run_command
 
 CASES = ["case_00030", "case_00110", "case_00210"]
 MODEL = "sim_dilate_1mm"
@@ -38,20 +34,8 @@ def project(projects: Projects) -> Path:
 
 def _kill_at(proj: Path, gate: Path, pattern: str, on: str = "write", passes: int = 0) -> str:
     """Start `dvc repro`, wait until one of its processes is held at the gate (it opened a path matching ``pattern``;
-    tests/gate/sitecustomize.py), SIGKILL the whole process group there; returns the held path.
-
-    The moment is the test's own, not a race: the held process can go no further until killed. The 600 s only
-    bound a hang."""
-    process = subprocess.Popen(["dvc", "repro"], cwd=proj, env=gate_env(gate, pattern, on, passes), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_until(lambda: process.poll() is not None or any(gate.glob("started.*")), f"a process at the gate {pattern}", 600)
-        assert process.poll() is None, f"dvc repro exited ({process.returncode}) without opening {pattern}"
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    (held,) = gate.glob("started.*")
-    return held.read_text().strip()
+    tests/gate/sitecustomize.py), SIGKILL the whole process group there; returns the held path."""
+    return kill_at_gate(["dvc", "repro"], proj, gate_env(gate, pattern, on, passes), pattern)
 
 
 def _no_temp_files(proj: Path) -> None:
@@ -81,8 +65,8 @@ def test_kill_during_score_and_compare_reruns_to_the_same_results(project: Path,
     while its leaderboard run is RUNNING (logging the results artifact): the rerun finishes both, the same bytes."""
     scores = project / "scores" / "kits23" / MODEL
     # passes=1: the first open creates the temporary file (mkstemp), the second one writes the table into it
-    held = _kill_at(project, tmp_path / "gate-score", f"*/scores/kits23/{MODEL}/.per_case.csv{PARTIAL_MARK}*", passes=1)
-    assert Path(held).parent == scores.resolve() and Path(held).is_file(), held
+    held = _kill_at(project, tmp_path / "gate-score", f"*/{SCRATCH}/.per_case.csv{PARTIAL_MARK}*", passes=1)
+    assert Path(held).parent == (project / SCRATCH).resolve() and Path(held).is_file(), held  # DVC's scratch folder
     assert not (scores / "per_case.csv").exists()
     _no_temp_files(project)
     _kill_at(project, tmp_path / "gate-compare", "*/artifacts/kits23.json")

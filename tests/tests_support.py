@@ -76,6 +76,26 @@ def gate_env(folder: Path, pattern: str, on: str = "write", passes: int = 0, arg
     return env
 
 
+def kill_at_gate(args: list[str], cwd: Path, env: dict[str, str], what: str) -> str:
+    """Start ``args`` in a process group of its own with ``env`` (a ``gate_env``), wait until one of its processes is
+    held at the gate (``what`` names it in a failure), SIGKILL the whole group there; returns the held path.
+
+    The moment is the test's own, not a race: the held process can go no further until killed. The 600 s only
+    bound a hang."""
+    from services import wait_until
+
+    gate = Path(env["SEGBENCH_TEST_GATE_DIR"])
+    process = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: process.poll() is not None or any(gate.glob("started.*")), f"a process at the gate {what}", 600)
+        assert process.poll() is None, f"{' '.join(args)} exited ({process.returncode}) without reaching the gate {what}"
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    (held,) = gate.glob("started.*")
+    return held.read_text().strip()
+
+
 def run_command(args: list[str], cwd: Path, tracking_uri: str | None = None, env: dict[str, str] | None = None) -> str:
     """Run a command, fail the test with its output if it fails; returns stdout and stderr.
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import re
@@ -245,11 +246,21 @@ def _show_width(requested: int | None) -> int | None:
 
 def _cmd_show(args: argparse.Namespace) -> None:
     """Print leaderboards and verdicts from results/<dataset>.json in the terminal, or as md, tsv or json."""
+    from segbench.io import recorded_files
     from segbench.report.terminal import render
     from segbench.stats.results import read_results
 
     folder = Path(args.results)
     available = sorted(p.stem for p in folder.glob("*.json"))
+    # never a dataset left out without a word: a results file dvc.lock records but the folder lacks is an error
+    absent = {path: record for path, record in recorded_files(folder).items() if path.suffix == ".json" and not path.exists()}
+    absent = {path: record for path, record in absent.items() if not args.datasets or path.stem in args.datasets}
+    if absent:
+        path, record = next(iter(absent.items()))
+        others = f" ({len(absent) - 1} more)" if len(absent) > 1 else ""
+        rest = f"; `segbench show {' '.join(available)}` shows the others" if available else ""
+        raise FileNotFoundError(f"{folder / path.name}: missing{others}, though {record.lock} records it as stage {record.stage}'s "
+                                f"output: `dvc repro` writes it again (it names what stops it){rest}")
     if not available:
         raise FileNotFoundError(f"{folder}: no results JSON to show (run `dvc repro` first)")
     unknown = [d for d in args.datasets if d not in available]
@@ -285,7 +296,7 @@ def _cmd_reanalyze(args: argparse.Namespace) -> None:
     from segbench.stats.results import read_results
 
     for path in args.results:
-        results = read_results(path)
+        results = read_results(path, verify=False)  # what a file changed since its stage wrote it still holds
         differences = reanalyze(results["analysis"])
         if "source_analysis" in results:  # segbench's CIs under a source's correction, beside its published verdicts
             differences += reanalyze_source(results["analysis"], results["source_analysis"])
@@ -541,12 +552,45 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     try:
         args.func(args)
-    except (ValueError, OSError, RuntimeError, KeyError) as exc:
-        if args.verbose or os.environ.get("SEGBENCH_DEBUG") == "1":
+    except Exception as exc:
+        full = full_disk(exc)
+        if (full is None and not isinstance(exc, (ValueError, OSError, RuntimeError, KeyError))) or args.verbose or os.environ.get("SEGBENCH_DEBUG") == "1":
             raise
-        print(printable(f"segbench {args.command}: error: {exc}"), file=sys.stderr)
+        print(printable(f"segbench {args.command}: error: {full_disk_line(full) if full is not None else exc}"), file=sys.stderr)
         return 1
     return 0
+
+
+def full_disk(exc: BaseException | None) -> OSError | None:
+    """The "no space left on device" error behind ``exc`` (itself, or what it was raised from: MLflow and pandas wrap
+    it in messages that do not say so), else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def full_disk_line(error: OSError) -> str:
+    """A full disk in one line: the folder whose filesystem is full, the bytes free there and what to do (every write
+    is atomic, so nothing half-written is left; an MLflow run being logged is marked FAILED)."""
+    import shutil
+    import tempfile
+
+    named = error.filename or error.filename2
+    folder = Path(named).parent if named else Path(tempfile.gettempdir())
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    folder = folder.resolve()
+    while folder != folder.parent and folder.parent.stat().st_dev == folder.stat().st_dev:  # up to the full filesystem's top
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free
+    needed = f"{error.strerror}, " if error.strerror and error.strerror != os.strerror(errno.ENOSPC) else ""
+    return (f"no space left on the device of {folder} ({needed}{free} bytes free there{f', writing {named}' if named else ''}); "
+            f"free space there (temporaries go to TMPDIR={tempfile.gettempdir()}: point it at a larger disk) and rerun; "
+            "nothing half-written was kept")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ and the per-case table as an MLflow table besides the CSV that compare reads.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -30,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from segbench.io import UNREADABLE, changed_since_recorded, file_digest, read_json, recorded
+from segbench.rows import check_rows
 
 log = logging.getLogger(__name__)
 
@@ -90,14 +94,50 @@ class ScoreBundle:
 
     @classmethod
     def read(cls, folder: Path) -> ScoreBundle:
-        """The bundle in ``folder``; a run record without the fields every run needs is an error naming the file."""
+        """The bundle in ``folder``, checked where its rows enter the pipeline: each file is the one its stage wrote
+        (the md5 ``dvc.lock`` records), the run record has the fields every run needs and each metric keeps its range
+        (``segbench.rows``); any fault is an error naming the file and how to write it again."""
         folder = Path(folder)
-        record = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        for name in ("run.json", PER_CASE_ARTIFACT, *OPTIONAL_ARTIFACTS):
+            if (folder / name).is_file():
+                _check_recorded(folder / name)
+        fix = _rewrite_advice(folder / PER_CASE_ARTIFACT)
+        record = read_json(folder / "run.json", "score bundle's run record")
         missing = [f"{section}.{key}" for section, keys in REQUIRED_RECORD.items() for key in keys if key not in record.get(section, {})]
         if missing:
-            raise TrackingError(f"{folder / 'run.json'}: missing {', '.join(missing)}; rerun the score or import stage")
+            raise TrackingError(f"{folder / 'run.json'}: missing {', '.join(missing)}; {fix}")
         tables = {name: (folder / name).read_bytes() for name in OPTIONAL_ARTIFACTS if (folder / name).is_file()}
-        return cls(per_case_csv=(folder / PER_CASE_ARTIFACT).read_bytes(), record=record, tables=tables)
+        bundle = cls(per_case_csv=(folder / PER_CASE_ARTIFACT).read_bytes(), record=record, tables=tables)
+        for name, content in ((PER_CASE_ARTIFACT, bundle.per_case_csv), *tables.items()):
+            check_rows(_read_table(content, folder / name), str(folder / name), fix)
+        return bundle
+
+
+def _read_table(content: bytes, where: Path | str) -> pd.DataFrame:
+    """A per-case CSV table from its bytes (case ids as text); bytes that are no CSV are an error naming ``where``."""
+    try:
+        return pd.read_csv(io.BytesIO(content), dtype={"case_id": str})
+    except UNREADABLE as exc:
+        raise TrackingError(f"{where}: not a readable per-case CSV table ({exc})") from None
+
+
+def _rewrite_advice(path: Path) -> str:
+    """How to write a score bundle's file again: the stage ``dvc.lock`` names as its producer, whose output is the
+    authoritative copy (never the changed file, and never the track stage, which would log it as it is)."""
+    record = recorded(path)
+    if record is None:
+        return "the score (or import) stage's output is the authoritative copy: rerun that stage to write the bundle again"
+    return (f"stage {record.stage}'s output is the authoritative copy: `dvc repro -f -s {record.stage}` writes it again "
+            f"(then `dvc repro`)")
+
+
+def _check_recorded(path: Path) -> None:
+    """A TrackingError when ``path`` is not the file its stage wrote (md5 against ``dvc.lock``)."""
+    record = changed_since_recorded(path)
+    if record is not None:
+        raise TrackingError(f"{path}: not the file stage {record.stage} wrote (md5 {file_digest(path, 'md5')}, {record.lock} "
+                            f"records {record.md5}); refused: {_rewrite_advice(path)}, or `dvc checkout {path.parent}` "
+                            f"restores DVC's copy")
 
 
 @dataclass(frozen=True)
@@ -192,13 +232,110 @@ def _store_lock(uri: str) -> contextlib.AbstractContextManager:
     return FileLock(f"{db}.lock") if db else contextlib.nullcontext()
 
 
+#: the tag naming the process that logs a run (``<host>:<pid>``): a run still RUNNING whose process is gone was interrupted
+WRITER_TAG = "segbench.writer"
+#: the embedded stores this process has checked, relocated and swept of interrupted runs (once each)
+_OPENED: set[str] = set()
+
+
+def _writer() -> str:
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _store_fix(db: Path) -> str:
+    """How to get a working embedded store back: every run is logged again from the score bundles by compare."""
+    return (f"move it aside (`mv {db} {db}.damaged`) and run `dvc repro -f -s --glob 'compare*'`: compare logs every run "
+            "again from the score bundles")
+
+
+def _check_store(db: Path) -> None:
+    """A TrackingError naming ``db`` when the SQLite file of an embedded store cannot be read (truncated, overwritten)."""
+    import sqlite3
+
+    if not db.exists() or db.stat().st_size == 0:
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as connection:
+            verdict = connection.execute("PRAGMA quick_check").fetchone()[0]
+    except sqlite3.Error as error:
+        verdict = str(error)
+    if verdict != "ok":
+        raise TrackingError(f"{db}: the MLflow tracking store cannot be read ({verdict}); {_store_fix(db)}")
+
+
+def _relocate(db: Path) -> None:
+    """Point the artifact locations an embedded store keeps (absolute ``file:`` URIs) at the artifact folder beside
+    ``db`` when they name the one of another project folder: a copied or moved project then writes and reads only its
+    own artifacts (``cp -a``, ``mv``), never the original's."""
+    import sqlite3
+
+    if not db.exists() or db.stat().st_size == 0:
+        return
+    ours = (db.parent / "artifacts").as_uri()
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as connection, connection:
+        tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"experiments", "runs"} <= tables:
+            return
+        for experiment_id, location in connection.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall():
+            if not location or location == ours or not location.startswith("file:") or not location.endswith(f"/{db.parent.name}/artifacts"):
+                continue
+            connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (ours, experiment_id))
+            connection.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
+                               (ours, len(location) + 1, experiment_id, len(location), location))
+            log.info("%s: experiment %s's artifacts moved from %s to %s (a copied or moved project)", db, experiment_id, location, ours)
+
+
+def _alive(writer: str) -> bool:
+    """Whether the process ``<host>:<pid>`` still runs; a process of another host is taken as running."""
+    host, _, pid = writer.rpartition(":")
+    if host != _writer().rpartition(":")[0] or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _mark_interrupted(client) -> None:
+    """Mark FAILED (as :func:`_log_once` marks an interrupted run it meets) every RUNNING run whose writing process
+    (``WRITER_TAG``) no longer runs: a stage killed mid-run (SIGKILL, a full disk) left it; a run another live process
+    is writing is left alone."""
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    for start in range(0, len(experiments), 100):
+        for run in client.search_runs(experiments[start : start + 100], filter_string="attributes.status = 'RUNNING'", max_results=1000):
+            writer = run.data.tags.get(WRITER_TAG)
+            if writer and not _alive(writer):
+                client.set_terminated(run.info.run_id, status="FAILED")
+                log.warning("MLflow run %s (%s) was left RUNNING by process %s, which no longer runs: marked FAILED",
+                            run.info.run_id, run.info.run_name, writer)
+
+
 def _client(uri: str):
-    """An MLflow client on ``uri`` whose store exists (schema created and migrated under the lock)."""
+    """An MLflow client on ``uri`` whose store exists (schema created and migrated under the lock). An embedded store
+    is checked, relocated into its project and swept of interrupted runs the first time this process opens it; one
+    that cannot be read is an error naming its file and the fix."""
     from mlflow.tracking import MlflowClient
 
+    db = _sqlite_path(uri)
     with _store_lock(uri):
+        if db is not None and uri not in _OPENED:
+            _check_store(db)
+            _relocate(db)
         client = MlflowClient(tracking_uri=uri)
-        client.search_experiments(max_results=1)
+        try:
+            client.search_experiments(max_results=1)
+        except Exception as error:  # MLflow raises SQLAlchemy's and its own errors, many lines each
+            where = db if db is not None else uri
+            fix = _store_fix(db) if db is not None else "check the tracking server (SEGBENCH_TRACKING_URI)"
+            raise TrackingError(f"{where}: the MLflow tracking store cannot be opened ({str(error).splitlines()[0][:200]}); {fix}") from error
+        if uri not in _OPENED:
+            _mark_interrupted(client)
+            _OPENED.add(uri)
     return client
 
 
@@ -278,7 +415,8 @@ def _log_once(client, experiment_id: str, fingerprint: str, run_name: str, tags:
         if run.info.status != "FINISHED":
             client.set_terminated(run.info.run_id, status="FAILED")
     source_tags = _source_tags(source)
-    run_id = client.create_run(experiment_id, tags={**tags, FINGERPRINT_TAG: fingerprint, **source_tags}, run_name=run_name).info.run_id
+    run_id = client.create_run(experiment_id, tags={**tags, FINGERPRINT_TAG: fingerprint, WRITER_TAG: _writer(), **source_tags},
+                               run_name=run_name).info.run_id
     try:
         fill(run_id)
     except BaseException:
@@ -430,6 +568,25 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
     return _log_once(client, experiment_id, board.fingerprint, LEADERBOARD_KIND, tags, "segbench compare", fill)
 
 
+def _download(client, run, name: str, folder: str, size: int) -> bytes:
+    """The bytes of run ``run``'s artifact ``name`` (``size`` bytes); a failure names the artifact's location and the
+    cause, which MLflow's own message leaves out: a folder too full to hold it is a full disk (ENOSPC, with the bytes
+    needed), anything else the artifact's location."""
+    import shutil
+
+    try:
+        return Path(client.download_artifacts(run.info.run_id, name, folder)).read_bytes()
+    except Exception as error:
+        cause = error.__cause__ or error.__context__ or error
+        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+            raise cause from None  # a full disk is said as one (segbench.cli)
+        free = shutil.disk_usage(folder).free
+        if free < size:
+            raise OSError(errno.ENOSPC, f"{size} bytes needed to download {run.info.artifact_uri}/{name}", str(Path(folder) / name)) from None
+        raise TrackingError(f"MLflow run {run.info.run_id}: cannot read its artifact {run.info.artifact_uri}/{name} "
+                            f"({str(cause).splitlines()[0][:200] if str(cause) else type(cause).__name__})") from error
+
+
 def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None) -> TrackedRuns:
     """Per-case rows, tags and run ids of the FINISHED model runs with the given fingerprints (model -> fingerprint).
 
@@ -455,15 +612,19 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
             ids = ", ".join(r.info.run_id for r in runs)
             raise TrackingError(f"{len(runs)} MLflow runs claim dataset {dataset!r}, model {model!r} with the same versions: {ids}")
         run = runs[0]
-        logged = {a.path for a in client.list_artifacts(run.info.run_id)}
+        logged = {a.path: a.file_size or 0 for a in client.list_artifacts(run.info.run_id)}
         names = [PER_CASE_ARTIFACT, *(name for name in OPTIONAL_ARTIFACTS if name in logged)]
+        fix = (f"the score bundle is the authoritative copy: `MLFLOW_TRACKING_URI={uri} mlflow runs delete --run-id {run.info.run_id}`, "
+               f"then `dvc repro -f -s compare@{dataset}` logs it again from the bundle")
         with tempfile.TemporaryDirectory() as tmp:
-            read = {name: pd.read_csv(client.download_artifacts(run.info.run_id, name, tmp), dtype={"case_id": str}) for name in names}
+            read = {name: check_rows(_read_table(_download(client, run, name, tmp, logged.get(name, 0)), f"{run.info.artifact_uri}/{name}"),
+                                     f"MLflow run {run.info.run_id}: {run.info.artifact_uri}/{name}", fix)
+                    for name in names}
         if any("model" in t and (t["model"] != model).any() for t in read.values()):
             raise TrackingError(f"MLflow run {run.info.run_id}: per-case table is not model {model!r}")
         for name, table in read.items():
             tables[name].append(table)
-        tags[model] = {k: v for k, v in run.data.tags.items() if k.startswith("segbench.") and k != FINGERPRINT_TAG}
+        tags[model] = {k: v for k, v in run.data.tags.items() if k.startswith("segbench.") and k not in (FINGERPRINT_TAG, WRITER_TAG)}
         run_ids[model] = run.info.run_id
     joined = {name: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame() for name, parts in tables.items()}
     return TrackedRuns(joined[PER_CASE_ARTIFACT], tags, run_ids, joined[PROFILES_ARTIFACT], joined[LESIONS_ARTIFACT], joined[INSTANCES_ARTIFACT])

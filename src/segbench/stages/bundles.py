@@ -16,6 +16,7 @@ import segbench
 from segbench import tracking
 from segbench.datasets.cases import data_version
 from segbench.io import write_json_atomic, write_text_atomic
+from segbench.rows import check_rows
 from segbench.units import base_digits, unit
 
 #: the run tag naming the lesion profile a bundle's lesion-wise tables were scored under (compare checks every model has one)
@@ -75,7 +76,11 @@ def _csv_text(rows: pd.DataFrame) -> str:
 
 def write_bundle(out: Path, rows: pd.DataFrame, record: dict[str, Any], tables: Mapping[str, pd.DataFrame] = {}) -> None:
     """Write one score bundle atomically: per-case table, run record and the optional tables it has
-    (``tracking.OPTIONAL_ARTIFACTS``: rows under the other profiles, lesion-wise tables); any other left is removed."""
+    (``tracking.OPTIONAL_ARTIFACTS``: rows under the other profiles, lesion-wise tables); any other left is removed.
+    Every table is checked first (``segbench.rows``): a value out of its metric's range is never written."""
+    fault = "a fault of the stage that scored them, not of the inputs: please report it with this line"
+    for name, table in ((tracking.PER_CASE_ARTIFACT, rows), *tables.items()):
+        check_rows(table, str(out / name), fault)
     write_text_atomic(out / tracking.PER_CASE_ARTIFACT, _csv_text(rows))
     for name in tracking.OPTIONAL_ARTIFACTS:
         if name in tables:

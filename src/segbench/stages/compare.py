@@ -18,7 +18,7 @@ from segbench.config import Params
 from segbench.datasets.cases import data_version
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.schema import REFERENCE_LABELS
-from segbench.io import atomic_dir, write_json_atomic, write_text_atomic
+from segbench.io import atomic_dir, recorded, write_json_atomic, write_text_atomic
 from segbench.leaderboard import analysed_document, dataset_block
 from segbench.scoring.engine import ANALYZED_METRICS
 from segbench.stages.bundles import LESION_PROFILE_TAG
@@ -178,10 +178,15 @@ def _restore_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Pa
     are restored here from the pulled bundles (idempotent: a run already in the store is reused).
     """
     for model, marker in markers.items():
-        bundle = tracking.ScoreBundle.read(scores_dir(name, model, root))
+        bundle = tracking.ScoreBundle.read(scores_dir(name, model, root))  # checked: the bytes its stage wrote, every metric in range
         if bundle.fingerprint != marker["fingerprint"]:
+            path = tracking_marker(name, model, root)
+            record = recorded(path)
+            stage = f"`dvc repro -f -s {record.stage}`" if record else "the track stage"
             raise tracking.TrackingError(
-                f"{scores_dir(name, model, root)}: score bundle differs from {tracking_marker(name, model, root)}; rerun the track stage"
+                f"{path}: names fingerprint {str(marker['fingerprint'])[:12]}, not that of {scores_dir(name, model, root)} "
+                f"({bundle.fingerprint[:12]}), which is the authoritative copy (the bytes its stage wrote, checked against dvc.lock): "
+                f"{stage} logs that bundle and writes the marker again"
             )
         tracking.log_bundle(bundle)
 

@@ -12,6 +12,7 @@ import pandas as pd
 from segbench import published
 from segbench.config import Params
 from segbench.published_schema import PublishedConfig
+from segbench.rows import check_rows
 from segbench.stages.bundles import headline_metrics, version_tags, write_bundle
 from segbench.stages.paths import scores_dir
 
@@ -22,7 +23,8 @@ def read_published(source: PublishedConfig) -> pd.DataFrame:
     """Rows of a published score set, its ``metadata`` joined; ``rows.attrs["import_summary"]`` says what the import
     found and what its policies did (docs/published.md). Segauge results keep each model's version, licence and
     training sets in ``rows.attrs["models"]``."""
-    rows = published.READERS[source.format](source)
+    rows = check_rows(published.READERS[source.format](source), str(source.path),
+                      "correct the published file or its format's options in params.yaml (docs/published.md)", file_lines=False)
     attrs = dict(rows.attrs)
     notes = attrs.pop("import", None) or published.import_notes()
     if source.metadata and source.format != "touchstone":  # the Touchstone reader joins its own

@@ -39,7 +39,7 @@ import typing
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
 
-from segbench.io import read_json
+from segbench.io import changed_since_recorded, file_digest, read_json
 
 # --- the analysis of one dataset (stats.analyze) -------------------------------------------------------------------
 
@@ -716,11 +716,17 @@ class ResultsDocument(TypedDict):
 # --- reading a results file -----------------------------------------------------------------------------------------
 
 
-def read_results(path: Path | str) -> ResultsDocument:
+def read_results(path: Path | str, verify: bool = True) -> ResultsDocument:
     """A results file (``results/<name>.json``, or one ``segbench evaluate`` wrote, perhaps on another machine) read and
     checked against :class:`ResultsDocument` at the boundary: a file that is not one (another JSON, a truncated copy,
     one from a segbench whose keys differ) is an error naming the file and the first place it departs, not a KeyError
-    inside a page. Keys the types do not declare are ignored: a reader needs only those it reads."""
+    inside a page. Keys the types do not declare are ignored: a reader needs only those it reads.
+
+    ``verify``: a file some ``dvc.lock`` records must be the bytes its stage wrote (its md5 there), so a changed copy
+    (a damaged DVC cache object checked out, an edit) is refused before a number of it is shown; ``segbench reanalyze``
+    reads without it, to say what such a file still holds."""
+    if verify:
+        verify_recorded(Path(path))
     document = read_json(path, "results JSON")
     problems = type_problems(document, ResultsDocument, undeclared=False)
     if problems:
@@ -788,3 +794,14 @@ def _all_leaves(values: typing.Iterable[object], tp: object) -> bool:
         return False
     check = _LEAVES[arms[0]]
     return all(check(v) or (optional and v is None) for v in values)
+
+
+def verify_recorded(path: Path) -> None:
+    """A ValueError when ``path`` is not the file its producing stage wrote (the md5 its ``dvc.lock`` records), naming
+    the file, both digests and how to get the producer's bytes back; nothing for a file no lock records."""
+    record = changed_since_recorded(path)
+    if record is not None:
+        raise ValueError(f"{path}: not the file stage {record.stage} wrote (md5 {file_digest(path, 'md5')}, {record.lock} records "
+                         f"{record.md5}); refused, no number of it is shown: `dvc repro -f -s {record.stage}` writes it again "
+                         f"(`dvc checkout {path}` restores DVC's copy unless that copy is the damaged one); "
+                         f"`segbench reanalyze {path}` says whether its statistics still follow from its rows")
