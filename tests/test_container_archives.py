@@ -6,12 +6,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from segbench.interactive import submissions
+from segbench.interactive import cases, submissions
 from segbench.models import container
 from tests_support import write_tar
 
@@ -111,3 +112,32 @@ def test_an_archive_name_on_no_file_is_an_error_not_a_team_dropped(tmp_path: Pat
         with pytest.raises(ValueError, match=r"teamb.tar.gz: named as a team's archive but not a regular file"):
             submissions.find_submissions(folder)
         odd.rmdir() if odd.is_dir() and not odd.is_symlink() else odd.unlink()
+
+
+def test_a_team_name_that_cannot_name_files_ends_that_team_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 230-character name made the whole run exit with "File name too long"; names with a control character or other
+    punctuation refused the whole run. Each is now its own team's failure; a space or a non-ASCII letter is a valid team."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    bad = {"a" * 230: "bytes (UTF-8), more than 100", "new\nline": "holds '\\n'", "back\\slash": "holds '\\\\'",
+           " lead": "must begin with a letter or digit", "semi;colon": "holds ';'"}
+    for name in [*bad, "Équipe Zoë", "team b"]:
+        write_tar(folder / f"{name}.tar", {"manifest.json": b"not json"})
+    found = {s.team: s for s in submissions.find_submissions(folder)}
+    assert found["équipe zoë"].problem is None and found["team b"].problem is None
+    for name, reason in bad.items():
+        assert reason in str(found[name.lower()].problem) and "rename the archive" in str(found[name.lower()].problem), found[name.lower()]
+    if shutil.which("podman") is None:
+        return
+    cases_dir = tmp_path / "cases"
+    example = Path(__file__).resolve().parents[1] / "data" / "totalseg_example"
+    cases.convert([("ct_sm", example / "ct_sm.nii.gz", example / "seg_total.nii.gz")], {"spleen": 1}, cases_dir, seed=2025, reference="pseudo")
+    monkeypatch.setenv(container.RUNTIME_ENV, "podman")
+    results = submissions.evaluate_submissions(folder, cases_dir, tmp_path / "out")
+    entries = results["dataset"]["submissions"]
+    assert len(entries) == 7 and all(entry["status"] == "not_evaluated" for entry in entries.values())
+    for name in ("Équipe Zoë", "team b"):  # valid names: the team got as far as its archive
+        assert entries[name.lower()]["reason"].endswith(f"{name}.tar: not a docker save archive (no readable manifest.json)"), entries[name.lower()]
+    for name, reason in bad.items():
+        assert reason in entries[name.lower()]["reason"]
+    assert json.loads((tmp_path / "out" / submissions.LEADERBOARD_FILE).read_text(encoding="utf-8"))["dataset"]["submissions"] == entries
