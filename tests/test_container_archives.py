@@ -3,8 +3,10 @@ is read within bounds, its image id must be a digest, and a gzip'd archive may n
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
+import lzma
 import os
 import shutil
 import tracemalloc
@@ -71,13 +73,13 @@ def test_members_are_read_up_to_a_cap(tmp_path: Path, monkeypatch: pytest.Monkey
     archive = write_tar(tmp_path / "many.tar", {**members, "manifest.json": _manifest(f"{DIGEST}.json")})
     assert container.archive_image_id(archive) == DIGEST
     monkeypatch.setattr(container, "MAX_ARCHIVE_MEMBERS", 6)
-    with pytest.raises(container.ContainerError, match="many.tar: no manifest.json among its first 6 members"):
+    with pytest.raises(container.ContainerError, match=r"many.tar: more than 6 members \(headers included\); refusing the archive"):
         container.archive_image_id(archive)
 
 
 def test_a_gzip_bomb_is_refused_before_it_fills_the_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     archive = write_tar(tmp_path / "team.tar.gz", {"manifest.json": _manifest(f"{DIGEST}.json"), "layer.tar": bytes(3 << 20)}, gzipped=True)
-    with container._uncompressed(archive) as plain:  # under the caps: the plain tar, whole
+    with container._uncompressed(archive) as (plain, _, _):  # under the caps: the plain tar, whole
         assert plain.read_bytes() == gzip.decompress(archive.read_bytes())
     truncated = tmp_path / "cut.tar.gz"
     truncated.write_bytes(archive.read_bytes()[:-100])
@@ -97,6 +99,59 @@ def test_a_gzip_bomb_is_refused_before_it_fills_the_disk(tmp_path: Path, monkeyp
     with pytest.raises(container.ContainerError, match=r"decompresses to more than 0 bytes \(the free space of .* less"):
         with container._uncompressed(archive):
             pass
+
+
+def _header(name: str, size: int, kind: bytes) -> bytes:
+    """One raw ustar member header (what tarfile would refuse to write for a lying size)."""
+    block = bytearray(512)
+    block[:len(name)] = name.encode()
+    block[100:108], block[108:116], block[116:124] = b"0000644\0", b"0000000\0", b"0000000\0"
+    block[124:136], block[136:148] = f"{size:011o}\0".encode(), b"00000000000\0"
+    block[156:157], block[257:263] = kind, b"ustar\0"
+    block[148:156] = b" " * 8
+    block[148:156] = f"{sum(block):06o}\0 ".encode()
+    return bytes(block)
+
+
+@pytest.mark.parametrize(("kind", "words"), [(b"L", "GNU long name"), (b"x", "pax")])
+def test_a_long_name_or_pax_header_bomb_is_refused_while_streaming(tmp_path: Path, kind: bytes, words: str) -> None:
+    """A 1-2 MB archive whose member header carries 1 GiB of long name: reading its manifest cost 2.1 GB of RSS per MB (here 256 MiB)."""
+    claimed = 1 << 28
+    archive = tmp_path / "bomb.tar.gz"
+    with gzip.open(archive, "wb", compresslevel=9) as target:
+        target.write(_header("././@LongLink", claimed, kind))
+        for _ in range(claimed >> 24):
+            target.write(bytes(1 << 24))
+    assert archive.stat().st_size < 1 << 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(container.ContainerError, match=rf"bomb.tar.gz: member 1's {words} header claims {claimed:,} bytes, more than 1,048,576"):
+            container.archive_image_id(archive)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak:,} bytes allocated"
+
+
+def test_every_compression_a_runtime_accepts_is_inflated_here_with_the_cap_or_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An xz archive named .tar.gz and a plain archive whose layer is a gzip'd tar were inflated by podman, unbounded."""
+    plain = write_tar(tmp_path / "plain.tar", {"manifest.json": _manifest(f"{DIGEST}.json"), "layer.tar": bytes(3 << 20)})
+    for name, compress in (("xz.tar.gz", lzma.compress), ("bz.tar", bz2.compress), ("gz.tar", gzip.compress)):
+        (tmp_path / name).write_bytes(compress(plain.read_bytes()))
+        assert container.archive_image_id(tmp_path / name) == DIGEST
+    zstd = tmp_path / "zstd.tar"
+    zstd.write_bytes(b"\x28\xb5\x2f\xfd" + bytes(100))
+    with pytest.raises(container.ContainerError, match="zstd.tar: zstd-compressed, which segbench cannot inflate with a size cap; refusing it"):
+        container.archive_image_id(zstd)
+    layered = write_tar(tmp_path / "layered.tar", {"manifest.json": _manifest(f"{DIGEST}.json"), "abc/layer.tar": gzip.compress(bytes(3 << 20)),
+                                                   "def/layer.tar": lzma.compress(bytes(3 << 20))})
+    assert container.archive_image_id(layered) == DIGEST
+    monkeypatch.setattr(container, "MAX_IMAGE_BYTES", 4 << 20)  # each layer fits; their sum does not
+    with pytest.raises(container.ContainerError, match=r"layered.tar: layer 'def/layer.tar' \(xz\) inflates past the room left under the cap of 4,194,304"):
+        container.archive_image_id(layered)
+    monkeypatch.setattr(container, "MAX_IMAGE_BYTES", 2 << 20)
+    with pytest.raises(container.ContainerError, match=r"xz.tar.gz: decompresses to more than 2,097,152 bytes"):
+        container.archive_image_id(tmp_path / "xz.tar.gz")
 
 
 def test_an_archive_name_on_no_file_is_an_error_not_a_team_dropped(tmp_path: Path) -> None:
