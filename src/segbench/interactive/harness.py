@@ -272,13 +272,14 @@ def _run_here(task: Callable[[list[str], Path], None], cases: list[str], staging
 
 
 def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_class: float, clock: str, scoring: protocol.Scoring,
-                   device: str, case_ids: list[str], folder: Path) -> None:
+                   device: str, runtime: container.Runtime | None, case_ids: list[str], folder: Path) -> None:
     """Run ``case_ids`` of ``cases_dir``, one after the other; ``folder`` gets each case's ``segs/`` and ``records/``
-    file and the cases' table rows (``rows.pickle``). A shard task: locally and on Slurm the same code runs."""
+    file and the cases' table rows (``rows.pickle``). A shard task: locally and on Slurm the same code runs. ``runtime``:
+    the container runtime of an image model (None: the environment's)."""
     sources = {case_id: (image_file, gts_file) for case_id, image_file, gts_file in list_cases(cases_dir)}
     image = None
     if model.image is not None:  # loaded once per shard, on the machine that runs it
-        runtime = container.Runtime.from_environment()
+        runtime = runtime or container.Runtime.from_environment()
         image = (runtime, container.ready_image(runtime, model.image), model.image.spec)
     rows = []
     for case_id in case_ids:
@@ -344,13 +345,16 @@ def interact(
     allow_unverified_weights: bool = False,
     table_file: Path | None = None,
     shard_runner: ShardRunner | None = None,
+    runtime: container.Runtime | None = None,
 ) -> pd.DataFrame:
     """Run ``model`` on every case of ``cases_dir``; write and return the per-case table.
 
     ``out_dir`` gets what a rerun on the same machine reproduces byte for byte (the predictions, the
     records of prompts and scores, run.json); the table, which holds the measured running times, goes
     to ``table_file`` (default ``out_dir/metrics.csv``). ``shard_runner`` runs the cases in shards
-    (Slurm: :func:`segbench.models.slurm.run_shards`); by default all of them here, one after the other.
+    (Slurm: :func:`segbench.models.slurm.run_shards`); by default all of them here, one after the other. ``runtime``: the
+    container runtime an image model runs in (a team's private store: segbench.models.container.private_store); None, the
+    environment's.
     """
     if time_limit_clock not in protocol.TIME_LIMIT_CLOCKS:
         raise ValueError(f"time_limit_clock must be one of {', '.join(protocol.TIME_LIMIT_CLOCKS)}, got {time_limit_clock!r}")
@@ -379,7 +383,7 @@ def interact(
                 os.replace(path, out_dir / name / path.name)
         rows_by_case.update(zip(shard, pickle.loads((folder / ROWS_FILE).read_bytes()), strict=True))
 
-    task = functools.partial(interact_cases, cases_dir, model, kind, seconds_per_class, time_limit_clock, scoring, device or model.device)
+    task = functools.partial(interact_cases, cases_dir, model, kind, seconds_per_class, time_limit_clock, scoring, device or model.device, runtime)
     (shard_runner or _run_here)(task, [c for c, _, _ in sources], staging, name=f"segbench-interact-{cases_dir.name}-{model.name}", assemble=assemble)
     shutil.rmtree(staging, ignore_errors=True)
     table = pd.DataFrame([rows_by_case[c] for c, _, _ in sources], columns=[*COLUMNS, *EXTRA_COLUMNS])

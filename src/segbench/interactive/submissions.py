@@ -114,7 +114,7 @@ def _reason(exc: BaseException) -> str:
 def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtime: container.Runtime, *, limits: dict[str, Any],
                   seconds_per_class: float, scoring: protocol.Scoring, reference: str | None,
                   device: str) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    """Load, run and remove one team's image; returns its entry of the leaderboard's ``submissions`` (status, reason, times)
+    """Load one team's image into a store of its own (podman; docker's one store otherwise), run it, remove it; returns its entry of the leaderboard's ``submissions`` (status, reason, times)
     and its rows for the statistics (None when it was not evaluated). Any error inside the team's evaluation, MemoryError
     included, ends only this team, its reason in the entry; an interrupt (KeyboardInterrupt) still stops the run."""
     start = time.perf_counter()
@@ -131,18 +131,20 @@ def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtim
     image = None
     try:
         model = image_model(submission.team, {"archive": str(submission.archive), "sha256": sha256, **limits})
-        image = container.archive_image_id(submission.archive)
-        interact(cases_dir, model, team_dir, reference=reference, seconds_per_class=seconds_per_class, time_limit_clock="wall",
-                 scoring=scoring, device=device, table_file=table_file)
+        with container.private_store(runtime) as team_runtime:  # podman: a store of the team's own, removed with everything in it
+            try:
+                image = container.load_image(team_runtime, submission.archive, sha256, fresh=True)
+                interact(cases_dir, model, team_dir, reference=reference, seconds_per_class=seconds_per_class, time_limit_clock="wall",
+                         scoring=scoring, device=device, table_file=table_file, runtime=team_runtime)
+            finally:
+                if image is not None and team_runtime is runtime:  # docker's one store: the script removes each team's image after its cases
+                    try:
+                        container.remove_image(runtime, image)
+                    except container.ContainerError as exc:
+                        log.error("team %s: %s", submission.team, exc)
         table, rows = team_rows(submission.team, team_dir, scoring)
     except Exception as exc:  # noqa: BLE001 - one team's failure, whatever its kind, must not end the others' evaluation
         return not_evaluated(exc)
-    finally:
-        if image is not None:
-            try:
-                container.remove_image(runtime, image)  # the script removes each team's image after its cases
-            except container.ContainerError as exc:
-                log.error("team %s: %s", submission.team, exc)
     counts = summary(rows)
     log.info("team %s: %d cases, %d with failed steps, %d over time, mean DSC_AUC %.3f, NSD_AUC %.3f (%.0f s)", submission.team,
              counts["n_cases"], counts["n_failed_steps"], counts["n_over_time"], table["DSC_AUC"].mean(), table["NSD_AUC"].mean(),
