@@ -128,12 +128,13 @@ def host_call(argv: list[str], variables: dict[str, str]) -> StepCall:
 
 def container_call(runtime: container.Runtime, image: str, spec: container.ContainerSpec, workdir: Path, case_id: str, device: str) -> StepCall:
     """A step's call of a loaded image, isolated (segbench.models.container.run): ``workdir``'s inputs and outputs
-    mounted, ``<case>.npz`` expected. Its processes are not this machine's children: only the wall clock is measured
+    mounted, ``<case>.npz`` expected and nothing else. Its processes are not this machine's children: only the wall clock is measured
     (CPU seconds NaN), so the cpu clock is refused."""
     def call(budget: float, clock: str) -> tuple[float, float, int | None, str | None]:
         if clock != "wall":
             raise ModelRunError(f"image {image}: a container's CPU seconds are not measured; run it with time_limit_clock wall, not {clock!r}")
-        result = container.run(runtime, image, spec, workdir / "inputs", workdir / "outputs", budget, expected=[f"{case_id}.npz"], device=device)
+        result = container.run(runtime, image, spec, workdir / "inputs", workdir / "outputs", budget, expected=[f"{case_id}.npz"], exclusive=True,
+                               device=device)
         return result.seconds, math.nan, result.exit_status, result.reason
     return call
 

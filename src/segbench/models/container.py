@@ -517,6 +517,15 @@ def _expected_problem(outputs: Path, expected: Sequence[str], mount: str) -> str
     return f"exited 0 but wrote no {', '.join(missing)} in {mount}" if missing else None
 
 
+def _extra_problem(outputs: Path, expected: Sequence[str], mount: str) -> str | None:
+    """Why ``outputs`` holds entries besides the ``expected`` ones (named, at most five), or None."""
+    extra = sorted(entry.name for entry in os.scandir(outputs) if entry.name not in expected)
+    if not extra:
+        return None
+    shown = ", ".join(repr(name[:100]) for name in extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+    return f"wrote {shown} in {mount} besides {', '.join(expected)}; the step's outputs are refused"
+
+
 def _writable_by(folder: Path, user: str | None) -> None:
     """Let ``user`` (``uid:gid``) write into ``folder``: its owner when segbench runs as root, else writable by all."""
     if user is None:
@@ -545,12 +554,14 @@ def run(
     timeout_s: float,
     *,
     expected: Sequence[str] = (),
+    exclusive: bool = False,
     device: str = "cpu",
     name_prefix: str = "segbench",
 ) -> ContainerRun:
     """Run ``image`` once on the files in ``inputs``; ``outputs`` (empty, created if needed) gets what it writes.
 
-    ``expected``: names of files the call must leave in ``outputs``. On any failure ``outputs`` is left
+    ``expected``: names of files the call must leave in ``outputs``; ``exclusive``: and nothing else (a stray file fails the
+    call, with its name in the reason, and the next call still gets an empty folder). On any failure ``outputs`` is left
     empty and ``reason`` says what went wrong; the container never outlives the call (on a time limit
     or an interrupt it is killed and removed before this returns or raises).
     """
@@ -597,7 +608,8 @@ def run(
             reason += f" (it ran as user {spec.user}, not root; an image that needs root runs only if the organiser allows it)"
     else:
         capped = over_cap(outputs, spec.max_output_bytes, spec.max_output_files)
-        reason = capped or _expected_problem(outputs, expected, spec.outputs_mount)
+        reason = capped or _expected_problem(outputs, expected, spec.outputs_mount) or (_extra_problem(outputs, expected, spec.outputs_mount)
+                                                                                         if exclusive else None)
     if reason is not None:
         _empty(outputs)
     return ContainerRun(name, seconds, status, reason, log)
