@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -584,3 +585,46 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
         assert (out / "teama" / name).read_bytes() == (tmp_path / "out_alone" / "teama" / name).read_bytes(), name
     scores = [c for c in harness.COLUMNS if "Time" not in c]
     assert pd.read_csv(out / "teama" / "teama_metrics.csv")[scores].equals(pd.read_csv(tmp_path / "out_alone" / "teama" / "teama_metrics.csv")[scores])
+
+
+#: a team whose model writes its prediction and a log beside it
+STRAY_PREDICT = """set -e
+for input in /workspace/inputs/*.npz; do
+    python3 /workspace/region_growing_interactive.py --input "$input" --output "/workspace/outputs/$(basename "$input")"
+    echo "step done" > /workspace/outputs/log.txt
+done
+"""
+
+
+def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 10 KB archive holding only a manifest that names an image of the organiser's store was scored as that image, and
+    the image was then deleted; an archive of two images left the second, tagged. Each team now loads into a store of its
+    own: the borrowing archive is refused, the organiser's store is as it was. A stray log.txt fails its step, not the
+    team (named `Équipe Zoë`: a space and non-ASCII letters are a valid team); a 230-letter name ends only its own team."""
+    good = build_image(REGION_GROWING, default_cache())
+    script = tmp_path / "predict.sh"
+    script.write_text(STRAY_PREDICT, encoding="utf-8")
+    stray = build_image(dataclasses.replace(REGION_GROWING, tag="segbench-test-stray:latest", files={**REGION_GROWING.files, "predict.sh": script}),
+                        default_cache())
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    (folder / "Équipe Zoë.tar").symlink_to(stray.archive)
+    (folder / ("x" * 230 + ".tar")).symlink_to(good.archive)
+    write_tar(folder / "cheater.tar", {"manifest.json": json.dumps([{"Config": f"{image}.json", "RepoTags": ["cheater:latest"], "Layers": []}]).encode()})
+    assert (folder / "cheater.tar").stat().st_size < 20_000
+    stray_id = container.archive_image_id(stray.archive)
+    container.remove_image(runtime, stray_id)
+    before = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
+    use_runtime(monkeypatch, runtime)
+    results = submissions.evaluate_submissions(folder, case_folder, tmp_path / "out", limits={"memory": "1g", "cpus": 1})
+    after = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
+    assert f"sha256:{image}" in before and before <= after and f"sha256:{stray_id}" not in after  # other engineers' runs may add images
+    assert not [p for p in Path(tempfile.gettempdir()).glob("segbench-store-*")], "a team's store was left behind"
+    entries = results["dataset"]["submissions"]
+    assert entries["cheater"]["status"] == "not_evaluated" and "cheater.tar: podman load exited with status" in entries["cheater"]["reason"]
+    assert entries["x" * 230]["status"] == "not_evaluated" and "more than 100" in entries["x" * 230]["reason"]
+    assert entries["équipe zoë"]["status"] == "evaluated" and entries["équipe zoë"]["n_cases_with_failed_steps"] == 2
+    record = json.loads((tmp_path / "out" / "équipe zoë" / "records" / "ct_sm.json").read_text(encoding="utf-8"))
+    assert record["steps"][0]["reason"] == "wrote 'log.txt' in /workspace/outputs besides ct_sm.npz; the step's outputs are refused", record["steps"][0]
+    assert results["analysis"] is not None and list(results["models"]) == ["équipe zoë"]
