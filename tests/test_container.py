@@ -628,3 +628,58 @@ def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: contai
     record = json.loads((tmp_path / "out" / "équipe zoë" / "records" / "ct_sm.json").read_text(encoding="utf-8"))
     assert record["steps"][0]["reason"] == "wrote 'log.txt' in /workspace/outputs besides ct_sm.npz; the step's outputs are refused", record["steps"][0]
     assert results["analysis"] is not None and list(results["models"]) == ["équipe zoë"]
+
+
+#: writes into a file it has unlinked while keeping it open (the polled cap never sees it), as far as the file system lets it
+UNLINKED_WRITER = r"""python3 - <<'PY'
+import os, sys
+path = sys.argv[1] if len(sys.argv) > 1 else "/workspace/outputs/hidden"
+stream = open(path, "wb")
+os.unlink(path)
+written = 0
+try:
+    for _ in range(1536):
+        stream.write(bytes(1 << 20))
+        stream.flush()
+        written += 1 << 20
+except OSError as exc:
+    print(f"wrote {written} bytes: {exc.strerror}", file=sys.stderr)
+    sys.exit(3)
+print(f"wrote {written} bytes: no limit", file=sys.stderr)
+sys.exit(4)
+PY
+"""
+
+
+def test_an_unlinked_open_file_meets_the_outputs_file_systems_size(runtime: container.Runtime, image: str, step_files: tuple[Path, Path]) -> None:
+    """1.5 GiB written into a file unlinked while open, with a 64 MiB cap: the polled cap never tripped and the step scored "ok".
+    The outputs folder is now a file system of the cap's size: the writer meets "No space left on device" at the cap."""
+    inputs, outputs = step_files
+    cap = 64 << 20
+    spec = container.ContainerSpec(command=("/bin/bash", "-c", UNLINKED_WRITER), memory="1g", cpus=1.0, max_output_bytes=cap)
+    with container.capped_folder(outputs, cap, 1000) as mounted:
+        assert mounted, "segbench runs as root here: the outputs folder is a tmpfs of the cap's size"
+        result = container.run(runtime, image, spec, inputs, outputs, 60.0, expected=["ct_sm.npz"])
+    written = int(re.fullmatch(r"exited with status 3: wrote (\d+) bytes: No space left on device", str(result.reason))[1])
+    assert written <= cap and list(outputs.iterdir()) == []
+
+
+def test_an_image_volume_is_a_capped_scratch_not_a_host_volume(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
+                                                                tmp_path: Path) -> None:
+    """An image with `VOLUME /scratch` got 1 GiB per step on the host's disk, uncapped. Every VOLUME (and /tmp) is now an
+    in-memory file system of at most max_output_bytes, and no volume is created on the host."""
+    (tmp_path / "Containerfile").write_text(f"FROM {image}\nVOLUME /scratch\n", encoding="utf-8")
+    tag = "segbench-test-volume:latest"
+    built = runtime.call("build", "--network", "none", "-t", tag, str(tmp_path))
+    assert built.returncode == 0, built.stderr
+    try:
+        assert container.image_volumes(runtime, tag) == ["/scratch"]
+        volumes_before = runtime.call("volume", "ls", "-q").stdout.split()
+        script = "head -c 1073741824 /dev/zero > /scratch/big || { echo \"scratch full at $(stat -c %s /scratch/big) bytes\" >&2; exit 3; }"
+        spec = container.ContainerSpec(command=("/bin/bash", "-c", script), memory="1g", cpus=1.0, max_output_bytes=32 << 20)
+        result = container.run(runtime, tag, spec, *step_files, 60.0, expected=["ct_sm.npz"])
+        assert re.fullmatch(r"exited with status 3: scratch full at (\d+) bytes", str(result.reason)), result.reason
+        assert int(str(result.reason).split()[-2]) <= 32 << 20
+        assert runtime.call("volume", "ls", "-q").stdout.split() == volumes_before
+    finally:
+        runtime.call("rmi", "--force", tag)

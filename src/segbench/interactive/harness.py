@@ -11,6 +11,7 @@ per-class scores of every step: enough to replay and audit a run) and ``run.json
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -304,7 +305,8 @@ def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_c
         (workdir / "inputs").mkdir(parents=True, exist_ok=True)
         (workdir / "inputs" / "cases.txt").write_text(case_id + "\n", encoding="utf-8")
         call = container_call(*image, workdir, case_id, device) if image else host_call(*model_command(model, substitutions))
-        record, predictions, called = run_case(case, call, workdir, limit_s, clock, scoring.nsd_profile)
+        with container.capped_folder(workdir / "outputs", image[2].max_output_bytes, image[2].max_output_files) if image else contextlib.nullcontext():
+            record, predictions, called = run_case(case, call, workdir, limit_s, clock, scoring.nsd_profile)
         row, measured = _row(case, record, limit_s, clock, kind, scoring)
         if row["over_time"]:
             log.warning("case %s: model calls took %.1f s (%s clock) > %g s (%s classes x %g s): scored 0", case_id,

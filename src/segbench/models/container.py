@@ -5,7 +5,8 @@ files in ``/workspace/inputs`` and writing its results to ``/workspace/outputs``
 ``/bin/bash -c "sh predict.sh"`` (the challenge script's). segbench adds isolation and bounds:
 
 * no network (``--network none``), the inputs mounted read-only, the outputs the only writable mount
-  (the image's own filesystem is read-only; ``/tmp`` is an in-memory scratch), no privileged mode,
+  (the image's own filesystem is read-only; ``/tmp`` and every VOLUME the image declares are in-memory scratches of at
+  most ``max_output_bytes`` each, never volumes on the host's disk), no privileged mode,
   no capabilities, no new privileges; memory, CPU and process limits; a GPU only when asked;
 * every runtime call has a timeout; a run past its limit, or interrupted, is killed and removed
   (``--rm`` plus an explicit ``kill``/``rm -f`` of the name segbench gave it);
@@ -448,12 +449,44 @@ def gpu_flags(runtime: Runtime, device: str) -> list[str]:
     return ["--device", f"nvidia.com/gpu={index or 'all'}"]
 
 
-def run_argv(runtime: Runtime, image: str, spec: ContainerSpec, inputs: Path, outputs: Path, name: str, device: str = "cpu") -> list[str]:
-    """The ``run`` command line of one isolated call (see the module's docstring for what each flag guards)."""
+def image_volumes(runtime: Runtime, image: str) -> list[str]:
+    """The paths an image declares as VOLUMEs (each would become a volume on the host's disk, uncapped)."""
+    result = runtime.call("image", "inspect", "--format", "{{json .Config.Volumes}}", image)
+    if result.returncode != 0:
+        raise ContainerError(f"{runtime.program} image inspect {image} exited with status {result.returncode}: {result.stderr.strip()[-500:]}")
+    try:
+        volumes = json.loads(result.stdout or "null")
+    except ValueError as exc:
+        raise ContainerError(f"{runtime.program} image inspect {image}: unreadable volumes {result.stdout[:200]!r}") from exc
+    return sorted(str(path) for path in volumes or {})
+
+
+@contextlib.contextmanager
+def capped_folder(folder: Path, max_bytes: int, max_files: int) -> Iterator[bool]:
+    """``folder`` as a file system of its own while inside: a tmpfs of ``max_bytes`` and ``max_files`` entries, so what a
+    container writes there is bounded even when it unlinks a file it keeps open (the polled cap never sees that one).
+    Mounting needs root; elsewhere ``folder`` stays a plain folder (yields False) and only the polled cap applies."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = os.geteuid() == 0 and shutil.which("mount") is not None and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={max(max_bytes, 1 << 16)},nr_inodes={max_files + 16},mode=0755", "tmpfs", str(folder)],
+        capture_output=True, check=False, timeout=60).returncode == 0
+    try:
+        yield mounted
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False, timeout=60)
+
+
+def run_argv(runtime: Runtime, image: str, spec: ContainerSpec, inputs: Path, outputs: Path, name: str, device: str = "cpu",
+             volumes: Sequence[str] = ()) -> list[str]:
+    """The ``run`` command line of one isolated call (see the module's docstring for what each flag guards). ``volumes``:
+    the image's VOLUMEs, each an in-memory file system of at most ``max_output_bytes`` instead of a volume on the host's disk."""
     variables = [arg for key, value in sorted(spec.variables.items()) for arg in ("-e", f"{key}={value}")]
     return runtime.argv(
         "run", "--rm", "--name", name,
-        "--network", "none", "--read-only", "--tmpfs", "/tmp",
+        "--network", "none", "--read-only",
+        *(arg for path in ("/tmp", *(v for v in volumes if v != "/tmp")) for arg in ("--tmpfs", f"{path}:size={spec.max_output_bytes}")),
         "--cap-drop", "all", "--security-opt", "no-new-privileges",
         "--memory", spec.memory, "--cpus", str(spec.cpus), "--pids-limit", str(spec.pids_limit), "--shm-size", spec.shm_size,
         *(("--user", spec.user) if spec.user is not None else ()),
@@ -571,7 +604,7 @@ def run(
         raise ContainerError(f"outputs folder {outputs} is not empty; a container writes into an empty folder")
     _writable_by(outputs, spec.user)
     name = f"{name_prefix}-{uuid.uuid4().hex[:12]}"
-    argv = run_argv(runtime, image, spec, inputs, outputs, name, device)
+    argv = run_argv(runtime, image, spec, inputs, outputs, name, device, image_volumes(runtime, image))
     start = time.perf_counter()
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     out = b""  # what the container printed; empty when an interrupt came before it ended
