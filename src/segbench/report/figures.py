@@ -41,8 +41,31 @@ TEMPLATE = go.layout.Template(
 )
 
 
+def _plain_text(fig: go.Figure) -> None:
+    """Show every name as typed: plotly renders a subset of HTML in trace names, category labels and texts (a model named
+    ``<a href="...">`` was a live link in the charts), so each of those strings is escaped; it decodes the entities back
+    to the characters. Templates and titles, which carry segbench's own markup, escape their names where they are built."""
+    def plain(value: object) -> object:
+        if isinstance(value, str):
+            return html.escape(value, quote=False)
+        if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
+            return [plain(v) for v in value]
+        return value
+
+    for trace in fig.data:
+        props = trace.to_plotly_json()
+        changed = {key: plain(props[key]) for key in ("name", "x", "y", "text") if key in props and plain(props[key]) != props[key]}
+        if changed:
+            trace.update(changed)
+    for key in [k for k in fig.layout.to_plotly_json() if k.startswith(("xaxis", "yaxis"))]:
+        categories = fig.layout[key].categoryarray
+        if categories is not None and plain(list(categories)) != list(categories):
+            fig.layout[key].categoryarray = plain(list(categories))
+
+
 def to_div(fig: go.Figure, div_id: str) -> str:
-    """Static-site HTML for one figure: fixed id, plotly.js loaded once by the page."""
+    """Static-site HTML for one figure: fixed id, plotly.js loaded once by the page, every name in it plain text."""
+    _plain_text(fig)
     return fig.to_html(
         full_html=False,
         include_plotlyjs=False,
@@ -278,7 +301,7 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: Set
                          "arrayminus": [_gap(e["mean"], e["ci_low"]) for e in ests]},
                 text=[f"{g}: {fmt(e['mean'], digits(cell))} [{fmt(e['ci_low'], digits(cell))}, {fmt(e['ci_high'], digits(cell))}]"
                       for g, e in zip(groups, ests)],
-                hovertemplate=f"{name}<br>%{{text}}<extra></extra>",
+                hovertemplate=f"{html.escape(name)}<br>%{{text}}<extra></extra>",
             )
         )
     ticks = [
