@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import io
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tarfile
 import sys
 import tempfile
 import time
@@ -596,10 +598,27 @@ done
 """
 
 
+def _misnamed(source: Path, target: Path, wrong: str) -> None:
+    """A copy of the docker save archive ``source`` whose config (and its name in manifest.json) is called ``wrong``."""
+    with tarfile.open(source) as tar, tarfile.open(target, "w") as out:
+        config = json.loads(tar.extractfile("manifest.json").read())[0]["Config"]
+        for member in tar:
+            data = tar.extractfile(member) if member.isfile() else None
+            if member.name == "manifest.json":
+                manifest = json.loads(data.read())
+                manifest[0]["Config"] = f"{wrong}.json"
+                body = json.dumps(manifest).encode()
+                member.size, data = len(body), io.BytesIO(body)
+            elif member.name == config:
+                member.name = f"{wrong}.json"
+            out.addfile(member, data)
+
+
 def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A 10 KB archive holding only a manifest that names an image of the organiser's store was scored as that image, and
-    the image was then deleted; an archive of two images left the second, tagged. Each team now loads into a store of its
+    the image was then deleted; an archive of two images left the second, tagged; one whose config id is wrong left its
+    image, tagged. Each team now loads into a store of its
     own: the borrowing archive is refused, the organiser's store is as it was. A stray log.txt fails its step, not the
     team (named `Équipe Zoë`: a space and non-ASCII letters are a valid team); a 230-letter name ends only its own team."""
     good = build_image(REGION_GROWING, default_cache())
@@ -614,6 +633,11 @@ def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: contai
     write_tar(folder / "cheater.tar", {"manifest.json": json.dumps([{"Config": f"{image}.json", "RepoTags": ["cheater:latest"], "Layers": []}]).encode()})
     assert (folder / "cheater.tar").stat().st_size < 20_000
     stray_id = container.archive_image_id(stray.archive)
+    # two images in one archive (the second, tagged, used to stay in the store); a manifest whose config id is wrong
+    container.load_image(runtime, stray.archive, stray.sha256)
+    saved = runtime.call("save", "-m", "--format", "docker-archive", "-o", str(folder / "twin.tar"), image, stray.tag, timeout=600)
+    assert saved.returncode == 0, saved.stderr
+    _misnamed(stray.archive, folder / "misnamed.tar", "cd" * 32)
     container.remove_image(runtime, stray_id)
     before = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
     use_runtime(monkeypatch, runtime)
@@ -623,11 +647,13 @@ def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: contai
     assert not [p for p in Path(tempfile.gettempdir()).glob("segbench-store-*")], "a team's store was left behind"
     entries = results["dataset"]["submissions"]
     assert entries["cheater"]["status"] == "not_evaluated" and "cheater.tar: podman load exited with status" in entries["cheater"]["reason"]
+    assert entries["misnamed"]["status"] == "not_evaluated" and f"loaded, but podman has no image {'cd' * 32}" in entries["misnamed"]["reason"]
+    assert entries["twin"]["status"] == "evaluated" and runtime.call("image", "inspect", stray.tag).returncode != 0  # its second image and tag: gone
     assert entries["x" * 230]["status"] == "not_evaluated" and "more than 100" in entries["x" * 230]["reason"]
     assert entries["équipe zoë"]["status"] == "evaluated" and entries["équipe zoë"]["n_cases_with_failed_steps"] == 2
     record = json.loads((tmp_path / "out" / "équipe zoë" / "records" / "ct_sm.json").read_text(encoding="utf-8"))
     assert record["steps"][0]["reason"] == "wrote 'log.txt' in /workspace/outputs besides ct_sm.npz; the step's outputs are refused", record["steps"][0]
-    assert results["analysis"] is not None and list(results["models"]) == ["équipe zoë"]
+    assert results["analysis"] is not None and sorted(results["models"]) == ["twin", "équipe zoë"]
 
 
 #: writes into a file it has unlinked while keeping it open (the polled cap never sees it), as far as the file system lets it
