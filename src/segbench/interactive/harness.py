@@ -254,7 +254,7 @@ def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, referen
 def _clear_outputs(out_dir: Path) -> None:
     """Remove what an earlier run wrote into ``out_dir`` (only segbench's own outputs; first the outputs file systems a
     killed run left mounted in its staging folder)."""
-    container.unmount_below((out_dir / ".staging").resolve())
+    container._unmount_below((out_dir / ".staging").resolve())  # noqa: SLF001 - the store's unmounting, reused
     for name in ("segs", "records", ".staging"):
         shutil.rmtree(out_dir / name, ignore_errors=True)
     for name in ("metrics.csv", "run.json"):

@@ -131,7 +131,7 @@ def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtim
     image = None
     try:
         model = image_model(submission.team, {"archive": str(submission.archive), "sha256": sha256, **limits})
-        with container.private_store(runtime, str(team_dir.resolve())) as team_runtime:  # podman: a store of the team's own, removed with everything in it
+        with container.private_store(runtime) as team_runtime:  # podman: a store of the team's own, removed with everything in it
             try:
                 image = container.load_image(team_runtime, submission.archive, sha256, fresh=True)
                 interact(cases_dir, model, team_dir, reference=reference, seconds_per_class=seconds_per_class, time_limit_clock="wall",

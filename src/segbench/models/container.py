@@ -30,7 +30,6 @@ import bz2
 import contextlib
 import dataclasses
 import gzip
-import hashlib
 import io
 import json
 import lzma
@@ -366,23 +365,16 @@ def load_image(runtime: Runtime, archive: Path, sha256: str, fresh: bool = False
 
 
 @contextlib.contextmanager
-def private_store(runtime: Runtime, key: str) -> Iterator[Runtime]:
+def private_store(runtime: Runtime) -> Iterator[Runtime]:
     """``runtime`` with an image store of its own, new and empty, removed with everything in it on the way out.
 
-    podman: ``--root``, ``--runroot`` and ``--tmpdir`` in a folder of the temporary folder named after ``key`` (a team's
-    output folder), so what a team's archive loads can neither name an image it did not bring nor outlive the team, and no
-    tag of the organiser's store can be re-pointed; the store a killed run left for the same key is removed first. docker
+    podman: ``--root``, ``--runroot`` and ``--tmpdir`` in a temporary folder, so what a team's archive loads can neither
+    name an image it did not bring nor outlive the team, and no tag of the organiser's store can be re-pointed. docker
     has one store per daemon: ``runtime`` itself (load with ``fresh=True``, and remove what was loaded)."""
     if runtime.program != "podman":
         yield runtime
         return
-    folder = Path(tempfile.gettempdir()) / f"segbench-store-{hashlib.sha256(key.encode('utf-8')).hexdigest()[:16]}"
-    if os.path.lexists(folder):  # a killed run's: its mounts, then its files
-        if not folder.is_dir() or folder.is_symlink() or folder.stat().st_uid != os.geteuid():
-            raise ContainerError(f"{folder}: in the way of a team's image store and not one segbench made; remove it")
-        unmount_below(folder)
-        shutil.rmtree(folder)
-    folder.mkdir(mode=0o700)
+    folder = Path(tempfile.mkdtemp(prefix="segbench-store-"))
     private = dataclasses.replace(runtime, global_flags=(*runtime.global_flags, "--root", str(folder / "root"), "--runroot", str(folder / "run"),
                                                          "--tmpdir", str(folder / "tmp")))
     try:
@@ -390,13 +382,12 @@ def private_store(runtime: Runtime, key: str) -> Iterator[Runtime]:
     finally:
         private.call("rm", "--all", "--force", timeout=120.0)
         private.call("rmi", "--all", "--force", timeout=300.0)
-        unmount_below(folder)
+        _unmount_below(folder)
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def unmount_below(folder: Path) -> None:
-    """Unmount whatever is still mounted under ``folder`` (a store's overlay; an outputs tmpfs a killed run left), deepest
-    first: rmtree must not descend into it, and cannot remove a mount point."""
+def _unmount_below(folder: Path) -> None:
+    """Unmount whatever is still mounted under ``folder`` (a store's overlay), deepest first: rmtree must not descend into it."""
     try:
         mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()]
     except OSError:
