@@ -277,7 +277,7 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: Set
                 x=[i + offset for i in range(len(groups))],
                 y=[e["mean"] for e in ests],
                 mode="markers",
-                name=_plain(f"{name}{short_mark(models.get(name, {}))}: {result}"),
+                name=f"{_plain(name + short_mark(models.get(name, {})))}: {result}",
                 marker={"symbol": SYMBOLS[k % len(SYMBOLS)], "size": 7},
                 error_y={"type": "data", "symmetric": False, "thickness": 1, "width": 2,
                          "array": [_gap(e["ci_high"], e["mean"]) for e in ests],
