@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import io
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tarfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -584,3 +587,126 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
         assert (out / "teama" / name).read_bytes() == (tmp_path / "out_alone" / "teama" / name).read_bytes(), name
     scores = [c for c in harness.COLUMNS if "Time" not in c]
     assert pd.read_csv(out / "teama" / "teama_metrics.csv")[scores].equals(pd.read_csv(tmp_path / "out_alone" / "teama" / "teama_metrics.csv")[scores])
+
+
+#: a team whose model writes its prediction and a log beside it
+STRAY_PREDICT = """set -e
+for input in /workspace/inputs/*.npz; do
+    python3 /workspace/region_growing_interactive.py --input "$input" --output "/workspace/outputs/$(basename "$input")"
+    echo "step done" > /workspace/outputs/log.txt
+done
+"""
+
+
+def _misnamed(source: Path, target: Path, wrong: str) -> None:
+    """A copy of the docker save archive ``source`` whose config (and its name in manifest.json) is called ``wrong``."""
+    with tarfile.open(source) as tar, tarfile.open(target, "w") as out:
+        config = json.loads(tar.extractfile("manifest.json").read())[0]["Config"]
+        for member in tar:
+            data = tar.extractfile(member) if member.isfile() else None
+            if member.name == "manifest.json":
+                manifest = json.loads(data.read())
+                manifest[0]["Config"] = f"{wrong}.json"
+                body = json.dumps(manifest).encode()
+                member.size, data = len(body), io.BytesIO(body)
+            elif member.name == config:
+                member.name = f"{wrong}.json"
+            out.addfile(member, data)
+
+
+def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 10 KB archive holding only a manifest that names an image of the organiser's store was scored as that image, and
+    the image was then deleted; an archive of two images left the second, tagged; one whose config id is wrong left its
+    image, tagged. Each team now loads into a store of its
+    own: the borrowing archive is refused, the organiser's store is as it was. A stray log.txt fails its step, not the
+    team (named `Équipe Zoë`: a space and non-ASCII letters are a valid team); a 230-letter name ends only its own team."""
+    good = build_image(REGION_GROWING, default_cache())
+    script = tmp_path / "predict.sh"
+    script.write_text(STRAY_PREDICT, encoding="utf-8")
+    stray = build_image(dataclasses.replace(REGION_GROWING, tag="segbench-test-stray:latest", files={**REGION_GROWING.files, "predict.sh": script}),
+                        default_cache())
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    (folder / "Équipe Zoë.tar").symlink_to(stray.archive)
+    (folder / ("x" * 230 + ".tar")).symlink_to(good.archive)
+    write_tar(folder / "cheater.tar", {"manifest.json": json.dumps([{"Config": f"{image}.json", "RepoTags": ["cheater:latest"], "Layers": []}]).encode()})
+    assert (folder / "cheater.tar").stat().st_size < 20_000
+    stray_id = container.archive_image_id(stray.archive)
+    # two images in one archive (the second, tagged, used to stay in the store); a manifest whose config id is wrong
+    container.load_image(runtime, stray.archive, stray.sha256)
+    saved = runtime.call("save", "-m", "--format", "docker-archive", "-o", str(folder / "twin.tar"), image, stray.tag, timeout=600)
+    assert saved.returncode == 0, saved.stderr
+    _misnamed(stray.archive, folder / "misnamed.tar", "cd" * 32)
+    container.remove_image(runtime, stray_id)
+    before = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
+    stores = set(Path(tempfile.gettempdir()).glob("segbench-store-*"))  # a killed run's (the resume test's) may be there
+    use_runtime(monkeypatch, runtime)
+    results = submissions.evaluate_submissions(folder, case_folder, tmp_path / "out", limits={"memory": "1g", "cpus": 1})
+    after = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
+    assert f"sha256:{image}" in before and before <= after and f"sha256:{stray_id}" not in after  # other engineers' runs may add images
+    assert set(Path(tempfile.gettempdir()).glob("segbench-store-*")) == stores, "a team's store was left behind"
+    entries = results["dataset"]["submissions"]
+    assert entries["cheater"]["status"] == "not_evaluated" and "cheater.tar: podman load exited with status" in entries["cheater"]["reason"]
+    assert entries["misnamed"]["status"] == "not_evaluated" and f"loaded, but podman has no image {'cd' * 32}" in entries["misnamed"]["reason"]
+    assert entries["twin"]["status"] == "evaluated" and runtime.call("image", "inspect", stray.tag).returncode != 0  # its second image and tag: gone
+    assert entries["x" * 230]["status"] == "not_evaluated" and "more than 100" in entries["x" * 230]["reason"]
+    assert entries["équipe zoë"]["status"] == "evaluated" and entries["équipe zoë"]["n_cases_with_failed_steps"] == 2
+    record = json.loads((tmp_path / "out" / "équipe zoë" / "records" / "ct_sm.json").read_text(encoding="utf-8"))
+    assert record["steps"][0]["reason"] == "wrote 'log.txt' in /workspace/outputs besides ct_sm.npz; the step's outputs are refused", record["steps"][0]
+    assert results["analysis"] is not None and sorted(results["models"]) == ["twin", "équipe zoë"]
+
+
+#: writes into a file it has unlinked while keeping it open (the polled cap never sees it), as far as the file system lets it
+UNLINKED_WRITER = r"""python3 - <<'PY'
+import os, sys
+path = sys.argv[1] if len(sys.argv) > 1 else "/workspace/outputs/hidden"
+stream = open(path, "wb")
+os.unlink(path)
+written = 0
+try:
+    for _ in range(1536):
+        stream.write(bytes(1 << 20))
+        stream.flush()
+        written += 1 << 20
+except OSError as exc:
+    print(f"wrote {written} bytes: {exc.strerror}", file=sys.stderr)
+    sys.exit(3)
+print(f"wrote {written} bytes: no limit", file=sys.stderr)
+sys.exit(4)
+PY
+"""
+
+
+def test_an_unlinked_open_file_meets_the_outputs_file_systems_size(runtime: container.Runtime, image: str, step_files: tuple[Path, Path]) -> None:
+    """1.5 GiB written into a file unlinked while open, with a 64 MiB cap: the polled cap never tripped and the step scored "ok".
+    The outputs folder is now a file system of the cap's size: the writer meets "No space left on device" at the cap."""
+    inputs, outputs = step_files
+    cap = 64 << 20
+    spec = container.ContainerSpec(command=("/bin/bash", "-c", UNLINKED_WRITER), memory="1g", cpus=1.0, max_output_bytes=cap)
+    with container.capped_folder(outputs, cap, 1000) as mounted:
+        assert mounted, "segbench runs as root here: the outputs folder is a tmpfs of the cap's size"
+        result = container.run(runtime, image, spec, inputs, outputs, 60.0, expected=["ct_sm.npz"])
+    written = int(re.fullmatch(r"exited with status 3: wrote (\d+) bytes: No space left on device", str(result.reason))[1])
+    assert written <= cap and list(outputs.iterdir()) == []
+
+
+def test_an_image_volume_is_a_capped_scratch_not_a_host_volume(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
+                                                                tmp_path: Path) -> None:
+    """An image with `VOLUME /scratch` got 1 GiB per step on the host's disk, uncapped. Every VOLUME (and /tmp) is now an
+    in-memory file system of at most max_output_bytes, and no volume is created on the host."""
+    (tmp_path / "Containerfile").write_text(f"FROM {image}\nVOLUME /scratch\n", encoding="utf-8")
+    tag = "segbench-test-volume:latest"
+    built = runtime.call("build", "--network", "none", "-t", tag, str(tmp_path))
+    assert built.returncode == 0, built.stderr
+    try:
+        assert container.image_volumes(runtime, tag) == ["/scratch"]
+        volumes_before = runtime.call("volume", "ls", "-q").stdout.split()
+        script = "head -c 1073741824 /dev/zero > /scratch/big || { echo \"scratch full at $(stat -c %s /scratch/big) bytes\" >&2; exit 3; }"
+        spec = container.ContainerSpec(command=("/bin/bash", "-c", script), memory="1g", cpus=1.0, max_output_bytes=32 << 20)
+        result = container.run(runtime, tag, spec, *step_files, 60.0, expected=["ct_sm.npz"])
+        assert re.fullmatch(r"exited with status 3: scratch full at (\d+) bytes", str(result.reason)), result.reason
+        assert int(str(result.reason).split()[-2]) <= 32 << 20
+        assert runtime.call("volume", "ls", "-q").stdout.split() == volumes_before
+    finally:
+        runtime.call("rmi", "--force", tag)

@@ -230,3 +230,36 @@ def test_a_step_with_extra_members_is_scored_from_segs_and_flagged(tmp_path: Pat
     assert [(s["output"], s.get("reason"), s["dsc"]) for s in record["steps"]] == [("no_boxes", None, 0.0)] + [("extra_members", flag, 1.0)] * 5
     row, _ = harness._row(case, record, 600.0, "wall", "manual", protocol.Scoring())
     assert row["failed_steps"] == "2;3;4;5;6" and row["DSC_Final"] == 1.0
+
+
+def _write_zip(path: Path, members: list[tuple[str, bytes]]) -> None:
+    """A zip of ``members`` in order, names repeated as given (zipfile warns, and writes them)."""
+    import warnings
+    with warnings.catch_warnings(), zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        warnings.simplefilter("ignore")
+        for name, data in members:
+            archive.writestr(name, data)
+
+
+def test_a_zip_directory_claiming_too_many_members_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """A million empty entries (47 MB) cost the reader 974 MB of RSS and 97 s per step; the claim is capped first."""
+    path = tmp_path / "many.npz"
+    _write_zip(path, [("segs.npy", _segs()), *((f"e{i}", b"") for i in range(70_000))])  # past 65,535 entries: zip64's record
+    with pytest.raises(intake.IntakeError, match=rf"many.npz: its zip directory claims 70,001 members in [\d,]+ bytes, more than {intake.MAX_NPZ_MEMBERS} "
+                                                 r"members or 65,536 bytes; refused unparsed"):
+        intake.read_npz_array(path, "segs", SHAPE)
+    _write_zip(path, [("segs.npy", _segs()), *((f"{i:02000d}", b"") for i in range(40))])  # few members, long names
+    with pytest.raises(intake.IntakeError, match=r"claims 41 members in [\d,]+ bytes"):
+        intake.read_npz_array(path, "segs", SHAPE)
+    _write_zip(path, [("segs.npy", _segs()), *((f"e{i}", b"") for i in range(10))])  # an honest number of extras: read, flagged
+    assert intake.read_npz_array(path, "segs", SHAPE)[1][0] == "'e0' (claims 0 bytes, 0 compressed)"
+
+
+def test_two_members_of_one_name_are_refused(tmp_path: Path) -> None:
+    """Two members named segs.npy: the last was read, the first never flagged."""
+    path = tmp_path / "twice.npz"
+    _write_zip(path, [("segs.npy", _segs(value=0)), ("segs.npy", _segs(value=1))])
+    with pytest.raises(intake.IntakeError, match=r"twice.npz: members named twice: 'segs.npy'; refused"):
+        intake.read_npz_array(path, "segs", SHAPE)
+    with pytest.raises(cases.CaseError, match="members named twice"):  # the step is refused with that reason
+        cases.read_step_output(path, SHAPE, 2)

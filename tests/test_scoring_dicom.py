@@ -19,6 +19,7 @@ from scipy import ndimage
 
 from dicom_series import EXAMPLE, series, series_grid, write_rtstruct, write_seg, write_series
 from segbench.scoring import Region, resample_to_reference, score_case
+from segbench.scoring import labelmaps
 from segbench.scoring.labelmaps import _series_files, load_label_map
 
 pytestmark = pytest.mark.skipif(not (EXAMPLE / "ct_dicom").is_dir(), reason="data bundle not pulled (dvc pull)")
@@ -138,3 +139,34 @@ def test_a_malformed_rtstruct_or_series_is_refused_naming_the_file(tmp_path: Pat
     broken(path)
     with pytest.raises(ValueError, match=f"case_rt.dcm.*{message}"):
         load_label_map(path)
+
+
+def test_a_deflated_dicom_bomb_is_refused_before_pydicom_inflates_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1.5 MB DICOM in the deflated transfer syntax cost pydicom 3.43 GB: what it inflates to is counted, in chunks, first."""
+    pred_rt = _small_rtstruct(tmp_path / "predictions")
+    honest = load_label_map(pred_rt, reference_shape=(4, 512, 512))[0]
+    d = pydicom.dcmread(pred_rt)
+    d.file_meta.TransferSyntaxUID = pydicom.uid.DeflatedExplicitVRLittleEndian
+    d.save_as(pred_rt, enforce_file_format=True)
+    assert np.array_equal(load_label_map(pred_rt, reference_shape=(4, 512, 512))[0], honest)  # an honest deflated file still reads
+    d.add_new((0x0011, 0x0010), "LO", "bomb")
+    d.add_new((0x0011, 0x1010), "OB", bytes(16 << 20))
+    d.save_as(pred_rt, enforce_file_format=True)
+    assert pred_rt.stat().st_size < 1 << 20
+    monkeypatch.setattr(labelmaps, "DICOM_BASE_BYTES", 8 << 20)
+    cap = labelmaps.dicom_byte_cap((4, 8, 8))
+    with pytest.raises(ValueError, match=rf"case_rt.dcm: its deflated DICOM dataset inflates past {cap:,} bytes; refused before decoding"):
+        load_label_map(pred_rt, reference_shape=(4, 8, 8))
+
+
+def test_a_dicom_seg_whose_frames_decode_past_the_cap_is_refused_from_its_header(tmp_path: Path) -> None:
+    ds = series()
+    labels = np.zeros((len(ds), ds[0].Rows, ds[0].Columns), np.uint8)
+    labels[2:5, 100:200, 100:200] = 1
+    pred = tmp_path / "seg.dcm"
+    write_seg(labels, ds, pred)
+    d = pydicom.dcmread(pred)
+    d.NumberOfFrames = 10**6  # 10^6 frames of 512 x 512 pixels: 32 GB as bits; the pixels are never decoded
+    d.save_as(pred)
+    with pytest.raises(ValueError, match=r"seg.dcm: its header's frames decode to [\d,]+ bytes, more than [\d,]+; refused before decoding"):
+        load_label_map(pred, reference_shape=(len(ds), 512, 512))

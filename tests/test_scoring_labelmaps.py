@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import time
 import zlib
 from pathlib import Path
 
@@ -128,3 +129,32 @@ def test_nonzero_box_is_the_same_in_any_memory_order() -> None:
     for array in (mask, np.asfortranarray(mask), np.asfortranarray(mask).astype(np.int16), mask[:, ::-1, :][:, ::-1, :]):
         assert nonzero_box(array) == expected
     assert nonzero_box(np.asfortranarray(mask), np.zeros_like(mask)) == expected
+
+
+def test_data_after_a_nifti_gzip_stream_is_refused_unread(tmp_path: Path) -> None:
+    """A .nii.gz followed by gigabytes of gzip'd zeros was scored with no warning, after inflating all of them (+11 s)."""
+    data = np.zeros((8, 9, 10), np.uint8)
+    data[2:5, 3:6, 4:7] = 1
+    path = tmp_path / "pred.nii.gz"
+    nib.save(nib.Nifti1Image(data, np.eye(4)), path)
+    assert np.array_equal(labelmaps.load_nifti(path)[0], data) and labelmaps.load_nifti_nonzero(path)[0].data.sum() == 27
+    with open(path, "ab") as stream, gzip.GzipFile(fileobj=stream, mode="wb") as trailer:
+        for _ in range(256):
+            trailer.write(bytes(1 << 20))  # 256 MiB of zeros after the voxels
+    start = time.perf_counter()
+    for load in (labelmaps.load_nifti, labelmaps.load_nifti_nonzero):
+        with pytest.raises(ValueError, match=r"pred.nii.gz: cannot read as NIfTI \(ValueError: the gzip stream holds data after the voxels its header "
+                                             r"implies \(trailing data\)"):
+            load(path)
+    assert time.perf_counter() - start < 2.0, "the trailing data was inflated"
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.dtype([("R", "u1"), ("G", "u1"), ("B", "u1")])], ids=["complex", "rgb"])
+def test_a_nifti_voxel_type_that_holds_no_labels_is_refused_from_its_header(tmp_path: Path, dtype: object) -> None:
+    path = tmp_path / "pred.nii"
+    nib.save(nib.Nifti1Image(np.zeros((4, 4, 4), dtype), np.eye(4)), path)
+    with open(path, "r+b") as stream:  # the header claims 64 voxels; cut the data short: decoding it would fail another way
+        stream.truncate(400)
+    for load in (labelmaps.load_nifti, labelmaps.load_nifti_nonzero):
+        with pytest.raises(ValueError, match=r"pred.nii: header says voxel type .*; a label map is integer \(or float holding integers\); refused before decoding"):
+            load(path)

@@ -803,3 +803,23 @@ def test_ci_heads_and_plot_titles_name_the_boards_ci(site: tuple[Path, list[Path
     assert not re.search(r"(?i)mean with 95%|mean \[95% CI\]", page) and "computed at the audit-calibrated level" not in page
     methodology = page_text(tmp_path / "site" / "methodology.html")
     assert "90% CI of the mean: percentile bootstrap;" in methodology and "audit" not in methodology.split("90% CI of the mean")[1][:200]
+
+
+def test_names_are_plain_text_and_names_slugging_alike_get_their_own_pages(results_files: list[Path], tmp_path: Path) -> None:
+    """A model named `<a href="https://…">` was a live link in Plotly's charts; structures `liver!` and `liver?` slugged to one
+    page and one silently replaced the other."""
+    text = results_files[0].read_text(encoding="utf-8")
+    model = sorted(load(results_files[0])["models"])[0]
+    hostile = '<a href="https://example.org/x">click</a>'
+    text = text.replace(json.dumps(model)[1:-1], json.dumps(hostile)[1:-1])
+    text = text.replace('"liver"', '"liver!"').replace('"aorta"', '"liver?"')
+    (tmp_path / "hostile.json").write_text(text, encoding="utf-8")
+    pages = build_site([tmp_path / "hostile.json"], tmp_path / "site")
+    structure_pages = sorted(p.name for p in pages if "--liver" in p.name)
+    assert len(structure_pages) == 2 and structure_pages[0] != structure_pages[1], structure_pages
+    for page in pages:
+        body = page.read_text(encoding="utf-8")
+        assert '<a href="https://example.org' not in body, page  # neither in the HTML nor, unescaped, in a chart's data
+        assert "\\u003ca href" not in body, f"{page}: a chart draws the name as a link"
+    charts = " ".join(p.read_text(encoding="utf-8") for p in pages)
+    assert '"&lt;a href=\\"https:\\u002f\\u002fexample.org\\u002fx\\"&gt;click' in charts  # in the charts' data, as entities plotly shows as typed

@@ -149,3 +149,16 @@ def test_leaderboard_run_is_logged_once_per_content_and_never_read_as_a_model_ru
     # a leaderboard run that claimed a model's fingerprint is still not read as that model's run
     client.set_tag(first, tracking.FINGERPRINT_TAG, bundles[0].fingerprint)
     assert tracking.read_runs("toy", {"sim_a": bundles[0].fingerprint}).run_ids == {"sim_a": runs["sim_a"]}
+
+
+def test_names_in_the_leaderboard_note_are_plain_markdown_text() -> None:
+    """Model names went into the MLflow note as raw Markdown: a rendered off-site link, a bare <img>."""
+    import markdown_it
+
+    render = markdown_it.MarkdownIt("commonmark").render
+    for name in ['<img src="https://example.org/x.png">', "[click](https://example.org)", "*bold* `code` _em_ #1 \\ | ~x~ a&b"]:
+        line = f"- [{tracking.markdown_text(name)}](#/experiments/1/runs/2)"
+        rendered = render(line)
+        assert "<img" not in rendered and "<em>" not in rendered and "<strong>" not in rendered and "<code>" not in rendered, rendered
+        assert rendered.count("<a href=") == 1 and 'href="https://example.org' not in rendered, rendered
+    assert tracking.markdown_text("sim_dilate_1mm") == "sim_dilate_1mm"  # a name that needs nothing keeps its bytes

@@ -19,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import html
 import io
 import json
 import logging
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -508,12 +510,22 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
     return _log_once(client, experiment_id, bundle.fingerprint, record["tags"]["segbench.model"], record["tags"], "segbench track", fill)
 
 
+def markdown_text(text: str) -> str:
+    """``text`` as plain text in Markdown: HTML's ``<``, ``>`` and ``&`` as entities, Markdown's punctuation backslashed
+    (``_`` only at a word's edge, where it could start emphasis): a model named ``<img src=...>`` or ``[x](https://...)``
+    is shown as typed in the MLflow note, not rendered."""
+    text = html.escape(text, quote=False)
+    text = re.sub(r"([\\`*{}\[\]()#+!|~])", r"\\\1", text)
+    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
+
+
 def _note(experiment_id: str, board: Leaderboard, files: list[str]) -> str:
-    """Markdown for the leaderboard run's description: what it is, a link to each model run, what its metrics mean."""
-    links = "\n".join(f"- [{model}](#/experiments/{experiment_id}/runs/{run_id})" for model, run_id in sorted(board.model_runs.items()))
+    """Markdown for the leaderboard run's description: what it is, a link to each model run, what its metrics mean; every
+    name in it plain text (:func:`markdown_text`)."""
+    links = "\n".join(f"- [{markdown_text(model)}](#/experiments/{experiment_id}/runs/{run_id})" for model, run_id in sorted(board.model_runs.items()))
     files = ", ".join(f"`{name}`" for name in sorted(files))
     return (
-        f"Leaderboard of **{board.dataset}**, computed by `segbench compare` from the per-case tables of these runs:\n\n{links}\n\n"
+        f"Leaderboard of **{markdown_text(board.dataset)}**, computed by `segbench compare` from the per-case tables of these runs:\n\n{links}\n\n"
         f"Artifacts: {files}; `{LEADERBOARD_TABLE}` is every leaderboard as one table (mean, CI, P(rank 1), rank interval, "
         "co-winners and the verdict against the next ranked model). Metrics per structure and metric: `<structure>.<metric>.mean`, "
         "the #1's mean as every view rounds it, and `<structure>.<metric>.verdict`, #1 against #2 as a number for plots "

@@ -11,6 +11,7 @@ per-class scores of every step: enough to replay and audit a run) and ``run.json
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -128,12 +129,13 @@ def host_call(argv: list[str], variables: dict[str, str]) -> StepCall:
 
 def container_call(runtime: container.Runtime, image: str, spec: container.ContainerSpec, workdir: Path, case_id: str, device: str) -> StepCall:
     """A step's call of a loaded image, isolated (segbench.models.container.run): ``workdir``'s inputs and outputs
-    mounted, ``<case>.npz`` expected. Its processes are not this machine's children: only the wall clock is measured
+    mounted, ``<case>.npz`` expected and nothing else. Its processes are not this machine's children: only the wall clock is measured
     (CPU seconds NaN), so the cpu clock is refused."""
     def call(budget: float, clock: str) -> tuple[float, float, int | None, str | None]:
         if clock != "wall":
             raise ModelRunError(f"image {image}: a container's CPU seconds are not measured; run it with time_limit_clock wall, not {clock!r}")
-        result = container.run(runtime, image, spec, workdir / "inputs", workdir / "outputs", budget, expected=[f"{case_id}.npz"], device=device)
+        result = container.run(runtime, image, spec, workdir / "inputs", workdir / "outputs", budget, expected=[f"{case_id}.npz"], exclusive=True,
+                               device=device)
         return result.seconds, math.nan, result.exit_status, result.reason
     return call
 
@@ -250,7 +252,9 @@ def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, referen
 
 
 def _clear_outputs(out_dir: Path) -> None:
-    """Remove what an earlier run wrote into ``out_dir`` (only segbench's own outputs)."""
+    """Remove what an earlier run wrote into ``out_dir`` (only segbench's own outputs; first the outputs file systems a
+    killed run left mounted in its staging folder)."""
+    container._unmount_below((out_dir / ".staging").resolve())  # noqa: SLF001 - the store's unmounting, reused
     for name in ("segs", "records", ".staging"):
         shutil.rmtree(out_dir / name, ignore_errors=True)
     for name in ("metrics.csv", "run.json"):
@@ -272,13 +276,14 @@ def _run_here(task: Callable[[list[str], Path], None], cases: list[str], staging
 
 
 def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_class: float, clock: str, scoring: protocol.Scoring,
-                   device: str, case_ids: list[str], folder: Path) -> None:
+                   device: str, runtime: container.Runtime | None, case_ids: list[str], folder: Path) -> None:
     """Run ``case_ids`` of ``cases_dir``, one after the other; ``folder`` gets each case's ``segs/`` and ``records/``
-    file and the cases' table rows (``rows.pickle``). A shard task: locally and on Slurm the same code runs."""
+    file and the cases' table rows (``rows.pickle``). A shard task: locally and on Slurm the same code runs. ``runtime``:
+    the container runtime of an image model (None: the environment's)."""
     sources = {case_id: (image_file, gts_file) for case_id, image_file, gts_file in list_cases(cases_dir)}
     image = None
     if model.image is not None:  # loaded once per shard, on the machine that runs it
-        runtime = container.Runtime.from_environment()
+        runtime = runtime or container.Runtime.from_environment()
         image = (runtime, container.ready_image(runtime, model.image), model.image.spec)
     rows = []
     for case_id in case_ids:
@@ -302,7 +307,8 @@ def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_c
         (workdir / "inputs").mkdir(parents=True, exist_ok=True)
         (workdir / "inputs" / "cases.txt").write_text(case_id + "\n", encoding="utf-8")
         call = container_call(*image, workdir, case_id, device) if image else host_call(*model_command(model, substitutions))
-        record, predictions, called = run_case(case, call, workdir, limit_s, clock, scoring.nsd_profile)
+        with container.capped_folder(workdir / "outputs", image[2].max_output_bytes, image[2].max_output_files) if image else contextlib.nullcontext():
+            record, predictions, called = run_case(case, call, workdir, limit_s, clock, scoring.nsd_profile)
         row, measured = _row(case, record, limit_s, clock, kind, scoring)
         if row["over_time"]:
             log.warning("case %s: model calls took %.1f s (%s clock) > %g s (%s classes x %g s): scored 0", case_id,
@@ -344,13 +350,16 @@ def interact(
     allow_unverified_weights: bool = False,
     table_file: Path | None = None,
     shard_runner: ShardRunner | None = None,
+    runtime: container.Runtime | None = None,
 ) -> pd.DataFrame:
     """Run ``model`` on every case of ``cases_dir``; write and return the per-case table.
 
     ``out_dir`` gets what a rerun on the same machine reproduces byte for byte (the predictions, the
     records of prompts and scores, run.json); the table, which holds the measured running times, goes
     to ``table_file`` (default ``out_dir/metrics.csv``). ``shard_runner`` runs the cases in shards
-    (Slurm: :func:`segbench.models.slurm.run_shards`); by default all of them here, one after the other.
+    (Slurm: :func:`segbench.models.slurm.run_shards`); by default all of them here, one after the other. ``runtime``: the
+    container runtime an image model runs in (a team's private store: segbench.models.container.private_store); None, the
+    environment's.
     """
     if time_limit_clock not in protocol.TIME_LIMIT_CLOCKS:
         raise ValueError(f"time_limit_clock must be one of {', '.join(protocol.TIME_LIMIT_CLOCKS)}, got {time_limit_clock!r}")
@@ -379,7 +388,7 @@ def interact(
                 os.replace(path, out_dir / name / path.name)
         rows_by_case.update(zip(shard, pickle.loads((folder / ROWS_FILE).read_bytes()), strict=True))
 
-    task = functools.partial(interact_cases, cases_dir, model, kind, seconds_per_class, time_limit_clock, scoring, device or model.device)
+    task = functools.partial(interact_cases, cases_dir, model, kind, seconds_per_class, time_limit_clock, scoring, device or model.device, runtime)
     (shard_runner or _run_here)(task, [c for c, _, _ in sources], staging, name=f"segbench-interact-{cases_dir.name}-{model.name}", assemble=assemble)
     shutil.rmtree(staging, ignore_errors=True)
     table = pd.DataFrame([rows_by_case[c] for c, _, _ in sources], columns=[*COLUMNS, *EXTRA_COLUMNS])

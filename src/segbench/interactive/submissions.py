@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
 import time
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,11 @@ from segbench.models.schema import image_model
 log = logging.getLogger(__name__)
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
-TEAM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+#: the longest team name (UTF-8 bytes): its folder, ``<team>_metrics.csv`` and the temporary names of atomic writes stay far
+#: below the 255 bytes a file name may take
+MAX_TEAM_BYTES = 100
+#: what a team name may hold besides letters and digits (of any script)
+TEAM_PUNCTUATION = "_- "
 LEADERBOARD_FILE = "leaderboard.json"
 #: one file per finished team: what its evaluation depended on and its entry, so that a restarted run skips it
 DONE_DIR = ".finished"
@@ -55,11 +59,32 @@ class Submission:
 
     team: str
     archive: Path
+    problem: str | None = None  # why the team name cannot name its files: the team is not evaluated, the others are
+
+
+def team_name_problem(team: str) -> str | None:
+    """Why ``team`` cannot be a team's name (its folder, table and resume file are named after it), or None.
+
+    Letters and digits of any script, ``_``, ``-`` and inner spaces are valid (``Équipe Zoë`` is a team, as a user expects);
+    a control character, a path separator or any other punctuation, a leading or trailing space, or more than
+    MAX_TEAM_BYTES bytes is not."""
+    if not team:
+        return "the team name (the file name before its first dot) is empty"
+    odd = sorted({c for c in team if not (c.isalnum() or c in TEAM_PUNCTUATION)})
+    if odd:
+        return (f"team name {team[:120]!r} holds {', '.join(repr(c) for c in odd[:5])}: a team name is letters and digits (any script), "
+                f"'_', '-' and inner spaces")
+    if not team[0].isalnum() or team[-1] == " ":
+        return f"team name {team!r} must begin with a letter or digit and not end with a space"
+    if len(team.encode("utf-8")) > MAX_TEAM_BYTES:
+        return f"team name {team[:40]!r}... is {len(team.encode('utf-8'))} bytes (UTF-8), more than {MAX_TEAM_BYTES}"
+    return None
 
 
 def find_submissions(folder: Path) -> list[Submission]:
-    """The folder's image archives in file-name order; an error names a file whose team name is unusable or taken twice, or
-    an archive's name on something that is no file (a folder, a FIFO, a dangling link): a team is never dropped unsaid."""
+    """The folder's image archives in file-name order; an error names a team taken twice, or an archive's name on something
+    that is no file (a folder, a FIFO, a dangling link): a team is never dropped unsaid. A team whose name cannot name its
+    files is listed with its ``problem`` (that team is not evaluated; the others are)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"--submissions {folder}: not a folder")
@@ -70,12 +95,11 @@ def find_submissions(folder: Path) -> list[Submission]:
         if not path.is_file():
             raise ValueError(f"{path}: named as a team's archive but not a regular file (a folder, FIFO, device or dangling link); "
                              "replace it with the team's archive or remove it")
-        team = path.name.split(".")[0].lower()
-        if not TEAM_NAME.fullmatch(team):
-            raise ValueError(f"{path}: team name {team!r} (the file name before its first dot) must be letters, digits, '_' or '-'")
+        team = unicodedata.normalize("NFC", path.name.split(".")[0].lower())  # one spelling of é, as the file systems differ
         if team in found:
             raise ValueError(f"{path}: team {team!r} has a second archive, {found[team].archive.name}; keep one per team")
-        found[team] = Submission(team, path)
+        problem = team_name_problem(team)
+        found[team] = Submission(team, path, f"{path}: {problem}; rename the archive" if problem else None)
     if not found:
         raise ValueError(f"--submissions {folder}: no <team>.tar.gz or <team>.tar archives")
     return list(found.values())
@@ -90,7 +114,7 @@ def _reason(exc: BaseException) -> str:
 def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtime: container.Runtime, *, limits: dict[str, Any],
                   seconds_per_class: float, scoring: protocol.Scoring, reference: str | None,
                   device: str) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    """Load, run and remove one team's image; returns its entry of the leaderboard's ``submissions`` (status, reason, times)
+    """Load one team's image into a store of its own (podman; docker's one store otherwise), run it, remove it; returns its entry of the leaderboard's ``submissions`` (status, reason, times)
     and its rows for the statistics (None when it was not evaluated). Any error inside the team's evaluation, MemoryError
     included, ends only this team, its reason in the entry; an interrupt (KeyboardInterrupt) still stops the run."""
     start = time.perf_counter()
@@ -107,18 +131,20 @@ def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtim
     image = None
     try:
         model = image_model(submission.team, {"archive": str(submission.archive), "sha256": sha256, **limits})
-        image = container.archive_image_id(submission.archive)
-        interact(cases_dir, model, team_dir, reference=reference, seconds_per_class=seconds_per_class, time_limit_clock="wall",
-                 scoring=scoring, device=device, table_file=table_file)
+        with container.private_store(runtime) as team_runtime:  # podman: a store of the team's own, removed with everything in it
+            try:
+                image = container.load_image(team_runtime, submission.archive, sha256, fresh=True)
+                interact(cases_dir, model, team_dir, reference=reference, seconds_per_class=seconds_per_class, time_limit_clock="wall",
+                         scoring=scoring, device=device, table_file=table_file, runtime=team_runtime)
+            finally:
+                if image is not None and team_runtime is runtime:  # docker's one store: the script removes each team's image after its cases
+                    try:
+                        container.remove_image(runtime, image)
+                    except container.ContainerError as exc:
+                        log.error("team %s: %s", submission.team, exc)
         table, rows = team_rows(submission.team, team_dir, scoring)
     except Exception as exc:  # noqa: BLE001 - one team's failure, whatever its kind, must not end the others' evaluation
         return not_evaluated(exc)
-    finally:
-        if image is not None:
-            try:
-                container.remove_image(runtime, image)  # the script removes each team's image after its cases
-            except container.ContainerError as exc:
-                log.error("team %s: %s", submission.team, exc)
     counts = summary(rows)
     log.info("team %s: %d cases, %d with failed steps, %d over time, mean DSC_AUC %.3f, NSD_AUC %.3f (%.0f s)", submission.team,
              counts["n_cases"], counts["n_failed_steps"], counts["n_over_time"], table["DSC_AUC"].mean(), table["NSD_AUC"].mean(),
@@ -168,6 +194,11 @@ def evaluate_submissions(
                     "nsd_profile": scoring.nsd_profile, "reference": kind, "device": device, "segbench_version": __version__}
     entries, frames = {}, []
     for i, submission in enumerate(submissions, 1):
+        if submission.problem is not None:  # its folder, table and resume file cannot be named: this team alone is not evaluated
+            log.error("team %r: not evaluated: %s", submission.team, submission.problem)
+            entries[submission.team] = {"archive": submission.archive.name, "sha256": file_digest(submission.archive, "sha256"),
+                                        "status": "not_evaluated", "reason": submission.problem, "seconds": 0.0}
+            continue
         key = resume_key(submission, cases_dir, run_settings)
         done = out_dir / DONE_DIR / f"{submission.team}.json"
         recorded = json.loads(done.read_text(encoding="utf-8")) if done.is_file() else None

@@ -5,7 +5,8 @@ files in ``/workspace/inputs`` and writing its results to ``/workspace/outputs``
 ``/bin/bash -c "sh predict.sh"`` (the challenge script's). segbench adds isolation and bounds:
 
 * no network (``--network none``), the inputs mounted read-only, the outputs the only writable mount
-  (the image's own filesystem is read-only; ``/tmp`` is an in-memory scratch), no privileged mode,
+  (the image's own filesystem is read-only; ``/tmp`` and every VOLUME the image declares are in-memory scratches of at
+  most ``max_output_bytes`` each, never volumes on the host's disk), no privileged mode,
   no capabilities, no new privileges; memory, CPU and process limits; a GPU only when asked;
 * every runtime call has a timeout; a run past its limit, or interrupted, is killed and removed
   (``--rm`` plus an explicit ``kill``/``rm -f`` of the name segbench gave it);
@@ -25,17 +26,19 @@ come from the environment, never from a model's config or params: ``SEGBENCH_CON
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import dataclasses
 import gzip
+import io
 import json
+import lzma
 import os
 import re
 import shlex
 import shutil
 import signal
 import subprocess
-import tarfile
 import tempfile
 import time
 import uuid
@@ -43,7 +46,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from segbench.io import file_digest
 from segbench.models import intake
@@ -60,8 +63,16 @@ RUNTIMES = ("docker", "podman")
 OUTPUT_POLL_S = 0.5
 #: an image id as the runtimes print it and docker save's manifest names it (without ``sha256:``)
 IMAGE_DIGEST = re.compile(r"[0-9a-f]{64}")
-#: the members :func:`archive_image_id` reads looking for manifest.json (docker save writes a few per layer, at most 127 layers)
+#: the members (headers included) an image archive may hold (docker save writes a few per layer, at most 127 layers)
 MAX_ARCHIVE_MEMBERS = 10_000
+#: the largest GNU long name or pax header of a member (Go's archive/tar, which the runtimes read with, takes at most 1 MiB)
+MAX_SPECIAL_BYTES = 1 << 20
+#: a tar block
+BLOCK = 512
+#: bytes inflated per read
+CHUNK = 1 << 20
+#: the magic bytes of each compression a runtime's load accepts
+COMPRESSIONS = {b"\x1f\x8b": "gzip", b"\xfd7zXZ\x00": "xz", b"BZh": "bzip2", b"\x28\xb5\x2f\xfd": "zstd"}
 #: the largest manifest.json read (one is a few hundred bytes per image)
 MAX_MANIFEST_BYTES = 1 << 20
 #: the largest plain tar an image archive may be or decompress to (the runtime copies it into its store; a few MB of gzip
@@ -128,58 +139,187 @@ class ContainerRun:
 
 
 def archive_image_id(archive: Path) -> str:
-    """The image id (its config's sha256, 64 hex digits) recorded in a ``docker save`` archive's manifest.json.
-
-    The archive is a team's, so nothing in it is taken on trust: it is read as a stream, at most
-    ``MAX_ARCHIVE_MEMBERS`` members; a manifest.json whose header claims more than ``MAX_MANIFEST_BYTES`` is refused
-    before a byte of it is read; and the id must be a digest: it goes to the runtime's commands as an argument, where a
-    config named ``--all.json`` would make the removal of the team's image ``rmi --force --all``, every image of the store.
-    """
-    try:
-        manifest = _manifest(archive)
-    except (tarfile.TarError, ValueError, RecursionError, EOFError, zlib.error) as exc:  # ValueError: JSON, UTF-8, gzip
-        raise ContainerError(f"{archive}: not a docker save archive (no readable manifest.json)") from exc
-    except OSError as exc:
-        raise ContainerError(f"{archive}: cannot be read: {exc}") from exc
-    first = manifest[0] if isinstance(manifest, list) and manifest else None
-    config = first.get("Config") if isinstance(first, dict) else None
-    if not isinstance(config, str):
-        raise ContainerError(f"{archive}: manifest.json names no image config")
-    image = Path(config).name.removesuffix(".json").removeprefix("sha256:")
-    if not IMAGE_DIGEST.fullmatch(image):
-        raise ContainerError(f"{archive}: manifest.json's image config {config[:100]!r} is not a sha256 digest; refusing the archive")
-    return image
-
-
-def _manifest(archive: Path) -> object:
-    """The parsed manifest.json of a tar archive (any compression tarfile reads), within the bounds of :func:`archive_image_id`."""
-    with tarfile.open(archive, "r|*") as tar:
-        for count, member in enumerate(tar, 1):
-            if count > MAX_ARCHIVE_MEMBERS:
-                raise ContainerError(f"{archive}: no manifest.json among its first {MAX_ARCHIVE_MEMBERS:,} members; refusing the archive")
-            if member.name != "manifest.json":
-                continue
-            if not member.isfile() or member.size > MAX_MANIFEST_BYTES:
-                what = f"claims {member.size:,} bytes, more than {MAX_MANIFEST_BYTES:,}" if member.isfile() else "is not a file"
-                raise ContainerError(f"{archive}: its manifest.json {what}; refusing the archive")
-            stream = tar.extractfile(member)
-            return json.loads(stream.read(MAX_MANIFEST_BYTES)) if stream else None
-    raise ValueError("no manifest.json")
+    """The image id (its config's sha256, 64 hex digits) recorded in a ``docker save`` archive's manifest.json, the archive
+    read within the bounds of :func:`read_archive`."""
+    with read_archive(archive) as (_, image):
+        return image
 
 
 @contextlib.contextmanager
-def _uncompressed(archive: Path) -> Iterator[Path]:
-    """``archive`` itself, or a gzip'd one (``docker save | gzip``, the challenge's ``.tar.gz``) decompressed into a temporary
-    file: docker loads either, podman only the plain tar. The plain tar may take at most ``MAX_IMAGE_BYTES`` (the runtime
-    copies it into its store) and, decompressed here, must leave ``FREE_SPACE_RESERVE_BYTES`` free: a gzip bomb is refused
-    before it fills the disk other work shares."""
+def read_archive(archive: Path) -> Iterator[tuple[Path, str]]:
+    """A team's image archive as a plain tar the runtime may load, and its image id; every byte read within bounds.
+
+    The archive is a team's, so nothing in it is taken on trust. Compressed (gzip, xz, bzip2), it is inflated here into a
+    temporary file with the size cap (:func:`_uncompressed`), never by the runtime; zstd, which segbench cannot inflate
+    with a bound, is refused. The plain tar's member headers are read one by one (:func:`_scan_tar`): GNU long names and pax
+    headers at most ``MAX_SPECIAL_BYTES``, at most ``MAX_ARCHIVE_MEMBERS`` members, a manifest.json of at most
+    ``MAX_MANIFEST_BYTES`` (the claim in its header checked before a byte is read), each compressed layer inflated here and
+    counted, the members' inflated sizes summed under the cap. The image id must be a digest: it goes to the runtime's
+    commands as an argument, where a config named ``--all.json`` would make a removal ``rmi --force --all``.
+    """
+    archive = Path(archive)
+    with _uncompressed(archive) as (plain, limit, bound):
+        try:
+            with open(plain, "rb") as stream:
+                manifest = json.loads(_scan_tar(stream, archive, limit, bound))
+        except (ValueError, RecursionError, EOFError, zlib.error, lzma.LZMAError) as exc:  # ValueError: JSON, UTF-8
+            raise ContainerError(f"{archive}: not a docker save archive (no readable manifest.json)") from exc
+        except OSError as exc:
+            raise ContainerError(f"{archive}: cannot be read: {exc}") from exc
+        first = manifest[0] if isinstance(manifest, list) and manifest else None
+        config = first.get("Config") if isinstance(first, dict) else None
+        if not isinstance(config, str):
+            raise ContainerError(f"{archive}: manifest.json names no image config")
+        image = Path(config).name.removesuffix(".json").removeprefix("sha256:")
+        if not IMAGE_DIGEST.fullmatch(image):
+            raise ContainerError(f"{archive}: manifest.json's image config {config[:100]!r} is not a sha256 digest; refusing the archive")
+        yield plain, image
+
+
+def _compression(head: bytes) -> str | None:
+    """The compression whose magic bytes begin ``head`` (one of COMPRESSIONS' values), or None."""
+    return next((kind for magic, kind in COMPRESSIONS.items() if head.startswith(magic)), None)
+
+
+def _inflating(kind: str, raw: BinaryIO, where: Path) -> BinaryIO:
+    """A reader of ``raw`` inflated (``kind`` from :func:`_compression`); zstd is refused with the reason."""
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    if kind == "xz":
+        return lzma.LZMAFile(raw)  # type: ignore[return-value]
+    if kind == "bzip2":
+        return bz2.BZ2File(raw)  # type: ignore[return-value]
+    raise ContainerError(f"{where}: {kind}-compressed, which segbench cannot inflate with a size cap; refusing it "
+                         "(send the plain `docker save` tar, or gzip it)")
+
+
+class _Window(io.RawIOBase):
+    """The next ``size`` bytes of ``stream`` as a stream of their own (a tar member's data)."""
+
+    def __init__(self, stream: BinaryIO, size: int) -> None:
+        self.stream, self.left = stream, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
+        data = self.stream.read(min(len(buffer), self.left))
+        self.left -= len(data)
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _tar_number(field: bytes) -> int:
+    """A tar header's numeric field: octal digits, or GNU's base-256 (first byte's high bit set)."""
+    if field[:1] and field[0] & 0x80:
+        return int.from_bytes(bytes([field[0] & 0x7F]) + field[1:], "big")
+    text = field.split(b"\0", 1)[0].strip()
+    return int(text, 8) if text else 0
+
+
+def _pax_records(data: bytes) -> dict[str, str]:
+    """The ``key=value`` records of a pax header (``<length> <key>=<value>\\n`` each)."""
+    records, at = {}, 0
+    while at < len(data) and data[at:at + 1] not in (b"", b"\0"):
+        length = int(data[at:data.index(b" ", at)])
+        if length <= 0:
+            raise ValueError("a pax record of length 0")
+        key, _, value = data[data.index(b" ", at) + 1:at + length - 1].partition(b"=")
+        records[key.decode("utf-8")] = value.decode("utf-8", "replace")
+        at += length
+    return records
+
+
+def _scan_tar(stream: BinaryIO, archive: Path, limit: int, bound: str) -> bytes:
+    """The bytes of the manifest.json of the plain tar ``stream``, every member header read within the bounds of
+    :func:`read_archive`; a compressed member (a layer) inflated here, chunk by chunk, and counted toward ``limit``."""
+    members = total = 0
+    name = size_override = None
+    manifest = None
+    while True:
+        block = stream.read(BLOCK)
+        if not block.strip(b"\0"):
+            break  # the end blocks (or the file's end)
+        if len(block) < BLOCK:
+            raise EOFError("a member header cut short")
+        stored = _tar_number(block[148:156])
+        if stored != sum(block[:148]) + 8 * 32 + sum(block[156:]):
+            raise ValueError("a member header whose checksum does not match")
+        size, kind = _tar_number(block[124:136]), block[156:157]
+        members += 1
+        if members > MAX_ARCHIVE_MEMBERS:
+            raise ContainerError(f"{archive}: more than {MAX_ARCHIVE_MEMBERS:,} members (headers included); refusing the archive")
+        if kind in (b"L", b"K", b"x", b"g"):  # a GNU long name or link, a pax header: data the next member's header uses
+            if size > MAX_SPECIAL_BYTES:
+                raise ContainerError(f"{archive}: member {members}'s {'GNU long name' if kind in b'LK' else 'pax'} header claims {size:,} bytes, "
+                                     f"more than {MAX_SPECIAL_BYTES:,}; refusing the archive")
+            data = stream.read(-(-size // BLOCK) * BLOCK)[:size]
+            if kind == b"L":
+                name = data.split(b"\0", 1)[0].decode("utf-8", "replace")
+            elif kind == b"x":
+                records = _pax_records(data)
+                if any(key.startswith("GNU.sparse") for key in records):
+                    raise ContainerError(f"{archive}: a sparse member (pax GNU.sparse), which no docker save archive holds; refusing the archive")
+                name = records.get("path", name)
+                size_override = int(records["size"]) if "size" in records else None
+            continue
+        if kind == b"S":
+            raise ContainerError(f"{archive}: a GNU sparse member, which no docker save archive holds; refusing the archive")
+        if name is None:
+            prefix = block[345:500].split(b"\0", 1)[0] if block[257:262] == b"ustar" else b""
+            name = ((prefix + b"/" if prefix else b"") + block[:100].split(b"\0", 1)[0]).decode("utf-8", "replace")
+        size = size if size_override is None else size_override
+        start = stream.tell()
+        if kind in (b"0", b"\0", b"7"):  # a regular file
+            if name.lstrip("./") == "manifest.json":
+                if manifest is not None or size > MAX_MANIFEST_BYTES:
+                    what = "a second manifest.json" if manifest is not None else f"its manifest.json claims {size:,} bytes, more than {MAX_MANIFEST_BYTES:,}"
+                    raise ContainerError(f"{archive}: {what}; refusing the archive")
+                manifest = stream.read(size)
+            else:
+                head = stream.read(8)
+                stream.seek(start)
+                compressed = _compression(head)
+                total += _inflated_size(stream, size, compressed, limit - total, archive, name, bound) if compressed else size
+                if total > limit:
+                    raise ContainerError(f"{archive}: its members take more than {limit:,} bytes ({bound}); refusing it")
+        stream.seek(start + -(-size // BLOCK) * BLOCK)
+        name = size_override = None
+    if manifest is None:
+        raise ValueError("no manifest.json")
+    return manifest
+
+
+def _inflated_size(stream: BinaryIO, size: int, kind: str, room: int, archive: Path, name: str, bound: str) -> int:
+    """How many bytes the compressed member of ``size`` bytes at ``stream``'s position inflates to, counted chunk by chunk
+    and refused past ``room``: the runtime would inflate the layer into its store."""
+    inflated = 0
+    where = Path(f"{archive}:{name[:200]}")
+    try:
+        with _inflating(kind, _Window(stream, size), where) as layer:  # type: ignore[arg-type]
+            while chunk := layer.read(CHUNK):
+                inflated += len(chunk)
+                if inflated > room:
+                    raise ContainerError(f"{archive}: layer {name[:200]!r} ({kind}) inflates past the room left under {bound}; refusing it")
+    except (EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
+        raise ContainerError(f"{archive}: layer {name[:200]!r} is not a whole {kind} stream ({exc}); refusing it") from exc
+    return inflated
+
+
+@contextlib.contextmanager
+def _uncompressed(archive: Path) -> Iterator[tuple[Path, int, str]]:
+    """``archive`` itself, or a compressed one (``docker save | gzip``, the challenge's ``.tar.gz``; xz, bzip2) inflated into a
+    temporary file, with the cap every byte of it is counted against and the cap's words: docker loads either, podman
+    only the plain tar. The plain tar may take at most ``MAX_IMAGE_BYTES`` (the runtime copies it into its store) and,
+    inflated here, must leave ``FREE_SPACE_RESERVE_BYTES`` free: a compression bomb is refused before it fills the disk
+    other work shares."""
     with open(archive, "rb") as stream:
-        gzipped = stream.read(2) == b"\x1f\x8b"
+        kind = _compression(stream.read(8))
         size = os.fstat(stream.fileno()).st_size
-    if not gzipped:
+    if kind is None:
         if size > MAX_IMAGE_BYTES:
             raise ContainerError(f"image archive {archive}: {size:,} bytes, more than the cap of {MAX_IMAGE_BYTES:,}; refusing it")
-        yield archive
+        yield archive, MAX_IMAGE_BYTES, f"the cap of {MAX_IMAGE_BYTES:,} bytes"
         return
     with tempfile.TemporaryDirectory(prefix="segbench-image-") as folder:
         limit = min(MAX_IMAGE_BYTES, shutil.disk_usage(folder).free - FREE_SPACE_RESERVE_BYTES)
@@ -188,35 +328,72 @@ def _uncompressed(archive: Path) -> Iterator[Path]:
         plain = Path(folder) / "image.tar"
         written = 0
         try:
-            with gzip.open(archive, "rb") as source, open(plain, "wb") as target:
-                while chunk := source.read(1 << 20):
+            with open(archive, "rb") as raw, _inflating(kind, raw, archive) as source, open(plain, "wb") as target:  # type: ignore[arg-type]
+                while chunk := source.read(CHUNK):
                     written += len(chunk)
                     if written > limit:
                         raise ContainerError(f"image archive {archive}: decompresses to more than {max(limit, 0):,} bytes ({bound}); refusing it")
                     target.write(chunk)
-        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-            raise ContainerError(f"image archive {archive}: not a whole gzip stream ({exc})") from exc
-        yield plain
+        except (EOFError, zlib.error, lzma.LZMAError, OSError) as exc:  # gzip.BadGzipFile and bz2's errors are OSErrors
+            raise ContainerError(f"image archive {archive}: not a whole {kind} stream ({exc})") from exc
+        yield plain, limit, bound
 
 
-def load_image(runtime: Runtime, archive: Path, sha256: str) -> str:
-    """Check ``archive`` against its pinned ``sha256``, load it unless the runtime has that image already; returns the image id."""
+def load_image(runtime: Runtime, archive: Path, sha256: str, fresh: bool = False) -> str:
+    """Check ``archive`` against its pinned ``sha256``, load it unless the runtime has that image already; returns the image id.
+
+    ``fresh``: the archive must bring its image (a team's: an archive naming an image already in the store, which it did not
+    bring, is refused rather than run as that image)."""
     archive = Path(archive)
     if not archive.is_file():
         raise ContainerError(f"image archive {archive} does not exist")
     actual = file_digest(archive, "sha256")
     if actual != sha256.removeprefix("sha256:"):
         raise ContainerError(f"image archive {archive}: sha256 {actual}, pinned {sha256}; refusing to load it")
-    image = archive_image_id(archive)
-    if runtime.call("image", "inspect", image).returncode == 0:
-        return image
-    with _uncompressed(archive) as tar:
+    with read_archive(archive) as (tar, image):
+        if runtime.call("image", "inspect", image).returncode == 0:
+            if fresh:
+                raise ContainerError(f"image archive {archive}: names image {image}, already in {runtime.program}'s store before it was "
+                                     "loaded; a team's archive must bring its own image; refusing it")
+            return image
         result = runtime.call("load", "-i", str(tar))
     if result.returncode != 0:
         raise ContainerError(f"image archive {archive}: {runtime.program} load exited with status {result.returncode}: {result.stderr.strip()[-1000:]}")
     if runtime.call("image", "inspect", image).returncode != 0:
         raise ContainerError(f"image archive {archive}: loaded, but {runtime.program} has no image {image}")
     return image
+
+
+@contextlib.contextmanager
+def private_store(runtime: Runtime) -> Iterator[Runtime]:
+    """``runtime`` with an image store of its own, new and empty, removed with everything in it on the way out.
+
+    podman: ``--root``, ``--runroot`` and ``--tmpdir`` in a temporary folder, so what a team's archive loads can neither
+    name an image it did not bring nor outlive the team, and no tag of the organiser's store can be re-pointed. docker
+    has one store per daemon: ``runtime`` itself (load with ``fresh=True``, and remove what was loaded)."""
+    if runtime.program != "podman":
+        yield runtime
+        return
+    folder = Path(tempfile.mkdtemp(prefix="segbench-store-"))
+    private = dataclasses.replace(runtime, global_flags=(*runtime.global_flags, "--root", str(folder / "root"), "--runroot", str(folder / "run"),
+                                                         "--tmpdir", str(folder / "tmp")))
+    try:
+        yield private
+    finally:
+        private.call("rm", "--all", "--force", timeout=120.0)
+        private.call("rmi", "--all", "--force", timeout=300.0)
+        _unmount_below(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _unmount_below(folder: Path) -> None:
+    """Unmount whatever is still mounted under ``folder`` (a store's overlay), deepest first: rmtree must not descend into it."""
+    try:
+        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()]
+    except OSError:
+        return
+    for point in sorted((m for m in mounts if m == str(folder) or m.startswith(f"{folder}/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False, timeout=60)
 
 
 def find_reference(runtime: Runtime, reference: str) -> str:
@@ -272,12 +449,44 @@ def gpu_flags(runtime: Runtime, device: str) -> list[str]:
     return ["--device", f"nvidia.com/gpu={index or 'all'}"]
 
 
-def run_argv(runtime: Runtime, image: str, spec: ContainerSpec, inputs: Path, outputs: Path, name: str, device: str = "cpu") -> list[str]:
-    """The ``run`` command line of one isolated call (see the module's docstring for what each flag guards)."""
+def image_volumes(runtime: Runtime, image: str) -> list[str]:
+    """The paths an image declares as VOLUMEs (each would become a volume on the host's disk, uncapped)."""
+    result = runtime.call("image", "inspect", "--format", "{{json .Config.Volumes}}", image)
+    if result.returncode != 0:
+        raise ContainerError(f"{runtime.program} image inspect {image} exited with status {result.returncode}: {result.stderr.strip()[-500:]}")
+    try:
+        volumes = json.loads(result.stdout or "null")
+    except ValueError as exc:
+        raise ContainerError(f"{runtime.program} image inspect {image}: unreadable volumes {result.stdout[:200]!r}") from exc
+    return sorted(str(path) for path in volumes or {})
+
+
+@contextlib.contextmanager
+def capped_folder(folder: Path, max_bytes: int, max_files: int) -> Iterator[bool]:
+    """``folder`` as a file system of its own while inside: a tmpfs of ``max_bytes`` and ``max_files`` entries, so what a
+    container writes there is bounded even when it unlinks a file it keeps open (the polled cap never sees that one).
+    Mounting needs root; elsewhere ``folder`` stays a plain folder (yields False) and only the polled cap applies."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = os.geteuid() == 0 and shutil.which("mount") is not None and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={max(max_bytes, 1 << 16)},nr_inodes={max_files + 16},mode=0755", "tmpfs", str(folder)],
+        capture_output=True, check=False, timeout=60).returncode == 0
+    try:
+        yield mounted
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False, timeout=60)
+
+
+def run_argv(runtime: Runtime, image: str, spec: ContainerSpec, inputs: Path, outputs: Path, name: str, device: str = "cpu",
+             volumes: Sequence[str] = ()) -> list[str]:
+    """The ``run`` command line of one isolated call (see the module's docstring for what each flag guards). ``volumes``:
+    the image's VOLUMEs, each an in-memory file system of at most ``max_output_bytes`` instead of a volume on the host's disk."""
     variables = [arg for key, value in sorted(spec.variables.items()) for arg in ("-e", f"{key}={value}")]
     return runtime.argv(
         "run", "--rm", "--name", name,
-        "--network", "none", "--read-only", "--tmpfs", "/tmp",
+        "--network", "none", "--read-only",
+        *(arg for path in ("/tmp", *(v for v in volumes if v != "/tmp")) for arg in ("--tmpfs", f"{path}:size={spec.max_output_bytes}")),
         "--cap-drop", "all", "--security-opt", "no-new-privileges",
         "--memory", spec.memory, "--cpus", str(spec.cpus), "--pids-limit", str(spec.pids_limit), "--shm-size", spec.shm_size,
         *(("--user", spec.user) if spec.user is not None else ()),
@@ -341,6 +550,15 @@ def _expected_problem(outputs: Path, expected: Sequence[str], mount: str) -> str
     return f"exited 0 but wrote no {', '.join(missing)} in {mount}" if missing else None
 
 
+def _extra_problem(outputs: Path, expected: Sequence[str], mount: str) -> str | None:
+    """Why ``outputs`` holds entries besides the ``expected`` ones (named, at most five), or None."""
+    extra = sorted(entry.name for entry in os.scandir(outputs) if entry.name not in expected)
+    if not extra:
+        return None
+    shown = ", ".join(repr(name[:100]) for name in extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+    return f"wrote {shown} in {mount} besides {', '.join(expected)}; the step's outputs are refused"
+
+
 def _writable_by(folder: Path, user: str | None) -> None:
     """Let ``user`` (``uid:gid``) write into ``folder``: its owner when segbench runs as root, else writable by all."""
     if user is None:
@@ -369,12 +587,14 @@ def run(
     timeout_s: float,
     *,
     expected: Sequence[str] = (),
+    exclusive: bool = False,
     device: str = "cpu",
     name_prefix: str = "segbench",
 ) -> ContainerRun:
     """Run ``image`` once on the files in ``inputs``; ``outputs`` (empty, created if needed) gets what it writes.
 
-    ``expected``: names of files the call must leave in ``outputs``. On any failure ``outputs`` is left
+    ``expected``: names of files the call must leave in ``outputs``; ``exclusive``: and nothing else (a stray file fails the
+    call, with its name in the reason, and the next call still gets an empty folder). On any failure ``outputs`` is left
     empty and ``reason`` says what went wrong; the container never outlives the call (on a time limit
     or an interrupt it is killed and removed before this returns or raises).
     """
@@ -384,7 +604,7 @@ def run(
         raise ContainerError(f"outputs folder {outputs} is not empty; a container writes into an empty folder")
     _writable_by(outputs, spec.user)
     name = f"{name_prefix}-{uuid.uuid4().hex[:12]}"
-    argv = run_argv(runtime, image, spec, inputs, outputs, name, device)
+    argv = run_argv(runtime, image, spec, inputs, outputs, name, device, image_volumes(runtime, image))
     start = time.perf_counter()
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     out = b""  # what the container printed; empty when an interrupt came before it ended
@@ -421,7 +641,8 @@ def run(
             reason += f" (it ran as user {spec.user}, not root; an image that needs root runs only if the organiser allows it)"
     else:
         capped = over_cap(outputs, spec.max_output_bytes, spec.max_output_files)
-        reason = capped or _expected_problem(outputs, expected, spec.outputs_mount)
+        reason = capped or _expected_problem(outputs, expected, spec.outputs_mount) or (_extra_problem(outputs, expected, spec.outputs_mount)
+                                                                                         if exclusive else None)
     if reason is not None:
         _empty(outputs)
     return ContainerRun(name, seconds, status, reason, log)

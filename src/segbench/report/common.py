@@ -6,6 +6,7 @@ nothing is recomputed.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 from collections.abc import Callable
@@ -298,8 +299,11 @@ def disclosure(summary: str, body: str, open_: bool = False) -> str:
 
 
 def slug(text: str) -> str:
-    """File- and id-safe form of a name."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
+    """File- and id-safe form of a name, one per name: a name that needs changing to be safe gets a short digest of
+    itself appended, so that two names slugging alike (``liver!``, ``liver?``) get distinct pages instead of one
+    replacing the other."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
+    return safe if safe == text else f"{safe}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
 
 
 # The calibration audit's rate on the board (docs/methodology.md#518-calibration-audit, "On the board"): the results'

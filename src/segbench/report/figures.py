@@ -51,8 +51,14 @@ def to_div(fig: go.Figure, div_id: str) -> str:
     )
 
 
+def _plain(name: str) -> str:
+    """A name as plotly shows it as typed: plotly renders a subset of HTML in trace names, categories and texts (a model
+    named ``<a href="...">`` was a live link in the charts) and decodes entities back to the characters."""
+    return html.escape(name, quote=False)
+
+
 def _labels(names: list[str], models: Models) -> list[str]:
-    return [f"{name}{short_mark(models.get(name, {}))}" for name in names]
+    return [_plain(f"{name}{short_mark(models.get(name, {}))}") for name in names]
 
 
 def _model_axis(fig: go.Figure, labels: list[str]) -> None:
@@ -132,7 +138,7 @@ def step_curves(block: Structure, models: Models, name: str, steps: int, setting
         if any(c is None or c["mean"] is None for c in cells):
             continue
         fig.add_trace(go.Scatter(
-            x=x, y=[c["mean"] for c in cells], mode="lines+markers", name=f"{model}{short_mark(models[model])}",
+            x=x, y=[c["mean"] for c in cells], mode="lines+markers", name=_plain(f"{model}{short_mark(models[model])}"),
             marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},
             error_y={"type": "data", "symmetric": False, "array": [_gap(c["ci_high"], c["mean"]) for c in cells],
                      "arrayminus": [_gap(c["mean"], c["ci_low"]) for c in cells], "thickness": 1.2, "width": 4},
@@ -271,14 +277,14 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: Set
                 x=[i + offset for i in range(len(groups))],
                 y=[e["mean"] for e in ests],
                 mode="markers",
-                name=f"{name}{short_mark(models.get(name, {}))}: {result}",
+                name=f"{_plain(name + short_mark(models.get(name, {})))}: {result}",
                 marker={"symbol": SYMBOLS[k % len(SYMBOLS)], "size": 7},
                 error_y={"type": "data", "symmetric": False, "thickness": 1, "width": 2,
                          "array": [_gap(e["ci_high"], e["mean"]) for e in ests],
                          "arrayminus": [_gap(e["mean"], e["ci_low"]) for e in ests]},
                 text=[f"{g}: {fmt(e['mean'], digits(cell))} [{fmt(e['ci_low'], digits(cell))}, {fmt(e['ci_high'], digits(cell))}]"
                       for g, e in zip(groups, ests)],
-                hovertemplate=f"{name}<br>%{{text}}<extra></extra>",
+                hovertemplate=f"{_plain(name)}<br>%{{text}}<extra></extra>",
             )
         )
     ticks = [
@@ -306,7 +312,7 @@ def leave_one_out(block: Structure) -> go.Figure:
             go.Bar(
                 y=metrics,
                 x=[block["metrics"][m]["loo"][key] for m in metrics],
-                name=name,
+                name=_plain(name),
                 orientation="h",
                 text=[f"{block['metrics'][m]['loo'][key]:.1%}" for m in metrics],
                 textposition="outside",
@@ -339,7 +345,7 @@ def scheme_lines(cell: Cell, models: Models) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=ticks, y=[block["ranks"][s][name] for s in schemes], mode="lines+markers", name=label,
             marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},
-            hovertemplate=f"{html.escape(label)}<br>%{{x}}: rank %{{y}}<extra></extra>",
+            hovertemplate=f"{label}<br>%{{x}}: rank %{{y}}<extra></extra>",
         ))
     n = len(cell["ranking"]["order"])
     fig.update_yaxes(autorange="reversed", dtick=1, title="rank")
@@ -357,7 +363,7 @@ def podium(consensus: Consensus, models: Models) -> go.Figure:
         ranks = consensus["task_ranks"][task]
         shown = [m for m in names if m in ranks]
         fig.add_trace(go.Scatter(
-            x=[labels[names.index(m)] for m in shown], y=[ranks[m] for m in shown], mode="markers", name=task,
+            x=[labels[names.index(m)] for m in shown], y=[ranks[m] for m in shown], mode="markers", name=_plain(task),
             marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8}, hovertemplate=f"{html.escape(task)}: rank %{{y}}<extra></extra>",
         ))
     fig.update_xaxes(type="category", tickangle=-40 if len(names) > 4 else 0)

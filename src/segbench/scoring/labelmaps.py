@@ -59,15 +59,27 @@ def _check_file(path: Path) -> None:
         raise ValueError(f"{path}: file is empty (0 bytes)")
 
 
+def check_voxel_dtype(path: Path, img: nib.spatialimages.SpatialImage) -> None:
+    """Refuse a NIfTI whose header's voxel type cannot hold labels (complex, RGB, more than 8 bytes a voxel) before a voxel is
+    decoded: such a volume cost 1.2-2.0 GB before its dtype was refused."""
+    dtype = np.dtype(img.header.get_data_dtype())
+    if dtype.kind not in "biuf" or dtype.itemsize > 8:
+        raise ValueError(f"{path}: header says voxel type {dtype}; a label map is integer (or float holding integers); refused before decoding")
+
+
 def load_nifti(path: Path) -> tuple[np.ndarray, nib.Nifti1Image]:
     """Decode a NIfTI label map once: (integer array, image carrying affine and header).
 
     A gzipped integer map without intensity scaling is inflated by ISA-L into the array (``_inflate_whole``);
-    anything else is decoded by nibabel. Both give the same array."""
+    anything else is decoded by nibabel. Both give the same array. The voxel type is checked on the header first."""
     path = Path(path)
     _check_file(path)
     try:
         img = nib.load(path)
+    except Exception as exc:
+        raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
+    check_voxel_dtype(path, img)
+    try:
         proxy = img.dataobj
         data = _inflate_whole(path, proxy) if _is_plain_integer(proxy) and _is_gzipped(path) else np.asanyarray(proxy)
     except Exception as exc:  # nibabel/gzip/zlib raise many exception types for corrupt files
@@ -172,9 +184,11 @@ class _Inflater:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def finish(self) -> None:
-        """Decode the rest, so that gzip's CRC and length check the whole stream."""
-        while self.read(STREAM_BYTES):
-            pass
+        """Decode the rest, so that gzip's CRC and length check the whole stream; data after what was read (a .nii.gz followed
+        by gigabytes of gzip'd zeros) is refused at its first decoded bytes, never inflated to its end."""
+        extra = self.read(1)
+        if extra:
+            raise ValueError("the gzip stream holds data after the voxels its header implies (trailing data); refused after its first byte")
         if not self._d.eof:
             raise EOFError("compressed stream ends before its end-of-stream marker")
 
@@ -255,6 +269,7 @@ def load_nifti_nonzero(path: Path) -> tuple[NonzeroCrop, nib.Nifti1Image]:
     ``load_nifti`` (NaN, non-integer values), then cropped. Errors name the file."""
     path = Path(path)
     img = nifti_image(path)
+    check_voxel_dtype(path, img)
     try:
         proxy = img.dataobj
         if _is_plain_integer(proxy):
@@ -301,11 +316,16 @@ def load_label_map(
         return load_nifti(path)
     import pydicom
 
-    try:
-        modality = pydicom.dcmread(path, stop_before_pixels=True).Modality
-    except Exception as exc:
-        raise ValueError(f"{path}: cannot read DICOM header ({type(exc).__name__}: {exc})") from exc
+    cap = dicom_byte_cap(reference_shape)
+    with _regular_file(path) as stream:
+        check_deflated(stream, path, cap)  # its errors name the file
+        try:
+            header = pydicom.dcmread(stream, stop_before_pixels=True)
+            modality = header.Modality
+        except Exception as exc:
+            raise ValueError(f"{path}: cannot read DICOM header ({type(exc).__name__}: {exc})") from exc
     if modality == "SEG":
+        _check_frames(path, header, cap)
         data, affine = _load_dicom_seg(path, dicom_labels, reference_shape)
     elif modality == "RTSTRUCT":
         data, affine = _load_rtstruct(path, dicom_labels, reference_shape, path.parent if series_folder is None else Path(series_folder))
@@ -313,6 +333,58 @@ def load_label_map(
         raise ValueError(f"{path}: DICOM modality {modality!r} is not a segmentation (SEG or RTSTRUCT)")
     img = nib.Nifti1Image(data, affine)
     return validated_labels(path, data), img
+
+
+#: what a DICOM file's deflated dataset may inflate to, and a DICOM-SEG's frames decode to: this much, plus two bytes for
+#: each voxel MAX_VOXEL_FACTOR times the reference grid allows (without a reference, this much alone)
+DICOM_BASE_BYTES = 256 << 20
+#: the Deflated Explicit VR Little Endian transfer syntax: the whole dataset after the file meta is one deflate stream
+DEFLATED_SYNTAX = "1.2.840.10008.1.2.1.99"
+
+
+def dicom_byte_cap(reference_shape: tuple[int, ...] | None) -> int:
+    """The most bytes a DICOM label map may inflate or decode to (DICOM_BASE_BYTES's rule)."""
+    return DICOM_BASE_BYTES + (2 * MAX_VOXEL_FACTOR * math.prod(reference_shape) if reference_shape is not None else 0)
+
+
+def check_deflated(stream: BinaryIO, where: Path, cap: int) -> None:
+    """Refuse a DICOM file in the deflated transfer syntax whose dataset inflates past ``cap`` bytes, counted in 1 MB chunks
+    before pydicom inflates it whole (a 1.5 MB file cost pydicom 3.43 GB); ``stream`` is left at its start."""
+    import zlib
+
+    import pydicom
+
+    start = stream.tell()
+    try:
+        pydicom.filereader.read_preamble(stream, False)
+        meta = pydicom.filereader._read_file_meta_info(stream)
+        if str(meta.get("TransferSyntaxUID", "")) != DEFLATED_SYNTAX:
+            return
+        inflater, inflated = zlib.decompressobj(-zlib.MAX_WBITS), 0
+        while chunk := stream.read(STREAM_BYTES):
+            inflated += len(inflater.decompress(chunk, cap + 1 - inflated))
+            while inflater.unconsumed_tail and inflated <= cap:
+                inflated += len(inflater.decompress(inflater.unconsumed_tail, cap + 1 - inflated))
+            if inflated > cap:
+                raise ValueError(f"{where}: its deflated DICOM dataset inflates past {cap:,} bytes; refused before decoding")
+    except zlib.error as exc:
+        raise ValueError(f"{where}: its deflated DICOM dataset is corrupt ({exc})") from exc
+    except pydicom.errors.InvalidDicomError as exc:
+        raise ValueError(f"{where}: cannot read DICOM header ({exc})") from exc
+    finally:
+        stream.seek(start)
+
+
+def _check_frames(path: Path, ds: object, cap: int) -> None:
+    """Refuse a DICOM-SEG whose frames, as its header describes them, decode past ``cap`` bytes (compressed pixel data is
+    decoded frame by frame into that many)."""
+    try:
+        n_bytes = (int(getattr(ds, "NumberOfFrames", 1) or 1) * int(ds.Rows) * int(ds.Columns) * int(getattr(ds, "SamplesPerPixel", 1))
+                   * max(1, int(ds.BitsAllocated))) // 8
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: its header does not describe its frames ({exc})") from exc
+    if n_bytes > cap:
+        raise ValueError(f"{path}: its header's frames decode to {n_bytes:,} bytes, more than {cap:,}; refused before decoding")
 
 
 def _check_volume(path: Path, shape: tuple[int, ...], reference_shape: tuple[int, ...] | None) -> None:
@@ -455,6 +527,7 @@ def _rtstruct_series(path: Path, rt: object, folder: Path) -> list:
     series = []
     for name in _series_files(str(folder), os.stat(folder).st_mtime_ns).get(uid, ()):
         with _regular_file(folder / name) as stream:
+            check_deflated(stream, folder / name, DICOM_BASE_BYTES)
             try:
                 series.append(pydicom.dcmread(stream, stop_before_pixels=True))
             except Exception as exc:  # replaced since it was indexed: pydicom raises many exception types
@@ -517,6 +590,7 @@ def _series_files(folder: str, mtime_ns: int) -> dict[str, tuple[str, ...]]:
                 if stream.read(132)[128:] != b"DICM":
                     continue
                 stream.seek(0)
+                check_deflated(stream, Path(entry.path), DICOM_BASE_BYTES)
                 ds = pydicom.dcmread(stream, stop_before_pixels=True, specific_tags=["SeriesInstanceUID", "Modality"])
         except Exception:  # pydicom raises many exception types for a corrupt file; it is no slice
             continue
