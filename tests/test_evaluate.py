@@ -193,8 +193,20 @@ def test_a_missing_prediction_is_an_error_naming_the_case_or_the_stated_worst_ca
 def test_another_grid_is_an_error_naming_the_file(small: Path) -> None:
     bad = _bad_copy(small)
     _nifti(bad / "b.nii.gz", np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj), spacing=2.0)
-    with pytest.raises(scoring.GeometryError, match=r"bad/b\.nii\.gz"):
+    with pytest.raises(scoring.GeometryError, match=r"bad/b\.nii\.gz") as caught:
         _evaluate(small, bad)
+    assert "what differs: spacing (2.0, 2.0, 2.0) (prediction) vs (1.0, 1.0, 1.0) (reference)" in str(caught.value)
+    assert "fix: save the prediction on the reference's grid" in str(caught.value) and "--pred-config" in str(caught.value)
+    flipped = small / "flipped"  # the first axis stored the other way round (the same voxels on the patient): LAS, not RAS
+    flipped.mkdir()
+    _nifti(flipped / "a.nii.gz", np.asarray(nib.load(small / "good" / "a.nii.gz").dataobj))
+    data = np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj)
+    affine = np.diag([-1.0, 1.0, 1.0, 1.0])
+    affine[0, 3] = data.shape[0] - 1
+    nib.save(nib.Nifti1Image(np.ascontiguousarray(data[::-1]).astype(np.uint8), affine), flipped / "b.nii.gz")
+    with pytest.raises(scoring.GeometryError) as caught:
+        evaluation.evaluate(small / "gt", {"good": small / "good", "flipped": flipped}, progress=False)
+    assert "what differs: orientation LAS (prediction) vs RAS (reference)" in str(caught.value), str(caught.value)
 
 
 def test_a_npy_of_another_shape_is_an_error_naming_the_file(small: Path) -> None:

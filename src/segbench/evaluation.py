@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -274,10 +275,31 @@ def _staging_write(path: Path, target: Path) -> Iterator[None]:
                                  "point TMPDIR at a disk with room for them") from None
 
 
+#: a grid mismatch's message: the two files it compares (segbench.scoring.geometry.check_same_grid)
+_GRID_PAIR = re.compile(r"reference (\S+) vs prediction (\S+):")
+
+
+def grid_difference(reference: Path | str, prediction: Path | str) -> str:
+    """What differs between two label maps' grids, read from their headers: orientation (axis codes, so a flip reads as
+    one), spacing, origin and shape, each named with both values, and how to fix it."""
+    a, b = nib.load(str(reference)), nib.load(str(prediction))
+    facts = [("orientation", "".join(nib.aff2axcodes(a.affine)), "".join(nib.aff2axcodes(b.affine))),
+             ("spacing", tuple(round(float(z), 4) for z in a.header.get_zooms()[:3]), tuple(round(float(z), 4) for z in b.header.get_zooms()[:3])),
+             ("origin", tuple(round(float(v), 3) for v in a.affine[:3, 3]), tuple(round(float(v), 3) for v in b.affine[:3, 3])),
+             ("shape", tuple(a.shape[:3]), tuple(b.shape[:3]))]
+    differ = "; ".join(f"{name} {mine} (prediction) vs {theirs} (reference)" for name, theirs, mine in facts if theirs != mine)
+    return (f"what differs: {differ or 'the affines, beyond the tolerance'}; fix: save the prediction on the reference's grid, or let "
+            "segbench resample it by its affine as the pipeline does (`--label-map ID=STRUCTURE ...` with --dataset, or `--pred-config FILE`)")
+
+
 def _named(error: Exception, originals: Mapping[str, str]) -> Exception:
     """``error`` with each staged copy's path in its message replaced by the team's file it was staged from (longest
-    first: one staged path can begin another)."""
+    first: one staged path can begin another); a grid mismatch also says what differs and the fix (``grid_difference``)."""
     text = str(error)
+    pair = _GRID_PAIR.search(text) if isinstance(error, scoring.GeometryError) else None
+    if pair:
+        with contextlib.suppress(Exception):  # the mismatch stays reported even if a header cannot be read again
+            text = f"{text}; {grid_difference(pair.group(1), pair.group(2))}"
     for staged in sorted((p for p in originals if p in text), key=len, reverse=True):
         text = text.replace(staged, originals[staged])
     if text == str(error):
