@@ -8,12 +8,14 @@ import gzip
 import io
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import nibabel as nib
@@ -72,15 +74,16 @@ def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_rep
     printed = _run([sys.executable, "-m", "segbench.cli", "evaluate", "--gt", "gt", *_pred_args(project), "--dataset", "kits23",
                     "--conf", str(ROOT / "conf"), "--simulated", *MODELS, "--out", str(out), "--report", "--width", "200"], project).stdout
     assert "2 models, all SIMULATED" in printed and "mean [95% CI]" in printed
-    assert f"tumor dice, {len(CASES)} cases: #1 " in printed and ("sim_erode_1mm − sim_dilate_1mm" in printed or "sim_dilate_1mm − sim_erode_1mm" in printed)
     results = json.loads((out / "results" / "kits23.json").read_text(encoding="utf-8"))
+    first = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]["verdict"]["first"]
+    assert any(re.match(rf"tumor dice\s+{first}\s", line) for line in printed.splitlines()), printed  # its line: the cell, then #1
     assert results["analysis"]["structures"]["tumor"]["n_cases"] == len(CASES)
     assert results["models"]["sim_erode_1mm"]["simulated"] and results["dataset"]["regions"]["tumor"]["nsd_tolerance_mm"] == 1.1498
     assert (out / "site" / "index.html").is_file() and (out / "site" / "kits23--tumor.html").is_file()
     per_case = pd.read_csv(out / evaluation.PER_CASE_FILE, dtype={"case_id": str})
     assert sorted(set(per_case["case_id"])) == list(CASES) and set(per_case["model"]) == set(MODELS)
     assert "every statistic re-derived" in _run([sys.executable, "-m", "segbench.cli", "reanalyze", str(out / "results" / "kits23.json")], project).stdout
-    shown = _run([sys.executable, "-m", "segbench.cli", "show", "--results", str(out / "results"), "--width", "200"], project).stdout
+    shown = _run([sys.executable, "-m", "segbench.cli", "show", "--results", str(out / "results"), "--width", "200", "--detail"], project).stdout
     v = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]["verdict"]
     assert f"#1 {v['first']} versus #2 {v['second']}: " in " ".join(shown.split())
     _run([sys.executable, "-m", "segbench.cli", "report", "--results", str(out / "results"), "--out", str(project / "site2")], project)
@@ -102,7 +105,7 @@ def test_api_from_a_plain_script_without_main_guard_with_a_pool(project: Path) -
         """), encoding="utf-8")
     done = _run([sys.executable, str(script)], project)
     assert "Traceback" not in done.stderr and done.stdout.count("2 models, all SIMULATED") == 1
-    assert "mean [95% CI]" in done.stdout and f"tumor dice, {len(CASES)} cases: #1 " in done.stdout
+    assert "mean [95% CI]" in done.stdout and "\ntumor dice " in done.stdout
     assert "structure,metric,gender,n,tested,model,mean,ci_low,ci_high" in done.stdout
     assert (project / "api" / "site" / "index.html").is_file()
     assert json.loads((project / "api" / "kits23.json").read_text(encoding="utf-8"))["dataset"]["name"] == "kits23"
@@ -190,8 +193,20 @@ def test_a_missing_prediction_is_an_error_naming_the_case_or_the_stated_worst_ca
 def test_another_grid_is_an_error_naming_the_file(small: Path) -> None:
     bad = _bad_copy(small)
     _nifti(bad / "b.nii.gz", np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj), spacing=2.0)
-    with pytest.raises(scoring.GeometryError, match=r"bad/b\.nii\.gz"):
+    with pytest.raises(scoring.GeometryError, match=r"bad/b\.nii\.gz") as caught:
         _evaluate(small, bad)
+    assert "what differs: spacing (2.0, 2.0, 2.0) (prediction) vs (1.0, 1.0, 1.0) (reference)" in str(caught.value)
+    assert "fix: save the prediction on the reference's grid" in str(caught.value) and "--pred-config" in str(caught.value)
+    flipped = small / "flipped"  # the first axis stored the other way round (the same voxels on the patient): LAS, not RAS
+    flipped.mkdir()
+    _nifti(flipped / "a.nii.gz", np.asarray(nib.load(small / "good" / "a.nii.gz").dataobj))
+    data = np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj)
+    affine = np.diag([-1.0, 1.0, 1.0, 1.0])
+    affine[0, 3] = data.shape[0] - 1
+    nib.save(nib.Nifti1Image(np.ascontiguousarray(data[::-1]).astype(np.uint8), affine), flipped / "b.nii.gz")
+    with pytest.raises(scoring.GeometryError) as caught:
+        evaluation.evaluate(small / "gt", {"good": small / "good", "flipped": flipped}, progress=False)
+    assert "what differs: orientation LAS (prediction) vs RAS (reference)" in str(caught.value), str(caught.value)
 
 
 def test_a_npy_of_another_shape_is_an_error_naming_the_file(small: Path) -> None:
@@ -337,8 +352,9 @@ def test_under_a_coverage_policy_a_file_that_cannot_be_scored_is_a_missing_case_
 
 def test_a_case_with_two_files_or_an_empty_folder_is_one_team_s_problem(small: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Two files for one case (a.nii.gz and a.nii: which is the prediction cannot be told) stop the run naming both
-    under ``missing="error"``; under a coverage policy that case is the team's missing one and an empty folder is a
-    team without predictions, both named in a warning, and the other team is scored (both stopped every team)."""
+    under ``missing="error"``; under a coverage policy that case is the team's missing one, named in a warning, and the
+    other team is scored (it stopped every team). An empty folder is a model with no scored case: an error naming it,
+    before anything is scored, never a board of nothing."""
     bad = _bad_copy(small)
     (bad / "a.nii").write_bytes(gzip.decompress((bad / "a.nii.gz").read_bytes()))
     _nifti(bad / "b.nii.gz", np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj))
@@ -346,13 +362,12 @@ def test_a_case_with_two_files_or_an_empty_folder_is_one_team_s_problem(small: P
         _evaluate(small, bad)
     empty = small / "empty"
     empty.mkdir()
+    with pytest.raises(ValueError, match=r"model empty: .*empty: no prediction file for any of the 2 cases"):
+        evaluation.evaluate(small / "gt", {"good": small / "good", "bad": bad, "empty": empty}, progress=False, missing="own_cases")
     with caplog.at_level("WARNING", logger="segbench.evaluation"):
-        own = evaluation.evaluate(small / "gt", {"good": small / "good", "bad": bad, "empty": empty}, progress=False,
-                                  missing="own_cases").results
-    assert own["coverage"]["models"] == {"bad": {"n_cases": 1, "of": 2, "missing": ["a"]},
-                                         "empty": {"n_cases": 0, "of": 2, "missing": ["a", "b"]}}
+        own = evaluation.evaluate(small / "gt", {"good": small / "good", "bad": bad}, progress=False, missing="own_cases").results
+    assert own["coverage"]["models"] == {"bad": {"n_cases": 1, "of": 2, "missing": ["a"]}}
     assert "case a has 2 files, a.nii and a.nii.gz; which one is its label map cannot be told" in caplog.text
-    assert "model empty: 2 of 2 cases have no prediction" in caplog.text
     assert own["analysis"]["structures"]["organ"]["metrics"]["dice"]["ranking"]["order"] == ["good"]
 
 
@@ -593,3 +608,108 @@ def test_a_dataset_without_its_config_folder_is_an_error_naming_the_folder(small
     """Run outside the project, --dataset finds no conf/: the error says which folder and what to give instead."""
     with pytest.raises(FileNotFoundError, match=r"dataset 'kits23': .*/elsewhere is not a segbench config folder .*--conf"):
         evaluation.evaluate(small / "gt", {"good": small / "good"}, dataset="kits23", conf=small / "elsewhere", progress=False)
+
+
+def test_a_model_lacking_cases_is_in_every_table_with_its_n_and_coverage(small: Path) -> None:
+    """tsv/json (``segbench show --format``) and ``by_subgroup`` carry every model: the one lacking a case (own_cases, off
+    the board) has its rows from the analysis of its own cases, with n and its coverage; no row is dropped or zero-filled."""
+    bad = _bad_copy(small)
+    (small / "cases.csv").write_text("case_id,site\na,north\nb,south\n", encoding="utf-8")
+    result = _evaluate(small, bad, missing="own_cases", metadata=small / "cases.csv")
+    table = pd.read_csv(io.StringIO(render([result.results], fmt_name="tsv")), sep="\t")
+    dice = table[(table["structure"] == "organ") & (table["metric"] == "dice")].set_index("model")
+    assert sorted(dice.index) == ["bad", "good"]
+    assert dice.loc["bad", "n"] == 1 and dice.loc["bad", "coverage"] == 0.5 and dice.loc["bad", "mean"] == 1.0
+    assert pd.isna(dice.loc["bad", "rank"]) and dice.loc["good", "coverage"] == 1.0 and dice.loc["good", "n"] == 2
+    records = json.loads(render([result.results], fmt_name="json"))
+    assert {r["model"] for r in records} == {"good", "bad"} and all(r["coverage"] in (0.5, 1.0) for r in records)
+    groups = result.by_subgroup("site")
+    assert set(groups["model"]) == {"good", "bad"}
+    own = groups[(groups["model"] == "bad") & (groups["metric"] == "dice")]
+    assert list(own["site"]) == ["north"] and (own["coverage"] == 0.5).all() and (own["mean"] == 1.0).all()
+
+
+#: 15 of the default cases (those with the fewest slices: quick to stage and score), a folder of their label maps under
+#: other label values, the first 5 stored on another grid
+INTAKE_CASES = ("case_00110", "case_00285", "case_00440", "case_00435", "case_00210", "case_00260", "case_00470", "case_00425",
+                "case_00010", "case_00045", "case_00215", "case_00030", "case_00085", "case_00130", "case_00090")
+OTHER_GRID = INTAKE_CASES[:5]
+RELABEL = {1: 5, 2: 6, 3: 7}
+
+
+def _user_folder(kits_labels: Path, folder: Path, cases: Sequence[str], relabel: Mapping[int, int]) -> None:
+    """A folder as a user brings it: each case's reference label map under the label ids of ``relabel``; the cases of
+    ``OTHER_GRID`` with their first axis stored the other way round (the affine says so: the same voxels on the patient)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for case in cases:
+        image = nib.load(kits_labels / f"{case}.nii.gz")
+        data = np.asarray(image.dataobj).astype(np.uint8)
+        labels = np.zeros_like(data)
+        for old, new in relabel.items():
+            labels[data == old] = new
+        affine = image.affine.copy()
+        if case in OTHER_GRID:
+            flip = np.eye(4)
+            flip[0, 0], flip[0, 3] = -1, data.shape[0] - 1
+            labels, affine = np.ascontiguousarray(labels[::-1]), affine @ flip
+        nib.save(nib.Nifti1Image(labels, affine), folder / f"{case}.nii.gz")
+
+
+@pytest.mark.slow
+def test_a_predictions_folder_scores_the_same_through_the_pipeline_and_evaluate_pred_config(tmp_path: Path, kits_labels: Path) -> None:
+    """One intake: the same conf/predictions/<name>.yaml (other label values, 5 cases on another grid) through the predict and
+    score stages' functions and through `segbench.evaluate(pred_configs=...)` gives identical per-case numbers."""
+    import yaml
+
+    from segbench.models.runner import predict
+
+    folder = tmp_path / "userdata" / "mine"
+    _user_folder(kits_labels, folder, INTAKE_CASES, RELABEL)
+    entry = {"title": "mine", "dataset": "kits23", "path": str(folder), "output": "{case}.nii.gz", "output_format": "multilabel",
+             "label_map": {5: "kidney", 6: "tumor", 7: "cyst"}, "trained_on": [], "licence": "test", "version": "1"}
+    config = tmp_path / "mine.yaml"
+    config.write_text(yaml.safe_dump({"mine": entry}), encoding="utf-8")
+    (tmp_path / "userdata" / "example_subset").mkdir()  # the composition checks the worked example's folder is there
+    with in_directory(tmp_path):
+        raw = compose_params(ROOT / "conf", ["model=[sim_dilate_1mm]", f"dataset.kits23.cases=[{','.join(INTAKE_CASES)}]",
+                                             "predictions=[example_subset]", "scoring.sensitivity_profiles=[]"])
+    raw["predictions"] = {"mine": entry}
+    raw["scoring"].pop("lesions", None)
+    params = parse_params(raw, ROOT)
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "data.dvc").write_bytes((ROOT / "data.dvc").read_bytes())
+    with in_directory(project):
+        predict(params.dataset("kits23"), params.model("mine"), predictions_dir("kits23", "mine", project))
+        run_score(params, "kits23", "mine", workers=1)
+    stage = pd.read_csv(scores_dir("kits23", "mine", project) / "per_case.csv", dtype={"case_id": str})
+    gt = tmp_path / "gt"
+    gt.mkdir()
+    for case in INTAKE_CASES:
+        (gt / f"{case}.nii.gz").symlink_to(kits_labels / f"{case}.nii.gz")
+    result = evaluation.evaluate(gt, {}, conf=ROOT / "conf", pred_configs=[config], progress=False)
+    ours = result.per_case
+    key = ["model", "case_id", "structure"]
+    stage, ours = stage.sort_values(key).reset_index(drop=True), ours.sort_values(key).reset_index(drop=True)
+    assert sorted(set(ours["case_id"])) == sorted(INTAKE_CASES) and not ours["prediction_missing"].any()
+    pd.testing.assert_frame_equal(ours[key + METRIC_COLUMNS], stage[key + METRIC_COLUMNS], check_dtype=False)
+    assert (ours.query("structure == 'kidney_and_mass'")["dice"] == 1.0).all()  # a flipped file resampled back exactly
+    assert result.results["models"]["mine"]["source"] == folder.resolve().as_posix()
+
+
+def test_every_faulty_file_of_a_folder_is_named_at_once_with_the_fix(tmp_path: Path, kits_labels: Path) -> None:
+    """`--label-map` on a --pred folder: files holding a label id the map lacks are all listed in one error, each by the user's
+    file (never the staged copy), with the fix."""
+    cases = INTAKE_CASES[5:8]
+    gt = tmp_path / "gt"
+    gt.mkdir()
+    for case in cases:
+        (gt / f"{case}.nii.gz").symlink_to(kits_labels / f"{case}.nii.gz")
+    _user_folder(kits_labels, tmp_path / "mine", cases, {1: 5, 2: 9, 3: 7})  # 9: no structure of the map
+    with pytest.raises(ValueError) as caught:
+        evaluation.evaluate(gt, {"mine": tmp_path / "mine"}, dataset="kits23", conf=ROOT / "conf", label_map={5: "kidney", 6: "tumor", 7: "cyst"},
+                            progress=False)
+    text = str(caught.value)
+    assert f"model mine: 3 file(s) of {tmp_path / 'mine'} cannot be brought onto the references" in text, text
+    assert all(f"{tmp_path / 'mine' / case}.nii.gz" in text for case in cases) and "staging" not in text and "/copy/" not in text, text
+    assert "fix: map every label id the files hold to a structure of dataset 'kits23'" in text and "--label-map" in text

@@ -138,6 +138,27 @@ def test_dvc_exp_run_typo_fails_at_composition(dvc_project: Path, override: str,
     assert (dvc_project / "params.yaml").read_bytes() == before and not (dvc_project / "dvc.lock").exists()
 
 
+@pytest.mark.parametrize(("overrides", "expected"), [
+    (["predictions=[example_subset]"], "path userdata/example_subset does not exist (conf/predictions/example_subset.yaml)"),
+    (["predictions=[example_subset]", "predictions.example_subset.path=/tmp"],
+     "path /tmp is outside the project {proj}: dvc.lock would record a path no clone has"),
+])
+def test_a_predictions_folder_missing_or_outside_the_project_fails_at_composition(dvc_project: Path, overrides: list[str], expected: str,
+                                                                                   record_property: Callable) -> None:
+    """`dvc exp run` with a folder of predictions that is not there, or lies outside the project (dvc.lock would record a
+    path no clone has): refused while composing, before any stage runs, with the commands that bring it in."""
+    before = (dvc_project / "params.yaml").read_bytes()
+    result, timing = _run(["dvc", "exp", "run", *(arg for o in overrides for arg in ("-S", o))], dvc_project)
+    assert result.returncode != 0
+    first = next(line for line in (result.stdout + result.stderr).splitlines() if line.startswith("ERROR"))
+    assert expected.format(proj=dvc_project) in first, result.stderr
+    assert "`dvc add userdata/example_subset`" in first and "path: userdata/example_subset in conf/predictions/example_subset.yaml" in first
+    record_property("seconds", timing)
+    print(timing)
+    assert "Running stage" not in result.stdout + result.stderr
+    assert (dvc_project / "params.yaml").read_bytes() == before and not (dvc_project / "dvc.lock").exists()
+
+
 def test_dvc_composition_is_segbenchs(dvc_project: Path, tmp_path: Path) -> None:
     """DVC's own composition function (as `dvc exp run -S` calls it, plugins from the project root, in a fresh process)
     loads the resolver and yields segbench's composition, `validated: true` included."""

@@ -33,9 +33,10 @@ SOURCE = "sim_dilate_1mm"  # the SIMULATED model of the experiment whose files t
 def test_a_link_out_of_the_folder_or_a_lying_header_is_refused_unread(root: Path, tmp_path: Path) -> None:
     """The folder's files are untrusted: a symlink to a file outside it and a header claiming a huge grid count as missing
     cases, each with its reason in the manifest; the good file is staged; the folder's digest is recorded."""
-    raw = compose_params(root / "conf", ["model=[sim_dilate_1mm]", f"dataset.kits23.cases=[{','.join(CASES[:3])}]", "predictions=[example_subset]"])
-    folder = tmp_path / "folder"
-    folder.mkdir()
+    folder = tmp_path / "userdata" / "example_subset"  # where the composition check finds the worked example's folder
+    folder.mkdir(parents=True)
+    with in_directory(tmp_path):
+        raw = compose_params(root / "conf", ["model=[sim_dilate_1mm]", f"dataset.kits23.cases=[{','.join(CASES[:3])}]", "predictions=[example_subset]"])
     raw["predictions"]["example_subset"]["path"] = str(folder)
     params = parse_params(raw, root)
     dataset = params.dataset("kits23")
@@ -113,7 +114,7 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
     # every view says it: segbench show, the site, MLflow (the model's run and the leaderboard's), and reanalyze checks it
     shown = run(["segbench", "show"], project)
     assert "example_subset: 3 of 4 cases (no prediction for 1; estimated on its own cases, beside the leaderboard)" in shown
-    assert "example_subset, 3 of 4 cases (beside the leaderboard):" in shown
+    assert "example_subset, 3 of 4 cases (beside the leaderboard):" in run(["segbench", "show", "--detail"], project)
     page = (project / "site" / "kits23--kidney_and_mass.html").read_text()
     assert "example_subset, 3 of 4 cases (beside the leaderboard)" in page
     with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
@@ -122,6 +123,43 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
     assert tags["segbench.coverage"] == "3 of 4 cases (no prediction for 1)"
     assert tags["coverage.example_subset"].startswith("3 of 4 cases")
     assert "every statistic re-derived" in run(["segbench", "reanalyze", "results/kits23.json"], project)
+    # the run's headline means are over its own 3 cases (SOURCE's numbers there), never with the 4th counted as a failure
+    metrics = _run_metrics(project, "example_subset")
+    assert metrics["n_cases"] == 3 and metrics["coverage"] == 0.75
+    assert metrics["kidney_and_mass.dice.mean"] == round(float(np.mean(dice[SOURCE])), 3) > 0.5
+    table = {(r["model"], r["structure"], r["metric"]): r for r in json.loads(run(["segbench", "show", "--format", "json"], project))}
+    assert table[("example_subset", "kidney_and_mass", "dice")]["coverage"] == 0.75
+    assert table[("example_subset", "kidney_and_mass", "dice")]["n"] == 3
+
+
+def _run_metrics(project: Path, name: str) -> dict[str, float]:
+    """The latest metrics of the model run ``name`` in the project's MLflow store."""
+    with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
+        return dict(db.execute("SELECT m.key, m.value FROM latest_metrics m JOIN runs r USING (run_uuid) WHERE r.name = ?", (name,)).fetchall())
+
+
+@pytest.mark.slow
+def test_mlflow_s_runs_table_shows_the_partial_model_s_own_means_and_coverage(project: Path, tmp_path: Path) -> None:
+    """After the folder joined (the test above): the experiment's saved runs view in Chromium shows the model's n_cases and
+    coverage columns and its Dice over its own cases, as the terminal prints it."""
+    from browser import Browser, find_chromium
+    from mlflow.tracking import MlflowClient
+    from services import mlflow_server
+    from test_mlflow_ui import RUNS_READY, RUNS_TABLE
+
+    chromium = find_chromium()
+    assert chromium, "chromium not found: apt-get install chromium"
+    uri = f"sqlite:///{project / 'mlruns' / 'mlflow.db'}"
+    experiment = MlflowClient(uri).get_experiment_by_name("segbench/kits23")
+    metrics = _run_metrics(project, "example_subset")
+    link = f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning&viewStateShareKey=segbench"
+    with mlflow_server(uri, tmp_path / "server", workers=1) as server, Browser(chromium, tmp_path / "profile", timeout=180) as browser:
+        visit = browser.visit(f"{server.uri}/{link}", script=RUNS_TABLE, width=2600, ready=RUNS_READY % json.dumps(["example_subset"]))
+    table = json.loads(visit.result)
+    assert {"n_cases", "coverage", "kidney_and_mass.dice.mean"} <= set(table["header"]), table["header"]
+    row = next(r for r in table["rows"] if " example_subset " in f" {r} ")
+    for value in ("3", "0.75", repr(metrics["kidney_and_mass.dice.mean"])):
+        assert f" {value} " in f" {row} ", (value, row)
 
 
 @pytest.mark.slow

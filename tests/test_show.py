@@ -20,7 +20,7 @@ from site_data import kits_like_results, segauge_results, touchstone_results
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TOUCHSTONE = DATA / "published" / "touchstone_totalsegmentator"
-ROW_COLUMNS = ["dataset", "structure", "metric", "rank", "model", "mean", "ci_low", "ci_high", "n", "p_rank1", "rank_low", "rank_high",
+ROW_COLUMNS = ["dataset", "structure", "metric", "rank", "model", "mean", "ci_low", "ci_high", "n", "coverage", "p_rank1", "rank_low", "rank_high",
                "co_winner", "verdict_vs_next", "verdict_vs_next_words", "verdict_vs_next_text"]
 
 
@@ -44,8 +44,11 @@ def every_dir(results_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return folder
 
 
-def _show(*args: str, columns: str | None = None) -> subprocess.CompletedProcess:
-    """`segbench show` piped, as a script runs it: COLUMNS as given (unset by default)."""
+def _show(*args: str, columns: str | None = None, compact: bool = False) -> subprocess.CompletedProcess:
+    """`segbench show` piped, as a script runs it: COLUMNS as given (unset by default). The text overview stacked per cell
+    (``--detail``), unless ``compact``: the default one line per cell (test_one_line_per_cell...)."""
+    if not compact and "--format" not in args and "--structure" not in args:
+        args = (*args, "--detail")
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
     return subprocess.run([sys.executable, "-m", "segbench.cli", "show", *args], capture_output=True, text=True, timeout=120, env=env)
 
@@ -243,7 +246,7 @@ def test_p_rank1_of_identical_models_says_it_is_shared(every_dir: Path, results_
     assert f"P(rank 1) 1.00, shared with {twin} (identical on every case), ranks" in board
     assert f"P(rank 1) 1.00, shared with {first} (identical on every case), ranks" in board
     assert board.count("shared with") == 2
-    tied = "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's can add up to more than 1."
+    tied = "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's P(rank 1) values can add up to more than 1."
     assert tied in board and tied in overview
     assert tied not in " ".join(_show("--results", str(results_dir)).stdout.split())
 
@@ -277,3 +280,25 @@ def test_cases_identical_to_the_reference_are_flagged_on_every_view(results_dir:
     (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))
     assert "identical to the reference" not in _show("--results", str(tmp_path)).stdout.lower()
     assert IDENTICAL_TAG not in summary_tags(results) and "first_identical_to_reference" not in leaderboard_heads(results["analysis"])["aorta", "dice"]
+
+
+def test_one_line_per_cell_fits_80_columns_with_each_cell_s_first_and_verdict(every_dir: Path) -> None:
+    """The default overview: one line per cell at COLUMNS=80, none wider, each cell's #1 and its verdict's words (read from
+    the results, as the statistics wrote them) on its line, the audit said once per dataset, not under every cell."""
+    done = _show("--results", str(every_dir), columns="80", compact=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    detail = _show("--results", str(every_dir), columns="80")
+    assert len(lines) * 2 < len(detail.stdout.splitlines())
+    for path in sorted(every_dir.glob("*.json")):
+        results = json.loads(path.read_text())
+        for structure, block in results["analysis"]["structures"].items():
+            for metric, cell in block["metrics"].items():
+                verdict = cell.get("verdict")
+                if not verdict:
+                    continue
+                words = CODE_WORDS[verdict["code"]] if verdict["pairs"] else CODE_WORDS["single_model"]
+                pattern = rf"^{re.escape(structure)} {re.escape(metric)}\s+{re.escape(verdict['first'])}\s.*\s{re.escape(words)}(\s|$)"
+                assert any(re.search(pattern, line) for line in lines), (path.name, structure, metric)
+    assert sum(line.startswith("Audited") or line.startswith("Not audited") for line in lines) <= 2 * len(list(every_dir.glob("*.json")))

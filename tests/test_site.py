@@ -447,7 +447,7 @@ def test_p_rank1_of_identical_models_says_it_is_shared(results_files: list[Path]
     overview = page_text(tmp_path / "site" / "kits23.html")
     assert re.search(rf"kidney_and_mass\s+dice\s+{first}\s+1\.00, shared with {twin} \(identical on every case\)", overview)
     # the leaderboard's caption says why its P(rank 1) column adds up to more than 1; a cell without ties does not
-    tied = "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's can add up to more than 1."
+    tied = "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's P(rank 1) values can add up to more than 1."
     captions = re.findall(r"<caption>(.*?)</caption>", page, flags=re.S)
     assert any(tied in c and c.startswith("dice ") for c in captions), captions
     assert not any(tied in c for c in captions if c.startswith("nsd "))

@@ -268,7 +268,7 @@ def _cmd_show(args: argparse.Namespace) -> None:
         raise ValueError(f"no results for {', '.join(unknown)} in {folder}/ (have {', '.join(available)})")
     files = [folder / f"{d}.json" for d in args.datasets or available]
     text = render([read_results(f) for f in files], structure=args.structure, metric=args.metric,
-                  fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None)
+                  fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None, detail=args.detail)
     sys.stdout.write(printable(text))
 
 
@@ -315,6 +315,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
     """Score prediction folders against a reference folder, print the leaderboard and write the outputs (segbench.evaluation)."""
     from segbench import evaluation
 
+    args.pred = args.pred or []
+    if not args.pred and not args.pred_config:
+        raise ValueError("no predictions given: --pred NAME=DIR (repeat per model) or --pred-config conf/predictions/<name>.yaml")
+    label_map = None
+    if args.label_map:
+        pairs = [entry.partition("=") for entry in args.label_map]
+        if any(not key.strip().isdigit() or not eq or not name for key, eq, name in pairs):
+            raise ValueError(f"--label-map {' '.join(args.label_map)}: expected ID=STRUCTURE ... (the files' label ids -> the dataset's "
+                             "structure names, e.g. 1=kidney 2=tumor 3=cyst)")
+        label_map = {int(key): name for key, _, name in pairs}
     folders = dict(entry.partition("=")[::2] for entry in args.pred)
     dicom_labels = {name: int(label) for name, _, label in (entry.rpartition("=") for entry in args.dicom_labels or ()) if name and label.isdigit()}
     if len(dicom_labels) != len(args.dicom_labels or ()):
@@ -324,7 +334,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
     result = evaluation.evaluate(args.gt, folders, dataset=args.dataset, conf=args.conf, structures=args.structures or (), metadata=args.metadata,
                                  profile=args.profile, sensitivity_profiles=args.sensitivity_profiles or (), missing=args.missing,
                                  simulated=args.simulated or (), dicom_labels=dicom_labels or None, workers=args.workers,
-                                 name=args.name)
+                                 name=args.name, pred_configs=args.pred_config or (), label_map=label_map)
     print(printable(result.summary(width=args.width or 140)), end="")
     for path in evaluation.write(result, Path(args.out), report=args.report):
         print(path)
@@ -467,6 +477,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", help="folder of results JSON (default: results)")
     p.add_argument("--structure", help="one structure's full leaderboards instead of the overview")
     p.add_argument("--metric", help="with --structure: only this metric")
+    p.add_argument("--detail", action="store_true", help="text: each cell stacked with its verdict sentence, P(rank 1) and notes "
+                   "(default: one line per cell)")
     p.add_argument("--format", default="text", choices=("text", "md", "tsv", "json"),
                    help="text (default, wrapped at spaces), md, or tsv/json: one row per dataset, structure, metric and model")
     p.add_argument("--width", type=int, help="text: columns to wrap at (default: the terminal's; piped: COLUMNS if set, else unwrapped)")
@@ -486,8 +498,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="score folders of predictions against reference label maps and analyse them, outside DVC and MLflow")
     p.add_argument("--gt", required=True, type=Path, help="folder of reference label maps, <case>.nii.gz (or .nii)")
-    p.add_argument("--pred", required=True, action="append", metavar="NAME=DIR",
+    p.add_argument("--pred", action="append", metavar="NAME=DIR",
                    help="a model's prediction folder: <case>.nii.gz, .nii, .npy (on the reference grid), DICOM-SEG or RTSTRUCT .dcm; repeat per model")
+    p.add_argument("--pred-config", action="append", type=Path, metavar="FILE",
+                   help="a model given as the pipeline takes it, conf/predictions/<name>.yaml (dataset, path, output, output_format, label_map): "
+                        "remapped and resampled onto the references as the predict stage does; repeat per model")
+    p.add_argument("--label-map", nargs="+", metavar="ID=STRUCTURE",
+                   help="with --dataset: the --pred folders' label ids -> the dataset's structures (e.g. 5=kidney 6=tumor); the files are "
+                        "then remapped and resampled by affine onto the references, as --pred-config does")
     p.add_argument("--out", required=True, type=Path, help="output folder: per_case.csv, results/<name>.json, site/ (with --report)")
     p.add_argument("--report", action="store_true", help="also write the leaderboard site to OUT/site")
     p.add_argument("--dataset", help="a dataset config (conf/dataset/<name>.yaml): its regions, NSD tolerances, labels, metadata and subgroups")

@@ -11,11 +11,13 @@ settings, and written as the compare stage writes its results (``leaderboard.res
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import logging
 import math
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -35,6 +37,7 @@ from segbench.bands import level_order
 from segbench.config import dataset_from_conf
 from segbench.datasets.cases import load_metadata
 from segbench.datasets.schema import DatasetConfig
+from segbench.models.schema import ModelConfig
 from segbench.io import UNREADABLE, save_label_map_atomic, write_json_atomic, write_text_atomic
 from segbench.leaderboard import analysed_document, regions_block
 from segbench.models import intake
@@ -272,10 +275,31 @@ def _staging_write(path: Path, target: Path) -> Iterator[None]:
                                  "point TMPDIR at a disk with room for them") from None
 
 
+#: a grid mismatch's message: the two files it compares (segbench.scoring.geometry.check_same_grid)
+_GRID_PAIR = re.compile(r"reference (\S+) vs prediction (\S+):")
+
+
+def grid_difference(reference: Path | str, prediction: Path | str) -> str:
+    """What differs between two label maps' grids, read from their headers: orientation (axis codes, so a flip reads as
+    one), spacing, origin and shape, each named with both values, and how to fix it."""
+    a, b = nib.load(str(reference)), nib.load(str(prediction))
+    facts = [("orientation", "".join(nib.aff2axcodes(a.affine)), "".join(nib.aff2axcodes(b.affine))),
+             ("spacing", tuple(round(float(z), 4) for z in a.header.get_zooms()[:3]), tuple(round(float(z), 4) for z in b.header.get_zooms()[:3])),
+             ("origin", tuple(round(float(v), 3) for v in a.affine[:3, 3]), tuple(round(float(v), 3) for v in b.affine[:3, 3])),
+             ("shape", tuple(a.shape[:3]), tuple(b.shape[:3]))]
+    differ = "; ".join(f"{name} {mine} (prediction) vs {theirs} (reference)" for name, theirs, mine in facts if theirs != mine)
+    return (f"what differs: {differ or 'the affines, beyond the tolerance'}; fix: save the prediction on the reference's grid, or let "
+            "segbench resample it by its affine as the pipeline does (`--label-map ID=STRUCTURE ...` with --dataset, or `--pred-config FILE`)")
+
+
 def _named(error: Exception, originals: Mapping[str, str]) -> Exception:
     """``error`` with each staged copy's path in its message replaced by the team's file it was staged from (longest
-    first: one staged path can begin another)."""
+    first: one staged path can begin another); a grid mismatch also says what differs and the fix (``grid_difference``)."""
     text = str(error)
+    pair = _GRID_PAIR.search(text) if isinstance(error, scoring.GeometryError) else None
+    if pair:
+        with contextlib.suppress(Exception):  # the mismatch stays reported even if a header cannot be read again
+            text = f"{text}; {grid_difference(pair.group(1), pair.group(2))}"
     for staged in sorted((p for p in originals if p in text), key=len, reverse=True):
         text = text.replace(staged, originals[staged])
     if text == str(error):
@@ -293,27 +317,37 @@ class Evaluation:
     results: dict[str, Any]
     per_case: pd.DataFrame
 
-    def summary(self, width: int = 140) -> str:
-        """The leaderboard as ``segbench show`` prints it: per structure and metric, #1 with its CI, P(rank 1) and the verdict."""
+    def summary(self, width: int = 140, detail: bool = False) -> str:
+        """The leaderboard as ``segbench show`` prints it: a line per structure and metric, #1 with its CI, the verdict and
+        the co-winners; ``detail``: each cell stacked with its verdict's sentence and P(rank 1) (``show --detail``)."""
         from segbench.report.terminal import render
 
-        return render([self.results], width=width)
+        return render([self.results], width=width, detail=detail)
 
     def by_subgroup(self, field: str) -> pd.DataFrame:
         """Per structure, metric, group of ``field`` (in their order, ``bands.level_order``) and model: n, whether the
-        group was tested, mean and CI."""
+        group was tested, mean, CI and the model's coverage (the share of the cases it has a prediction for); a model
+        lacking cases that the board leaves out (coverage ``own_cases``) has its rows from the analysis of its own cases,
+        so every model is in the table."""
+        from segbench.report.summary import model_coverage
+
         fields = self.results["analysis"]["subgroup_fields"]
         if field not in fields:
             raise ValueError(f"no subgroup field {field!r}; analysed: {fields or 'none (give --metadata or a dataset with subgroups)'}")
+        shares = model_coverage(self.results)
+        own = (self.results.get("coverage") or {}).get("analyses") or {}
         rows = []
-        for structure, block in sorted(self.results["analysis"]["structures"].items()):
-            for metric, cell in block["metrics"].items():
-                groups = cell["subgroups"][field]["groups"]
-                for group in level_order(field, groups):
-                    entry = groups[group]
-                    rows += [{"structure": structure, "metric": metric, field: group, "n": entry["n"], "tested": entry["tested"], "model": model, **values}
-                             for model, values in entry["models"].items()]
-        return pd.DataFrame(rows, columns=["structure", "metric", field, "n", "tested", "model", "mean", "ci_low", "ci_high"])
+        for analysis, only in [(self.results["analysis"], None), *((a, m) for m, a in sorted(own.items()))]:
+            for structure, block in sorted(analysis["structures"].items()):
+                for metric, cell in block["metrics"].items():
+                    groups = (cell.get("subgroups") or {}).get(field, {}).get("groups", {})
+                    for group in level_order(field, groups):
+                        entry = groups[group]
+                        rows += [{"structure": structure, "metric": metric, field: group, "n": entry["n"], "tested": entry["tested"],
+                                  "model": model, **values, "coverage": shares.get(model)}
+                                 for model, values in entry["models"].items() if only in (None, model)]
+        columns = ["structure", "metric", field, "n", "tested", "model", "mean", "ci_low", "ci_high", "coverage"]
+        return pd.DataFrame(rows, columns=columns).sort_values(["structure", "metric"], kind="stable").reset_index(drop=True)
 
     def to_json(self, path: Path) -> Path:
         """Write the results document (``segbench show --results``, ``report`` and ``reanalyze`` read it)."""
@@ -346,8 +380,15 @@ def evaluate(
     workers: int = 1,
     progress: bool = True,
     name: str | None = None,
+    pred_configs: Sequence[Path | str] = (),
+    label_map: Mapping[int, str] | None = None,
 ) -> Evaluation:
     """Score every model's prediction folder against the references in ``gt`` and analyse them together.
+
+    ``pred_configs``: files in the pipeline's ``conf/predictions/<name>.yaml`` form (dataset, path, output, output_format,
+    label_map), each one model; ``label_map``: the label ids of every ``predictions`` folder -> the dataset's structure
+    names. Either way the folder goes through the predict stage's own intake (:func:`staged_folder`): the same label map,
+    the same resampling by affine onto the reference grid, the same checks, so its per-case numbers are the pipeline's.
 
     ``dataset``: a dataset config (``<conf>/dataset/<dataset>.yaml``) giving the regions, NSD tolerances, allowed
     labels, metadata and subgroups; else ``structures`` or the label map of a ``dataset.json`` beside the references.
@@ -366,8 +407,13 @@ def evaluate(
     """
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing={missing!r}: expected one of {MISSING_POLICIES}")
+    if pred_configs or label_map:
+        options = {"conf": conf, "structures": structures, "metadata": metadata, "profile": profile, "sensitivity_profiles": sensitivity_profiles,
+                   "missing": missing, "simulated": simulated, "dicom_labels": dicom_labels, "settings": settings, "workers": workers,
+                   "progress": progress, "name": name}
+        return _evaluate_through_intake(gt, predictions, dataset, pred_configs, label_map, options)
     if not predictions:
-        raise ValueError("no prediction folder given (--pred NAME=DIR)")
+        raise ValueError("no prediction folder given (--pred NAME=DIR or --pred-config FILE)")
     unknown = sorted(set(simulated) - set(predictions))
     if unknown:
         raise ValueError(f"simulated names {unknown} are not models (have {sorted(predictions)})")
@@ -383,6 +429,15 @@ def evaluate(
     if any(p.name.lower().endswith((".npy", ".dcm")) for p in references.values()):
         bad = next(p for p in references.values() if p.name.lower().endswith((".npy", ".dcm")))
         raise ValueError(f"{bad}: references must be NIfTI (a .npy has no geometry; convert DICOM references to NIfTI first)")
+    ignored: set[str] = set()
+    if config is not None and config.cases is not None:  # the dataset's configured cases, not every file of the folder
+        ignored = set(references) - set(config.cases)
+        references = {c: p for c, p in references.items() if c in config.cases}
+        if not references:
+            raise ValueError(f"dataset {config.name!r}: none of its {len(config.cases)} configured cases has a reference in {gt}")
+        if ignored:
+            log.info("dataset %s: the %d of its configured cases in %s (%d other references not scored)", config.name, len(references), gt,
+                     len(ignored))
     cases = sorted(references)
     settings = settings or stats.StatsSettings()
     extra = [p for p in sensitivity_profiles if p != profile]
@@ -391,7 +446,11 @@ def evaluate(
     teams = []
     for model, folder in predictions.items():
         listed = listed_cases(Path(folder), f"model {model}: predictions", untrusted=True)
-        files = {c: paths[0] for c, paths in listed.items()}
+        files = {c: paths[0] for c, paths in listed.items() if c not in ignored}  # a dataset case not configured: not this board's
+        listed = {c: paths for c, paths in listed.items() if c not in ignored}
+        if not set(files) & set(cases):
+            raise ValueError(f"model {model}: {folder}: no prediction file for any of the {len(cases)} cases (names like {cases[0]}.nii.gz); "
+                             "a model with no scored case has no board: check the folder and the file names")
         stray = sorted(set(files) - set(references))
         if stray:
             message = f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}"
@@ -434,6 +493,99 @@ def evaluate(
                                    contaminated=dict.fromkeys(models, False), policy="own_cases" if missing == "error" else missing,
                                    subgroup_fields=subgroups, cluster_field=config.cluster_field if config and not metadata else None)
     return Evaluation(results=results, per_case=rows)
+
+
+def predictions_config(path: Path | str, root: Path) -> ModelConfig:
+    """The one model of a ``conf/predictions/<name>.yaml`` file (``models.schema.parse_predictions``; a relative path is
+    relative to ``root``); an error names the file and what is wrong."""
+    import yaml
+
+    from segbench.models.schema import parse_predictions
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: not a readable predictions config ({exc})") from None
+    if not isinstance(raw, dict) or len(raw) != 1:
+        raise ValueError(f"{path}: expected one entry, <name>: {{dataset, path, output, output_format, label_map}}, as conf/predictions/ holds")
+    (name, entry), = raw.items()
+    try:
+        return parse_predictions(str(name), entry, root)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def _faulty(model: str, folder: Path, errors: Mapping[str, str], fix: str) -> ValueError:
+    """One error for every faulty file of a folder: the first 10, then how many more, and the fix."""
+    shown = "".join(f"\n  {text}" for _, text in sorted(errors.items())[:10])
+    more = f"\n  ... and {len(errors) - 10} more" if len(errors) > 10 else ""
+    return ValueError(f"model {model}: {len(errors)} file(s) of {folder} cannot be brought onto the references:{shown}{more}\n{fix}")
+
+
+def staged_folder(model: ModelConfig, dataset: DatasetConfig, cases: Sequence[str], out: Path, where: str) -> Path:
+    """``model``'s folder (kind ``predictions``) brought into ``out`` by the predict stage's own intake
+    (``models.runner.stage_predictions``): each file checked unread, remapped by the label map and resampled by its affine
+    onto the reference grid, case by case. Every faulty file is collected and named (the user's file, not its staged copy)
+    in one error saying the fix (``where``: the file or option holding the label map); a case without a file gets none."""
+    from segbench.models.runner import REFUSED_FILE, ModelRunError, stage_predictions
+
+    assert model.source is not None
+    folder = model.source.path
+    out.mkdir(parents=True, exist_ok=True)
+    errors: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="segbench-intake-") as tmp:
+        for case in cases:
+            staging = Path(tmp) / case
+            staging.mkdir()
+            try:
+                stage_predictions(dataset, model, [case], staging, out)
+            except (ValueError, OSError, ModelRunError) as exc:  # the staged copy's path in the message is the user's file's
+                errors[case] = str(exc).replace(str(staging / "copy"), str(folder))
+            if (staging / REFUSED_FILE).is_file():
+                errors[case] = json.loads((staging / REFUSED_FILE).read_text(encoding="utf-8"))[case]
+    if errors:
+        raise _faulty(model.name, folder, errors, f"fix: map every label id the files hold to a structure of dataset {dataset.name!r} "
+                      f"({', '.join(sorted(dataset.labels))}) in {where}; a file on another grid is resampled by its affine, so its "
+                      "header must place it on the patient as the reference is placed (same orientation codes and origin)")
+    return out
+
+
+def _evaluate_through_intake(gt: Path | str, predictions: Mapping[str, Path | str], dataset: str | None, pred_configs: Sequence[Path | str],
+                             label_map: Mapping[int, str] | None, options: dict[str, Any]) -> Evaluation:
+    """``evaluate`` of folders given by predictions configs, or ``--pred`` folders with a ``label_map``: each brought onto the
+    references by :func:`staged_folder` in a temporary folder, then scored as any folder; the results name the user's folder."""
+    conf = Path(options["conf"])
+    root = conf.resolve().parent
+    models = [predictions_config(path, root) for path in pred_configs]
+    named = sorted({m.source.dataset for m in models if m.source is not None} | ({dataset} if dataset else set()))
+    if len(named) != 1:
+        raise ValueError(f"predictions configs and --dataset name {len(named)} datasets ({', '.join(named) or 'none'}): give --dataset, one "
+                         "dataset per run")
+    dataset = named[0]
+    where = {m.name: str(path) for m, path in zip(models, pred_configs, strict=True)}
+    if label_map is not None:
+        from segbench.models.schema import parse_predictions
+
+        for model_name, folder in predictions.items():
+            raw = {"dataset": dataset, "path": str(Path(folder).resolve()), "output": "{case}.nii.gz", "output_format": "multilabel",
+                   "label_map": {int(k): v for k, v in label_map.items()}}
+            models.append(parse_predictions(model_name, raw, root))
+            where[model_name] = "--label-map ID=STRUCTURE ..."
+    elif predictions:
+        raise ValueError("--pred folders with --pred-config need --label-map ID=STRUCTURE (or a predictions config each)")
+    if len({m.name for m in models}) != len(models):
+        raise ValueError(f"two models named alike: {sorted(m.name for m in models)}")
+    config = dataset_from_conf(conf, dataset, root)
+    config = dataclasses.replace(config, reference_dir=Path(gt))
+    references = case_files(Path(gt), "references")
+    cases = sorted(c for c in references if config.cases is None or c in config.cases)
+    with tempfile.TemporaryDirectory(prefix="segbench-intake-") as tmp:
+        folders = {m.name: staged_folder(m, config, cases, Path(tmp) / m.name, where[m.name]) for m in models}
+        result = evaluate(gt, folders, dataset=dataset, **options)
+    for model in models:
+        assert model.source is not None
+        result.results["models"][model.name]["source"] = Path(model.source.path).resolve().as_posix()
+    return result
 
 
 def _scored_team(model: str, folder: Path, listed: Mapping[str, list[Path]], files: Mapping[str, Path], references: Mapping[str, Path],

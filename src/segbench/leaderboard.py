@@ -53,10 +53,11 @@ def results_document(block: dict[str, Any], models: dict[str, dict[str, Any]], m
 
 
 def coverage_document(covered: stats.Coverage, rows: pd.DataFrame, analyze: Callable[..., dict[str, Any]],
-                      contaminated: Mapping[str, bool]) -> dict[str, Any]:
+                      contaminated: Mapping[str, bool], subgroup_fields: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
     """The results' ``coverage`` block (``stats.coverage``: the policy, each lacking model's n of N cases and the cases it
     lacks) and, under ``own_cases``, each lacking model's analysis on its own cases with every model covering them all
-    (``analyze``: ``stats.analyze`` with the leaderboard's metrics, settings and levels; no subgroups or clusters)."""
+    (``analyze``: ``stats.analyze`` with the leaderboard's metrics, settings and levels; the board's ``subgroup_fields``,
+    so a subgroup table has the model too; no clusters)."""
     assert covered.block is not None
     document = dict(covered.block)
     if covered.applied == "own_cases":
@@ -64,7 +65,7 @@ def coverage_document(covered: stats.Coverage, rows: pd.DataFrame, analyze: Call
         for model in covered.missing:
             own = covered.own_cases(rows, model)
             present = set(own["model"].astype(str))
-            document["analyses"][model] = analyze(own, subgroup_fields=(), cluster_field=None,
+            document["analyses"][model] = analyze(own, subgroup_fields=subgroup_fields, cluster_field=None,
                                                   contaminated={m: flag for m, flag in contaminated.items() if m in present})
     return document
 
@@ -84,5 +85,5 @@ def analysed_document(block: dict[str, Any], models: dict[str, dict[str, Any]], 
     analysis = analyze(board, subgroup_fields=subgroup_fields, cluster_field=cluster_field, contaminated=on_board)
     results = results_document(block, models, metrics, board, covered.board(profile_rows), analysis, settings, on_board)
     if covered.block is not None:
-        results["coverage"] = coverage_document(covered, rows, analyze, contaminated)
+        results["coverage"] = coverage_document(covered, rows, analyze, contaminated, subgroup_fields)
     return results, covered

@@ -33,11 +33,35 @@ def _validate_composition(*, _root_: Any) -> bool:
     stage); ConfigError names what is wrong."""
     params = parse_params(resolved(_root_), Path.cwd())
     stats_settings(params)
+    for model in params.models.values():
+        if model.source is not None:
+            check_predictions_folder(model.name, model.source.path, Path.cwd())
     population = params.calibration.population if params.calibration else None
     for dataset in [*params.datasets.values(), *([population] if population else [])]:
         if dataset.cases is not None and dataset.reference_dir.is_dir():  # before `dvc pull` there is nothing to check against
             case_ids(dataset)
     return True
+
+
+def check_predictions_folder(name: str, path: Path, root: Path) -> None:
+    """A predictions model's folder (docs/guide.md#i-have-predictions) inside the project ``root`` and there, or pending a
+    `dvc pull` of its ``.dvc`` file: a folder elsewhere would be recorded in dvc.lock by a path no clone has, so no one
+    could reproduce the run; ConfigError saying so with the two commands that bring it in, at composition (in seconds),
+    not in the stage."""
+    root, folder = root.resolve(), path.resolve()
+    inside = folder.is_relative_to(root)
+    relative = folder.relative_to(root).as_posix() if inside else f"userdata/{name}"
+    source = path if not inside else "YOUR_FOLDER"
+    commands = (f"`cp -r {source} {relative}` then `dvc add {relative}` (from another DVC repository: "
+                f"`dvc import <repo> <path> -o {relative}`), and path: {relative} in conf/predictions/{name}.yaml")
+    if not inside:
+        raise ConfigError(f"predictions {name!r}: path {path} is outside the project {root}: dvc.lock would record a path no clone "
+                          f"has, so no one could reproduce the run; bring it in, tracked by DVC: {commands}")
+    if folder.is_dir() or Path(f"{folder}.dvc").is_file():  # a DVC-tracked folder not pulled yet: `dvc pull` brings it
+        return
+    what = "is not a folder" if folder.exists() else "does not exist"
+    raise ConfigError(f"predictions {name!r}: path {relative} {what} (conf/predictions/{name}.yaml); bring the prediction files in, "
+                      f"tracked by DVC: {commands}")
 
 
 def compose_params(conf_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:

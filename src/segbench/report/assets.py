@@ -43,6 +43,16 @@ figure.plot figcaption { font-size: .85rem; color: #444; }
 code { background: #f3f3f3; padding: 0 .2rem; }
 .audit, .bounded { font-size: .75rem; color: #555; white-space: nowrap; margin-left: .3rem; }
 .audit.warn { color: #8a1c00; font-weight: 600; }
+/* a phone: the first table's rows as lines (cell, #1, mean [CI], verdict, co-winners) that wrap, never scroll sideways */
+@media (max-width: 40rem) {
+  body { padding: 0 .6rem 2rem; }
+  caption { overflow-wrap: break-word; }
+  table.answers, table.answers tbody, table.answers tr { display: block; width: auto; }
+  table.answers thead { display: none; }
+  table.answers tr { border-bottom: 1px solid #c8c8c8; padding: .3rem 0; }
+  table.answers td { display: inline; border: 0; white-space: normal; padding: 0 .4rem 0 0; }
+  table.answers td:last-child { display: block; max-width: none; }
+}
 """
 
 JS = """

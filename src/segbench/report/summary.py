@@ -19,8 +19,10 @@ VIEW_STRUCTURES = 8
 #: the leaderboard run's tag naming the models that left cases identical to the reference (absent when none did)
 IDENTICAL_TAG = "identical_to_reference"
 #: the leaderboard table's columns, one row per structure, metric and model in leaderboard order
-TABLE_COLUMNS = ["structure", "metric", "rank", "model", "mean", "ci_low", "ci_high", "n", "p_rank1", "rank_low", "rank_high",
+TABLE_COLUMNS = ["structure", "metric", "rank", "model", "mean", "ci_low", "ci_high", "n", "coverage", "p_rank1", "rank_low", "rank_high",
                  "co_winner", "verdict_vs_next", "verdict_vs_next_words", "verdict_vs_next_text"]
+#: the model runs' headline columns of the runs table's view before the per-structure ones (``stages/bundles.headline_metrics``)
+COVERAGE_COLUMNS = ["metrics.`n_cases`", "metrics.`coverage`"]
 
 
 def _cells(results: Results) -> list[tuple[str, str, Cell]]:
@@ -78,12 +80,24 @@ def summary_tags(results: Results) -> dict[str, str]:
             **{f"coverage.{model}": coverage_text(entry, coverage["applied"]) for model, entry in (coverage.get("models") or {}).items()}}
 
 
+def model_coverage(results: Results) -> dict[str, float]:
+    """Per model of the results, the share of the dataset's cases it has a prediction for (``results.coverage``; 1 for
+    every model when none lacks a case)."""
+    block = results.get("coverage") or {}
+    lacking = block.get("models") or {}
+    return {m: (lacking[m]["n_cases"] / lacking[m]["of"] if m in lacking else 1.0) for m in results["models"]}
+
+
 def leaderboard_table(results: Results) -> pd.DataFrame:
     """Every leaderboard as one table (``TABLE_COLUMNS``; the lesion-wise ones as ``_cells`` names them): per structure
     and metric the ranked models by rank, then
-    the unranked ones (rank empty), with mean, CI, n, P(rank 1), rank interval, whether the model is a co-winner and
-    the verdict against the next ranked model (code, its words and its sentence)."""
+    the unranked ones (rank empty), with mean, CI, n, coverage (``model_coverage``), P(rank 1), rank interval, whether the
+    model is a co-winner and the verdict against the next ranked model (code, its words and its sentence); then each model
+    lacking cases that the board leaves out (coverage ``own_cases``) with its mean and CI on its own cases, rank empty.
+    Every model of the results has its row: none is dropped for lacking cases."""
     rows = []
+    shares = model_coverage(results)
+    own = ((results.get("coverage") or {}).get("analyses") or {})
     for structure, metric, cell in _cells(results):
         ranking = cell.get("ranking") or {}
         order = ranking.get("order") or []
@@ -94,18 +108,26 @@ def leaderboard_table(results: Results) -> pd.DataFrame:
             low, high = ranking["rank_interval"][model] if ranked else (None, None)
             pair = next_pair.get(model, {})
             rows.append([structure, metric, ranking["rank"][model] if ranked else None, model, estimate["mean"], estimate["ci_low"],
-                         estimate["ci_high"], estimate["n"], ranking["p_rank1"][model] if ranked else None, low, high,
+                         estimate["ci_high"], estimate["n"], shares.get(model), ranking["p_rank1"][model] if ranked else None, low, high,
                          model in verdict.get("co_winners", ()), pair.get("code"), CODE_WORDS.get(pair.get("code")), pair.get("text")])
+        for model in sorted(m for m in own if m not in cell["models"]):
+            own_cell = own[model]["structures"].get(structure, {}).get("metrics", {}).get(metric)
+            if own_cell and model in own_cell["models"]:
+                estimate = own_cell["models"][model]
+                rows.append([structure, metric, None, model, estimate["mean"], estimate["ci_low"], estimate["ci_high"], estimate["n"],
+                             shares.get(model), None, None, None, False, None, None, None])
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
 def view_columns(results: Results) -> list[str]:
-    """The columns of the runs table's saved view (MLflow's column ids): for the first ``VIEW_STRUCTURES`` structures,
+    """The columns of the runs table's saved view (MLflow's column ids): each model run's cases and coverage
+    (``COVERAGE_COLUMNS``: a model lacking cases says so beside its means), then for the first ``VIEW_STRUCTURES`` structures,
     the headline metric's (the first higher-is-better one by name, e.g. dice) ``.mean`` (each model's; the #1's on the
     leaderboard run) and, on the leaderboard run, the ``.verdict`` tag in words."""
     metrics = sorted(results["metrics"], key=lambda m: (not results["metrics"][m]["higher_is_better"], m))
     structures = sorted(results["analysis"]["structures"])[:VIEW_STRUCTURES]
-    return [column for s in structures for column in (f"metrics.`{s}.{metrics[0]}.mean`", f"tags.`{s}.{metrics[0]}.verdict`")] if metrics else []
+    headline = [column for s in structures for column in (f"metrics.`{s}.{metrics[0]}.mean`", f"tags.`{s}.{metrics[0]}.verdict`")]
+    return [*COVERAGE_COLUMNS, *headline] if metrics else []
 
 
 def summary_params(results: Results) -> dict[str, str]:

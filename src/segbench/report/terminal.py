@@ -42,6 +42,8 @@ from .summary import TABLE_COLUMNS, leaderboard_table
 FORMATS = ("text", "md", "tsv", "json")
 #: the tsv/json columns: the dataset, then the MLflow leaderboard table's (``segbench.report.summary.TABLE_COLUMNS``)
 ROW_COLUMNS = ["dataset", *TABLE_COLUMNS]
+#: the overview's note on its last column, said once per dataset
+CO_WINNERS_SHORT = "Co-winners: not separable from #1 (+N: N more; --detail names them)."
 CO_WINNERS = "co-winners: #1 by mean and every model it is not separable from (docs/methodology.md#57-verdicts)"
 
 
@@ -107,6 +109,67 @@ def _overview_cell(results: Results, structure: str, metric: str, cell: Cell, n:
     if v["pairs"] and said_once is None:
         lines.append(audit_words(audit_of(results, structure, metric), structure))
     return head, [*lines, *own_case_lines(results, structure, metric)]
+
+
+def _audit_once(results: Results, cells: Sequence[tuple[str, str, Cell, int]]) -> str | None:
+    """The calibration audit said once for a dataset's overview: its sentence when every compared cell has the same
+    (``_shared_audit``), else the range of the audited rates over the cells (``audit_of``), the sentences per cell
+    being ``--detail``'s; None when no cell has a verdict to audit."""
+    compared = [(s, m) for s, m, c, _ in cells if (c.get("verdict") or {}).get("pairs")]
+    if not compared:
+        return None
+    shared = _shared_audit(results, cells)
+    if shared is not None:
+        return shared
+    audits = [audit_of(results, s, m) for s, m in compared]
+
+    def span(key: str) -> str | None:
+        rates = sorted(100 * a[key]["rate"] for a in audits if a[key] is not None)  # type: ignore[literal-required]
+        return None if not rates else f"{rates[0]:.1f}%" if f"{rates[0]:.1f}" == f"{rates[-1]:.1f}" else f"{rates[0]:.1f}–{rates[-1]:.1f}%"
+
+    coverage, type1 = span("coverage"), span("type1")
+    if coverage is None and type1 is None:
+        return audit_words(audits[0], compared[0][0])
+    parts = [f"CI covers {coverage}" if coverage else "CI not audited",
+             f'"separable" wrong for equal models {type1}' if type1 else "verdict not audited"]
+    return f"Audited, over the cells: {'; '.join(parts)} (each cell's rates: --detail)."
+
+
+def _fit_names(names: Sequence[str], room: int | None) -> str:
+    """``names`` joined by commas, the last ones replaced by '+N' (N more) until the text fits ``room`` columns; '–' for none."""
+    full = ", ".join(names) or "–"
+    if room is None or len(full) <= room:
+        return full
+    for kept in range(len(names) - 1, -1, -1):
+        text = ", ".join(names[:kept]) + (" " if kept else "") + f"+{len(names) - kept}"
+        if len(text) <= room or not kept:
+            return text
+    return full  # unreachable: the loop returns at kept = 0
+
+
+def _one_line_cells(results: Results, cells: Sequence[tuple[str, str, Cell, int]], width: int | None) -> list[str]:
+    """One line per cell in aligned columns: the cell ('kidney_and_mass dice'), #1, its mean [CI], the verdict's words on
+    #1 versus #2 and the other co-winners, these shortened to '+N' (N more) where the line would pass ``width``, so #1
+    and the verdict are always on the cell's line."""
+    rows: list[tuple[str, str, str, str, list[str]]] = []
+    for structure, metric, cell, _ in cells:
+        v = cell.get("verdict")
+        if not v:
+            rows.append((f"{structure} {metric}", "–", "no ranked model", "", []))
+            continue
+        words = CODE_WORDS[v["code"]] if v["pairs"] else CODE_WORDS["single_model"]
+        rows.append((f"{structure} {metric}", v["first"], estimate(cell["models"][v["first"]], cell, metric), words,
+                     [m for m in v["co_winners"] if m != v["first"]]))
+    head = ("cell", "#1", _ci_head(results), "verdict")
+    sizes = [max(len(text) for text in column) for column in zip(head, *(row[:4] for row in rows), strict=True)]
+    # two spaces between columns, one where two would push the co-winners' '+N' past the width
+    gap = "  " if width is None or sum(sizes) + 2 * 4 + 2 <= width else " "
+    room = None if width is None else width - sum(sizes) - len(gap) * 4
+    lines = [gap.join(text.ljust(size) for text, size in zip(head, sizes, strict=True)) + gap
+             + ("co-winners" if room is None or room >= len("co-winners") else "+N")]
+    for *fixed, others in rows:
+        lines.append(gap.join(text.ljust(size) for text, size in zip(fixed, sizes, strict=True)) + gap + _fit_names(others, room))
+    return [line.rstrip() for line in lines]
 
 
 def _leaderboard_rows(results: Results, structure: str, metric: str) -> tuple[str, list[tuple[str, list[str]]]]:
@@ -211,10 +274,28 @@ def rows(all_results: Sequence[Results], structure: str | None = None, metric: s
     return pd.concat(frames, ignore_index=True)
 
 
+def overview(all_results: Sequence[Results], width: int | None = None) -> str:
+    """``segbench show``'s default: per dataset (and its lesion-wise view) a title, what is said once (the unit, each model
+    lacking cases, the CI head, the calibration audit: ``_audit_once``) and one line per cell (``_one_line_cells``),
+    notes wrapped at ``width``; the verdict sentences, P(rank 1) and every model are ``--detail``'s and ``--structure``'s."""
+    lines = []
+    for results in all_results:
+        lesions = lesion_view(results)
+        for view in [results, *([lesions] if lesions else [])]:
+            cells = list(_cells(view))
+            d = view["dataset"]
+            notes = [*filter(None, [unit_sentence(view)]), *coverage_notes(view), *filter(None, [_audit_once(view, cells)]), CO_WINNERS_SHORT]
+            lines += [*_wrap(f"{d.get('title') or d['name']}: {_kinds_line(view)}", width), *(line for n in notes for line in _wrap(n, width)),
+                      *_one_line_cells(view, cells, width), ""]
+    lines += _wrap("Each cell's verdict sentence, P(rank 1) and every model: segbench show --detail, or --structure NAME.", width)
+    return "\n".join(lines) + "\n"
+
+
 def render(all_results: Sequence[Results], *, structure: str | None = None, metric: str | None = None, fmt_name: str = "text",
-           width: int | None = None) -> str:
+           width: int | None = None, detail: bool = False) -> str:
     """Each dataset's overview and verdicts, or with ``structure`` that structure's full leaderboards, as ``fmt_name``
-    (``FORMATS``); text lines at most ``width`` columns wide, broken at spaces only (None: not wrapped).
+    (``FORMATS``); text lines at most ``width`` columns wide, broken at spaces only (None: not wrapped). The text overview
+    is one line per cell (``overview``); ``detail`` stacks each cell's verdict sentence and notes under it instead.
 
     Raises ValueError naming the valid structures or metrics when a name is not in the results.
     """
@@ -230,6 +311,8 @@ def render(all_results: Sequence[Results], *, structure: str | None = None, metr
             return buffer.getvalue()
         records = table.astype(object).where(table.notna(), None).to_dict(orient="records")
         return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
+    if fmt_name == "text" and structure is None and not detail:
+        return overview(all_results, width)
     lines = [line for title, notes, entries in _blocks(all_results, structure, metric)
              for line in (_text_block(title, notes, entries, width) if fmt_name == "text" else _md_block(title, notes, entries))]
     return "\n".join(lines).rstrip("\n") + "\n"

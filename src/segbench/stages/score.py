@@ -33,11 +33,16 @@ LESION_HEADLINE_METRICS = ("rq", "pq_dice", "lesion_dice")
 
 def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows: pd.DataFrame) -> dict[str, Any]:
     """Tags, params and headline metrics of one scored (dataset, model) MLflow run (docs/methodology.md#12-what-an-mlflow-run-carries)."""
-    metrics = headline_metrics(rows, ANALYZED_METRICS)[model.name]
+    # over the model's own cases: a case without a prediction file is in no mean (a model covering 15 of 78 cases shows
+    # its means over those 15, as the leaderboard's own-case analysis does, never with the others counted as failures)
+    own = rows[~rows["prediction_missing"].astype(bool)]
+    metrics = headline_metrics(own, ANALYZED_METRICS).get(model.name, {})
     metrics["n_missing_prediction"] = int(rows.drop_duplicates("case_id")["prediction_missing"].sum())
     metrics["n_worst_case"] = int(rows["worst_case"].sum())
     weights = model.weights or {}
     n_cases, lacking = rows["case_id"].nunique(), metrics["n_missing_prediction"]
+    metrics["n_cases"] = n_cases - lacking  # the runs table's columns beside the means (report.summary.COVERAGE_COLUMNS)
+    metrics["coverage"] = round((n_cases - lacking) / n_cases, 4)
     # a model lacking cases says so on its run (MLflow's runs table): what the leaderboard does with it is compare's
     coverage = {"coverage": f"{n_cases - lacking} of {n_cases} cases (no prediction for {lacking})"} if lacking else {}
     return {
@@ -140,7 +145,8 @@ def _lesion_tables(
     record["tags"][LESION_PROFILE_TAG] = setting.profile
     baseline = lesion_rows[lesion_rows["lesion_profile"] == setting.profile]
     for structure, group in baseline.groupby("structure", sort=True):
-        present = group["reference_present"].to_numpy(dtype=bool)
+        # over the model's own cases, as its voxel-wise means (``headline_metrics``): a case without a prediction is in none
+        present = group["reference_present"].to_numpy(dtype=bool) & ~group["prediction_missing"].to_numpy(dtype=bool)
         for metric in LESION_HEADLINE_METRICS:
             if present.any():
                 record["metrics"][f"{structure}.lesion.{metric}.mean"] = shown_mean(group[metric], present, metric)
