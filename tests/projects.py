@@ -69,6 +69,9 @@ def working_folder(root: Path, folder: Path, overrides: list[str], published: di
         for key in _DATA_KEYS:
             if spec.get(key) and not Path(spec[key]).is_absolute():
                 spec[key] = str(root / spec[key])
+        metadata = spec.get("metadata")
+        if isinstance(metadata, dict) and not Path(metadata["path"]).is_absolute():  # a published set's metadata CSV
+            metadata["path"] = str(root / metadata["path"])
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     shutil.copy(root / "data.dvc", folder / "data.dvc")

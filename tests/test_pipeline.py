@@ -159,7 +159,7 @@ def test_fresh_clone_pulls_instead_of_recomputing(projects: Projects, tmp_path: 
 
 def _output_digests(project: Path) -> dict[Path, str]:
     """sha256 of every file the pipeline wrote (predictions to site), by relative path."""
-    folders = ("predictions", "scores", "tracking", "results", "metrics", "plots", "site")
+    folders = ("predictions", "scores", "tracking", "results", "metrics", "plots", "crossdataset", "site")
     files = (path for folder in folders for path in (project / folder).rglob("*") if path.is_file())
     return {path.relative_to(project): hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
 
@@ -174,5 +174,5 @@ def test_fresh_clone_recomputing_everything_writes_the_same_bytes(project: Path,
     for stage in ("predict@kits23-sim_dilate_1mm", "score@kits23-sim_missed_lesion", "import@segauge_kits23_seed", "compare@kits23"):
         assert f"Running stage '{stage}'" in out, out
     outputs = _output_digests(project)
-    assert {path.parts[0] for path in outputs} == {"predictions", "scores", "tracking", "results", "metrics", "plots", "site"}
+    assert {path.parts[0] for path in outputs} == {"predictions", "scores", "tracking", "results", "metrics", "plots", "crossdataset", "site"}
     assert _output_digests(clone) == outputs

@@ -93,7 +93,7 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
     run(["dvc", "add", "-q", "userdata/example_subset"], project)  # as userdata/README.md does: data in DVC, never in git
     out = exp_run(project, "predictions=[example_subset]")
     assert ran_stages(out) == {"predictions@example_subset", "score-predictions@example_subset", "track-predictions@example_subset",
-                               "compare@kits23", "report"}, out
+                               "compare@kits23", "cross-dataset", "report"}, out  # cross-dataset reads every results file
     results = json.loads((project / "results" / "kits23.json").read_text())
     coverage = results["coverage"]
     assert coverage["policy"] == coverage["applied"] == "own_cases"

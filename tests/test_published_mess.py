@@ -29,6 +29,8 @@ N_CASES = 120
 # the clinical file renamed, tab-separated, keyed by "series" = the case id without its "s" ("s0007" -> "0007")
 METADATA = {"path": "clinical.tsv", "sep": "\t", "key": "series", "case_key": r"^s(\d+)$"}
 WITHOUT_METADATA = ("s0001", "s0006")
+#: MONAI_UNETR's dsc.csv once messed: every case, two exact copies and one conflicting copy
+ROWS_WITH_REPEATS = N_CASES + 3
 
 
 def _cut(out: Path) -> Path:
@@ -129,7 +131,9 @@ def test_every_fault_at_once_imports_with_policies(messy: tuple[Path, dict[str, 
     rows = _read(folder, duplicates="first", one_sided_missing="missing")
     notes = rows.attrs["import"]
     assert notes == {"duplicates_dropped": 2, "duplicates_resolved": 1, "one_sided_missing": {"MONAI_SegVol": [["s0006", "spleen"]]},
-                     "na_filled": 0, "cases_without_metadata": len(WITHOUT_METADATA), "metadata": None}
+                     "na_filled": 0, "cases_without_metadata": len(WITHOUT_METADATA), "metadata": None, "repeated": {
+                         "MONAI_UNETR/dsc.csv": {"rows": ROWS_WITH_REPEATS, "exact_copies_dropped": 2, "conflicting_copies_resolved": 1,
+                                                 "kept": "one row of each exact copy; of conflicting copies, the first row in the file"}}}
     # the one-sided cell leaves the rows (as a scan the model does not list); everything else is the clean set
     gap = (clean["model"] == "MONAI_SegVol") & (clean["case_id"] == "s0006") & (clean["structure"] == "spleen")
     expected, got = _key(clean[~gap]), _key(rows)
@@ -194,7 +198,9 @@ def test_messy_set_imports_by_config_and_reports_its_summary(project: Path, capl
     with caplog.at_level("INFO"):
         published_pipeline(project, "messy_touchstone")
     line = ("3 models, 120 cases, 9 structures; 1 cells missing; 2 exact duplicate rows dropped; 1 conflicting duplicate rows "
-            "resolved; 1 one-sided cells treated as not reported; 2 cases without metadata; policies duplicates: first, "
+            "resolved; 1 one-sided cells treated as not reported; repeated cases in MONAI_UNETR/dsc.csv "
+            f"({ROWS_WITH_REPEATS} rows): 2 exact copies dropped, 1 conflicting copies resolved; kept one row of each exact copy; "
+            "of conflicting copies, the first row in the file; 2 cases without metadata; policies duplicates: first, "
             "one_sided_missing: missing")
     assert f"messy_touchstone: imported {line}" in caplog.text
     results = json.loads((project / "results" / "messy_touchstone.json").read_text())

@@ -117,7 +117,8 @@ def test_structure_leaderboard_and_one_line_errors(results_dir: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "needs"), [(("--metric", "dice"), "--metric needs --structure"),
-                                              (("--format", "json", "--width", "100"), "--width is for --format text")])
+                                              (("--format", "json", "--width", "100"), "--width is for --format text"),
+                                              (("--summary", "--format", "tsv"), "--summary is one text table over the boards")])
 def test_an_option_without_the_option_it_needs_is_an_error(results_dir: Path, args: tuple[str, ...], needs: str) -> None:
     """Not silently ignored: exit 2 (a usage error) and a message naming what the option needs."""
     bad = _show("--results", str(results_dir), *args)

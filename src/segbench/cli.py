@@ -27,8 +27,10 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   import    published per-case scores (no masks)   -> scores/<published set>/<model>/
   compare   statistics from the MLflow runs        -> results/<dataset>.json
   export    a results file's per-case rows          -> challengeR's long CSV or the generic CSV (docs/published.md)
+  cross-dataset  real boards ranking the same models, side by side -> crossdataset/real_boards.json
   report    static leaderboard site                -> site/
-  show      the leaderboards and verdicts in this terminal, or as md/tsv/json (from results/)
+  show      the leaderboards and verdicts in this terminal, or as md/tsv/json (from results/);
+            --summary: how often each board's #1 is real
   evaluate  folders of predictions -> leaderboard, outside DVC and MLflow (--gt LABELS/ --pred NAME=DIR ... --out OUT/)
 Calibration audit (calibration/dvc.yaml, `dvc repro calibration/dvc.yaml`; docs/methodology.md "Calibration audit"):
   calibrate score   simulated models of known quality, every case -> calibration/scores/
@@ -229,8 +231,15 @@ def _cmd_report(args: argparse.Namespace) -> None:
     files = sorted(Path(args.results).glob("*.json"))
     if not files:
         raise FileNotFoundError(f"{args.results}: no results JSON to report (run the compare stage)")
-    for page in build_site(files, Path(args.out), calibration=args.calibration, interactive_site=args.interactive_site):
+    for page in build_site(files, Path(args.out), calibration=args.calibration, interactive_site=args.interactive_site,
+                           cross_dataset=args.cross_dataset):
         print(page)
+
+
+def _cmd_cross_dataset(args: argparse.Namespace) -> None:
+    from segbench.stages.crossdataset import run_cross_dataset
+
+    run_cross_dataset(Path(args.results), Path(args.config), Path(args.out))
 
 
 def _show_width(requested: int | None) -> int | None:
@@ -267,6 +276,11 @@ def _cmd_show(args: argparse.Namespace) -> None:
     if unknown:
         raise ValueError(f"no results for {', '.join(unknown)} in {folder}/ (have {', '.join(available)})")
     files = [folder / f"{d}.json" for d in args.datasets or available]
+    if args.summary:
+        from segbench.report.boards import summary_text
+
+        sys.stdout.write(printable(summary_text([read_results(f) for f in files])))
+        return
     text = render([read_results(f) for f in files], structure=args.structure, metric=args.metric,
                   fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None, detail=args.detail)
     sys.stdout.write(printable(text))
@@ -278,6 +292,8 @@ def _check_show(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("show: --metric needs --structure (a metric is shown within one structure's leaderboards)")
     if args.width is not None and args.format != "text":
         parser.error(f"show: --width is for --format text (the default); --format {args.format} is not wrapped")
+    if args.summary and (args.structure is not None or args.format != "text"):
+        parser.error("show: --summary is one text table over the boards; it takes no --structure, --metric or --format")
     if args.width is not None and args.width < 20:
         parser.error(f"show: --width must be at least 20 columns, got {args.width}")
 
@@ -470,7 +486,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="site", help="site folder (default: site)")
     p.add_argument("--calibration", type=Path, help="the calibration audit's audit.json (calibration/results/audit.json): adds its page")
     p.add_argument("--interactive-site", type=Path, help="the interactive pipeline's site folder (interactive/site): linked from the index")
+    p.add_argument("--cross-dataset", type=Path, help="the cross-dataset stage's JSON (crossdataset/real_boards.json): adds its page")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("cross-dataset", help="every pair of real boards ranking the same models, side by side (rank correlation, moves)")
+    p.add_argument("--results", default="results", help="folder of results JSON (default: results)")
+    p.add_argument("--config", default="conf/cross_dataset.yaml", help="which model is which across sets (default: conf/cross_dataset.yaml)")
+    p.add_argument("--out", default="crossdataset/real_boards.json", help="the view (default: crossdataset/real_boards.json)")
+    p.set_defaults(func=_cmd_cross_dataset)
 
     p = sub.add_parser("show", help="leaderboards and verdicts in the terminal, from results/*.json")
     p.add_argument("datasets", nargs="*", help="dataset names (default: every results/<dataset>.json)")
@@ -482,6 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="text", choices=("text", "md", "tsv", "json"),
                    help="text (default, wrapped at spaces), md, or tsv/json: one row per dataset, structure, metric and model")
     p.add_argument("--width", type=int, help="text: columns to wrap at (default: the terminal's; piped: COLUMNS if set, else unwrapped)")
+    p.add_argument("--summary", action="store_true",
+                   help="how often each board's #1 is real: per board, the share of cells whose #1 is separable from #2, the median "
+                        "co-winner set, the share whose #1 changes when one case is removed, each with its n; SIMULATED boards apart")
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("export", help="write a dataset's per-case rows as challengeR's long CSV or the generic CSV (docs/published.md)")

@@ -105,6 +105,8 @@ def import_summary(rows: pd.DataFrame, notes: dict[str, Any], policies: dict[str
         "one_sided_missing": {m: cells for m, cells in sorted(notes["one_sided_missing"].items())},
         "cases_without_metadata": notes["cases_without_metadata"], "metadata": notes["metadata"], "policies": dict(sorted(policies.items())),
     }
+    if notes.get("repeated"):  # score files whose cases repeat, by model folder and file (absent when none does)
+        summary["repeated"] = dict(sorted(notes["repeated"].items()))
     return {**summary, "text": summary_line(summary)}
 
 
@@ -118,6 +120,9 @@ def summary_line(summary: dict[str, Any]) -> str:
         parts.append(f"{summary['duplicates_resolved']} conflicting duplicate rows resolved")
     if one_sided:
         parts.append(f"{one_sided} one-sided cells treated as not reported")
+    for file, repeat in summary.get("repeated", {}).items():
+        copies = [f"{repeat[k]} {k.replace('_', ' ')}" for k in ("exact_copies_dropped", "conflicting_copies_resolved") if repeat[k]]
+        parts.append(f"repeated cases in {file} ({repeat['rows']} rows): {', '.join(copies)}; kept {repeat['kept']}")
     if summary["cases_without_metadata"] is not None:
         parts.append(f"{summary['cases_without_metadata']} cases without metadata")
     if summary["metadata"]:
@@ -309,10 +314,8 @@ def _read_touchstone_model(model_dir: Path, files: dict[str, str], duplicates: s
         if set(a.columns) != set(b.columns):
             missing, extra = sorted(set(a.columns) - set(b.columns)), sorted(set(b.columns) - set(a.columns))
             raise ValueError(f"{path_b}: row 1 (header): organ columns differ from {path_a.name}'s: missing {missing}, extra {extra}")
-        if only := sorted(set(a.index) - set(b.index)):
-            raise ValueError(f"{path_b}: no row for case {only[0]!r} (name column), which {path_a.name} has at row {lines_a[only[0]]}")
-        if only := sorted(set(b.index) - set(a.index)):
-            raise ValueError(f"{path_b}: row {lines_b[only[0]]} (name={only[0]!r}): case not in {path_a.name}")
+        a, b = _cases_in_one_file(a, b, (path_a, lines_a), (path_b, lines_b), one_sided_missing, notes)
+        tables[first] = (a, lines_a)
         b = b.loc[a.index, a.columns]  # matched by case id and organ name, never by position
         tables[metric] = (b, lines_b)
         mismatch = a.isna() != b.isna()
@@ -337,6 +340,33 @@ def _read_touchstone_model(model_dir: Path, files: dict[str, str], duplicates: s
     return rows[~one_sided].reset_index(drop=True) if one_sided.any() else rows
 
 
+def _cases_in_one_file(a: pd.DataFrame, b: pd.DataFrame, file_a: tuple[Path, dict[str, int]], file_b: tuple[Path, dict[str, int]],
+                       one_sided_missing: str, notes: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Two metric files of one model restricted to the cases both list. A case with a row in one file only is a
+    one-sided fault like an empty cell (docs/published.md): an error naming the file lacking it, or under
+    ``one_sided_missing: missing`` the model's case is not reported in either metric, each of its cells with a value
+    listed in ``notes`` (Touchstone's DAP Atlas STU-Net nsd.csv lacks 18 of its dsc.csv's cases)."""
+    (path_a, lines_a), (path_b, lines_b) = file_a, file_b
+    only_a, only_b = sorted(set(a.index) - set(b.index)), sorted(set(b.index) - set(a.index))
+    if one_sided_missing == "error":
+        if only_a:
+            raise ValueError(f"{path_b}: no row for case {only_a[0]!r} (name column), which {path_a.name} has at row {lines_a[only_a[0]]} "
+                             f"({len(only_a)} such case(s)); set the set's options.one_sided_missing to 'missing' or fix the file")
+        if only_b:
+            raise ValueError(f"{path_b}: row {lines_b[only_b[0]]} (name={only_b[0]!r}): case not in {path_a.name} "
+                             f"({len(only_b)} such case(s)); set the set's options.one_sided_missing to 'missing' or fix the file")
+        return a, b
+    for table, only, has, lacks in ((a, only_a, path_a, path_b), (b, only_b, path_b, path_a)):
+        if not only:
+            continue
+        log.warning("%s: %d case(s) of %s have no row in it, e.g. %s; treated as not reported (one_sided_missing: missing)",
+                    lacks, len(only), has.name, only[:3])
+        cells = table.loc[only].stack().index  # the cells with a value (stack drops the empty ones)
+        notes["one_sided_missing"].setdefault(has.parent.name, []).extend([str(case), str(organ)] for case, organ in cells)
+    shared = [case for case in a.index if case in set(b.index)]
+    return a.loc[shared], b.loc[shared]
+
+
 def _read_score_csv(path: Path, duplicates: str, notes: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, int]]:
     """A per-case score CSV (first column ``name`` = case id, one column per organ), validated: the values indexed
     by case id, and each case's line in the file (for messages)."""
@@ -351,7 +381,9 @@ def _read_score_csv(path: Path, duplicates: str, notes: dict[str, Any]) -> tuple
     raw = raw.apply(lambda c: c.str.strip())
     raw.insert(0, "row", np.arange(len(raw)) + 2)  # the file's line: the header is row 1
     faults = [f"row {r + 2}, column 'name' is empty" for r in np.flatnonzero(raw["name"] == "")]
+    before = (notes["duplicates_dropped"], notes["duplicates_resolved"], len(raw))
     raw = dedupe(raw[raw["name"] != ""], ["name"], {c: c for c in raw.columns[2:]}, duplicates, path, notes, faults)
+    _note_repeats(path, before, notes, duplicates)
     names, cells = raw["name"], raw.drop(columns=["row", "name"])
     numbers = cells.apply(pd.to_numeric, errors="coerce")
     bad = (cells != "") & ~np.isfinite(numbers.to_numpy(dtype=np.float64, na_value=np.nan))
@@ -360,6 +392,22 @@ def _read_score_csv(path: Path, duplicates: str, notes: dict[str, Any]) -> tuple
     raise_faults(path, faults)
     numbers.index = pd.Index(names, name="case_id")
     return numbers.astype(np.float64), dict(zip(names, raw["row"].tolist()))
+
+
+#: what each duplicates policy keeps of a conflicting repeat, in the import summary's words
+KEPT = {"error": "none (the import stops)", "first": "the first row in the file", "mean": "the mean of the copies"}
+
+
+def _note_repeats(path: Path, before: tuple[int, int, int], notes: dict[str, Any], policy: str) -> None:
+    """Record in ``notes["repeated"]`` a score file whose cases repeat: its model folder and file, its rows, the exact
+    copies dropped and conflicting copies resolved by ``dedupe`` since ``before`` (the counters and row count then),
+    and what was kept, so that the set's page names them (docs/published.md, "Duplicate rows")."""
+    dropped, resolved = notes["duplicates_dropped"] - before[0], notes["duplicates_resolved"] - before[1]
+    if dropped or resolved:
+        notes.setdefault("repeated", {})[f"{path.parent.name}/{path.name}"] = {
+            "rows": before[2], "exact_copies_dropped": dropped, "conflicting_copies_resolved": resolved,
+            "kept": "; ".join([*(["one row of each exact copy"] if dropped else []),
+                               *([f"of conflicting copies, {KEPT[policy]}"] if resolved else [])])}
 
 
 def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: str, path: Path, notes: dict[str, Any],
@@ -401,13 +449,16 @@ def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: 
     return pd.concat([others, *resolved]).sort_values("row", ignore_index=True)
 
 
-def join_metadata(rows: pd.DataFrame, path: Path, sep: str, key: str, case_key: str | None,
-                  notes: dict[str, Any]) -> pd.DataFrame:
+def join_metadata(rows: pd.DataFrame, path: Path, sep: str, key: str, case_key: str | None, notes: dict[str, Any],
+                  key_pattern: str | None = None, rows_where: dict[str, str] | None = None,
+                  fields: tuple[str, ...] | None = None) -> pd.DataFrame:
     """``rows`` with the metadata CSV's fields as ``meta.<field>`` columns (plus ``meta.age_band`` from an ``age``
     column), joined on ``key`` = the case id, or the part of it the regular expression ``case_key`` picks (its first
-    group, else its whole match). Cases without a metadata row are kept, counted in ``notes`` and logged: the
+    group, else its whole match). ``key_pattern`` likewise makes the key of each metadata row from its ``key`` column
+    (its groups joined by ``_``), ``rows_where`` (the set's ``rows``) keeps the metadata rows whose columns hold those
+    values, ``fields`` the columns joined. Cases without a metadata row are kept, counted in ``notes`` and logged: the
     statistics leave them out of the subgroup tests only (docs/published.md)."""
-    meta = _read_metadata_csv(Path(path), sep, key)
+    meta = _read_metadata_csv(Path(path), sep, key, key_pattern, rows_where, fields)
     case_ids = pd.Series(rows["case_id"].unique())
     if case_key is None:
         keys = case_ids
@@ -427,28 +478,64 @@ def join_metadata(rows: pd.DataFrame, path: Path, sep: str, key: str, case_key: 
     return rows.merge(meta, how="left", left_on="_meta_key", right_index=True, validate="many_to_one").drop(columns="_meta_key")
 
 
-def _read_metadata_csv(path: Path, sep: str, key: str) -> pd.DataFrame:
-    """A metadata CSV (optional BOM) -> meta.* columns indexed by its ``key`` column (as text); an ``age`` column must
-    be numeric and adds ``age_band``."""
+#: a DICOM age string (value representation AS): three digits and the unit, e.g. 063Y; TCIA's clinical tables use it
+DICOM_AGE = re.compile(r"^(\d{3})([DWMY])$")
+#: each DICOM age unit in years
+DICOM_AGE_YEARS = {"D": 1 / 365.25, "W": 7 / 365.25, "M": 1 / 12, "Y": 1.0}
+
+
+def _ages(path: Path, ages: pd.Series, lines: np.ndarray) -> pd.Series:
+    """An ``age`` column in years: numbers, or DICOM age strings (``063Y``, ``006M``); anything else raises ValueError
+    naming the file's row (``lines``) and the value."""
+    age = pd.to_numeric(ages, errors="coerce")
+    if not (ages.notna() & age.isna()).any():
+        return age  # numbers only: as read
+    dicom = ages.astype("string").str.strip().str.extract(DICOM_AGE)
+    years = pd.to_numeric(dicom[0], errors="coerce") * dicom[1].map(DICOM_AGE_YEARS)
+    age = age.astype(np.float64).fillna(years.astype(np.float64))
+    bad = ages.notna() & age.isna()
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{path}: row {lines[r]}, column 'age': {ages.iloc[r]!r} is not a number of years or a DICOM age "
+                         "string such as 063Y")
+    return age
+
+
+def _read_metadata_csv(path: Path, sep: str, key: str, key_pattern: str | None = None, rows_where: dict[str, str] | None = None,
+                       fields: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """A metadata CSV (optional BOM) -> meta.* columns indexed by its ``key`` column (as text, or the join key
+    ``key_pattern`` makes of it), only the rows ``rows_where`` keeps and the columns ``fields`` names; an ``age`` column
+    (years, or DICOM age strings) adds ``age_band``. A key on two kept rows raises ValueError naming both rows."""
     try:
-        meta = pd.read_csv(path, sep=sep, encoding="utf-8-sig", dtype={key: str})
+        meta = pd.read_csv(path, sep=sep, encoding="utf-8-sig", dtype={key: str, **{c: str for c in (rows_where or {})}})
     except UNREADABLE as exc:
         raise ValueError(f"{path}: cannot read ({exc})") from exc
-    if key not in meta.columns:
-        raise ValueError(f"{path}: row 1 (header): no key column {key!r}; columns are {list(meta.columns)}")
+    lines = np.arange(len(meta)) + 2  # the file's line of each row: the header is row 1
+    wanted = [key, *(rows_where or {}), *(fields or ())]
+    if missing := [c for c in dict.fromkeys(wanted) if c not in meta.columns]:
+        raise ValueError(f"{path}: row 1 (header): no column {missing[0]!r} (metadata key, rows or fields); columns are {list(meta.columns)}")
+    kept = np.ones(len(meta), dtype=bool)
+    for column, value in (rows_where or {}).items():
+        kept &= (meta[column].str.strip() == value).to_numpy()
+    meta, lines = meta[kept].reset_index(drop=True), lines[kept]
     if meta[key].isna().any():
-        raise ValueError(f"{path}: row {int(np.flatnonzero(meta[key].isna())[0]) + 2}, column {key!r}: empty key")
-    dup = meta[key].duplicated()
+        raise ValueError(f"{path}: row {lines[np.flatnonzero(meta[key].isna())[0]]}, column {key!r}: empty key")
+    if key_pattern is not None:
+        found = meta[key].str.extract(re.compile(key_pattern) if re.compile(key_pattern).groups else f"({key_pattern})")
+        if found.isna().any(axis=1).any():
+            r = int(np.flatnonzero(found.isna().any(axis=1))[0])
+            raise ValueError(f"{path}: row {lines[r]}, column {key!r}: metadata.key_pattern {key_pattern!r} finds no key in {meta[key].iloc[r]!r}")
+        meta[key] = found.astype(str).agg("_".join, axis=1)
+    dup = meta[key].duplicated(keep=False)
     if dup.any():
-        raise ValueError(f"{path}: row {int(np.flatnonzero(dup)[0]) + 2}, column {key!r}: duplicate {meta[key][dup].iloc[0]!r}")
+        first, second = np.flatnonzero(meta[key] == meta[key][dup].iloc[0])[:2]
+        raise ValueError(f"{path}: rows {lines[first]} and {lines[second]}, column {key!r}: duplicate key {meta[key].iloc[first]!r}"
+                         + ("; metadata.rows can keep one row per case" if not rows_where else ""))
+    if fields:
+        meta = meta[[key, *(f for f in fields if f != key)]]
     if "age" in meta.columns:
-        age = pd.to_numeric(meta["age"], errors="coerce")
-        bad = meta["age"].notna() & age.isna()
-        if bad.any():
-            r = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{path}: row {r + 2}, column 'age': {meta['age'].iloc[r]!r} is not a number")
-        meta["age"] = age
-        meta[AGE_BAND] = age_band(age)
+        meta["age"] = _ages(path, meta["age"], lines)
+        meta[AGE_BAND] = age_band(meta["age"])
     meta = meta.set_index(key)
     meta.columns = [f"meta.{c}" for c in meta.columns]
     return meta

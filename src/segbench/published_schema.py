@@ -46,7 +46,8 @@ class PublishedConfig:
     licence: str
     citation: str
     case_alignment: str | None  # the case alignment of the source's own significance maps, when it states one
-    #: the metadata CSV joined to the cases (``published.join_metadata``'s path, sep, key, case_key), or None (a
+    #: the metadata CSV joined to the cases (``published.join_metadata``'s arguments: path, sep, key, case_key,
+    #: key_pattern, rows_where (the config's ``rows``), fields), or None (a
     #: Touchstone folder's metaTotalSeg.csv when it has one); ``{}`` for ``metadata: none`` (not even that)
     metadata: dict[str, Any] | None = None
     #: the format's options, validated and completed with their defaults (``PUBLISHED_FORMATS``)
@@ -85,26 +86,46 @@ def parse_published(name: str, raw: dict[str, Any], root: Path) -> PublishedConf
 
 
 def published_metadata(value: Any, root: Path, where: str) -> dict[str, Any] | None:
-    """A published set's ``metadata: {path, sep, key, case_key}`` checked (docs/published.md); None without one (the
-    Touchstone reader then joins its folder's metaTotalSeg.csv when the folder has one); ``metadata: none`` is ``{}``:
-    no metadata, whatever the folder holds."""
+    """A published set's ``metadata: {path, sep, key, case_key, key_pattern, rows, fields}`` checked
+    (docs/published.md); None without one (the Touchstone reader then joins its folder's metaTotalSeg.csv when the
+    folder has one); ``metadata: none`` is ``{}``: no metadata, whatever the folder holds."""
     if value is None:
         return None
     if value == "none":
         return {}
     at = f"{where}: metadata"
     if not isinstance(value, dict) or not isinstance(value.get("path"), str) or not isinstance(value.get("key"), str):
-        raise ConfigError(f"{at}: expected none or {{path, key, sep (default ','), case_key (optional)}}, got {value!r}")
-    if unknown := sorted(set(value) - {"path", "sep", "key", "case_key"}):
-        raise ConfigError(f"{at}: unknown key(s) {unknown}; it takes path, sep, key and case_key")
-    case_key = value.get("case_key")
-    if case_key is not None:
-        try:
-            if not isinstance(case_key, str) or re.compile(case_key).groups > 1:
-                raise ConfigError(f"{at}.case_key: {case_key!r} must be a regular expression with at most one group")
-        except re.error as exc:
-            raise ConfigError(f"{at}.case_key: {case_key!r} is not a regular expression ({exc})") from exc
-    return {"path": root / value["path"], "sep": str(value.get("sep", ",")), "key": value["key"], "case_key": case_key}
+        raise ConfigError(f"{at}: expected none or {{path, key, sep (default ','), case_key, key_pattern, rows, fields (optional)}}, "
+                          f"got {value!r}")
+    if unknown := sorted(set(value) - set(METADATA_KEYS)):
+        raise ConfigError(f"{at}: unknown key(s) {unknown}; it takes {', '.join(METADATA_KEYS)}")
+    rows, fields = value.get("rows") or {}, value.get("fields")
+    if not isinstance(rows, dict) or not all(isinstance(v, (str, int, float)) for v in rows.values()):
+        raise ConfigError(f"{at}.rows: expected a mapping of column to the value its kept rows hold, e.g. {{Modality: CT}}, got {rows!r}")
+    if fields is not None and (not isinstance(fields, list) or not fields or not all(isinstance(f, str) for f in fields)):
+        raise ConfigError(f"{at}.fields: expected a list of column names (the fields joined), got {fields!r}")
+    return {"path": root / value["path"], "sep": str(value.get("sep", ",")), "key": value["key"],
+            "case_key": _pattern(value.get("case_key"), f"{at}.case_key", 1),
+            "key_pattern": _pattern(value.get("key_pattern"), f"{at}.key_pattern", None),
+            "rows_where": {str(k): str(v) for k, v in rows.items()}, "fields": tuple(fields) if fields else None}
+
+
+#: the keys a ``metadata:`` mapping takes (docs/published.md, "Metadata from another file")
+METADATA_KEYS = ("path", "sep", "key", "case_key", "key_pattern", "rows", "fields")
+
+
+def _pattern(value: Any, at: str, max_groups: int | None) -> str | None:
+    """An optional regular expression of the metadata join, checked to compile (and to have at most ``max_groups``
+    groups); None when not given."""
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, str) or (max_groups is not None and re.compile(value).groups > max_groups):
+            raise ConfigError(f"{at}: {value!r} must be a regular expression with at most {max_groups} group")
+        re.compile(value)
+    except re.error as exc:
+        raise ConfigError(f"{at}: {value!r} is not a regular expression ({exc})") from exc
+    return value
 
 
 def _policies(options: dict[str, Any], at: str) -> dict[str, str]:

@@ -19,18 +19,22 @@ from . import pages
 from .assets import CSS, JS
 
 
-def build_site(results_files: list[Path], out_dir: Path, calibration: Path | None = None, interactive_site: Path | None = None) -> list[Path]:
+def build_site(results_files: list[Path], out_dir: Path, calibration: Path | None = None, interactive_site: Path | None = None,
+               cross_dataset: Path | None = None) -> list[Path]:
     """Write index, methodology, one page per dataset and per dataset structure, and with ``calibration`` (the audit's
     audit.json) the calibration page; return the pages written. ``interactive_site``: the folder the interactive
-    pipeline writes its site to (it need not exist yet), linked from the index by a relative address."""
+    pipeline writes its site to (it need not exist yet), linked from the index by a relative address. ``cross_dataset``:
+    the cross-dataset stage's JSON, drawn as its own page and linked from the index."""
     out_dir = Path(out_dir)
     interactive = Path(os.path.relpath(Path(interactive_site) / "index.html", out_dir)).as_posix() if interactive_site else None
     all_results = [read_results(p) for p in sorted(results_files)]
     all_results.sort(key=lambda r: r["dataset"]["name"])
     written = {
-        "index.html": pages.index_page(all_results, calibration is not None, interactive),
+        "index.html": pages.index_page(all_results, calibration is not None, interactive, cross_dataset is not None),
         "methodology.html": pages.methodology_page(all_results),
     }
+    if cross_dataset is not None:
+        written[pages.CROSS_DATASET_PAGE] = pages.crossdataset_page(read_json(Path(cross_dataset), "cross-dataset JSON"), all_results)
     if calibration is not None:
         written[pages.CALIBRATION_PAGE] = pages.calibration_page(read_audit(Path(calibration)), all_results)
     for results in all_results:

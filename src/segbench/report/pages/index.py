@@ -1,11 +1,14 @@
-"""The index page: one line per dataset, then the calibration audit's page and the interactive benchmark's site.
+"""The index page: how often each board's #1 is real (``report.boards``), one line per dataset, then the calibration
+audit's page and the interactive benchmark's site.
 """
 
 from __future__ import annotations
 
 import html
 
+from ..boards import summary_html
 from ..common import Models, kind
+from .crossdataset import CROSS_DATASET_PAGE
 from .frame import CALIBRATION_PAGE, Results, dataset_page_name, nav_bar, render
 
 
@@ -17,9 +20,10 @@ def _kinds(models: Models) -> str:
     return ", ".join(f"{n} {k.upper()}" for k, n in sorted(counts.items()))
 
 
-def index_page(all_results: list[Results], calibration: bool = False, interactive: str | None = None) -> str:
-    """Entry page: one line per dataset, then the calibration audit's page (when the site has one) and the
-    interactive benchmark's site (``interactive``: its index's address relative to this site)."""
+def index_page(all_results: list[Results], calibration: bool = False, interactive: str | None = None, cross_dataset: bool = False) -> str:
+    """Entry page: how often each board's #1 is real, one line per dataset, then the cross-dataset page and the
+    calibration audit's page (when the site has them) and the interactive benchmark's site (``interactive``: its index's
+    address relative to this site)."""
     items = []
     for r in all_results:
         s = r["analysis"]["structures"]
@@ -29,6 +33,9 @@ def index_page(all_results: list[Results], calibration: bool = False, interactiv
             f"metrics {html.escape(', '.join(r['metrics']))}</li>"
         )
     others = []
+    if cross_dataset:
+        others.append(f'<li><a href="{CROSS_DATASET_PAGE}">One model, two datasets</a>: the same published models ranked on two '
+                      "real boards side by side, with their rank correlation.</li>")
     if calibration:
         others.append(f'<li><a href="{CALIBRATION_PAGE}">Calibration audit</a>: how often the CIs cover the truth and how '
                       "often \"separable\" is wrong, measured on simulated models of known quality and on real models' published "
@@ -41,7 +48,8 @@ def index_page(all_results: list[Results], calibration: bool = False, interactiv
         "<h1>segbench leaderboards</h1>"
         "<p>Every score with a confidence interval, ranking stability, and which pairs of models are "
         "separable at all. See the <a href=\"methodology.html\">methodology</a> for the exact protocol.</p>"
-        f"<h2>Leaderboards</h2><ul>{''.join(items)}</ul>"
+        + summary_html(all_results, {r["dataset"]["name"]: dataset_page_name(r) for r in all_results})
+        + f"<h2>Leaderboards</h2><ul>{''.join(items)}</ul>"
         + (f"<h2>Also</h2><ul>{''.join(others)}</ul>" if others else "")
     )
     return render("segbench", body, nav_bar(all_results))
