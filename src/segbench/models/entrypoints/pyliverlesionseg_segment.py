@@ -73,6 +73,11 @@ class PortError(RuntimeError):
     """The weights or an input are not what the port needs; the message names the file and the fix."""
 
 
+class CropError(PortError):
+    """The package's abdomen crop finds no lungs, liver dome or hip in an image (a scan of a few centimetres, say): the
+    package fails on such an image too, so the case gets no output and is scored as the harness scores a missing one."""
+
+
 def sha256(path: Path) -> str:
     with path.open("rb") as stream:
         return hashlib.file_digest(stream, "sha256").hexdigest()
@@ -270,7 +275,7 @@ def _largest_component_box(mask: np.ndarray) -> tuple[slice, ...]:
 
     labels, count = ndimage.label(mask)
     if count == 0:
-        raise PortError("no body above -150 HU in the image: is it a CT in Hounsfield units?")
+        raise CropError("no body above -150 HU in the image: is it a CT in Hounsfield units?")
     sizes = np.bincount(labels.ravel(), minlength=count + 1)[1:]
     return ndimage.find_objects((labels == int(np.argmax(sizes)) + 1).astype(np.int8))[0]
 
@@ -283,7 +288,7 @@ def _extrema(profile: np.ndarray, comparator, order: int, step: int) -> np.ndarr
         found = argrelextrema(profile, comparator, order=order)[0]
         if len(found) or order == 1:
             if not len(found):
-                raise PortError("the bone profile has no relative extremum: the crop cannot find the hip")
+                raise CropError("the bone profile has no relative extremum: the crop cannot find the hip")
             return found
         order = max(1, order - step)
 
@@ -309,7 +314,7 @@ def liver_dome_slice(ct: np.ndarray, body: tuple[slice, ...], voxel: np.ndarray)
     labels = padded[3:-3, 3:-3, :]
     counts = np.bincount(labels.ravel(), minlength=_count + 1)[1:]
     if len(counts) < 3:
-        raise PortError("fewer than three air regions (outside air and two lungs): the scan must reach the lungs")
+        raise CropError("fewer than three air regions (outside air and two lungs): the scan must reach the lungs")
     volumes = counts * float(np.prod(voxel))
     ranked = np.sort(volumes)
     ids = np.arange(1, len(counts) + 1)
@@ -339,6 +344,9 @@ def hip_slice(ct: np.ndarray, dome: int, voxel: np.ndarray) -> int:
     found), 0 when fewer than two are; at most 400 mm below the dome."""
     from scipy.signal import convolve
 
+    if dome < 1:
+        raise CropError(f"the liver dome is found on slice {dome}: no slice below it to look for the hip in (the scan does not "
+                        "reach from the lungs to the pelvis)")
     profile = convolve((ct > BONE_HU).astype(np.int16).sum(0).sum(0), np.ones(7), "same")[:dome]
     top = int(np.argmax(profile))
     minima = _extrema(profile, np.less, 15, 3)
@@ -356,7 +364,7 @@ def hip_slice(ct: np.ndarray, dome: int, voxel: np.ndarray) -> int:
         if len(high_enough) and len(candidates):
             break
         if ratio <= 0.05:
-            raise PortError("no bone maximum above the hip threshold: the crop cannot find the hip")
+            raise CropError("no bone maximum above the hip threshold: the crop cannot find the hip")
         ratio = max(ratio - 0.1, 0.05)
     below = candidates[candidates < bottom]
     hip = 0 if len(below) < 2 else int(below[-1])
@@ -505,7 +513,11 @@ def main(argv: list[str] | None = None) -> int:
             if not source.is_file():
                 raise PortError(f"{source}: no such image (the harness links <case>.nii.gz for each listed case)")
             start = time.perf_counter()
-            mask = segment_image(network, nib.load(source), target_voxel)
+            try:
+                mask = segment_image(network, nib.load(source), target_voxel)
+            except CropError as exc:
+                print(f"pyliverlesionseg: {case}: no output, the package's crop fails on this image: {exc}", file=sys.stderr)
+                continue
             partial = args.output / f".{case}.partial.nii.gz"
             nib.save(mask, partial)
             os.replace(partial, args.output / f"{case}.nii.gz")  # a stopped run leaves no truncated output
