@@ -371,7 +371,8 @@ def _cmd_params(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="segbench", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"segbench {__version__}")
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="composed parameters (default: params.yaml)")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"),
+                        help="composed parameters (default: params.yaml); the stages write under its folder (realmodel/params.yaml: realmodel/)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, and an error's full traceback (also SEGBENCH_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
