@@ -38,6 +38,8 @@ Interactive benchmark (interactive/dvc.yaml, `dvc repro interactive/dvc.yaml`; d
   then track, compare and report as above, under interactive/.
   `convert` and `interact --cases DIR --model NAME --out DIR` do the same on any folder, outside DVC.
   `interact --submissions DIR --cases DIR --out DIR`: a folder of CVPR 2025 Docker submissions, team by team, then a leaderboard.
+Real-model pipeline (realmodel/dvc.yaml, `dvc repro realmodel/dvc.yaml`; docs/guide.md "A real model run here"):
+  realmodel cases|predict|record, and score, track, compare, each with --params realmodel/params.yaml: under realmodel/.
 Setup: `env create <model>` builds a real model's environment; `data fetch <dataset>` downloads a dataset.
 Usually run through `dvc repro`; every stage reads params.yaml (composed from conf/ by Hydra).
 Methodology (metric conventions, failure rules, statistics): docs/methodology.md.
