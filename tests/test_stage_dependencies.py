@@ -26,7 +26,7 @@ from projects import SMALL
 from segbench.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-PIPELINES = ("dvc.yaml", "calibration/dvc.yaml", "interactive/dvc.yaml")
+PIPELINES = ("dvc.yaml", "calibration/dvc.yaml", "interactive/dvc.yaml", "realmodel/dvc.yaml")
 CLI = import_graph.SRC / "segbench" / "cli.py"
 #: what a module runs as a program rather than imports: the model adapters' scripts (``models.runner.ADAPTERS_DIR``)
 #: and the simulated models (``python -m segbench.models.simulated``, conf/model/sim_*.yaml), with what that loads

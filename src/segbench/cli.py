@@ -41,6 +41,8 @@ Interactive benchmark (interactive/dvc.yaml, `dvc repro interactive/dvc.yaml`; d
   then track, compare and report as above, under interactive/.
   `convert` and `interact --cases DIR --model NAME --out DIR` do the same on any folder, outside DVC.
   `interact --submissions DIR --cases DIR --out DIR`: a folder of CVPR 2025 Docker submissions, team by team, then a leaderboard.
+Real-model pipeline (realmodel/dvc.yaml, `dvc repro realmodel/dvc.yaml`; docs/guide.md "A real model run here"):
+  realmodel cases|predict|record, and score, track, compare, each with --params realmodel/params.yaml: under realmodel/.
 Setup: `env create <model>` builds a real model's environment; `data fetch <dataset>` downloads a dataset.
 Usually run through `dvc repro`; every stage reads params.yaml (composed from conf/ by Hydra).
 Methodology (metric conventions, failure rules, statistics): docs/methodology.md.
@@ -53,10 +55,21 @@ def _params(args: argparse.Namespace):
     return load_params(args.params)
 
 
+def _root(args: argparse.Namespace, params, dataset: str) -> Path:
+    """Where a stage's outputs for ``dataset`` live: under the params file's folder (``.`` for params.yaml; a pipeline
+    of its own keeps its params.yaml and outputs in its folder, e.g. realmodel/), an interactive dataset's under its
+    ``interactive/``."""
+    from segbench.stages.paths import output_root
+
+    return Path(args.params).parent / output_root(params, dataset)
+
+
 def _cmd_predict(args: argparse.Namespace) -> None:
     from segbench.stages.predict import run_predict
 
-    run_predict(_params(args), args.dataset, args.model, device=args.device, allow_unverified_weights=args.allow_unverified_weights)
+    params = _params(args)
+    run_predict(params, args.dataset, args.model, device=args.device, allow_unverified_weights=args.allow_unverified_weights,
+                root=_root(args, params, args.dataset))
 
 
 def _cmd_env(args: argparse.Namespace) -> None:
@@ -76,7 +89,8 @@ def _cmd_data(args: argparse.Namespace) -> None:
 def _cmd_score(args: argparse.Namespace) -> None:
     from segbench.stages.score import run_score
 
-    run_score(_params(args), args.dataset, args.model, workers=args.workers)
+    params = _params(args)
+    run_score(params, args.dataset, args.model, workers=args.workers, root=_root(args, params, args.dataset))
 
 
 def _cmd_import(args: argparse.Namespace) -> None:
@@ -86,7 +100,6 @@ def _cmd_import(args: argparse.Namespace) -> None:
 
 
 def _cmd_track(args: argparse.Namespace) -> None:
-    from segbench.stages.paths import output_root
     from segbench.stages.track import run_track
 
     params = _params(args)
@@ -103,13 +116,13 @@ def _cmd_track(args: argparse.Namespace) -> None:
     if args.dataset in params.interactive_datasets:
         if args.model:
             params.interactive_model(args.model)
-        run_track(args.dataset, args.model, root=output_root(params, args.dataset))
+        run_track(args.dataset, args.model, root=_root(args, params, args.dataset))
         return
     if args.model:
         params.dataset(args.dataset), params.model(args.model)  # validates the names
     else:
         params.published_set(args.dataset)
-    run_track(args.dataset, args.model)
+    run_track(args.dataset, args.model, root=_root(args, params, args.dataset))
 
 
 def _cmd_cases(args: argparse.Namespace) -> None:
@@ -222,7 +235,28 @@ def _cmd_calibrate_audit(args: argparse.Namespace) -> None:
 def _cmd_compare(args: argparse.Namespace) -> None:
     from segbench.stages.compare import run_compare
 
-    run_compare(_params(args), args.dataset)
+    params = _params(args)
+    run_compare(params, args.dataset, root=_root(args, params, args.dataset))
+
+
+def _cmd_realmodel_cases(args: argparse.Namespace) -> None:
+    from segbench.stages.realmodel_cases import run_cases
+
+    run_cases(_params(args), Path(args.params), args.dataset)
+
+
+def _cmd_realmodel_predict(args: argparse.Namespace) -> None:
+    from segbench.stages.realmodel_predict import run_measured_predict
+
+    params = _params(args)
+    record = run_measured_predict(params, args.dataset, args.model, _root(args, params, args.dataset))
+    print(f"{args.model}: {record['wall_time_s']} s, peak {record['peak_memory_gb']} GB")
+
+
+def _cmd_realmodel_record(args: argparse.Namespace) -> None:
+    from segbench.stages.realmodel_record import run_record
+
+    print(run_record(args.dataset, args.model, Path(args.params).parent))
 
 
 def _cmd_report(args: argparse.Namespace) -> None:
@@ -376,7 +410,8 @@ def _cmd_params(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="segbench", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"segbench {__version__}")
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="composed parameters (default: params.yaml)")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"),
+                        help="composed parameters (default: params.yaml); the stages write under its folder (realmodel/params.yaml: realmodel/)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, and an error's full traceback (also SEGBENCH_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -480,6 +515,18 @@ def build_parser() -> argparse.ArgumentParser:
     step.set_defaults(func=_cmd_calibrate_score)
     step = steps.add_parser("audit", help="redraw cases and analyse them as compare would (calibration/dvc.yaml's audit stage)")
     step.set_defaults(func=_cmd_calibrate_audit)
+
+    p = sub.add_parser("realmodel", help="the real-model pipeline's own stages (realmodel/dvc.yaml; run with --params realmodel/params.yaml)")
+    steps = p.add_subparsers(dest="step", required=True, metavar="STEP")
+    step = steps.add_parser("cases", help="the dataset's images and liver masks from the data bundle (its entry's sources)")
+    step.add_argument("--dataset", required=True, help="dataset name from the params file (e.g. totalseg_liver)")
+    step.set_defaults(func=_cmd_realmodel_cases)
+    step = steps.add_parser("predict", help="the predict stage, its wall time and peak memory written to runs/<model>.json")
+    pair(step)
+    step.set_defaults(func=_cmd_realmodel_predict)
+    step = steps.add_parser("record", help="runs/<model>.json as run.* tags on the model's MLflow run (after the track stage)")
+    pair(step)
+    step.set_defaults(func=_cmd_realmodel_record)
 
     p = sub.add_parser("report", help="build the static leaderboard site from results/*.json")
     p.add_argument("--results", default="results", help="folder of results JSON (default: results)")

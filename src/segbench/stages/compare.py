@@ -83,9 +83,10 @@ def _published_analysis(params: Params, name: str) -> dict[str, Any] | None:
     return published.read_segauge_analysis(params.published_set(name).path)
 
 
-def run_compare(params: Params, name: str) -> None:
-    """Compare stage: per-case rows read back FROM MLFLOW -> statistics (docs/methodology.md#5-statistics-protocol) -> results/<name>.json."""
-    root = output_root(params, name)
+def run_compare(params: Params, name: str, root: Path | None = None) -> None:
+    """Compare stage: per-case rows read back FROM MLFLOW -> statistics (docs/methodology.md#5-statistics-protocol) -> results/<name>.json
+    under ``root`` (default: the dataset's, :func:`~segbench.stages.paths.output_root`)."""
+    root = output_root(params, name) if root is None else root
     block, models, metrics, subgroups, cluster_field = _leaderboard_setup(params, name)
     markers = {m: json.loads(tracking_marker(name, m, root).read_text(encoding="utf-8")) for m in sorted(models)}
     _restore_runs(name, markers, root)

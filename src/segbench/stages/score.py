@@ -74,11 +74,12 @@ def _run_record(params: Params, dataset: DatasetConfig, model: ModelConfig, rows
     }
 
 
-def run_score(params: Params, dataset_name: str, model_name: str, workers: int | None = None) -> None:
-    """Score stage: per-case rows of one (dataset, model) with metadata, and the MLflow run record."""
+def run_score(params: Params, dataset_name: str, model_name: str, workers: int | None = None, root: Path = Path(".")) -> None:
+    """Score stage: per-case rows of one (dataset, model) with metadata, and the MLflow run record; ``root``: the folder
+    of the pipeline's outputs (a pipeline of its own, e.g. realmodel/, keeps them under its folder)."""
     dataset, model = params.dataset(dataset_name), params.model(model_name)
     cases = case_ids(dataset)
-    pred_dir = predictions_dir(dataset_name, model_name)
+    pred_dir = predictions_dir(dataset_name, model_name, root)
     triples = []
     for case_id in cases:
         prediction = pred_dir / f"{case_id}.nii.gz"
@@ -118,7 +119,7 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     tables = {tracking.PROFILES_ARTIFACT: scored[~main].reset_index(drop=True)} if others else {}
     if setting is not None:
         tables |= _lesion_tables(setting, model, lesion_rows, instance_rows, record)
-    write_bundle(scores_dir(dataset_name, model_name), rows, record, tables)
+    write_bundle(scores_dir(dataset_name, model_name, root), rows, record, tables)
 
 
 def _lesion_setting(params: Params, dataset: DatasetConfig, model: ModelConfig, excluded: Mapping[str, Any]) -> LesionSetting | None:
