@@ -1,4 +1,4 @@
-"""One model, two datasets (docs/methodology.md#521-one-model-two-datasets): for two real boards that rank the same
+"""One model, two datasets (docs/methodology.md#522-one-model-two-datasets): for two real boards that rank the same
 models on the same structure and metric, the two rankings side by side, their Spearman rank correlation with a
 percentile bootstrap interval (cases resampled within each set, independently), the models whose rank moves most, and
 whether each set's #1 is among the other's co-winners.

@@ -44,6 +44,12 @@ FORMATS = ("text", "md", "tsv", "json")
 ROW_COLUMNS = ["dataset", *TABLE_COLUMNS]
 #: the overview's note on its last column, said once per dataset
 CO_WINNERS_SHORT = "Co-winners: not separable from #1 (+N: N more; --detail names them)."
+#: a one-line cell's mark after its verdict where its cases are too few for its shape (the results' audited ``limit``)
+LIMIT_MARK = "⚠ limit"
+#: the overview's note on that mark, said once per dataset that has one
+LIMIT_NOTE = (f"{LIMIT_MARK}: too few cases for the cell's shape (rare failures can go unseen, or its differences are "
+              "skewed past what the calibration audit verified): its verdict may err more often than alpha; --detail gives the "
+              "audited rate (methodology 5.20).")
 CO_WINNERS = "co-winners: #1 by mean and every model it is not separable from (docs/methodology.md#57-verdicts)"
 
 
@@ -158,6 +164,8 @@ def _one_line_cells(results: Results, cells: Sequence[tuple[str, str, Cell, int]
             rows.append((f"{structure} {metric}", "–", "no ranked model", "", []))
             continue
         words = CODE_WORDS[v["code"]] if v["pairs"] else CODE_WORDS["single_model"]
+        if v["pairs"] and audit_of(results, structure, metric).get("limit"):
+            words += f" {LIMIT_MARK}"
         rows.append((f"{structure} {metric}", v["first"], estimate(cell["models"][v["first"]], cell, metric), words,
                      [m for m in v["co_winners"] if m != v["first"]]))
     head = ("cell", "#1", _ci_head(results), "verdict")
@@ -284,7 +292,9 @@ def overview(all_results: Sequence[Results], width: int | None = None) -> str:
         for view in [results, *([lesions] if lesions else [])]:
             cells = list(_cells(view))
             d = view["dataset"]
-            notes = [*filter(None, [unit_sentence(view)]), *coverage_notes(view), *filter(None, [_audit_once(view, cells)]), CO_WINNERS_SHORT]
+            limited = any(audit_of(view, s, m).get("limit") for s, m, c, _ in cells if (c.get("verdict") or {}).get("pairs"))
+            notes = [*filter(None, [unit_sentence(view)]), *coverage_notes(view), *filter(None, [_audit_once(view, cells)]), CO_WINNERS_SHORT,
+                     *([LIMIT_NOTE] if limited else [])]
             lines += [*_wrap(f"{d.get('title') or d['name']}: {_kinds_line(view)}", width), *(line for n in notes for line in _wrap(n, width)),
                       *_one_line_cells(view, cells, width), ""]
     lines += _wrap("Each cell's verdict sentence, P(rank 1) and every model: segbench show --detail, or --structure NAME.", width)

@@ -1,5 +1,5 @@
 """Cross-dataset stage (``segbench cross-dataset``): every pair of real boards in results/ that rank the same models on a
-structure and metric, side by side (``segbench.stats.crossdataset``; docs/methodology.md#521-one-model-two-datasets),
+structure and metric, side by side (``segbench.stats.crossdataset``; docs/methodology.md#522-one-model-two-datasets),
 written to one JSON the report stage draws its page from."""
 
 from __future__ import annotations

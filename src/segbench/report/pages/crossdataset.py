@@ -1,6 +1,6 @@
 """The cross-dataset page (``crossdataset.html``): every pair of real boards that rank the same models, per structure and
 metric the two rankings side by side, Spearman's rho with its bootstrap interval, the models whose rank moves most and
-whether each set's #1 is among the other's co-winners (``segbench.stats.crossdataset``; methodology 5.21). Every number
+whether each set's #1 is among the other's co-winners (``segbench.stats.crossdataset``; methodology 5.22). Every number
 is read from the cross-dataset stage's JSON."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def crossdataset_page(view: dict[str, Any], all_results: list[Results]) -> str:
              "<p>Every pair of real boards that rank the same models (which published model is which: "
              "<code>conf/cross_dataset.yaml</code>). Ranks are among the shared models, by mean on each board's shared cases; a move is "
              "the rank on the second board minus the rank on the first; the interval resamples the cases of each board independently "
-             '(<a href="methodology.html#521-one-model-two-datasets">methodology 5.21</a>). Board ranks are the full boards\'.</p>']
+             '(<a href="methodology.html#522-one-model-two-datasets">methodology 5.22</a>). Board ranks are the full boards\'.</p>']
     if not view["pairs"]:
         parts.append("<p>No two real boards in this run rank three or more models in common.</p>")
     for pair in view["pairs"]:
