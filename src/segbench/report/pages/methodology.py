@@ -102,10 +102,17 @@ CI_LEVEL_WORDS = {
 
 
 SEPARABLE = {
+    "sign_flip_bootstrap_t": "A pair is separable when two tests of its mean difference both reject, Holm-adjusted at α = "
+                             "{alpha} over the pairs: the sign-flip permutation test ({n_resamples} random flips of the per-case "
+                             "differences' signs; exact when the models are exchangeable) and the studentized bootstrap test "
+                             "({n_resamples} resamples of the differences centred at their mean; valid when they are not, e.g. "
+                             "one model fails now and then). The Δ interval printed beside the verdict, the union of the two "
+                             "tests' inversions, is the one that decides it, each at the Holm step level of its pair (not "
+                             "simultaneous intervals).",
     "sign_flip": "A pair is separable when the sign-flip permutation test of its mean difference ({n_resamples} random "
                  "flips of the per-case differences' signs; beyond the last flip, Pinelis's tail bound), Holm-adjusted at α = {alpha} "
                  "over the pairs, gives p < α; "
-                 "the Δ interval printed beside the verdict is the one that decides it, at the family-wise level the table states once.",
+                 "the Δ interval printed beside the verdict is the one that decides it, each at the Holm step level of its pair.",
     "bootstrap_ci": "A pair is separable by bootstrap when its adjusted CI excludes 0.",
 }
 
