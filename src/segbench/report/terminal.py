@@ -45,9 +45,9 @@ ROW_COLUMNS = ["dataset", *TABLE_COLUMNS]
 #: the overview's note on its last column, said once per dataset
 CO_WINNERS_SHORT = "Co-winners: not separable from #1 (+N: N more; --detail names them)."
 #: a one-line cell's mark after its verdict where its cases are too few for its shape (the results' audited ``limit``)
-LIMIT_MARK = "⚠ limit"
+LIMIT_MARK = "⚠"
 #: the overview's note on that mark, said once per dataset that has one
-LIMIT_NOTE = (f"{LIMIT_MARK}: too few cases for the cell's shape (rare failures can go unseen, or its differences are "
+LIMIT_NOTE = (f"{LIMIT_MARK} after a verdict: too few cases for the cell's shape (rare failures can go unseen, or its differences are "
               "skewed past what the calibration audit verified): its verdict may err more often than alpha; --detail gives the "
               "audited rate (methodology 5.20).")
 CO_WINNERS = "co-winners: #1 by mean and every model it is not separable from (docs/methodology.md#57-verdicts)"
@@ -170,8 +170,9 @@ def _one_line_cells(results: Results, cells: Sequence[tuple[str, str, Cell, int]
                      [m for m in v["co_winners"] if m != v["first"]]))
     head = ("cell", "#1", _ci_head(results), "verdict")
     sizes = [max(len(text) for text in column) for column in zip(head, *(row[:4] for row in rows), strict=True)]
-    # two spaces between columns, one where two would push the co-winners' '+N' past the width
-    gap = "  " if width is None or sum(sizes) + 2 * 4 + 2 <= width else " "
+    # two spaces between columns, one where two would push the longest co-winners' '+N' past the width
+    need = max((len(f"+{len(others)}") for *_, others in rows if others), default=0)
+    gap = "  " if width is None or sum(sizes) + 2 * 4 + need <= width else " "
     room = None if width is None else width - sum(sizes) - len(gap) * 4
     lines = [gap.join(text.ljust(size) for text, size in zip(head, sizes, strict=True)) + gap
              + ("co-winners" if room is None or room >= len("co-winners") else "+N")]
