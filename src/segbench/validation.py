@@ -59,9 +59,34 @@ def check_predictions_folder(name: str, path: Path, root: Path) -> None:
                           f"has, so no one could reproduce the run; bring it in, tracked by DVC: {commands}")
     if folder.is_dir() or Path(f"{folder}.dvc").is_file():  # a DVC-tracked folder not pulled yet: `dvc pull` brings it
         return
+    if _made_by_a_stage(Path(relative), root):  # a pipeline's own stage makes it (realmodel/: the shipped outputs' cases)
+        return
     what = "is not a folder" if folder.exists() else "does not exist"
     raise ConfigError(f"predictions {name!r}: path {relative} {what} (conf/predictions/{name}.yaml); bring the prediction files in, "
                       f"tracked by DVC: {commands}")
+
+
+def _made_by_a_stage(relative: Path, root: Path) -> bool:
+    """Whether a stage of the project's pipelines writes the folder ``relative``, read relative to the project ``root`` or
+    to a pipeline's own folder (a pipeline whose params file lies there, as realmodel/'s, reads its paths from there):
+    such a folder is missing until ``dvc repro`` makes it, which is no error."""
+    import yaml
+
+    for dvcfile in [root / "dvc.yaml", *sorted(root.glob("*/dvc.yaml"))]:
+        base = dvcfile.parent
+        candidate = (base / relative).resolve()
+        try:
+            stages = (yaml.safe_load(dvcfile.read_text(encoding="utf-8")) or {}).get("stages") or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        for stage in stages.values():
+            body = stage.get("do", stage) if isinstance(stage, dict) else {}
+            wdir = (base / str(body.get("wdir", "."))).resolve()
+            for out in body.get("outs") or []:
+                out_path = out if isinstance(out, str) else next(iter(out), "")
+                if out_path and "${" not in out_path and candidate.is_relative_to((wdir / out_path).resolve()):
+                    return True
+    return False
 
 
 def compose_params(conf_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
