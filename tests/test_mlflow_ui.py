@@ -100,7 +100,7 @@ def test_runs_table_shows_every_run_with_its_dataset_and_headline_metrics(served
     page = f"{server}/#/experiments/{experiment_id}/runs/{board.info.run_id}/artifacts/kits23.html?workflowType=machine_learning"
     with Browser(chromium, tmp_path / "profile", timeout=180) as browser:
         # wide enough that the grid renders every headline column (it leaves out columns scrolled out of view)
-        visit = browser.visit(f"{server}/{link}", screenshot=shot, script=RUNS_TABLE, width=2600, ready=RUNS_READY % json.dumps(names))
+        visit = browser.visit(f"{server}/{link}", screenshot=shot, script=RUNS_TABLE, width=3400, ready=RUNS_READY % json.dumps(names))
         artifact = browser.visit(page, screenshot=shot.with_name("mlflow-leaderboard-artifact-kits23.png"), width=1600, ready=IFRAME_READY)
     assert "kits23.html" in artifact.text and "kits23.json" in artifact.text and "leaderboard.json" in artifact.text
     table = json.loads(visit.result)

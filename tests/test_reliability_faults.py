@@ -164,7 +164,7 @@ def test_a_results_file_that_is_not_what_compare_wrote_is_refused_by_every_reade
     cached.unlink()  # the damaged copy goes; compare writes the bytes again
     run_command(["dvc", "repro", "-f", "-s", "compare@kits23"], project)
     assert results.read_bytes() == before
-    assert "kits23" in run_command(["segbench", "show", "kits23"], project)
+    assert "KiTS23" in run_command(["segbench", "show", "kits23"], project)
     results.unlink()
     line = _segbench_error(_fails(["segbench", "show"], project), "show")
     assert line.startswith(f"segbench show: error: results/kits23.json: missing, though {project / 'dvc.lock'} records it"), line

@@ -149,7 +149,7 @@ def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path,
     assert aorta["cells"][2] == "nnU-Net_STU-Net_L" and aorta["cells"][4] == "⇄ aggregation disagrees"
     assert aorta["sentence"] == aorta["tooltip"] + ". Co-winners: " + aorta["cells"][5].split(": ", 1)[1] + "."
     assert aorta["sentence"].startswith("#1 nnU-Net_STU-Net_L versus #2 nnU-Net_STU-Net_B: "
-                                        "the mean favours nnU-Net_STU-Net_L: Δ = 0.002 [")
+                                        "the mean favours nnU-Net_STU-Net_L: Δ = 0.002 ")
     assert ("per case nnU-Net_STU-Net_B is better (nnU-Net_STU-Net_L better in 201, nnU-Net_STU-Net_B in 309 of 528 cases; "
             "Wilcoxon-Holm: nnU-Net_STU-Net_B better, p_adj = 0.005)") in aorta["sentence"]
 
@@ -548,7 +548,7 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
         assert f"{flag}{100 * r['rate']:.1f}%" in words and f"{r['structure']} {r['metric']} {r['n']} {r['method']} {_rate(r)}" in words
     for r in real["type1"]:
         assert f"{r['structure']} {r['metric']} {r['n']} {r['procedure'].replace('_', ' ')} {_rate(r)} {r['draws']}" in words
-    assert words.count("touchstone_totalsegmentator: the leaderboard's skew_t CI and its separable verdict (signflip holm)") == 1
+    assert words.count("touchstone_totalsegmentator: the leaderboard's skew_t CI and its separable verdict (meantest holm)") == 1
     assert "aorta dice 528 " in words and "liver nsd 394 " in words
 
 

@@ -167,7 +167,7 @@ def test_runs_are_byte_identical_and_seed_moves_only_resampling_numbers(touchsto
     assert first == second
     other = analyze(rows, settings=StatsSettings(n_resamples=300, seed=1), **kwargs)
     changed = _leaf_differences(json.loads(first), other, ())
-    resampling_keys = {"ci_low", "ci_high", "ci_level", "p_bootstrap", "separable", "p_test", "p_adjusted", "p_rank1",
+    resampling_keys = {"ci_low", "ci_high", "ci_level", "p_bootstrap", "separable", "p_test", "p_adjusted", "p_rank1", "p_sign_flip", "p_bootstrap_t",
                        "mean_rank", "median_rank", "rank_interval", "rank_frequency", "kendall_tau", "kendall_tau_median",
                        "seed", "verdict"}  # the verdict reads the sign-flip test (docs/methodology.md#57-verdicts)
     touched = {key for path in changed for key in path if key in resampling_keys}
