@@ -113,7 +113,7 @@ def run_compare(params: Params, name: str, root: Path | None = None) -> None:
         results["source_analysis"] = stats.beside_source(analysis, source_analysis)
     write_json_atomic(results_file(name, root), results)
     with atomic_dir(metrics_dir(name, root)) as heads:
-        for (structure, metric), head in stats.leaderboard_heads(analysis, results["audited"]).items():
+        for (structure, metric), head in stats.leaderboard_heads(analysis).items():
             write_json_atomic(heads / structure / f"{metric}.json", head)
         if "lesions" in results:  # the lesion-wise leaderboards by case and of matched lesions, under lesions/ (docs/methodology.md#519-lesion-wise-analysis)
             for lesion_analysis in (results["lesions"][unit] for unit in ("case", "matched")):
