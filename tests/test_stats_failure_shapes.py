@@ -123,6 +123,23 @@ def test_the_new_test_keeps_its_family_wise_rate_where_the_old_one_does_not(name
         assert old["rate"] > 0.05 + 2 * old["mc_se"], old
 
 
+def test_hd95_s_excess_is_the_samples_where_a_failing_model_never_fails(settings: StatsSettings) -> None:
+    """HD95 at 100 mm on 3 % of cases, n = 100: a failing model shows no failure in about 5 % of samples of 100 (0.97^100),
+    and then it is better on every case, which any test with power must call separable. The audit splits the rate: where
+    every failing model failed at least once, the new test keeps 5 % + 2 SE; the rest is the share where one never did.
+    A population without failures has nothing unseen."""
+    shapes = {s.name: s for s in failure_shapes(0)}
+    draws = 300
+    rows = {r["procedure"]: r for r in audit_shape(shapes["hd95_rare_failures"], 100, draws, settings.n_resamples, 0, settings)["type1"]}
+    new = rows["sign_flip_bootstrap_t"]
+    assert 0.03 < new["unseen_share"] < 0.16, new
+    assert new["rate_seen"] <= 0.05 + 2 * max(new["mc_se_seen"], np.sqrt(0.05 * 0.95 / draws)), new
+    assert new["rate"] <= new["unseen_share"] + (1 - new["unseen_share"]) * new["rate_seen"] + 1e-12
+    assert rows["sign_flip"]["rate_seen"] > new["rate_seen"]  # the old test errs where the failures are in view, too
+    control = audit_shape(shapes["hd95_exchangeable"], 20, 50, settings.n_resamples, 0, settings)["type1"][-1]
+    assert control["unseen_share"] == 0.0 and control["rate_seen"] == control["rate"]
+
+
 def _table(rows: list[tuple]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["shape", "kind", "metric", "n", "procedure", "rate", "mc_se", "skewness"])
 
@@ -152,6 +169,16 @@ def test_a_leader_without_failures_on_20_cases_is_told_what_20_cases_cannot_show
     # the same pair on 100 cases: within what the audit verified
     leader, runner_up = rng.normal(0.93, 0.01, 100), rng.normal(0.90, 0.01, 100)
     assert cell_limit(leader, runner_up, "dice", True, SHAPE_TABLE, "sign_flip_bootstrap_t", 0.05) is None
+
+
+def test_the_limit_says_how_much_of_the_rate_no_test_could_avoid() -> None:
+    """Where the audit split a rare-failure rate (samples in which a failing model never failed), the cell's sentence
+    gives both parts."""
+    table = SHAPE_TABLE.assign(unseen_share=np.where(SHAPE_TABLE["shape"] == "dice_rare_failures", 0.30, 0.0),
+                               rate_seen=SHAPE_TABLE["rate"] / 4)
+    rng = np.random.default_rng(6)
+    limit = cell_limit(rng.normal(0.93, 0.01, 20), rng.normal(0.90, 0.01, 20), "dice", True, table, "sign_flip_bootstrap_t", 0.05)
+    assert limit is not None and "in 30% of samples a failing model never failed" in limit["text"] and "9.2%" in limit["text"]
 
 
 def test_a_skewed_pair_reads_the_population_nearest_its_shape() -> None:

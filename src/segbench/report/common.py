@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from segbench.stats.audited import MARGIN
 from segbench.stats.coverage import coverage_text
@@ -266,10 +266,21 @@ def _and(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def ci_head(settings: Settings) -> str:
-    """A CI column's head, 'mean [95% CI]', at the board's confidence: the coverage its CIs are for (a CI computed at
-    an audit-calibrated level is a 95% CI by its audited coverage; the cell's tooltip names the level)."""
-    return f"mean [{format_level(settings['confidence'])} CI]"
+def ci_level(cell: Cell, settings: Settings) -> float:
+    """The level a cell's model CIs are computed at: its ``ci_confidence`` (an audit-calibrated level where the audit
+    gave one), else the board's confidence."""
+    return float(cell.get("ci_confidence") or settings["confidence"])
+
+
+def ci_head(levels: Iterable[float]) -> str:
+    """A CI column's head at the level its CIs are computed at: 'mean [95% CI]', 'mean [97.05% CI]' for a cell at an
+    audit-calibrated level (computed there so that it covers the board's confidence on the audited population, which
+    a failure shape it never saw may not), 'mean [95–97.05% CI]' for a table of cells at several levels."""
+    distinct = sorted(set(levels))
+    if not distinct:
+        return "mean [CI]"
+    low, high = format_level(distinct[0]), format_level(distinct[-1])
+    return f"mean [{high} CI]" if low == high else f"mean [{low[:-1]}–{high} CI]"
 
 
 def estimate(est: ModelEstimate, cell: Cell, metric: str) -> str:

@@ -17,7 +17,7 @@ from segbench.stats.heads import ci_words
 from segbench.stats.results import Consensus, Settings, Structure
 from segbench.stats.verdicts import format_level
 
-from .common import Cell, Models, ci_head, digits, display_order, fmt, fmt_p, is_ranked, short_mark
+from .common import Cell, Models, ci_head, ci_level, digits, display_order, fmt, fmt_p, is_ranked, short_mark
 
 ROW_HEIGHT = 26
 # Per-case points are drawn individually up to this many cases; above it only the box and outliers.
@@ -111,7 +111,7 @@ def forest(cell: Cell, models: Models, metric: str, settings: Settings) -> go.Fi
                     "width": 4,
                 },
                 text=[f"{fmt(est[i]['mean'], n)} [{fmt(est[i]['ci_low'], n)}, {fmt(est[i]['ci_high'], n)}]" for i in idx],
-                hovertemplate=f"%{{y}}<br>{ci_head(settings)} %{{text}}<extra></extra>",
+                hovertemplate=f"%{{y}}<br>{ci_head([ci_level(cell, settings)])} %{{text}}<extra></extra>",
             )
         )
     order = (cell.get("ranking") or {}).get("order") or []
@@ -133,6 +133,7 @@ def step_curves(block: Structure, models: Models, name: str, steps: int, setting
     """
     fig = go.Figure()
     x = ["box", *(f"click {i}" for i in range(1, steps))]
+    levels = {ci_level(block["metrics"][f"{name}_{step}"], settings) for step in range(1, steps + 1)}
     for i, model in enumerate(sorted(models)):
         cells = [block["metrics"][f"{name}_{step}"]["models"].get(model) for step in range(1, steps + 1)]
         if any(c is None or c["mean"] is None for c in cells):
@@ -143,11 +144,11 @@ def step_curves(block: Structure, models: Models, name: str, steps: int, setting
             error_y={"type": "data", "symmetric": False, "array": [_gap(c["ci_high"], c["mean"]) for c in cells],
                      "arrayminus": [_gap(c["mean"], c["ci_low"]) for c in cells], "thickness": 1.2, "width": 4},
             text=[f"{fmt(c['mean'], 3)} [{fmt(c['ci_low'], 3)}, {fmt(c['ci_high'], 3)}]" for c in cells],
-            hovertemplate=f"%{{x}}: {ci_head(settings)} %{{text}}<extra>" + html.escape(model) + "</extra>",
+            hovertemplate=f"%{{x}}: {ci_head(levels)} %{{text}}<extra>" + html.escape(model) + "</extra>",
         ))
     fig.update_yaxes(title=f"{name} (mean over cases)", range=[0, 1.02])
     fig.update_layout(height=380)
-    return _finish(fig, f"{name} after the box and each click, mean with {ci_words(settings)}, n = {block['n_cases']} cases", "interaction")
+    return _finish(fig, f"{name} after the box and each click, mean with {ci_words(settings, max(levels))}, n = {block['n_cases']} cases", "interaction")
 
 
 def _gap(a: float | None, b: float | None) -> float:

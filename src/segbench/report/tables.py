@@ -20,6 +20,7 @@ from .common import (
     audit_of,
     ci_favoured,
     ci_head,
+    ci_level,
     coverage_note,
     diff_text,
     digits,
@@ -122,7 +123,9 @@ def answers(results: Results, link_of: Callable[[str, str], str], structures: Se
                'separable from it (test of the mean difference and Wilcoxon-Holm) on the ranking by mean '
                f'(<a href="methodology.html#verdicts">verdicts</a>). {said_once + " " if said_once else ""}'
                + audit_legend(audit_margin(results)) + marks_caption(said))
-    return table(["structure", "metric", "#1", ci_head(results["analysis"]["settings"]), "#1 versus #2", "co-winners"], rows, caption, "answers")
+    shown = [cell for s in chosen for cell in results["analysis"]["structures"][s]["metrics"].values() if cell.get("verdict")]
+    head = ci_head(ci_level(cell, results["analysis"]["settings"]) for cell in shown)
+    return table(["structure", "metric", "#1", head, "#1 versus #2", "co-winners"], rows, caption, "answers")
 
 
 def leaderboard(cell: Cell, models: Models, metric: str, audit: CellAudit, structure: str, settings: Settings) -> str:
@@ -163,7 +166,7 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: CellAudit, struc
             ]
         )
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
-    headers = ["rank", "model", ci_head(settings), "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
+    headers = ["rank", "model", ci_head([ci_level(cell, settings)]), "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
     verdicts = (f"; verdicts:{type1_note(audit, structure)}{limit_note(audit)}"
                 if cell.get("ranking") and len(cell["ranking"]["order"]) > 1 else "")
     notes = [note for note in (intervals_note(cell), html.escape(tied_first_note(cell))) if note]

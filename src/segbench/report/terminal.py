@@ -10,20 +10,22 @@ from __future__ import annotations
 import io
 import json
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import cast
 
 import pandas as pd
 
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.results import Verdict, VerdictPair
-from segbench.stats.verdicts import CODE_WORDS, format_level
+from segbench.stats.verdicts import CODE_WORDS
 
 from .common import (
     Cell,
     Results,
     audit_of,
     audit_words,
+    ci_head,
+    ci_level,
     coverage_notes,
     display_order,
     estimate,
@@ -67,9 +69,9 @@ def _kinds_line(results: Results) -> str:
     return "; ".join(f"{name} ({mark})" if mark else name for name, mark in marks.items())
 
 
-def _ci_head(results: Results) -> str:
-    """'mean [95% CI]' at the board's confidence, its level printed as every level is (``format_level``)."""
-    return f"mean [{format_level(results['analysis']['settings']['confidence'])} CI]"
+def _ci_head(results: Results, cells: Iterable[Cell]) -> str:
+    """'mean [95% CI]' at the level the ``cells``' CIs are computed at (``common.ci_head``)."""
+    return ci_head(ci_level(cell, results["analysis"]["settings"]) for cell in cells)
 
 
 def _cells(results: Results, structures: Sequence[str] | None = None) -> Iterator[tuple[str, str, Cell, int]]:
@@ -86,7 +88,7 @@ def _table_notes(results: Results, cells: Sequence[Cell]) -> list[str]:
     to more than 1, why (``tied_first_note``)."""
     intervals = dict.fromkeys(c["verdict"]["intervals"] for c in cells if (c.get("verdict") or {}).get("intervals"))
     tied = next(filter(None, map(tied_first_note, cells)), "")
-    return [_ci_head(results), *intervals, *filter(None, [identical_note(results), tied])]
+    return [_ci_head(results, cells), *intervals, *filter(None, [identical_note(results), tied])]
 
 
 def _identical(cell: Cell) -> list[str]:
@@ -168,7 +170,7 @@ def _one_line_cells(results: Results, cells: Sequence[tuple[str, str, Cell, int]
             words += f" {LIMIT_MARK}"
         rows.append((f"{structure} {metric}", v["first"], estimate(cell["models"][v["first"]], cell, metric), words,
                      [m for m in v["co_winners"] if m != v["first"]]))
-    head = ("cell", "#1", _ci_head(results), "verdict")
+    head = ("cell", "#1", _ci_head(results, [cell for _, _, cell, _ in cells if cell.get("verdict")]), "verdict")
     sizes = [max(len(text) for text in column) for column in zip(head, *(row[:4] for row in rows), strict=True)]
     # two spaces between columns, one where two would push the longest co-winners' '+N' past the width
     need = max((len(f"+{len(others)}") for *_, others in rows if others), default=0)

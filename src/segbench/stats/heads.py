@@ -20,12 +20,16 @@ CI_METHOD_NAMES = {"percentile": "percentile bootstrap", "bca": "BCa bootstrap",
 
 
 def ci_words(settings: Mapping[str, Any], level: float | None = None) -> str:
-    """What a plot's CIs are, '95% CI (skewness-corrected t, computed at the audit-calibrated level 97.05%)':
-    ``settings`` the analysis' settings, ``level`` the cell's ``ci_confidence`` (None or the confidence: nominal).
-    Every plot title says it this way, on the site and in ``dvc plots``, so none names another method than the one used."""
+    """What a plot's CIs are, at the level they are computed at: '95% CI (skewness-corrected t)', or '97.05% CI
+    (skewness-corrected t, the audit's level for 95% coverage)' where the cell's ``ci_confidence`` (``level``) is an
+    audit-calibrated one: it covers the board's confidence on the audited population, which a failure shape the audit
+    never saw may not (docs/methodology.md#520-failure-shapes). Every plot title says it this way, on the site and in
+    ``dvc plots``, so none names another method or level than the one used."""
     method = CI_METHOD_NAMES.get(settings["ci_method"], settings["ci_method"])
-    at = f", computed at the audit-calibrated level {format_level(level)}" if level is not None and level > settings["confidence"] else ""
-    return f"{format_level(settings['confidence'])} CI ({method}{at})"
+    confidence = settings["confidence"]
+    if level is None or level <= confidence:
+        return f"{format_level(confidence)} CI ({method})"
+    return f"{format_level(level)} CI ({method}, the audit's level for {format_level(confidence)} coverage)"
 
 
 def shown_mean(estimate: Mapping[str, Any], higher_is_better: bool) -> float:
@@ -35,14 +39,13 @@ def shown_mean(estimate: Mapping[str, Any], higher_is_better: bool) -> float:
     return round(float(estimate["mean"]), n_digits)
 
 
-def leaderboard_heads(analysis: Mapping[str, Any], audited: Mapping[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+def leaderboard_heads(analysis: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (structure, metric): #1, its mean (a number, for diffs and sorting, rounded as printed), its mean [CI] as
     every view prints it, the verdict on #1 versus #2 in the words every view prints (docs/methodology.md#57-verdicts)
     and as a number for plots (``CODE_NUMBER``; none for a single ranked model), the number of cases, and when #1 left
     any case identical to the reference (``analysis.models.<model>.identical_to_reference``) ``first_identical_to_reference``,
-    'k of n cases': a #1 that returned the reference is flagged where its mean is read; and where the cell's n or shape is
-    past what the audit verified the verdict on (``audited``: the results' audited block, its cell's ``limit``), that
-    sentence as ``verdict_limit``.
+    'k of n cases': a #1 that returned the reference is flagged where its mean is read. (A verdict's limit, a sentence,
+    stays in the results and the views that print sentences: a DVC column of it would make every table a page wide.)
 
     The keys sort into reading order (``dvc metrics show`` sorts its columns). A cell without a ranked
     model is left out.
@@ -63,15 +66,8 @@ def leaderboard_heads(analysis: Mapping[str, Any], audited: Mapping[str, Any] | 
                 "verdict": CODE_WORDS[verdict["code"]],
                 **({"verdict_number": CODE_NUMBER[verdict["code"]]} if verdict["code"] in CODE_NUMBER else {}),
                 **({"first_identical_to_reference": f"{identical['cases']} of {identical['of']} cases"} if identical.get("cases") else {}),
-                **({"verdict_limit": limit["text"]} if (limit := _limit(audited, structure, metric)) else {}),
             }
     return heads
-
-
-def _limit(audited: Mapping[str, Any] | None, structure: str, metric: str) -> Mapping[str, Any] | None:
-    """The audited cell's ``limit`` (stats/limits.py), or None."""
-    cell = ((audited or {}).get("structures") or {}).get(structure, {}).get(metric) or {}
-    return cell.get("limit")
 
 
 def mean_ci_rows(analysis: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -25,8 +25,6 @@ from scipy import stats as sps
 
 from .results import Limit
 
-#: the failure-shape table's columns this module reads
-COLUMNS = ("shape", "kind", "metric", "n", "procedure", "rate", "mc_se", "skewness")
 #: the synthetic shapes with rare failures (stats.shapes.failure_shapes)
 RARE_FAILURES = "rare_failures"
 
@@ -83,8 +81,18 @@ def cell_limit(first: np.ndarray, second: np.ndarray, metric: str, higher: bool,
             return _entry("failures_unseen", worst, n, alpha,
                           f"Failures rarer than {_share(3.0 / n)} of cases can go unseen on {n} cases: where a model fails that "
                           f"rarely (audited: {worst['shape']}, n = {int(worst['n'])}) 'separable' was wrong in {_percent(worst)} "
-                          f"of samples, not {alpha:.0%}.")
+                          f"of samples, not {alpha:.0%}{_unseen_words(worst)}.")
     return None
+
+
+def _unseen_words(row: pd.Series) -> str:
+    """How much of an audited rate came from samples in which a failing model never failed (the audit's split;
+    '' where the table has none): those no test can tell from a model better on every case."""
+    share, seen = float(row.get("unseen_share", math.nan)), float(row.get("rate_seen", math.nan))
+    if not (math.isfinite(share) and math.isfinite(seen)) or share <= 0.0:
+        return ""
+    return (f": in {share:.0%} of samples a failing model never failed, and no test can tell it there from a better "
+            f"one; where each failed at least once, {seen:.1%}")
 
 
 def _share(p: float) -> str:

@@ -55,6 +55,8 @@ class Shape:
     models: tuple[str, ...]
     values: np.ndarray
     description: str
+    #: (K, N) True where a model fails on a case (the failures its population was built with); None: no failures
+    failed: np.ndarray | None = None
 
     @property
     def skewness(self) -> float:
@@ -96,7 +98,7 @@ def failure_shapes(seed: int) -> list[Shape]:
         failing = np.where(fails, rng.uniform(failed[0], failed[1], (2, n)), good)
         keep = np.concatenate([np.zeros((2, n), dtype=bool), fails])
         values = np.clip(_equalize(np.concatenate([steady, failing]), keep), 0.0, 1.0)
-        return Shape(name, "synthetic", name.split("_")[0], True, names, _equalize(values, keep), description)
+        return Shape(name, "synthetic", name.split("_")[0], True, names, _equalize(values, keep), description, keep)
 
     shapes = [
         overlap("dice_rare_failures", 0.85, 0.05, 0.08, (0.0, 0.0),
@@ -118,7 +120,7 @@ def failure_shapes(seed: int) -> list[Shape]:
             other = np.where(fails, worst, good)
         keep = np.concatenate([np.zeros((2, n), dtype=bool), fails])
         values = _equalize(np.concatenate([steady, other]), keep)
-        shapes.append(Shape(name, "synthetic", "hd95", False, names, np.maximum(values, 0.0), description))
+        shapes.append(Shape(name, "synthetic", "hd95", False, names, np.maximum(values, 0.0), description, keep if fails.any() else None))
     # one exchangeable control: four models whose values are dealt at random per case (the old test is exact here)
     base = np.exp(np.log(4.0) + 0.6 * difficulty)[None, :] * np.exp(0.4 * rng.standard_normal((4, n)))
     dealt = _equalize(rng.permuted(base, axis=0), np.zeros((4, n), dtype=bool))  # the last 1e-3 mm of chance, too
@@ -134,7 +136,8 @@ def graded(shape: Shape, effect: float) -> Shape:
     step = effect * diffs.std() * (1.0 if shape.higher_is_better else -1.0)
     values = np.stack([shape.values[0] + step, shape.values[-1]])
     return Shape(f"{shape.name}+{effect:g}sd", shape.kind, shape.metric, shape.higher_is_better,
-                 (shape.models[0], shape.models[-1]), values, f"{shape.description}; the steady model better by {effect:g} SD")
+                 (shape.models[0], shape.models[-1]), values, f"{shape.description}; the steady model better by {effect:g} SD",
+                 None if shape.failed is None else shape.failed[[0, -1]])
 
 
 def centred_pairs(name: str, metric: str, higher: bool, models: Sequence[str], values: np.ndarray,
@@ -158,7 +161,9 @@ def _rate(hits: np.ndarray) -> dict[str, float]:
 def audit_shape(shape: Shape, n: int, draws: int, n_resamples: int, seed: int, settings: StatsSettings) -> dict[str, object]:
     """The samples of ``draws`` x n cases of one shape, each analysed by both tests as the board would (Holm over every
     pair): per procedure the family-wise rate of a separable pair against its truth (a true null: any separable pair;
-    with a true difference, power: the right direction), the coverage of the 95 % interval of the mean difference (the
+    with a true difference, power: the right direction), split for the type-I rate by whether every failing model
+    failed at least once in the sample (``rate_seen``, over the share ``unseen_share`` of samples where one never
+    did, which no test can tell from a better model), the coverage of the 95 % interval of the mean difference (the
     test inverted at alpha), and of each model's CI by ``MODEL_CI_METHODS`` at the confidence."""
     rng = rng_for(seed, "shapes", shape.name, str(n))
     k, n_population = shape.values.shape
@@ -171,9 +176,15 @@ def audit_shape(shape: Shape, n: int, draws: int, n_resamples: int, seed: int, s
     covered = {p: np.zeros((draws, a.size), dtype=bool) for p in PROCEDURES}
     model_covered = {m: np.zeros((draws, k), dtype=bool) for m in MODEL_CI_METHODS}
     level = np.full(k, 1.0 - settings.confidence)
+    # the models that fail in the population, and the samples in which one of them never does (no test can tell it
+    # there from a model better on every case: the limit the cells state, not an error of the test)
+    failing = np.zeros((0, n_population), dtype=bool) if shape.failed is None else shape.failed[shape.failed.any(axis=1)]
+    unseen = np.zeros(draws, dtype=bool)
     with threadpool_limits(limits=1, user_api="blas"):
         for r in range(draws):
-            sample = shape.values[:, rng.integers(0, n_population, n)]
+            cases = rng.integers(0, n_population, n)
+            sample = shape.values[:, cases]
+            unseen[r] = bool((~failing[:, cases].any(axis=1)).any())
             diff = sample[a].mean(axis=1) - sample[b].mean(axis=1)
             sign = np.sign(diff) * (1.0 if shape.higher_is_better else -1.0)
             both = mean_test(sample, a, b, PROCEDURES[1], n_resamples, settings.alpha, rng, rng)
@@ -199,8 +210,10 @@ def audit_shape(shape: Shape, n: int, draws: int, n_resamples: int, seed: int, s
     for procedure in PROCEDURES:
         verdicts = separable[procedure]
         if null.any():
-            rows["type1"].append({**cell, "procedure": procedure, "pairs": int(null.sum()),
-                                  **_rate((verdicts[:, null] != 0).any(axis=1))})
+            wrong = (verdicts[:, null] != 0).any(axis=1)
+            seen = _rate(wrong[~unseen]) if (~unseen).any() else {"rate": math.nan, "mc_se": math.nan}
+            rows["type1"].append({**cell, "procedure": procedure, "pairs": int(null.sum()), **_rate(wrong),
+                                  "unseen_share": float(unseen.mean()), "rate_seen": seen["rate"], "mc_se_seen": seen["mc_se"]})
             rows["coverage"].append({**cell, "interval": f"difference: {procedure}", **_rate(covered[procedure][:, null].ravel())})
         for p in np.flatnonzero(~null):
             rows["power"].append({**cell, "procedure": procedure, "effect": shape.name.rsplit("+", 1)[-1],

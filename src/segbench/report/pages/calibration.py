@@ -5,6 +5,7 @@ type-I error by metric and n, power curves, and the real populations.
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 from segbench.stats import calibration
@@ -221,10 +222,12 @@ def _shapes_section(audit: dict[str, Any]) -> str:
             row = [(html.escape(shape), shape), (f"{described[shape]['skewness']:+.1f}", described[shape]["skewness"]), (str(n), n)]
             row += [_flagged(keyed[shape, n, t], keyed[shape, n, t]["rate"] > alpha + 2 * keyed[shape, n, t]["mc_se"])
                     if (shape, n, t) in keyed else ("–", None) for t in tests]
+            row.append(_seen(keyed.get((shape, n, tests[-1])), alpha))
             out.append(row)
         return out
 
-    headers = ["population", "skewness of the differences", "n", *(f"separable, {SHAPE_TESTS[t]}" for t in tests)]
+    headers = ["population", "skewness of the differences", "n", *(f"separable, {SHAPE_TESTS[t]}" for t in tests),
+               f"{SHAPE_TESTS[tests[-1]]}, where every failing model failed (samples where one never did)"]
     synthetic = "".join(f"<li><b>{html.escape(p['shape'])}</b>: {html.escape(p['description'])}</li>"
                         for p in shapes["populations"] if p["kind"] == "synthetic" and "+" not in p["shape"])
     parts = ['<h2 id="shapes">Models that fail differently</h2>',
@@ -235,7 +238,10 @@ def _shapes_section(audit: dict[str, Any]) -> str:
              f"{format_level(alpha)}, for the test before (the sign flips alone) and the board's test now (the sign flips and the "
              "studentized bootstrap together; docs/methodology.md, 5.20). ⚠: above "
              f"{format_level(alpha)} by more than two Monte-Carlo SEs. Where failures are so rare that a sample of n cases often "
-             "holds none, no test can see them: those cells say so on the board.</p>",
+             "holds none, no test can see them: a failing model that never fails in the sample is better on every case there, "
+             "and any test with power calls it separable. The last column gives the rate over the samples in which every "
+             "failing model failed at least once (the test's own error) and the share of samples in which one never did; "
+             "cells at such n say so on the board.</p>",
              f"<ul>{synthetic}</ul>",
              tables.table(headers, by_shape(shapes["type1"], "synthetic"),
                           f"Family-wise rate of a false 'separable' (target {format_level(alpha)}), synthetic populations", "calibration")]
@@ -256,6 +262,17 @@ def _shapes_section(audit: dict[str, Any]) -> str:
                             tables.table(["population", "n", *(f"power, {SHAPE_TESTS[t]}" for t in tests)], rows,
                                          "Share of samples separating the better model in the right direction", "calibration")))
     return "".join(parts)
+
+
+def _seen(entry: dict[str, Any] | None, alpha: float) -> tuple[str, Any]:
+    """The rate over the samples in which every failing model failed at least once, and the share of samples in which
+    one never did ('–' for a population without failures): the test's own error, and what no test can see."""
+    share = (entry or {}).get("unseen_share")
+    if entry is None or share is None or not share > 0 or not math.isfinite(entry["rate_seen"]):
+        return ("–", None)
+    seen = {"rate": entry["rate_seen"], "mc_se": entry["mc_se_seen"]}
+    text, key = _flagged(seen, seen["rate"] > alpha + 2 * seen["mc_se"])
+    return (f"{text} ({100 * share:.1f}% of samples)", key)
 
 
 def _rate(entry: dict[str, Any], digits_: int = 1) -> str:
