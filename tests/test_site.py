@@ -110,7 +110,7 @@ def test_leaderboard_marks_ranks_and_verdicts(site: tuple[Path, list[Path]], res
     touchstone = " ".join(html.unescape(page_text(out / "touchstone_totalsegmentator--liver.html")).split())
     sentence = " ".join(cell["verdict"]["pairs"][0]["text"].split())
     assert f"#1 {first} (" in touchstone and f"versus #2 {second} : ✘ not separable : {sentence}" in touchstone  # the words once, then the sentence
-    assert "mean [95% CI]" in touchstone and "P(rank 1)" in touchstone
+    assert re.search(r"mean \[(\d+(\.\d+)?–)?\d+(\.\d+)?% CI\]", touchstone) and "P(rank 1)" in touchstone
 
 
 # Every row of the page's answers table: its cells' text (without the audited rates, which ``audits`` holds per cell),
@@ -355,7 +355,7 @@ def test_levels_print_exact_and_never_as_100_percent(results_files: list[Path], 
     write_json_atomic(tmp_path / "kits23.json", results)
     build_site([tmp_path / "kits23.json"], tmp_path / "site")
     page = (tmp_path / "site" / "kits23--tumor.html").read_text(encoding="utf-8")
-    assert "Mean with 95% CI (skewness-corrected t, computed at the audit-calibrated level 99.996%)" in page
+    assert "Mean with 99.996% CI (skewness-corrected t, the audit's level for 95% coverage)" in page
     for shown in (page, (tmp_path / "site" / "methodology.html").read_text(encoding="utf-8")):
         assert not re.search(r"(?<![\d.])100(?:\.0+)?\s?% CI|level 100(?:\.0+)?%", shown)
 
@@ -642,12 +642,12 @@ def test_lesion_wise_section_reads_the_results(site: tuple[Path, list[Path]], re
     assert "Lesion-wise" not in page_text(out / "touchstone_totalsegmentator.html")
 
 
-# Every CI cell of the page's answers and leaderboard tables (the column headed "mean [95% CI]"): where it is (the table's
+# Every CI cell of the page's answers and leaderboard tables (the column headed "mean [95% CI]", at its level): where it is (the table's
 # kind, the row's structure and metric for answers, the caption's metric and the lesion-wise anchor above for leaderboards)
 # and the audited-rate spans it shows, with the verdict's span (answers: its cell; leaderboards: the caption's).
 CI_CELLS = """(() => Array.from(document.querySelectorAll('table.answers, table.leaderboard'), t => {
   const headers = Array.from(t.tHead.rows[0].cells, c => c.textContent.trim());
-  const col = headers.indexOf('mean [95% CI]'), verdictCol = headers.indexOf('#1 versus #2');
+  const col = headers.findIndex(h => h.startsWith('mean [')), verdictCol = headers.indexOf('#1 versus #2');
   const lesions = document.getElementById('lesions');  // the lesion-wise section: every table after its heading
   const spans = e => Array.from(e.querySelectorAll('.audit'), a => ({text: a.textContent, title: a.title, warn: a.classList.contains('warn')}));
   return {kind: t.classList.contains('answers') ? 'answers' : 'leaderboard', caption: t.caption ? t.caption.textContent : '',
@@ -788,10 +788,13 @@ def test_ci_heads_and_plot_titles_name_the_boards_ci(site: tuple[Path, list[Path
     page = (out / "kits23--tumor.html").read_text(encoding="utf-8")
     levels = {metric: cell["ci_confidence"] for metric, cell in results["analysis"]["structures"]["tumor"]["metrics"].items()}
     assert any(level > 0.95 for level in levels.values()), levels
-    for level in levels.values():
-        at = f", computed at the audit-calibrated level {format_level(level)}" if level > 0.95 else ""
-        assert f"Mean with 95% CI (skewness-corrected t{at}); shaded: the CI of #1" in page
-    assert "bootstrap CI" not in page and page.count('<button type="button">mean [95% CI]</button>') >= 1 + len(levels)
+    for level in levels.values():  # each leaderboard and plot at the level its CIs are computed at
+        at = f"{format_level(level)} CI (skewness-corrected t, the audit's level for 95% coverage)" if level > 0.95 else "95% CI (skewness-corrected t)"
+        assert f"Mean with {at}; shaded: the CI of #1" in page
+        assert f'<button type="button">mean [{format_level(level)} CI]</button>' in page
+    low, high = format_level(min(levels.values())), format_level(max(levels.values()))
+    assert f'<button type="button">mean [{low[:-1]}–{high} CI]</button>' in page  # the answers table: every cell's level
+    assert "bootstrap CI" not in page
 
     board = {"confidence": 0.9, "ci_method": "percentile", "ci_level": "nominal"}  # a 90% board by the percentile bootstrap
     results["analysis"] = recompute(results["analysis"], **board)
@@ -802,7 +805,7 @@ def test_ci_heads_and_plot_titles_name_the_boards_ci(site: tuple[Path, list[Path
     page = (tmp_path / "site" / "kits23--tumor.html").read_text(encoding="utf-8")
     assert '<button type="button">mean [90% CI]</button>' in page and "Mean with 90% CI (percentile bootstrap); shaded: the CI of #1" in page
     # no head or plot at 95% (the verdicts' CIs of a difference stay at their Holm step's level, from alpha)
-    assert not re.search(r"(?i)mean with 95%|mean \[95% CI\]", page) and "computed at the audit-calibrated level" not in page
+    assert not re.search(r"(?i)mean with 95%|mean \[95% CI\]", page) and "the audit's level for" not in page
     methodology = page_text(tmp_path / "site" / "methodology.html")
     assert "90% CI of the mean: percentile bootstrap;" in methodology and "audit" not in methodology.split("90% CI of the mean")[1][:200]
 
