@@ -316,7 +316,8 @@ def _cmd_show(args: argparse.Namespace) -> None:
         sys.stdout.write(printable(summary_text([read_results(f) for f in files])))
         return
     text = render([read_results(f) for f in files], structure=args.structure, metric=args.metric,
-                  fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None, detail=args.detail)
+                  fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None, detail=args.detail,
+                  cells=args.cells)
     sys.stdout.write(printable(text))
 
 
@@ -328,6 +329,8 @@ def _check_show(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error(f"show: --width is for --format text (the default); --format {args.format} is not wrapped")
     if args.summary and (args.structure is not None or args.format != "text"):
         parser.error("show: --summary is one text table over the boards; it takes no --structure, --metric or --format")
+    if args.cells and (args.detail or args.structure is not None or args.format != "text"):
+        parser.error("show: --cells is the text overview's one line per cell; it takes no --detail, --structure or --format")
     if args.width is not None and args.width < 20:
         parser.error(f"show: --width must be at least 20 columns, got {args.width}")
 
@@ -548,7 +551,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--structure", help="one structure's full leaderboards instead of the overview")
     p.add_argument("--metric", help="with --structure: only this metric")
     p.add_argument("--detail", action="store_true", help="text: each cell stacked with its verdict sentence, P(rank 1) and notes "
-                   "(default: one line per cell)")
+                   "(default: per structure and #1, its cells by verdict)")
+    p.add_argument("--cells", action="store_true", help="text: the overview as one line per cell in columns, with #1's mean [CI]")
     p.add_argument("--format", default="text", choices=("text", "md", "tsv", "json"),
                    help="text (default, wrapped at spaces), md, or tsv/json: one row per dataset, structure, metric and model")
     p.add_argument("--width", type=int, help="text: columns to wrap at (default: the terminal's; piped: COLUMNS if set, else unwrapped)")
