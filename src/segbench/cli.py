@@ -32,6 +32,7 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   show      the leaderboards and verdicts in this terminal, or as md/tsv/json (from results/);
             --summary: how often each board's #1 is real
   evaluate  folders of predictions -> leaderboard, outside DVC and MLflow (--gt LABELS/ --pred NAME=DIR ... --out OUT/)
+  prune-runs  delete the MLflow runs no checked-out output names (after returning from an experiment; docs/guide.md)
 Calibration audit (calibration/dvc.yaml, `dvc repro calibration/dvc.yaml`; docs/methodology.md "Calibration audit"):
   calibrate score   simulated models of known quality, every case -> calibration/scores/
   calibrate audit   CI coverage, type-I error, power by n          -> calibration/results/
@@ -335,6 +336,18 @@ def _check_show(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error(f"show: --width must be at least 20 columns, got {args.width}")
 
 
+def _cmd_prune_runs(args: argparse.Namespace) -> None:
+    """Delete (--purge: for good; --dry-run: only list) the MLflow runs of results/' datasets no checked-out output names."""
+    from segbench.pruning import prune_runs
+
+    stale = prune_runs(Path(args.results), dry_run=args.dry_run, purge=args.purge)
+    done = "would delete" if args.dry_run else "purged" if args.purge else "deleted"
+    for run in stale:
+        print(f"{done} {run.dataset} {run.kind} run {run.name} ({run.run_id})")
+    if not stale:
+        print("every run of the store is named by a checked-out output: nothing to delete")
+
+
 def _cmd_export(args: argparse.Namespace) -> None:
     from segbench.export import export_results
     from segbench.stats.results import read_results
@@ -560,6 +573,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how often each board's #1 is real: per board, the share of cells whose #1 is separable from #2, the median "
                         "co-winner set, the share whose #1 changes when one case is removed, each with its n; SIMULATED boards apart")
     p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("prune-runs", help="delete the MLflow runs no checked-out output names (the way back from an experiment)")
+    p.add_argument("--results", default="results", help="folder of results JSON whose datasets' runs are checked (default: results)")
+    p.add_argument("--dry-run", action="store_true", help="list the runs, delete none")
+    p.add_argument("--purge", action="store_true", help="remove them for good, artifacts too (mlflow gc), not only mark them deleted")
+    p.set_defaults(func=_cmd_prune_runs)
 
     p = sub.add_parser("export", help="write a dataset's per-case rows as challengeR's long CSV or the generic CSV (docs/published.md)")
     p.add_argument("--dataset", required=True, help="dataset or published set name: reads results/<dataset>.json")
