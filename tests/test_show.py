@@ -340,3 +340,24 @@ def test_the_default_run_fits_one_screen_with_every_cell_s_first_and_verdict() -
                     expected.add((structure, v["first"], CODE_WORDS[v["code"]] if v["pairs"] else CODE_WORDS["single_model"], metric))
     assert len(expected) > 60  # more cells than lines: the grouping, not a smaller run, makes it fit
     assert _overview_cells(lines) == expected
+
+
+#: a mean beside its CI, as every text view prints it: '0.963 [0.961, 0.965]', '-0.04 [-0.72, 0.16] mm'
+MEAN_CI = re.compile(r"(?<![\d.])(-?\d+(?:\.\d+)?) \[(-?\d+(?:\.\d+)?), (-?\d+(?:\.\d+)?)\]")
+
+
+def _decimals(number: str) -> int:
+    return len(number.partition(".")[2])
+
+
+def test_a_mean_and_its_ci_print_the_same_digits_on_every_view(every_dir: Path) -> None:
+    """Wherever a mean sits beside its CI (show's --cells, --detail and --structure, the site's dataset page), the three
+    numbers have the same decimals ('0.9708 [0.9701, 0.9713]', never '0.971 [0.9701, 0.9713]')."""
+    from segbench.report import standalone_dataset_page
+
+    texts = [_show("--results", str(every_dir), *args, compact=True).stdout
+             for args in (("--cells",), ("--detail",), ("kits23", "--structure", "tumor"), ("segauge_kits23_modal", "--structure", "kidney"))]
+    texts += [standalone_dataset_page(json.loads(path.read_text())) for path in sorted(every_dir.glob("*.json"))]
+    found = [match.groups() for text in texts for match in MEAN_CI.finditer(text)]
+    assert len(found) > 100
+    assert not [triple for triple in found if len({_decimals(n) for n in triple}) != 1], found[:5]
