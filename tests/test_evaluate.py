@@ -98,14 +98,14 @@ def test_api_from_a_plain_script_without_main_guard_with_a_pool(project: Path) -
 
         result = segbench.evaluate({str(project / "gt")!r}, {{m: {str(project)!r} + "/predictions/kits23/" + m for m in {list(MODELS)!r}}},
                                    dataset="kits23", conf={str(ROOT / "conf")!r}, simulated={list(MODELS)!r}, workers=2, progress=False)
-        print(result.summary(width=200))
+        print(result.summary(width=200, cells=True))
         print(result.by_subgroup("gender").to_csv(index=False))
         result.to_json({str(project / "api" / "kits23.json")!r})
         print("SITE", result.to_html({str(project / "api" / "site")!r}))
         """), encoding="utf-8")
     done = _run([sys.executable, str(script)], project)
     assert "Traceback" not in done.stderr and done.stdout.count("2 models, all SIMULATED") == 1
-    assert re.search(r"mean \[95[\d.–]*% CI\]", done.stdout) and "\ntumor dice " in done.stdout
+    assert re.search(r"mean \[95[\d.–]*% CI\]", done.stdout) and "\n  tumor dice " in done.stdout  # summary(cells=True): a line per cell
     assert "structure,metric,gender,n,tested,model,mean,ci_low,ci_high" in done.stdout
     assert (project / "api" / "site" / "index.html").is_file()
     assert json.loads((project / "api" / "kits23.json").read_text(encoding="utf-8"))["dataset"]["name"] == "kits23"

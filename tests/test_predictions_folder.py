@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import nibabel as nib
@@ -22,9 +23,10 @@ from projects import SMALL_CASES as CASES
 from segbench.config import parse_params
 from segbench.models.runner import predict
 from segbench.validation import compose_params
-from tests_support import commit_all, in_directory
+from tests_support import command_env, commit_all, in_directory
 from tests_support import run_command as run
 
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
 HELD = CASES[:3]  # the cases the folder holds
 SOURCE = "sim_dilate_1mm"  # the SIMULATED model of the experiment whose files the folder holds
 
@@ -190,3 +192,41 @@ def test_a_folder_imported_with_dvc_import_reproduces_on_a_new_clone(project: Pa
     out = run(["dvc", "repro"], clone)
     assert not ran_stages(out), out
     assert json.loads((clone / "results" / "kits23.json").read_text())["coverage"]["models"]["imported"]["n_cases"] == 3
+
+
+def _way_back(model: str) -> list[str]:
+    """docs/guide.md's "The way back" commands, for ``model`` of kits23 (the guide's are for `mine`)."""
+    section = GUIDE.read_text(encoding="utf-8").split("### The way back", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip().replace("mine", model) for line in block.splitlines() if line.strip()]
+
+
+def _runs(project: Path) -> tuple[list[str], list[str]]:
+    """The MLflow store's active runs (what its runs table shows) and every run, by id."""
+    with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
+        every = db.execute("SELECT run_uuid, lifecycle_stage FROM runs ORDER BY run_uuid").fetchall()
+    return [run for run, stage in every if stage == "active"], [run for run, _ in every]
+
+
+@pytest.mark.slow
+def test_the_way_back_leaves_git_dvc_and_mlflow_as_they_were(projects: Projects) -> None:
+    """The guide's way back, run as written after `dvc exp run` of a folder of predictions: `git status --porcelain`
+    empty, `dvc status` and MLflow's runs (active and all, by id) as before the experiment, none of the model's outputs left."""
+    proj = projects.copy(SMALL)
+    fabricate(proj, proj / "userdata" / "example_subset")
+    run(["dvc", "add", "-q", "userdata/example_subset"], proj)
+    commit_all(proj, "a folder of predictions, tracked")  # as the guide asks: its .dvc file committed before the experiment
+    status, runs = run(["dvc", "status"], proj), _runs(proj)
+    assert run(["git", "status", "--porcelain"], proj) == ""
+    exp_run(proj, "predictions=[example_subset]")
+    active, every = _runs(proj)
+    assert len(active) >= len(runs[0]) + 2, (active, runs)  # the model's run and a new leaderboard run
+    for line in _way_back("example_subset"):
+        done = subprocess.run(["bash", "-c", line], cwd=proj, env=command_env(), capture_output=True, text=True, check=False)
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+    assert run(["git", "status", "--porcelain", "--untracked-files=all"], proj) == ""
+    assert run(["dvc", "status"], proj) == status
+    assert _runs(proj) == runs
+    assert not [p.name for p in (proj / "predictions" / "kits23").iterdir() if "example_subset" in p.name]
+    assert not (proj / "scores" / "kits23" / "example_subset").exists() and not (proj / "tracking" / "kits23" / "example_subset.json").exists()
+    assert "every run of the store is named by a checked-out output" in run(["segbench", "prune-runs", "--dry-run"], proj)

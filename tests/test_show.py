@@ -118,7 +118,8 @@ def test_structure_leaderboard_and_one_line_errors(results_dir: Path) -> None:
 
 @pytest.mark.parametrize(("args", "needs"), [(("--metric", "dice"), "--metric needs --structure"),
                                               (("--format", "json", "--width", "100"), "--width is for --format text"),
-                                              (("--summary", "--format", "tsv"), "--summary is one text table over the boards")])
+                                              (("--summary", "--format", "tsv"), "--summary is one text table over the boards"),
+                                              (("--cells", "--detail"), "--cells is the text overview's one line per cell")])
 def test_an_option_without_the_option_it_needs_is_an_error(results_dir: Path, args: tuple[str, ...], needs: str) -> None:
     """Not silently ignored: exit 2 (a usage error) and a message naming what the option needs."""
     bad = _show("--results", str(results_dir), *args)
@@ -286,9 +287,9 @@ def test_cases_identical_to_the_reference_are_flagged_on_every_view(results_dir:
 
 
 def test_one_line_per_cell_fits_80_columns_with_each_cell_s_first_and_verdict(every_dir: Path) -> None:
-    """The default overview: one line per cell at COLUMNS=80, none wider, each cell's #1 and its verdict's words (read from
-    the results, as the statistics wrote them) on its line, the audit said once per dataset, not under every cell."""
-    done = _show("--results", str(every_dir), columns="80", compact=True)
+    """`--cells`: one line per cell at COLUMNS=80, none wider, each cell's #1 and its verdict's words (read from the
+    results, as the statistics wrote them) on its line, the audit said once per dataset, not under every cell."""
+    done = _show("--results", str(every_dir), "--cells", columns="80", compact=True)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
@@ -302,6 +303,63 @@ def test_one_line_per_cell_fits_80_columns_with_each_cell_s_first_and_verdict(ev
                 if not verdict:
                     continue
                 words = CODE_WORDS[verdict["code"]] if verdict["pairs"] else CODE_WORDS["single_model"]
-                pattern = rf"^{re.escape(structure)} {re.escape(metric)}\s+{re.escape(verdict['first'])}\s.*\s{re.escape(words)}(\s|$)"
+                pattern = rf"^\s*{re.escape(structure)} {re.escape(metric)}\s+{re.escape(verdict['first'])}\s.*\s{re.escape(words)}(\s|$)"
                 assert any(re.search(pattern, line) for line in lines), (path.name, structure, metric)
-    assert sum(line.startswith("Audited") or line.startswith("Not audited") for line in lines) <= 2 * len(list(every_dir.glob("*.json")))
+    assert sum(line.strip().startswith(("Audited", "Not audited")) for line in lines) <= 2 * len(list(every_dir.glob("*.json")))
+
+
+def _overview_cells(lines: list[str]) -> set[tuple[str, str, str, str]]:
+    """(structure, #1, verdict words, metric) of every cell the default overview's lines name: '  <structure>  <#1>
+    <words>: <metric> [⚠] [+N], ...; <words>: ...'."""
+    found = set()
+    for line in lines:
+        row = re.match(r"^  (\S+) +(\S+)  ((?:[✔≈✘⇄] [a-z ]+|only one ranked model|no ranked model): .*)$", line)
+        for group in (row.group(3).split("; ") if row else []):
+            words, _, metrics = group.partition(": ")
+            found |= {(row.group(1), row.group(2), words, segment.split()[0]) for segment in metrics.split(", ")}
+    return found
+
+
+def test_the_default_run_fits_one_screen_with_every_cell_s_first_and_verdict() -> None:
+    """The default run (results/*.json as `dvc checkout` leaves them): at COLUMNS=80 at most 60 lines, none wider than
+    80, every cell (each lesion-wise one too) on a line with its #1 and its verdict's words as the results hold them."""
+    from segbench.report.terminal import lesion_view
+
+    files = sorted((Path(__file__).resolve().parents[1] / "results").glob("*.json"))
+    if not files:
+        pytest.fail("results/ has no results JSON: run `dvc checkout` first (this test reads the default run's results)")
+    done = _show("--results", str(files[0].parent), columns="80", compact=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) <= 60 and max(len(line) for line in lines) <= 80, (len(lines), max(lines, key=len))
+    expected = set()
+    for path in files:
+        results = json.loads(path.read_text())
+        for view in [results, *filter(None, [lesion_view(results)])]:
+            for structure, block in view["analysis"]["structures"].items():
+                for metric, cell in block["metrics"].items():
+                    v = cell["verdict"]
+                    expected.add((structure, v["first"], CODE_WORDS[v["code"]] if v["pairs"] else CODE_WORDS["single_model"], metric))
+    assert len(expected) > 60  # more cells than lines: the grouping, not a smaller run, makes it fit
+    assert _overview_cells(lines) == expected
+
+
+#: a mean beside its CI, as every text view prints it: '0.963 [0.961, 0.965]', '-0.04 [-0.72, 0.16] mm'
+MEAN_CI = re.compile(r"(?<![\d.])(-?\d+(?:\.\d+)?) \[(-?\d+(?:\.\d+)?), (-?\d+(?:\.\d+)?)\]")
+
+
+def _decimals(number: str) -> int:
+    return len(number.partition(".")[2])
+
+
+def test_a_mean_and_its_ci_print_the_same_digits_on_every_view(every_dir: Path) -> None:
+    """Wherever a mean sits beside its CI (show's --cells, --detail and --structure, the site's dataset page), the three
+    numbers have the same decimals ('0.9708 [0.9701, 0.9713]', never '0.971 [0.9701, 0.9713]')."""
+    from segbench.report import standalone_dataset_page
+
+    texts = [_show("--results", str(every_dir), *args, compact=True).stdout
+             for args in (("--cells",), ("--detail",), ("kits23", "--structure", "tumor"), ("segauge_kits23_modal", "--structure", "kidney"))]
+    texts += [standalone_dataset_page(json.loads(path.read_text())) for path in sorted(every_dir.glob("*.json"))]
+    found = [match.groups() for text in texts for match in MEAN_CI.finditer(text)]
+    assert len(found) > 100
+    assert not [triple for triple in found if len({_decimals(n) for n in triple}) != 1], found[:5]

@@ -32,6 +32,7 @@ Pipeline (dvc.yaml): predict -> score -> track -> compare -> report.
   show      the leaderboards and verdicts in this terminal, or as md/tsv/json (from results/);
             --summary: how often each board's #1 is real
   evaluate  folders of predictions -> leaderboard, outside DVC and MLflow (--gt LABELS/ --pred NAME=DIR ... --out OUT/)
+  prune-runs  delete the MLflow runs no checked-out output names (after returning from an experiment; docs/guide.md)
 Calibration audit (calibration/dvc.yaml, `dvc repro calibration/dvc.yaml`; docs/methodology.md "Calibration audit"):
   calibrate score   simulated models of known quality, every case -> calibration/scores/
   calibrate audit   CI coverage, type-I error, power by n          -> calibration/results/
@@ -316,7 +317,8 @@ def _cmd_show(args: argparse.Namespace) -> None:
         sys.stdout.write(printable(summary_text([read_results(f) for f in files])))
         return
     text = render([read_results(f) for f in files], structure=args.structure, metric=args.metric,
-                  fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None, detail=args.detail)
+                  fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None, detail=args.detail,
+                  cells=args.cells)
     sys.stdout.write(printable(text))
 
 
@@ -328,8 +330,22 @@ def _check_show(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error(f"show: --width is for --format text (the default); --format {args.format} is not wrapped")
     if args.summary and (args.structure is not None or args.format != "text"):
         parser.error("show: --summary is one text table over the boards; it takes no --structure, --metric or --format")
+    if args.cells and (args.detail or args.structure is not None or args.format != "text"):
+        parser.error("show: --cells is the text overview's one line per cell; it takes no --detail, --structure or --format")
     if args.width is not None and args.width < 20:
         parser.error(f"show: --width must be at least 20 columns, got {args.width}")
+
+
+def _cmd_prune_runs(args: argparse.Namespace) -> None:
+    """Delete (--purge: for good; --dry-run: only list) the MLflow runs of results/' datasets no checked-out output names."""
+    from segbench.pruning import prune_runs
+
+    stale = prune_runs(Path(args.results), dry_run=args.dry_run, purge=args.purge)
+    done = "would delete" if args.dry_run else "purged" if args.purge else "deleted"
+    for run in stale:
+        print(f"{done} {run.dataset} {run.kind} run {run.name} ({run.run_id})")
+    if not stale:
+        print("every run of the store is named by a checked-out output: nothing to delete")
 
 
 def _cmd_export(args: argparse.Namespace) -> None:
@@ -548,7 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--structure", help="one structure's full leaderboards instead of the overview")
     p.add_argument("--metric", help="with --structure: only this metric")
     p.add_argument("--detail", action="store_true", help="text: each cell stacked with its verdict sentence, P(rank 1) and notes "
-                   "(default: one line per cell)")
+                   "(default: per structure and #1, its cells by verdict)")
+    p.add_argument("--cells", action="store_true", help="text: the overview as one line per cell in columns, with #1's mean [CI]")
     p.add_argument("--format", default="text", choices=("text", "md", "tsv", "json"),
                    help="text (default, wrapped at spaces), md, or tsv/json: one row per dataset, structure, metric and model")
     p.add_argument("--width", type=int, help="text: columns to wrap at (default: the terminal's; piped: COLUMNS if set, else unwrapped)")
@@ -556,6 +573,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how often each board's #1 is real: per board, the share of cells whose #1 is separable from #2, the median "
                         "co-winner set, the share whose #1 changes when one case is removed, each with its n; SIMULATED boards apart")
     p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("prune-runs", help="delete the MLflow runs no checked-out output names (the way back from an experiment)")
+    p.add_argument("--results", default="results", help="folder of results JSON whose datasets' runs are checked (default: results)")
+    p.add_argument("--dry-run", action="store_true", help="list the runs, delete none")
+    p.add_argument("--purge", action="store_true", help="remove them for good, artifacts too (mlflow gc), not only mark them deleted")
+    p.set_defaults(func=_cmd_prune_runs)
 
     p = sub.add_parser("export", help="write a dataset's per-case rows as challengeR's long CSV or the generic CSV (docs/published.md)")
     p.add_argument("--dataset", required=True, help="dataset or published set name: reads results/<dataset>.json")

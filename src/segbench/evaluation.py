@@ -317,12 +317,13 @@ class Evaluation:
     results: dict[str, Any]
     per_case: pd.DataFrame
 
-    def summary(self, width: int = 140, detail: bool = False) -> str:
-        """The leaderboard as ``segbench show`` prints it: a line per structure and metric, #1 with its CI, the verdict and
-        the co-winners; ``detail``: each cell stacked with its verdict's sentence and P(rank 1) (``show --detail``)."""
+    def summary(self, width: int = 140, detail: bool = False, cells: bool = False) -> str:
+        """The leaderboard as ``segbench show`` prints it: per structure and #1, its cells by verdict; ``cells``: a line
+        per cell, #1 with its mean [CI], the verdict and the co-winners (``show --cells``); ``detail``: each cell stacked
+        with its verdict's sentence and P(rank 1) (``show --detail``)."""
         from segbench.report.terminal import render
 
-        return render([self.results], width=width, detail=detail)
+        return render([self.results], width=width, detail=detail, cells=cells)
 
     def by_subgroup(self, field: str) -> pd.DataFrame:
         """Per structure, metric, group of ``field`` (in their order, ``bands.level_order``) and model: n, whether the

@@ -48,10 +48,6 @@ ROW_COLUMNS = ["dataset", *TABLE_COLUMNS]
 CO_WINNERS_SHORT = "Co-winners: not separable from #1 (+N: N more; --detail names them)."
 #: a one-line cell's mark after its verdict where its cases are too few for its shape (the results' audited ``limit``)
 LIMIT_MARK = "⚠"
-#: the overview's note on that mark, said once per dataset that has one
-LIMIT_NOTE = (f"{LIMIT_MARK} after a verdict: too few cases for the cell's shape (rare failures can go unseen, or its differences are "
-              "skewed past what the calibration audit verified): its verdict may err more often than alpha; --detail gives the "
-              "audited rate (methodology 5.20).")
 CO_WINNERS = "co-winners: #1 by mean and every model it is not separable from (docs/methodology.md#57-verdicts)"
 
 
@@ -60,9 +56,11 @@ def verdict_sentence(v: Verdict | VerdictPair) -> str:
     return f"{CODE_WORDS[v['code']]}: {v['text']}"
 
 
-def _kinds_line(results: Results) -> str:
-    """Each distinct marking of the dataset's models once ('5 models, all SIMULATED'), not once per row."""
-    marks = {name: ", ".join(markers(model)) for name, model in sorted(results["models"].items())}
+def _kinds_line(results: Results, sources: bool = True) -> str:
+    """Each distinct marking of the dataset's models once ('5 models, all SIMULATED'), not once per row; without
+    ``sources``, a published model's mark without its source ('PUBLISHED')."""
+    marks = {name: ", ".join(m if sources or not m.startswith("PUBLISHED: ") else "PUBLISHED" for m in markers(model))
+             for name, model in sorted(results["models"].items())}
     distinct = sorted(set(marks.values()))
     if len(distinct) == 1:
         return f"{len(marks)} models" + (f", all {distinct[0]}" if distinct[0] else "")
@@ -140,7 +138,7 @@ def _audit_once(results: Results, cells: Sequence[tuple[str, str, Cell, int]]) -
         return audit_words(audits[0], compared[0][0])
     parts = [f"CI covers {coverage}" if coverage else "CI not audited",
              f'"separable" wrong for equal models {type1}' if type1 else "verdict not audited"]
-    return f"Audited, over the cells: {'; '.join(parts)} (each cell's rates: --detail)."
+    return f"Audited: {', '.join(parts)}."
 
 
 def _fit_names(names: Sequence[str], room: int | None) -> str:
@@ -285,30 +283,88 @@ def rows(all_results: Sequence[Results], structure: str | None = None, metric: s
     return pd.concat(frames, ignore_index=True)
 
 
-def overview(all_results: Sequence[Results], width: int | None = None) -> str:
-    """``segbench show``'s default: per dataset (and its lesion-wise view) a title, what is said once (the unit, each model
-    lacking cases, the CI head, the calibration audit: ``_audit_once``) and one line per cell (``_one_line_cells``),
-    notes wrapped at ``width``; the verdict sentences, P(rank 1) and every model are ``--detail``'s and ``--structure``'s."""
+#: the overview's legend, said once above every dataset
+LEGEND = "Per structure: #1 by mean and its cells by their verdict on #1 versus #2; +N: N more models not separable from #1."
+#: the overview's note on ⚠, said once where a cell has it
+LIMIT_SHORT = f"{LIMIT_MARK}: too few cases for the cell's shape; its verdict may err more often than alpha (methodology 5.20)."
+#: the overview's closing line: where the rest is
+MORE = "More: --cells (mean [CI], co-winners), --detail (sentences, P(rank 1), audit)."
+
+
+def _unit_short(results: Results) -> str:
+    """``unit_sentence`` in two lines' words: the unit, the clusters and what resampling them changes; '' without clusters."""
+    clusters = results["analysis"].get("clusters")
+    changes = (clusters or {}).get("verdict_changes")
+    if not changes:
+        return ""
+    labels = list(clusters["labels"].values())
+    largest = max(labels.count(label) for label in set(labels)) / len(labels)
+    n = changes["n_cells"]
+    return (f"Unit: the case, from {len(set(labels))} {clusters['field']} clusters (the largest {100 * largest:.0f}%); resampling "
+            f"{clusters['field']}s instead changes {len(changes['first_second'])} of {n} #1-versus-#2 verdicts and "
+            f"{len(changes['co_winners'])} of {n} co-winner sets (methodology 5.16).")
+
+
+def _grouped_cells(results: Results, cells: Sequence[tuple[str, str, Cell, int]], width: int | None) -> list[str]:
+    """The overview's lines: per structure and #1, its cells grouped under their verdict's words ('kidney_and_mass
+    sim_erode_1mm  ✔ separable: assd, nsd; ✘ not separable: hd95 ⚠ +3'), each cell its metric, ⚠ where its cases are too
+    few for its shape and +N for its co-winners beside #1; a line that would pass ``width`` goes on in a line that
+    restates the structure, #1 and words, so every cell's #1 and verdict words are on its line."""
+    groups: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for structure, metric, cell, _ in cells:
+        v = cell.get("verdict")
+        if not v:
+            groups.setdefault((structure, "–"), {}).setdefault("no ranked model", []).append(metric)
+            continue
+        words = CODE_WORDS[v["code"]] if v["pairs"] else CODE_WORDS["single_model"]
+        limited = f" {LIMIT_MARK}" if v["pairs"] and audit_of(results, structure, metric).get("limit") else ""
+        others = len([m for m in v["co_winners"] if m != v["first"]])
+        segment = f"{metric}{limited}" + (f" +{others}" if others else "")
+        groups.setdefault((structure, v["first"]), {}).setdefault(words, []).append(segment)
+    size = max((len(structure) for structure, _ in groups), default=0)
     lines = []
-    for results in all_results:
-        lesions = lesion_view(results)
-        for view in [results, *([lesions] if lesions else [])]:
-            cells = list(_cells(view))
-            d = view["dataset"]
-            limited = any(audit_of(view, s, m).get("limit") for s, m, c, _ in cells if (c.get("verdict") or {}).get("pairs"))
-            notes = [*filter(None, [unit_sentence(view)]), *coverage_notes(view), *filter(None, [_audit_once(view, cells)]), CO_WINNERS_SHORT,
-                     *([LIMIT_NOTE] if limited else [])]
-            lines += [*_wrap(f"{d.get('title') or d['name']}: {_kinds_line(view)}", width), *(line for n in notes for line in _wrap(n, width)),
-                      *_one_line_cells(view, cells, width), ""]
-    lines += _wrap("Each cell's verdict sentence, P(rank 1) and every model: segbench show --detail, or --structure NAME.", width)
+    for (structure, first), by_words in groups.items():
+        head, line = f"{structure.ljust(size)}  {first}", ""
+        for words, segments in by_words.items():
+            for i, segment in enumerate(segments):
+                piece, sep = (segment, ", ") if i else (f"{words}: {segment}", "; ")
+                if line and (width is None or len(line) + len(sep) + len(piece) <= width):
+                    line += sep + piece
+                    continue
+                lines += [line] if line else []
+                line = f"{head}  {words}: {segment}"  # a line of its own restates the structure, #1 and words
+        lines.append(line)
+    return lines
+
+
+def overview(all_results: Sequence[Results], width: int | None = None, cells_table: bool = False) -> str:
+    """``segbench show``'s default: a legend once, then per dataset (and its lesion-wise view) a title and, indented under
+    it, what is said once (the unit, each model lacking cases, the calibration audit's range: ``_audit_once``) and its
+    cells grouped per structure and #1 (``_grouped_cells``), notes wrapped at ``width``. ``cells_table``: one line per cell
+    in columns instead, with #1's mean [CI] (``_one_line_cells``). A published model's source, each cell's verdict
+    sentence, P(rank 1) and every model are ``--detail``'s and ``--structure``'s."""
+    views = [view for results in all_results for view in [results, *filter(None, [lesion_view(results)])]]
+    limited = any(audit_of(view, s, m).get("limit") for view in views for s, m, c, _ in _cells(view) if (c.get("verdict") or {}).get("pairs"))
+    legend = [CO_WINNERS_SHORT] if cells_table else [LEGEND]
+    lines = [line for note in [*legend, *([LIMIT_SHORT] if limited else [])] for line in _wrap(note, width)]
+    body = None if width is None else width - 2
+    for view in views:
+        cells = list(_cells(view))
+        d = view["dataset"]
+        notes = [*filter(None, [_unit_short(view)]), *coverage_notes(view), *filter(None, [_audit_once(view, cells)])]
+        lines += [*_wrap(f"{d.get('title') or d['name']}: {_kinds_line(view, sources=False)}", width),
+                  *(line for n in notes for line in _wrap(n, width, "  ")),
+                  *("  " + line for line in (_one_line_cells(view, cells, body) if cells_table else _grouped_cells(view, cells, body)))]
+    lines += _wrap(MORE, width)
     return "\n".join(lines) + "\n"
 
 
 def render(all_results: Sequence[Results], *, structure: str | None = None, metric: str | None = None, fmt_name: str = "text",
-           width: int | None = None, detail: bool = False) -> str:
+           width: int | None = None, detail: bool = False, cells: bool = False) -> str:
     """Each dataset's overview and verdicts, or with ``structure`` that structure's full leaderboards, as ``fmt_name``
     (``FORMATS``); text lines at most ``width`` columns wide, broken at spaces only (None: not wrapped). The text overview
-    is one line per cell (``overview``); ``detail`` stacks each cell's verdict sentence and notes under it instead.
+    groups each structure's cells per #1 (``overview``); ``cells`` puts one cell per line with #1's mean [CI]; ``detail``
+    stacks each cell's verdict sentence and notes under it instead.
 
     Raises ValueError naming the valid structures or metrics when a name is not in the results.
     """
@@ -325,7 +381,7 @@ def render(all_results: Sequence[Results], *, structure: str | None = None, metr
         records = table.astype(object).where(table.notna(), None).to_dict(orient="records")
         return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
     if fmt_name == "text" and structure is None and not detail:
-        return overview(all_results, width)
+        return overview(all_results, width, cells_table=cells)
     lines = [line for title, notes, entries in _blocks(all_results, structure, metric)
              for line in (_text_block(title, notes, entries, width) if fmt_name == "text" else _md_block(title, notes, entries))]
     return "\n".join(lines).rstrip("\n") + "\n"
