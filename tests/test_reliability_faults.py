@@ -6,6 +6,7 @@ and the fix; never in a changed number on a board. Real dvc, real SIGKILLs (test
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -205,6 +206,27 @@ def test_a_damaged_tracking_store_is_named_in_one_line_and_rebuilt_from_the_bund
     with contextlib.closing(sqlite3.connect(db)) as connection:
         names = {name for (name,) in connection.execute("SELECT name FROM runs WHERE status = 'FINISHED'")}
     assert set(SMALL_MODELS) | {"leaderboard"} <= names
+
+
+def test_compare_reruns_rather_than_restoring_from_dvc_s_run_cache(project: Path) -> None:
+    """A plain `dvc repro` that must make results/kits23.json again runs compare, which opens the store, instead of
+    restoring it from DVC's run cache (its outputs `persist`): a damaged store is named in one line; a missing one is
+    logged again from the score bundles, the outputs the committed ones."""
+    before = _outputs(project)
+    store = project / "mlruns"
+    db = store / "mlflow.db"
+    with open(db, "r+b") as stream:
+        stream.truncate(db.stat().st_size // 2)
+    (project / "results" / "kits23.json").unlink()
+    line = _segbench_error(_fails(["dvc", "repro"], project), "compare")
+    assert line.startswith(f"segbench compare: error: {db}: the MLflow tracking store cannot be read"), line
+    shutil.rmtree(store)
+    run_command(["dvc", "repro"], project)
+    assert _outputs(project) == before
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        names = {name for (name,) in connection.execute("SELECT name FROM runs WHERE status = 'FINISHED'")}
+    assert set(SMALL_MODELS) | {"leaderboard"} <= names
+    _clean(project)
 
 
 def test_a_run_left_running_by_a_killed_track_is_marked_failed_by_the_next_stage(project: Path, tmp_path: Path) -> None:
