@@ -6,6 +6,7 @@ and the fix; never in a changed number on a board. Real dvc, real SIGKILLs (test
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -15,7 +16,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from projects import SMALL, SMALL_MODELS, Projects
+from projects import SMALL, SMALL_MODELS, Projects, copy_project
 from segbench import rows, tracking
 from tests_support import command_env, commit_all, gate_env, kill_at_gate, run_command
 
@@ -270,14 +271,19 @@ def test_a_copied_or_moved_project_writes_and_reads_only_its_own_store(projects:
     assert places and all(urlparse(uri).path.startswith(str(moved / "mlruns" / "artifacts")) for uri in places), places
 
 
+def _tmpfs(folder: Path, size: str) -> None:
+    """A tmpfs of ``size`` mounted at ``folder`` (made here), or the test skipped saying why."""
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, check=False).returncode:
+        pytest.skip("mounting a tmpfs needs root (mount -t tmpfs)")
+
+
 def test_a_full_tmpdir_is_one_line_naming_the_folder(project: Path, tmp_path: Path) -> None:
     """TMPDIR on a 4 kB tmpfs (compare downloads each run's table there): one line naming the folder and the bytes
     free, no traceback; the leaderboard's outputs are the committed ones after a rerun with room."""
     before = _outputs(project)
     full = tmp_path / "full"
-    full.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(full)], capture_output=True, check=False).returncode:
-        pytest.skip("mounting a tmpfs needs root (mount -t tmpfs)")
+    _tmpfs(full, "4k")
     try:
         line = _segbench_error(_fails(["segbench", "compare", "--dataset", "kits23"], project, env={**command_env(), "TMPDIR": str(full)}), "compare")
     finally:
@@ -286,3 +292,48 @@ def test_a_full_tmpdir_is_one_line_naming_the_folder(project: Path, tmp_path: Pa
     run_command(["dvc", "repro"], project)
     assert _outputs(project) == before
     _clean(project)
+
+
+def _fill(disk: Path, leave: int) -> Path:
+    """A file taking all but ``leave`` bytes of the filesystem ``disk``."""
+    filler = disk / "filler"
+    with open(filler, "wb") as stream:
+        os.posix_fallocate(stream.fileno(), 0, shutil.disk_usage(disk).free - leave)
+    return filler
+
+
+def _statuses(db: Path) -> set[str]:
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        return {status for (status,) in connection.execute("SELECT status FROM runs")}
+
+
+def test_a_full_project_disk_is_one_line_naming_it_and_loses_nothing(projects: Projects, tmp_path: Path) -> None:
+    """The project on a tmpfs with 200 kB left: compare writing results/kits23.json, and track creating a store,
+    each fail in one line naming the filesystem's folder, the file and (for results) the bytes needed; the committed
+    results stay, no run stays RUNNING, no temporary stays; with room again a plain `dvc repro` gives the committed
+    outputs and a clean project."""
+    disk = tmp_path / "disk"
+    _tmpfs(disk, "512m")
+    try:
+        project = copy_project(projects.reproduced(SMALL), disk / "proj")
+        commit_all(project, "reproduced")
+        before = _outputs(project)
+        filler = _fill(disk, 200_000)
+        line = _segbench_error(_fails(["dvc", "repro", "-f", "-s", "compare@kits23"], project), "compare")
+        assert line.startswith(f"segbench compare: error: no space left on the device of {disk} (") and "bytes needed" in line, line
+        assert "writing results/kits23.json" in line, line
+        assert (project / "results" / "kits23.json").read_bytes() == before["results/kits23.json"]
+        assert not list((project / ".dvc" / "tmp" / "segbench-partial").iterdir())
+        assert "RUNNING" not in _statuses(project / "mlruns" / "mlflow.db")
+        filler.unlink()
+        shutil.rmtree(project / "mlruns")
+        filler = _fill(disk, 200_000)
+        line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], project), "track")
+        assert line.startswith(f"segbench track: error: no space left on the device of {disk} (") and f"writing {project / 'mlruns' / 'mlflow.db'}" in line, line
+        filler.unlink()
+        run_command(["dvc", "repro"], project)
+        assert _outputs(project) == before
+        assert _statuses(project / "mlruns" / "mlflow.db") == {"FINISHED"}
+        _clean(project)
+    finally:
+        subprocess.run(["umount", "--lazy", str(disk)], check=True)

@@ -222,7 +222,8 @@ def tracking_uri(root: Path | None = None) -> str:
     return f"sqlite:///{store / 'mlflow.db'}"
 
 
-def _sqlite_path(uri: str) -> Path | None:
+def sqlite_path(uri: str) -> Path | None:
+    """The SQLite file of an embedded store's ``uri``, else None (a tracking server)."""
     return Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
 
 
@@ -230,7 +231,7 @@ def _store_lock(uri: str) -> contextlib.AbstractContextManager:
     """A file lock beside an embedded store: two workers creating it at once must not race."""
     from filelock import FileLock
 
-    db = _sqlite_path(uri)
+    db = sqlite_path(uri)
     return FileLock(f"{db}.lock") if db else contextlib.nullcontext()
 
 
@@ -323,7 +324,7 @@ def _client(uri: str):
     that cannot be read is an error naming its file and the fix."""
     from mlflow.tracking import MlflowClient
 
-    db = _sqlite_path(uri)
+    db = sqlite_path(uri)
     with _store_lock(uri):
         if db is not None and uri not in _OPENED:
             _check_store(db)
@@ -357,7 +358,7 @@ def _experiment_id(client, uri: str, dataset: str) -> str:
             if found.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
                 client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             return found.experiment_id
-        db = _sqlite_path(uri)
+        db = sqlite_path(uri)
         artifacts = (db.parent / "artifacts").as_uri() if db else None
         try:
             return client.create_experiment(experiment_name(dataset), artifact_location=artifacts, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
