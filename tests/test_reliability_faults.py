@@ -18,6 +18,7 @@ import yaml
 
 from projects import SMALL, SMALL_MODELS, Projects, copy_project
 from segbench import rows, tracking
+from segbench.stages import bundles
 from tests_support import command_env, commit_all, gate_env, kill_at_gate, run_command
 
 pytestmark = pytest.mark.slow
@@ -90,6 +91,17 @@ def test_the_range_of_each_metric_is_checked_naming_file_line_and_value(touchsto
         assert str(caught.value) == f"t.csv: line 5 ({who}), column {column!r}: {value!r} is not {expected}; refused, no board is computed from it: the fix"
     flags = table.assign(reference_present=["yes", *table["reference_present"][1:]])
     assert "column 'reference_present': 'yes' is not True or False" in rows.row_problems(flags)[0]
+
+
+def test_scored_rows_out_of_range_are_never_written(touchstone_rows, tmp_path: Path) -> None:
+    """The score bundle's writer (the score and import stages) refuses rows with a value out of its metric's range,
+    naming the file, line and value, and writes no file of the bundle."""
+    table = touchstone_rows.head(5).reset_index(drop=True).copy()
+    table.loc[2, "dice"] = 1.5
+    out = tmp_path / "bundle"
+    with pytest.raises(rows.RowsError, match=r"bundle/per_case\.csv: line 4 \(.*\), column 'dice': 1\.5 is not a number in \[0, 1\]; refused"):
+        bundles.write_bundle(out, table, {})
+    assert not out.exists() or not list(out.iterdir())
 
 
 def test_a_changed_score_bundle_is_refused_and_its_stage_writes_it_again(project: Path) -> None:
@@ -329,11 +341,28 @@ def test_a_full_project_disk_is_one_line_naming_it_and_loses_nothing(projects: P
         shutil.rmtree(project / "mlruns")
         filler = _fill(disk, 200_000)
         line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], project), "track")
-        assert line.startswith(f"segbench track: error: no space left on the device of {disk} (") and f"writing {project / 'mlruns' / 'mlflow.db'}" in line, line
+        store = project / "mlruns" / "mlflow.db"
+        assert line.startswith(f"segbench track: error: no space left on the device of {disk} (") and f"writing {store}" in line, line
         filler.unlink()
         run_command(["dvc", "repro"], project)
         assert _outputs(project) == before
-        assert _statuses(project / "mlruns" / "mlflow.db") == {"FINISHED"}
+        assert _statuses(store) == {"FINISHED"}
         _clean(project)
     finally:
         subprocess.run(["umount", "--lazy", str(disk)], check=True)
+
+
+def test_a_full_artifacts_folder_is_one_line_and_keeps_no_half_copied_table(project: Path, tmp_path: Path) -> None:
+    """The store's artifacts folder on an 8 kB tmpfs: track fails in one line naming that folder and the file it
+    copies into it (not the bundle it copies from); its run is marked FAILED and no half-copied table stays."""
+    store = tmp_path / "store"
+    store.mkdir()
+    _tmpfs(store / "artifacts", "8k")
+    try:
+        env = {**command_env(), "SEGBENCH_TRACKING_URI": f"sqlite:///{store / 'mlflow.db'}"}
+        line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], project, env), "track")
+        assert line.startswith(f"segbench track: error: no space left on the device of {store / 'artifacts'} ("), line
+        assert _statuses(store / "mlflow.db") == {"FAILED"}
+        assert not [path for path in (store / "artifacts").rglob("*") if path.is_file()]
+    finally:
+        subprocess.run(["umount", str(store / "artifacts")], check=True)

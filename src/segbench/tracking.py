@@ -403,12 +403,23 @@ def _keep_first(client, experiment_id: str, fingerprint: str) -> str | None:
     return finished[0].info.run_id if finished else None
 
 
+def _remove_local_artifacts(uri: str) -> None:
+    """Remove a failed run's artifacts when they are local files (``file:``): a table half-copied into a full disk
+    stays in no run (one on a server is the server's)."""
+    import shutil
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
+    if uri.startswith("file:"):
+        shutil.rmtree(url2pathname(urlparse(uri).path), ignore_errors=True)
+
+
 def _log_once(client, experiment_id: str, fingerprint: str, run_name: str, tags: dict[str, str], source: str, fill: Callable[[str], None]) -> str:
     """The FINISHED run with ``fingerprint``, or a new one that ``fill`` logs into; returns the run id.
 
     Runs with that fingerprint in any other state were interrupted: they are marked FAILED. A new run is
-    FINISHED only after ``fill`` returned, FAILED if it raised. Workers that logged the same fingerprint at
-    once end with one FINISHED run (:func:`_keep_first`).
+    FINISHED only after ``fill`` returned, FAILED (its local artifacts removed) if it raised. Workers that logged the
+    same fingerprint at once end with one FINISHED run (:func:`_keep_first`).
     """
     existing = _keep_first(client, experiment_id, fingerprint)
     if existing is not None:
@@ -424,6 +435,7 @@ def _log_once(client, experiment_id: str, fingerprint: str, run_name: str, tags:
         fill(run_id)
     except BaseException:
         client.set_terminated(run_id, status="FAILED")
+        _remove_local_artifacts(client.get_run(run_id).info.artifact_uri)
         raise
     kept = None
     while kept is None:  # a worker starting meanwhile took our running run for an interrupted one and marked it FAILED
