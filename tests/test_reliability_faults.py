@@ -1,7 +1,8 @@
 """Faults injected into copies of a reproduced project (docs/guide.md#reliability): a changed score bundle, MLflow
-artifact or results file; a kill at the moment of each write; a damaged tracking store; a run left RUNNING; a copied
-and a moved project; a full TMPDIR. Each ends in the committed outputs byte for byte, or in one line naming the file
-and the fix; never in a changed number on a board. Real dvc, real SIGKILLs (tests/gate), a real tmpfs."""
+artifact or results file; a kill at the moment of each write; a damaged or missing tracking store behind DVC's run
+cache; a run left RUNNING; a copied and a moved project; a full TMPDIR, project disk or artifacts folder. Each ends in
+the committed outputs byte for byte, or in one line naming the file and the fix; never in a changed number on a
+board. Real dvc, real SIGKILLs (tests/gate), a real tmpfs."""
 
 from __future__ import annotations
 
