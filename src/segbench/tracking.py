@@ -403,6 +403,18 @@ def _keep_first(client, experiment_id: str, fingerprint: str) -> str | None:
     return finished[0].info.run_id if finished else None
 
 
+def _log_artifacts(client, run_id: str, folder: Path) -> None:
+    """Log the files of ``folder`` into run ``run_id``; a full disk is an OSError naming the file being written and the
+    bytes the folder's files need (the error of MLflow's copy names neither the bytes nor, first, the file written)."""
+    try:
+        client.log_artifacts(run_id, str(folder))
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        needed = sum(path.stat().st_size for path in folder.iterdir())
+        raise OSError(errno.ENOSPC, f"{needed} bytes needed", error.filename2 or error.filename) from error
+
+
 def _remove_local_artifacts(uri: str) -> None:
     """Remove a failed run's artifacts when they are local files (``file:``): a table half-copied into a full disk
     stays in no run (one on a server is the server's)."""
@@ -518,7 +530,7 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
             for name, content in bundle.tables.items():
                 (Path(tmp) / name).write_bytes(content)
             (Path(tmp) / "run.json").write_text(json.dumps(record, sort_keys=True, indent=1), encoding="utf-8")
-            client.log_artifacts(run_id, tmp)
+            _log_artifacts(client, run_id, Path(tmp))
 
     return _log_once(client, experiment_id, bundle.fingerprint, record["tags"]["segbench.model"], record["tags"], "segbench track", fill)
 
@@ -588,7 +600,7 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
         with tempfile.TemporaryDirectory() as tmp:
             for name, content in files.items():
                 (Path(tmp) / name).write_bytes(content)
-            client.log_artifacts(run_id, tmp)
+            _log_artifacts(client, run_id, Path(tmp))
 
     return _log_once(client, experiment_id, board.fingerprint, LEADERBOARD_KIND, tags, "segbench compare", fill)
 
