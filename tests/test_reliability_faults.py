@@ -302,7 +302,7 @@ def test_a_full_tmpdir_is_one_line_naming_the_folder(project: Path, tmp_path: Pa
         line = _segbench_error(_fails(["segbench", "compare", "--dataset", "kits23"], project, env={**command_env(), "TMPDIR": str(full)}), "compare")
     finally:
         subprocess.run(["umount", str(full)], check=True)
-    assert f"no space left on the device of {full}" in line and "bytes free there" in line, line
+    assert f"no space left on the device of {full} (" in line and "bytes needed to download" in line and "bytes free there" in line, line
     run_command(["dvc", "repro"], project)
     assert _outputs(project) == before
     _clean(project)
