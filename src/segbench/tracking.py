@@ -615,7 +615,10 @@ def _download(client, run, name: str, folder: str, size: int) -> bytes:
         return Path(client.download_artifacts(run.info.run_id, name, folder)).read_bytes()
     except Exception as error:
         cause = error.__cause__ or error.__context__ or error
-        if (isinstance(cause, OSError) and cause.errno == errno.ENOSPC) or shutil.disk_usage(folder).free < size:  # said as one (segbench.cli)
+        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+            raise cause from None  # a full disk is said as one (segbench.cli)
+        free = shutil.disk_usage(folder).free
+        if free < size:
             raise OSError(errno.ENOSPC, f"{size} bytes needed to download {run.info.artifact_uri}/{name}", str(Path(folder) / name)) from None
         raise TrackingError(f"MLflow run {run.info.run_id}: cannot read its artifact {run.info.artifact_uri}/{name} "
                             f"({str(cause).splitlines()[0][:200] if str(cause) else type(cause).__name__})") from error
