@@ -1,11 +1,15 @@
 """Faults injected into copies of a reproduced project (docs/guide.md#reliability): a changed score bundle, MLflow
-artifact or results file; a kill at the moment of each write; a damaged tracking store; a run left RUNNING; a copied
-and a moved project; a full TMPDIR. Each ends in the committed outputs byte for byte, or in one line naming the file
-and the fix; never in a changed number on a board. Real dvc, real SIGKILLs (tests/gate), a real tmpfs."""
+artifact or results file; a kill at the moment of each write; a damaged or missing tracking store behind DVC's run
+cache; a run left RUNNING; a copied and a moved project; a full TMPDIR, project disk or artifacts folder. Each ends in
+the committed outputs byte for byte, or in one line naming the file and the fix; never in a changed number on a
+board. Real dvc, real SIGKILLs (tests/gate), a real tmpfs."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import re
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -14,8 +18,9 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from projects import SMALL, SMALL_MODELS, Projects
+from projects import SMALL, SMALL_MODELS, Projects, copy_project
 from segbench import rows, tracking
+from segbench.stages import bundles
 from tests_support import command_env, commit_all, gate_env, kill_at_gate, run_command
 
 pytestmark = pytest.mark.slow
@@ -88,6 +93,17 @@ def test_the_range_of_each_metric_is_checked_naming_file_line_and_value(touchsto
         assert str(caught.value) == f"t.csv: line 5 ({who}), column {column!r}: {value!r} is not {expected}; refused, no board is computed from it: the fix"
     flags = table.assign(reference_present=["yes", *table["reference_present"][1:]])
     assert "column 'reference_present': 'yes' is not True or False" in rows.row_problems(flags)[0]
+
+
+def test_scored_rows_out_of_range_are_never_written(touchstone_rows, tmp_path: Path) -> None:
+    """The score bundle's writer (the score and import stages) refuses rows with a value out of its metric's range,
+    naming the file, line and value, and writes no file of the bundle."""
+    table = touchstone_rows.head(5).reset_index(drop=True).copy()
+    table.loc[2, "dice"] = 1.5
+    out = tmp_path / "bundle"
+    with pytest.raises(rows.RowsError, match=r"bundle/per_case\.csv: line 4 \(.*\), column 'dice': 1\.5 is not a number in \[0, 1\]; refused"):
+        bundles.write_bundle(out, table, {})
+    assert not out.exists() or not list(out.iterdir())
 
 
 def test_a_changed_score_bundle_is_refused_and_its_stage_writes_it_again(project: Path) -> None:
@@ -207,6 +223,27 @@ def test_a_damaged_tracking_store_is_named_in_one_line_and_rebuilt_from_the_bund
     assert set(SMALL_MODELS) | {"leaderboard"} <= names
 
 
+def test_compare_reruns_rather_than_restoring_from_dvc_s_run_cache(project: Path) -> None:
+    """A plain `dvc repro` that must make results/kits23.json again runs compare, which opens the store, instead of
+    restoring it from DVC's run cache (its outputs `persist`): a damaged store is named in one line; a missing one is
+    logged again from the score bundles, the outputs the committed ones."""
+    before = _outputs(project)
+    store = project / "mlruns"
+    db = store / "mlflow.db"
+    with open(db, "r+b") as stream:
+        stream.truncate(db.stat().st_size // 2)
+    (project / "results" / "kits23.json").unlink()
+    line = _segbench_error(_fails(["dvc", "repro"], project), "compare")
+    assert line.startswith(f"segbench compare: error: {db}: the MLflow tracking store cannot be read"), line
+    shutil.rmtree(store)
+    run_command(["dvc", "repro"], project)
+    assert _outputs(project) == before
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        names = {name for (name,) in connection.execute("SELECT name FROM runs WHERE status = 'FINISHED'")}
+    assert set(SMALL_MODELS) | {"leaderboard"} <= names
+    _clean(project)
+
+
 def test_a_run_left_running_by_a_killed_track_is_marked_failed_by_the_next_stage(project: Path, tmp_path: Path) -> None:
     """`segbench track` killed while its run is RUNNING (copying the table into the run): the next stage that opens
     the store marks that run FAILED, naming it in a warning."""
@@ -248,19 +285,88 @@ def test_a_copied_or_moved_project_writes_and_reads_only_its_own_store(projects:
     assert places and all(urlparse(uri).path.startswith(str(moved / "mlruns" / "artifacts")) for uri in places), places
 
 
+def _tmpfs(folder: Path, size: str) -> None:
+    """A tmpfs of ``size`` mounted at ``folder`` (made here), or the test skipped saying why."""
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, check=False).returncode:
+        pytest.skip("mounting a tmpfs needs root (mount -t tmpfs)")
+
+
 def test_a_full_tmpdir_is_one_line_naming_the_folder(project: Path, tmp_path: Path) -> None:
     """TMPDIR on a 4 kB tmpfs (compare downloads each run's table there): one line naming the folder and the bytes
     free, no traceback; the leaderboard's outputs are the committed ones after a rerun with room."""
     before = _outputs(project)
     full = tmp_path / "full"
-    full.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(full)], capture_output=True, check=False).returncode:
-        pytest.skip("mounting a tmpfs needs root (mount -t tmpfs)")
+    _tmpfs(full, "4k")
     try:
         line = _segbench_error(_fails(["segbench", "compare", "--dataset", "kits23"], project, env={**command_env(), "TMPDIR": str(full)}), "compare")
     finally:
         subprocess.run(["umount", str(full)], check=True)
-    assert f"no space left on the device of {full}" in line and "bytes free there" in line, line
+    assert f"no space left on the device of {full} (" in line and "bytes needed to download" in line and "bytes free there" in line, line
     run_command(["dvc", "repro"], project)
     assert _outputs(project) == before
     _clean(project)
+
+
+def _fill(disk: Path, leave: int) -> Path:
+    """A file taking all but ``leave`` bytes of the filesystem ``disk``."""
+    filler = disk / "filler"
+    with open(filler, "wb") as stream:
+        os.posix_fallocate(stream.fileno(), 0, shutil.disk_usage(disk).free - leave)
+    return filler
+
+
+def _statuses(db: Path) -> set[str]:
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        return {status for (status,) in connection.execute("SELECT status FROM runs")}
+
+
+def test_a_full_project_disk_is_one_line_naming_it_and_loses_nothing(projects: Projects, tmp_path: Path) -> None:
+    """The project on a tmpfs with 200 kB left: compare writing results/kits23.json, and track creating a store,
+    each fail in one line naming the filesystem's folder, the file and (for results) the bytes needed; the committed
+    results stay, no run stays RUNNING, no temporary stays; with room again a plain `dvc repro` gives the committed
+    outputs and a clean project."""
+    disk = tmp_path / "disk"
+    _tmpfs(disk, "512m")
+    try:
+        project = copy_project(projects.reproduced(SMALL), disk / "proj")
+        commit_all(project, "reproduced")
+        before = _outputs(project)
+        filler = _fill(disk, 200_000)
+        line = _segbench_error(_fails(["dvc", "repro", "-f", "-s", "compare@kits23"], project), "compare")
+        assert line.startswith(f"segbench compare: error: no space left on the device of {disk} (") and "bytes needed" in line, line
+        assert "writing results/kits23.json" in line, line
+        assert (project / "results" / "kits23.json").read_bytes() == before["results/kits23.json"]
+        assert not list((project / ".dvc" / "tmp" / "segbench-partial").iterdir())
+        assert "RUNNING" not in _statuses(project / "mlruns" / "mlflow.db")
+        filler.unlink()
+        shutil.rmtree(project / "mlruns")
+        filler = _fill(disk, 200_000)
+        line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], project), "track")
+        store = project / "mlruns" / "mlflow.db"
+        assert line.startswith(f"segbench track: error: no space left on the device of {disk} (") and f"writing {store}" in line, line
+        filler.unlink()
+        run_command(["dvc", "repro"], project)
+        assert _outputs(project) == before
+        assert _statuses(store) == {"FINISHED"}
+        _clean(project)
+    finally:
+        subprocess.run(["umount", "--lazy", str(disk)], check=True)
+
+
+def test_a_full_artifacts_folder_is_one_line_and_keeps_no_half_copied_table(project: Path, tmp_path: Path) -> None:
+    """The store's artifacts folder on an 8 kB tmpfs: track fails in one line naming that folder, the file it copies
+    into it (not the one it copies from) and the bytes that needs; its run is marked FAILED and no half-copied table
+    stays."""
+    store = tmp_path / "store"
+    store.mkdir()
+    _tmpfs(store / "artifacts", "8k")
+    try:
+        env = {**command_env(), "SEGBENCH_TRACKING_URI": f"sqlite:///{store / 'mlflow.db'}"}
+        line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], project, env), "track")
+        assert re.match(rf"segbench track: error: no space left on the device of {re.escape(str(store / 'artifacts'))} \(\d+ bytes needed, "
+                        rf"\d+ bytes free there, writing {re.escape(str(store / 'artifacts'))}/", line), line
+        assert _statuses(store / "mlflow.db") == {"FAILED"}
+        assert not [path for path in (store / "artifacts").rglob("*") if path.is_file()]
+    finally:
+        subprocess.run(["umount", str(store / "artifacts")], check=True)

@@ -677,11 +677,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def full_disk(exc: BaseException | None) -> OSError | None:
     """The "no space left on device" error behind ``exc`` (itself, or what it was raised from: MLflow and pandas wrap
-    it in messages that do not say so), else None."""
+    it in messages that do not say so), SQLite's "database or disk is full" as one naming the tracking store's file
+    (SQLAlchemy's traceback names no file), else None."""
+    import sqlite3
+
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             return exc
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            from segbench import tracking
+
+            store = tracking.sqlite_path(tracking.tracking_uri())
+            return OSError(errno.ENOSPC, "the MLflow tracking store cannot grow", str(store) if store else None)
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
@@ -693,7 +701,7 @@ def full_disk_line(error: OSError) -> str:
     import shutil
     import tempfile
 
-    named = error.filename or error.filename2
+    named = error.filename2 or error.filename  # a copy's error names its source first, then the file it writes
     folder = Path(named).parent if named else Path(tempfile.gettempdir())
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

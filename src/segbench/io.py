@@ -8,6 +8,7 @@ folder, so a killed writer's leftover is in no stage output and no git status (t
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -130,13 +131,13 @@ def _temporary_home(target: Path) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_path(target: Path, suffix: str = ".tmp") -> Iterator[Path]:
+def atomic_path(target: Path, suffix: str = ".tmp", size: int | None = None) -> Iterator[Path]:
     """Yield a temporary path; rename it onto ``target`` only on success.
 
     In a DVC project the temporary lives in its scratch folder (``SCRATCH``), seen by no stage output and no git
     status, else beside ``target``; its name is hidden, says it is partial, carries the writer's process id and ends
     with ``suffix``. A process killed while writing leaves it behind, never a truncated ``target``; the next write of
-    ``target`` removes it.
+    ``target`` removes it. A full disk is an OSError naming ``target`` and the ``size`` in bytes to write, if given.
     """
     target = Path(target)
     fd, tmp_name = tempfile.mkstemp(prefix=_partial_prefix(target), suffix=suffix, dir=_temporary_home(target))
@@ -146,6 +147,10 @@ def atomic_path(target: Path, suffix: str = ".tmp") -> Iterator[Path]:
         yield tmp
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, target)
+    except OSError as error:  # a bare write's "No space left on device" names neither the file nor the bytes
+        if error.errno != errno.ENOSPC:
+            raise
+        raise OSError(errno.ENOSPC, f"{size} bytes needed" if size is not None else error.strerror, str(target)) from error
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -169,13 +174,14 @@ def atomic_dir(target: Path) -> Iterator[Path]:
 
 def write_text_atomic(target: Path, text: str) -> None:
     """Write ``text`` to ``target`` atomically (UTF-8)."""
-    with atomic_path(target) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    data = text.encode("utf-8")
+    with atomic_path(target, size=len(data)) as tmp:
+        tmp.write_bytes(data)
 
 
 def copy_file_atomic(source: Path, target: Path) -> None:
     """Copy ``source`` to ``target`` atomically: a killed copy never leaves a truncated file behind."""
-    with atomic_path(target) as tmp:
+    with atomic_path(target, size=Path(source).stat().st_size) as tmp:
         shutil.copyfile(source, tmp)
 
 

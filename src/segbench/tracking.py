@@ -222,7 +222,8 @@ def tracking_uri(root: Path | None = None) -> str:
     return f"sqlite:///{store / 'mlflow.db'}"
 
 
-def _sqlite_path(uri: str) -> Path | None:
+def sqlite_path(uri: str) -> Path | None:
+    """The SQLite file of an embedded store's ``uri``, else None (a tracking server)."""
     return Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
 
 
@@ -230,7 +231,7 @@ def _store_lock(uri: str) -> contextlib.AbstractContextManager:
     """A file lock beside an embedded store: two workers creating it at once must not race."""
     from filelock import FileLock
 
-    db = _sqlite_path(uri)
+    db = sqlite_path(uri)
     return FileLock(f"{db}.lock") if db else contextlib.nullcontext()
 
 
@@ -323,7 +324,7 @@ def _client(uri: str):
     that cannot be read is an error naming its file and the fix."""
     from mlflow.tracking import MlflowClient
 
-    db = _sqlite_path(uri)
+    db = sqlite_path(uri)
     with _store_lock(uri):
         if db is not None and uri not in _OPENED:
             _check_store(db)
@@ -357,7 +358,7 @@ def _experiment_id(client, uri: str, dataset: str) -> str:
             if found.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
                 client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             return found.experiment_id
-        db = _sqlite_path(uri)
+        db = sqlite_path(uri)
         artifacts = (db.parent / "artifacts").as_uri() if db else None
         try:
             return client.create_experiment(experiment_name(dataset), artifact_location=artifacts, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
@@ -402,12 +403,35 @@ def _keep_first(client, experiment_id: str, fingerprint: str) -> str | None:
     return finished[0].info.run_id if finished else None
 
 
+def _log_artifacts(client, run_id: str, folder: Path) -> None:
+    """Log the files of ``folder`` into run ``run_id``; a full disk is an OSError naming the file being written and the
+    bytes the folder's files need (the error of MLflow's copy names neither the bytes nor, first, the file written)."""
+    try:
+        client.log_artifacts(run_id, str(folder))
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        needed = sum(path.stat().st_size for path in folder.iterdir())
+        raise OSError(errno.ENOSPC, f"{needed} bytes needed", error.filename2 or error.filename) from error
+
+
+def _remove_local_artifacts(uri: str) -> None:
+    """Remove a failed run's artifacts when they are local files (``file:``): a table half-copied into a full disk
+    stays in no run (one on a server is the server's)."""
+    import shutil
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
+    if uri.startswith("file:"):
+        shutil.rmtree(url2pathname(urlparse(uri).path), ignore_errors=True)
+
+
 def _log_once(client, experiment_id: str, fingerprint: str, run_name: str, tags: dict[str, str], source: str, fill: Callable[[str], None]) -> str:
     """The FINISHED run with ``fingerprint``, or a new one that ``fill`` logs into; returns the run id.
 
     Runs with that fingerprint in any other state were interrupted: they are marked FAILED. A new run is
-    FINISHED only after ``fill`` returned, FAILED if it raised. Workers that logged the same fingerprint at
-    once end with one FINISHED run (:func:`_keep_first`).
+    FINISHED only after ``fill`` returned, FAILED (its local artifacts removed) if it raised. Workers that logged the
+    same fingerprint at once end with one FINISHED run (:func:`_keep_first`).
     """
     existing = _keep_first(client, experiment_id, fingerprint)
     if existing is not None:
@@ -423,6 +447,7 @@ def _log_once(client, experiment_id: str, fingerprint: str, run_name: str, tags:
         fill(run_id)
     except BaseException:
         client.set_terminated(run_id, status="FAILED")
+        _remove_local_artifacts(client.get_run(run_id).info.artifact_uri)
         raise
     kept = None
     while kept is None:  # a worker starting meanwhile took our running run for an interrupted one and marked it FAILED
@@ -505,7 +530,7 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
             for name, content in bundle.tables.items():
                 (Path(tmp) / name).write_bytes(content)
             (Path(tmp) / "run.json").write_text(json.dumps(record, sort_keys=True, indent=1), encoding="utf-8")
-            client.log_artifacts(run_id, tmp)
+            _log_artifacts(client, run_id, Path(tmp))
 
     return _log_once(client, experiment_id, bundle.fingerprint, record["tags"]["segbench.model"], record["tags"], "segbench track", fill)
 
@@ -575,7 +600,7 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
         with tempfile.TemporaryDirectory() as tmp:
             for name, content in files.items():
                 (Path(tmp) / name).write_bytes(content)
-            client.log_artifacts(run_id, tmp)
+            _log_artifacts(client, run_id, Path(tmp))
 
     return _log_once(client, experiment_id, board.fingerprint, LEADERBOARD_KIND, tags, "segbench compare", fill)
 
