@@ -62,3 +62,28 @@ def test_cases_are_the_bundles_files(tmp_path: Path) -> None:
         assert np.array_equal(np.asarray(mask.dataobj), (np.asarray(labels.dataobj) == 5).astype(np.uint8)), mask_file
         assert np.allclose(mask.affine, labels.affine) and len(mask.header.extensions) == 0
     assert not (cases / "shipped" / "totalsegmentator_fast" / "ct_dicom.nii.gz").exists()  # no --fast output on the series
+
+
+def test_the_record_stage_puts_the_measurements_on_the_model_s_mlflow_run(tracking_store: str, tmp_path: Path) -> None:
+    """The real model's MLflow run records its package, weights digests, device and wall time: the record stage puts the
+    predict stage's measurements (runs/<model>.json) on the run the track stage logged (found by the track marker's
+    fingerprint) as run.* tags, never as segbench.* tags, which compare copies into the results."""
+    from mlflow.tracking import MlflowClient
+
+    from segbench import tracking
+    from segbench.io import write_json_atomic
+    from segbench.stages.paths import tracking_marker
+    from segbench.stages.realmodel_predict import runs_file
+    from segbench.stages.realmodel_record import run_record
+    from tests_support import score_bundle
+
+    bundle = score_bundle()
+    logged = tracking.log_bundle(bundle)
+    write_json_atomic(tracking_marker("toy", "sim_a", tmp_path), {"dataset": "toy", "model": "sim_a", "fingerprint": bundle.fingerprint})
+    measured = {"package": "pyliverlesionseg==0.3, torch==2.13.0 CPU", "weights_sha256": "59" * 32, "weights_md5": "a2" * 16,
+                "device": "cpu", "wall_time_s": 21.2, "peak_memory_gb": 3.47}
+    write_json_atomic(runs_file("sim_a", tmp_path), {"dataset": "toy", "model": "sim_a", **measured})
+    assert run_record("toy", "sim_a", tmp_path) == logged
+    tags = MlflowClient(tracking_store).get_run(logged).data.tags
+    assert {key: tags.get(f"run.{key}") for key in measured} == {key: str(value) for key, value in measured.items()}
+    assert "run.dataset" not in tags and not any(key.startswith("segbench.") and "wall" in key for key in tags)
