@@ -76,7 +76,7 @@ def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_rep
     assert "2 models, all SIMULATED" in printed and re.search(r"mean \[95[\d.–]*% CI\]", printed)
     results = json.loads((out / "results" / "kits23.json").read_text(encoding="utf-8"))
     first = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]["verdict"]["first"]
-    assert any(re.match(rf"tumor dice\s+{first}\s", line) for line in printed.splitlines()), printed  # its line: the cell, then #1
+    assert any(re.match(rf"\s*tumor dice\s+{first}\s", line) for line in printed.splitlines()), printed  # its line: the cell, then #1
     assert results["analysis"]["structures"]["tumor"]["n_cases"] == len(CASES)
     assert results["models"]["sim_erode_1mm"]["simulated"] and results["dataset"]["regions"]["tumor"]["nsd_tolerance_mm"] == 1.1498
     assert (out / "site" / "index.html").is_file() and (out / "site" / "kits23--tumor.html").is_file()

@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("readers and views", ("segbench.published", "segbench.report")),
     ("inputs", ("segbench.datasets", "segbench.models", "segbench.interactive")),
     ("configuration", ("segbench.config", "segbench.stats_settings", "segbench.validation")),
-    ("assembly", ("segbench.leaderboard", "segbench.calibration", "segbench.export", "segbench.crossdataset")),
+    ("assembly", ("segbench.leaderboard", "segbench.calibration", "segbench.export", "segbench.crossdataset", "segbench.pruning")),
     ("wiring", ("segbench.stages", "segbench.evaluation")),
     ("face", ("segbench.cli",)),
 )

@@ -321,13 +321,18 @@ def _overview_cells(lines: list[str]) -> set[tuple[str, str, str, str]]:
 
 
 def test_the_default_run_fits_one_screen_with_every_cell_s_first_and_verdict() -> None:
-    """The default run (results/*.json as `dvc checkout` leaves them): at COLUMNS=80 at most 60 lines, none wider than
-    80, every cell (each lesion-wise one too) on a line with its #1 and its verdict's words as the results hold them."""
+    """The default run (results/*.json as `dvc repro` or `dvc checkout` leaves them): at COLUMNS=80 at most 60 lines, none
+    wider than 80, every cell (each lesion-wise one too) on a line with its #1 and its verdict's words as the results
+    hold them. A clean clone has no results before its `dvc repro`: the suite skips it there, and .ci/run runs it after
+    the repro with SEGBENCH_DEFAULT_RUN=required, where their absence fails it."""
     from segbench.report.terminal import lesion_view
 
     files = sorted((Path(__file__).resolve().parents[1] / "results").glob("*.json"))
     if not files:
-        pytest.fail("results/ has no results JSON: run `dvc checkout` first (this test reads the default run's results)")
+        why = "results/ has no results JSON: run `dvc repro` (or `dvc checkout`) first; this test reads the default run's results"
+        if os.environ.get("SEGBENCH_DEFAULT_RUN") == "required":
+            pytest.fail(why)
+        pytest.skip(why)
     done = _show("--results", str(files[0].parent), columns="80", compact=True)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

@@ -401,7 +401,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
                                  profile=args.profile, sensitivity_profiles=args.sensitivity_profiles or (), missing=args.missing,
                                  simulated=args.simulated or (), dicom_labels=dicom_labels or None, workers=args.workers,
                                  name=args.name, pred_configs=args.pred_config or (), label_map=label_map)
-    print(printable(result.summary(width=args.width or 140)), end="")
+    print(printable(result.summary(width=args.width or 140, cells=True)), end="")  # a user's few cells: each with #1's mean [CI]
     for path in evaluation.write(result, Path(args.out), report=args.report):
         print(path)
 
