@@ -66,7 +66,7 @@ IMAGE_DIGEST = re.compile(r"[0-9a-f]{64}")
 #: the members (headers included) an image archive may hold (docker save writes a few per layer, at most 127 layers)
 MAX_ARCHIVE_MEMBERS = 10_000
 #: the largest GNU long name or pax header of a member (Go's archive/tar, which the runtimes read with, takes at most 1 MiB)
-MAX_SPECIAL_BYTES = 1 << 20
+MAX_EXTENDED_HEADER_BYTES = 1 << 20
 #: a tar block
 BLOCK = 512
 #: bytes inflated per read
@@ -152,7 +152,7 @@ def read_archive(archive: Path) -> Iterator[tuple[Path, str]]:
     The archive is a team's, so nothing in it is taken on trust. Compressed (gzip, xz, bzip2), it is inflated here into a
     temporary file with the size cap (:func:`_uncompressed`), never by the runtime; zstd, which segbench cannot inflate
     with a bound, is refused. The plain tar's member headers are read one by one (:func:`_scan_tar`): GNU long names and pax
-    headers at most ``MAX_SPECIAL_BYTES``, at most ``MAX_ARCHIVE_MEMBERS`` members, a manifest.json of at most
+    headers at most ``MAX_EXTENDED_HEADER_BYTES``, at most ``MAX_ARCHIVE_MEMBERS`` members, a manifest.json of at most
     ``MAX_MANIFEST_BYTES`` (the claim in its header checked before a byte is read), each compressed layer inflated here and
     counted, the members' inflated sizes summed under the cap. The image id must be a digest: it goes to the runtime's
     commands as an argument, where a config named ``--all.json`` would make a removal ``rmi --force --all``.
@@ -250,9 +250,9 @@ def _scan_tar(stream: BinaryIO, archive: Path, limit: int, bound: str) -> bytes:
         if members > MAX_ARCHIVE_MEMBERS:
             raise ContainerError(f"{archive}: more than {MAX_ARCHIVE_MEMBERS:,} members (headers included); refusing the archive")
         if kind in (b"L", b"K", b"x", b"g"):  # a GNU long name or link, a pax header: data the next member's header uses
-            if size > MAX_SPECIAL_BYTES:
+            if size > MAX_EXTENDED_HEADER_BYTES:
                 raise ContainerError(f"{archive}: member {members}'s {'GNU long name' if kind in b'LK' else 'pax'} header claims {size:,} bytes, "
-                                     f"more than {MAX_SPECIAL_BYTES:,}; refusing the archive")
+                                     f"more than {MAX_EXTENDED_HEADER_BYTES:,}; refusing the archive")
             data = stream.read(-(-size // BLOCK) * BLOCK)[:size]
             if kind == b"L":
                 name = data.split(b"\0", 1)[0].decode("utf-8", "replace")
