@@ -17,8 +17,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from segbench import tracking
 from segbench.io import recorded, recorded_files
 
@@ -46,9 +44,7 @@ def _names_results(run, dataset: str, results: Path) -> bool:
     """Whether the leaderboard ``run`` was logged from ``results`` as it is now (its fingerprint, recomputed)."""
     tags = run.data.tags
     model_runs = {key.removeprefix(RUN_TAG): value for key, value in tags.items() if key.startswith(RUN_TAG)}
-    board = tracking.Leaderboard(dataset=dataset, results_name=results.name, results=results.read_bytes(), model_runs=model_runs,
-                                 metrics={}, tags={}, params={}, table=pd.DataFrame(), view=[], pages=dict)
-    return tags.get(tracking.FINGERPRINT_TAG) == board.fingerprint
+    return tags.get(tracking.FINGERPRINT_TAG) == tracking.leaderboard_fingerprint(dataset, results.name, results.read_bytes(), model_runs)
 
 
 def stale_runs(results_dir: Path, uri: str | None = None) -> list[StaleRun]:
@@ -56,7 +52,7 @@ def stale_runs(results_dir: Path, uri: str | None = None) -> list[StaleRun]:
     output names (module docstring); the project is ``results_dir``'s parent."""
     root = results_dir.resolve().parent
     uri = uri or tracking.tracking_uri(root)
-    client = tracking._client(uri)
+    client = tracking.store_client(uri)
     stale = []
     for results in (path for path in recorded_files(results_dir) if path.suffix == ".json" and path.is_file()):
         dataset = results.stem
@@ -79,7 +75,7 @@ def prune_runs(results_dir: Path, dry_run: bool = False, purge: bool = False, ur
     stale = stale_runs(results_dir, uri)
     if dry_run or not stale:
         return stale
-    client = tracking._client(uri)
+    client = tracking.store_client(uri)
     for run in stale:
         client.delete_run(run.run_id)
     if purge:

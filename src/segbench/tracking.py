@@ -162,9 +162,14 @@ class Leaderboard:
     @property
     def fingerprint(self) -> str:
         """Content hash of the results and the runs they came from (everything else is made from them)."""
-        digest = hashlib.sha256(json.dumps([self.dataset, self.results_name, self.model_runs], sort_keys=True).encode())
-        digest.update(self.results)
-        return digest.hexdigest()
+        return leaderboard_fingerprint(self.dataset, self.results_name, self.results, self.model_runs)
+
+
+def leaderboard_fingerprint(dataset: str, results_name: str, results: bytes, model_runs: dict[str, str]) -> str:
+    """The fingerprint a leaderboard run carries: a content hash of its results file and the model runs it came from."""
+    digest = hashlib.sha256(json.dumps([dataset, results_name, model_runs], sort_keys=True).encode())
+    digest.update(results)
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -318,7 +323,7 @@ def _mark_interrupted(client) -> None:
                             run.info.run_id, run.info.run_name, writer)
 
 
-def _client(uri: str):
+def store_client(uri: str):
     """An MLflow client on ``uri`` whose store exists (schema created and migrated under the lock). An embedded store
     is checked, relocated into its project and swept of interrupted runs the first time this process opens it; one
     that cannot be read is an error naming its file and the fix."""
@@ -514,7 +519,7 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
     were interrupted: they are marked FAILED, and a complete run is logged.
     """
     uri = uri or tracking_uri()
-    client = _client(uri)
+    client = store_client(uri)
     record = bundle.record
     experiment_id = _experiment_id(client, uri, record["tags"]["segbench.dataset"])
 
@@ -580,7 +585,7 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
     from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
     uri = uri or tracking_uri()
-    client = _client(uri)
+    client = store_client(uri)
     experiment_id = _experiment_id(client, uri, board.dataset)
     view, description = _runs_view(experiment_id, board.view)
     client.set_experiment_tag(experiment_id, VIEW_TAG, view)
@@ -632,7 +637,7 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
     are never read as model runs.
     """
     uri = uri or tracking_uri()
-    client = _client(uri)
+    client = store_client(uri)
     experiment = client.get_experiment_by_name(experiment_name(dataset))
     if experiment is None:
         raise TrackingError(f"tracking store {uri} has no experiment {experiment_name(dataset)!r}; run `dvc repro` (track stage)")
