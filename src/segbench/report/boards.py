@@ -1,4 +1,5 @@
-""""How often is a published #1 real?": the summary of every board as the index page's first section and as ``segbench show --summary``; the real boards first, the simulated ones apart and labelled SIMULATED.
+""""How often is a published #1 real?": the summary of every board as the index page's first section and as
+``segbench show --summary``; the real boards first, the simulated ones apart and labelled SIMULATED.
 Every number is counted from the results' verdicts and leave-one-out blocks, each share printed with its n
 (docs/methodology.md#521-how-often-is-a-published-1-real): per board (one results document), over its cells (structure x
 metric with a verdict on #1 against #2), the share of cells whose #1 is separable from #2, the median size of the
