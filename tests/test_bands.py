@@ -11,7 +11,7 @@ from segbench.bands import LEVELS, level_order
 from segbench.config import dataset_from_conf
 from segbench.datasets.cases import load_metadata
 from segbench.published import read_segauge_results
-from segbench.stats.analysis import _group_labels
+from segbench.stats.inputs import group_labels
 
 
 def test_a_patient_has_one_age_band_on_every_board() -> None:
@@ -32,6 +32,6 @@ def test_groups_are_shown_in_their_order() -> None:
     assert level_order("gender", ["M", "F"]) == ["F", "M"] and level_order("phase", ["venous", "40"]) == ["40", "venous"]
     rng = np.random.default_rng(0)
     for values in (rng.normal(27, 4, 50).round(1), rng.normal(0, 1, 50).round(2), rng.normal(0, 1e6, 50)):
-        labels = _group_labels(pd.Series(values))  # the statistics' own labels of a numeric field's quartile bands
+        labels = group_labels(pd.Series(values))  # the statistics' own labels of a numeric field's quartile bands
         first = labels.groupby(labels).apply(lambda group: values[group.index].min())
         assert level_order("score", sorted(set(labels))) == list(first.sort_values().index)

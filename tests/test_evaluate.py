@@ -30,7 +30,7 @@ from segbench.models import intake, simulated
 from segbench.report.terminal import render
 from segbench.stages.paths import predictions_dir, scores_dir
 from segbench.stages.score import run_score
-from segbench.stats.results import read_results
+from segbench.stats.results_file import read_results
 from segbench.validation import compose_params
 from tests_support import command_env, in_directory
 

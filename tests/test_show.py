@@ -208,7 +208,7 @@ def test_each_verdict_line_states_the_audited_rates(results_dir: Path, tmp_path:
 def test_ci_head_follows_the_boards_confidence(results_dir: Path, tmp_path: Path) -> None:
     """'mean [95% CI]' is the level the CIs are computed at, not a constant: a board recomputed at 90% (nominal levels) heads
     both views 'mean [90% CI]'."""
-    from segbench.stats.analysis import recompute
+    from segbench.stats.reanalysis import recompute
 
     shown = _show("--results", str(results_dir)).stdout  # the default board: cells at the audit's levels, 95% and above
     assert re.search(r"mean \[95(\.\d+)?(–\d+(\.\d+)?)?% CI\]", shown), shown
@@ -235,7 +235,7 @@ def test_p_rank1_of_identical_models_says_it_is_shared(every_dir: Path, results_
     P(rank 1) is shared with the twin, so '1.00' beside 'not separable, Δ = 0.000' does not read as the twin's 0; and
     the table's notes say why its P(rank 1) values add up to more than 1 (models tied in some resamples only get no
     "shared with"), which a table without such ties does not say."""
-    from segbench.stats.analysis import recompute
+    from segbench.stats.reanalysis import recompute
 
     results = _results(every_dir, "kits23")
     cell = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]

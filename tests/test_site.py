@@ -18,7 +18,7 @@ import pytest
 from browser import Browser, find_chromium
 from segbench.io import write_json_atomic
 from segbench.report import build_site
-from segbench.stats.analysis import recompute
+from segbench.stats.reanalysis import recompute
 from segbench.stats.verdicts import CODE_WORDS, format_level
 from site_data import TOUCHSTONE_SOURCE, add_audited, calibration_audit, kits_like_results, segauge_results, touchstone_results
 

@@ -13,7 +13,7 @@ from conftest import KITS_META, PUBLISHED, ROOT
 from segbench.published import read_segauge_results
 from segbench.stats import StatsSettings, analyze
 from segbench.stats import results as types_
-from segbench.stats.results import type_problems
+from segbench.stats.results_file import type_problems
 
 RESULTS = sorted([*(ROOT / "results").glob("*.json"), *(ROOT / "interactive" / "results").glob("*.json")])
 

@@ -292,7 +292,7 @@ def _cmd_show(args: argparse.Namespace) -> None:
     """Print leaderboards and verdicts from results/<dataset>.json in the terminal, or as md, tsv or json."""
     from segbench.io import recorded_files
     from segbench.report.terminal import render
-    from segbench.stats.results import read_results
+    from segbench.stats.results_file import read_results
 
     folder = Path(args.results)
     available = sorted(p.stem for p in folder.glob("*.json"))
@@ -350,7 +350,7 @@ def _cmd_prune_runs(args: argparse.Namespace) -> None:
 
 def _cmd_export(args: argparse.Namespace) -> None:
     from segbench.export import export_results
-    from segbench.stats.results import read_results
+    from segbench.stats.results_file import read_results
 
     path = args.results or Path("results") / f"{args.dataset}.json"
     print(export_results(read_results(path), args.format, args.out, args.metric))
@@ -359,7 +359,7 @@ def _cmd_export(args: argparse.Namespace) -> None:
 def _cmd_reanalyze(args: argparse.Namespace) -> None:
     """Recompute every statistic from the per-case rows a results file stores; fail on any difference."""
     from segbench.stats import reanalyze, reanalyze_source
-    from segbench.stats.results import read_results
+    from segbench.stats.results_file import read_results
 
     for path in args.results:
         results = read_results(path, verify=False)  # what a file changed since its stage wrote it still holds

@@ -14,7 +14,7 @@ import yaml
 from segbench.crossdataset import cross_pair
 from segbench.io import write_json_atomic
 from segbench.report.boards import is_simulated
-from segbench.stats.results import read_results
+from segbench.stats.results_file import read_results
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Statistics engine (docs/methodology.md#5-statistics-protocol): estimates, ranking stability, pairwise tests, subgroups, power.
 
-The public API is ``StatsSettings``, ``analyze``, ``reanalyze`` and ``recompute``, ``beside_source`` (a
+The public API is ``StatsSettings``, ``analyze``, ``reanalyze`` and ``recompute``, ``read_results`` (a results file checked against its layout), ``beside_source`` (a
 source's published analysis beside segbench's), ``sensitivity`` (the analysis under other metric definitions
 and missing-value policies), ``lesion_analysis`` (lesion-wise scores by case and by lesion), ``identical_to_reference`` (per model, the cases
 it left identical to the reference), ``audited`` (the calibration audit's rates for a leaderboard cell), ``level_provider`` (the level of a board's CIs the
@@ -9,7 +9,7 @@ audit calibrated), and the DVC views
 see ``segbench.stats.results`` for the layout of the results dict.
 """
 
-from .analysis import CiLevels, analyze, reanalyze, recompute
+from .analysis import CiLevels, analyze
 from .audited import LESIONS as audited_lesions
 from .audited import MARGIN as AUDIT_MARGIN
 from .audited import AuditTables, BoardCell, audited, level_provider, population_data
@@ -19,6 +19,8 @@ from .coverage import COVERAGE_POLICIES, DEFAULT_COVERAGE, Coverage, coverage, c
 from .heads import PLOT_COLUMNS, leaderboard_heads, mean_ci_rows
 from .identical import identical_to_reference
 from .lesions import lesion_analysis
+from .reanalysis import reanalyze, recompute
+from .results_file import read_results
 from .sensitivity import sensitivity
 from .settings import StatsSettings
 from .source import beside_source, reanalyze_source
@@ -32,6 +34,6 @@ __all__ = [
     "coverage_text",
     "AUDIT_MARGIN", "PLOT_COLUMNS", "SIMULATED", "AuditTables", "BoardCell", "StatsSettings", "analyze", "audited", "audited_board",
     "audited_lesions", "beside_source", "identical_to_reference", "leaderboard_heads", "lesion_analysis", "level_provider", "mean_ci_rows",
-    "population_data", "reanalyze",
+    "population_data", "read_results", "reanalyze",
     "reanalyze_source", "recompute", "sensitivity",
 ]

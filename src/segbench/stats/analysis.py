@@ -1,4 +1,7 @@
-"""The statistics of one dataset (docs/methodology.md#5-statistics-protocol): ``analyze`` (rows -> results dict) and ``reanalyze`` (results -> diffs).
+"""The statistics of one dataset (docs/methodology.md#5-statistics-protocol): ``analyze`` (rows -> results dict).
+
+Its inputs are checked and split in ``inputs``; ``reanalysis`` re-derives a stored results document through
+:func:`analyze_structures`.
 
 The output of ``analyze`` is ``results.Analysis``: ``stats/results.py`` describes every level of it (and of the results
 document around it), with the conventions of case alignment, schemes, consensus, clustering, ranks and seeds. It is
@@ -12,7 +15,7 @@ import math
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple, TypedDict, cast
 
@@ -22,6 +25,7 @@ from threadpoolctl import threadpool_limits
 
 from .clusters import add_clustered, case_clusters, verdict_changes
 from .identical import identical_to_reference
+from .inputs import StructureMatrices, prepare, validate
 from .pairwise import (
     PairTest,
     common_case_groups,
@@ -33,7 +37,6 @@ from .pairwise import (
     wilcoxon_map,
 )
 from .power import cases_needed
-from .ranges import range_violations
 from .ranking import identical_groups, leave_one_out, rank_min, ranking_stability
 from .resampling import bootstrap_means, bounded_ends, intervals, jackknife_means, resample_counts, rng_for
 from .results import (
@@ -52,32 +55,14 @@ from .results import (
     Schemes,
     Significance,
     Structure,
-    Subgroups,
 )
 from .schemes import consensus, pair_ranks, schemes
 from .settings import StatsSettings
-from .subgroups import group_indices, group_tests
-from .verdicts import cell_verdict, incoherent_pairs, intervals_sentence
+from .subgroups import group_indices, subgroup_block
+from .verdicts import cell_verdict, intervals_sentence
 
 #: the level of a leaderboard's CIs of means, per (structure, metric, shared case count)
 CiLevels = Callable[[str, str, int], float]
-
-_REQUIRED = ("model", "case_id", "structure", "reference_present")
-_FLAGS = ("prediction_missing", "worst_case")
-
-
-@dataclass(frozen=True)
-class _Structure:
-    """Everything the statistics need about one structure: the shared-case matrices and their context."""
-
-    case_ids: list[str]
-    n_absent: int
-    n_unshared: int
-    models: list[str]  # the models with rows for this structure (a model may not segment it: n/a)
-    values: dict[str, np.ndarray]  # metric -> (K models, n cases)
-    flags: dict[str, dict[str, list[str]]]
-    case_meta: dict[str, list[str | None]]
-    unshared: dict[str, dict[str, dict[str, float]]]  # metric -> model -> {case id: value} outside the shared cases
 
 
 @dataclass(frozen=True)
@@ -109,73 +94,11 @@ def analyze(
     level of the models' CIs per (structure, metric, shared case count), e.g. the audit's calibrated level
     (``audited.level_provider``); None: ``settings.confidence`` everywhere.
     """
-    metrics, subgroup_fields, models, contaminated = _validate(rows, metrics, settings, subgroup_fields, contaminated)
-    structures = _prepare(rows, metrics, models, subgroup_fields)
+    metrics, subgroup_fields, models, contaminated = validate(rows, metrics, settings, subgroup_fields, contaminated)
+    structures = prepare(rows, metrics, models, subgroup_fields)
     identical = identical_to_reference(rows, models) if count_identical else dict.fromkeys(models)
-    with _single_threaded_blas():
-        return _run(structures, models, metrics, settings, list(subgroup_fields), contaminated, case_clusters(rows, cluster_field), identical,
-                    ci_levels)
-
-
-def reanalyze(results: Mapping) -> list[str]:
-    """Recompute every statistic from the per-case values stored in ``results``; list the differences.
-
-    Empty list = the stored statistics are exactly what the stored rows and settings give, every stored pair is
-    separable exactly when its interval excludes 0 (:func:`~segbench.stats.verdicts.incoherent_pairs`), and every
-    model's CI lies inside its metric's range and the range of its per-case values (``ranges.range_violations``). The
-    counts of absent references and of cases identical to the reference come from rows the results do not store: they
-    are carried over.
-    """
-    return _differences(_to_json(dict(results)), recompute(results), "") + incoherent_pairs(results) + range_violations(results)
-
-
-def recompute(results: Mapping, ci_levels: CiLevels | None = None, **changes: object) -> Analysis:
-    """The analysis re-derived from the per-case values ``results`` stores, with ``changes`` to its settings.
-
-    E.g. ``recompute(results, multiple_comparison="bonferroni")``: the same resamples (same seed and
-    case sets) under another family-wise correction, to set beside a source that used it. The models' CIs keep
-    their stored levels (``ci_confidence``) unless ``changes`` alter the CI rule (confidence, ci_method, ci_level);
-    ``ci_levels`` (as for :func:`analyze`) replaces them, e.g. the levels of a rerun audit.
-    """
-    try:
-        settings = StatsSettings(**results["settings"])
-        models = sorted(results["models"])
-        contaminated = {m: bool(results["models"][m]["contaminated"]) for m in models}
-        identical = {m: results["models"][m]["identical_to_reference"] for m in models if "identical_to_reference" in results["models"][m]}
-        subgroup_fields = list(results["subgroup_fields"])
-        clusters = results.get("clusters")
-        stored_levels = {(name, metric): float(cell.get("ci_confidence", results["settings"]["confidence"]))
-                         for name, s in results["structures"].items() for metric, cell in s["metrics"].items()}
-        structures: dict[str, _Structure] = {}
-        metrics: dict[str, bool] = {}
-        for name, s in results["structures"].items():
-            values, unshared = {}, {}
-            present = sorted(next(iter(s["metrics"].values()))["per_case"]) if s["metrics"] else []
-            for metric, cell in sorted(s["metrics"].items()):
-                metrics[metric] = bool(cell["higher_is_better"])
-                unshared[metric] = {m: {c: float(v) for c, v in cases.items()} for m, cases in cell["per_case_unshared"].items()}
-                values[metric] = np.array(
-                    [cell["per_case"][m] for m in present], dtype=np.float64
-                ).reshape(len(present), len(s["case_ids"]))
-            structures[name] = _Structure(
-                case_ids=list(s["case_ids"]),
-                n_absent=int(s["n_absent"]),
-                n_unshared=int(s["n_unshared"]),
-                models=present,
-                values=values,
-                flags=s["flags"],
-                case_meta=s["case_meta"],
-                unshared=unshared,
-            )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"not a segbench results dict: {exc!r}") from exc
-    settings = replace(settings, **changes)  # StatsSettings validates the changed values
-    # the stored levels hold while the CI rule does; another confidence, method or level rule is recomputed at its nominal
-    # level (the audit's calibrated levels are for the stored rule)
-    keep = not {"confidence", "ci_method", "ci_level"} & set(changes)
-    levels = ci_levels or ((lambda structure, metric, n: stored_levels[structure, metric]) if keep else None)
-    with _single_threaded_blas():
-        return _run(structures, models, metrics, settings, subgroup_fields, contaminated, clusters, identical, levels)
+    return analyze_structures(structures, models, metrics, settings, list(subgroup_fields), contaminated, case_clusters(rows, cluster_field),
+                              identical, ci_levels)
 
 
 def _single_threaded_blas() -> threadpool_limits:
@@ -188,164 +111,8 @@ def _single_threaded_blas() -> threadpool_limits:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _validate(
-    rows: pd.DataFrame,
-    metrics: Mapping[str, bool],
-    settings: StatsSettings,
-    subgroup_fields: Sequence[str],
-    contaminated: Mapping[str, bool],
-) -> tuple[dict[str, bool], list[str], list[str], dict[str, bool]]:
-    """Check the inputs once at the boundary (ValueError naming the row/column) and canonicalise them."""
-    if not isinstance(rows, pd.DataFrame):
-        raise ValueError(f"rows must be a pandas DataFrame, got {type(rows).__name__}")
-    if not isinstance(settings, StatsSettings):
-        raise ValueError(f"settings must be a StatsSettings, got {type(settings).__name__}")
-    if not isinstance(metrics, Mapping) or not metrics:
-        raise ValueError("metrics must be a non-empty mapping metric -> higher_is_better")
-    for metric, higher in metrics.items():
-        if not isinstance(higher, (bool, np.bool_)):
-            raise ValueError(f"metrics[{metric!r}] must be a bool (higher_is_better), got {higher!r}")
-    if isinstance(subgroup_fields, str):
-        raise ValueError("subgroup_fields must be a sequence of field names, not a string")
-    missing = [c for c in (*_REQUIRED, *metrics, *(f"meta.{f}" for f in subgroup_fields)) if c not in rows.columns]
-    if missing:
-        raise ValueError(f"rows lack column(s) {missing}")
-    for column in ("model", "case_id", "structure"):
-        if rows[column].isna().any():
-            raise ValueError(f"rows column {column!r} has empty cells, first at row {_first(rows[column].isna())}")
-    for column in ("reference_present", *(f for f in _FLAGS if f in rows.columns)):
-        if not pd.api.types.is_bool_dtype(rows[column]):
-            raise ValueError(f"rows column {column!r} must be boolean, got dtype {rows[column].dtype}")
-    for metric in metrics:
-        col = rows[metric]
-        if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
-            raise ValueError(f"metric column {metric!r} must be numeric, got dtype {col.dtype}")
-        bad = rows["reference_present"] & ~np.isfinite(col.to_numpy(dtype=np.float64, na_value=np.nan))
-        if bad.any():
-            r = rows.loc[bad].iloc[0]
-            raise ValueError(
-                f"metric {metric!r} is not a finite number where the reference is present: row "
-                f"{_first(bad)} (model {r['model']!r}, case {r['case_id']!r}, structure {r['structure']!r})"
-            )
-    dup = rows.duplicated(["model", "case_id", "structure"])
-    if dup.any():
-        r = rows.loc[dup].iloc[0]
-        raise ValueError(
-            f"duplicate row {_first(dup)}: model {r['model']!r}, case {r['case_id']!r}, structure {r['structure']!r}"
-        )
-    presence = rows.groupby(["structure", "case_id"], sort=True)["reference_present"].nunique()
-    if (presence > 1).any():
-        structure, case = presence.index[(presence > 1).to_numpy()][0]
-        raise ValueError(f"reference_present differs between models for case {case!r}, structure {structure!r}")
-    for field in subgroup_fields:
-        per_case = rows.groupby("case_id", sort=True)[f"meta.{field}"].nunique()
-        if (per_case > 1).any():
-            raise ValueError(f"meta.{field} has several values for case {per_case.index[(per_case > 1).to_numpy()][0]!r}")
-    models = sorted(rows["model"].astype(str).unique())
-    unknown = sorted(set(contaminated) - set(models))
-    if unknown:
-        raise ValueError(f"contaminated names model(s) not in rows: {unknown}")
-    flags = {m: bool(contaminated.get(m, False)) for m in models}
-    # Metrics in sorted order: the column order of the shared resample products then does not depend
-    # on the caller's mapping order, nor on a JSON round trip with sort_keys (reanalyze).
-    canonical = {str(k): bool(metrics[k]) for k in sorted(metrics)}
-    return canonical, [str(f) for f in subgroup_fields], models, flags
-
-
-def _first(mask: pd.Series) -> object:
-    return mask.index[mask.to_numpy()][0]
-
-
-def _group_labels(column: pd.Series) -> pd.Series:
-    """Subgroup label per case: the value as text, or for numeric fields a quartile band.
-
-    Numeric fields (e.g. age) are banded at the quartiles of the dataset's cases: '<q1', 'q1-<q2',
-    'q2-<q3', '>=q3' with the edges written out (repeated edges merge bands). Fixed clinical bands are
-    the reader's job (see segbench.bands.age_band, exported as meta.age_band).
-    """
-    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
-        values = column.astype(np.float64)
-        edges = np.unique(np.quantile(values.dropna(), [0.25, 0.5, 0.75])) if values.notna().any() else []
-        bounds = [-np.inf, *edges, np.inf]
-        labels = [
-            f"<{hi:g}" if lo == -np.inf else (f">={lo:g}" if hi == np.inf else f"{lo:g}-<{hi:g}")
-            for lo, hi in zip(bounds[:-1], bounds[1:])
-        ]
-        column = pd.cut(values, bounds, right=False, labels=labels)
-    return pd.Series([None if pd.isna(v) else str(v) for v in column], index=column.index, dtype=object)
-
-
-def _prepare(
-    rows: pd.DataFrame, metrics: Mapping[str, bool], models: list[str], subgroup_fields: list[str]
-) -> dict[str, _Structure]:
-    """Split the rows per structure into shared-case (K, n) matrices (docs/methodology.md#52-shared-cases).
-
-    Works on integer codes (one factorisation of model, case and structure) so that a JHH-scale table
-    (~10^6 rows) is split without per-row Python work.
-    """
-    model_code = pd.Categorical(rows["model"].astype(str), categories=models).codes
-    case_code, case_ids = pd.factorize(rows["case_id"].astype(str), sort=True)
-    structure_code, structures = pd.factorize(rows["structure"].astype(str), sort=True)
-    case_ids = np.asarray(case_ids, dtype=object)
-    present = rows["reference_present"].to_numpy(dtype=bool)
-    metric_values = {m: rows[m].to_numpy(dtype=np.float64, na_value=np.nan) for m in metrics}
-    flag_values = {f: rows[f].to_numpy(dtype=bool) if f in rows.columns else np.zeros(len(rows), bool) for f in _FLAGS}
-    meta = rows.assign(case_id=rows["case_id"].astype(str)).groupby("case_id", sort=True)[
-        [f"meta.{f}" for f in subgroup_fields]
-    ].first()
-    labels = {
-        f: _group_labels(meta[f"meta.{f}"]).reindex(case_ids).to_numpy(dtype=object) for f in subgroup_fields
-    }
-    n_models, n_all = len(models), case_ids.size
-    out = {}
-    for code, structure in enumerate(structures):
-        sel = np.flatnonzero(structure_code == code)
-        mc, cc, pr = model_code[sel], case_code[sel], present[sel]
-        with_rows = np.zeros(n_models, dtype=bool)
-        with_rows[mc] = True
-        scored = np.zeros((n_models, n_all), dtype=bool)
-        scored[mc[pr], cc[pr]] = True
-        shared = scored[with_rows].all(axis=0)
-        column = np.cumsum(shared) - 1  # position of a shared case among the shared cases
-        keep = pr & shared[cc]
-        rows_k, cols_k = mc[keep], column[cc[keep]]
-        n = int(shared.sum())
-        values = {}
-        for metric, vals in metric_values.items():
-            matrix = np.empty((n_models, n))
-            matrix[rows_k, cols_k] = vals[sel][keep]
-            values[metric] = matrix
-        shared_ids = case_ids[shared]
-        extra = pr & ~shared[cc]
-        unshared = {
-            metric: {
-                m: dict(zip(case_ids[cc[extra & (mc == k)]].tolist(), vals[sel][extra & (mc == k)].tolist()))
-                for k, m in enumerate(models)
-                if with_rows[k] and (extra & (mc == k)).any()
-            }
-            for metric, vals in metric_values.items()
-        }
-        flags = {}
-        for flag, vals in flag_values.items():
-            hit = np.zeros((n_models, n), dtype=bool)
-            hit[rows_k, cols_k] = vals[sel][keep]
-            flags[flag] = {m: shared_ids[hit[k]].tolist() for k, m in enumerate(models)}
-        keep_models = np.flatnonzero(with_rows)
-        out[str(structure)] = _Structure(
-            case_ids=shared_ids.tolist(),
-            n_absent=int(np.unique(cc[~pr]).size),
-            n_unshared=int(scored.any(axis=0).sum()) - n,
-            models=[models[k] for k in keep_models],
-            values={metric: matrix[keep_models] for metric, matrix in values.items()},
-            flags={flag: {models[k]: per_model[models[k]] for k in keep_models} for flag, per_model in flags.items()},
-            case_meta={f: labels[f][shared].tolist() for f in subgroup_fields},
-            unshared=unshared,
-        )
-    return out
-
-
-def _run(
-    structures: Mapping[str, _Structure],
+def analyze_structures(
+    structures: Mapping[str, StructureMatrices],
     models: list[str],
     metrics: Mapping[str, bool],
     settings: StatsSettings,
@@ -355,14 +122,15 @@ def _run(
     identical: Mapping[str, dict | None],
     ci_levels: CiLevels | None = None,
 ) -> Analysis:
-    """The results dict; ``identical``: per model its ``identical_to_reference`` entry (a model not in it has none: older
+    """The results dict of structures already split (``inputs.prepare``; ``reanalysis.recompute`` rebuilds them from a
+    results document), with BLAS on one thread; ``identical``: per model its ``identical_to_reference`` entry (a model not in it has none: older
     results recomputed); ``ci_levels`` as for :func:`analyze`."""
 
     pending: dict[str, dict[str, Callable[[], tuple[MetricCell, _TaskRanks | None]]]] = {}
     analysed: dict[tuple[str, str], tuple[MetricCell, _TaskRanks | None]] = {}
     blocks: dict[str, Structure] = {}
 
-    def resamples(name: str, s: _Structure) -> None:
+    def resamples(name: str, s: StructureMatrices) -> None:
         confidences = {m: settings.confidence if ci_levels is None else float(ci_levels(name, m, len(s.case_ids))) for m in metrics}
         pending[name] = _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool),
                                            settings, confidences)
@@ -370,7 +138,7 @@ def _run(
     def cell(name: str, metric: str) -> None:
         analysed[name, metric] = pending[name].pop(metric)()  # the structure's resamples go with its last cell
 
-    def clustered(name: str, s: _Structure) -> None:
+    def clustered(name: str, s: StructureMatrices) -> None:
         block: Structure = {
             "n_cases": len(s.case_ids),
             "n_absent": s.n_absent,
@@ -394,17 +162,19 @@ def _run(
         for metric in metrics:
             steps["cell", name, metric] = (partial(cell, name, metric), [("resamples", name)])
         steps["clustered", name] = (partial(clustered, name, structures[name]), [("cell", name, metric) for metric in metrics])
-    _scheduled(steps, _threads(len(structures) * len(metrics)))
-    out = {name: blocks[name] for name in structures}
-    tasks = [(f"{name}/{metric}", task) for name in structures for metric in metrics if (task := analysed[name, metric][1]) is not None]
-    return cast(Analysis, _to_json({
+    with _single_threaded_blas():
+        _scheduled(steps, _threads(len(structures) * len(metrics)))
+        out = {name: blocks[name] for name in structures}
+        tasks = [(f"{name}/{metric}", task) for name in structures for metric in metrics if (task := analysed[name, metric][1]) is not None]
+        consensus = _consensus(tasks, settings)
+    return cast(Analysis, json_ready({
         "settings": settings.to_dict(),
         "subgroup_fields": subgroup_fields,
         "models": {m: {"contaminated": bool(contaminated[m]), **({"identical_to_reference": identical[m]} if m in identical else {})}
                    for m in models},
         "structures": out,
         "clusters": None if clusters is None else {**clusters, "verdict_changes": verdict_changes(out)},
-        "consensus": _consensus(tasks, settings),
+        "consensus": consensus,
     }))
 
 
@@ -503,7 +273,7 @@ class _Resamples:
 
 
 def _resamples(
-    s: _Structure, structure: str, n_models: int, metrics: Mapping[str, bool], settings: StatsSettings, confidences: Mapping[str, float]
+    s: StructureMatrices, structure: str, n_models: int, metrics: Mapping[str, bool], settings: StatsSettings, confidences: Mapping[str, float]
 ) -> _Resamples:
     """The resample matrix of one structure (seeded by the structure) and its subgroups' columns, their CIs, and the scheme
     resamples (seeded by the structure and "schemes")."""
@@ -527,7 +297,7 @@ def _resamples(
 
 
 def _analyze_structure(
-    s: _Structure,
+    s: StructureMatrices,
     structure: str,
     models: list[str],
     metrics: Mapping[str, bool],
@@ -551,7 +321,7 @@ def _analyze_structure(
 
 
 def _cell(
-    s: _Structure,
+    s: StructureMatrices,
     structure: str,
     metric: str,
     higher: bool,
@@ -582,7 +352,7 @@ def _cell(
         "schemes": None,
         "verdict": None,
         "subgroups": {
-            f: _subgroups(values, models, gs, res.group_boot[f], res.group_ci[f], cols, settings)
+            f: subgroup_block(values, models, gs, {g: boot.means for g, boot in res.group_boot[f].items()}, res.group_ci[f], cols, settings)
             for f, gs in res.groups.items()
         },
     }
@@ -599,7 +369,7 @@ def _cell(
 
 
 def _estimates(
-    s: _Structure,
+    s: StructureMatrices,
     values: np.ndarray,
     models: list[str],
     ranked: np.ndarray,
@@ -633,7 +403,7 @@ def _estimates(
 
 
 def _all_reported(
-    s: _Structure, models: list[str], metrics: Mapping[str, bool], structure: str, settings: StatsSettings,
+    s: StructureMatrices, models: list[str], metrics: Mapping[str, bool], structure: str, settings: StatsSettings,
     confidences: Mapping[str, float],
 ) -> dict[str, tuple[dict[str, AllReported], dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]]]:
     """Per metric, per model with scores outside the shared cases: mean, SD, median, n and CI over all its reported cases.
@@ -673,7 +443,7 @@ def _all_reported(
     return out
 
 
-def _union_values(s: _Structure, values: np.ndarray, names: list[str], metric: str) -> tuple[np.ndarray, list[str], np.ndarray] | None:
+def _union_values(s: StructureMatrices, values: np.ndarray, names: list[str], metric: str) -> tuple[np.ndarray, list[str], np.ndarray] | None:
     """The named models' values on every case any of them reports: (K, N) with NaN where a model lacks a case.
 
     Also the union's case ids and the positions of the shared cases in it. None when no named model
@@ -962,49 +732,7 @@ def _alignment_changes(shared: Alignment, complete: Alignment) -> AlignmentChang
     }
 
 
-def _subgroups(
-    values: np.ndarray,
-    models: list[str],
-    groups: dict[str, np.ndarray],
-    boots: dict[str, _Boot],
-    cis: dict[str, tuple[np.ndarray, np.ndarray]],
-    cols: slice,
-    settings: StatsSettings,
-) -> Subgroups:
-    """Subgroups (docs/methodology.md#59-subgroups) for one metadata field: every model (contaminated ones too, marked in "models")."""
-    tests = group_tests(values, groups, min_cases=settings.subgroup_min_cases, alpha=settings.alpha)
-    out = {
-        "n_missing_value": values.shape[1] - sum(idx.size for idx in groups.values()),
-        "groups": {
-            g: {
-                "n": idx.size,
-                "tested": g in tests["tested"],
-                "models": {
-                    m: {"mean": boots[g].means[cols][k], "ci_low": cis[g][0][cols][k], "ci_high": cis[g][1][cols][k]}
-                    for k, m in enumerate(models)
-                },
-            }
-            for g, idx in groups.items()
-        },
-        "kruskal": None,
-        "mann_whitney": {},
-    }
-    if tests["kruskal"] is not None:
-        stat, p = tests["kruskal"]
-        out["kruskal"] = {m: {"statistic": stat[k], "p_value": p[k]} for k, m in enumerate(models)}
-        out["mann_whitney"] = {
-            m: [
-                {"a": ga, "b": gb, "statistic": st[k], "p_value": pv[k], "p_bonferroni": pb[k],
-                 "significant": bool(pb[k] < settings.alpha)}
-                for ga, gb, st, pv, pb in tests["mann_whitney"]
-            ]
-            for k, m in enumerate(models)
-            if p[k] < settings.alpha
-        }
-    return out
-
-
-def _to_json(obj: object) -> object:
+def json_ready(obj: object) -> object:
     """Plain-Python copy: numpy scalars/arrays -> float/int/bool/list, non-finite floats -> None."""
     kind = type(obj)
     if kind is float:  # the common leaves first: exact type checks are much cheaper than the ABC checks below
@@ -1015,15 +743,15 @@ def _to_json(obj: object) -> object:
     if kind is str or kind is int or kind is bool or obj is None:
         return obj
     if kind is dict:
-        return {str(k): _to_json(v) for k, v in obj.items()}
+        return {str(k): json_ready(v) for k, v in obj.items()}
     if isinstance(obj, Mapping):
-        return {str(k): _to_json(v) for k, v in obj.items()}
+        return {str(k): json_ready(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":
         return obj.tolist()
     if isinstance(obj, np.ndarray) and obj.dtype.kind == "f" and np.isfinite(obj).all():
         return obj.tolist()  # fast path for the per-case columns
     if isinstance(obj, (list, tuple, np.ndarray)):
-        return [_to_json(v) for v in obj]
+        return [json_ready(v) for v in obj]
     if isinstance(obj, (bool, np.bool_)):
         return bool(obj)
     if isinstance(obj, (int, np.integer)):
@@ -1032,18 +760,3 @@ def _to_json(obj: object) -> object:
         value = float(obj)
         return value if math.isfinite(value) else None
     return obj
-
-
-def _differences(stored: object, new: object, path: str) -> list[str]:
-    """Human-readable differences between two JSON trees, in document order (sorted keys)."""
-    if isinstance(stored, dict) and isinstance(new, dict):
-        out = [f"{path}/{k}: missing in recomputed results" for k in sorted(set(stored) - set(new))]
-        out += [f"{path}/{k}: not in stored results" for k in sorted(set(new) - set(stored))]
-        for key in sorted(set(stored) & set(new)):
-            out += _differences(stored[key], new[key], f"{path}/{key}")
-        return out
-    if isinstance(stored, list) and isinstance(new, list) and len(stored) == len(new):
-        return [d for i, (x, y) in enumerate(zip(stored, new)) for d in _differences(x, y, f"{path}[{i}]")]
-    if type(stored) is not type(new) or stored != new:
-        return [f"{path or '/'}: stored {stored!r}, recomputed {new!r}"]
-    return []

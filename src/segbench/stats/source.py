@@ -14,7 +14,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from .analysis import _differences, recompute
+from .reanalysis import differences, recompute
 
 # A source's correction -> segbench's; 'none' is published only for a single pair, where Bonferroni is the same.
 CORRECTIONS = {"bonferroni": "bonferroni", "none": "bonferroni"}
@@ -59,4 +59,4 @@ def reanalyze_source(analysis: Mapping[str, Any], stored: Mapping[str, Any]) -> 
         for cell in cells.values():
             cell.pop("segbench", None)
     recomputed = beside_source(analysis, published)
-    return _differences(dict(stored), recomputed, "/source_analysis")
+    return differences(dict(stored), recomputed, "/source_analysis")

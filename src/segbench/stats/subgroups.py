@@ -7,6 +7,9 @@ from itertools import combinations
 import numpy as np
 from scipy import stats
 
+from .results import Subgroups
+from .settings import StatsSettings
+
 
 def group_indices(labels: list[str | None]) -> dict[str, np.ndarray]:
     """Case indices per group label, sorted by label; cases without a label belong to no group."""
@@ -45,3 +48,48 @@ def group_tests(
             stat[follow_up], p[follow_up] = mw.statistic, mw.pvalue
         result["mann_whitney"].append((tested[i], tested[j], stat, p, np.minimum(1.0, p * len(pairs))))
     return result
+
+
+def subgroup_block(
+    values: np.ndarray,
+    models: list[str],
+    groups: dict[str, np.ndarray],
+    means: dict[str, np.ndarray],
+    cis: dict[str, tuple[np.ndarray, np.ndarray]],
+    cols: slice,
+    settings: StatsSettings,
+) -> Subgroups:
+    """Subgroups (docs/methodology.md#59-subgroups) for one metadata field: every model (contaminated ones too, marked in "models").
+
+    ``means`` and ``cis``: per group, the resampled means and CI ends of every column of the shared resample products;
+    ``cols`` picks this metric's."""
+    tests = group_tests(values, groups, min_cases=settings.subgroup_min_cases, alpha=settings.alpha)
+    out = {
+        "n_missing_value": values.shape[1] - sum(idx.size for idx in groups.values()),
+        "groups": {
+            g: {
+                "n": idx.size,
+                "tested": g in tests["tested"],
+                "models": {
+                    m: {"mean": means[g][cols][k], "ci_low": cis[g][0][cols][k], "ci_high": cis[g][1][cols][k]}
+                    for k, m in enumerate(models)
+                },
+            }
+            for g, idx in groups.items()
+        },
+        "kruskal": None,
+        "mann_whitney": {},
+    }
+    if tests["kruskal"] is not None:
+        stat, p = tests["kruskal"]
+        out["kruskal"] = {m: {"statistic": stat[k], "p_value": p[k]} for k, m in enumerate(models)}
+        out["mann_whitney"] = {
+            m: [
+                {"a": ga, "b": gb, "statistic": st[k], "p_value": pv[k], "p_bonferroni": pb[k],
+                 "significant": bool(pb[k] < settings.alpha)}
+                for ga, gb, st, pv, pb in tests["mann_whitney"]
+            ]
+            for k, m in enumerate(models)
+            if p[k] < settings.alpha
+        }
+    return out
