@@ -42,7 +42,8 @@ import numpy as np
 import segauge
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the simulated errors, which the tests score too
-from segbench.scoring import Region, score_case  # noqa: E402
+from segbench.scoring.engine import score_case  # noqa: E402
+from segbench.scoring.settings import Region
 from simulate_kits import GROSS_KINDS, KINDS, simulate  # noqa: E402
 
 REGIONS = (

@@ -137,8 +137,8 @@ def _kits_lesions(labels_dir: Path, folder: Path, contaminated: dict[str, bool])
     from scipy import ndimage
 
     from lesion_cases import load_case
-    from segbench.scoring import LesionSetting, score_lesion_cases
-    from segbench.scoring.settings import lesion_structures
+    from segbench.scoring.lesionwise import score_lesion_cases
+    from segbench.scoring.settings import LesionSetting, lesion_structures
     from segbench.stats import lesion_analysis
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ from segbench.config import load_params, model_from_conf
 from segbench.models.image_build import REGION_GROWING, build_image, default_cache
 from segbench.models.runner import ModelRunError
 from segbench.models.runner import predict as runner_predict
-from segbench.scoring import score_cases
+from segbench.scoring.engine import score_cases
 from segbench.validation import compose_params
 from tests_support import podman_runtime, use_runtime
 

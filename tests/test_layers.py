@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 from import_graph import closure, cycles, graph, module_files
-from segbench import scoring
 
 #: bottom to top: a module imports only from its own layer and those below; a module belongs to the layer of the
 #: longest prefix of its name listed here (docs/architecture.md's table says what each layer does)
@@ -28,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 #: packages whose ``__init__.py`` imports nothing: importing one of their modules runs it, so they sit in the base layer
 #: whatever the layers of their modules
-BARE_PACKAGES = ("segbench.datasets", "segbench.models", "segbench.interactive")
+BARE_PACKAGES = ("segbench.datasets", "segbench.models", "segbench.interactive", "segbench.scoring")
 #: what the configuration must not load, even lazily: every stage imports it, so each of these would become a
 #: dependency of every stage (a statistics edit would rerun the score stages)
 NOT_IN_CONFIG = ("segbench.stats", "segbench.report", "segbench.published", "segbench.models.container", "segbench.models.runner",
@@ -73,17 +72,25 @@ def test_importing_the_configuration_loads_no_heavy_library() -> None:
     assert out.strip() == "[]", f"import segbench.config loads {out.strip()}"
 
 
-def test_a_module_using_the_scoring_engine_imports_it() -> None:
-    """``segbench.scoring`` loads its engine's names on first use (so the configuration can import its settings
-    without numba); a module reading one through the package imports the submodule that defines it as well, so the
-    import graph (and a stage's DVC dependencies) see the engine."""
-    hidden = []
-    for module, path in module_files().items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        used = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "segbench.scoring" for a in n.names}
-        if any(isinstance(n, ast.ImportFrom) and n.module == "segbench" and "scoring" in [a.name for a in n.names] for n in ast.walk(tree)):
-            used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "scoring"}
-        for name in sorted(used & set(scoring._LAZY)):
-            if f"segbench.scoring.{scoring._LAZY[name]}" not in graph(parents=False)[module]:
-                hidden.append(f"{module} uses scoring.{name} without importing segbench.scoring.{scoring._LAZY[name]}")
-    assert not hidden, "\n".join(hidden)
+#: a module a reader takes in at once: over this many lines it holds more than one job
+MAX_MODULE_LINES = 800
+#: a function a reader follows in one go; the CLI's parser is a table of options, read row by row
+MAX_FUNCTION_LINES = 80
+LONG_BY_DESIGN = {("segbench.cli", "build_parser")}
+
+
+def test_no_module_or_function_outgrows_a_reading() -> None:
+    """No file over 800 lines, no function over 80 (docstring included; the parser's table excepted): the size at which
+    the code review of #68 found modules holding several jobs (analysis.py: inputs, analysis and reanalysis)."""
+    long_modules, long_functions = [], []
+    for module, path in sorted(module_files().items()):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_MODULE_LINES:
+            long_modules.append(f"{path.relative_to(path.parents[2])}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (module, node.name) not in LONG_BY_DESIGN:
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{module}.{node.name}: {length} lines")
+    assert not long_modules, f"modules over {MAX_MODULE_LINES} lines: {long_modules}"
+    assert not long_functions, f"functions over {MAX_FUNCTION_LINES} lines: {long_functions}"

@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 
 from lesion_cases import STRUCTURES, load_case, simulate_lesions
-from segbench.scoring import GeometryError, LesionSetting, Region, score_cases, score_cases_and_lesions, score_lesion_cases
+from segbench.scoring.engine import score_cases
+from segbench.scoring.geometry import GeometryError
 from segbench.scoring.instances import score_lesions
-from segbench.scoring.lesionwise import score_case_lesions
-from segbench.scoring.settings import lesion_structures
+from segbench.scoring.lesionwise import score_case_lesions, score_cases_and_lesions, score_lesion_cases
+from segbench.scoring.settings import LesionSetting, Region, lesion_structures
 from segbench.stats import StatsSettings, lesion_analysis, reanalyze
 
 CASES = ("case_00021", "case_00028", "case_00008", "case_00037")

@@ -14,16 +14,8 @@ import numpy as np
 import pytest
 import segauge
 
-from segbench.scoring import (
-    COLUMNS,
-    DETECTION_METRICS,
-    HIGHER_IS_BETTER,
-    METRICS,
-    Region,
-    score_case,
-    score_cases,
-)
-from segbench.scoring.engine import _region_mask, dice_iou, map_cases, raise_worker_died, worker_died
+from segbench.scoring.engine import COLUMNS, _region_mask, dice_iou, map_cases, raise_worker_died, score_case, score_cases, worker_died
+from segbench.scoring.settings import DETECTION_METRICS, HIGHER_IS_BETTER, METRICS, Region
 
 SPACING = (2.0, 0.8, 0.8)
 SHAPE = (12, 40, 36)
@@ -149,7 +141,8 @@ def test_pool_workers_fork_until_numba_threads_run_then_spawn(tmp_path: Path, re
     score stage runs it."""
     script = f"""
 import numba
-from segbench.scoring import Region, score_cases
+from segbench.scoring.engine import score_cases
+from segbench.scoring.settings import Region
 from segbench.scoring.engine import _start_method
 cases = [("a", {str(ref)!r}, {str(ref)!r}), ("b", {str(ref)!r}, None)]
 regions = [Region("kidney", (1,), 1.0)]

@@ -18,9 +18,11 @@ import pytest
 from scipy import ndimage
 
 from dicom_series import EXAMPLE, series, series_grid, write_rtstruct, write_seg, write_series
-from segbench.scoring import Region, resample_to_reference, score_case
 from segbench.scoring import labelmaps
+from segbench.scoring.engine import score_case
+from segbench.scoring.geometry import resample_to_reference
 from segbench.scoring.labelmaps import _series_files, load_label_map
+from segbench.scoring.settings import Region
 
 pytestmark = pytest.mark.skipif(not (EXAMPLE / "ct_dicom").is_dir(), reason="data bundle not pulled (dvc pull)")
 

@@ -8,7 +8,9 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from segbench.scoring import GeometryError, Region, resample_to_reference, score_case
+from segbench.scoring.engine import score_case
+from segbench.scoring.geometry import GeometryError, resample_to_reference
+from segbench.scoring.settings import Region
 
 REGIONS = (Region("fg", (1,), 1.0),)
 

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 import segauge
 
-from segbench.scoring import Region, score_case
+from segbench.scoring.engine import score_case
+from segbench.scoring.settings import Region
 from segbench.scoring.surface import (
     Mesh,
     cell_codes,
@@ -188,7 +189,7 @@ def test_distance_metrics_equal_segauges() -> None:
     from segauge.metrics import distance as segauge_distance
     from segauge.metrics.distance import SurfaceDistances
 
-    from segbench.scoring.surface import distance_metrics
+    from segbench.scoring.surface_summaries import distance_metrics
 
     def assert_equal(sd: SurfaceDistances, tolerance: float = 1.1) -> None:
         ours = distance_metrics(sd, tolerance)

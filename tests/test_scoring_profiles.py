@@ -17,7 +17,7 @@ from scipy import ndimage
 
 from segbench.config import ConfigError, load_params
 from segbench.models.simulated import add_blob, displace_boundary, miss_largest_lesion, shift
-from segbench.scoring import Region, score_case, score_cases
+from segbench.scoring.engine import score_case, score_cases
 from segbench.scoring.labelmaps import nonzero_box
 from segbench.scoring.profiles import (
     PROFILES,
@@ -28,6 +28,7 @@ from segbench.scoring.profiles import (
     near_offsets,
     surfel_areas,
 )
+from segbench.scoring.settings import Region
 from tests_support import tumour_crop
 
 sd = pytest.importorskip("surface_distance")

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 import segauge
 
-from segbench.scoring import Region, score_case
+from segbench.scoring.engine import score_case
+from segbench.scoring.settings import Region
 from simulate_kits import KINDS, simulate
 from tests_support import tumour_crop
 

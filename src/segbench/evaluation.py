@@ -3,7 +3,7 @@ DVC and MLflow (docs/guide.md#evaluate-a-folder-of-predictions).
 
 The reference folder and each model's prediction folder hold one label map per case, named ``<case><suffix>``
 (NIfTI, DICOM-SEG or RTSTRUCT, or a ``.npy`` prediction on the reference's grid). The cases are scored by the engine
-(``scoring.score_cases``) exactly as the score stage scores them, analysed by ``stats.analyze`` with the pipeline's
+(``score_cases``) exactly as the score stage scores them, analysed by ``stats.analyze`` with the pipeline's
 settings, and written as the compare stage writes its results (``leaderboard.results_document``): ``segbench show``,
 ``report``, ``export`` and ``reanalyze`` read the file.
 """
@@ -29,21 +29,19 @@ import nibabel as nib
 import numpy as np
 import pandas as pd
 
-import segbench.scoring.engine  # noqa: F401 (scoring.score_cases: the package loads its engine on first use)
-import segbench.scoring.geometry  # noqa: F401 (scoring.GeometryError)
-import segbench.scoring.labelmaps  # noqa: F401 (scoring.labelmaps)
-from segbench import scoring, stats
+from segbench import stats
 from segbench.bands import level_order
 from segbench.config import dataset_from_conf
 from segbench.datasets.cases import load_metadata
 from segbench.datasets.schema import DatasetConfig
-from segbench.models.schema import ModelConfig
 from segbench.io import UNREADABLE, save_label_map_atomic, write_json_atomic, write_text_atomic
 from segbench.leaderboard import analysed_document, regions_block
 from segbench.models import intake
-from segbench.scoring import Region
-from segbench.scoring.engine import ANALYZED_METRICS
+from segbench.models.schema import ModelConfig
+from segbench.scoring.engine import ANALYZED_METRICS, score_cases
+from segbench.scoring.geometry import GeometryError, resample_to_reference
 from segbench.scoring.labelmaps import load_label_map, load_nifti, nifti_image, validated_labels
+from segbench.scoring.settings import DEFAULT_PROFILE, Region
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +225,7 @@ def _staged(path: Path, reference: Path, staging: Path, allowed: set[int] | None
         _, image = load_label_map(copy, dicom_labels=dicom_labels, reference_shape=ref_img.shape[:3], series_folder=path.parent)
     except ValueError as exc:
         raise _named(exc, {str(copy): str(path)}) from None
-    drawn = np.asanyarray(scoring.resample_to_reference(image, ref_img).dataobj)
+    drawn = np.asanyarray(resample_to_reference(image, ref_img).dataobj)
     return _staged_nifti(path, drawn, ref_img, staging / f"{path.name}.nii.gz", allowed)
 
 
@@ -296,7 +294,7 @@ def _named(error: Exception, originals: Mapping[str, str]) -> Exception:
     """``error`` with each staged copy's path in its message replaced by the team's file it was staged from (longest
     first: one staged path can begin another); a grid mismatch also says what differs and the fix (``grid_difference``)."""
     text = str(error)
-    pair = _GRID_PAIR.search(text) if isinstance(error, scoring.GeometryError) else None
+    pair = _GRID_PAIR.search(text) if isinstance(error, GeometryError) else None
     if pair:
         with contextlib.suppress(Exception):  # the mismatch stays reported even if a header cannot be read again
             text = f"{text}; {grid_difference(pair.group(1), pair.group(2))}"
@@ -372,7 +370,7 @@ def evaluate(
     conf: Path | str = Path("conf"),
     structures: Sequence[str] = (),
     metadata: Path | str | None = None,
-    profile: str = scoring.DEFAULT_PROFILE,
+    profile: str = DEFAULT_PROFILE,
     sensitivity_profiles: Sequence[str] = (),
     missing: str = "error",
     simulated: Collection[str] = (),
@@ -398,9 +396,8 @@ def evaluate(
     failure, flagged, named in a warning, and the model lacking cases goes under that coverage policy (``"own_cases"``:
     estimated on its cases beside the board; ``"worst_case"``: ranked with each missing case a failure;
     ``"shared_cases"``: the board on the cases every model has), and a file for a case without a reference is named in a
-    warning, not scored. ``simulated``: models marked SIMULATED on every view.
-    ``dicom_labels``: DICOM-SEG segment label / RTSTRUCT ROI name -> label id (default: segment / ROI number).
-    ``workers > 1`` scores cases in a process pool, safe from a script without a ``__main__`` guard.
+    warning, not scored. ``simulated``: models marked SIMULATED on every view. ``dicom_labels``: DICOM-SEG segment label / RTSTRUCT ROI name -> label
+    id (default: segment / ROI number). ``workers > 1`` scores cases in a process pool, safe from a script without a ``__main__`` guard.
     Every team's folder is checked first (its cases, strays, coverage); then team by team, its files are scored from
     private copies in a temporary folder (under ``TMPDIR``), made through one checked descriptor each (:func:`_staged`)
     and removed once the team is scored: that folder holds one team's predictions at a time, and a write that fails
@@ -426,7 +423,31 @@ def evaluate(
     # the label ids a map may hold: the dataset's or the label map's; with neither, the schema is unknown and unchecked
     allowed = config.region_labels() if config else ({0, *label_map.values()} if label_map else None)
     chosen = regions(structures, config, label_map)
-    references = case_files(Path(gt), "references")
+    references, ignored = _configured_references(Path(gt), config)
+    cases = sorted(references)
+    settings = settings or stats.StatsSettings()
+    extra = [p for p in sensitivity_profiles if p != profile]
+    # every team's folder is checked before any is scored; then one team at a time is staged and scored, so the
+    # temporary folder holds one team's copies, not every prediction of the run
+    teams = [(model, folder, *_checked_team(model, Path(folder), references, cases, ignored, missing))
+             for model, folder in predictions.items()]
+    scored_teams = []
+    for model, folder, listed, files in teams:
+        if len(teams) > 1:
+            log.info("model %s: scoring %d cases", model, len(cases))
+        scored = _scored_team(model, Path(folder), listed, files, references, cases, chosen, allowed, dicom_labels, missing, workers,
+                              progress, profile, extra)
+        scored.insert(0, "model", model)
+        scored.insert(1, "kind", "simulated" if model in simulated else "predictions")
+        scored_teams.append(scored)
+    scored = pd.concat(scored_teams, ignore_index=True)
+    return _analysed(scored, chosen, profile, Path(gt), config, metadata, cases, predictions, simulated, missing, settings, name)
+
+
+def _configured_references(gt: Path, config: DatasetConfig | None) -> tuple[dict[str, Path], set[str]]:
+    """The NIfTI references of ``gt`` scored on this board (the dataset's configured cases, when it lists them) and the
+    case ids of the references left out."""
+    references = case_files(gt, "references")
     if any(p.name.lower().endswith((".npy", ".dcm")) for p in references.values()):
         bad = next(p for p in references.values() if p.name.lower().endswith((".npy", ".dcm")))
         raise ValueError(f"{bad}: references must be NIfTI (a .npy has no geometry; convert DICOM references to NIfTI first)")
@@ -439,44 +460,39 @@ def evaluate(
         if ignored:
             log.info("dataset %s: the %d of its configured cases in %s (%d other references not scored)", config.name, len(references), gt,
                      len(ignored))
-    cases = sorted(references)
-    settings = settings or stats.StatsSettings()
-    extra = [p for p in sensitivity_profiles if p != profile]
-    # every team's folder is checked before any is scored; then one team at a time is staged and scored, so the
-    # temporary folder holds one team's copies, not every prediction of the run
-    teams = []
-    for model, folder in predictions.items():
-        listed = listed_cases(Path(folder), f"model {model}: predictions", untrusted=True)
-        files = {c: paths[0] for c, paths in listed.items() if c not in ignored}  # a dataset case not configured: not this board's
-        listed = {c: paths for c, paths in listed.items() if c not in ignored}
-        if not set(files) & set(cases):
-            raise ValueError(f"model {model}: {folder}: no prediction file for any of the {len(cases)} cases (names like {cases[0]}.nii.gz); "
-                             "a model with no scored case has no board: check the folder and the file names")
-        stray = sorted(set(files) - set(references))
-        if stray:
-            message = f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}"
-            if missing == "error":
-                raise ValueError(message)
-            log.warning("%s; not scored (coverage policy %s)", message, missing)
-        absent = [c for c in cases if c not in files]
-        if absent and missing == "error":
-            raise ValueError(f"model {model}: {folder}: no prediction for {len(absent)} of {len(cases)} cases: {', '.join(absent[:10])}"
-                             f"{', ...' if len(absent) > 10 else ''} (missing= / --missing own_cases, worst_case or shared_cases: "
-                             "docs/methodology.md#41-coverage)")
-        if absent:
-            log.warning("model %s: %d of %d cases have no prediction (coverage policy %s): %s",
-                        model, len(absent), len(cases), missing, ", ".join(absent[:10]))
-        teams.append((model, folder, listed, files))
-    scored_teams = []
-    for model, folder, listed, files in teams:
-        if len(teams) > 1:
-            log.info("model %s: scoring %d cases", model, len(cases))
-        scored = _scored_team(model, Path(folder), listed, files, references, cases, chosen, allowed, dicom_labels, missing, workers,
-                              progress, profile, extra)
-        scored.insert(0, "model", model)
-        scored.insert(1, "kind", "simulated" if model in simulated else "predictions")
-        scored_teams.append(scored)
-    scored = pd.concat(scored_teams, ignore_index=True)
+    return references, ignored
+
+
+def _checked_team(model: str, folder: Path, references: Mapping[str, Path], cases: list[str], ignored: set[str],
+                  missing: str) -> tuple[dict[str, list[Path]], dict[str, Path]]:
+    """One team's prediction files per case, checked before any team is scored: strays, coverage under ``missing``."""
+    listed = listed_cases(folder, f"model {model}: predictions", untrusted=True)
+    files = {c: paths[0] for c, paths in listed.items() if c not in ignored}  # a dataset case not configured: not this board's
+    listed = {c: paths for c, paths in listed.items() if c not in ignored}
+    if not set(files) & set(cases):
+        raise ValueError(f"model {model}: {folder}: no prediction file for any of the {len(cases)} cases (names like {cases[0]}.nii.gz); "
+                         "a model with no scored case has no board: check the folder and the file names")
+    stray = sorted(set(files) - set(references))
+    if stray:
+        message = f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}"
+        if missing == "error":
+            raise ValueError(message)
+        log.warning("%s; not scored (coverage policy %s)", message, missing)
+    absent = [c for c in cases if c not in files]
+    if absent and missing == "error":
+        raise ValueError(f"model {model}: {folder}: no prediction for {len(absent)} of {len(cases)} cases: {', '.join(absent[:10])}"
+                         f"{', ...' if len(absent) > 10 else ''} (missing= / --missing own_cases, worst_case or shared_cases: "
+                         "docs/methodology.md#41-coverage)")
+    if absent:
+        log.warning("model %s: %d of %d cases have no prediction (coverage policy %s): %s",
+                    model, len(absent), len(cases), missing, ", ".join(absent[:10]))
+    return listed, files
+
+
+def _analysed(scored: pd.DataFrame, chosen: Sequence[Region], profile: str, gt: Path, config: DatasetConfig | None, metadata: Path | str | None, cases: list[str],
+              predictions: Mapping[str, Path | str], simulated: Collection[str], missing: str, settings: stats.StatsSettings,
+              name: str | None) -> Evaluation:
+    """The evaluation of every team's scored rows: the main profile's rows with the cases' metadata, analysed as a board."""
     main = (scored["metric_profile"] == profile).to_numpy()
     if metadata:
         meta = read_metadata(Path(metadata), cases)
@@ -486,10 +502,10 @@ def evaluate(
     subgroups = [c.removeprefix("meta.") for c in meta.columns] if metadata else list(config.subgroups if config else ())
     models = {m: {"title": m, "kind": "simulated" if m in simulated else "predictions", "simulated": m in simulated, "licence": "",
                   "trained_on": [], "contaminated": False, "source": Path(f).resolve().as_posix()} for m, f in predictions.items()}
-    board = name or (config.name if config else Path(gt).resolve().name)
+    board = name or (config.name if config else gt.resolve().name)
     block = {"name": board, "title": f"{config.title if config else board} (segbench evaluate)",
              "licence": config.licence if config else "", "citation": config.citation if config else "", "regions": regions_block(chosen),
-             "source": Path(gt).resolve().as_posix()}
+             "source": gt.resolve().as_posix()}
     results, _ = analysed_document(block, models, ANALYZED_METRICS, rows, scored[~main].reset_index(drop=True), settings=settings,
                                    contaminated=dict.fromkeys(models, False), policy="own_cases" if missing == "error" else missing,
                                    subgroup_fields=subgroups, cluster_field=config.cluster_field if config and not metadata else None)
@@ -612,7 +628,7 @@ def _scored_team(model: str, folder: Path, listed: Mapping[str, list[Path]], fil
         # with "error" the first file that cannot be scored stops the run, naming it
         failed: dict[int, Exception] | None = None if missing == "error" else {}
         try:
-            scored = scoring.score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
+            scored = score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
                                          profile=profile, extra_profiles=extra, failed=failed)
         except (ValueError, OSError) as exc:
             raise _named(exc, originals) from None

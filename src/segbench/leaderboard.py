@@ -13,7 +13,7 @@ import pandas as pd
 import segbench
 from segbench import stats
 from segbench.datasets.schema import DatasetConfig
-from segbench.scoring import Region
+from segbench.scoring.settings import Region
 from segbench.stats.results import ResultsDocument
 
 

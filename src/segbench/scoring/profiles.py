@@ -7,7 +7,7 @@ reach a profile: the engine applies the project's policy first (both empty: perf
 no prediction: worst case), whatever the original library would return there (inf, NaN).
 
 - ``segauge`` (default): segauge's marching-cubes surface at true spacing, exact area-weighted
-  distances, HD95 over both directions pooled (``surface.py``).
+  distances (``surface.py``), HD95 over both directions pooled (``surface_summaries.py``).
 - ``deepmind``: DeepMind surface-distance's definitions: surfels are the grid cells whose 2x2x2
   neighbour code is neither empty nor full, each weighted by its code's surface area at this
   spacing, placed on the voxel grid; a surfel's distance is the Euclidean distance to the nearest
@@ -44,7 +44,8 @@ import numba
 import numpy as np
 from segauge.metrics.distance import SurfaceDistances
 
-from segbench.scoring.surface import CORNERS, cell_codes, distance_metrics, surface_distances
+from segbench.scoring.surface import CORNERS, cell_codes, surface_distances
+from segbench.scoring.surface_summaries import distance_metrics
 from segbench.scoring.surfacenets import surfacenets_surface_distances
 
 Spacing = tuple[float, float, float]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from segbench import scoring
 from segbench.calibration import score_population
 from segbench.config import ConfigError, Params
+from segbench.scoring.settings import DEFAULT_PROFILE
 from segbench.stages.paths import calibration_scores_dir
 
 
@@ -19,5 +19,5 @@ def run_calibration_scores(params: Params, workers: int | None = None) -> None:
     config = params.calibration
     score_population(
         dataclasses.replace(config.population, cases=None), config.models, config.structures, calibration_scores_dir(),
-        workers=workers or config.workers, profile=str(params.scoring.get("profile", scoring.DEFAULT_PROFILE)),
+        workers=workers or config.workers, profile=str(params.scoring.get("profile", DEFAULT_PROFILE)),
     )

@@ -13,15 +13,15 @@ from typing import Any
 
 import pandas as pd
 
-import segbench.scoring.lesionwise  # noqa: F401 (scoring.score_lesion_cases: the package loads its engine on first use)
-from segbench import scoring, tracking
+from segbench import tracking
 from segbench.config import Params
 from segbench.datasets.cases import case_ids, load_metadata, reference_path
 from segbench.datasets.schema import DatasetConfig
 from segbench.models.schema import ModelConfig
 from segbench.models.structures import compose
-from segbench.scoring.engine import ANALYZED_METRICS
-from segbench.scoring.settings import LesionSetting
+from segbench.scoring.engine import ANALYZED_METRICS, score_cases
+from segbench.scoring.lesionwise import score_cases_and_lesions
+from segbench.scoring.settings import DEFAULT_PROFILE, LesionSetting
 from segbench.stages.bundles import LESION_PROFILE_TAG, headline_metrics, shown_mean, version_tags, write_bundle
 from segbench.stages.paths import predictions_dir, scores_dir
 
@@ -100,14 +100,14 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     regions = [r for r in dataset.regions if r.name not in excluded]
     if not regions:
         raise ValueError(f"model {model_name!r} on dataset {dataset_name!r}: no region can be scored ({excluded})")
-    profile = str(params.scoring.get("profile", scoring.DEFAULT_PROFILE))
+    profile = str(params.scoring.get("profile", DEFAULT_PROFILE))
     others = [name for name in params.scoring.get("sensitivity_profiles") or () if name != profile]
     setting = _lesion_setting(params, dataset, model, excluded)
     options = {"workers": workers or int(params.scoring.get("workers", 1)), "allowed_labels": dataset.region_labels()}
     if setting is None:
-        scored = scoring.score_cases(triples, regions, profile=profile, extra_profiles=others, **options)
-    else:  # one decode of each case and one pool for both (scoring.score_cases_and_lesions)
-        scored, lesion_rows, instance_rows = scoring.score_cases_and_lesions(triples, regions, setting, profile=profile, extra_profiles=others,
+        scored = score_cases(triples, regions, profile=profile, extra_profiles=others, **options)
+    else:  # one decode of each case and one pool for both (score_cases_and_lesions)
+        scored, lesion_rows, instance_rows = score_cases_and_lesions(triples, regions, setting, profile=profile, extra_profiles=others,
                                                                              **options)
     scored.insert(0, "model", model.name)
     scored.insert(1, "kind", model.kind)
