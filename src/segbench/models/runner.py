@@ -10,6 +10,7 @@ so an interrupted predict resumes where it stopped.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -213,12 +214,12 @@ def spot_check(model: ModelConfig, dataset: DatasetConfig, out_dir: Path, cases:
 
 
 def inputs_fingerprint(model: ModelConfig, dataset: DatasetConfig, folder: str | None = None) -> str:
-    """Hash of what a model's predictions depend on besides the images: its config, the dataset's
-    config, the data bundle version, the adapter code and, for a ``predictions`` model, ``folder`` (its files' digest).
-    Paths are left out (a moved checkout is the same)."""
+    """Hash of what a model's predictions depend on besides the images: its config, the dataset's config, the data bundle
+    version, the adapter code (its syntax trees: layout and comments aside) and, for a ``predictions`` model, ``folder``
+    (its files' digest). Paths are left out (a moved checkout is the same)."""
     code = hashlib.sha256()
-    for source in sorted(Path(__file__).resolve().parent.rglob("*.py")):
-        code.update(source.read_bytes())
+    for source in sorted(Path(__file__).resolve().parent.rglob("*.py")):  # the code's syntax tree: a reformatting or a comment is no new code
+        code.update(ast.dump(ast.parse(source.read_bytes(), str(source))).encode())
     if model.image is not None:  # the image is its sha256 or reference, wherever its archive lies
         model = dataclasses.replace(model, image=dataclasses.replace(model.image, archive=None))
     model = dataclasses.replace(model, source=None)  # its files are ``folder``, wherever they lie
