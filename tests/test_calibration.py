@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from segbench import published
 from segbench.config import ConfigError, load_params, parse_params
-from segbench.stages.import_ import read_published
 from segbench.stats import StatsSettings, calibration
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ def test_calibration_params_are_validated() -> None:
 @pytest.fixture(scope="module")
 def touchstone() -> pd.DataFrame:
     """Touchstone's published per-case scores (19 real models, 743 scans), as the audit stage reads them."""
-    return read_published(load_params(ROOT / "params.yaml").calibration.real["touchstone_totalsegmentator"].source)
+    return published.read_set(load_params(ROOT / "params.yaml").calibration.real["touchstone_totalsegmentator"].source)
 
 
 def test_ranked_populations_of_real_models(touchstone: pd.DataFrame) -> None:

@@ -24,10 +24,12 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from segbench import evaluation, scoring
+from segbench import evaluation
 from segbench.config import parse_params
 from segbench.models import intake, simulated
 from segbench.report.terminal import render
+from segbench.scoring.geometry import GeometryError, resample_to_reference
+from segbench.scoring.settings import Region
 from segbench.stages.paths import predictions_dir, scores_dir
 from segbench.stages.score import run_score
 from segbench.stats.results_file import read_results
@@ -193,7 +195,7 @@ def test_a_missing_prediction_is_an_error_naming_the_case_or_the_stated_worst_ca
 def test_another_grid_is_an_error_naming_the_file(small: Path) -> None:
     bad = _bad_copy(small)
     _nifti(bad / "b.nii.gz", np.asarray(nib.load(small / "good" / "b.nii.gz").dataobj), spacing=2.0)
-    with pytest.raises(scoring.GeometryError, match=r"bad/b\.nii\.gz") as caught:
+    with pytest.raises(GeometryError, match=r"bad/b\.nii\.gz") as caught:
         _evaluate(small, bad)
     assert "what differs: spacing (2.0, 2.0, 2.0) (prediction) vs (1.0, 1.0, 1.0) (reference)" in str(caught.value)
     assert "fix: save the prediction on the reference's grid" in str(caught.value) and "--pred-config" in str(caught.value)
@@ -204,7 +206,7 @@ def test_another_grid_is_an_error_naming_the_file(small: Path) -> None:
     affine = np.diag([-1.0, 1.0, 1.0, 1.0])
     affine[0, 3] = data.shape[0] - 1
     nib.save(nib.Nifti1Image(np.ascontiguousarray(data[::-1]).astype(np.uint8), affine), flipped / "b.nii.gz")
-    with pytest.raises(scoring.GeometryError) as caught:
+    with pytest.raises(GeometryError) as caught:
         evaluation.evaluate(small / "gt", {"good": small / "good", "flipped": flipped}, progress=False)
     assert "what differs: orientation LAS (prediction) vs RAS (reference)" in str(caught.value), str(caught.value)
 
@@ -298,7 +300,7 @@ def test_a_file_swapped_after_its_checks_is_not_what_is_scored(small: Path, monk
     for case in ("a", "b"):
         _nifti(bad / f"{case}.nii.gz", np.zeros((12, 12, 12)))
     better = _nifti(small / "better.nii.gz", np.asarray(nib.load(small / "good" / "a.nii.gz").dataobj))
-    score_cases, calls = scoring.score_cases, []
+    score_cases, calls = evaluation.score_cases, []
 
     def swapped_then_scored(*args: object, **kwargs: object) -> pd.DataFrame:
         calls.append(1)
@@ -308,7 +310,7 @@ def test_a_file_swapped_after_its_checks_is_not_what_is_scored(small: Path, monk
             os.replace(better, bad / "a.nii.gz")
         return score_cases(*args, **kwargs)
 
-    monkeypatch.setattr(scoring, "score_cases", swapped_then_scored)
+    monkeypatch.setattr(evaluation, "score_cases", swapped_then_scored)
     rows = _evaluate(small, bad).per_case.set_index(["model", "case_id"])
     assert (rows.loc["bad", "dice"] == 0.0).all() and (rows.loc["good", "dice"] == 1.0).all()
     assert not rows["prediction_missing"].any()
@@ -439,13 +441,13 @@ def test_the_temporary_folder_holds_one_team_s_copies_at_a_time(small: Path, mon
     tmpdir = small / "tmp"
     tmpdir.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
-    seen, score_cases = [], scoring.score_cases
+    seen, score_cases = [], evaluation.score_cases
 
     def watched(triples: list, *args: object, **kwargs: object) -> pd.DataFrame:
         seen.append(sorted(p.relative_to(tmpdir).parts[-1] for p in tmpdir.rglob("*.nii.gz")))
         return score_cases(triples, *args, **kwargs)
 
-    monkeypatch.setattr(scoring, "score_cases", watched)
+    monkeypatch.setattr(evaluation, "score_cases", watched)
     result = evaluation.evaluate(small / "gt", {"good": small / "good", "second": second}, progress=False)
     assert seen == [["a.nii.gz", "b.nii.gz"], ["a.nii.gz", "b.nii.gz"]]
     assert not list(tmpdir.iterdir())  # and nothing is left behind
@@ -520,7 +522,7 @@ def test_dicom_seg_and_rtstruct_predictions_score_as_the_same_map_in_nifti(tmp_p
     big = sorted((int(v) for v in np.unique(labels) if v), key=lambda v: -int((labels == v).sum()))[:2]
     pred = np.where(np.isin(labels, big), labels, 0).astype(np.uint8)
     pred[ndimage.binary_dilation(labels == big[0]) & (pred == 0)] = big[0]
-    on_series = np.asanyarray(scoring.resample_to_reference(nib.Nifti1Image(pred, ref.affine), series_grid(series())).dataobj)
+    on_series = np.asanyarray(resample_to_reference(nib.Nifti1Image(pred, ref.affine), series_grid(series())).dataobj)
     for folder in ("gt", "nifti", "dicom", "rtstruct"):
         (tmp_path / folder).mkdir()
     for case in ("ts1", "ts2"):
@@ -560,7 +562,7 @@ def test_a_dicom_seg_whose_geometry_claims_a_huge_volume_is_refused_before_it_is
     ref = nib.load(EXAMPLE / "seg_dicom.nii.gz")
     labels = np.asanyarray(ref.dataobj)
     pred = (labels == np.bincount(labels[labels > 0].ravel()).argmax()).astype(np.uint8)
-    on_series = np.asanyarray(scoring.resample_to_reference(nib.Nifti1Image(pred, ref.affine), series_grid(series())).dataobj)
+    on_series = np.asanyarray(resample_to_reference(nib.Nifti1Image(pred, ref.affine), series_grid(series())).dataobj)
     for folder in ("gt", "dicom"):
         (tmp_path / folder).mkdir()
     (tmp_path / "gt" / "ts1.nii.gz").symlink_to(EXAMPLE / "seg_dicom.nii.gz")
@@ -596,8 +598,8 @@ def test_metadata_columns_are_subgroups(small: Path) -> None:
 
 
 def test_structures_are_names_or_definitions_and_bad_ones_are_named() -> None:
-    assert evaluation.regions(["mass=2+3:1.13", "organ=1"]) == [scoring.Region("mass", (2, 3), 1.13), scoring.Region("organ", (1,), 2.0)]
-    assert evaluation.regions(["organ"], labels={"background": 0, "organ": 1}) == [scoring.Region("organ", (1,), 2.0)]
+    assert evaluation.regions(["mass=2+3:1.13", "organ=1"]) == [Region("mass", (2, 3), 1.13), Region("organ", (1,), 2.0)]
+    assert evaluation.regions(["organ"], labels={"background": 0, "organ": 1}) == [Region("organ", (1,), 2.0)]
     for entry, message in (("t=2:nan", "positive tolerance"), ("t=0", "non-zero label ids"), ("t=x", r"expected NAME=ID\[\+ID...\]"),
                            ("liver", "not among any known structure")):
         with pytest.raises(ValueError, match=message):

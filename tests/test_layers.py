@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("readers and views", ("segbench.published", "segbench.report")),
     ("inputs", ("segbench.datasets", "segbench.models", "segbench.interactive")),
     ("configuration", ("segbench.config", "segbench.stats_settings", "segbench.validation")),
-    ("assembly", ("segbench.leaderboard", "segbench.calibration", "segbench.export", "segbench.crossdataset", "segbench.pruning")),
+    ("assembly", ("segbench.results_document", "segbench.calibration", "segbench.export", "segbench.crossdataset", "segbench.pruning")),
     ("wiring", ("segbench.stages", "segbench.evaluation")),
     ("face", ("segbench.cli",)),
 )
@@ -94,3 +94,16 @@ def test_no_module_or_function_outgrows_a_reading() -> None:
                     long_functions.append(f"{module}.{node.name}: {length} lines")
     assert not long_modules, f"modules over {MAX_MODULE_LINES} lines: {long_modules}"
     assert not long_functions, f"functions over {MAX_FUNCTION_LINES} lines: {long_functions}"
+
+
+#: what every stage shares (its output paths; its run record's tags and headline means): helpers, not stages
+STAGE_HELPERS = ("segbench.stages.paths", "segbench.stages.bundles")
+
+
+def test_no_stage_module_imports_another() -> None:
+    """A stage reads what another stage wrote through the files (and the engine that reads them), never through that
+    stage's module: compare read published sets through the import stage's module, which made the import stage's code
+    a dependency of compare's."""
+    stages = {m for m in module_files() if m.startswith("segbench.stages.") and m not in STAGE_HELPERS}
+    crossing = [f"{m} imports {t}" for m in sorted(stages) for t in sorted(graph(parents=False)[m] & stages)]
+    assert not crossing, "\n".join(crossing)

@@ -72,8 +72,7 @@ def test_the_record_stage_puts_the_measurements_on_the_model_s_mlflow_run(tracki
 
     from segbench import tracking
     from segbench.io import write_json_atomic
-    from segbench.stages.paths import tracking_marker
-    from segbench.stages.realmodel_predict import runs_file
+    from segbench.stages.paths import runs_file, tracking_marker
     from segbench.stages.realmodel_record import run_record
     from tests_support import score_bundle
 

@@ -20,7 +20,6 @@ import yaml
 
 from projects import SMALL, SMALL_MODELS, Projects, copy_project
 from segbench import rows, tracking
-from segbench.stages import bundles
 from tests_support import command_env, commit_all, gate_env, kill_at_gate, run_command
 
 pytestmark = pytest.mark.slow
@@ -102,7 +101,7 @@ def test_scored_rows_out_of_range_are_never_written(touchstone_rows, tmp_path: P
     table.loc[2, "dice"] = 1.5
     out = tmp_path / "bundle"
     with pytest.raises(rows.RowsError, match=r"bundle/per_case\.csv: line 4 \(.*\), column 'dice': 1\.5 is not a number in \[0, 1\]; refused"):
-        bundles.write_bundle(out, table, {})
+        tracking.ScoreBundle.write(out, table, {})
     assert not out.exists() or not list(out.iterdir())
 
 

@@ -8,7 +8,7 @@ from segbench.models import layouts
 from segbench.models.schema import INPUT_LAYOUT_NAMES, OUTPUT_FORMATS
 from segbench.scoring import instances, profiles
 from segbench.scoring.settings import DEFAULT_PROFILE, LESION_PROFILE_NAMES, PROFILE_NAMES
-from segbench.stats.coverage import DEFAULT_COVERAGE
+from segbench.stats.missing_cases import DEFAULT_COVERAGE
 
 
 def test_profile_names_are_the_engines_profiles() -> None:

@@ -1,4 +1,4 @@
-"""The coverage policies (segbench.stats.coverage) on small hand-made rows: which rows each board and own-case analysis reads."""
+"""The coverage policies (segbench.stats.missing_cases) on small hand-made rows: which rows each board and own-case analysis reads."""
 
 from __future__ import annotations
 

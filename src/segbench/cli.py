@@ -247,10 +247,12 @@ def _cmd_realmodel_cases(args: argparse.Namespace) -> None:
 
 
 def _cmd_realmodel_predict(args: argparse.Namespace) -> None:
+    from segbench.stages.predict import run_predict
     from segbench.stages.realmodel_predict import run_measured_predict
 
     params = _params(args)
-    record = run_measured_predict(params, args.dataset, args.model, _root(args, params, args.dataset))
+    root = _root(args, params, args.dataset)
+    record = run_measured_predict(params, args.dataset, args.model, root, lambda: run_predict(params, args.dataset, args.model, root=root))
     print(f"{args.model}: {record['wall_time_s']} s, peak {record['peak_memory_gb']} GB")
 
 

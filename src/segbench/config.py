@@ -27,7 +27,7 @@ from segbench.published_schema import PublishedConfig, parse_published
 from segbench.schema import ConfigError
 from segbench.scoring.settings import DEFAULT_PROFILE, PROFILE_NAMES, LesionSetting, lesion_structures
 
-#: ``missing_predictions`` when params.yaml has none: the leaderboard's default coverage policy (segbench.stats.coverage)
+#: ``missing_predictions`` when params.yaml has none: the leaderboard's default coverage policy (segbench.stats.missing_cases)
 DEFAULT_COVERAGE = "own_cases"
 #: conf/config.yaml's key that DVC's own composition (``dvc exp run -S``) resolves by validating the whole composition
 #: (``${segbench.validate:}``, segbench.validation); params.yaml records ``validated: true``
@@ -49,7 +49,7 @@ class Params:
     stats: dict[str, Any]
     scoring: dict[str, Any]
     calibration: CalibrationConfig | None = None
-    #: what the leaderboard does with a model lacking predictions for some cases (segbench.stats.coverage)
+    #: what the leaderboard does with a model lacking predictions for some cases (segbench.stats.missing_cases)
     missing_predictions: str = DEFAULT_COVERAGE
 
     def dataset(self, name: str) -> DatasetConfig:

@@ -35,9 +35,9 @@ from segbench.config import dataset_from_conf
 from segbench.datasets.cases import load_metadata
 from segbench.datasets.schema import DatasetConfig
 from segbench.io import UNREADABLE, save_label_map_atomic, write_json_atomic, write_text_atomic
-from segbench.leaderboard import analysed_document, regions_block
 from segbench.models import intake
 from segbench.models.schema import ModelConfig
+from segbench.results_document import analysed_document, regions_block
 from segbench.scoring.engine import ANALYZED_METRICS, score_cases
 from segbench.scoring.geometry import GeometryError, resample_to_reference
 from segbench.scoring.labelmaps import load_label_map, load_nifti, nifti_image, validated_labels
@@ -489,9 +489,9 @@ def _checked_team(model: str, folder: Path, references: Mapping[str, Path], case
     return listed, files
 
 
-def _analysed(scored: pd.DataFrame, chosen: Sequence[Region], profile: str, gt: Path, config: DatasetConfig | None, metadata: Path | str | None, cases: list[str],
-              predictions: Mapping[str, Path | str], simulated: Collection[str], missing: str, settings: stats.StatsSettings,
-              name: str | None) -> Evaluation:
+def _analysed(scored: pd.DataFrame, chosen: Sequence[Region], profile: str, gt: Path, config: DatasetConfig | None,
+              metadata: Path | str | None, cases: list[str], predictions: Mapping[str, Path | str], simulated: Collection[str],
+              missing: str, settings: stats.StatsSettings, name: str | None) -> Evaluation:
     """The evaluation of every team's scored rows: the main profile's rows with the cases' metadata, analysed as a board."""
     main = (scored["metric_profile"] == profile).to_numpy()
     if metadata:
@@ -500,9 +500,9 @@ def _analysed(scored: pd.DataFrame, chosen: Sequence[Region], profile: str, gt: 
         meta = load_metadata(config, cases) if config else pd.DataFrame(index=pd.Index(cases, name="case_id"))
     rows = scored[main].reset_index(drop=True).join(meta, on="case_id")
     subgroups = [c.removeprefix("meta.") for c in meta.columns] if metadata else list(config.subgroups if config else ())
-    models = {m: {"title": m, "kind": "simulated" if m in simulated else "predictions", "simulated": m in simulated, "licence": "",
-                  "trained_on": [], "contaminated": False, "source": Path(f).resolve().as_posix()} for m, f in predictions.items()}
     board = name or (config.name if config else gt.resolve().name)
+    models = {m: stats.model_entry(m, "simulated" if m in simulated else "predictions", board, simulated=m in simulated, source=Path(f).resolve().as_posix())
+              for m, f in predictions.items()}
     block = {"name": board, "title": f"{config.title if config else board} (segbench evaluate)",
              "licence": config.licence if config else "", "citation": config.citation if config else "", "regions": regions_block(chosen),
              "source": gt.resolve().as_posix()}

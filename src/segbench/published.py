@@ -1,4 +1,4 @@
-"""Readers for published per-case score files -> the long rows table of ``segbench.stats.analyze``.
+"""Readers for published per-case score files -> the long rows table of ``segbench.stats.analyze`` (``read_set``: a set by its format).
 
 Rows: one per (model, case_id, structure) with ``reference_present`` (bool), one float column per metric
 and case metadata as ``meta.<field>`` columns, including ``meta.age_band`` (``segbench.bands``).
@@ -22,6 +22,7 @@ import pandas as pd
 from segbench.bands import AGE_BAND, age_band
 from segbench.io import UNREADABLE
 from segbench.published_schema import NNUNET_METRICS, TOUCHSTONE_FILES
+from segbench.rows import check_rows
 
 if TYPE_CHECKING:
     from segbench.interactive.protocol import Scoring
@@ -781,3 +782,18 @@ READERS: dict[str, Callable[[PublishedConfig], pd.DataFrame]] = {
     "generic_csv": lambda source: read_long_csv(source.path, **source.options),
     "nnunet_summary": lambda source: read_nnunet_summaries(source.path, **source.options),
 }
+
+
+def read_set(source: PublishedConfig) -> pd.DataFrame:
+    """Rows of a published score set by its format's reader, checked (``segbench.rows``), its ``metadata`` joined;
+    ``rows.attrs["import_summary"]`` says what the import found and what its policies did (docs/published.md); segauge
+    results keep each model's version, licence and training sets in ``rows.attrs["models"]``."""
+    rows = check_rows(READERS[source.format](source), str(source.path),
+                      "correct the published file or its format's options in params.yaml (docs/published.md)", file_lines=False)
+    attrs = dict(rows.attrs)
+    notes = attrs.pop("import", None) or import_notes()
+    if source.metadata and source.format != "touchstone":  # the Touchstone reader joins its own
+        rows = join_metadata(rows, **source.metadata, notes=notes)
+    policies = {k: v for k, v in source.options.items() if k in ("duplicates", "one_sided_missing")}
+    rows.attrs = {**attrs, "import_summary": import_summary(rows, notes, policies)}
+    return rows

@@ -9,7 +9,7 @@ first at the compare stage after every score is recomputed.
 from __future__ import annotations
 
 from segbench.config import ConfigError, Params
-from segbench.stats.coverage import COVERAGE_POLICIES
+from segbench.stats.missing_cases import COVERAGE_POLICIES
 from segbench.stats.settings import CASE_ALIGNMENTS, StatsSettings
 
 

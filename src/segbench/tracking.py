@@ -27,14 +27,14 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from segbench.io import UNREADABLE, changed_since_recorded, file_digest, read_json, recorded
+from segbench.io import UNREADABLE, changed_since_recorded, file_digest, read_json, recorded, write_json_atomic, write_text_atomic
 from segbench.rows import check_rows
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,32 @@ class ScoreBundle:
         for name, content in ((PER_CASE_ARTIFACT, bundle.per_case_csv), *tables.items()):
             check_rows(_read_table(content, folder / name), str(folder / name), fix)
         return bundle
+
+    @classmethod
+    def write(cls, folder: Path, rows: pd.DataFrame, record: dict[str, Any], tables: Mapping[str, pd.DataFrame] = {}) -> ScoreBundle:
+        """Write the bundle of ``rows`` (the per-case table), ``record`` (the run record) and ``tables`` (of
+        ``OPTIONAL_ARTIFACTS``) into ``folder`` atomically, each file at once; an optional table not given is removed.
+        Every table is checked first (``segbench.rows``): a value out of its metric's range is never written."""
+        folder = Path(folder)
+        fault = "a fault of the stage that scored them, not of the inputs: please report it with this line"
+        for name, table in ((PER_CASE_ARTIFACT, rows), *tables.items()):
+            check_rows(table, str(folder / name), fault)
+        bundle = cls(per_case_csv=_csv_bytes(rows), record=record, tables={name: _csv_bytes(table) for name, table in tables.items()})
+        write_text_atomic(folder / PER_CASE_ARTIFACT, bundle.per_case_csv.decode())
+        for name in OPTIONAL_ARTIFACTS:
+            if name in bundle.tables:
+                write_text_atomic(folder / name, bundle.tables[name].decode())
+            else:
+                (folder / name).unlink(missing_ok=True)
+        write_json_atomic(folder / "run.json", record)
+        return bundle
+
+
+def _csv_bytes(rows: pd.DataFrame) -> bytes:
+    """A per-case table as the bundle stores it: CSV without the index, one newline per row."""
+    buffer = io.StringIO()
+    rows.to_csv(buffer, index=False, lineterminator="\n")
+    return buffer.getvalue().encode()
 
 
 def _read_table(content: bytes, where: Path | str) -> pd.DataFrame:

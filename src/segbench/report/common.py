@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from segbench.stats.audited import MARGIN
-from segbench.stats.coverage import coverage_text
+from segbench.stats.missing_cases import coverage_text
 from segbench.stats.results import (
     AuditedCell,
     AuditEntry,
@@ -461,7 +461,7 @@ def unit_sentence(results: Results) -> str:
 
 def coverage_notes(results: Results) -> list[str]:
     """Said once per dataset on every view: each model lacking cases, its n of N and what the leaderboard does with it
-    (``results.coverage``, segbench.stats.coverage); [] when every model covers every case."""
+    (``results.coverage``, segbench.stats.missing_cases); [] when every model covers every case."""
     block = results.get("coverage")
     if not block:
         return []

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from segbench.stats.coverage import coverage_text
 from segbench.stats.heads import shown_mean
+from segbench.stats.missing_cases import coverage_text
 from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS
 
 from .common import Cell, Results, identical_note

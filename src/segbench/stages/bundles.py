@@ -1,22 +1,15 @@
-"""A score bundle (``scores/<dataset>/<model>/``): the per-case rows, the optional tables and the MLflow run record the
-score, import and interact stages write and the track stage logs; its tags and headline means
-(docs/methodology.md#12-what-an-mlflow-run-carries)."""
+"""What a score bundle's run record carries (docs/methodology.md#12-what-an-mlflow-run-carries): its tags and headline
+means, as the score, import and interact stages write them (``tracking.ScoreBundle.write``) and the track stage logs."""
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterable, Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
 import segbench
-from segbench import tracking
 from segbench.datasets.cases import data_version
-from segbench.io import write_json_atomic, write_text_atomic
-from segbench.rows import check_rows
 from segbench.units import base_digits, unit
 
 #: the run tag naming the lesion profile a bundle's lesion-wise tables were scored under (compare checks every model has one)
@@ -66,25 +59,3 @@ def version_tags(dataset: str, model: str, kind: str, data: str | None = None, *
         "segbench.segbench_version": segbench.__version__,
         **{f"segbench.{k}": v for k, v in extra.items()},
     }
-
-
-def _csv_text(rows: pd.DataFrame) -> str:
-    buffer = io.StringIO()
-    rows.to_csv(buffer, index=False, lineterminator="\n")
-    return buffer.getvalue()
-
-
-def write_bundle(out: Path, rows: pd.DataFrame, record: dict[str, Any], tables: Mapping[str, pd.DataFrame] = {}) -> None:
-    """Write one score bundle atomically: per-case table, run record and the optional tables it has
-    (``tracking.OPTIONAL_ARTIFACTS``: rows under the other profiles, lesion-wise tables); any other left is removed.
-    Every table is checked first (``segbench.rows``): a value out of its metric's range is never written."""
-    fault = "a fault of the stage that scored them, not of the inputs: please report it with this line"
-    for name, table in ((tracking.PER_CASE_ARTIFACT, rows), *tables.items()):
-        check_rows(table, str(out / name), fault)
-    write_text_atomic(out / tracking.PER_CASE_ARTIFACT, _csv_text(rows))
-    for name in tracking.OPTIONAL_ARTIFACTS:
-        if name in tables:
-            write_text_atomic(out / name, _csv_text(tables[name]))
-        else:
-            (out / name).unlink(missing_ok=True)
-    write_json_atomic(out / "run.json", record)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from segbench import published
 from segbench.config import ConfigError, Params
 from segbench.io import write_json_atomic, write_text_atomic
-from segbench.stages.import_ import read_published
 from segbench.stages.paths import calibration_results_dir, calibration_scores_dir
 from segbench.stats import calibration, shapes
 from segbench.stats_settings import stats_settings
@@ -29,7 +29,7 @@ def run_calibration_audit(params: Params) -> list[Path]:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run `segbench calibrate score` (the score stage of calibration/dvc.yaml)")
         frames.append(pd.read_csv(path, dtype={"case_id": str, "model": str, "structure": str}))
-    real = [(calibration.ranked_populations(read_published(spec.source), name, spec.source.metrics, spec.ranks), spec.draws, spec.wilcoxon_draws)
+    real = [(calibration.ranked_populations(published.read_set(spec.source), name, spec.source.metrics, spec.ranks), spec.draws, spec.wilcoxon_draws)
             for name, spec in config.real.items()]
     audit = calibration.audit(
         pd.concat(frames, ignore_index=True), models=tuple(config.models), equal=config.equal, structures=config.structures,

@@ -19,10 +19,9 @@ from segbench.datasets.cases import data_version
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.schema import REFERENCE_LABELS
 from segbench.io import atomic_dir, recorded, write_json_atomic, write_text_atomic
-from segbench.leaderboard import analysed_document, dataset_block
+from segbench.results_document import analysed_document, dataset_block
 from segbench.scoring.engine import ANALYZED_METRICS
 from segbench.stages.bundles import LESION_PROFILE_TAG
-from segbench.stages.import_ import read_published
 from segbench.stages.paths import calibration_results_dir, metrics_dir, output_root, plot_file, results_file, scores_dir, tracking_marker
 from segbench.stats_settings import stats_settings
 
@@ -41,16 +40,12 @@ def _leaderboard_setup(
     if name in params.published:
         source = params.published_set(name)
         models = sorted(p.stem for p in tracking_marker(name, "*").parent.glob("*.json"))
-        attrs = read_published(source).attrs
+        attrs = published.read_set(source).attrs
         # a segauge results file declares each model's version, licence and training sets (contaminated_on)
         claims = attrs.get("models", {})
         trained = {m: tuple(sorted({*source.trained_on.get(m, ()), *claims.get(m, {}).get("contaminated_on", ())})) for m in models}
-        entries = {
-            m: {"title": m, "kind": "published", "simulated": False, "source": source.source,
-                "licence": claims.get(m, {}).get("licence") or source.licence,
-                "trained_on": list(trained[m]), "contaminated": source.evaluated_on in trained[m]}
-            for m in models
-        }
+        entries = {m: stats.model_entry(m, "published", source.evaluated_on, trained_on=trained[m], source=source.source,
+                                  licence=claims.get(m, {}).get("licence") or source.licence) for m in models}
         block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
                  "source": source.source, "evaluated_on": source.evaluated_on, "import_summary": attrs["import_summary"]}
         if source.case_alignment:  # the source's own protocol; both alignments are in the analysis
@@ -58,21 +53,15 @@ def _leaderboard_setup(
         return block, entries, source.metrics, source.subgroups, source.cluster_field
     if name in params.interactive_datasets:
         source = params.interactive_dataset(name)
-        entries = {
-            m.name: {"title": m.title, "kind": m.kind, "simulated": False, "licence": m.licence,
-                     "trained_on": list(m.trained_on), "contaminated": name in m.trained_on}
-            for m in params.interactive_models.values()
-        }
+        entries = {m.name: stats.model_entry(m.title, m.kind, name, trained_on=m.trained_on, licence=m.licence)
+                   for m in params.interactive_models.values()}
         block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
                  "interactive": True, "reference": REFERENCE_LABELS[source.reference], "reference_note": source.note,
                  "seconds_per_class": source.seconds_per_class, "time_limit_clock": source.time_limit_clock}
         return block, entries, interactive_scores.METRICS, (), None
     dataset = params.dataset(name)
-    entries = {
-        m.name: {"title": m.title, "kind": m.kind, "simulated": m.is_simulated, "licence": m.licence,
-                 "trained_on": list(m.trained_on), "contaminated": dataset.name in m.trained_on}
-        for m in params.models.values() if m.source is None or m.source.dataset == name  # a folder of predictions is one dataset's
-    }
+    entries = {m.name: stats.model_entry(m.title, m.kind, dataset.name, trained_on=m.trained_on, licence=m.licence, simulated=m.is_simulated)
+               for m in params.models.values() if m.source is None or m.source.dataset == name}  # a folder of predictions is one dataset's
     return dataset_block(dataset), entries, ANALYZED_METRICS, dataset.subgroups, dataset.cluster_field
 
 

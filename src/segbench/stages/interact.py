@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 
+from segbench import tracking
 from segbench.config import Params
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.harness import interact
 from segbench.interactive.schema import REFERENCE_LABELS
 from segbench.models.slurm import shard_runner_from_environ
-from segbench.stages.bundles import headline_metrics, version_tags, write_bundle
+from segbench.stages.bundles import headline_metrics, version_tags
 from segbench.stages.paths import INTERACTIVE_ROOT, cases_dir, predictions_dir, scores_dir
 
 
@@ -55,4 +56,4 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
         # MLflow step metrics (step 1 = box, 2-6 = clicks): the DSC-versus-interaction curve in the run's charts
         "step_metrics": interactive_scores.step_curves(rows),
     }
-    write_bundle(bundle, rows, record)
+    tracking.ScoreBundle.write(bundle, rows, record)

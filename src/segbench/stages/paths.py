@@ -59,3 +59,8 @@ def calibration_scores_dir() -> Path:
 def calibration_results_dir() -> Path:
     """The audit's small results (audit.json and its tables): kept in git, so the site has them without a rerun."""
     return CALIBRATION_ROOT / "results"
+
+
+def runs_file(model: str, root: Path) -> Path:
+    """The real-model predict stage's measurements of ``model`` (a measurement: not compared byte for byte)."""
+    return root / "runs" / f"{model}.json"

@@ -9,26 +9,22 @@ import os
 import platform
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from segbench.config import Params
 from segbench.io import file_digest, write_json_atomic
 from segbench.models.weights import weights_status
-from segbench.stages.predict import run_predict
+from segbench.stages.paths import runs_file
 
 
-def runs_file(model: str, root: Path) -> Path:
-    """The predict stage's measurements of ``model`` (a measurement: not compared byte for byte)."""
-    return root / "runs" / f"{model}.json"
-
-
-def run_measured_predict(params: Params, dataset_name: str, model_name: str, root: Path) -> dict[str, Any]:
-    """Predict stage (:func:`~segbench.stages.predict.run_predict` into ``root``), its wall time and the peak resident
+def run_measured_predict(params: Params, dataset_name: str, model_name: str, root: Path, run_predict: Callable[[], None]) -> dict[str, Any]:
+    """``run_predict`` (the predict stage into ``root``: :func:`~segbench.stages.predict.run_predict`), its wall time and the peak resident
     memory of the model's process (or of this one, if larger) written to ``runs/<model>.json``; returns that record."""
     model = params.model(model_name)
     start = time.perf_counter()
-    run_predict(params, dataset_name, model_name, root=root)
+    run_predict()
     wall = time.perf_counter() - start
     peak_kib = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     weights = weights_status(model)

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from segbench import tracking
 from segbench.io import read_json
-from segbench.stages.paths import tracking_marker
-from segbench.stages.realmodel_predict import runs_file
+from segbench.stages.paths import runs_file, tracking_marker
 
 #: the record's tags on the model's MLflow run (not ``segbench.*``: compare copies those into the results)
 RECORD_TAG_PREFIX = "run."

@@ -22,7 +22,7 @@ from segbench.models.structures import compose
 from segbench.scoring.engine import ANALYZED_METRICS, score_cases
 from segbench.scoring.lesionwise import score_cases_and_lesions
 from segbench.scoring.settings import DEFAULT_PROFILE, LesionSetting
-from segbench.stages.bundles import LESION_PROFILE_TAG, headline_metrics, shown_mean, version_tags, write_bundle
+from segbench.stages.bundles import LESION_PROFILE_TAG, headline_metrics, shown_mean, version_tags
 from segbench.stages.paths import predictions_dir, scores_dir
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     tables = {tracking.PROFILES_ARTIFACT: scored[~main].reset_index(drop=True)} if others else {}
     if setting is not None:
         tables |= _lesion_tables(setting, model, lesion_rows, instance_rows, record)
-    write_bundle(scores_dir(dataset_name, model_name, root), rows, record, tables)
+    tracking.ScoreBundle.write(scores_dir(dataset_name, model_name, root), rows, record, tables)
 
 
 def _lesion_setting(params: Params, dataset: DatasetConfig, model: ModelConfig, excluded: Mapping[str, Any]) -> LesionSetting | None:

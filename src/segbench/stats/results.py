@@ -33,7 +33,7 @@ marks what is undefined (n = 0, fewer than two ranked models, SD of one case, ..
 structure, from (seed, structure name), shared by all metrics, models and subgroups.
 """
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 # --- the analysis of one dataset (stats.analyze) -------------------------------------------------------------------
 
@@ -463,6 +463,14 @@ class ModelEntry(TypedDict):
     versions: NotRequired[dict[str, str]]
 
 
+def model_entry(title: str, kind: str, evaluated_on: str, *, trained_on: tuple[str, ...] | list[str] = (), licence: str = "",
+                simulated: bool = False, **extra: str) -> ModelEntry:
+    """A model's entry, the one way every board writes it: contaminated when ``evaluated_on`` (the dataset the board
+    scores) is among the datasets it was trained on; ``extra``: the ``source`` or an image digest."""
+    return cast(ModelEntry, {"title": title, "kind": kind, "simulated": simulated, "licence": licence, "trained_on": list(trained_on),
+                             "contaminated": evaluated_on in trained_on, **extra})
+
+
 class MetricEntry(TypedDict):
     """A metric of the leaderboard."""
 
@@ -690,7 +698,7 @@ class CoverageBlock(TypedDict):
 
 
 class ResultsDocument(TypedDict):
-    """``results/<name>.json``: one leaderboard, whichever way its rows were obtained (leaderboard.py)."""
+    """``results/<name>.json``: one leaderboard, whichever way its rows were obtained (results_document.py)."""
 
     segbench_version: str
     dataset: DatasetBlock
