@@ -812,7 +812,7 @@ def _misnamed(source: Path, target: Path, wrong: str) -> None:
 
 
 def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                  run_tmpdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 10 KB archive holding only a manifest that names an image of the organiser's store was scored as that image, and
     the image was then deleted; an archive of two images left the second, tagged; one whose config id is wrong left its
     image, tagged. Each team now loads into a store of its
@@ -836,13 +836,24 @@ def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: contai
     assert saved.returncode == 0, saved.stderr
     _misnamed(stray.archive, folder / "misnamed.tar", "cd" * 32)
     container.remove_image(runtime, stray_id)
+    # every image id the teams' archives name or hold: the cheater's borrowed one, the twin's two, the misnamed one's name
+    # and content (the stray image), the long name's and the stray team's
+    with tarfile.open(folder / "twin.tar") as tar:
+        twin_ids = {Path(entry["Config"]).name.removesuffix(".json") for entry in json.loads(tar.extractfile("manifest.json").read())}
+    named = {container.archive_image_id(folder / name) for name in ("cheater.tar", "misnamed.tar", "Équipe Zoë.tar", "x" * 230 + ".tar")}
+    team_ids = {f"sha256:{i}" for i in {*twin_ids, *named, stray_id}}
+    assert twin_ids == {image, stray_id} and named == {image, "cd" * 32, stray_id}
     before = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
-    stores = set(Path(tempfile.gettempdir()).glob("segbench-store-*"))  # a killed run's (the resume test's) may be there
+    monkeypatch.setattr(tempfile, "tempdir", str(run_tmpdir))  # the teams' stores in a TMPDIR of the test's own
+    monkeypatch.setenv("TMPDIR", str(run_tmpdir))
     use_runtime(monkeypatch, runtime)
     results = submissions.evaluate_submissions(folder, case_folder, tmp_path / "out", limits={"memory": "1g", "cpus": 1})
     after = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
-    assert f"sha256:{image}" in before and before <= after and f"sha256:{stray_id}" not in after  # other engineers' runs may add images
-    assert set(Path(tempfile.gettempdir()).glob("segbench-store-*")) == stores, "a team's store was left behind"
+    # tests running in parallel (pytest-xdist, other sessions) may add images to the organiser's store meanwhile, but none
+    # the run added came from a team's archive
+    assert f"sha256:{image}" in before and before <= after and not (after - before) & team_ids, (after - before) & team_ids
+    assert f"sha256:{stray_id}" not in after
+    assert list(run_tmpdir.iterdir()) == [], "a team's store (or its inflated archive) was left behind"
     entries = results["dataset"]["submissions"]
     assert entries["cheater"]["status"] == "not_evaluated" and "cheater.tar: podman load exited with status" in entries["cheater"]["reason"]
     assert entries["misnamed"]["status"] == "not_evaluated" and f"loaded, but podman has no image {'cd' * 32}" in entries["misnamed"]["reason"]
