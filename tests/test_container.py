@@ -13,6 +13,7 @@ import dataclasses
 import gzip
 import io
 import json
+import lzma
 import os
 import re
 import shutil
@@ -382,23 +383,36 @@ def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(ru
 
 
 def test_a_hostile_archive_is_refused_before_the_runtime_acts_on_it(runtime: container.Runtime, image: str, case_folder: Path,
-                                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                     tmp_path: Path, run_tmpdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A team's manifest names its image config `--all.json`: the id went to `podman rmi --force <id>` after the team's cases,
     i.e. `rmi --force --all`, and every image of the organiser's store was gone (the image loaded here among them). A gzip'd
-    archive that decompresses past the cap is refused before it is written out. Each ends its own team only."""
+    archive that decompresses past the cap is refused before it is written out; so are an xz archive named .tar.gz and a
+    plain archive whose layer is a gzip'd tar, which podman inflated unbounded (a 3.2 GB temporary file; 6.2 GB and 47 s).
+    Each ends its own team only, the time spent on it counted as that team's."""
     folder = tmp_path / "submissions"
     folder.mkdir()
     write_tar(folder / "evil.tar", {"manifest.json": json.dumps([{"Config": "--all.json", "Layers": []}]).encode()})
     digest = "ab" * 32  # an id no runtime holds: the archive gets as far as its decompression
-    write_tar(folder / "bomb.tar.gz", {"manifest.json": json.dumps([{"Config": f"{digest}.json", "Layers": []}]).encode(),
-                                       "layer.tar": bytes(3 << 20)}, gzipped=True)
+    manifest = json.dumps([{"Config": f"{digest}.json", "Layers": ["layer.tar"]}]).encode()
+    write_tar(folder / "bomb.tar.gz", {"manifest.json": manifest, "layer.tar": bytes(3 << 20)}, gzipped=True)
+    plain = write_tar(tmp_path / "xz.tar", {"manifest.json": manifest, "layer.tar": bytes(3 << 20)})
+    (folder / "xzbomb.tar.gz").write_bytes(lzma.compress(plain.read_bytes()))  # xz, whatever its name says
+    write_tar(folder / "layerbomb.tar", {"manifest.json": manifest, "layer.tar": gzip.compress(bytes(3 << 20))})
+    assert all(path.stat().st_size < 100_000 for path in folder.iterdir())
     monkeypatch.setattr(container, "MAX_IMAGE_BYTES", 1 << 20)
+    monkeypatch.setattr(tempfile, "tempdir", str(run_tmpdir))  # where an archive is inflated, and the teams' stores
+    monkeypatch.setenv("TMPDIR", str(run_tmpdir))
     use_runtime(monkeypatch, runtime)
     results = submissions.evaluate_submissions(folder, case_folder, tmp_path / "out", limits={"memory": "1g", "cpus": 1})
     entries = results["dataset"]["submissions"]
     assert entries["evil"]["status"] == "not_evaluated" and "manifest.json's image config '--all.json' is not a sha256 digest" in entries["evil"]["reason"]
     assert entries["bomb"]["status"] == "not_evaluated" and "bomb.tar.gz: decompresses to more than 1,048,576 bytes" in entries["bomb"]["reason"]
+    assert entries["xzbomb"]["status"] == "not_evaluated" and "xzbomb.tar.gz: decompresses to more than 1,048,576 bytes" in entries["xzbomb"]["reason"]
+    assert entries["layerbomb"]["status"] == "not_evaluated" and re.search(r"layerbomb.tar: layer 'layer.tar' \(gzip\) inflates past the room left "
+                                                                           r"under the cap of 1,048,576 bytes", entries["layerbomb"]["reason"])
+    assert all(entry["seconds"] > 0 for entry in entries.values())  # the time spent on each archive is its team's
     assert runtime.call("image", "inspect", image).returncode == 0, "the organiser's image was removed"
+    assert list(run_tmpdir.iterdir()) == []  # nothing inflated, nothing loaded, is left
 
 
 @pytest.mark.extended
