@@ -780,6 +780,10 @@ def test_a_store_whose_owner_lives_is_kept_and_one_whose_owner_ended_is_removed(
         reused = store({**container.store_owner(), "start": container.store_owner()["start"] - 1})  # this pid, once another process's
         unknown = store(None)  # a store a moment old, its owner not written yet (or an older segbench's)
         elsewhere = store({**ended_owner, "host": "another-machine"})  # a TMPDIR shared between machines: not ours to judge
+        others = store(ended_owner)  # another user's folder (its podman state is not ours to act on), one others may write into
+        os.chown(others, 65534, 65534)
+        shared = store(ended_owner)
+        shared.chmod(0o777)
         outside = tmp_path / "outside"
         outside.mkdir()
         (outside / container.STORE_OWNER).write_text(json.dumps(ended_owner), encoding="utf-8")
@@ -787,7 +791,7 @@ def test_a_store_whose_owner_lives_is_kept_and_one_whose_owner_ended_is_removed(
         (run_tmpdir / f"{container.STORE_PREFIX}link").symlink_to(outside)
         assert container.remove_orphaned_stores(runtime) == sorted([gone, reused])
         assert not gone.exists() and not reused.exists()
-        assert live.is_dir() and unknown.is_dir() and elsewhere.is_dir() and (outside / "keep").is_file()
+        assert live.is_dir() and unknown.is_dir() and elsewhere.is_dir() and others.is_dir() and shared.is_dir() and (outside / "keep").is_file()
         assert (run_tmpdir / f"{container.STORE_PREFIX}link").is_symlink()
         assert container.remove_orphaned_stores(container.Runtime("docker")) == []  # docker has no stores of its own
         # the live run's owner is killed: its store is removed with podman's files in it
