@@ -8,19 +8,24 @@ with another command) must each leave a clear reason, an empty outputs folder an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import io
 import json
+import lzma
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +69,16 @@ def case_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cases.convert([("ct_sm", EXAMPLE / "ct_sm.nii.gz", EXAMPLE / "seg_total.nii.gz"), ("mr_sm", EXAMPLE / "mr_sm.nii.gz", EXAMPLE / "seg_mr.nii.gz")],
                   ORGANS, folder, seed=2025, reference="pseudo")
     return folder
+
+
+@pytest.fixture
+def run_tmpdir() -> Iterator[Path]:
+    """A TMPDIR of the test's own for the runs it starts (their stores, away from other tests'), short: podman refuses a
+    store whose runroot path is longer than 50 characters."""
+    folder = Path(tempfile.mkdtemp(prefix="sbt", dir="/tmp"))
+    yield folder
+    container._unmount_below(folder)  # a failed test's store may be mounted still: rmtree must not descend into it
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _load(folder: Path, case_id: str) -> cases.Case:
@@ -368,23 +383,36 @@ def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(ru
 
 
 def test_a_hostile_archive_is_refused_before_the_runtime_acts_on_it(runtime: container.Runtime, image: str, case_folder: Path,
-                                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                     tmp_path: Path, run_tmpdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A team's manifest names its image config `--all.json`: the id went to `podman rmi --force <id>` after the team's cases,
     i.e. `rmi --force --all`, and every image of the organiser's store was gone (the image loaded here among them). A gzip'd
-    archive that decompresses past the cap is refused before it is written out. Each ends its own team only."""
+    archive that decompresses past the cap is refused before it is written out; so are an xz archive named .tar.gz and a
+    plain archive whose layer is a gzip'd tar, which podman inflated unbounded (a 3.2 GB temporary file; 6.2 GB and 47 s).
+    Each ends its own team only, the time spent on it counted as that team's."""
     folder = tmp_path / "submissions"
     folder.mkdir()
     write_tar(folder / "evil.tar", {"manifest.json": json.dumps([{"Config": "--all.json", "Layers": []}]).encode()})
     digest = "ab" * 32  # an id no runtime holds: the archive gets as far as its decompression
-    write_tar(folder / "bomb.tar.gz", {"manifest.json": json.dumps([{"Config": f"{digest}.json", "Layers": []}]).encode(),
-                                       "layer.tar": bytes(3 << 20)}, gzipped=True)
+    manifest = json.dumps([{"Config": f"{digest}.json", "Layers": ["layer.tar"]}]).encode()
+    write_tar(folder / "bomb.tar.gz", {"manifest.json": manifest, "layer.tar": bytes(3 << 20)}, gzipped=True)
+    plain = write_tar(tmp_path / "xz.tar", {"manifest.json": manifest, "layer.tar": bytes(3 << 20)})
+    (folder / "xzbomb.tar.gz").write_bytes(lzma.compress(plain.read_bytes()))  # xz, whatever its name says
+    write_tar(folder / "layerbomb.tar", {"manifest.json": manifest, "layer.tar": gzip.compress(bytes(3 << 20))})
+    assert all(path.stat().st_size < 100_000 for path in folder.iterdir())
     monkeypatch.setattr(container, "MAX_IMAGE_BYTES", 1 << 20)
+    monkeypatch.setattr(tempfile, "tempdir", str(run_tmpdir))  # where an archive is inflated, and the teams' stores
+    monkeypatch.setenv("TMPDIR", str(run_tmpdir))
     use_runtime(monkeypatch, runtime)
     results = submissions.evaluate_submissions(folder, case_folder, tmp_path / "out", limits={"memory": "1g", "cpus": 1})
     entries = results["dataset"]["submissions"]
     assert entries["evil"]["status"] == "not_evaluated" and "manifest.json's image config '--all.json' is not a sha256 digest" in entries["evil"]["reason"]
     assert entries["bomb"]["status"] == "not_evaluated" and "bomb.tar.gz: decompresses to more than 1,048,576 bytes" in entries["bomb"]["reason"]
+    assert entries["xzbomb"]["status"] == "not_evaluated" and "xzbomb.tar.gz: decompresses to more than 1,048,576 bytes" in entries["xzbomb"]["reason"]
+    assert entries["layerbomb"]["status"] == "not_evaluated" and re.search(r"layerbomb.tar: layer 'layer.tar' \(gzip\) inflates past the room left "
+                                                                           r"under the cap of 1,048,576 bytes", entries["layerbomb"]["reason"])
+    assert all(entry["seconds"] > 0 for entry in entries.values())  # the time spent on each archive is its team's
     assert runtime.call("image", "inspect", image).returncode == 0, "the organiser's image was removed"
+    assert list(run_tmpdir.iterdir()) == []  # nothing inflated, nothing loaded, is left
 
 
 @pytest.mark.extended
@@ -508,21 +536,29 @@ done
 """
 
 
-def _evaluate(argv: list[str], runtime: container.Runtime) -> subprocess.Popen:
-    """``segbench interact --submissions`` in a child python, which prints its own peak RSS (KB) last."""
+def _evaluate(argv: list[str], runtime: container.Runtime, tmpdir: Path) -> subprocess.Popen:
+    """``segbench interact --submissions`` in a child python with ``tmpdir`` as its TMPDIR (the teams' stores and inflated
+    archives go there, away from other tests'), which prints its own peak RSS (KB) last."""
     code = ("import resource, sys\nfrom segbench import cli\nstatus = cli.main(sys.argv[1:])\n"
             "print('peak RSS KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\nsys.exit(status)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), container.RUNTIME_ENV: runtime.program,
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(tmpdir), container.RUNTIME_ENV: runtime.program,
            container.GLOBAL_FLAGS_ENV: " ".join(runtime.global_flags), container.RUN_FLAGS_ENV: " ".join(runtime.run_flags)}
     return subprocess.Popen([sys.executable, "-c", code, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
 
-#: how much more the evaluator's peak RSS (MB) may be in the resumed run over the attacker's folder than with the honest
-#: team alone: half the smallest inflation the attacker tries (256 MiB of zeros). Relative to the run alone in the same
-#: test, because the absolute peak moves with the state earlier tests leave (350-530 MB for the same run here, over
-#: 600 MB in a CI run)
+#: how much more the evaluator's peak RSS (MB) may be over the attacker's folder than with the honest team alone: half the
+#: smallest inflation the attacker tries (256 MiB of zeros). Relative to the run alone in the same test, because the
+#: absolute peak moves with the state earlier tests leave (350-530 MB for the same run here, over 600 MB in a CI run); the
+#: acceptance's absolute bound (1 GB) is checked as well
 ATTACK_SLACK_MB = 128
+#: the acceptance's bound on the evaluator's peak RSS, bytes
+MAX_EVALUATOR_RSS = 10**9
+#: the --max-output-mb the attack runs with: each call's outputs folder (a tmpfs here), its /tmp and VOLUMEs
+ATTACK_OUTPUT_MB = 16
+#: what segbench's own files of the attack's run may take on disk besides the caps: both teams' segs/, records/, tables,
+#: run.json and resume files for the bundle's two cases (about 1 MB), and podman's metadata in a store
+OWN_FILES_BYTES = 16 << 20
 
 
 def _peak_mb(printed: str) -> float:
@@ -530,8 +566,97 @@ def _peak_mb(printed: str) -> float:
     return int(printed.strip().splitlines()[-1].split()[-1]) / 1024
 
 
+def _peak_rss_mb_so_far(pid: int) -> float:
+    """The peak RSS (MB) of the running process ``pid`` until now (VmHWM: what getrusage's ru_maxrss reports at its end)."""
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+def _disk_bytes(*tops: Path) -> int:
+    """What the files under ``tops`` take on their disk (allocated blocks, each inode once), never crossing into another
+    file system: a store's overlay mounts and the outputs tmpfs are not the disk."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for top in tops:
+        try:
+            device = top.lstat().st_dev
+        except OSError:
+            continue
+        stack = [str(top)]
+        while stack:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except OSError:  # removed meanwhile
+                continue
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if info.st_dev != device or (info.st_dev, info.st_ino) in seen:
+                    continue
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+                if stat.S_ISDIR(info.st_mode):
+                    stack.append(entry.path)
+    return total
+
+
+@contextlib.contextmanager
+def _peak_disk(*tops: Path, period_s: float = 0.2) -> Iterator[dict]:
+    """While inside, ``_disk_bytes(*tops)`` and the used bytes of their file system (other processes' included) sampled
+    every ``period_s``: the dict holds each one's peak (``files``, ``filesystem``), the file system's use before
+    (``filesystem_before``) and the names seen directly in each top (``names``, a set per top)."""
+    where = tops[0]
+    while not where.exists():
+        where = where.parent
+    peaks: dict = {"files": 0, "filesystem": shutil.disk_usage(where).used, "names": {top: set() for top in tops}}
+    peaks["filesystem_before"] = peaks["filesystem"]
+    stop = threading.Event()
+
+    def sample() -> None:
+        peaks["files"] = max(peaks["files"], _disk_bytes(*tops))
+        peaks["filesystem"] = max(peaks["filesystem"], shutil.disk_usage(where).used)
+        for top in tops:
+            with contextlib.suppress(OSError):
+                peaks["names"][top] |= set(os.listdir(top))
+
+    def sampler() -> None:
+        while not stop.wait(period_s):
+            sample()
+
+    sample()
+    thread = threading.Thread(target=sampler, daemon=True)
+    thread.start()
+    try:
+        yield peaks
+    finally:
+        stop.set()
+        thread.join()
+        sample()
+
+
+def _unpacked_bytes(archive: Path, block: int) -> int:
+    """What the layers of the docker save ``archive`` take unpacked on a file system of ``block``-byte blocks: each member
+    in whole blocks, a folder one block more (an upper bound of what a store holds of the image)."""
+    total = 0
+    with tarfile.open(archive) as outer:
+        for layer in json.loads(outer.extractfile("manifest.json").read())[0]["Layers"]:
+            with tarfile.open(fileobj=outer.extractfile(layer), mode="r|*") as members:
+                total += sum(-(-member.size // block) * block + (block if member.isdir() else 0) for member in members)
+    return total
+
+
+def _mounts_below(folder: Path) -> list[str]:
+    """The mount points at or below ``folder``."""
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()]
+    return [p for p in points if p == str(folder) or p.startswith(f"{folder}/")]
+
+
 def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run_resumes(runtime: container.Runtime, case_folder: Path,
-                                                                                      tmp_path: Path) -> None:
+                                                                                      tmp_path: Path, run_tmpdir: Path) -> None:
     honest = build_image(REGION_GROWING, default_cache())
     script = tmp_path / "predict.sh"
     script.write_text(ATTACKER_PREDICT, encoding="utf-8")
@@ -543,29 +668,56 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
     (alone / "teama.tar").symlink_to(honest.archive)
     (both / "teama.tar").symlink_to(honest.archive)
     (both / "attacker.tar").symlink_to(attacker.archive)
-    common = ["interact", "--cases", str(case_folder), "--memory", "1g", "--cpus", "1"]
+    common = ["interact", "--cases", str(case_folder), "--memory", "1g", "--cpus", "1", "--max-output-mb", str(ATTACK_OUTPUT_MB)]
 
-    run = _evaluate([*common, "--submissions", str(alone), "--out", str(tmp_path / "out_alone")], runtime)
+    run = _evaluate([*common, "--submissions", str(alone), "--out", str(tmp_path / "out_alone")], runtime, run_tmpdir)
     printed = run.communicate()[0]
     assert run.returncode == 0, printed
     alone_mb = _peak_mb(printed)
-    # the folder with the attacker first; killed once the honest team, second, has finished its first case
+    # the folder with the attacker first; killed once the honest team, second, has finished its first case: the attacker's
+    # whole evaluation is in this run, and its peak RSS is read before the kill. The disk its files and the teams' stores
+    # take is sampled through this run and the resumed one
     out = tmp_path / "out"
-    run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime)
-    while not (out / "teama" / ".staging" / "local" / "segs" / "ct_sm.npz").exists():
-        assert run.poll() is None, run.stdout.read()
-        time.sleep(0.2)
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
-    assert not (out / "leaderboard.json").exists() and (out / ".finished" / "attacker.json").is_file()
-    run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime)
-    printed = run.communicate()[0]
+    with _peak_disk(out, run_tmpdir) as disk:
+        run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime, run_tmpdir)
+        while not (out / "teama" / ".staging" / "local" / "segs" / "ct_sm.npz").exists():
+            assert run.poll() is None, run.stdout.read()
+            time.sleep(0.2)
+        killed_mb = _peak_rss_mb_so_far(run.pid)
+        killed_stores = sorted(run_tmpdir.glob(f"{container.STORE_PREFIX}*"))
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        assert not (out / "leaderboard.json").exists() and (out / ".finished" / "attacker.json").is_file()
+        assert len(killed_stores) == 1 and killed_stores[0].is_dir(), killed_stores  # teama's, its owner killed; the attacker's went with it
+        print(f"left by the killed run: {killed_stores[0]}, mounts below it: {_mounts_below(killed_stores[0])}")
+        run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime, run_tmpdir)
+        printed = run.communicate()[0]
     assert run.returncode == 0, printed
     assert "team attacker (1 of 2): finished in an earlier run with the same archive, cases and settings; not rerun" in printed
     assert "team teama (2 of 2): " in printed and "teama: 2 cases" in printed
     peak_mb = _peak_mb(printed)
-    print(f"evaluator peak RSS with the attacker: {peak_mb:.0f} MB, the honest team alone: {alone_mb:.0f} MB")
-    assert peak_mb < alone_mb + ATTACK_SLACK_MB, f"the evaluator's peak RSS was {peak_mb:.0f} MB, {alone_mb:.0f} MB with the honest team alone"
+    print(f"evaluator peak RSS: {killed_mb:.0f} MB over the attacker's evaluation (killed run), {peak_mb:.0f} MB in the resumed run, "
+          f"{alone_mb:.0f} MB with the honest team alone")
+    for mb in (killed_mb, peak_mb):
+        assert mb < alone_mb + ATTACK_SLACK_MB, f"the evaluator's peak RSS was {mb:.0f} MB, {alone_mb:.0f} MB with the honest team alone"
+        assert mb * (1 << 20) < MAX_EVALUATOR_RSS, f"the evaluator's peak RSS was {mb:.0f} MB, more than the acceptance's 1 GB"
+    # the disk: one team's store at a time, which holds its image twice while it loads (podman's copy of the archive in
+    # the store's tmp, and its layers unpacked, each file in whole blocks; a plain tar is not inflated by segbench first),
+    # one call's outputs (the cap; a tmpfs here, so no disk at all) and segbench's own files. Nothing of a team is in
+    # TMPDIR outside its store
+    block = os.statvfs(run_tmpdir).f_frsize
+    image_bytes = max(built.archive.stat().st_size + _unpacked_bytes(built.archive, block) for built in (honest, attacker))
+    bound = image_bytes + (ATTACK_OUTPUT_MB << 20) + OWN_FILES_BYTES
+    print(f"disk growth: peak {disk['files'] / 1e6:.0f} MB in --out and TMPDIR (bound {bound / 1e6:.0f} MB: the image archive and its "
+          f"layers unpacked, {image_bytes / 1e6:.0f} MB, the outputs cap of {ATTACK_OUTPUT_MB} MiB, {OWN_FILES_BYTES >> 20} MiB of own "
+          f"files); the file system's use peaked {(disk['filesystem'] - disk['filesystem_before']) / 1e6:.0f} MB over its start (other "
+          f"processes included); left in --out: {_disk_bytes(out) / 1e6:.1f} MB")
+    assert disk["files"] <= bound, f"the runs took {disk['files']:,} bytes of disk at their peak, more than the caps allow ({bound:,})"
+    assert _disk_bytes(out) < OWN_FILES_BYTES
+    assert all(name.startswith(container.STORE_PREFIX) for name in disk["names"][run_tmpdir]), disk["names"][run_tmpdir]
+    # the killed run's store, its overlays and containers are removed by the resumed run; nothing of either is left
+    assert f"removing the image store {killed_stores[0]}: the run that made it has ended" in printed, printed
+    assert list(run_tmpdir.iterdir()) == [] and _mounts_below(run_tmpdir) == [], (list(run_tmpdir.iterdir()), _mounts_below(run_tmpdir))
 
     # every attack flagged on its step with its one-line reason; the valid segs beside a bomb are read, the bomb never
     record = json.loads((out / "attacker" / "records" / "ct_sm.json").read_text())
@@ -587,6 +739,69 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
         assert (out / "teama" / name).read_bytes() == (tmp_path / "out_alone" / "teama" / name).read_bytes(), name
     scores = [c for c in harness.COLUMNS if "Time" not in c]
     assert pd.read_csv(out / "teama" / "teama_metrics.csv")[scores].equals(pd.read_csv(tmp_path / "out_alone" / "teama" / "teama_metrics.csv")[scores])
+
+
+#: a run of another organiser: it holds an image store of its own (private_store), prints its folder, and waits for its stdin
+STORE_HOLDER = """import sys
+from segbench.models import container
+runtime = container.Runtime(sys.argv[1], tuple(sys.argv[2:]))
+with container.private_store(runtime) as store:
+    assert store.call("images").returncode == 0  # podman has made its store's files
+    print(store.global_flags[store.global_flags.index("--root") + 1], flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_store_whose_owner_lives_is_kept_and_one_whose_owner_ended_is_removed(runtime: container.Runtime, run_tmpdir: Path, tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed with SIGKILL left its store (`TMPDIR/segbench-store-*`, its overlays mounted) for the organiser to remove by
+    hand. A new run removes every store whose owner has ended, and none whose owner lives: another organiser's run on the
+    same TMPDIR, a pid the system reused (the owner's start time differs) is no owner; a link is never followed."""
+    monkeypatch.setattr(tempfile, "tempdir", str(run_tmpdir))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(run_tmpdir)}
+    holder = subprocess.Popen([sys.executable, "-c", STORE_HOLDER, runtime.program, *runtime.global_flags], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        live = Path(holder.stdout.readline().strip()).parent
+        assert live.parent == run_tmpdir and (live / "root").is_dir() and (live / container.STORE_OWNER).is_file()
+
+        def store(owner: dict | None) -> Path:
+            folder = Path(tempfile.mkdtemp(prefix=container.STORE_PREFIX, dir=run_tmpdir))
+            (folder / "root").mkdir()
+            if owner is not None:
+                (folder / container.STORE_OWNER).write_text(json.dumps(owner), encoding="utf-8")
+            return folder
+
+        ended = subprocess.Popen(["sleep", "60"])
+        ended_owner = container.store_owner(ended.pid)
+        ended.kill()
+        ended.wait()
+        gone = store(ended_owner)  # a killed run's
+        reused = store({**container.store_owner(), "start": container.store_owner()["start"] - 1})  # this pid, once another process's
+        unknown = store(None)  # a store a moment old, its owner not written yet (or an older segbench's)
+        elsewhere = store({**ended_owner, "host": "another-machine"})  # a TMPDIR shared between machines: not ours to judge
+        others = store(ended_owner)  # another user's folder (its podman state is not ours to act on), one others may write into
+        os.chown(others, 65534, 65534)
+        shared = store(ended_owner)
+        shared.chmod(0o777)
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (outside / container.STORE_OWNER).write_text(json.dumps(ended_owner), encoding="utf-8")
+        (outside / "keep").write_text("not a store", encoding="utf-8")
+        (run_tmpdir / f"{container.STORE_PREFIX}link").symlink_to(outside)
+        assert container.remove_orphaned_stores(runtime) == sorted([gone, reused])
+        assert not gone.exists() and not reused.exists()
+        assert live.is_dir() and unknown.is_dir() and elsewhere.is_dir() and others.is_dir() and shared.is_dir() and (outside / "keep").is_file()
+        assert (run_tmpdir / f"{container.STORE_PREFIX}link").is_symlink()
+        assert container.remove_orphaned_stores(container.Runtime("docker")) == []  # docker has no stores of its own
+        # the live run's owner is killed: its store is removed with podman's files in it
+        holder.kill()
+        holder.wait()
+        assert container.remove_orphaned_stores(runtime) == [live] and not live.exists()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
 
 
 #: a team whose model writes its prediction and a log beside it
@@ -615,7 +830,7 @@ def _misnamed(source: Path, target: Path, wrong: str) -> None:
 
 
 def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                  run_tmpdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 10 KB archive holding only a manifest that names an image of the organiser's store was scored as that image, and
     the image was then deleted; an archive of two images left the second, tagged; one whose config id is wrong left its
     image, tagged. Each team now loads into a store of its
@@ -639,13 +854,24 @@ def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: contai
     assert saved.returncode == 0, saved.stderr
     _misnamed(stray.archive, folder / "misnamed.tar", "cd" * 32)
     container.remove_image(runtime, stray_id)
+    # every image id the teams' archives name or hold: the cheater's borrowed one, the twin's two, the misnamed one's name
+    # and content (the stray image), the long name's and the stray team's
+    with tarfile.open(folder / "twin.tar") as tar:
+        twin_ids = {Path(entry["Config"]).name.removesuffix(".json") for entry in json.loads(tar.extractfile("manifest.json").read())}
+    named = {container.archive_image_id(folder / name) for name in ("cheater.tar", "misnamed.tar", "Équipe Zoë.tar", "x" * 230 + ".tar")}
+    team_ids = {f"sha256:{i}" for i in {*twin_ids, *named, stray_id}}
+    assert twin_ids == {image, stray_id} and named == {image, "cd" * 32, stray_id}
     before = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
-    stores = set(Path(tempfile.gettempdir()).glob("segbench-store-*"))  # a killed run's (the resume test's) may be there
+    monkeypatch.setattr(tempfile, "tempdir", str(run_tmpdir))  # the teams' stores in a TMPDIR of the test's own
+    monkeypatch.setenv("TMPDIR", str(run_tmpdir))
     use_runtime(monkeypatch, runtime)
     results = submissions.evaluate_submissions(folder, case_folder, tmp_path / "out", limits={"memory": "1g", "cpus": 1})
     after = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
-    assert f"sha256:{image}" in before and before <= after and f"sha256:{stray_id}" not in after  # other engineers' runs may add images
-    assert set(Path(tempfile.gettempdir()).glob("segbench-store-*")) == stores, "a team's store was left behind"
+    # tests running in parallel (pytest-xdist, other sessions) may add images to the organiser's store meanwhile, but none
+    # the run added came from a team's archive
+    assert f"sha256:{image}" in before and before <= after and not (after - before) & team_ids, (after - before) & team_ids
+    assert f"sha256:{stray_id}" not in after
+    assert list(run_tmpdir.iterdir()) == [], "a team's store (or its inflated archive) was left behind"
     entries = results["dataset"]["submissions"]
     assert entries["cheater"]["status"] == "not_evaluated" and "cheater.tar: podman load exited with status" in entries["cheater"]["reason"]
     assert entries["misnamed"]["status"] == "not_evaluated" and f"loaded, but podman has no image {'cd' * 32}" in entries["misnamed"]["reason"]

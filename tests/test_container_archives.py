@@ -170,16 +170,18 @@ def test_an_archive_name_on_no_file_is_an_error_not_a_team_dropped(tmp_path: Pat
 
 
 def test_a_team_name_that_cannot_name_files_ends_that_team_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 230-character name made the whole run exit with "File name too long"; names with a control character or other
-    punctuation refused the whole run. Each is now its own team's failure; a space or a non-ASCII letter is a valid team."""
+    """A 230-character name made the whole run exit with "File name too long"; names with a control character, other
+    punctuation or `..` refused the whole run. Each is now its own team's failure; a space or a non-ASCII letter is a valid team."""
     folder = tmp_path / "submissions"
     folder.mkdir()
     bad = {"a" * 230: "bytes (UTF-8), more than 100", "new\nline": "holds '\\n'", "back\\slash": "holds '\\\\'",
            " lead": "must begin with a letter or digit", "semi;colon": "holds ';'"}
     for name in [*bad, "Équipe Zoë", "team b"]:
         write_tar(folder / f"{name}.tar", {"manifest.json": b"not json"})
+    write_tar(folder / "..evil.tar", {"manifest.json": b"not json"})  # the team is the name before its first dot: none
     found = {s.team: s for s in submissions.find_submissions(folder)}
     assert found["équipe zoë"].problem is None and found["team b"].problem is None
+    assert "..evil.tar: the team name (the file name before its first dot) is empty; rename the archive" in str(found[""].problem)
     for name, reason in bad.items():
         assert reason in str(found[name.lower()].problem) and "rename the archive" in str(found[name.lower()].problem), found[name.lower()]
     if shutil.which("podman") is None:
@@ -190,7 +192,8 @@ def test_a_team_name_that_cannot_name_files_ends_that_team_only(tmp_path: Path, 
     monkeypatch.setenv(container.RUNTIME_ENV, "podman")
     results = submissions.evaluate_submissions(folder, cases_dir, tmp_path / "out")
     entries = results["dataset"]["submissions"]
-    assert len(entries) == 7 and all(entry["status"] == "not_evaluated" for entry in entries.values())
+    assert len(entries) == 8 and all(entry["status"] == "not_evaluated" for entry in entries.values())
+    assert "is empty" in entries[""]["reason"]
     for name in ("Équipe Zoë", "team b"):  # valid names: the team got as far as its archive
         assert entries[name.lower()]["reason"].endswith(f"{name}.tar: not a docker save archive (no readable manifest.json)"), entries[name.lower()]
     for name, reason in bad.items():

@@ -185,6 +185,7 @@ def evaluate_submissions(
     """
     submissions = find_submissions(folder)
     runtime = container.Runtime.from_environment()
+    container.remove_orphaned_stores(runtime)  # the team stores of runs killed before their way out (their owner has ended)
     kind = reference_kind(cases_dir, reference)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

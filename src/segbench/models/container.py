@@ -32,12 +32,15 @@ import dataclasses
 import gzip
 import io
 import json
+import logging
 import lzma
 import os
 import re
 import shlex
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -48,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from segbench.io import file_digest
+from segbench.io import file_digest, write_json_atomic
 from segbench.models import intake
 from segbench.models.schema import ContainerSpec as ContainerSpec  # the spec a model's image: block becomes
 
@@ -59,6 +62,9 @@ RUNTIME_ENV = "SEGBENCH_CONTAINER_RUNTIME"
 GLOBAL_FLAGS_ENV = "SEGBENCH_CONTAINER_GLOBAL_FLAGS"
 RUN_FLAGS_ENV = "SEGBENCH_CONTAINER_RUN_FLAGS"
 RUNTIMES = ("docker", "podman")
+#: the name of a team's image store in TMPDIR begins so (private_store); the file in it that names the process owning it
+STORE_PREFIX = "segbench-store-"
+STORE_OWNER = "owner"
 #: how often a running call's outputs folder is measured against its caps (seconds)
 OUTPUT_POLL_S = 0.5
 #: an image id as the runtimes print it and docker save's manifest names it (without ``sha256:``)
@@ -83,6 +89,8 @@ FREE_SPACE_RESERVE_BYTES = 1 << 30
 #: the longest wait the operating system's timers take (a larger limit is no limit: about 116 days)
 MAX_TIMEOUT_S = 1e7
 
+log = logging.getLogger(__name__)
+
 
 class ContainerError(RuntimeError):
     """An image that cannot be used (archive missing, sha256 mismatch, load failed) or a runtime that is missing."""
@@ -96,6 +104,8 @@ class Runtime:
     global_flags: tuple[str, ...] = ()
     run_flags: tuple[str, ...] = ()
     call_timeout_s: float = 900.0  # load, inspect, kill, rm: bounded too
+    #: the TMPDIR of its calls (podman load copies the archive there first); None: this process's
+    tmpdir: str | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Runtime:
@@ -113,11 +123,15 @@ class Runtime:
         """A runtime call: the program, the machine's global flags, then ``args``."""
         return [self.program, *self.global_flags, *args]
 
+    def environ(self) -> dict[str, str] | None:
+        """The environment of its calls: this process's, with ``tmpdir`` as TMPDIR when set (None: this process's as it is)."""
+        return None if self.tmpdir is None else {**os.environ, "TMPDIR": self.tmpdir}
+
     def call(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
         """Run a short runtime call (never a model) with a timeout; its output captured."""
         argv = self.argv(*args)
         try:
-            return subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False,
+            return subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False, env=self.environ(),
                                   timeout=self.call_timeout_s if timeout is None else timeout)
         except subprocess.TimeoutExpired as exc:
             raise ContainerError(f"{shlex.join(argv)}: no answer within {exc.timeout:.0f} s") from exc
@@ -368,22 +382,108 @@ def load_image(runtime: Runtime, archive: Path, sha256: str, fresh: bool = False
 def private_store(runtime: Runtime) -> Iterator[Runtime]:
     """``runtime`` with an image store of its own, new and empty, removed with everything in it on the way out.
 
-    podman: ``--root``, ``--runroot`` and ``--tmpdir`` in a temporary folder, so what a team's archive loads can neither
-    name an image it did not bring nor outlive the team, and no tag of the organiser's store can be re-pointed. docker
-    has one store per daemon: ``runtime`` itself (load with ``fresh=True``, and remove what was loaded)."""
+    podman: ``--root``, ``--runroot`` and ``--tmpdir`` in a ``segbench-store-*`` folder of TMPDIR, so what a team's archive
+    loads can neither name an image it did not bring nor outlive the team, and no tag of the organiser's store can be
+    re-pointed. The folder records its owner (:func:`store_owner`), so that a run killed before its way out leaves a store
+    the next run removes (:func:`remove_orphaned_stores`). docker has one store per daemon: ``runtime`` itself (load with
+    ``fresh=True``, and remove what was loaded)."""
     if runtime.program != "podman":
         yield runtime
         return
-    folder = Path(tempfile.mkdtemp(prefix="segbench-store-"))
-    private = dataclasses.replace(runtime, global_flags=(*runtime.global_flags, "--root", str(folder / "root"), "--runroot", str(folder / "run"),
-                                                         "--tmpdir", str(folder / "tmp")))
+    folder = Path(tempfile.mkdtemp(prefix=STORE_PREFIX))
     try:
-        yield private
+        write_json_atomic(folder / STORE_OWNER, store_owner())
+        yield _in_store(runtime, folder)
     finally:
-        private.call("rm", "--all", "--force", timeout=120.0)
-        private.call("rmi", "--all", "--force", timeout=300.0)
+        _remove_store(runtime, folder)
+
+
+def _in_store(runtime: Runtime, folder: Path) -> Runtime:
+    """``runtime`` working on the image store in ``folder``: podman's ``--root``, ``--runroot`` and ``--tmpdir`` there, and its
+    TMPDIR too, where ``load`` copies the whole archive before it unpacks it (a run killed while loading leaves that copy
+    in the store, not beside it)."""
+    return dataclasses.replace(runtime, global_flags=(*runtime.global_flags, "--root", str(folder / "root"), "--runroot", str(folder / "run"),
+                                                      "--tmpdir", str(folder / "tmp")), tmpdir=str(folder / "tmp"))
+
+
+def _remove_store(runtime: Runtime, folder: Path) -> None:
+    """Remove the image store in ``folder`` with everything in it: its containers and images (podman on that store), then
+    whatever is still mounted below it (a killed run's overlays), then the folder. The unmounting and the folder's removal
+    happen even when podman does not answer."""
+    store = _in_store(runtime, folder)
+    try:
+        store.call("rm", "--all", "--force", timeout=120.0)
+        store.call("rmi", "--all", "--force", timeout=300.0)
+    finally:
         _unmount_below(folder)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _boot_id() -> str:
+    """This boot of this machine (a process's start time counts from the boot)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+def _process_start(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks after the boot (/proc/<pid>/stat's 22nd field), or None when there is
+    no such process (or no /proc)."""
+    try:
+        line = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return int(line.rpartition(")")[2].split()[19])  # after the command's name, which may hold spaces and parentheses
+
+
+def store_owner(pid: int | None = None) -> dict[str, object]:
+    """What a store records of the process that owns it (this one, or ``pid``): the host, the boot, the pid and the pid's
+    start time, so that a pid the system reused for another process is not taken for the owner."""
+    pid = os.getpid() if pid is None else pid
+    return {"host": socket.gethostname(), "boot": _boot_id(), "pid": pid, "start": _process_start(pid)}
+
+
+def _owner_gone(folder: Path) -> bool:
+    """Whether the process that made the store ``folder`` has ended. False whenever that cannot be told: no readable owner
+    file (a store a moment old, or an older segbench's), or another host's (a TMPDIR shared between machines)."""
+    try:
+        descriptor = os.open(folder / STORE_OWNER, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(descriptor, "rb") as stream:
+            owner = json.loads(stream.read(4096))
+        host, boot, pid, start = owner["host"], owner["boot"], int(owner["pid"]), owner["start"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if host != socket.gethostname():
+        return False
+    return boot != _boot_id() or _process_start(pid) != start
+
+
+def remove_orphaned_stores(runtime: Runtime) -> list[Path]:
+    """Remove every image store of TMPDIR (``segbench-store-*``, :func:`private_store`) whose owner has ended, as its own
+    way out would have (:func:`_remove_store`): a run killed with SIGKILL, or a machine that lost power, leaves its store,
+    the overlays mounted in it and its containers. A store whose owner lives (another run, this organiser's or another's)
+    is left alone; so is anything that is not a folder of this user's that only it may enter (as mkdtemp makes it): a
+    link is never followed, another user's folder never entered. Returns the stores removed."""
+    if runtime.program != "podman":
+        return []
+    removed = []
+    with os.scandir(tempfile.gettempdir()) as entries:
+        candidates = sorted(Path(entry.path) for entry in entries if entry.name.startswith(STORE_PREFIX))
+    for folder in candidates:
+        try:
+            info = folder.lstat()
+        except OSError:  # removed meanwhile (by its owner, or another run sweeping)
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077 or not _owner_gone(folder):
+            continue
+        log.warning("removing the image store %s: the run that made it has ended without removing it", folder)
+        try:
+            _remove_store(runtime, folder)
+        except ContainerError as exc:  # podman did not answer; the folder is removed all the same
+            log.warning("%s: %s", folder, exc)
+        removed.append(folder)
+    return removed
 
 
 def _unmount_below(folder: Path) -> None:
@@ -606,7 +706,8 @@ def run(
     name = f"{name_prefix}-{uuid.uuid4().hex[:12]}"
     argv = run_argv(runtime, image, spec, inputs, outputs, name, device, image_volumes(runtime, image))
     start = time.perf_counter()
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                               env=runtime.environ())
     out = b""  # what the container printed; empty when an interrupt came before it ended
     capped = None
     status: int | None = None
