@@ -17,8 +17,8 @@ import re
 import shutil
 import signal
 import subprocess
-import tarfile
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path

@@ -144,8 +144,9 @@ def _run_metrics(project: Path, name: str) -> dict[str, float]:
 def test_mlflow_s_runs_table_shows_the_partial_model_s_own_means_and_coverage(project: Path, tmp_path: Path) -> None:
     """After the folder joined (the test above): the experiment's saved runs view in Chromium shows the model's n_cases and
     coverage columns and its Dice over its own cases, as the terminal prints it."""
-    from browser import Browser, find_chromium
     from mlflow.tracking import MlflowClient
+
+    from browser import Browser, find_chromium
     from services import mlflow_server
     from test_mlflow_ui import RUNS_READY, RUNS_TABLE
 

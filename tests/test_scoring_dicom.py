@@ -18,8 +18,7 @@ import pytest
 from scipy import ndimage
 
 from dicom_series import EXAMPLE, series, series_grid, write_rtstruct, write_seg, write_series
-from segbench.scoring import Region, resample_to_reference, score_case
-from segbench.scoring import labelmaps
+from segbench.scoring import Region, labelmaps, resample_to_reference, score_case
 from segbench.scoring.labelmaps import _series_files, load_label_map
 
 pytestmark = pytest.mark.skipif(not (EXAMPLE / "ct_dicom").is_dir(), reason="data bundle not pulled (dvc pull)")

@@ -37,10 +37,10 @@ from segbench.bands import level_order
 from segbench.config import dataset_from_conf
 from segbench.datasets.cases import load_metadata
 from segbench.datasets.schema import DatasetConfig
-from segbench.models.schema import ModelConfig
 from segbench.io import UNREADABLE, save_label_map_atomic, write_json_atomic, write_text_atomic
 from segbench.leaderboard import analysed_document, regions_block
 from segbench.models import intake
+from segbench.models.schema import ModelConfig
 from segbench.scoring import Region
 from segbench.scoring.engine import ANALYZED_METRICS
 from segbench.scoring.labelmaps import load_label_map, load_nifti, nifti_image, validated_labels

@@ -258,7 +258,9 @@ def tied_first_note(cell: Cell) -> str:
     """Why a cell's P(rank 1) values add up to more than 1, where they do ('' elsewhere): models tied for first in some
     resamples (e.g. equal on the cases drawn) each count them, so 'A 1.00' beside 'B 0.34' is no contradiction."""
     total = sum(((cell.get("ranking") or {}).get("p_rank1") or {}).values())
-    return "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's P(rank 1) values can add up to more than 1." if total > 1.0 + 1e-9 else ""
+    if total <= 1.0 + 1e-9:
+        return ""
+    return "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's P(rank 1) values can add up to more than 1."
 
 
 def _and(names: list[str]) -> str:
