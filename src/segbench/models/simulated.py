@@ -102,7 +102,7 @@ def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float)
     takes the label of its nearest foreground voxel (scipy's feature transform). Inward: a foreground voxel within that
     distance of the background becomes background (a voxel beyond the array's edge is not background, as in a distance
     transform), found by looking for background at the :func:`ball_offsets` of each foreground voxel, nearest first: the
-    voxels a distance transform puts within reach, 15x faster. Work is done inside the foreground's bounding boxes plus
+    voxels a distance transform puts within reach, faster (timed: benchmarks/README.md). Work is done inside the foreground's bounding boxes plus
     the displacement.
     """
     found = nonzero_box(labels)
@@ -128,7 +128,7 @@ def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float)
 def _grow(crop: np.ndarray, nearest: np.ndarray, s0: float, s1: float, s2: float, mm: float, out: np.ndarray) -> None:
     """``out = where(distance <= mm, crop[nearest], 0)``: each voxel takes the label of its nearest foreground voxel
     (``nearest``: scipy's feature transform) when it is within ``mm``, in one pass instead of scipy's distance map and
-    a gather (3x faster on a kidney's box). The distance is scipy's ``distance_transform_edt`` arithmetic,
+    a gather (faster; timed: benchmarks/README.md). The distance is scipy's ``distance_transform_edt`` arithmetic,
     sqrt(((d0 s0)^2 + (d1 s1)^2) + (d2 s2)^2), so the same voxels move."""
     n0, n1, n2 = crop.shape
     for i in range(n0):

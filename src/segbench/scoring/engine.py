@@ -81,7 +81,7 @@ def _region_mask(labels: np.ndarray, region: Region) -> np.ndarray:
 
     Consecutive ids lo..hi (KiTS's regions) are one range test in unsigned arithmetic, where values
     below lo (negative ones included) wrap above the range: two passes over the box instead of
-    np.isin's one per id and their union (0.5 against 18-21 ms on a 6 M-voxel box)."""
+    np.isin's one per id and their union (timed: benchmarks/README.md)."""
     ids = sorted(set(region.labels))
     if len(ids) == 1:
         return labels == ids[0]
@@ -118,7 +118,7 @@ def _check_allowed(case_id: str, path: object, labels: np.ndarray, allowed: set[
 def dice_iou(pred: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     """segauge's ``dice`` and ``iou`` of two boolean masks from one count: the same integer counts
     (tp, and fp + fn from the masks' sizes) and the same formulas, so the same floats, without its
-    two passes of four confusion counts each (18 ms on the largest KiTS case's kidney)."""
+    two passes of four confusion counts each (timed: benchmarks/README.md)."""
     tp = int(np.count_nonzero(pred & ref))
     n_pred, n_ref = int(np.count_nonzero(pred)), int(np.count_nonzero(ref))
     fp, fn = n_pred - tp, n_ref - tp
@@ -348,7 +348,7 @@ def _main_hidden(job: Callable) -> Iterator[None]:
 
 def _start_method() -> str:
     """How a pool's workers start: ``fork`` while this process has not launched numba's threads, so that they inherit
-    the imported engine and score at once (a spawned worker imports it again first: a score stage 1.9 s sooner of 31 s);
+    the imported engine and score at once (a spawned worker imports it again first; timed: benchmarks/README.md);
     ``spawn`` once it has: a forked worker inherits numba's launched thread pool and its thread count, and the first
     compile in the worker (cold cache) re-reads that count and stops ("Cannot set NUMBA_NUM_THREADS ... once the threads
     have been launched"), as in a test process that ran numba first."""

@@ -88,8 +88,8 @@ def _root(parent: np.ndarray, r: int) -> int:
 def _label_runs(mask: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, int]:
     """``label_components`` by runs: the runs of voxels along the last axis, each joined (union-find,
     the earliest run the root) with the overlapping runs of the earlier lines ``steps`` names, then
-    numbered in the order of their components' first runs (7-11x faster than scipy's label, which
-    visits every neighbour of every voxel, on the benchmark's lesion boxes)."""
+    numbered in the order of their components' first runs (faster than scipy's label, which visits
+    every neighbour of every voxel; timed: benchmarks/README.md)."""
     n0, n1, n2 = mask.shape
     n_runs = 0
     for i in range(n0):

@@ -154,10 +154,9 @@ class _Inflater:
     """The decoded bytes of a gzip stream (every member, in order), read n at a time.
 
     Inflated by ISA-L (``isal``): the same format as zlib, with the CRC and length of each member
-    checked, about 3x faster (0.125 -> 0.04 s for a 0.5 mm KiTS label map). Its decompressor keeps
-    the input it has not used yet itself: zlib's interface hands that back as a new bytes object
-    after every read, a copy of the rest of the file each time (0.4 MB on average for case_00000's
-    160 reads; 33.5-35.2 -> 26.2-27.3 ms for its decode in a loop, best of 5, twice)."""
+    checked, faster. Its decompressor keeps the input it has not used yet itself: zlib's interface
+    hands that back as a new bytes object after every read, a copy of the rest of the file each time
+    (timed: benchmarks/README.md)."""
 
     def __init__(self, raw: bytes) -> None:
         self._d, self._input = igzip_lib.IgzipDecompressor(igzip_lib.DECOMP_GZIP), raw
@@ -246,7 +245,7 @@ def _is_gzipped(path: Path) -> bool:
 def _inflate_whole(path: Path, proxy: ArrayProxy) -> np.ndarray:
     """The whole voxel array of a gzipped plain-integer NIfTI (``_is_plain_integer``), inflated by ISA-L in
     ``STREAM_BYTES`` steps straight into the array, the stream's CRC and length checked: nibabel's gzip reader
-    took 3-5x longer on a KiTS CT (0.25-0.33 s for case_00000 and case_00005)."""
+    is slower (timed: benchmarks/README.md)."""
     shape = tuple(int(n) for n in proxy.shape)
     out = np.empty(int(np.prod(shape)) * proxy.dtype.itemsize, dtype=np.uint8)
     with open(path, "rb") as fh:

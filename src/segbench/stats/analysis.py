@@ -181,8 +181,8 @@ def recompute(results: Mapping, ci_levels: CiLevels | None = None, **changes: ob
 def _single_threaded_blas() -> threadpool_limits:
     """BLAS on one thread while the statistics run.
 
-    The products here are small (chunk x n by n x K); threaded OpenBLAS measured 2-4x slower on them on
-    a shared 2-core machine, and one thread makes the summation order, hence the output bytes,
+    The products here are small (chunk x n by n x K); threaded OpenBLAS is slower on them on a shared
+    2-core machine (timed: benchmarks/README.md), and one thread makes the summation order, hence the output bytes,
     independent of the machine's core count.
     """
     return threadpool_limits(limits=1, user_api="blas")

@@ -217,7 +217,7 @@ def audit_draws(
     The models at indices ``equal`` are made exchangeable: in each sampled case their values are dealt to them in
     random order (:func:`exchange`), so that they are equal in the population itself and every verdict between
     them is a false one. The Wilcoxon map runs on the first ``wilcoxon_draws`` samples only (scipy's exact test
-    for n <= 50 runs pair by pair, about 5 ms a call); its rows of the later samples are NaN.
+    for n <= 50 runs pair by pair, slow per call; timed: benchmarks/README.md); its rows of the later samples are NaN.
     """
     picks = draw_cases(values.shape[2], n, draws, rng)
     order = rng.permuted(np.broadcast_to(np.asarray(equal), (draws, n, len(equal))), axis=2)

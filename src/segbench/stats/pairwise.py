@@ -260,7 +260,7 @@ def sign_flips(
 
 
 def _uint32_draws(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
-    """``rng.integers(0, 2**32, size=(size, n), dtype=np.uint32)``, the same numbers, four times faster.
+    """``rng.integers(0, 2**32, size=(size, n), dtype=np.uint32)``, the same numbers, faster (timed: benchmarks/README.md).
 
     Full-range 32-bit draws are PCG64's 64-bit outputs split low half first (numpy's buffered uint32), so an even
     count with no half left over from an earlier draw is the raw stream viewed as uint32; anything else draws as
