@@ -85,10 +85,10 @@ def bootstrap_means(
                 ordered = counts[:, cells.order]
                 in_cell = np.add.reduceat(ordered, cells.starts[:-1], axis=1)
         elif by_cell:  # the counts, in cell order and per cell from one pass per resample
-            counts, ordered, in_cell = counts_buffer[:size], ordered_buffer[:size], cell_buffer[:size]
+            counts, ordered, in_cell = counts_buffer[:size], ordered_buffer[:size], cell_buffer[:size]  # type: ignore[index]  # allocated above without draw
             _tally_cells(_case_draws(n_cases, size, rng), counts, ordered, cells.order, cells.starts, in_cell)
         else:
-            counts = counts_buffer[:size]
+            counts = counts_buffer[:size]  # type: ignore[index]  # allocated above without draw
             counts.fill(0.0)
             _tally(_case_draws(n_cases, size, rng), counts)
         # the overall means in a product of their own: the same bits whatever the groups (a wider product may add in

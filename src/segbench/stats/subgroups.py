@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -29,7 +30,7 @@ def group_tests(
     """
     tested = [g for g, idx in groups.items() if idx.size >= min_cases]
     n_models = values.shape[0]
-    result: dict[str, object] = {"tested": tested, "kruskal": None, "mann_whitney": []}
+    result: dict[str, Any] = {"tested": tested, "kruskal": None, "mann_whitney": []}
     if len(tested) < 2:
         return result
     samples = [values[:, groups[g]] for g in tested]
