@@ -66,7 +66,7 @@ def _bbox(mask: np.ndarray, margin: tuple[int, ...]) -> tuple[slice, ...]:
     return tuple(slices)
 
 
-def _boxes(mask: np.ndarray, margin: tuple[int, ...]) -> list[tuple[slice, ...]]:
+def _boxes(mask: np.ndarray, margin: tuple[int, ...]) -> list[tuple[slice, slice, slice]]:
     """Bounding boxes of the parts of ``mask`` separated by an empty gap of > 2 margins along the last axis.
 
     Left and right kidneys fall into separate boxes, so distance transforms never run over the
@@ -120,7 +120,7 @@ def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float)
         return out
     for part in _boxes(foreground, margin):
         nearest = ndimage.distance_transform_edt(crop[part] == 0, sampling=spacing, return_distances=False, return_indices=True)
-        _grow(crop[part], nearest, *(float(s) for s in spacing), mm, out[box][part])
+        _grow(crop[part], nearest, *(float(s) for s in spacing), mm, out[box][part])  # type: ignore[call-arg, arg-type]  # a numba dispatcher: mypy sees no signature
     return out
 
 

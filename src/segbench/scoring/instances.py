@@ -459,16 +459,16 @@ def instance_tables(reference: np.ndarray, prediction: np.ndarray, spacing: Sequ
     """:func:`instance_table` of one pair under each profile. The profiles share what they do alike: the check and
     the box, the instances of one connectivity (components, their overlap table) and the surface distances of a
     matched pair under one surface profile (the score stage's four profiles measure most pairs once, not three times)."""
-    profiles = [get_lesion_profile(p) if isinstance(p, str) else p for p in profiles]
+    lesion_profiles = [get_lesion_profile(p) if isinstance(p, str) else p for p in profiles]
     ref, pred, spacing = check_pair(reference, prediction, spacing)
     box = nonzero_box(ref, pred)
     if box is not None:  # every metric is unchanged outside the masks' box (with room for the dilation)
-        box = _padded(box, max([BOX_MARGIN, *(p.dilation_iterations for p in profiles)]), ref.shape)
+        box = _padded(box, max([BOX_MARGIN, *(p.dilation_iterations for p in lesion_profiles)]), ref.shape)
         ref, pred = ref[box], pred[box]
     found: dict[tuple, tuple[Labelled, Matching | None]] = {}
     measured: dict[tuple, SurfaceDistances] = {}
     tables = []
-    for profile in profiles:
+    for profile in lesion_profiles:
         key = (profile.connectivity, profile.dilation_iterations) if profile.matcher == "dilation" else (profile.connectivity,)
         if key not in found:
             found[key] = _instances(profile, ref, pred)

@@ -36,6 +36,7 @@ import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import cast
 
 import numba
 import numpy as np
@@ -43,7 +44,7 @@ from segauge.metrics.distance import SurfaceDistances
 
 # Cases are scored in fork()ed worker pools; GNU OpenMP (numba's first choice here) aborts a process
 # that forks after using it, numba's own work queue does not.
-numba.config.THREADING_LAYER = "workqueue"
+numba.config.THREADING_LAYER = "workqueue"  # type: ignore[attr-defined]  # numba sets its config at import
 #: The work queue runs one parallel kernel at a time: the two directions of a surface, measured in
 #: two threads, take turns at the search and overlap the rest (mesh, search index) with it.
 _SEARCH_LOCK = threading.Lock()
@@ -185,7 +186,7 @@ def surface_mesh(codes: np.ndarray, spacing: tuple[float, float, float]) -> Mesh
     table, start = config_table()
     cells, cell_start, tri, entry = _mesh_arrays(np.ascontiguousarray(codes), table, start,
                                                  np.asarray(spacing, dtype=np.float64) / 2.0)
-    return Mesh(grid=tuple(int(n) for n in codes.shape), cells=cells, cell_start=cell_start, tri=tri, entry=entry)
+    return Mesh(grid=cast(tuple[int, int, int], tuple(int(n) for n in codes.shape)), cells=cells, cell_start=cell_start, tri=tri, entry=entry)
 
 
 #: Columns of ``entry_geometry``: edge vectors ab and ac, unit normal, |ab|^2, |ac|^2, ab.ac, and the
@@ -735,12 +736,12 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     # runs of faces in one cell (a mesh's faces come cell by cell)
     run_first = np.flatnonzero(np.concatenate([[True], face_cell[1:] != face_cell[:-1], [True]]))
     hint = mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell[run_first[:-1]])]
-    rows = _row_index(mesh_to, tuple(float(x) for x in spacing))
+    rows = _row_index(mesh_to, cast(tuple[float, float, float], tuple(float(x) for x in spacing)))
     far = np.zeros(len(hint), dtype=np.uint8)
 
     def search(runs: np.ndarray, hierarchy: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         with _SEARCH_LOCK:
-            _directed_kernel(face_cell, face_entry, run_first, hint, runs,
+            _directed_kernel(face_cell, face_entry, run_first, hint, runs,  # type: ignore[call-arg]  # a numba dispatcher: mypy sees no signature
                              _interleaved(-(-len(runs) // CELL_CHUNK), numba.get_num_threads()), out_start, sub_start,
                              sub_centroid, sub_area, np.asarray(spacing, dtype=np.float64),
                              np.asarray(mesh_to.grid, dtype=np.int64), *rows, *hierarchy, dist, weight, far)

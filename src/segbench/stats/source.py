@@ -20,7 +20,7 @@ from .analysis import _differences, recompute
 CORRECTIONS = {"bonferroni": "bonferroni", "none": "bonferroni"}
 #: the source's own rule (segauge-benchmark: percentile paired-bootstrap CIs, separable when the adjusted CI excludes
 #: 0), whatever segbench's defaults are, so that its verdicts are checked by the rule that made them
-SOURCE_RULE = {"ci_method": "percentile", "pairwise_test": "bootstrap_ci"}
+SOURCE_RULE: dict[str, Any] = {"ci_method": "percentile", "pairwise_test": "bootstrap_ci"}
 
 
 def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> 
     """
     alpha = round(1.0 - float(published["protocol"]["confidence"]), 12)  # 0.05, not 0.050000000000000044
     corrections = {CORRECTIONS[c["correction"]] for cells in published["structures"].values() for c in cells.values()}
-    again = {c: recompute(analysis, multiple_comparison=c, alpha=alpha, **SOURCE_RULE) for c in sorted(corrections)}
+    again: dict[str, Mapping[str, Any]] = {c: recompute(analysis, multiple_comparison=c, alpha=alpha, **SOURCE_RULE) for c in sorted(corrections)}
     out = copy.deepcopy(dict(published))
     for structure, cells in out["structures"].items():
         for metric, cell in cells.items():
