@@ -11,7 +11,9 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -366,7 +368,7 @@ def _cmd_reanalyze(args: argparse.Namespace) -> None:
         differences = reanalyze(results["analysis"])
         if "source_analysis" in results:  # segbench's CIs under a source's correction, beside its published verdicts
             differences += reanalyze_source(results["analysis"], results["source_analysis"])
-        lesions = results.get("lesions") or {}
+        lesions: Mapping[str, Any] = results.get("lesions") or {}
         for unit in ("case", "matched", "lesion"):  # the lesion-wise analyses
             if lesions.get(unit) is not None:
                 differences += [f"lesions.{unit}: {d}" for d in reanalyze(lesions[unit])]

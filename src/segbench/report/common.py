@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from segbench.stats.audited import MARGIN
 from segbench.stats.coverage import coverage_text
@@ -144,7 +145,7 @@ def pair(cell: Cell, a: str, b: str) -> Pair | None:
 
 def p_adjusted(cell: Cell, a: str, b: str) -> float | None:
     """Holm-adjusted one-sided Wilcoxon p-value of 'a better than b'."""
-    significance = cell.get("significance") or {}
+    significance: Mapping[str, Any] = cell.get("significance") or {}
     return (significance.get("p_adjusted") or {}).get(a, {}).get(b)
 
 
@@ -155,7 +156,7 @@ def directed_p(cell: Cell, better: str, worse: str) -> str:
 
 def wilcoxon_significant(cell: Cell, a: str, b: str) -> bool:
     """Whether the significance map says a is significantly better than b."""
-    significance = cell.get("significance") or {}
+    significance: Mapping[str, Any] = cell.get("significance") or {}
     return bool((significance.get("significant") or {}).get(a, {}).get(b))
 
 
@@ -479,7 +480,7 @@ def coverage_notes(results: Results) -> list[str]:
 def own_case_lines(results: Results, structure: str, metric: str) -> list[str]:
     """Per model estimated on its own cases (coverage ``own_cases``), one line for a leaderboard cell: its estimate and rank
     on those cases, and the verdict against its neighbour in the ranking of those cases; [] for none."""
-    block = results.get("coverage") or {}
+    block: Mapping[str, Any] = results.get("coverage") or {}
     lines = []
     for model, analysis in sorted((block.get("analyses") or {}).items()):
         cell = analysis["structures"].get(structure, {}).get("metrics", {}).get(metric)

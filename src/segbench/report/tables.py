@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from segbench.stats.results import Identical, ModelEntry, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
 from segbench.stats.verdicts import format_level, pair_verdict, wilcoxon_text
@@ -134,7 +135,7 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: CellAudit, struc
     ``settings``: the analysis' (the CI's confidence)."""
     n = digits(cell)
     coverage = coverage_note(audit, structure)
-    ranking = cell.get("ranking") or {}
+    ranking: Mapping[str, Any] = cell.get("ranking") or {}
     order = display_order(cell)
     said = shared_marks(order, models)
     rows = []
@@ -212,7 +213,7 @@ def overview(results: Results, link_of: Callable[[str, str], str]) -> str:
                 continue
             first = order[0]
             needed = (cell.get("power") or {}).get("n_required")
-            loo = cell.get("loo") or {}
+            loo: Mapping[str, Any] = cell.get("loo") or {}
             rows.append([
                 (link, structure),
                 (html.escape(metric), metric),

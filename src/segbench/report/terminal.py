@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 import json
 import textwrap
-from collections.abc import Iterable, Iterator, Sequence
-from typing import cast
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import pandas as pd
 
@@ -188,7 +188,7 @@ def _leaderboard_rows(results: Results, structure: str, metric: str) -> tuple[st
     cell = block["metrics"][metric]
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     title = f"{structure} {metric} ({direction}; {block['n_cases']} cases): {_kinds_line(results)}"
-    ranking = cell.get("ranking") or {}
+    ranking: Mapping[str, Any] = cell.get("ranking") or {}
     rows = []
     for name in display_order(cell):
         est = cell["models"][name]

@@ -20,7 +20,7 @@ def group_indices(labels: list[str | None]) -> dict[str, np.ndarray]:
 
 def group_tests(
     values: np.ndarray, groups: dict[str, np.ndarray], *, min_cases: int, alpha: float
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Tests across the groups with at least ``min_cases`` cases, vectorised over the K models.
 
     Kruskal-Wallis per model across those groups (needs two of them). Where its p < alpha, two-sided
