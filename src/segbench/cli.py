@@ -217,7 +217,8 @@ def _interact_submissions(args: argparse.Namespace) -> None:
     if results["analysis"] is None:
         raise SystemExit("no submission could be evaluated")
     for metric in ("DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final"):
-        console.print(printable(leaderboard(results, CASE_STRUCTURE, metric, width=console.width)), markup=False, highlight=False, soft_wrap=True)
+        console.print(printable(leaderboard(results, CASE_STRUCTURE, metric, width=console.width)),  # type: ignore[arg-type]  # a results document
+                      markup=False, highlight=False, soft_wrap=True)
     console.print(f"every metric, class and step: segbench show {Path(LEADERBOARD_FILE).stem} --results {args.out} [--structure NAME]",
                   highlight=False, soft_wrap=True)
 
@@ -372,7 +373,8 @@ def _cmd_reanalyze(args: argparse.Namespace) -> None:
         for unit in ("case", "matched", "lesion"):  # the lesion-wise analyses
             if lesions.get(unit) is not None:
                 differences += [f"lesions.{unit}: {d}" for d in reanalyze(lesions[unit])]
-        for model, analysis in ((results.get("coverage") or {}).get("analyses") or {}).items():  # models on their own cases
+        coverage: Mapping[str, Any] = results.get("coverage") or {}
+        for model, analysis in (coverage.get("analyses") or {}).items():  # models on their own cases
             differences += [f"coverage.{model}: {d}" for d in reanalyze(analysis)]
         if differences:
             raise ValueError(f"{path}: {len(differences)} statistic(s) differ from a recomputation; first: {differences[0]}")

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import nibabel as nib
 import numpy as np
@@ -44,6 +44,7 @@ from segbench.models.schema import ModelConfig
 from segbench.scoring import Region
 from segbench.scoring.engine import ANALYZED_METRICS
 from segbench.scoring.labelmaps import load_label_map, load_nifti, nifti_image, validated_labels
+from segbench.stats.results import ResultsDocument
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +283,7 @@ _GRID_PAIR = re.compile(r"reference (\S+) vs prediction (\S+):")
 def grid_difference(reference: Path | str, prediction: Path | str) -> str:
     """What differs between two label maps' grids, read from their headers: orientation (axis codes, so a flip reads as
     one), spacing, origin and shape, each named with both values, and how to fix it."""
-    a, b = nib.load(str(reference)), nib.load(str(prediction))
+    a, b = cast(nib.Nifti1Image, nib.load(str(reference))), cast(nib.Nifti1Image, nib.load(str(prediction)))
     facts = [("orientation", "".join(nib.aff2axcodes(a.affine)), "".join(nib.aff2axcodes(b.affine))),
              ("spacing", tuple(round(float(z), 4) for z in a.header.get_zooms()[:3]), tuple(round(float(z), 4) for z in b.header.get_zooms()[:3])),
              ("origin", tuple(round(float(v), 3) for v in a.affine[:3, 3]), tuple(round(float(v), 3) for v in b.affine[:3, 3])),
@@ -314,7 +315,7 @@ def _named(error: Exception, originals: Mapping[str, str]) -> Exception:
 class Evaluation:
     """What ``evaluate`` found: the results document (as ``results/<dataset>.json``) and the per-case rows."""
 
-    results: dict[str, Any]
+    results: ResultsDocument
     per_case: pd.DataFrame
 
     def summary(self, width: int = 140, detail: bool = False, cells: bool = False) -> str:
@@ -336,7 +337,8 @@ class Evaluation:
         if field not in fields:
             raise ValueError(f"no subgroup field {field!r}; analysed: {fields or 'none (give --metadata or a dataset with subgroups)'}")
         shares = model_coverage(self.results)
-        own = (self.results.get("coverage") or {}).get("analyses") or {}
+        coverage: Mapping[str, Any] = self.results.get("coverage") or {}
+        own = coverage.get("analyses") or {}
         rows = []
         for analysis, only in [(self.results["analysis"], None), *((a, m) for m, a in sorted(own.items()))]:
             for structure, block in sorted(analysis["structures"].items()):
@@ -422,10 +424,10 @@ def evaluate(
         raise FileNotFoundError(f"dataset {dataset!r}: {Path(conf).resolve()} is not a segbench config folder (no dataset/ in it): "
                                 "give conf= (--conf) the project's conf/, or the structures (--structures NAME=ID ...)")
     config = dataset_from_conf(Path(conf), dataset, Path(conf).resolve().parent) if dataset else None
-    label_map = None if config else label_map_file(Path(gt))
+    gt_labels = None if config else label_map_file(Path(gt))
     # the label ids a map may hold: the dataset's or the label map's; with neither, the schema is unknown and unchecked
-    allowed = config.region_labels() if config else ({0, *label_map.values()} if label_map else None)
-    chosen = regions(structures, config, label_map)
+    allowed: set[int] | None = config.region_labels() if config else ({0, *gt_labels.values()} if gt_labels else None)
+    chosen = regions(structures, config, gt_labels)
     references = case_files(Path(gt), "references")
     if any(p.name.lower().endswith((".npy", ".dcm")) for p in references.values()):
         bad = next(p for p in references.values() if p.name.lower().endswith((".npy", ".dcm")))
@@ -484,7 +486,7 @@ def evaluate(
         meta = load_metadata(config, cases) if config else pd.DataFrame(index=pd.Index(cases, name="case_id"))
     rows = scored[main].reset_index(drop=True).join(meta, on="case_id")
     subgroups = [c.removeprefix("meta.") for c in meta.columns] if metadata else list(config.subgroups if config else ())
-    models = {m: {"title": m, "kind": "simulated" if m in simulated else "predictions", "simulated": m in simulated, "licence": "",
+    models: dict[str, dict[str, Any]] = {m: {"title": m, "kind": "simulated" if m in simulated else "predictions", "simulated": m in simulated, "licence": "",
                   "trained_on": [], "contaminated": False, "source": Path(f).resolve().as_posix()} for m, f in predictions.items()}
     board = name or (config.name if config else Path(gt).resolve().name)
     block = {"name": board, "title": f"{config.title if config else board} (segbench evaluate)",

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from .analysis import _differences, recompute
+from .results import SourceAnalysis
 
 # A source's correction -> segbench's; 'none' is published only for a single pair, where Bonferroni is the same.
 CORRECTIONS = {"bonferroni": "bonferroni", "none": "bonferroni"}
@@ -23,7 +24,7 @@ CORRECTIONS = {"bonferroni": "bonferroni", "none": "bonferroni"}
 SOURCE_RULE: dict[str, Any] = {"ci_method": "percentile", "pairwise_test": "bootstrap_ci"}
 
 
-def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> dict[str, Any]:
+def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> SourceAnalysis:
     """``published`` (``segbench.published.read_segauge_analysis`` layout) with a "segbench" block per cell.
 
     The block: {"correction", "alpha", "n_resamples", "ci_method", "pairwise_test", "pairwise": [segbench's pairwise
@@ -49,7 +50,7 @@ def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> 
                 "pairwise_test": settings["pairwise_test"],
                 "pairwise": ours["pairwise"],
             }
-    return out
+    return cast(SourceAnalysis, out)
 
 
 def reanalyze_source(analysis: Mapping[str, Any], stored: Mapping[str, Any]) -> list[str]:
