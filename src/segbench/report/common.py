@@ -117,8 +117,8 @@ def identical_note(results: Results) -> str:
 
 def short_mark(model: ModelEntry) -> str:
     """Compact suffix for plot labels, e.g. ' [sim]' or ' [trained on this data]'."""
-    marks = {"simulated": "sim", "published": "pub"}.get(kind(model), "")
-    marks = [marks] if marks else []
+    mark = {"simulated": "sim", "published": "pub"}.get(kind(model), "")
+    marks = [mark] if mark else []
     if model.get("contaminated"):
         marks.append("trained on this data")
     return f" [{', '.join(marks)}]" if marks else ""
@@ -167,7 +167,7 @@ def diff_text(entry: Pair | SourcePair, upper: str, cell: Cell, metric: str) -> 
     """
     sign = 1.0 if entry["a"] == upper else -1.0
     delta = entry["mean_diff"] if "mean_diff" in entry else entry["delta"]
-    low, high = sorted(sign * v for v in (entry["ci_low"], entry["ci_high"])) if entry["ci_low"] is not None else (None, None)
+    low, high = sorted(sign * v for v in (entry["ci_low"], entry["ci_high"])) if entry["ci_low"] is not None else (None, None)  # type: ignore[operator]  # both ends or neither
     return f"Δ = {format_estimate(sign * delta, low, high, metric, bool(cell['higher_is_better']))}"
 
 
@@ -197,7 +197,7 @@ def against_source(cell: Cell, published: SourcePair, upper: str, lower: str) ->
     if favoured is None:
         loser = lower if winner == upper else upper
         return "adds", (f"Wilcoxon-Holm adds a verdict: {winner} is significantly better than {loser} "
-                        f"({directed_p(cell, winner, loser)}), while the source's bootstrap CI "
+                        f"({directed_p(cell, winner, loser)}), while the source's bootstrap CI "  # type: ignore[arg-type]  # a winner: they disagree
                         "of the difference includes 0.")
     other = lower if favoured == upper else upper
     if winner is None:

@@ -8,6 +8,7 @@ results give byte-identical HTML.
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from typing import Any
 
 import plotly.graph_objects as go
@@ -398,7 +399,7 @@ def cluster_widths(structures: dict[str, Structure], models: Models, settings: S
     names = sorted({name for _, c in cells for name in c["models"]})
     labels = _labels(names, models)
 
-    def ci(entry: dict[str, Any] | None, prefix: str) -> str:
+    def ci(entry: Mapping[str, Any] | None, prefix: str) -> str:
         return "n/a" if entry is None else f"[{fmt(entry[prefix + 'ci_low'], 3)}, {fmt(entry[prefix + 'ci_high'], 3)}]"
 
     ratio = [[(c["models"].get(n) or {}).get("width_ratio") for _, c in cells] for n in names]

@@ -203,7 +203,7 @@ def models_table(models: Models, identical: dict[str, Identical | None] | None =
 def overview(results: Results, link_of: Callable[[str, str], str]) -> str:
     """How firm each #1 is: per structure and metric, P(rank 1), the leave-one-out share and the cases that would
     separate #1 from #2, beside the cases this set has. ``link_of(structure, metric)``: that leaderboard's address."""
-    rows = []
+    rows: list[list[TableCell]] = []
     for structure, block in sorted(results["analysis"]["structures"].items()):
         for metric, cell in block["metrics"].items():
             link = f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>'
@@ -242,14 +242,14 @@ def source_pairs(cell: Cell, published: SourceCell, metric: str) -> str:
     rows = []
     for entry in ours["pairwise"]:
         upper, lower = entry["a"], entry["b"]
-        theirs = pair(published, upper, lower)
+        theirs = pair(published, upper, lower)  # type: ignore[arg-type]  # a source's cell reads alike (SourceCell)
         if theirs is None:  # a model the source left unranked
             continue
         source_word = f"✔ distinguishable, favours {theirs['favored']}" if theirs["distinguishable"] else "✘ not distinguishable"
         same = "same verdict as the source" if ci_favoured(entry) == ci_favoured(theirs) else "differs from the source"
         winner = wilcoxon_winner(cell, upper, lower)
         wilcoxon = wilcoxon_text(pair_verdict(cell, upper, lower, metric))  # the statistics' words, as in every verdict
-        relation, sentence = against_source(cell, theirs, upper, lower)
+        relation, sentence = against_source(cell, theirs, upper, lower)  # type: ignore[arg-type]  # the source's pair (SourcePair)
         rows.append([
             (f"{html.escape(upper)} vs {html.escape(lower)}", f"{upper} vs {lower}"),
             (f"{source_word}: {html.escape(diff_text(theirs, upper, cell, metric))}", str(int(theirs["distinguishable"]))),
@@ -293,7 +293,7 @@ def sensitivity(variant: Variant, link_of: Callable[[str, str], str]) -> str:
 
 def clustered(structures: dict[str, Structure], link_of: Callable[[str, str], str]) -> str:
     """Per structure and metric: the two-stage cluster bootstrap beside the case bootstrap (docs/methodology.md, 5.16)."""
-    rows = []
+    rows: list[list[TableCell]] = []
     for structure, block in sorted(structures.items()):
         for metric, cell in sorted(block["metrics"].items()):
             c = cell.get("clustered")

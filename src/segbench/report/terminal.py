@@ -86,7 +86,7 @@ def _table_notes(results: Results, cells: Sequence[Cell]) -> list[str]:
     to more than 1, why (``tied_first_note``)."""
     intervals = dict.fromkeys(c["verdict"]["intervals"] for c in cells if (c.get("verdict") or {}).get("intervals"))
     tied = next(filter(None, map(tied_first_note, cells)), "")
-    return [_ci_head(results, cells), *intervals, *filter(None, [identical_note(results), tied])]
+    return [_ci_head(results, cells), *intervals, *filter(None, [identical_note(results), tied])]  # type: ignore[list-item]  # the set intervals
 
 
 def _identical(cell: Cell) -> list[str]:
@@ -130,7 +130,7 @@ def _audit_once(results: Results, cells: Sequence[tuple[str, str, Cell, int]]) -
     audits = [audit_of(results, s, m) for s, m in compared]
 
     def span(key: str) -> str | None:
-        rates = sorted(100 * a[key]["rate"] for a in audits if a[key] is not None)  # type: ignore[literal-required]
+        rates = sorted(100 * a[key]["rate"] for a in audits if a[key] is not None)
         return None if not rates else f"{rates[0]:.1f}%" if f"{rates[0]:.1f}" == f"{rates[-1]:.1f}" else f"{rates[0]:.1f}–{rates[-1]:.1f}%"
 
     coverage, type1 = span("coverage"), span("type1")

@@ -249,8 +249,8 @@ def board(tables: AuditTables | None, analysis: Mapping, *, source: str | None, 
     if tables is None:
         return None
     cells = {
-        structure: {metric: audited(tables, BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"],
-                                                      cell.get("ci_confidence")))  # type: ignore[operator]  # a dict: tables is set
+        structure: {metric: cast(dict, audited(tables, BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"],
+                                                                 cell.get("ci_confidence"))))  # a dict: tables is set
                     | _limit(tables, cell, metric, analysis["settings"])
                     for metric, cell in block["metrics"].items()}
         for structure, block in analysis["structures"].items() if block["n_cases"] > 0

@@ -78,7 +78,7 @@ def _headline(cell: Cell, metric: str) -> str:
         return '<p class="headline">Fewer than two ranked models: nothing to compare.</p>'
     first = v["first"]
     text = (f"#1 <strong>{html.escape(first)}</strong> ({html.escape(estimate(cell['models'][first], cell, metric))}, "
-            f"P(rank 1) = {html.escape(p_rank1_text(cell, first))}) versus #2 <strong>{html.escape(v['second'])}</strong>: "
+            f"P(rank 1) = {html.escape(p_rank1_text(cell, first))}) versus #2 <strong>{html.escape(v['second'])}</strong>: "  # type: ignore[arg-type]  # two ranked models
             f"{verdict_html(v['pairs'][0])}.")
     power: Mapping[str, Any] = cell.get("power") or {}
     if power.get("n_required") is not None:
