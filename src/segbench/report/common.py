@@ -10,7 +10,7 @@ import hashlib
 import html
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from segbench.stats.audited import MARGIN
 from segbench.stats.coverage import coverage_text
@@ -70,12 +70,12 @@ def digits(cell: Cell) -> int:
     return base_digits(bool(cell["higher_is_better"]))
 
 
-def kind(model: ModelEntry) -> str:
+def kind(model: Mapping[str, Any]) -> str:
     """simulated | inference | published (older results without ``kind``: from ``simulated``)."""
     return model.get("kind") or ("simulated" if model.get("simulated") else "inference")
 
 
-def markers(model: ModelEntry) -> list[str]:
+def markers(model: Mapping[str, Any]) -> list[str]:
     """Plain-text marks a reader must see next to a model's name."""
     marks = []
     if kind(model) == "simulated":
@@ -115,7 +115,7 @@ def identical_note(results: Results) -> str:
     return f"Identical to the reference (every structure Dice exactly 1): {'; '.join(clauses)}."
 
 
-def short_mark(model: ModelEntry) -> str:
+def short_mark(model: Mapping[str, Any]) -> str:
     """Compact suffix for plot labels, e.g. ' [sim]' or ' [trained on this data]'."""
     mark = {"simulated": "sim", "published": "pub"}.get(kind(model), "")
     marks = [mark] if mark else []
@@ -160,14 +160,14 @@ def wilcoxon_significant(cell: Cell, a: str, b: str) -> bool:
     return bool((significance.get("significant") or {}).get(a, {}).get(b))
 
 
-def diff_text(entry: Pair | SourcePair, upper: str, cell: Cell, metric: str) -> str:
+def diff_text(entry: Mapping[str, Any], upper: str, cell: Cell, metric: str) -> str:
     """'Δ = 0.015 [-0.004, 0.044]': a pairwise entry's difference and CI as ``upper`` minus the other model.
 
     Reads segbench's entries ("mean_diff") and a source's ("delta") alike.
     """
     sign = 1.0 if entry["a"] == upper else -1.0
     delta = entry["mean_diff"] if "mean_diff" in entry else entry["delta"]
-    low, high = sorted(sign * v for v in (entry["ci_low"], entry["ci_high"])) if entry["ci_low"] is not None else (None, None)  # type: ignore[operator]  # both ends or neither
+    low, high = sorted(sign * v for v in (entry["ci_low"], entry["ci_high"])) if entry["ci_low"] is not None else (None, None)
     return f"Δ = {format_estimate(sign * delta, low, high, metric, bool(cell['higher_is_better']))}"
 
 
@@ -176,7 +176,7 @@ def wilcoxon_winner(cell: Cell, a: str, b: str) -> str | None:
     return a if wilcoxon_significant(cell, a, b) else b if wilcoxon_significant(cell, b, a) else None
 
 
-def ci_favoured(entry: Pair | SourcePair) -> str | None:
+def ci_favoured(entry: Mapping[str, Any]) -> str | None:
     """The model a bootstrap-CI verdict favours: a source's entry ("distinguishable", "favored") or segbench's
     ("separable"; a is ranked above b, so a separable pair favours a)."""
     if "distinguishable" in entry:
@@ -394,7 +394,8 @@ def limit_note(audit: CellAudit) -> str:
     return f' <span class="audit warn limit">⚠ {html.escape(limit["text"])}</span>'
 
 
-def _audit_note(audit: CellAudit, key: str, structure: str, what: Callable[[AuditEntry], str], flag: str, flag_words: str,
+def _audit_note(audit: CellAudit, key: Literal["coverage", "type1"], structure: str, what: Callable[[AuditEntry], str],
+                flag: Literal["under_covers", "exceeds_alpha"], flag_words: str,
                 label: str, with_n: bool) -> str:
     """The short visible span of one audited rate (``key``: coverage or type1; ``what``: the audited thing, from its
     entry), its tooltip the whole sentence."""

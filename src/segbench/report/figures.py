@@ -313,10 +313,10 @@ def leave_one_out(block: Structure) -> go.Figure:
         [
             go.Bar(
                 y=metrics,
-                x=[block["metrics"][m]["loo"][key] for m in metrics],
+                x=[block["metrics"][m]["loo"][key] for m in metrics],  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
                 name=_plain(name),
                 orientation="h",
-                text=[f"{block['metrics'][m]['loo'][key]:.1%}" for m in metrics],
+                text=[f"{block['metrics'][m]['loo'][key]:.1%}" for m in metrics],  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
                 textposition="outside",
                 marker={"color": color, "pattern": {"shape": pattern}},
             )

@@ -51,11 +51,11 @@ def summary_metrics(results: Results) -> dict[str, float]:
     ``summary_tags``); and per leaderboard the calibration audit read for it (``results["audited"]``,
     docs/methodology.md#518-calibration-audit), ``<structure>.<metric>.audited_coverage`` and ``.audited_type1``."""
     metrics: dict[str, float] = {}
-    for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items():
+    for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items():  # type: ignore[union-attr]  # a results file's is a dict or None
         for metric, entry in by_metric.items():
             for key, name in (("coverage", "audited_coverage"), ("type1", "audited_type1")):
-                if entry[key] is not None:
-                    metrics[f"{structure}.{metric}.{name}"] = entry[key]["rate"]
+                if entry[key] is not None:  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
+                    metrics[f"{structure}.{metric}.{name}"] = entry[key]["rate"]  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
     for structure, metric, cell in _cells(results):
         first = _first(cell)
         if first is not None:
@@ -76,7 +76,7 @@ def summary_tags(results: Results) -> dict[str, str]:
     verdicts = {f"{structure}.{metric}.verdict": CODE_WORDS[cell["verdict"]["code"]] for structure, metric, cell in _cells(results)
                 if (cell.get("verdict") or {}).get("code") in CODE_NUMBER}
     limits = {f"{structure}.{metric}.verdict_limit": entry["limit"]["text"]
-              for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items()
+              for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items()  # type: ignore[union-attr]  # a results file's is a dict or None
               for metric, entry in by_metric.items() if entry.get("limit")}
     coverage: Mapping[str, Any] = results.get("coverage") or {}
     return {**verdicts, **limits, **({IDENTICAL_TAG: note} if (note := identical_note(results)) else {}),

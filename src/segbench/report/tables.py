@@ -6,7 +6,7 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from segbench.stats.results import Identical, ModelEntry, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
+from segbench.stats.results import Identical, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
 from segbench.stats.verdicts import format_level, pair_verdict, wilcoxon_text
 
 from .common import (
@@ -70,7 +70,7 @@ def _key(key: str | float | int | None) -> str:
     return repr(float(key)) if isinstance(key, (int, float)) else key
 
 
-def model_cell(name: str, model: ModelEntry, said: Sequence[str] = ()) -> TableCell:
+def model_cell(name: str, model: Mapping[str, Any], said: Sequence[str] = ()) -> TableCell:
     """Model name with its marks as text badges, but for the marks ``said`` once for the whole table
     (``shared_marks``); the full title as a tooltip."""
     tags = "".join(f' <span class="tag tag-{kind(model)}">{html.escape(m)}</span>' for m in markers(model) if m not in said)
@@ -242,7 +242,7 @@ def source_pairs(cell: Cell, published: SourceCell, metric: str) -> str:
     rows = []
     for entry in ours["pairwise"]:
         upper, lower = entry["a"], entry["b"]
-        theirs = pair(published, upper, lower)  # type: ignore[arg-type]  # a source's cell reads alike (SourceCell)
+        theirs: Mapping[str, Any] | None = pair(published, upper, lower)  # type: ignore[arg-type]  # a source's cell reads alike (SourceCell)
         if theirs is None:  # a model the source left unranked
             continue
         source_word = f"✔ distinguishable, favours {theirs['favored']}" if theirs["distinguishable"] else "✘ not distinguishable"

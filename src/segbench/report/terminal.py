@@ -130,7 +130,7 @@ def _audit_once(results: Results, cells: Sequence[tuple[str, str, Cell, int]]) -
     audits = [audit_of(results, s, m) for s, m in compared]
 
     def span(key: str) -> str | None:
-        rates = sorted(100 * a[key]["rate"] for a in audits if a[key] is not None)
+        rates = sorted(100 * a[key]["rate"] for a in audits if a[key] is not None)  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
         return None if not rates else f"{rates[0]:.1f}%" if f"{rates[0]:.1f}" == f"{rates[-1]:.1f}" else f"{rates[0]:.1f}–{rates[-1]:.1f}%"
 
     coverage, type1 = span("coverage"), span("type1")
@@ -210,7 +210,7 @@ def lesion_view(results: Results) -> Results | None:
     d = results["dataset"]
     title = f"{d.get('title') or d['name']}, lesion-wise by case ({block['profile']} matching)"
     view = {"dataset": {"name": d["name"], "title": title}, "models": results["models"], "analysis": block["case"],
-            "audited": (results.get("audited") or {}).get("lesions") or LESIONS_NOT_AUDITED}
+            "audited": (results.get("audited") or {}).get("lesions") or LESIONS_NOT_AUDITED}  # type: ignore[union-attr]  # a dict or None here
     return cast(Results, view)  # the keys the views read
 
 

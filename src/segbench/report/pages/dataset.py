@@ -190,7 +190,7 @@ def _sensitivity_section(results: Results, link: Callable[[str, str], str]) -> s
     parts = []
     for choice, what, baseline in (("profiles", "metric-definition profile", sens["profiles"]["baseline"]),
                                    ("missing_policy", "missing-value policy", sens["missing_policy"]["baseline"])):
-        for name, variant in sorted(sens[choice]["variants"].items()):
+        for name, variant in sorted(sens[choice]["variants"].items()):  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
             title = f"{what} <code>{html.escape(name)}</code>" + (f" ({SENSITIVITY_NAMES[name]})" if name in SENSITIVITY_NAMES else "")
             if not variant["run"]:
                 parts.append(f"<h3>{title}</h3><p>Not run: {html.escape(variant['reason'])}.</p>")
