@@ -570,7 +570,8 @@ def test_a_dicom_seg_whose_geometry_claims_a_huge_volume_is_refused_before_it_is
     seg = pydicom.dcmread(tmp_path / "dicom" / "ts1.dcm")
     seg.Rows = seg.Columns = 20000
     seg.save_as(tmp_path / "dicom" / "ts1.dcm")
-    with pytest.raises(ValueError, match=r"dicom/ts1\.dcm: (its header.s frames decode to [\d,]+ bytes, more than [\d,]+; refused before decoding|its geometry makes a volume of shape \(\d+, 20000, 20000\), over 8 "
+    with pytest.raises(ValueError, match=r"dicom/ts1\.dcm: (its header.s frames decode to [\d,]+ bytes, more than [\d,]+; refused before decoding|"
+                                         r"its geometry makes a volume of shape \(\d+, 20000, 20000\), over 8 "
                                          r"times the reference grid \(512, 512, \d+\); refused before it is built)"):
         evaluation.evaluate(tmp_path / "gt", {"dicom": tmp_path / "dicom"}, structures=["organ=1"], progress=False)
 

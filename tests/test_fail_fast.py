@@ -39,7 +39,8 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["data", "fetch", "nope"], "segbench data: error: unknown dataset 'nope'; conf/dataset/ has: amos22, btcv, kits23, msd_spleen, totalseg_liver, totalsegmentator"),
+    (["data", "fetch", "nope"], "segbench data: error: unknown dataset 'nope'; conf/dataset/ has: "
+                                  "amos22, btcv, kits23, msd_spleen, totalseg_liver, totalsegmentator"),
     (["env", "create", "nope"], f"segbench env: error: unknown model 'nope'; conf/model/ has: {MODELS}"),
     (["params", "stats.ci_method=bcaa"], "stats.ci_method must be one of ('percentile', 'bca', 'skew_t'), got 'bcaa'"),
     (["params", "stats.ci_level=calibrated"], "stats.ci_level must be one of ('audited', 'nominal'), got 'calibrated'"),

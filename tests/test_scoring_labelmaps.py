@@ -156,5 +156,6 @@ def test_a_nifti_voxel_type_that_holds_no_labels_is_refused_from_its_header(tmp_
     with open(path, "r+b") as stream:  # the header claims 64 voxels; cut the data short: decoding it would fail another way
         stream.truncate(400)
     for load in (labelmaps.load_nifti, labelmaps.load_nifti_nonzero):
-        with pytest.raises(ValueError, match=r"pred.nii: header says voxel type .*; a label map is integer \(or float holding integers\); refused before decoding"):
+        with pytest.raises(ValueError, match=r"pred.nii: header says voxel type .*; a label map is integer "
+                                            r"\(or float holding integers\); refused before decoding"):
             load(path)

@@ -410,7 +410,8 @@ def test_verdict_intervals_said_once_and_identical_models_named(results_files: l
     """The Δ intervals' method and family-wise level (``verdict.intervals``) once per table, not per pair; models the
     ranking finds identical on every case (``ranking.identical``) named in the cell's headline."""
     results = load(results_files[1])
-    said = "Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair (verdicts family-wise at α 0.05; intervals not simultaneous)"
+    said = ("Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair "
+            "(verdicts family-wise at α 0.05; intervals not simultaneous)")
     structures = results["analysis"]["structures"]
     for block in structures.values():
         for cell in block["metrics"].values():

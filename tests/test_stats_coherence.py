@@ -58,7 +58,8 @@ def test_touchstone_every_pair_separable_iff_its_interval_excludes_zero(touchsto
     assert all(p["separable"] == (p["p_adjusted"] < 0.05) for p in tested)  # Holm's step-down on the test's p-values
     separable = sum(p["separable"] for _, p, key in _pairs(results) if key == "separable")
     assert 0 < separable < 9 * 2 * 3 * 171  # both kinds of pair are checked
-    assert all(cell["verdict"]["intervals"] == "Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair (verdicts family-wise at α 0.05; intervals not simultaneous)"
+    assert all(cell["verdict"]["intervals"] == "Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair "
+                                               "(verdicts family-wise at α 0.05; intervals not simultaneous)"
                for block in results["structures"].values() for cell in block["metrics"].values())
 
 

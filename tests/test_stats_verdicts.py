@@ -61,7 +61,8 @@ def test_not_separable_and_every_p_value_has_a_direction() -> None:
     v = _cell({"A": BASE + RNG.normal(0, 0.05, 60), "B": BASE + RNG.normal(0, 0.05, 60), "C": BASE - 0.2})["verdict"]
     assert v["code"] == "not_separable" and "separable" not in v["text"]
     assert v["co_winners"] == [v["first"], v["second"]] and list(v["excluded"]) == ["C"]
-    assert v["intervals"] == "Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair (verdicts family-wise at α 0.05; intervals not simultaneous)"
+    assert v["intervals"] == ("Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair "
+                              "(verdicts family-wise at α 0.05; intervals not simultaneous)")
     texts = [v["text"], *(p["text"] for p in v["pairs"]), *v["excluded"].values()]
     for text in texts:
         assert "CI" not in text and "neither better" not in text and not re.search(r"\d%", text), text

@@ -11,7 +11,9 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -215,7 +217,8 @@ def _interact_submissions(args: argparse.Namespace) -> None:
     if results["analysis"] is None:
         raise SystemExit("no submission could be evaluated")
     for metric in ("DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final"):
-        console.print(printable(leaderboard(results, CASE_STRUCTURE, metric, width=console.width)), markup=False, highlight=False, soft_wrap=True)
+        console.print(printable(leaderboard(results, CASE_STRUCTURE, metric, width=console.width)),  # type: ignore[arg-type]  # a results document
+                      markup=False, highlight=False, soft_wrap=True)
     console.print(f"every metric, class and step: segbench show {Path(LEADERBOARD_FILE).stem} --results {args.out} [--structure NAME]",
                   highlight=False, soft_wrap=True)
 
@@ -368,11 +371,12 @@ def _cmd_reanalyze(args: argparse.Namespace) -> None:
         differences = reanalyze(results["analysis"])
         if "source_analysis" in results:  # segbench's CIs under a source's correction, beside its published verdicts
             differences += reanalyze_source(results["analysis"], results["source_analysis"])
-        lesions = results.get("lesions") or {}
+        lesions: Mapping[str, Any] = results.get("lesions") or {}
         for unit in ("case", "matched", "lesion"):  # the lesion-wise analyses
             if lesions.get(unit) is not None:
                 differences += [f"lesions.{unit}: {d}" for d in reanalyze(lesions[unit])]
-        for model, analysis in ((results.get("coverage") or {}).get("analyses") or {}).items():  # models on their own cases
+        coverage: Mapping[str, Any] = results.get("coverage") or {}
+        for model, analysis in (coverage.get("analyses") or {}).items():  # models on their own cases
             differences += [f"coverage.{model}: {d}" for d in reanalyze(analysis)]
         if differences:
             raise ValueError(f"{path}: {len(differences)} statistic(s) differ from a recomputation; first: {differences[0]}")

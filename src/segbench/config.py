@@ -114,8 +114,8 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
     published = {name: parse_published(name, spec, root) for name, spec in (raw.get("published") or {}).items()}
     interactive_datasets = {name: parse_interactive_dataset(name, spec, root) for name, spec in (raw.get("interactive_dataset") or {}).items()}
     interactive_models = {name: parse_model(name, spec) for name, spec in (raw.get("interactive_model") or {}).items()}
-    for section, configs, interactive in (("model", models, False), ("interactive_model", interactive_models, True)):
-        for model in configs.values():
+    for section, section_models, interactive in (("model", models, False), ("interactive_model", interactive_models, True)):
+        for model in section_models.values():
             if model.is_interactive != interactive or (model.kind == "predictions") != (model.source is not None):
                 raise ConfigError(
                     f"params: {section} {model.name!r} is of kind {model.kind!r}; "

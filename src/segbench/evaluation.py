@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import nibabel as nib
 import numpy as np
@@ -42,6 +42,7 @@ from segbench.scoring.engine import ANALYZED_METRICS, score_cases
 from segbench.scoring.geometry import GeometryError, resample_to_reference
 from segbench.scoring.labelmaps import load_label_map, load_nifti, nifti_image, validated_labels
 from segbench.scoring.settings import DEFAULT_PROFILE, Region
+from segbench.stats.results import ResultsDocument
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +281,7 @@ _GRID_PAIR = re.compile(r"reference (\S+) vs prediction (\S+):")
 def grid_difference(reference: Path | str, prediction: Path | str) -> str:
     """What differs between two label maps' grids, read from their headers: orientation (axis codes, so a flip reads as
     one), spacing, origin and shape, each named with both values, and how to fix it."""
-    a, b = nib.load(str(reference)), nib.load(str(prediction))
+    a, b = cast(nib.Nifti1Image, nib.load(str(reference))), cast(nib.Nifti1Image, nib.load(str(prediction)))
     facts = [("orientation", "".join(nib.aff2axcodes(a.affine)), "".join(nib.aff2axcodes(b.affine))),
              ("spacing", tuple(round(float(z), 4) for z in a.header.get_zooms()[:3]), tuple(round(float(z), 4) for z in b.header.get_zooms()[:3])),
              ("origin", tuple(round(float(v), 3) for v in a.affine[:3, 3]), tuple(round(float(v), 3) for v in b.affine[:3, 3])),
@@ -312,7 +313,7 @@ def _named(error: Exception, originals: Mapping[str, str]) -> Exception:
 class Evaluation:
     """What ``evaluate`` found: the results document (as ``results/<dataset>.json``) and the per-case rows."""
 
-    results: dict[str, Any]
+    results: ResultsDocument
     per_case: pd.DataFrame
 
     def summary(self, width: int = 140, detail: bool = False, cells: bool = False) -> str:
@@ -334,7 +335,8 @@ class Evaluation:
         if field not in fields:
             raise ValueError(f"no subgroup field {field!r}; analysed: {fields or 'none (give --metadata or a dataset with subgroups)'}")
         shares = model_coverage(self.results)
-        own = (self.results.get("coverage") or {}).get("analyses") or {}
+        coverage: Mapping[str, Any] = self.results.get("coverage") or {}
+        own = coverage.get("analyses") or {}
         rows = []
         for analysis, only in [(self.results["analysis"], None), *((a, m) for m, a in sorted(own.items()))]:
             for structure, block in sorted(analysis["structures"].items()):
@@ -419,10 +421,10 @@ def evaluate(
         raise FileNotFoundError(f"dataset {dataset!r}: {Path(conf).resolve()} is not a segbench config folder (no dataset/ in it): "
                                 "give conf= (--conf) the project's conf/, or the structures (--structures NAME=ID ...)")
     config = dataset_from_conf(Path(conf), dataset, Path(conf).resolve().parent) if dataset else None
-    label_map = None if config else label_map_file(Path(gt))
+    gt_labels = None if config else label_map_file(Path(gt))
     # the label ids a map may hold: the dataset's or the label map's; with neither, the schema is unknown and unchecked
-    allowed = config.region_labels() if config else ({0, *label_map.values()} if label_map else None)
-    chosen = regions(structures, config, label_map)
+    allowed: set[int] | None = config.region_labels() if config else ({0, *gt_labels.values()} if gt_labels else None)
+    chosen = regions(structures, config, gt_labels)
     references, ignored = _configured_references(Path(gt), config)
     cases = sorted(references)
     settings = settings or stats.StatsSettings()
@@ -489,7 +491,7 @@ def _checked_team(model: str, folder: Path, references: Mapping[str, Path], case
     return listed, files
 
 
-def _analysed(scored: pd.DataFrame, chosen: Sequence[Region], profile: str, gt: Path, config: DatasetConfig | None,
+def _analysed(scored: pd.DataFrame, chosen: list[Region], profile: str, gt: Path, config: DatasetConfig | None,
               metadata: Path | str | None, cases: list[str], predictions: Mapping[str, Path | str], simulated: Collection[str],
               missing: str, settings: stats.StatsSettings, name: str | None) -> Evaluation:
     """The evaluation of every team's scored rows: the main profile's rows with the cases' metadata, analysed as a board."""

@@ -8,6 +8,7 @@ tool reading one row per (case, model, structure) and bring them back through th
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from segbench.published_schema import CHALLENGER_COLUMNS
 EXPORT_FORMATS = ("challenger_csv", "generic_csv")
 
 
-def per_case_rows(results: dict[str, Any]) -> pd.DataFrame:
+def per_case_rows(results: Mapping[str, Any]) -> pd.DataFrame:
     """One row per (case, model, structure) with one column per metric, from every cell's ``per_case`` (shared cases)
     and ``per_case_unshared`` values; a value a model has for one metric only leaves the other cell empty."""
     records = []
@@ -36,7 +37,7 @@ def per_case_rows(results: dict[str, Any]) -> pd.DataFrame:
     return wide.reset_index().sort_values(["structure", "model", "case"], ignore_index=True).rename_axis(columns=None)
 
 
-def export_results(results: dict[str, Any], fmt: str, target: Path, metric: str | None = None) -> Path:
+def export_results(results: Mapping[str, Any], fmt: str, target: Path, metric: str | None = None) -> Path:
     """Write ``results``' per-case rows to ``target`` as challengeR's long CSV (one ``metric``; it may be left out when
     the results have one) or as the generic CSV (case, model, structure, one column per metric)."""
     if fmt not in EXPORT_FORMATS:

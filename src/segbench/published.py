@@ -273,7 +273,8 @@ def _read_nnunet_summary(path: Path, model: str, labels: dict[str, str], file_en
         doc = json.loads(path.read_text(encoding="utf-8"))  # nnU-Net writes NaN for a label empty in both masks
     except UNREADABLE as exc:
         raise ValueError(f"{path}: not an nnU-Net summary.json ({exc!r})") from exc
-    records, seen = [], {}
+    records: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
     for i, entry in enumerate(_require(doc, "metric_per_case", list, f"{path}:")):
         row = f"{path}: metric_per_case[{i}]"
         reference = _require(entry, "reference_file", str, row)
@@ -469,7 +470,7 @@ def join_metadata(rows: pd.DataFrame, path: Path, sep: str, key: str, case_key: 
         if unmatched := [case for case, m in zip(case_ids, matches) if m is None]:
             raise ValueError(f"{path}: metadata.case_key {case_key!r} finds no key in case id {unmatched[0]!r} "
                              f"({len(unmatched)} case(s) without a key)")
-        keys = pd.Series([m.group(1) if pattern.groups else m.group(0) for m in matches])
+        keys = pd.Series([m.group(1) if pattern.groups else m.group(0) for m in matches if m is not None])  # every case matched (above)
     join = dict(zip(case_ids, keys))
     without = sorted(str(case) for case, k in join.items() if k not in meta.index)
     notes["cases_without_metadata"] = len(without)

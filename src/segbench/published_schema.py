@@ -180,7 +180,7 @@ def _long_table(options: dict[str, Any], metrics: dict[str, bool], where: str, c
     names every row), ``metric_columns`` (metric -> column) and ``na_value`` (metric -> the value of a failed case)."""
     at = f"{where}: options"
     policies = _policies(options, at)
-    columns = _names(options.get("columns", {}), f"{at}.columns", "role to a column name", allow_empty=True)
+    columns: dict[str, str | None] = {**_names(options.get("columns", {}), f"{at}.columns", "role to a column name", allow_empty=True)}
     if challenger:
         if len(metrics) != 1:
             raise ConfigError(f"{where}: a challengeR table holds one metric; metrics must name exactly one, got {sorted(metrics)}")

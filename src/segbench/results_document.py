@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -14,7 +14,7 @@ import segbench
 from segbench import stats
 from segbench.datasets.schema import DatasetConfig
 from segbench.scoring.settings import Region
-from segbench.stats.results import ResultsDocument
+from segbench.stats.results import Analysis, CoverageBlock, ModelEntry, ResultsDocument
 
 
 def regions_block(regions: tuple[Region, ...] | list[Region]) -> dict[str, dict[str, Any]]:
@@ -28,8 +28,8 @@ def dataset_block(dataset: DatasetConfig) -> dict[str, Any]:
             "regions": regions_block(dataset.regions)}
 
 
-def results_document(block: dict[str, Any], models: dict[str, dict[str, Any]], metrics: Mapping[str, bool], rows: pd.DataFrame,
-                     profile_rows: pd.DataFrame, analysis: dict[str, Any], settings: stats.StatsSettings,
+def results_document(block: dict[str, Any], models: Mapping[str, ModelEntry], metrics: Mapping[str, bool], rows: pd.DataFrame,
+                     profile_rows: pd.DataFrame, analysis: Analysis, settings: stats.StatsSettings,
                      contaminated: Mapping[str, bool]) -> ResultsDocument:
     """The results document over ``analysis`` (``stats.analyze`` of ``rows``): dataset block, model entries, metrics,
     the rows' HD95 definition and metric profile, and the sensitivity analysis over ``profile_rows`` (the same cases
@@ -40,7 +40,7 @@ def results_document(block: dict[str, Any], models: dict[str, dict[str, Any]], m
                                     contaminated=contaminated)
     if "regions" not in block and "nsd_tolerance_mm" in rows:  # a published set stating its NSD tolerance
         block["nsd_tolerance_mm"] = {str(s): float(t) for s, t in rows.groupby("structure", sort=True)["nsd_tolerance_mm"].first().items()}
-    return {
+    return cast(ResultsDocument, {
         "segbench_version": segbench.__version__,
         "dataset": block,
         "models": models,
@@ -49,17 +49,17 @@ def results_document(block: dict[str, Any], models: dict[str, dict[str, Any]], m
         "metric_profile": str(profile),
         "analysis": analysis,
         "sensitivity": sensitivity,
-    }
+    })
 
 
-def coverage_document(covered: stats.Coverage, rows: pd.DataFrame, analyze: Callable[..., dict[str, Any]],
-                      contaminated: Mapping[str, bool], subgroup_fields: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+def coverage_document(covered: stats.Coverage, rows: pd.DataFrame, analyze: Callable[..., Analysis],
+                      contaminated: Mapping[str, bool], subgroup_fields: tuple[str, ...] | list[str] = ()) -> CoverageBlock:
     """The results' ``coverage`` block (``stats.coverage``: the policy, each lacking model's n of N cases and the cases it
     lacks) and, under ``own_cases``, each lacking model's analysis on its own cases with every model covering them all
     (``analyze``: ``stats.analyze`` with the leaderboard's metrics, settings and levels; the board's ``subgroup_fields``,
     so a subgroup table has the model too; no clusters)."""
     assert covered.block is not None
-    document = dict(covered.block)
+    document: dict[str, Any] = dict(covered.block)
     if covered.applied == "own_cases":
         document["analyses"] = {}
         for model in covered.missing:
@@ -67,13 +67,13 @@ def coverage_document(covered: stats.Coverage, rows: pd.DataFrame, analyze: Call
             present = set(own["model"].astype(str))
             document["analyses"][model] = analyze(own, subgroup_fields=subgroup_fields, cluster_field=None,
                                                   contaminated={m: flag for m, flag in contaminated.items() if m in present})
-    return document
+    return cast(CoverageBlock, document)
 
 
-def analysed_document(block: dict[str, Any], models: dict[str, dict[str, Any]], metrics: Mapping[str, bool], rows: pd.DataFrame,
+def analysed_document(block: dict[str, Any], models: Mapping[str, ModelEntry], metrics: Mapping[str, bool], rows: pd.DataFrame,
                       profile_rows: pd.DataFrame, *, settings: stats.StatsSettings, contaminated: Mapping[str, bool], policy: str,
                       subgroup_fields: tuple[str, ...] | list[str] = (), cluster_field: str | None = None,
-                      ci_levels: stats.CiLevels | None = None) -> tuple[dict[str, Any], stats.Coverage]:
+                      ci_levels: stats.CiLevels | None = None) -> tuple[ResultsDocument, stats.Coverage]:
     """The results document of ``rows`` with the models lacking cases under the coverage ``policy`` (``stats.coverage``):
     the board analysed on its rows, the document over it, and its ``coverage`` block; with the coverage, whose ``board``
     filters further rows (the lesion-wise ones) alike. Shared by the compare stage and ``segbench evaluate``."""

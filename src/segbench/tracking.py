@@ -524,7 +524,7 @@ def _log_inputs(client, run_id: str, datasets: list) -> None:
 def _dataset_input(record: dict[str, Any], rows: pd.DataFrame):
     """The run's dataset as an MLflow dataset input: name, data.dvc md5 as digest, its source, one row per case."""
     from mlflow.data.pandas_dataset import from_pandas
-    from mlflow.data.sources import LocalArtifactDatasetSource
+    from mlflow.data.sources import LocalArtifactDatasetSource  # type: ignore[attr-defined]  # registered at import, not declared
     from mlflow.entities import DatasetInput, InputTag
     from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
@@ -579,10 +579,10 @@ def _note(experiment_id: str, board: Leaderboard, files: list[str]) -> str:
     """Markdown for the leaderboard run's description: what it is, a link to each model run, what its metrics mean; every
     name in it plain text (:func:`markdown_text`)."""
     links = "\n".join(f"- [{markdown_text(model)}](#/experiments/{experiment_id}/runs/{run_id})" for model, run_id in sorted(board.model_runs.items()))
-    files = ", ".join(f"`{name}`" for name in sorted(files))
+    names = ", ".join(f"`{name}`" for name in sorted(files))
     return (
         f"Leaderboard of **{markdown_text(board.dataset)}**, computed by `segbench compare` from the per-case tables of these runs:\n\n{links}\n\n"
-        f"Artifacts: {files}; `{LEADERBOARD_TABLE}` is every leaderboard as one table (mean, CI, P(rank 1), rank interval, "
+        f"Artifacts: {names}; `{LEADERBOARD_TABLE}` is every leaderboard as one table (mean, CI, P(rank 1), rank interval, "
         "co-winners and the verdict against the next ranked model). Metrics per structure and metric: `<structure>.<metric>.mean`, "
         "the #1's mean as every view rounds it, and `<structure>.<metric>.verdict`, #1 against #2 as a number for plots "
         "(1 separable, 0.5 borderline, 0 not separable, -1 the aggregation disagrees); the tag of the same name holds its words."
@@ -622,7 +622,7 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
         files = {board.results_name: board.results, **board.pages()}
         client.set_tag(run_id, MLFLOW_RUN_NOTE, _note(experiment_id, board, list(files)))
         _log_values(client, run_id, board.params, board.metrics)
-        inputs = {}
+        inputs: dict[tuple[str, str], Any] = {}
         for model_run in sorted(board.model_runs.values()):
             for dataset_input in client.get_run(model_run).inputs.dataset_inputs:
                 inputs.setdefault((dataset_input.dataset.name, dataset_input.dataset.digest), dataset_input)

@@ -21,7 +21,7 @@ import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import nibabel as nib
 import numpy as np
@@ -110,13 +110,13 @@ def ingest_totalsegmentator(dataset: DatasetConfig, folder: Path, spec: dict[str
         ct = case / "ct.nii.gz"
         dataset.image_dir.mkdir(parents=True, exist_ok=True)
         copy_file_atomic(ct, dataset.image_dir / f"{case.name}.nii.gz")
-        like = nib.load(ct)
+        like = cast(nib.Nifti1Image, nib.load(ct))
         labels = np.zeros(like.shape[:3], dtype=np.uint8)
         for structure, label in dataset.labels.items():
             mask = case / "segmentations" / f"{structure}.nii.gz"
             if not mask.is_file():
                 raise ValueError(f"dataset {dataset.name!r}, case {case.name}: missing mask {mask}")
-            labels[np.asarray(nib.load(mask).dataobj) > 0] = label
+            labels[np.asarray(cast(nib.Nifti1Image, nib.load(mask)).dataobj) > 0] = label
         save_label_map_atomic(dataset.reference_dir / f"{case.name}.nii.gz", labels, like)
     for meta in folder.glob(spec.get("metadata", "__none__")):
         copy_file_atomic(meta, dataset.reference_dir.parent / meta.name)

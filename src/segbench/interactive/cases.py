@@ -15,7 +15,7 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import nibabel as nib
 import numpy as np
@@ -213,7 +213,7 @@ class _Numpy1Pickle(np.ndarray):
     """
 
     def __reduce_ex__(self, protocol: object) -> tuple[Any, ...]:
-        _, _, state = np.ndarray.__reduce__(self)
+        _, _, state = cast(tuple[Any, Any, Any], np.ndarray.__reduce__(self))
         return np.ndarray, ((0,), "b"), state
 
 
@@ -272,7 +272,7 @@ def save_npz_atomic(target: Path, **arrays: Any) -> None:
 
 def _image_volume(path: Path) -> tuple[np.ndarray, nib.Nifti1Image]:
     """A NIfTI file, or a folder holding one DICOM image series (read as dcm2niix orders it), as int16 (z, y, x)."""
-    image = read_series(path) if Path(path).is_dir() else nib.load(path)
+    image = read_series(path) if Path(path).is_dir() else cast(nib.Nifti1Image, nib.load(path))
     data = np.asanyarray(image.dataobj)
     if data.ndim != 3:
         raise CaseError(f"{path}: a 3D image is needed, got shape {data.shape}")
@@ -308,11 +308,11 @@ def convert(
     manifest: dict[str, Any] = {"reference": reference, "note": note, "seed": seed, "structures": dict(structures), "cases": {}}
     for case_id, image_path, reference_path in sorted(sources):
         imgs, image = _image_volume(Path(image_path))
-        ref_image = nib.load(reference_path)
+        ref_image = cast(nib.Nifti1Image, nib.load(reference_path))
         check_same_grid(case_id, Path(image_path), image, Path(reference_path), ref_image)
         labels = np.asanyarray(ref_image.dataobj).transpose(2, 1, 0)
         gts = np.zeros(labels.shape, dtype=np.uint8)
-        classes = []
+        classes: list[dict[str, Any]] = []
         for label, name in by_label:
             mask = labels == label
             if mask.any():

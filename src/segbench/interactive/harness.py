@@ -177,7 +177,7 @@ def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
     step_in, step_out = inputs / f"{case.case_id}.npz", outputs / f"{case.case_id}.npz"
     clicks: list[dict[str, list]] = [{"fg": [], "bg": []} for _ in range(case.n_classes)]
     order: list[list] = [[] for _ in range(case.n_classes)]
-    segs = np.zeros(case.gts.shape, dtype=np.uint8)
+    segs: np.ndarray | None = np.zeros(case.gts.shape, dtype=np.uint8)
     steps: list[dict[str, Any]] = []
     predictions, called = [], []
     elapsed = wall_s = cpu_s = 0.0  # elapsed: on the time limit's clock
@@ -193,7 +193,7 @@ def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
         if step == 1:
             write_step_input(step_in, case, None, None, None)
         else:
-            added = protocol.step_clicks(segs, case.gts, case.n_classes)
+            added = protocol.step_clicks(segs, case.gts, case.n_classes)  # type: ignore[arg-type]  # an array after every step that ran
             for i, click in enumerate(added):
                 order[i].append(None if click is None else click.kind)
                 if click is not None:
@@ -228,7 +228,8 @@ def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
     return record, predictions, called
 
 
-def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, reference: str, scoring: protocol.Scoring) -> dict[str, Any]:
+def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, reference: str,
+         scoring: protocol.Scoring) -> tuple[dict[str, Any], dict[str, float]]:
     """The case's CSV row: scores set to 0 when the model calls exceeded the time limit on ``clock`` (or a call was
     stopped at it: on the cpu clock, also one that spent no CPU for 10x the budget)."""
     steps = record["steps"]

@@ -114,7 +114,7 @@ def component_edt(component: np.ndarray) -> tuple[np.ndarray, tuple[int, int, in
         edt = edt.repeat(2, axis=0).repeat(2, axis=1).repeat(2, axis=2)
     else:
         edt = ndimage.distance_transform_edt(padded)
-    return edt[inner] * crop, tuple(s.start for s in box)  # type: ignore[return-value]
+    return edt[inner] * crop, tuple(s.start for s in box)
 
 
 def draw_among_maxima(values: np.ndarray) -> tuple[int, ...]:

@@ -114,9 +114,10 @@ def _reason(exc: BaseException) -> str:
 def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtime: container.Runtime, *, limits: dict[str, Any],
                   seconds_per_class: float, scoring: protocol.Scoring, reference: str | None,
                   device: str) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    """Load one team's image into a store of its own (podman; docker's one store otherwise), run it, remove it; returns its entry of the leaderboard's ``submissions`` (status, reason, times)
-    and its rows for the statistics (None when it was not evaluated). Any error inside the team's evaluation, MemoryError
-    included, ends only this team, its reason in the entry; an interrupt (KeyboardInterrupt) still stops the run."""
+    """Load one team's image into a store of its own (podman; docker's one store otherwise), run it, remove it; returns its
+    entry of the leaderboard's ``submissions`` (status, reason, times) and its rows for the statistics (None when it was
+    not evaluated). Any error inside the team's evaluation, MemoryError included, ends only this team, its reason in the
+    entry; an interrupt (KeyboardInterrupt) still stops the run."""
     start = time.perf_counter()
     sha256 = file_digest(submission.archive, "sha256")
     entry: dict[str, Any] = {"archive": submission.archive.name, "sha256": sha256}

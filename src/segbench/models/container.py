@@ -342,7 +342,7 @@ def _uncompressed(archive: Path) -> Iterator[tuple[Path, int, str]]:
         plain = Path(folder) / "image.tar"
         written = 0
         try:
-            with open(archive, "rb") as raw, _inflating(kind, raw, archive) as source, open(plain, "wb") as target:  # type: ignore[arg-type]
+            with open(archive, "rb") as raw, _inflating(kind, raw, archive) as source, open(plain, "wb") as target:
                 while chunk := source.read(CHUNK):
                     written += len(chunk)
                     if written > limit:
@@ -733,6 +733,7 @@ def run(
             _empty(outputs)
     seconds = time.perf_counter() - start
     log = out.decode("utf-8", "replace")[-4000:]
+    reason: str | None
     if status is None:
         what = capped or f"stopped at the time limit of {timeout_s:.1f} s"
         reason = f"{what}; container {name} killed and removed"

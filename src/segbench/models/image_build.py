@@ -31,6 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from segbench.io import file_digest, write_json_atomic
 from segbench.models.runner import ADAPTERS_DIR
@@ -110,7 +111,7 @@ def _digest(payload: object) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _check(argv: list[str], timeout: float, **kwargs: object) -> subprocess.CompletedProcess:
+def _check(argv: list[str], timeout: float, **kwargs: Any) -> subprocess.CompletedProcess:
     result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:3])} ... exited with status {result.returncode}: {result.stderr.strip()[-2000:]}")
@@ -178,7 +179,7 @@ def _build_image(recipe: ImageRecipe, cache: Path, podman: str) -> BuiltImage:
         try:
             _check([podman, "import", "--change", f"WORKDIR={recipe.workdir}", "-", recipe.tag], PODMAN_TIMEOUT_S, stdin=tar.stdout)
         finally:
-            tar.stdout.close()
+            tar.stdout.close()  # type: ignore[union-attr]  # Popen with stdout=PIPE
             if tar.wait(timeout=PODMAN_TIMEOUT_S) != 0:
                 raise RuntimeError(f"tar of {rootfs} exited with status {tar.returncode}")
         seconds["import"] = time.perf_counter() - start

@@ -21,7 +21,7 @@ import stat
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import nibabel as nib
 import numpy as np
@@ -177,7 +177,7 @@ def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int 
             what = f"{path}: key {key!r}"
             try:
                 with archive.open(info) as member:
-                    return _read_npy(member, what, shape, "iu"), unread
+                    return _read_npy(cast(BinaryIO, member), what, shape, "iu"), unread
             except IntakeError:
                 raise
             except _READ_ERRORS as exc:

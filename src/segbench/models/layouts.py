@@ -74,12 +74,13 @@ def read_mask_folder(path: Path, label_map: Mapping[int, str]) -> tuple[np.ndarr
         mask, image = load_nifti(file)
         if first is None:
             first, labels = image, np.zeros(mask.shape, dtype=np.uint16 if max(ids.values()) > 255 else np.uint8)
-        elif mask.shape != labels.shape or not np.allclose(image.affine, first.affine, atol=1e-4):
+        elif labels is None or mask.shape != labels.shape or not np.allclose(image.affine, first.affine, atol=1e-4):
             raise ValueError(f"{file}: mask grid differs from {files[0].name} in the same folder")
         hit = mask > 0
         if (labels[hit] != 0).any():
             raise ValueError(f"{file}: mask overlaps another structure's mask in {path}")
         labels[hit] = ids[name]
+    assert labels is not None and first is not None  # files is not empty
     return labels, first
 
 

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import nibabel as nib
 import numpy as np
@@ -134,10 +134,10 @@ def postprocess(case_id: str, native_output: Path, target: Path, model: ModelCon
     """Bring one native output (file or mask folder) onto the dataset schema and reference grid, atomically."""
     mapping = native_to_dataset(model, dataset)
     reference = reference_path(dataset, case_id)
-    reference_image = nib.load(reference)  # header only: the grid to compare against
+    reference_image = cast(nib.Nifti1Image, nib.load(reference))  # header only: the grid to compare against
     if native_output.is_file() and model.output_format == "multilabel" and all(k == v for k, v in mapping.items()):
         try:  # already in the dataset schema: if it is on the reference grid, move it without decoding
-            check_same_grid(case_id, reference, reference_image, native_output, nib.load(native_output))
+            check_same_grid(case_id, reference, reference_image, native_output, cast(nib.Nifti1Image, nib.load(native_output)))
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(native_output, target)  # label values are validated against the schema when scored
             return
@@ -172,7 +172,7 @@ def applicability(model: ModelConfig, dataset: DatasetConfig) -> tuple[dict[str,
         for name, parts in composition.items()
     }
     ids = {v: k for k, v in dataset.labels.items()}
-    regions = {}
+    regions: dict[str, dict[str, Any]] = {}
     for region in dataset.regions:
         needed = [ids[label] for label in region.labels if ids[label] not in dataset.region_optional.get(region.name, ())]
         missing = [name for name in needed if composition[name] is None]
@@ -195,7 +195,7 @@ def spot_check(model: ModelConfig, dataset: DatasetConfig, out_dir: Path, cases:
 
     Updates ``regions`` in place: ``status`` becomes ``flagged`` with ``spot_check_dice`` and a reason.
     """
-    checked = [c for c in cases if (out_dir / f"{c}.nii.gz").is_file()][: model.spot_check["cases"]]
+    checked = [c for c in cases if (out_dir / f"{c}.nii.gz").is_file()][: model.spot_check["cases"]]  # type: ignore[index]  # an int (models/schema.py)
     dice: dict[str, list[float]] = {name: [] for name, r in regions.items() if r["status"] == "scored"}
     for case_id in checked:
         reference, _ = load_nifti(reference_path(dataset, case_id))
@@ -268,7 +268,7 @@ def stage_predictions(dataset: DatasetConfig, model: ModelConfig, cases: list[st
         if native is None:
             continue
         try:
-            check_container_output(native, folder, nib.load(reference_path(dataset, case_id)).shape, model.output_format)
+            check_container_output(native, folder, cast(nib.Nifti1Image, nib.load(reference_path(dataset, case_id))).shape, model.output_format)
         except intake.IntakeError as exc:
             log.warning("predictions %s, case %s: file refused: %s (the case counts as missing)", model.name, case_id, exc)
             refused[case_id] = str(exc)
@@ -339,7 +339,7 @@ def predict_cases(dataset: DatasetConfig, model: ModelConfig, cases: list[str], 
             continue
         if model.image is not None:  # a container's outputs are untrusted: checked before a voxel is read
             try:
-                check_container_output(native, folders[case_id], nib.load(reference_path(dataset, case_id)).shape, model.output_format)
+                check_container_output(native, folders[case_id], cast(nib.Nifti1Image, nib.load(reference_path(dataset, case_id))).shape, model.output_format)
             except intake.IntakeError as exc:
                 log.warning("model %s, case %s: output refused: %s (the case counts as missing)", model.name, case_id, exc)
                 refused[case_id] = str(exc)
@@ -451,11 +451,11 @@ def predict(
                             "docs/guide.md#real-models); pin it or pass --allow-unverified-weights (results are then marked unpublishable)")
     if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
         raise ModelRunError(
-            f"model {model.name!r}: weights are {weights['status']} ({model.weights.get('pin')}, {weights['file']}); "
+            f"model {model.name!r}: weights are {weights['status']} ({model.weights.get('pin')}, {weights['file']}); "  # type: ignore[union-attr]  # unpinned images stopped above
             "pin and fetch them (docs/guide.md, Real models) or pass --allow-unverified-weights (results are then marked unpublishable)"
         )
     folder = folder_digest(model.source.path) if model.source is not None else None
-    _start_or_resume(out_dir, inputs_fingerprint(model, dataset, folder and folder["sha256"]))
+    _start_or_resume(out_dir, inputs_fingerprint(model, dataset, folder["sha256"] if folder else None))
     todo = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
     refused: dict[str, str] = {}
     staging = out_dir.parent / f".{out_dir.name}.staging"

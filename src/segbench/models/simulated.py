@@ -66,7 +66,7 @@ def _bbox(mask: np.ndarray, margin: tuple[int, ...]) -> tuple[slice, ...]:
     return tuple(slices)
 
 
-def _boxes(mask: np.ndarray, margin: tuple[int, ...]) -> list[tuple[slice, ...]]:
+def _boxes(mask: np.ndarray, margin: tuple[int, ...]) -> list[tuple[slice, slice, slice]]:
     """Bounding boxes of the parts of ``mask`` separated by an empty gap of > 2 margins along the last axis.
 
     Left and right kidneys fall into separate boxes, so distance transforms never run over the
@@ -102,7 +102,7 @@ def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float)
     takes the label of its nearest foreground voxel (scipy's feature transform). Inward: a foreground voxel within that
     distance of the background becomes background (a voxel beyond the array's edge is not background, as in a distance
     transform), found by looking for background at the :func:`ball_offsets` of each foreground voxel, nearest first: the
-    voxels a distance transform puts within reach, 15x faster. Work is done inside the foreground's bounding boxes plus
+    voxels a distance transform puts within reach, faster (timed: benchmarks/README.md). Work is done inside the foreground's bounding boxes plus
     the displacement.
     """
     found = nonzero_box(labels)
@@ -120,7 +120,7 @@ def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float)
         return out
     for part in _boxes(foreground, margin):
         nearest = ndimage.distance_transform_edt(crop[part] == 0, sampling=spacing, return_distances=False, return_indices=True)
-        _grow(crop[part], nearest, *(float(s) for s in spacing), mm, out[box][part])
+        _grow(crop[part], nearest, *(float(s) for s in spacing), mm, out[box][part])  # type: ignore[call-arg, arg-type]  # a numba dispatcher: mypy sees no signature
     return out
 
 
@@ -128,7 +128,7 @@ def displace_boundary(labels: np.ndarray, spacing: tuple[float, ...], mm: float)
 def _grow(crop: np.ndarray, nearest: np.ndarray, s0: float, s1: float, s2: float, mm: float, out: np.ndarray) -> None:
     """``out = where(distance <= mm, crop[nearest], 0)``: each voxel takes the label of its nearest foreground voxel
     (``nearest``: scipy's feature transform) when it is within ``mm``, in one pass instead of scipy's distance map and
-    a gather (3x faster on a kidney's box). The distance is scipy's ``distance_transform_edt`` arithmetic,
+    a gather (faster; timed: benchmarks/README.md). The distance is scipy's ``distance_transform_edt`` arithmetic,
     sqrt(((d0 s0)^2 + (d1 s1)^2) + (d2 s2)^2), so the same voxels move."""
     n0, n1, n2 = crop.shape
     for i in range(n0):

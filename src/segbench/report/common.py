@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
 
 from segbench.stats.audited import MARGIN
 from segbench.stats.missing_cases import coverage_text
@@ -69,12 +70,12 @@ def digits(cell: Cell) -> int:
     return base_digits(bool(cell["higher_is_better"]))
 
 
-def kind(model: ModelEntry) -> str:
+def kind(model: Mapping[str, Any]) -> str:
     """simulated | inference | published (older results without ``kind``: from ``simulated``)."""
     return model.get("kind") or ("simulated" if model.get("simulated") else "inference")
 
 
-def markers(model: ModelEntry) -> list[str]:
+def markers(model: Mapping[str, Any]) -> list[str]:
     """Plain-text marks a reader must see next to a model's name."""
     marks = []
     if kind(model) == "simulated":
@@ -114,10 +115,10 @@ def identical_note(results: Results) -> str:
     return f"Identical to the reference (every structure Dice exactly 1): {'; '.join(clauses)}."
 
 
-def short_mark(model: ModelEntry) -> str:
+def short_mark(model: Mapping[str, Any]) -> str:
     """Compact suffix for plot labels, e.g. ' [sim]' or ' [trained on this data]'."""
-    marks = {"simulated": "sim", "published": "pub"}.get(kind(model), "")
-    marks = [marks] if marks else []
+    mark = {"simulated": "sim", "published": "pub"}.get(kind(model), "")
+    marks = [mark] if mark else []
     if model.get("contaminated"):
         marks.append("trained on this data")
     return f" [{', '.join(marks)}]" if marks else ""
@@ -144,7 +145,7 @@ def pair(cell: Cell, a: str, b: str) -> Pair | None:
 
 def p_adjusted(cell: Cell, a: str, b: str) -> float | None:
     """Holm-adjusted one-sided Wilcoxon p-value of 'a better than b'."""
-    significance = cell.get("significance") or {}
+    significance: Mapping[str, Any] = cell.get("significance") or {}
     return (significance.get("p_adjusted") or {}).get(a, {}).get(b)
 
 
@@ -155,11 +156,11 @@ def directed_p(cell: Cell, better: str, worse: str) -> str:
 
 def wilcoxon_significant(cell: Cell, a: str, b: str) -> bool:
     """Whether the significance map says a is significantly better than b."""
-    significance = cell.get("significance") or {}
+    significance: Mapping[str, Any] = cell.get("significance") or {}
     return bool((significance.get("significant") or {}).get(a, {}).get(b))
 
 
-def diff_text(entry: Pair | SourcePair, upper: str, cell: Cell, metric: str) -> str:
+def diff_text(entry: Mapping[str, Any], upper: str, cell: Cell, metric: str) -> str:
     """'Δ = 0.015 [-0.004, 0.044]': a pairwise entry's difference and CI as ``upper`` minus the other model.
 
     Reads segbench's entries ("mean_diff") and a source's ("delta") alike.
@@ -175,7 +176,7 @@ def wilcoxon_winner(cell: Cell, a: str, b: str) -> str | None:
     return a if wilcoxon_significant(cell, a, b) else b if wilcoxon_significant(cell, b, a) else None
 
 
-def ci_favoured(entry: Pair | SourcePair) -> str | None:
+def ci_favoured(entry: Mapping[str, Any]) -> str | None:
     """The model a bootstrap-CI verdict favours: a source's entry ("distinguishable", "favored") or segbench's
     ("separable"; a is ranked above b, so a separable pair favours a)."""
     if "distinguishable" in entry:
@@ -196,7 +197,7 @@ def against_source(cell: Cell, published: SourcePair, upper: str, lower: str) ->
     if favoured is None:
         loser = lower if winner == upper else upper
         return "adds", (f"Wilcoxon-Holm adds a verdict: {winner} is significantly better than {loser} "
-                        f"({directed_p(cell, winner, loser)}), while the source's bootstrap CI "
+                        f"({directed_p(cell, winner, loser)}), while the source's bootstrap CI "  # type: ignore[arg-type]  # a winner: they disagree
                         "of the difference includes 0.")
     other = lower if favoured == upper else upper
     if winner is None:
@@ -258,7 +259,9 @@ def tied_first_note(cell: Cell) -> str:
     """Why a cell's P(rank 1) values add up to more than 1, where they do ('' elsewhere): models tied for first in some
     resamples (e.g. equal on the cases drawn) each count them, so 'A 1.00' beside 'B 0.34' is no contradiction."""
     total = sum(((cell.get("ranking") or {}).get("p_rank1") or {}).values())
-    return "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's P(rank 1) values can add up to more than 1." if total > 1.0 + 1e-9 else ""
+    if total <= 1.0 + 1e-9:
+        return ""
+    return "P(rank 1): a tie for first in a resample counts for each tied model, so a cell's P(rank 1) values can add up to more than 1."
 
 
 def _and(names: list[str]) -> str:
@@ -391,7 +394,8 @@ def limit_note(audit: CellAudit) -> str:
     return f' <span class="audit warn limit">⚠ {html.escape(limit["text"])}</span>'
 
 
-def _audit_note(audit: CellAudit, key: str, structure: str, what: Callable[[AuditEntry], str], flag: str, flag_words: str,
+def _audit_note(audit: CellAudit, key: Literal["coverage", "type1"], structure: str, what: Callable[[AuditEntry], str],
+                flag: Literal["under_covers", "exceeds_alpha"], flag_words: str,
                 label: str, with_n: bool) -> str:
     """The short visible span of one audited rate (``key``: coverage or type1; ``what``: the audited thing, from its
     entry), its tooltip the whole sentence."""
@@ -477,7 +481,7 @@ def coverage_notes(results: Results) -> list[str]:
 def own_case_lines(results: Results, structure: str, metric: str) -> list[str]:
     """Per model estimated on its own cases (coverage ``own_cases``), one line for a leaderboard cell: its estimate and rank
     on those cases, and the verdict against its neighbour in the ranking of those cases; [] for none."""
-    block = results.get("coverage") or {}
+    block: Mapping[str, Any] = results.get("coverage") or {}
     lines = []
     for model, analysis in sorted((block.get("analyses") or {}).items()):
         cell = analysis["structures"].get(structure, {}).get("metrics", {}).get(metric)

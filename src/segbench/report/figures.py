@@ -8,6 +8,7 @@ results give byte-identical HTML.
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from typing import Any
 
 import plotly.graph_objects as go
@@ -312,10 +313,10 @@ def leave_one_out(block: Structure) -> go.Figure:
         [
             go.Bar(
                 y=metrics,
-                x=[block["metrics"][m]["loo"][key] for m in metrics],
+                x=[block["metrics"][m]["loo"][key] for m in metrics],  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
                 name=_plain(name),
                 orientation="h",
-                text=[f"{block['metrics'][m]['loo'][key]:.1%}" for m in metrics],
+                text=[f"{block['metrics'][m]['loo'][key]:.1%}" for m in metrics],  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
                 textposition="outside",
                 marker={"color": color, "pattern": {"shape": pattern}},
             )
@@ -398,7 +399,7 @@ def cluster_widths(structures: dict[str, Structure], models: Models, settings: S
     names = sorted({name for _, c in cells for name in c["models"]})
     labels = _labels(names, models)
 
-    def ci(entry: dict[str, Any] | None, prefix: str) -> str:
+    def ci(entry: Mapping[str, Any] | None, prefix: str) -> str:
         return "n/a" if entry is None else f"[{fmt(entry[prefix + 'ci_low'], 3)}, {fmt(entry[prefix + 'ci_high'], 3)}]"
 
     ratio = [[(c["models"].get(n) or {}).get("width_ratio") for _, c in cells] for n in names]

@@ -5,6 +5,7 @@ block, whose analyses have the layout of every other analysis, so the same table
 from __future__ import annotations
 
 import html
+from typing import cast
 
 from segbench.stats.audited import LESIONS as NOT_AUDITED
 from segbench.stats.results import Analysis, Lesions
@@ -41,7 +42,8 @@ def _unit(results: Results, unit: str, analysis: Analysis | None) -> str:
     if analysis is None:
         return "<p>Nothing to analyse: no case has a value for every model.</p>"
     # the lesion-wise leaderboards are not audited (the results' audited block says why); the tables say so on every CI
-    view = {"models": results["models"], "analysis": analysis, "audited": (results.get("audited") or {}).get("lesions") or NOT_AUDITED}
+    view = cast(Results, {"models": results["models"], "analysis": analysis,  # a results document of this unit's analysis
+                          "audited": (results.get("audited") or {}).get("lesions") or NOT_AUDITED})  # type: ignore[union-attr]  # a dict or None here
     answers = tables.answers(view, lambda structure, metric: f"#{_anchor(unit, structure, metric)}")
     boards = "".join(
         f'<h4 id="{_anchor(unit, structure, metric)}">{html.escape(structure)} {html.escape(metric)}</h4>'

@@ -6,6 +6,9 @@ and the site never disagree.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pandas as pd
 
 from segbench.stats.heads import shown_mean
@@ -29,7 +32,7 @@ def _cells(results: Results) -> list[tuple[str, str, Cell]]:
     """(structure, metric, cell) of every analysis of the results: the leaderboards, then the lesion-wise ones by case
     and of matched lesions (structure ``<structure>.lesion``, as the model runs name their lesion-wise means) and by
     lesion (``<structure>.per_lesion``)."""
-    lesions = results.get("lesions") or {}
+    lesions: Mapping[str, Any] = results.get("lesions") or {}
     analyses = [("", results["analysis"]), (".lesion", lesions.get("case")), (".lesion", lesions.get("matched")), (".per_lesion", lesions.get("lesion"))]
     return [(f"{structure}{suffix}", metric, cell) for suffix, analysis in analyses if analysis
             for structure, block in analysis["structures"].items() for metric, cell in block["metrics"].items()]
@@ -48,11 +51,11 @@ def summary_metrics(results: Results) -> dict[str, float]:
     ``summary_tags``); and per leaderboard the calibration audit read for it (``results["audited"]``,
     docs/methodology.md#518-calibration-audit), ``<structure>.<metric>.audited_coverage`` and ``.audited_type1``."""
     metrics: dict[str, float] = {}
-    for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items():
+    for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items():  # type: ignore[union-attr]  # a results file's is a dict or None
         for metric, entry in by_metric.items():
             for key, name in (("coverage", "audited_coverage"), ("type1", "audited_type1")):
-                if entry[key] is not None:
-                    metrics[f"{structure}.{metric}.{name}"] = entry[key]["rate"]
+                if entry[key] is not None:  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
+                    metrics[f"{structure}.{metric}.{name}"] = entry[key]["rate"]  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
     for structure, metric, cell in _cells(results):
         first = _first(cell)
         if first is not None:
@@ -73,9 +76,9 @@ def summary_tags(results: Results) -> dict[str, str]:
     verdicts = {f"{structure}.{metric}.verdict": CODE_WORDS[cell["verdict"]["code"]] for structure, metric, cell in _cells(results)
                 if (cell.get("verdict") or {}).get("code") in CODE_NUMBER}
     limits = {f"{structure}.{metric}.verdict_limit": entry["limit"]["text"]
-              for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items()
+              for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items()  # type: ignore[union-attr]  # a results file's is a dict or None
               for metric, entry in by_metric.items() if entry.get("limit")}
-    coverage = results.get("coverage") or {}
+    coverage: Mapping[str, Any] = results.get("coverage") or {}
     return {**verdicts, **limits, **({IDENTICAL_TAG: note} if (note := identical_note(results)) else {}),
             **{f"coverage.{model}": coverage_text(entry, coverage["applied"]) for model, entry in (coverage.get("models") or {}).items()}}
 
@@ -83,7 +86,7 @@ def summary_tags(results: Results) -> dict[str, str]:
 def model_coverage(results: Results) -> dict[str, float]:
     """Per model of the results, the share of the dataset's cases it has a prediction for (``results.coverage``; 1 for
     every model when none lacks a case)."""
-    block = results.get("coverage") or {}
+    block: Mapping[str, Any] = results.get("coverage") or {}
     lacking = block.get("models") or {}
     return {m: (lacking[m]["n_cases"] / lacking[m]["of"] if m in lacking else 1.0) for m in results["models"]}
 
@@ -99,9 +102,9 @@ def leaderboard_table(results: Results) -> pd.DataFrame:
     shares = model_coverage(results)
     own = ((results.get("coverage") or {}).get("analyses") or {})
     for structure, metric, cell in _cells(results):
-        ranking = cell.get("ranking") or {}
+        ranking: Mapping[str, Any] = cell.get("ranking") or {}
         order = ranking.get("order") or []
-        verdict = cell.get("verdict") or {}
+        verdict: Mapping[str, Any] = cell.get("verdict") or {}
         next_pair = {p["a"]: p for p in verdict.get("pairs", [])}
         for model in [*order, *sorted(m for m in cell["models"] if m not in order)]:
             estimate, ranked = cell["models"][model], model in order

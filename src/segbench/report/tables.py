@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from segbench.stats.results import Identical, ModelEntry, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
+from segbench.stats.results import Identical, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
 from segbench.stats.verdicts import format_level, pair_verdict, wilcoxon_text
 
 from .common import (
@@ -69,7 +70,7 @@ def _key(key: str | float | int | None) -> str:
     return repr(float(key)) if isinstance(key, (int, float)) else key
 
 
-def model_cell(name: str, model: ModelEntry, said: Sequence[str] = ()) -> TableCell:
+def model_cell(name: str, model: Mapping[str, Any], said: Sequence[str] = ()) -> TableCell:
     """Model name with its marks as text badges, but for the marks ``said`` once for the whole table
     (``shared_marks``); the full title as a tooltip."""
     tags = "".join(f' <span class="tag tag-{kind(model)}">{html.escape(m)}</span>' for m in markers(model) if m not in said)
@@ -134,7 +135,7 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: CellAudit, struc
     ``settings``: the analysis' (the CI's confidence)."""
     n = digits(cell)
     coverage = coverage_note(audit, structure)
-    ranking = cell.get("ranking") or {}
+    ranking: Mapping[str, Any] = cell.get("ranking") or {}
     order = display_order(cell)
     said = shared_marks(order, models)
     rows = []
@@ -202,7 +203,7 @@ def models_table(models: Models, identical: dict[str, Identical | None] | None =
 def overview(results: Results, link_of: Callable[[str, str], str]) -> str:
     """How firm each #1 is: per structure and metric, P(rank 1), the leave-one-out share and the cases that would
     separate #1 from #2, beside the cases this set has. ``link_of(structure, metric)``: that leaderboard's address."""
-    rows = []
+    rows: list[list[TableCell]] = []
     for structure, block in sorted(results["analysis"]["structures"].items()):
         for metric, cell in block["metrics"].items():
             link = f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>'
@@ -212,7 +213,7 @@ def overview(results: Results, link_of: Callable[[str, str], str]) -> str:
                 continue
             first = order[0]
             needed = (cell.get("power") or {}).get("n_required")
-            loo = cell.get("loo") or {}
+            loo: Mapping[str, Any] = cell.get("loo") or {}
             rows.append([
                 (link, structure),
                 (html.escape(metric), metric),
@@ -241,14 +242,14 @@ def source_pairs(cell: Cell, published: SourceCell, metric: str) -> str:
     rows = []
     for entry in ours["pairwise"]:
         upper, lower = entry["a"], entry["b"]
-        theirs = pair(published, upper, lower)
+        theirs: Mapping[str, Any] | None = pair(published, upper, lower)  # type: ignore[arg-type]  # a source's cell reads alike (SourceCell)
         if theirs is None:  # a model the source left unranked
             continue
         source_word = f"✔ distinguishable, favours {theirs['favored']}" if theirs["distinguishable"] else "✘ not distinguishable"
         same = "same verdict as the source" if ci_favoured(entry) == ci_favoured(theirs) else "differs from the source"
         winner = wilcoxon_winner(cell, upper, lower)
         wilcoxon = wilcoxon_text(pair_verdict(cell, upper, lower, metric))  # the statistics' words, as in every verdict
-        relation, sentence = against_source(cell, theirs, upper, lower)
+        relation, sentence = against_source(cell, theirs, upper, lower)  # type: ignore[arg-type]  # the source's pair (SourcePair)
         rows.append([
             (f"{html.escape(upper)} vs {html.escape(lower)}", f"{upper} vs {lower}"),
             (f"{source_word}: {html.escape(diff_text(theirs, upper, cell, metric))}", str(int(theirs["distinguishable"]))),
@@ -292,7 +293,7 @@ def sensitivity(variant: Variant, link_of: Callable[[str, str], str]) -> str:
 
 def clustered(structures: dict[str, Structure], link_of: Callable[[str, str], str]) -> str:
     """Per structure and metric: the two-stage cluster bootstrap beside the case bootstrap (docs/methodology.md, 5.16)."""
-    rows = []
+    rows: list[list[TableCell]] = []
     for structure, block in sorted(structures.items()):
         for metric, cell in sorted(block["metrics"].items()):
             c = cell.get("clustered")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 import json
 import textwrap
-from collections.abc import Iterable, Iterator, Sequence
-from typing import cast
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import pandas as pd
 
@@ -86,7 +86,7 @@ def _table_notes(results: Results, cells: Sequence[Cell]) -> list[str]:
     to more than 1, why (``tied_first_note``)."""
     intervals = dict.fromkeys(c["verdict"]["intervals"] for c in cells if (c.get("verdict") or {}).get("intervals"))
     tied = next(filter(None, map(tied_first_note, cells)), "")
-    return [_ci_head(results, cells), *intervals, *filter(None, [identical_note(results), tied])]
+    return [_ci_head(results, cells), *intervals, *filter(None, [identical_note(results), tied])]  # type: ignore[list-item]  # the set intervals
 
 
 def _identical(cell: Cell) -> list[str]:
@@ -130,7 +130,7 @@ def _audit_once(results: Results, cells: Sequence[tuple[str, str, Cell, int]]) -
     audits = [audit_of(results, s, m) for s, m in compared]
 
     def span(key: str) -> str | None:
-        rates = sorted(100 * a[key]["rate"] for a in audits if a[key] is not None)  # type: ignore[literal-required]
+        rates = sorted(100 * a[key]["rate"] for a in audits if a[key] is not None)  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
         return None if not rates else f"{rates[0]:.1f}%" if f"{rates[0]:.1f}" == f"{rates[-1]:.1f}" else f"{rates[0]:.1f}–{rates[-1]:.1f}%"
 
     coverage, type1 = span("coverage"), span("type1")
@@ -188,7 +188,7 @@ def _leaderboard_rows(results: Results, structure: str, metric: str) -> tuple[st
     cell = block["metrics"][metric]
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     title = f"{structure} {metric} ({direction}; {block['n_cases']} cases): {_kinds_line(results)}"
-    ranking = cell.get("ranking") or {}
+    ranking: Mapping[str, Any] = cell.get("ranking") or {}
     rows = []
     for name in display_order(cell):
         est = cell["models"][name]
@@ -210,7 +210,7 @@ def lesion_view(results: Results) -> Results | None:
     d = results["dataset"]
     title = f"{d.get('title') or d['name']}, lesion-wise by case ({block['profile']} matching)"
     view = {"dataset": {"name": d["name"], "title": title}, "models": results["models"], "analysis": block["case"],
-            "audited": (results.get("audited") or {}).get("lesions") or LESIONS_NOT_AUDITED}
+            "audited": (results.get("audited") or {}).get("lesions") or LESIONS_NOT_AUDITED}  # type: ignore[union-attr]  # a dict or None here
     return cast(Results, view)  # the keys the views read
 
 

@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, Thr
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -81,7 +81,7 @@ def _region_mask(labels: np.ndarray, region: Region) -> np.ndarray:
 
     Consecutive ids lo..hi (KiTS's regions) are one range test in unsigned arithmetic, where values
     below lo (negative ones included) wrap above the range: two passes over the box instead of
-    np.isin's one per id and their union (0.5 against 18-21 ms on a 6 M-voxel box)."""
+    np.isin's one per id and their union (timed: benchmarks/README.md)."""
     ids = sorted(set(region.labels))
     if len(ids) == 1:
         return labels == ids[0]
@@ -118,7 +118,7 @@ def _check_allowed(case_id: str, path: object, labels: np.ndarray, allowed: set[
 def dice_iou(pred: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     """segauge's ``dice`` and ``iou`` of two boolean masks from one count: the same integer counts
     (tp, and fp + fn from the masks' sizes) and the same formulas, so the same floats, without its
-    two passes of four confusion counts each (18 ms on the largest KiTS case's kidney)."""
+    two passes of four confusion counts each (timed: benchmarks/README.md)."""
     tp = int(np.count_nonzero(pred & ref))
     n_pred, n_ref = int(np.count_nonzero(pred)), int(np.count_nonzero(ref))
     fp, fn = n_pred - tp, n_ref - tp
@@ -134,7 +134,7 @@ def _worst_case_row(base: dict, worst: float) -> dict:
 def _region_columns(ref: np.ndarray, pred: np.ndarray, region: Region) -> dict:
     """The columns of a region no metric profile changes, from its (cropped) boolean masks: presence, detection and,
     when both masks hold voxels, Dice and IoU; measured once for all the profiles of a case."""
-    row = {"reference_present": bool(ref.any()), "prediction_present": bool(pred.any())}
+    row: dict[str, Any] = {"reference_present": bool(ref.any()), "prediction_present": bool(pred.any())}
     if region.detection:
         det = detection_scores(pred, ref)
         row |= {"det_precision": det.precision, "det_recall": det.recall, "det_f1": det.f1}
@@ -183,11 +183,11 @@ def decode_pair(
     """
     prediction = None if prediction is None else Path(prediction)
     streams = prediction is not None and prediction.is_file() and not is_dicom(prediction)
-    if streams:  # the two headers' grids first: a prediction's header claiming another grid has no voxel decoded
+    if streams and prediction is not None:  # the two headers' grids first: a prediction's header claiming another grid has no voxel decoded
         check_same_grid(case_id, reference, nifti_image(reference), prediction, nifti_image(prediction))
     with ThreadPoolExecutor(max_workers=1) as pool:  # the inflater and numpy release the GIL: decode both files at once
         streamed: Future | None = None
-        if streams:
+        if streams and prediction is not None:
             streamed = pool.submit(load_nifti_nonzero, prediction)
         ref_crop, ref_img = load_nifti_nonzero(Path(reference))
         pred_loaded = None if streamed is None else streamed.result()
@@ -323,7 +323,7 @@ def _one_kernel_thread() -> None:
     affinity whenever it compiles, and a different answer after launch is an error."""
     import numba
 
-    os.environ["NUMBA_NUM_THREADS"] = str(numba.config.NUMBA_NUM_THREADS)
+    os.environ["NUMBA_NUM_THREADS"] = str(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # numba sets its config at import
     numba.set_num_threads(1)
 
 
@@ -348,7 +348,7 @@ def _main_hidden(job: Callable) -> Iterator[None]:
 
 def _start_method() -> str:
     """How a pool's workers start: ``fork`` while this process has not launched numba's threads, so that they inherit
-    the imported engine and score at once (a spawned worker imports it again first: a score stage 1.9 s sooner of 31 s);
+    the imported engine and score at once (a spawned worker imports it again first; timed: benchmarks/README.md);
     ``spawn`` once it has: a forked worker inherits numba's launched thread pool and its thread count, and the first
     compile in the worker (cold cache) re-reads that count and stops ("Cannot set NUMBA_NUM_THREADS ... once the threads
     have been launched"), as in a test process that ran numba first."""
@@ -404,7 +404,8 @@ def _pooled(job: Callable[[A], T], jobs: Sequence[A], order: list[int], workers:
             record: Callable[[int, T], None]) -> tuple[list[int], list[int]]:
     """Run the jobs at ``order`` in a pool of ``workers`` processes, each result to ``record`` as it comes; a job's
     error stops the run. If a worker process dies: (the jobs that were running, the jobs not yet begun); else ([], [])."""
-    queue, running = list(order), {}
+    queue = list(order)
+    running: dict[Future, int] = {}
     with _main_hidden(job) if method == "spawn" else contextlib.nullcontext():
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method), initializer=_one_kernel_thread)
         try:
@@ -461,9 +462,9 @@ def score_cases(
     ]
     done = map_cases(_score_case_job if failed is None else _score_case_or_error, jobs, workers=workers, progress=progress,
                      sizes=[case_bytes(ref, pred) for _, ref, pred in cases], died=raise_worker_died if failed is None else worker_died)
-    rows = []
+    rows: list[dict] = []
     for i, (job, case_rows) in enumerate(zip(jobs, done, strict=True)):
         if isinstance(case_rows, Exception) and failed is not None:
             failed[i], case_rows = case_rows, _score_case_job((job[0], job[1], None, *job[3:]))
-        rows += case_rows
+        rows += case_rows  # type: ignore[arg-type]  # an error stops the run unless ``failed`` collects it (above)
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -88,8 +88,8 @@ def _root(parent: np.ndarray, r: int) -> int:
 def _label_runs(mask: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, int]:
     """``label_components`` by runs: the runs of voxels along the last axis, each joined (union-find,
     the earliest run the root) with the overlapping runs of the earlier lines ``steps`` names, then
-    numbered in the order of their components' first runs (7-11x faster than scipy's label, which
-    visits every neighbour of every voxel, on the benchmark's lesion boxes)."""
+    numbered in the order of their components' first runs (faster than scipy's label, which visits
+    every neighbour of every voxel; timed: benchmarks/README.md)."""
     n0, n1, n2 = mask.shape
     n_runs = 0
     for i in range(n0):
@@ -459,16 +459,16 @@ def instance_tables(reference: np.ndarray, prediction: np.ndarray, spacing: Sequ
     """:func:`instance_table` of one pair under each profile. The profiles share what they do alike: the check and
     the box, the instances of one connectivity (components, their overlap table) and the surface distances of a
     matched pair under one surface profile (the score stage's four profiles measure most pairs once, not three times)."""
-    profiles = [get_lesion_profile(p) if isinstance(p, str) else p for p in profiles]
+    lesion_profiles = [get_lesion_profile(p) if isinstance(p, str) else p for p in profiles]
     ref, pred, spacing = check_pair(reference, prediction, spacing)
     box = nonzero_box(ref, pred)
     if box is not None:  # every metric is unchanged outside the masks' box (with room for the dilation)
-        box = _padded(box, max([BOX_MARGIN, *(p.dilation_iterations for p in profiles)]), ref.shape)
+        box = _padded(box, max([BOX_MARGIN, *(p.dilation_iterations for p in lesion_profiles)]), ref.shape)
         ref, pred = ref[box], pred[box]
     found: dict[tuple, tuple[Labelled, Matching | None]] = {}
     measured: dict[tuple, SurfaceDistances] = {}
     tables = []
-    for profile in profiles:
+    for profile in lesion_profiles:
         key = (profile.connectivity, profile.dilation_iterations) if profile.matcher == "dilation" else (profile.connectivity,)
         if key not in found:
             found[key] = _instances(profile, ref, pred)

@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, TypeGuard, cast
 
 import nibabel as nib
 import numpy as np
@@ -75,7 +75,7 @@ def load_nifti(path: Path) -> tuple[np.ndarray, nib.Nifti1Image]:
     path = Path(path)
     _check_file(path)
     try:
-        img = nib.load(path)
+        img = cast(nib.Nifti1Image, nib.load(path))
     except Exception as exc:
         raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
     check_voxel_dtype(path, img)
@@ -144,20 +144,19 @@ def unsigned_view(a: np.ndarray) -> np.ndarray:
 def nonzero_crop(data: np.ndarray) -> NonzeroCrop:
     """``data``'s non-zero box (see ``NonzeroCrop``)."""
     box = nonzero_box(data)
-    shape = tuple(int(n) for n in data.shape)
+    shape = cast(tuple[int, int, int], tuple(int(n) for n in data.shape))
     if box is None:
         return NonzeroCrop(np.zeros((0, 0, 0), dtype=data.dtype), (0, 0, 0), shape)
-    return NonzeroCrop(np.ascontiguousarray(data[box]), tuple(b.start for b in box), shape)
+    return NonzeroCrop(np.ascontiguousarray(data[box]), cast(tuple[int, int, int], tuple(b.start for b in box)), shape)
 
 
 class _Inflater:
     """The decoded bytes of a gzip stream (every member, in order), read n at a time.
 
     Inflated by ISA-L (``isal``): the same format as zlib, with the CRC and length of each member
-    checked, about 3x faster (0.125 -> 0.04 s for a 0.5 mm KiTS label map). Its decompressor keeps
-    the input it has not used yet itself: zlib's interface hands that back as a new bytes object
-    after every read, a copy of the rest of the file each time (0.4 MB on average for case_00000's
-    160 reads; 33.5-35.2 -> 26.2-27.3 ms for its decode in a loop, best of 5, twice)."""
+    checked, faster. Its decompressor keeps the input it has not used yet itself: zlib's interface
+    hands that back as a new bytes object after every read, a copy of the rest of the file each time
+    (timed: benchmarks/README.md)."""
 
     def __init__(self, raw: bytes) -> None:
         self._d, self._input = igzip_lib.IgzipDecompressor(igzip_lib.DECOMP_GZIP), raw
@@ -173,7 +172,7 @@ class _Inflater:
                 self._d, self._input = igzip_lib.IgzipDecompressor(igzip_lib.DECOMP_GZIP), self._d.unused_data
             try:
                 out = self._d.decompress(self._input, n)
-            except igzip_lib.IsalError as exc:
+            except igzip_lib.IsalError as exc:  # type: ignore[misc]  # isal's stubs do not declare IsalError an exception; it is one
                 raise ValueError(f"corrupt gzip data ({exc})") from exc
             self._input = b""
             if out:
@@ -220,7 +219,7 @@ def _stream_nonzero(path: Path, proxy: ArrayProxy) -> NonzeroCrop:
                 footprint |= planes[p] != 0
             k += count
         if gzipped:
-            stream.finish()
+            cast(_Inflater, stream).finish()
     if not kept:
         return NonzeroCrop(np.zeros((0, 0, 0), dtype=proxy.dtype), (0, 0, 0), (n0, n1, n2))
     rows, cols = np.flatnonzero(footprint.any(axis=1)), np.flatnonzero(footprint.any(axis=0))
@@ -232,7 +231,7 @@ def _stream_nonzero(path: Path, proxy: ArrayProxy) -> NonzeroCrop:
     return NonzeroCrop(np.ascontiguousarray(box.transpose(2, 1, 0)), (int(i0), int(j0), int(k0)), (n0, n1, n2))
 
 
-def _is_plain_integer(proxy: object) -> bool:
+def _is_plain_integer(proxy: object) -> TypeGuard[ArrayProxy]:
     """An integer 3D array stored in Fortran order without intensity scaling: its voxels are the file's bytes."""
     return (isinstance(proxy, ArrayProxy) and len(proxy.shape) == 3 and min(proxy.shape) > 0 and proxy.order == "F"
             and proxy.dtype.kind in "iu" and proxy.slope == 1.0 and proxy.inter == 0.0)
@@ -246,7 +245,7 @@ def _is_gzipped(path: Path) -> bool:
 def _inflate_whole(path: Path, proxy: ArrayProxy) -> np.ndarray:
     """The whole voxel array of a gzipped plain-integer NIfTI (``_is_plain_integer``), inflated by ISA-L in
     ``STREAM_BYTES`` steps straight into the array, the stream's CRC and length checked: nibabel's gzip reader
-    took 3-5x longer on a KiTS CT (0.25-0.33 s for case_00000 and case_00005)."""
+    is slower (timed: benchmarks/README.md)."""
     shape = tuple(int(n) for n in proxy.shape)
     out = np.empty(int(np.prod(shape)) * proxy.dtype.itemsize, dtype=np.uint8)
     with open(path, "rb") as fh:
@@ -286,7 +285,7 @@ def nifti_image(path: Path) -> nib.Nifti1Image:
     path = Path(path)
     _check_file(path)
     try:
-        return nib.load(path)
+        return cast(nib.Nifti1Image, nib.load(path))
     except Exception as exc:
         raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
 
@@ -375,7 +374,7 @@ def check_deflated(stream: BinaryIO, where: Path, cap: int) -> None:
         stream.seek(start)
 
 
-def _check_frames(path: Path, ds: object, cap: int) -> None:
+def _check_frames(path: Path, ds: Any, cap: int) -> None:
     """Refuse a DICOM-SEG whose frames, as its header describes them, decode past ``cap`` bytes (compressed pixel data is
     decoded frame by frame into that many)."""
     try:
@@ -481,7 +480,7 @@ def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, reference
     return data, _LPS_TO_RAS @ affine
 
 
-def _contour_on_slice(path: Path, roi: str, contour: object, to_index: np.ndarray, slice_of: Mapping[str, int],
+def _contour_on_slice(path: Path, roi: str, contour: Any, to_index: np.ndarray, slice_of: Mapping[str, int],
                       shape: tuple[int, int, int]) -> tuple[int, np.ndarray]:
     """The slice index of one RTSTRUCT contour and its points as rounded (column, row) pixel indices for ``fillPoly``;
     a contour with malformed or non-finite coordinates, off its series, or naming an image not in it is refused."""
@@ -508,7 +507,7 @@ def _contour_on_slice(path: Path, roi: str, contour: object, to_index: np.ndarra
     return k, np.rint(index[:, 1::-1]).astype(np.int32)
 
 
-def _rtstruct_series(path: Path, rt: object, folder: Path) -> list:
+def _rtstruct_series(path: Path, rt: Any, folder: Path) -> list:
     """The headers of the slices of the one image series the RTSTRUCT ``rt`` references, sorted along the slice normal.
 
     Only regular DICOM files directly in ``folder`` (the RTSTRUCT's) are read, and only their headers (drawing contours needs

@@ -52,7 +52,7 @@ Spacing = tuple[float, float, float]
 
 
 @functools.cache
-def _lorensen_triangles() -> tuple[tuple[np.ndarray, ...], ...]:
+def _lorensen_triangles() -> tuple[np.ndarray, ...]:
     """Per corner code (``surface.CORNERS`` bit order), the classic marching-cubes triangles (half-voxel
     units) of the side with fewer inside corners: for every one of the 256 codes, this surface's
     area at any spacing equals surface-distance's ``create_table_neighbour_code_to_surface_area``

@@ -36,6 +36,7 @@ import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import cast
 
 import numba
 import numpy as np
@@ -43,7 +44,7 @@ from segauge.metrics.distance import SurfaceDistances
 
 # Cases are scored in fork()ed worker pools; GNU OpenMP (numba's first choice here) aborts a process
 # that forks after using it, numba's own work queue does not.
-numba.config.THREADING_LAYER = "workqueue"
+numba.config.THREADING_LAYER = "workqueue"  # type: ignore[attr-defined]  # numba sets its config at import
 #: The work queue runs one parallel kernel at a time: the two directions of a surface, measured in
 #: two threads, take turns at the search and overlap the rest (mesh, search index) with it.
 _SEARCH_LOCK = threading.Lock()
@@ -185,7 +186,7 @@ def surface_mesh(codes: np.ndarray, spacing: tuple[float, float, float]) -> Mesh
     table, start = config_table()
     cells, cell_start, tri, entry = _mesh_arrays(np.ascontiguousarray(codes), table, start,
                                                  np.asarray(spacing, dtype=np.float64) / 2.0)
-    return Mesh(grid=tuple(int(n) for n in codes.shape), cells=cells, cell_start=cell_start, tri=tri, entry=entry)
+    return Mesh(grid=cast(tuple[int, int, int], tuple(int(n) for n in codes.shape)), cells=cells, cell_start=cell_start, tri=tri, entry=entry)
 
 
 #: Columns of ``entry_geometry``: edge vectors ab and ac, unit normal, |ab|^2, |ac|^2, ab.ac, and the
@@ -484,8 +485,7 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
     cell's box, improving (best2, best_t) in place; returns the new largest squared radius.
 
     ``_nearest_together`` has this loop written out: called through this helper, its row scan
-    measured 5% slower (best of 11, interleaved, on two real cases), and 3-10% slower again after
-    the search went per cell (best of 9, four real cases)."""
+    is slower (timed: benchmarks/README.md)."""
     improved = False
     for s in range(m):
         if _box_dist2(pts[0, s], pts[1, s], pts[2, s], cell_box, c) < best2[s]:
@@ -501,7 +501,7 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
 
 
 # Typed up front, as is _nearest_together_hierarchy: lazily, the kernel's call sites compiled each twice, once for a
-# literal 0 count (a cold cache's first surface: 18 s of CPU instead of 12).
+# literal 0 count (a cold cache's first surface took longer; timed: benchmarks/README.md).
 @numba.njit("b1(f8[:, ::1], i8, f8[::1], i8[::1], f8[::1], i8[::1], f8[:, :, ::1], i8[::1], f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], "
              "i8[::1], f8, f8[::1])", cache=True)
 def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, spacing: np.ndarray, grid: np.ndarray,
@@ -522,8 +522,8 @@ def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.nda
     A cell that reaches the points' box is tested against each point in two loops: first every
     point's squared gap to the cell's box into ``gap`` (scratch, one per point; the points stored
     coordinate-major so the loop has no branch and reads them in order), then the points whose gap
-    is within their best. One loop with the test inside measured 3-10% more CPU (5 real cases,
-    best of 5, alternated; the same distances bit for bit).
+    is within their best. One loop with the test inside costs more CPU for the same distances bit for bit
+    (timed: benchmarks/README.md).
     """
     lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, r2 = _points_box(pts, m, best2)
     r2 = min(r2, cap2)
@@ -705,9 +705,8 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: n
 def _interleaved(n_chunks: int, threads: int) -> np.ndarray:
     """The chunks 0..n_chunks-1 ordered so that each thread's equal share of a parallel loop (numba
     splits it into contiguous blocks) is every ``threads``-th chunk: the searches that cost most lie
-    together (a spurious organ far from the reference), and one block would hold most of them (the
-    spurious organ's search on 2 threads: 0.255-0.264 -> 0.225-0.228 s, best of 7 in two sessions;
-    the near cases unchanged)."""
+    together (a spurious organ far from the reference), and one block would hold most of them
+    (timed: benchmarks/README.md)."""
     return np.concatenate([np.arange(t, n_chunks, threads) for t in range(threads)]).astype(np.int64)
 
 
@@ -737,12 +736,12 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
     # runs of faces in one cell (a mesh's faces come cell by cell)
     run_first = np.flatnonzero(np.concatenate([[True], face_cell[1:] != face_cell[:-1], [True]]))
     hint = mesh_to.cell_start[_nearest_in_order(mesh_to.cells, face_cell[run_first[:-1]])]
-    rows = _row_index(mesh_to, tuple(float(x) for x in spacing))
+    rows = _row_index(mesh_to, cast(tuple[float, float, float], tuple(float(x) for x in spacing)))
     far = np.zeros(len(hint), dtype=np.uint8)
 
     def search(runs: np.ndarray, hierarchy: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         with _SEARCH_LOCK:
-            _directed_kernel(face_cell, face_entry, run_first, hint, runs,
+            _directed_kernel(face_cell, face_entry, run_first, hint, runs,  # type: ignore[call-arg]  # a numba dispatcher: mypy sees no signature
                              _interleaved(-(-len(runs) // CELL_CHUNK), numba.get_num_threads()), out_start, sub_start,
                              sub_centroid, sub_area, np.asarray(spacing, dtype=np.float64),
                              np.asarray(mesh_to.grid, dtype=np.int64), *rows, *hierarchy, dist, weight, far)

@@ -29,6 +29,7 @@ nearer than the best box.
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import numba
 import numpy as np
@@ -154,7 +155,7 @@ def _far_distances(mask: np.ndarray, inside: bool, pts: np.ndarray, spacing: np.
     border = np.stack(np.unravel_index(np.unique(ends[flat[ends] == inside]), mask.shape), axis=1)
     per_block = np.maximum(1, (BLOCK_MM / spacing).astype(np.int64))
     block = border // per_block
-    key = np.ravel_multi_index(block.T, tuple(int(n) for n in block.max(axis=0) + 1))
+    key = cast(np.ndarray, np.ravel_multi_index(block.T, tuple(int(n) for n in block.max(axis=0) + 1)))  # an array of indices
     order = np.argsort(key, kind="stable")
     border, key = border[order], key[order]
     first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
@@ -203,7 +204,7 @@ def _sorted(dist: np.ndarray, area: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 def surfacenets_surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing) -> SurfaceDistances:
     """MeshMetrics' directed, area-weighted distances pred->ref and ref->pred of two non-empty
     boolean masks of one shape, each direction sorted by distance."""
-    sp = tuple(float(s) for s in spacing)
+    sp = cast(Spacing, tuple(float(s) for s in spacing))
     pred, ref = (np.pad(np.asarray(m, dtype=bool), 1) for m in (pred, ref))
     d_pg, w_pg = _sorted(*_directed(pred, ref, sp))
     d_gp, w_gp = _sorted(*_directed(ref, pred, sp))

@@ -9,7 +9,7 @@ import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -23,6 +23,7 @@ from segbench.results_document import analysed_document, dataset_block
 from segbench.scoring.engine import ANALYZED_METRICS
 from segbench.stages.bundles import LESION_PROFILE_TAG
 from segbench.stages.paths import calibration_results_dir, metrics_dir, output_root, plot_file, results_file, scores_dir, tracking_marker
+from segbench.stats.results import Lesions
 from segbench.stats_settings import stats_settings
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ SHAPES_TABLE = "shapes_type1.csv"
 
 def _leaderboard_setup(
     params: Params, name: str
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, bool], tuple[str, ...], str | None]:
+) -> tuple[dict[str, Any], dict[str, stats.ModelEntry], dict[str, bool], tuple[str, ...], str | None]:
     """What compare needs besides the rows: dataset block, model entries, metrics, subgroup fields, cluster field."""
     if name in params.published:
         source = params.published_set(name)
@@ -52,12 +53,12 @@ def _leaderboard_setup(
             block["source_case_alignment"] = source.case_alignment
         return block, entries, source.metrics, source.subgroups, source.cluster_field
     if name in params.interactive_datasets:
-        source = params.interactive_dataset(name)
+        interactive = params.interactive_dataset(name)
         entries = {m.name: stats.model_entry(m.title, m.kind, name, trained_on=m.trained_on, licence=m.licence)
                    for m in params.interactive_models.values()}
-        block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
-                 "interactive": True, "reference": REFERENCE_LABELS[source.reference], "reference_note": source.note,
-                 "seconds_per_class": source.seconds_per_class, "time_limit_clock": source.time_limit_clock}
+        block = {"name": name, "title": interactive.title, "licence": interactive.licence, "citation": interactive.citation,
+                 "interactive": True, "reference": REFERENCE_LABELS[interactive.reference], "reference_note": interactive.note,
+                 "seconds_per_class": interactive.seconds_per_class, "time_limit_clock": interactive.time_limit_clock}
         return block, entries, interactive_scores.METRICS, (), None
     dataset = params.dataset(name)
     entries = {m.name: stats.model_entry(m.title, m.kind, dataset.name, trained_on=m.trained_on, licence=m.licence, simulated=m.is_simulated)
@@ -150,14 +151,15 @@ def board_population(params: Params, name: str) -> tuple[str | None, str]:
     return (stats.SIMULATED if params.calibration is not None and params.calibration.dataset == name else None), name
 
 
-def _lesion_block(runs: tracking.TrackedRuns, covered: stats.Coverage, contaminated: Mapping[str, bool], settings: stats.StatsSettings) -> dict[str, Any]:
+def _lesion_block(runs: tracking.TrackedRuns, covered: stats.Coverage, contaminated: Mapping[str, bool],
+                  settings: stats.StatsSettings) -> Lesions:
     """The results' lesion-wise block (``stats.lesion_analysis``) under the lesion profile every model was scored with, on
     the leaderboard's models and cases (``covered``: a model lacking cases is left out under ``own_cases``)."""
     lesion_rows = covered.board(runs.lesion_rows)
     profiles = {model: tags.get(LESION_PROFILE_TAG) for model, tags in runs.tags.items() if model in set(lesion_rows["model"])}
     if len(set(profiles.values())) != 1 or None in profiles.values():
         raise ValueError(f"lesion-wise scores under different lesion profiles {profiles}: rerun the score stages with one scoring.lesions.profile")
-    return stats.lesion_analysis(lesion_rows, covered.board(runs.instance_rows), profile=next(iter(profiles.values())), settings=settings,
+    return stats.lesion_analysis(lesion_rows, covered.board(runs.instance_rows), profile=cast(str, next(iter(profiles.values()))), settings=settings,
                                  contaminated={m: c for m, c in contaminated.items() if m in profiles})
 
 

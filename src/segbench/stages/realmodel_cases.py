@@ -6,7 +6,7 @@ its entry): the images, the reference's and the shipped outputs' liver voxels as
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -62,7 +62,7 @@ def run_cases(params: Params, params_file: Path, dataset_name: str) -> None:
         for mask_target, labels_file in masks.items():
             if not labels_file.is_file():
                 raise ConfigError(f"{params_file}: case {case_id!r}: label map {labels_file} does not exist (run `dvc pull data.dvc`)")
-            labels = nib.load(labels_file)
+            labels = cast(nib.Nifti1Image, nib.load(labels_file))
             header = labels.header.copy()
             header.extensions.clear()  # TotalSegmentator's label names: not this mask's, and refused by the harness's checks
             mask_target.parent.mkdir(parents=True, exist_ok=True)

@@ -103,7 +103,7 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     profile = str(params.scoring.get("profile", DEFAULT_PROFILE))
     others = [name for name in params.scoring.get("sensitivity_profiles") or () if name != profile]
     setting = _lesion_setting(params, dataset, model, excluded)
-    options = {"workers": workers or int(params.scoring.get("workers", 1)), "allowed_labels": dataset.region_labels()}
+    options: dict[str, Any] = {"workers": workers or int(params.scoring.get("workers", 1)), "allowed_labels": dataset.region_labels()}
     if setting is None:
         scored = score_cases(triples, regions, profile=profile, extra_profiles=others, **options)
     else:  # one decode of each case and one pool for both (score_cases_and_lesions)

@@ -21,7 +21,7 @@ from .identical import identical_to_reference
 from .lesions import lesion_analysis
 from .missing_cases import COVERAGE_POLICIES, DEFAULT_COVERAGE, Coverage, coverage, coverage_text
 from .reanalysis import reanalyze, recompute
-from .results import model_entry
+from .results import ModelEntry, model_entry
 from .results_file import read_results
 from .sensitivity import sensitivity
 from .settings import StatsSettings
@@ -36,6 +36,6 @@ __all__ = [
     "coverage_text",
     "AUDIT_MARGIN", "PLOT_COLUMNS", "SIMULATED", "AuditTables", "BoardCell", "StatsSettings", "analyze", "audited", "audited_board",
     "audited_lesions", "beside_source", "identical_to_reference", "leaderboard_heads", "lesion_analysis", "level_provider", "mean_ci_rows",
-    "model_entry", "population_data", "read_results", "reanalyze",
+    "ModelEntry", "model_entry", "population_data", "read_results", "reanalyze",
     "reanalyze_source", "recompute", "sensitivity",
 ]

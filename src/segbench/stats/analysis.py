@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple, TypedDict, cast
+from typing import Any, NamedTuple, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -104,8 +104,8 @@ def analyze(
 def _single_threaded_blas() -> threadpool_limits:
     """BLAS on one thread while the statistics run.
 
-    The products here are small (chunk x n by n x K); threaded OpenBLAS measured 2-4x slower on them on
-    a shared 2-core machine, and one thread makes the summation order, hence the output bytes,
+    The products here are small (chunk x n by n x K); threaded OpenBLAS is slower on them on a shared
+    2-core machine (timed: benchmarks/README.md), and one thread makes the summation order, hence the output bytes,
     independent of the machine's core count.
     """
     return threadpool_limits(limits=1, user_api="blas")
@@ -144,11 +144,11 @@ def analyze_structures(
             "n_absent": s.n_absent,
             "n_unshared": s.n_unshared,
             "case_ids": s.case_ids,
-            "flags": s.flags,
+            "flags": s.flags,  # type: ignore[typeddict-item]  # flag -> model -> case ids: a Flags
             "case_meta": s.case_meta,
             "metrics": {metric: analysed[name, metric][0] for metric in metrics},
         }
-        add_clustered(block["metrics"], s.values, s.models, s.case_ids, name, clusters, settings)
+        add_clustered(cast(dict[str, dict], block["metrics"]), s.values, s.models, s.case_ids, name, clusters, settings)
         blocks[name] = block
 
     # structures are independent (own resamples, seeded by name; BLAS on one thread), and so are a structure's metrics
@@ -156,7 +156,7 @@ def analyze_structures(
     # compiled loops) release the GIL; the output is the same bytes. Largest first (cost grows with cases x models), so
     # that the last to finish is a small one and no core idles long.
     largest_first = sorted(structures, key=lambda name: -len(structures[name].case_ids) * len(structures[name].models))
-    steps: dict[tuple[str, ...], tuple[Callable[[], None], list[tuple[str, ...]]]] = {}
+    steps: dict[Hashable, tuple[Callable[[], None], Sequence[Hashable]]] = {}
     for name in largest_first:
         steps["resamples", name] = (partial(resamples, name, structures[name]), [])
         for metric in metrics:
@@ -173,7 +173,7 @@ def analyze_structures(
         "models": {m: {"contaminated": bool(contaminated[m]), **({"identical_to_reference": identical[m]} if m in identical else {})}
                    for m in models},
         "structures": out,
-        "clusters": None if clusters is None else {**clusters, "verdict_changes": verdict_changes(out)},
+        "clusters": None if clusters is None else {**clusters, "verdict_changes": verdict_changes(cast(dict[str, dict], out))},
         "consensus": consensus,
     }))
 
@@ -195,7 +195,7 @@ def _scheduled(steps: Mapping[Hashable, tuple[Callable[[], None], Sequence[Hasha
         for run, _ in steps.values():
             run()
         return
-    waiting, done = dict(steps), set()
+    waiting, done = dict(steps), set[Hashable]()
     with ThreadPoolExecutor(max_workers=threads) as pool:
         running: dict[Future, Hashable] = {}
         while waiting or running:
@@ -280,7 +280,8 @@ def _resamples(
     n = len(s.case_ids)
     groups = {f: group_indices(s.case_meta[f]) for f in sorted(s.case_meta)} if n else {}
     flat = [(f, g, idx) for f, gs in groups.items() for g, idx in gs.items()]
-    full, group_boot = None, {f: {} for f in groups}
+    full = None
+    group_boot: dict[str, dict[str, _Boot]] = {f: {} for f in groups}
     if n:
         stacked = np.concatenate([s.values[m] for m in metrics])
         rng = rng_for(settings.seed, structure)
@@ -359,10 +360,10 @@ def _cell(
     idx = np.flatnonzero(ranked)
     if res.full is None or not idx.size:
         return result, None
-    context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, res.counts)
+    context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, res.counts)  # type: ignore[arg-type]  # set with res.full
     compared = _compare(values[idx], [models[k] for k in idx], higher, res.full, cols, idx, settings, context)
-    result.update(compared.cell)
-    result["verdict"] = cell_verdict(result, metric, intervals_sentence(settings.pairwise_test, settings.multiple_comparison,
+    result.update(compared.cell)  # type: ignore[typeddict-item]  # _Comparisons' keys are MetricCell's
+    result["verdict"] = cell_verdict(result, metric, intervals_sentence(settings.pairwise_test, settings.multiple_comparison,  # type: ignore[typeddict-item]  # cell_verdict builds a Verdict
                                                                         settings.alpha, settings.ci_method),
                                      settings.case_alignment == "pairwise_complete")
     return result, compared.task
@@ -386,7 +387,7 @@ def _estimates(
     low, high = (ci[0][cols], ci[1][cols]) if ci is not None else (means, means)
     bounded = bounded_ends(low, high, means, *(end[cols] for end in full.span)) if full is not None else [None] * len(models)
     return {
-        m: {
+        m: {  # type: ignore[typeddict-item]  # all_reported is added by the caller
             "mean": means[k],
             "sd": sds[k],
             "median": medians[k],
@@ -528,7 +529,7 @@ def _compare(
         loo = LeaveOneOut(winner_change_share=winner, any_rank_change_share=any_rank)
     scheme_block, boot_mean_ranks = schemes(values, names, higher, settings.alpha, context.counts, paired)
     cell = _Comparisons(ranking=ranking, pairwise=pairwise, significance=significance, loo=loo,
-                        power=_power(values, names, pairwise, significance, settings), alignment=alignment, schemes=scheme_block)
+                        power=_power(values, names, pairwise, significance, settings), alignment=alignment, schemes=scheme_block)  # type: ignore[typeddict-item]  # schemes() builds a Schemes
     return _Compared(cell, _TaskRanks(names, full_ranks, boot_mean_ranks))
 
 
@@ -543,7 +544,7 @@ def _ranking(values: np.ndarray, names: list[str], boot: np.ndarray, full_ranks:
         "median_rank": dict(zip(names, stab["median_rank"])),
         "rank_interval": {m: [lo, hi] for m, lo, hi in zip(names, stab["rank_low"], stab["rank_high"])},
         "rank_frequency": dict(zip(names, stab["rank_frequency"])),
-        "kendall_tau": KendallTau(**dict(zip(("q25", "median", "q75"), stab["tau_q"])), mean=stab["tau_mean"]),
+        "kendall_tau": KendallTau(**dict(zip(("q25", "median", "q75"), stab["tau_q"])), mean=stab["tau_mean"]),  # type: ignore[typeddict-item]  # the three quantiles by name
         "identical": identical_groups(values, names),
     }
 
@@ -574,7 +575,7 @@ def _pairwise(
         p_boot=pair_bootstrap_p_values(boot, a, b),
     )
     return [
-        {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}
+        {"a": names[i], "b": names[j], "mean_diff": means[i] - means[j], **{k: v[p] for k, v in sep.items()}}  # type: ignore[typeddict-item]  # separability's keys are Pair's
         for p, (i, j) in enumerate(zip(a, b))
     ]
 
@@ -587,10 +588,10 @@ def _aligned(
     places under "pairwise_complete"; "changes" says where they disagree."""
     if complete is None:
         return pairwise, significance, None
-    shared: Alignment = {"protocol": "shared", "pairwise": pairwise, "significance": significance}
+    shared: Alignment = {"protocol": "shared", "pairwise": pairwise, "significance": significance}  # type: ignore[typeddict-item]  # changes is set below or by the caller
     complete["changes"] = _alignment_changes(shared, complete)
     if settings.case_alignment == "pairwise_complete":
-        shared["changes"] = complete.pop("changes")
+        shared["changes"] = complete.pop("changes")  # type: ignore[misc]  # moved to the shared alignment
         return complete["pairwise"], complete["significance"], shared
     return pairwise, significance, complete
 
@@ -599,7 +600,7 @@ def _power(values: np.ndarray, names: list[str], pairwise: list[Pair], significa
     """The cases needed to separate #1 from #2 (docs/methodology.md#511-power); None with one ranked model."""
     if len(names) < 2:
         return None
-    return {
+    return cast(Power, {
         "first": names[0],
         "second": names[1],
         "n_cases": values.shape[1],
@@ -608,7 +609,7 @@ def _power(values: np.ndarray, names: list[str], pairwise: list[Pair], significa
         "separable": bool(pairwise[0]["separable"]),
         "significant": bool(significance["significant"][names[0]][names[1]]),
         **cases_needed(values[0] - values[1], settings.alpha, settings.power),
-    }
+    })
 
 
 def _mean_test(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: StatsSettings, *keys: str) -> PairTest | None:
@@ -622,9 +623,9 @@ def _mean_test(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: Stats
 
 def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> Significance:
     """The (K, K) Wilcoxon matrices as nested dicts a -> b, and the co-winners (models no other significantly beats)."""
-    out = {key: {x: {y: wil[key][i, j] for j, y in enumerate(names) if i != j} for i, x in enumerate(names)} for key in keys}
-    out["co_winners"] = [m for m, lost in zip(names, wil["significant"].any(axis=0)) if not lost]
-    return out
+    out: dict[str, Any] = {key: {x: {y: wil[key][i, j] for j, y in enumerate(names) if i != j} for i, x in enumerate(names)} for key in keys}
+    out["co_winners"] = [m for m, lost in zip(names, cast(np.ndarray, wil["significant"].any(axis=0))) if not lost]
+    return cast(Significance, out)
 
 
 def _pairwise_complete(
@@ -684,10 +685,10 @@ def _pairwise_complete(
             ga, gb = np.searchsorted(used, a[pairs]), np.searchsorted(used, b[pairs])
         p_boot[pairs] = pair_bootstrap_p_values(g_boot, ga, gb)
         if by_resamples:
-            diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]
+            diff_boot[:, pairs] = g_boot[:, ga] - g_boot[:, gb]  # type: ignore[index]  # allocated when by_resamples
         diff[pairs] = g_means[ga] - g_means[gb]
         if reads_jack and g_jack is not None:
-            diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]
+            diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]  # type: ignore[index]  # allocated when reads_jack
     sep = separability(diff_boot, diff, diff_jack, alpha=settings.alpha, correction=settings.multiple_comparison,
                        ci_method=settings.ci_method, test=merge_tests(tests, a.size) if tests else None, p_boot=p_boot)
     pairwise = [
@@ -695,8 +696,8 @@ def _pairwise_complete(
         for p, (i, j) in enumerate(zip(a, b))
     ]
     wil = wilcoxon_map(union, higher, settings.alpha)
-    return {"protocol": "pairwise_complete", "pairwise": pairwise,
-            "significance": _significance(wil, names, ("p_value", "p_adjusted", "significant", "n_cases"))}
+    return cast(Alignment, {"protocol": "pairwise_complete", "pairwise": pairwise,
+                            "significance": _significance(wil, names, ("p_value", "p_adjusted", "significant", "n_cases"))})
 
 
 def _group_bootstrap(
@@ -732,7 +733,7 @@ def _alignment_changes(shared: Alignment, complete: Alignment) -> AlignmentChang
     }
 
 
-def json_ready(obj: object) -> object:
+def json_ready(obj: Any) -> object:
     """Plain-Python copy: numpy scalars/arrays -> float/int/bool/list, non-finite floats -> None."""
     kind = type(obj)
     if kind is float:  # the common leaves first: exact type checks are much cheaper than the ABC checks below

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -63,7 +64,7 @@ class AuditTables:
 
     coverage: pd.DataFrame
     type1: pd.DataFrame
-    settings: Mapping[str, object]
+    settings: Mapping[str, Any]
     data: Mapping[str, str]
     levels: pd.DataFrame | None = None  # None: the audit calibrated no level
     shapes: pd.DataFrame | None = None  # the failure-shape audit's type-I table (limits.py); None: not run
@@ -110,7 +111,7 @@ class BoardCell:
     structure: str
     metric: str
     n: int
-    settings: Mapping[str, object]
+    settings: Mapping[str, Any]
     ci_confidence: float | None = None
 
     def __post_init__(self) -> None:
@@ -184,7 +185,7 @@ def level_entry(tables: AuditTables | None, cell: BoardCell) -> dict | None:
     return _pick(rows, tables.data, cell, "max", column="level")
 
 
-def level_provider(tables: AuditTables | None, *, source: str | None, data: str, settings: Mapping[str, object]) -> CiLevels:
+def level_provider(tables: AuditTables | None, *, source: str | None, data: str, settings: Mapping[str, Any]) -> CiLevels:
     """The analysis' ``ci_levels`` for a board: per (structure, metric, n) the :func:`level_entry` of its cell, else
     the confidence. :func:`audited` picks the same entry for the cell's coverage note, so the two always agree."""
 
@@ -248,13 +249,13 @@ def board(tables: AuditTables | None, analysis: Mapping, *, source: str | None, 
     if tables is None:
         return None
     cells = {
-        structure: {metric: audited(tables, BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"],
-                                                      cell.get("ci_confidence")))
+        structure: {metric: cast(dict, audited(tables, BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"],
+                                                                 cell.get("ci_confidence"))))  # a dict: tables is set
                     | _limit(tables, cell, metric, analysis["settings"])
                     for metric, cell in block["metrics"].items()}
         for structure, block in analysis["structures"].items() if block["n_cases"] > 0
     }
-    return {"margin": MARGIN, "structures": cells, **({"lesions": lesions} if lesions else {})}
+    return cast(Audited, {"margin": MARGIN, "structures": cells, **({"lesions": lesions} if lesions else {})})
 
 
 def _limit(tables: AuditTables, cell: Mapping, metric: str, settings: Mapping) -> dict:

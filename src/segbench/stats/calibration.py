@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -217,7 +218,7 @@ def audit_draws(
     The models at indices ``equal`` are made exchangeable: in each sampled case their values are dealt to them in
     random order (:func:`exchange`), so that they are equal in the population itself and every verdict between
     them is a false one. The Wilcoxon map runs on the first ``wilcoxon_draws`` samples only (scipy's exact test
-    for n <= 50 runs pair by pair, about 5 ms a call); its rows of the later samples are NaN.
+    for n <= 50 runs pair by pair, slow per call; timed: benchmarks/README.md); its rows of the later samples are NaN.
     """
     picks = draw_cases(values.shape[2], n, draws, rng)
     order = rng.permuted(np.broadcast_to(np.asarray(equal), (draws, n, len(equal))), axis=2)
@@ -242,7 +243,9 @@ def summarize(stacked: Sequence[tuple[Population, Mapping[int, Mapping[str, np.n
     ``stacked``: per population, per n, :func:`audit_draws`' output. A pair's effect is that of the population's
     per-case differences (between an equal model and a graded one, the first equal model's).
     """
-    coverage, type1, power = [], [], []
+    coverage: list[dict[str, Any]] = []
+    type1: list[dict[str, Any]] = []
+    power: list[dict[str, Any]] = []
     for pop, by_n in stacked:
         models = list(pop.models)
         a, b = pair_indices(len(models))
@@ -274,9 +277,9 @@ def summarize(stacked: Sequence[tuple[Population, Mapping[int, Mapping[str, np.n
                         need = cases_needed(diffs, settings.alpha, settings.power)
                         power.append({
                             **cell, "procedure": procedure, "better": better, "worse": worse, "draws": int(verdict.shape[0]),
-                            "true_mean_diff": abs(need["mean_diff"]), "effect_size": need["effect_size"],
+                            "true_mean_diff": abs(need["mean_diff"]), "effect_size": need["effect_size"],  # type: ignore[arg-type]  # floats (power.cases_needed)
                             **rate(verdict[:, p] == truth_sign), "wrong_direction": float(np.mean(verdict[:, p] == -truth_sign)),
-                            "predicted_power": predicted_power(n, need["effect_size"], settings.alpha),
+                            "predicted_power": predicted_power(n, need["effect_size"], settings.alpha),  # type: ignore[arg-type]  # as above
                             "n_required": need["n_required"],
                         })
     return {"coverage": coverage, "type1": type1, "power": power}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
+from typing import Any
 
 import numba
 import numpy as np
@@ -76,7 +77,7 @@ def cluster_counts(clusters: list[np.ndarray], n_cases: int, n_resamples: int, r
     draws, for a cluster of n_c cases drawn m times, m * n_c of its cases uniformly with replacement
     (the same as m independent case resamples of it). All resamples' stage-2 draws are one vector of
     uniforms tallied in numba straight into the float64 matrix the products need, as ``resampling.resample_counts``
-    does for the case bootstrap (measured ~4x faster than a multinomial per cluster, and than np.repeat + np.bincount).
+    does for the case bootstrap (faster than a multinomial per cluster, and than np.repeat + np.bincount; timed: benchmarks/README.md).
     """
     n_clusters = len(clusters)
     sizes = np.array([idx.size for idx in clusters], dtype=np.int64)
@@ -118,7 +119,7 @@ def clustered_means(values: np.ndarray, clusters: list[np.ndarray], n_resamples:
 
 def add_clustered(
     cells: Mapping[str, dict], values: Mapping[str, np.ndarray], models: list[str], case_ids: list[str],
-    structure: str, clusters: Mapping | None, settings: StatsSettings,
+    structure: str, clusters: Mapping[str, Any] | None, settings: StatsSettings,
 ) -> None:
     """Put each metric's "clustered" block (None without a cluster field or with one cluster here) into ``cells``.
 
@@ -139,8 +140,8 @@ def add_clustered(
     for i, cell in enumerate(cells.values()):
         cols = slice(i * k, (i + 1) * k)
         cell["clustered"] = _block(cell, models, stacked[cols], boot[:, cols], jack[:, cols], settings)
-        cell["clustered"].update(field=clusters["field"], n_clusters=len(groups),
-                                 cluster_sizes={labels[g[0]]: g.size for g in groups})
+        cell["clustered"].update(field=clusters["field"], n_clusters=len(groups),  # type: ignore[index]  # set: two groups or more
+                                 cluster_sizes={labels[g[0]]: g.size for g in groups})  # type: ignore[index]  # as above
 
 
 def _block(cell: dict, models: list[str], values: np.ndarray, boot: np.ndarray, jack: np.ndarray, settings: StatsSettings) -> dict:
@@ -148,7 +149,7 @@ def _block(cell: dict, models: list[str], values: np.ndarray, boot: np.ndarray, 
     means = values.mean(axis=1)
     alpha = np.full(len(models), 1.0 - settings.confidence)
     low, high = intervals(boot, means, jack, alpha, settings.ci_method, span=(values.min(axis=1), values.max(axis=1)))  # range rule: per case
-    out = {
+    out: dict[str, Any] = {
         "case_set": "shared",
         "models": {
             m: {"mean": means[k], "ci_low": low[k], "ci_high": high[k], "case_ci_low": e["ci_low"], "case_ci_high": e["ci_high"],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -109,7 +110,7 @@ def group_labels(column: pd.Series) -> pd.Series:
     """
     if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
         values = column.astype(np.float64)
-        edges = np.unique(np.quantile(values.dropna(), [0.25, 0.5, 0.75])) if values.notna().any() else []
+        edges: np.ndarray | list[float] = np.unique(np.quantile(values.dropna(), [0.25, 0.5, 0.75])) if values.notna().any() else []
         bounds = [-np.inf, *edges, np.inf]
         labels = [
             f"<{hi:g}" if lo == -np.inf else (f">={lo:g}" if hi == np.inf else f"{lo:g}-<{hi:g}")
@@ -149,7 +150,7 @@ def prepare(
         with_rows[mc] = True
         scored = np.zeros((n_models, n_all), dtype=bool)
         scored[mc[pr], cc[pr]] = True
-        shared = scored[with_rows].all(axis=0)
+        shared = cast(np.ndarray, scored[with_rows].all(axis=0))
         column = np.cumsum(shared) - 1  # position of a shared case among the shared cases
         keep = pr & shared[cc]
         rows_k, cols_k = mc[keep], column[cc[keep]]

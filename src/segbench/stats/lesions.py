@@ -23,12 +23,13 @@ under that profile, and the result says so (``undefined``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from .analysis import analyze
-from .results import Lesions
+from .results import Analysis, Lesions
 from .sensitivity import compare_analyses
 from .settings import StatsSettings
 
@@ -50,7 +51,7 @@ def _defined(rows: pd.DataFrame, metrics: Mapping[str, bool]) -> tuple[dict[str,
 
 
 def _analyze(rows: pd.DataFrame, metrics: Mapping[str, bool], settings: StatsSettings, contaminated: Mapping[str, bool],
-             cluster_field: str | None = None) -> dict | None:
+             cluster_field: str | None = None) -> Analysis | None:
     """``analyze`` of ``rows`` with the contamination flags of the models they hold; None without a row or a metric
     (every case of a lone model without a prediction leaves no matched lesion, so no SQ). No count of cases identical
     to the reference: that is the voxel-wise analysis's (a lesion row's Dice is a lesion's, and a lesion row no case)."""
@@ -120,8 +121,8 @@ def lesion_analysis(
         metrics, undefined = _defined(rows, case_metrics)
         variant = _analyze(rows, metrics, settings, contaminated) if other != profile and case is not None else None
         if variant is not None:
-            variants[other] = {"undefined": undefined, **compare_analyses(case, variant)}
-    return {
+            variants[other] = {"undefined": undefined, **compare_analyses(case, variant)}  # type: ignore[arg-type]  # variant is None without case
+    return cast(Lesions, {
         "profile": profile,
         "case": case,
         "matched": matched,
@@ -129,4 +130,4 @@ def lesion_analysis(
         "undefined": {"case": case_undefined, "lesion": lesion_undefined},
         "counts": counts(lesion_rows, instance_rows, profile),
         "sensitivity": {"baseline": profile, "variants": variants},
-    }
+    })

@@ -113,10 +113,10 @@ def level_rows(
     for m, metric in enumerate(metrics):
         level, capped = calibrated_level(coverage[m], grid, confidence)
         at = _width_at(whole[m : m + 1], truth[m : m + 1], level)
-        rate = float(np.mean([r[m] for r in fold_rates]))
+        mean_rate = float(np.mean([r[m] for r in fold_rates]))
         rows.append({
             "metric": metric, "n": n, "confidence": confidence, "method": CALIBRATED_METHOD, "level": round(level, 4),
-            "capped": capped, "rate": rate, "mc_se": float(np.sqrt(rate * (1.0 - rate) / (2 * HALVINGS * measure_draws))),
+            "capped": capped, "rate": mean_rate, "mc_se": float(np.sqrt(mean_rate * (1.0 - mean_rate) / (2 * HALVINGS * measure_draws))),
             "nominal_rate": float(coverage[m, 0]), "level_halves_min": round(float(min(f[m] for f in fold_levels)), 4),
             "level_halves_max": round(float(max(f[m] for f in fold_levels)), 4),
             "width_ratio": float(at / width[m, 0]) if width[m, 0] > 0 else 1.0,

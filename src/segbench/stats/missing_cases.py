@@ -19,6 +19,7 @@ applied and why.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +87,7 @@ def coverage(rows: pd.DataFrame, policy: str) -> Coverage:
     return Coverage(applied, missing, block)
 
 
-def coverage_text(entry: dict[str, Any], applied: str) -> str:
+def coverage_text(entry: Mapping[str, Any], applied: str) -> str:
     """One line for a model lacking cases, as every view prints it: "40 of 78 cases (no prediction for 38; ...)"."""
     lacking = entry["of"] - entry["n_cases"]
     policy = {"own_cases": "estimated on its own cases, beside the leaderboard",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import numba
 import numpy as np
@@ -47,8 +47,8 @@ def _tail_counts(columns: np.ndarray, a: np.ndarray, b: np.ndarray, below: np.nd
         at_most, at_least = 0, 0
         for r in range(first.size):
             d = first[r] - second[r]
-            at_most += np.int64(d <= 0.0)
-            at_least += np.int64(d >= 0.0)
+            at_most += np.int64(d <= 0.0)  # type: ignore[assignment]  # numba kernel: the counts are int64 there
+            at_least += np.int64(d >= 0.0)  # type: ignore[assignment]  # numba kernel: the counts are int64 there
         below[p], above[p] = at_most, at_least
 
 
@@ -83,17 +83,17 @@ def separability(
     ``p_boot``: the bootstrap p-values where the caller has them (:func:`pair_bootstrap_p_values`); with it and
     ``test`` the resampled differences are read for nothing, and ``diff_boot`` and ``diff_jack`` may be None.
     """
-    p_boot = bootstrap_p_values(diff_boot) if p_boot is None else p_boot
+    p_boot = bootstrap_p_values(diff_boot) if p_boot is None else p_boot  # type: ignore[arg-type]  # diff_boot is given without p_boot
     n_pairs = p_boot.size
     p_values = None if test is None else test.p
     if test is None:
-        diff_boot = sort_columns(diff_boot)  # once for every interval below
+        diff_boot = sort_columns(diff_boot)  # type: ignore[arg-type]  # once for every interval below; given without a test
 
     def interval(columns: np.ndarray, level_alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if test is not None:
             return test.interval(level_alpha, columns)
         jack = None if diff_jack is None else diff_jack[:, columns]
-        return intervals(diff_boot[:, columns], diff[columns], jack, level_alpha, ci_method, presorted=True)
+        return intervals(diff_boot[:, columns], diff[columns], jack, level_alpha, ci_method, presorted=True)  # type: ignore[index]  # as above
 
     def excludes(columns: np.ndarray, level_alpha: np.ndarray) -> np.ndarray:
         if p_values is not None:
@@ -260,7 +260,7 @@ def sign_flips(
 
 
 def _uint32_draws(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
-    """``rng.integers(0, 2**32, size=(size, n), dtype=np.uint32)``, the same numbers, four times faster.
+    """``rng.integers(0, 2**32, size=(size, n), dtype=np.uint32)``, the same numbers, faster (timed: benchmarks/README.md).
 
     Full-range 32-bit draws are PCG64's 64-bit outputs split low half first (numpy's buffered uint32), so an even
     count with no half left over from an earlier draw is the raw stream viewed as uint32; anything else draws as
@@ -276,9 +276,10 @@ def merge_tests(parts: list[tuple[np.ndarray, PairTest]], n_pairs: int) -> PairT
     kind, resample count and alpha (pairs on different case sets, pairwise-complete alignment)."""
     first = parts[0][1]
     if isinstance(first, MeanTest):
-        return MeanTest(merge_tests([(at, part.flips) for at, part in parts], n_pairs),
-                        merge_tests([(at, part.studentized) for at, part in parts], n_pairs))
-    fields = {}
+        means = cast(list[tuple[np.ndarray, MeanTest]], parts)  # every test of one kind
+        return MeanTest(cast(SignFlips, merge_tests([(at, part.flips) for at, part in means], n_pairs)),
+                        cast(StudentizedBootstrap, merge_tests([(at, part.studentized) for at, part in means], n_pairs)))  # type: ignore[misc]  # merged field by field as a PairTest is
+    fields: dict[str, Any] = {}
     for name in first.PER_PAIR:
         shape = getattr(first, name).shape[:-1] + (n_pairs,)
         merged = np.empty(shape, dtype=getattr(first, name).dtype)
@@ -343,8 +344,8 @@ def _flip_intervals(
                 m = signs_sum[block + f]
                 error = b / (n - abs(m))
                 lo, hi = low[f], -high[f]
-                unusual += np.int64((abs(m) == n) | ((b > 0.0) & ((abs(lo - s) <= error) | (abs(hi + s) <= error))))
-                count += np.int64((lo - s <= 0.0) & (hi + s >= 0.0))
+                unusual += np.int64((abs(m) == n) | ((b > 0.0) & ((abs(lo - s) <= error) | (abs(hi + s) <= error))))  # type: ignore[assignment]  # numba kernel: the counts are int64 there
+                count += np.int64((lo - s <= 0.0) & (hi + s >= 0.0))  # type: ignore[assignment]  # numba kernel: the counts are int64 there
             if unusual:
                 count = _flip_intervals_exact(flipped, first[p], second[p], b, signs, diffs[p], signs_sum, t, n, s, low,
                                               high, block, size)
@@ -572,8 +573,8 @@ def _studentized_tails(
                 stat = 0.0
             lows[p, at + r] = stat
             highs[p, at + r] = -stat
-            above += np.int64(stat >= bar)
-            below += np.int64(stat <= bar)
+            above += np.int64(stat >= bar)  # type: ignore[assignment]  # numba kernel: the counts are int64 there
+            below += np.int64(stat <= bar)  # type: ignore[assignment]  # numba kernel: the counts are int64 there
         up[p] += above
         down[p] += below
 

@@ -41,7 +41,7 @@ def kendall_tau_b(ranks: np.ndarray, reference: np.ndarray) -> np.ndarray:
     constant (tau-b undefined), as scipy returns.
     """
     i, j = np.triu_indices(ranks.shape[1], k=1)
-    small = np.int16 if ranks.shape[1] < np.iinfo(np.int16).max else np.int64  # signs in 2-byte ints
+    small: type[np.signedinteger] = np.int16 if ranks.shape[1] < np.iinfo(np.int16).max else np.int64  # signs in 2-byte ints
     r = ranks.astype(small)
     sign_boot = np.sign(r[:, i] - r[:, j])
     sign_ref = np.sign(reference[i] - reference[j]).astype(small)

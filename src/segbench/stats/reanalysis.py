@@ -71,7 +71,7 @@ def recompute(results: Mapping, ci_levels: CiLevels | None = None, **changes: ob
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a segbench results dict: {exc!r}") from exc
-    settings = replace(settings, **changes)  # StatsSettings validates the changed values
+    settings = replace(settings, **changes)  # type: ignore[arg-type]  # StatsSettings validates the changed values
     # the stored levels hold while the CI rule does; another confidence, method or level rule is recomputed at its nominal
     # level (the audit's calibrated levels are for the stored rule)
     keep = not {"confidence", "ci_method", "ci_level"} & set(changes)

@@ -49,7 +49,7 @@ def bootstrap_means(
     Two equal ways to the group sums, by cost: with cells of at least ``CELL_MIN_CASES`` cases on average
     (:class:`CaseCells`: the cases in the same groups, e.g. sharing every subgroup field's level), the counts are
     taken in cell order and one product per cell gives its sums, a group's adding its cells' (one product's worth of
-    multiply-adds for any number of groups: 1.7x faster at 5,160 cases and 11 groups of 3 fields); with smaller
+    multiply-adds for any number of groups; faster with many groups; timed: benchmarks/README.md); with smaller
     cells, whose products are too thin for BLAS, the counts multiply [values masked to group 1 | ... | group
     indicators] at once.
     ``draw(size, rng)``: the (size, n) counts of another resampling scheme (clusters.cluster_counts), whose
@@ -85,10 +85,10 @@ def bootstrap_means(
                 ordered = counts[:, cells.order]
                 in_cell = np.add.reduceat(ordered, cells.starts[:-1], axis=1)
         elif by_cell:  # the counts, in cell order and per cell from one pass per resample
-            counts, ordered, in_cell = counts_buffer[:size], ordered_buffer[:size], cell_buffer[:size]
+            counts, ordered, in_cell = counts_buffer[:size], ordered_buffer[:size], cell_buffer[:size]  # type: ignore[index]  # allocated above without draw
             _tally_cells(_case_draws(n_cases, size, rng), counts, ordered, cells.order, cells.starts, in_cell)
         else:
-            counts = counts_buffer[:size]
+            counts = counts_buffer[:size]  # type: ignore[index]  # allocated above without draw
             counts.fill(0.0)
             _tally(_case_draws(n_cases, size, rng), counts)
         # the overall means in a product of their own: the same bits whatever the groups (a wider product may add in
@@ -114,8 +114,8 @@ def bootstrap_means(
     return out, group_out
 
 
-#: the average cell size from which :func:`bootstrap_means` sums groups cell by cell (measured on 2 cores: at 500
-#: cases and 40 cells of 12 the cell products are 1.2x slower than the masked design, at 5,160 and 40 of 129 1.7x faster)
+#: the average cell size from which :func:`bootstrap_means` sums groups cell by cell: below it the cell products are
+#: slower than the masked design, above it faster (timed: benchmarks/README.md)
 CELL_MIN_CASES = 64
 
 
@@ -152,8 +152,8 @@ def resample_counts(n_cases: int, n_resamples: int, rng: np.random.Generator) ->
     """(B, n) matrix of how often each case is drawn in each of B resamples of n cases with replacement.
 
     The draws are the narrowest integers that hold n (fewer random bits per draw) and are tallied in
-    numba straight into the float64 matrix the products need: measured 2-3x faster than int64 draws,
-    np.bincount and a cast.
+    numba straight into the float64 matrix the products need: faster than int64 draws, np.bincount and a cast
+    (timed: benchmarks/README.md).
     """
     counts = np.zeros((n_resamples, n_cases))
     _tally(_case_draws(n_cases, n_resamples, rng), counts)
@@ -163,8 +163,8 @@ def resample_counts(n_cases: int, n_resamples: int, rng: np.random.Generator) ->
 def _case_draws(n_cases: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
     """(B, n) case indices drawn with replacement, as the narrowest integers that hold n (:func:`resample_counts`).
 
-    ``rng.integers(0, n, size=(B, n), dtype=np.int16)``, the same numbers and the same generator state after, 1.7x
-    faster for PCG64: numpy's Lemire rejection on 16-bit words (:func:`_lemire_int16`) run in numba on the raw stream.
+    ``rng.integers(0, n, size=(B, n), dtype=np.int16)``, the same numbers and the same generator state after, faster
+    for PCG64 (timed: benchmarks/README.md): numpy's Lemire rejection on 16-bit words (:func:`_lemire_int16`) run in numba on the raw stream.
     """
     if n_cases > np.iinfo(np.int16).max:
         return rng.integers(0, n_cases, size=(n_resamples, n_cases), dtype=np.int64)
@@ -228,8 +228,8 @@ def _tally_cells(
 ) -> None:  # pragma: no cover - compiled
     """Per resample (row of ``draws``) its counts into ``counts`` (overwritten), then those counts in the cell ``order``
     into ``ordered`` and the draws of each cell (between ``starts``) into ``in_cell`` (:class:`CaseCells`): while the
-    resample's counts are in cache, instead of a gather of every count matrix and a sum per cell (measured over 10x
-    slower). Integers: exact."""
+    resample's counts are in cache, instead of a gather of every count matrix and a sum per cell (much slower
+   ; timed: benchmarks/README.md). Integers: exact."""
     for r in range(draws.shape[0]):
         row, row_ordered, row_cells = counts[r], ordered[r], in_cell[r]
         row[:] = 0.0
@@ -255,7 +255,7 @@ def column_quantiles(boot: np.ndarray, *probs: np.ndarray, presorted: bool = Fal
 
     np.quantile takes one set of levels for all columns; Holm and BCa need a different level per column.
     NaN entries (subgroup absent from a resample) are ignored. One sort serves all levels (a full sort
-    along axis 0 measured faster here than np.partition or np.quantile for B = 10,000).
+    along axis 0 is faster here than np.partition or np.quantile; timed: benchmarks/README.md).
     """
     ordered = boot if presorted else sort_columns(boot)  # NaN sorts last
     n_valid = boot.shape[0] - np.isnan(boot).sum(axis=0)
@@ -274,8 +274,8 @@ def column_quantiles(boot: np.ndarray, *probs: np.ndarray, presorted: bool = Fal
 def sort_columns(boot: np.ndarray) -> np.ndarray:
     """Each column of (B, P) ``boot`` sorted, as a (B, P) view of a (P, B) array.
 
-    Sorting contiguous rows of the transpose measured ~20% faster than np.sort(axis=0), which copies
-    every strided column in and out.
+    Sorting contiguous rows of the transpose is faster than np.sort(axis=0), which copies every strided
+    column in and out (timed: benchmarks/README.md).
     """
     rows = np.ascontiguousarray(boot.T)
     rows.sort(axis=1)

@@ -40,7 +40,7 @@ def _hints(td: type) -> dict[str, object]:
     return typing.get_type_hints(td)
 
 
-def type_problems(value: object, tp: object, path: str = "", undeclared: bool = True) -> list[str]:
+def type_problems(value: object, tp: Any, path: str = "", undeclared: bool = True) -> list[str]:
     """Where ``value`` (parsed JSON) departs from the type ``tp`` of this module: missing keys, wrong leaf types and,
     with ``undeclared``, keys the type does not declare (tests hold every results file to that)."""
     if tp is Any:

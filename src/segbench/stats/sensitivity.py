@@ -24,6 +24,7 @@ Missing-value policies (docs/methodology.md#4-empty-masks-and-missing-prediction
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -106,7 +107,7 @@ def compare_analyses(baseline: Mapping, variant: Mapping) -> Variant:
         "n_verdicts_changed": sum(len(c["verdicts_changed"]) for c in ranked),
         "kendall_tau_min": min(taus) if taus else None,
     }
-    return {"summary": summary, "cells": cells}
+    return cast(Variant, {"summary": summary, "cells": cells})
 
 
 def sensitivity(
@@ -122,19 +123,19 @@ def sensitivity(
     """The baseline analysis (of ``rows``) beside each other metric-definition profile in ``profile_rows`` and each
     missing-value policy. A profile missing for some model, or a policy that changes no row, is reported as not run."""
 
-    def variant(variant_rows: pd.DataFrame) -> dict:
+    def variant(variant_rows: pd.DataFrame) -> Variant:
         present = set(variant_rows["model"])  # a policy dropping failed cases drops a model that has only those
         flags = {m: flag for m, flag in contaminated.items() if m in present}
         return compare_analyses(baseline, analyze(variant_rows, metrics=metrics, settings=settings, contaminated=flags, count_identical=False))
 
-    profiles: dict[str, dict] = {}
+    profiles: dict[str, Any] = {}
     models = set(rows["model"])
     for profile in sorted(set(profile_rows.get("metric_profile", ()))):
         variant_rows = profile_rows[profile_rows["metric_profile"] == profile]
         lacking = sorted(models - set(variant_rows["model"]))
         profiles[profile] = {"run": False, "reason": f"not scored for {', '.join(lacking)}"} if lacking else {"run": True, **variant(variant_rows)}
     failed = int(rows["worst_case"].sum()) if "worst_case" in rows else 0
-    policies: dict[str, dict] = {}
+    policies: dict[str, Any] = {}
     for policy in MISSING_POLICIES[1:]:
         variant_rows = apply_missing_policy(rows, policy, metrics)
         if not failed:

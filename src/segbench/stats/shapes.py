@@ -23,12 +23,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
-from .pairwise import mean_test, pair_indices, separability
+from .pairwise import MeanTest, PairTest, mean_test, pair_indices, separability
 from .resampling import bootstrap_means, intervals, jackknife_means, rng_for, studentized_bounds
 from .settings import StatsSettings
 
@@ -158,7 +159,7 @@ def _rate(hits: np.ndarray) -> dict[str, float]:
     return {"rate": p, "mc_se": math.sqrt(p * (1.0 - p) / hits.size)}
 
 
-def audit_shape(shape: Shape, n: int, draws: int, n_resamples: int, seed: int, settings: StatsSettings) -> dict[str, object]:
+def audit_shape(shape: Shape, n: int, draws: int, n_resamples: int, seed: int, settings: StatsSettings) -> dict[str, list[dict]]:
     """The samples of ``draws`` x n cases of one shape, each analysed by both tests as the board would (Holm over every
     pair): per procedure the family-wise rate of a separable pair against its truth (a true null: any separable pair;
     with a true difference, power: the right direction), split for the type-I rate by whether every failing model
@@ -187,8 +188,9 @@ def audit_shape(shape: Shape, n: int, draws: int, n_resamples: int, seed: int, s
             unseen[r] = bool((~failing[:, cases].any(axis=1)).any())
             diff = sample[a].mean(axis=1) - sample[b].mean(axis=1)
             sign = np.sign(diff) * (1.0 if shape.higher_is_better else -1.0)
-            both = mean_test(sample, a, b, PROCEDURES[1], n_resamples, settings.alpha, rng, rng)
-            for procedure, test in zip(PROCEDURES, (both.flips, both)):  # the old test is the new one's sign flips
+            both = cast(MeanTest, mean_test(sample, a, b, PROCEDURES[1], n_resamples, settings.alpha, rng, rng))  # the new procedure's test
+            tests: tuple[PairTest, PairTest] = (both.flips, both)
+            for procedure, test in zip(PROCEDURES, tests):  # the old test is the new one's sign flips
                 sep = separability(None, diff, None, alpha=settings.alpha, correction=settings.multiple_comparison,
                                    ci_method=settings.ci_method, test=test, p_boot=np.zeros(a.size))
                 separable[procedure][r] = np.where(sep["separable"], sign, 0.0)

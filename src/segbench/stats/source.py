@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from .reanalysis import differences, recompute
+from .results import SourceAnalysis
 
 # A source's correction -> segbench's; 'none' is published only for a single pair, where Bonferroni is the same.
 CORRECTIONS = {"bonferroni": "bonferroni", "none": "bonferroni"}
 #: the source's own rule (segauge-benchmark: percentile paired-bootstrap CIs, separable when the adjusted CI excludes
 #: 0), whatever segbench's defaults are, so that its verdicts are checked by the rule that made them
-SOURCE_RULE = {"ci_method": "percentile", "pairwise_test": "bootstrap_ci"}
+SOURCE_RULE: dict[str, Any] = {"ci_method": "percentile", "pairwise_test": "bootstrap_ci"}
 
 
-def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> dict[str, Any]:
+def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> SourceAnalysis:
     """``published`` (``segbench.published.read_segauge_analysis`` layout) with a "segbench" block per cell.
 
     The block: {"correction", "alpha", "n_resamples", "ci_method", "pairwise_test", "pairwise": [segbench's pairwise
@@ -33,7 +34,7 @@ def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> 
     """
     alpha = round(1.0 - float(published["protocol"]["confidence"]), 12)  # 0.05, not 0.050000000000000044
     corrections = {CORRECTIONS[c["correction"]] for cells in published["structures"].values() for c in cells.values()}
-    again = {c: recompute(analysis, multiple_comparison=c, alpha=alpha, **SOURCE_RULE) for c in sorted(corrections)}
+    again: dict[str, Mapping[str, Any]] = {c: recompute(analysis, multiple_comparison=c, alpha=alpha, **SOURCE_RULE) for c in sorted(corrections)}
     out = copy.deepcopy(dict(published))
     for structure, cells in out["structures"].items():
         for metric, cell in cells.items():
@@ -49,7 +50,7 @@ def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> 
                 "pairwise_test": settings["pairwise_test"],
                 "pairwise": ours["pairwise"],
             }
-    return out
+    return cast(SourceAnalysis, out)
 
 
 def reanalyze_source(analysis: Mapping[str, Any], stored: Mapping[str, Any]) -> list[str]:

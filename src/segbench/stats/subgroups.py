@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Any, cast
 
 import numpy as np
 from scipy import stats
@@ -22,7 +23,7 @@ def group_indices(labels: list[str | None]) -> dict[str, np.ndarray]:
 
 def group_tests(
     values: np.ndarray, groups: dict[str, np.ndarray], *, min_cases: int, alpha: float
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Tests across the groups with at least ``min_cases`` cases, vectorised over the K models.
 
     Kruskal-Wallis per model across those groups (needs two of them). Where its p < alpha, two-sided
@@ -32,7 +33,7 @@ def group_tests(
     """
     tested = [g for g, idx in groups.items() if idx.size >= min_cases]
     n_models = values.shape[0]
-    result: dict[str, object] = {"tested": tested, "kruskal": None, "mann_whitney": []}
+    result: dict[str, Any] = {"tested": tested, "kruskal": None, "mann_whitney": []}
     if len(tested) < 2:
         return result
     samples = [values[:, groups[g]] for g in tested]
@@ -64,7 +65,7 @@ def subgroup_block(
     ``means`` and ``cis``: per group, the resampled means and CI ends of every column of the shared resample products;
     ``cols`` picks this metric's."""
     tests = group_tests(values, groups, min_cases=settings.subgroup_min_cases, alpha=settings.alpha)
-    out = {
+    out: dict[str, Any] = {
         "n_missing_value": values.shape[1] - sum(idx.size for idx in groups.values()),
         "groups": {
             g: {
@@ -92,4 +93,4 @@ def subgroup_block(
             for k, m in enumerate(models)
             if p[k] < settings.alpha
         }
-    return out
+    return cast(Subgroups, out)

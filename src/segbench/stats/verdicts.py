@@ -57,7 +57,7 @@ def interval_digits(low: float | None, high: float | None, n_digits: int, value:
     (``_TIE_SCALE``) prints that end as 0, not as 0.00000001 at eight decimals."""
     if low is None or high is None:
         return n_digits
-    bounds = (low, high)
+    bounds: tuple[float, ...] = (low, high)
     if low <= 0.0 <= high:
         scale = max(abs(low), abs(high))
         bounds = tuple(0.0 if abs(b) <= _TIE_SCALE * scale else b for b in bounds)
@@ -87,7 +87,7 @@ def format_estimate(value: float | None, low: float | None, high: float | None, 
     suffix = f" {unit(metric)}" if unit(metric) else ""
     if low is None:
         return f"{_fmt(value, n)}{suffix}"
-    return f"{_fmt(value, n)} [{_fmt(low, n)}, {_fmt(high, n)}]{suffix}"
+    return f"{_fmt(value, n)} [{_fmt(low, n)}, {_fmt(high, n)}]{suffix}"  # type: ignore[arg-type]  # high is None only with low
 
 
 def format_level(level: float) -> str:

@@ -190,7 +190,7 @@ def build_network(weights: list[tuple[np.ndarray, np.ndarray]]):  # -> torch.nn.
             return F.avg_pool3d(x, factor, stride=1)
 
         @staticmethod
-        def cropped(skip: torch.Tensor, size: tuple[int, int, int]) -> torch.Tensor:
+        def cropped(skip: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
             """Keras' Cropping3D: the same margin off both sides, (skip - path) / 2 along each axis."""
             m = [(s - p) // 2 for s, p in zip(skip.shape[2:], size, strict=True)]
             return skip[:, :, m[0]: m[0] + size[0], m[1]: m[1] + size[1], m[2]: m[2] + size[2]].contiguous()
@@ -220,8 +220,8 @@ def build_network(weights: list[tuple[np.ndarray, np.ndarray]]):  # -> torch.nn.
     network = LiverUNet()
     with torch.no_grad():
         for conv, (kernel, bias) in zip(network.convs, weights, strict=True):
-            conv.weight.copy_(torch.from_numpy(np.ascontiguousarray(kernel.transpose(4, 3, 0, 1, 2))))
-            conv.bias.copy_(torch.from_numpy(bias))
+            conv.weight.copy_(torch.from_numpy(np.ascontiguousarray(kernel.transpose(4, 3, 0, 1, 2))))  # type: ignore[operator]  # a Conv3d's, typed Module
+            conv.bias.copy_(torch.from_numpy(bias))  # type: ignore[operator]  # as above
     return network.eval()
 
 

@@ -35,7 +35,7 @@ def standalone_dataset_page(results: Results) -> str:
         return slug(structure) + (f"--{slug(metric)}" if metric else "")
 
     body = _dataset_body(results, lambda s, m: f"#{anchor(s, m)}") + "".join(
-        f'<section id="{anchor(s, "")}">{structure_body(results, s, lambda m, s=s: anchor(s, m), per_case=False)}</section>'
+        f'<section id="{anchor(s, "")}">{structure_body(results, s, lambda m, s=s: anchor(s, m), per_case=False)}</section>'  # type: ignore[misc]  # s bound per structure
         for s in structures
     )
     return render(results["dataset"]["title"], body, "segbench leaderboard: " + html.escape(results["dataset"]["name"]), inline=True)
@@ -109,8 +109,8 @@ def _source_summary(results: Results, link: Callable[[str, str], str]) -> str:
         for metric, published in cells.items():
             cell = results["analysis"]["structures"][structure]["metrics"][metric]
             where = f'<a href="{link(structure, f"{metric}-source")}">{html.escape(structure)} {html.escape(metric)}</a>'
-            differences = [against_source(cell, theirs, e["a"], e["b"]) for e in published["segbench"]["pairwise"]
-                           if (theirs := pair(published, e["a"], e["b"])) is not None]  # pairs both rank
+            differences = [against_source(cell, theirs, e["a"], e["b"]) for e in published["segbench"]["pairwise"]  # type: ignore[arg-type]  # the source's
+                           if (theirs := pair(published, e["a"], e["b"])) is not None]  # type: ignore[arg-type]  # pairs both rank; a SourceCell reads alike
             shown = [html.escape(sentence) for relation, sentence in differences if relation != "agree"]
             items.append(f"<li>{where}: {co_winners(cell, published)} "
                          + (" ".join(shown) if shown else "The two procedures agree on every pair.") + "</li>")
@@ -190,7 +190,7 @@ def _sensitivity_section(results: Results, link: Callable[[str, str], str]) -> s
     parts = []
     for choice, what, baseline in (("profiles", "metric-definition profile", sens["profiles"]["baseline"]),
                                    ("missing_policy", "missing-value policy", sens["missing_policy"]["baseline"])):
-        for name, variant in sorted(sens[choice]["variants"].items()):
+        for name, variant in sorted(sens[choice]["variants"].items()):  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
             title = f"{what} <code>{html.escape(name)}</code>" + (f" ({SENSITIVITY_NAMES[name]})" if name in SENSITIVITY_NAMES else "")
             if not variant["run"]:
                 parts.append(f"<h3>{title}</h3><p>Not run: {html.escape(variant['reason'])}.</p>")

@@ -5,7 +5,8 @@ one cell that the dataset page repeats (the source's verdicts, the case alignmen
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from segbench.stats.results import SourceCell
 
@@ -77,9 +78,9 @@ def _headline(cell: Cell, metric: str) -> str:
         return '<p class="headline">Fewer than two ranked models: nothing to compare.</p>'
     first = v["first"]
     text = (f"#1 <strong>{html.escape(first)}</strong> ({html.escape(estimate(cell['models'][first], cell, metric))}, "
-            f"P(rank 1) = {html.escape(p_rank1_text(cell, first))}) versus #2 <strong>{html.escape(v['second'])}</strong>: "
+            f"P(rank 1) = {html.escape(p_rank1_text(cell, first))}) versus #2 <strong>{html.escape(v['second'])}</strong>: "  # type: ignore[arg-type]  # two ranked models
             f"{verdict_html(v['pairs'][0])}.")
-    power = cell.get("power") or {}
+    power: Mapping[str, Any] = cell.get("power") or {}
     if power.get("n_required") is not None:
         text += (f" Separating them at {fmt(power['power'] * 100, 0)}% power would need about {power['n_required']} cases "
                  f"(this set has {power['n_cases']}).")
