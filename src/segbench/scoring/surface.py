@@ -500,6 +500,14 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
     return r2
 
 
+# The search of _nearest_together: within the ball of the largest remaining radius around the points' bounding box, at
+# most sqrt(cap2), the occupied cells of the rows it crosses are scanned: the points lie within one cell, so they need
+# almost the same rows and cells, found once and each tested against each point. Rows, and cells within a row, are
+# visited from the points outwards, so the radius shrinks before the far ones. A cell that reaches the points' box is
+# tested against each point in two loops: first every point's squared gap to the cell's box into ``gap`` (scratch, one
+# per point; the points stored coordinate-major so the loop has no branch and reads them in order), then the points
+# whose gap is within their best; one loop with the test inside costs more CPU for the same distances bit for bit
+# (timed: benchmarks/README.md).
 # Typed up front, as is _nearest_together_hierarchy: lazily, the kernel's call sites compiled each twice, once for a
 # literal 0 count (a cold cache's first surface took longer; timed: benchmarks/README.md).
 @numba.njit("b1(f8[:, ::1], i8, f8[::1], i8[::1], f8[::1], i8[::1], f8[:, :, ::1], i8[::1], f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], "
@@ -507,24 +515,9 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
 def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, spacing: np.ndarray, grid: np.ndarray,
                       tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray,
                       row_start: np.ndarray, cap2: float, gap: np.ndarray) -> bool:
-    """Nearest triangles to the m points ``pts[:, :m]`` (of the faces in one cell), each starting from
-    its known candidate (best2[s], best_t[s]), which it improves in place.
-
-    Within the ball of the largest remaining radius around the points' bounding box, at most
-    sqrt(cap2), the occupied cells of the rows it crosses are scanned: the points lie within one
-    cell, so they need almost the same rows and cells, found once and each tested against each
-    point. Rows, and cells within a row, are visited from the points outwards, so the radius
-    shrinks before the far ones. Returns True if every point's nearest triangle is found (a point
-    whose best lies within the cap has it). Returns False if some point's best is still at or beyond
-    the cap, or, having changed nothing, if the ball crosses more than ROWS_MAX rows (far points:
-    the caller then searches wider or through the hierarchy).
-
-    A cell that reaches the points' box is tested against each point in two loops: first every
-    point's squared gap to the cell's box into ``gap`` (scratch, one per point; the points stored
-    coordinate-major so the loop has no branch and reads them in order), then the points whose gap
-    is within their best. One loop with the test inside costs more CPU for the same distances bit for bit
-    (timed: benchmarks/README.md).
-    """
+    """Nearest triangles to the m points ``pts[:, :m]`` (the faces of one cell), each improving its candidate (best2[s], best_t[s]) in place (search: above).
+    True if every point's nearest triangle is found (a point whose best lies within the cap has it); False if some point's best is still at or beyond the cap,
+    or, having changed nothing, if the ball crosses over ROWS_MAX rows (far points: the caller searches wider or through the hierarchy)."""
     lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, r2 = _points_box(pts, m, best2)
     r2 = min(r2, cap2)
     r = math.sqrt(r2)
