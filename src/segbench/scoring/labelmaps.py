@@ -71,7 +71,9 @@ def load_nifti(path: Path) -> tuple[np.ndarray, nib.Nifti1Image]:
     """Decode a NIfTI label map once: (integer array, image carrying affine and header).
 
     A gzipped integer map without intensity scaling is inflated by ISA-L into the array (``_inflate_whole``);
-    anything else is decoded by nibabel. Both give the same array. The voxel type is checked on the header first."""
+    an unscaled float map (float holding integers) is streamed twice, checked, then cast, never held as floats
+    (``_stream_float_labels``); anything else is decoded by nibabel. All give the same array. The voxel type is checked on
+    the header first."""
     path = Path(path)
     _check_file(path)
     try:
@@ -79,8 +81,10 @@ def load_nifti(path: Path) -> tuple[np.ndarray, nib.Nifti1Image]:
     except Exception as exc:
         raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
     check_voxel_dtype(path, img)
+    proxy = img.dataobj
+    if _is_plain_float(proxy):
+        return _stream_float_labels(path, proxy), img
     try:
-        proxy = img.dataobj
         data = _inflate_whole(path, proxy) if _is_plain_integer(proxy) and _is_gzipped(path) else np.asanyarray(proxy)
     except Exception as exc:  # nibabel/gzip/zlib raise many exception types for corrupt files
         raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
@@ -258,6 +262,75 @@ def _inflate_whole(path: Path, proxy: ArrayProxy) -> np.ndarray:
         out[start : start + len(block)] = np.frombuffer(block, dtype=np.uint8)
     stream.finish()
     return out.view(proxy.dtype).reshape(shape, order="F")
+
+
+def _is_plain_float(proxy: object) -> TypeGuard[ArrayProxy]:
+    """A float 3D array stored in Fortran order without intensity scaling: labels written as floats (float64 costs 8
+    bytes a voxel, 1.2 GB for a CT's grid before a label is checked)."""
+    return (isinstance(proxy, ArrayProxy) and len(proxy.shape) == 3 and min(proxy.shape) > 0 and proxy.order == "F"
+            and proxy.dtype.kind == "f" and proxy.slope == 1.0 and proxy.inter == 0.0)
+
+
+def _voxel_blocks(path: Path, proxy: ArrayProxy) -> Iterator[np.ndarray]:
+    """The voxels of a Fortran-order NIfTI in file order, ``STREAM_BYTES`` at a time, as arrays of the file's dtype; a
+    gzip stream's CRC, length and trailing data are checked after the last block (``_Inflater.finish``). A file that
+    cannot be read so is an error naming it."""
+    try:
+        yield from _decoded_blocks(path, proxy)
+    except Exception as exc:  # gzip/isal/OS errors of many types for a corrupt or truncated file
+        raise ValueError(f"{path}: cannot read as NIfTI ({type(exc).__name__}: {exc})") from exc
+
+
+def _decoded_blocks(path: Path, proxy: ArrayProxy) -> Iterator[np.ndarray]:
+    with open(path, "rb") as fh:
+        gzipped = fh.read(2) == _GZIP_MAGIC
+        fh.seek(0)
+        stream = _Inflater(fh.read()) if gzipped else fh
+        stream.read(int(proxy.offset))
+        total = int(np.prod([int(n) for n in proxy.shape])) * proxy.dtype.itemsize
+        step = max(proxy.dtype.itemsize, STREAM_BYTES - STREAM_BYTES % proxy.dtype.itemsize)
+        for start in range(0, total, step):
+            block = stream.read(min(step, total - start))
+            if len(block) != min(step, total - start):
+                raise EOFError(f"voxel data ends after {start + len(block)} of {total} bytes")
+            yield np.frombuffer(block, dtype=proxy.dtype)
+        if gzipped:
+            cast(_Inflater, stream).finish()
+
+
+def _stream_float_labels(path: Path, proxy: ArrayProxy) -> np.ndarray:
+    """``validated_labels`` of an unscaled float map (``_is_plain_float``) without its float array: a first pass checks
+    every block (finite, whole numbers, within int32) and finds the range, a second casts each block into the label
+    array of the dtype that range needs (uint8 or int32). Same array, same errors (their examples the smallest values)."""
+    lo, hi, nonfinite = np.inf, -np.inf, False
+    fractional: np.ndarray = np.empty(0)
+    beyond: np.ndarray = np.empty(0)
+    int32 = np.iinfo(np.int32)
+    for block in _voxel_blocks(path, proxy):
+        finite = np.isfinite(block)
+        nonfinite |= not finite.all()
+        values = block[finite] if not finite.all() else block
+        whole = np.mod(values, 1) == 0
+        if not whole.all():
+            fractional = np.unique(np.concatenate([fractional, values[~whole]]))[:5]
+        if values.size:
+            lo, hi = min(lo, float(values.min())), max(hi, float(values.max()))
+            out_of_range = (values < int32.min) | (values > int32.max)
+            if out_of_range.any():
+                beyond = np.unique(np.concatenate([beyond, values[out_of_range]]))[:5]
+    if nonfinite:
+        raise ValueError(f"{path}: label map contains NaN or infinite values")
+    if fractional.size:
+        raise ValueError(f"{path}: label map contains non-integer values, e.g. {fractional.tolist()}")
+    if beyond.size:
+        raise ValueError(f"{path}: label values beyond the int32 range, e.g. {beyond.tolist()}")
+    dtype = np.uint8 if lo >= 0 and hi < 256 else np.int32
+    out = np.empty(int(np.prod([int(n) for n in proxy.shape])), dtype=dtype)
+    start = 0
+    for block in _voxel_blocks(path, proxy):
+        out[start : start + block.size] = block
+        start += block.size
+    return out.reshape(tuple(int(n) for n in proxy.shape), order="F")
 
 
 def load_nifti_nonzero(path: Path) -> tuple[NonzeroCrop, nib.Nifti1Image]:
