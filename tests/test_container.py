@@ -253,10 +253,9 @@ def test_a_faulty_container_leaves_a_reason_and_nothing_written(runtime: contain
 
 
 def test_a_container_past_its_time_limit_is_killed_and_removed(runtime: container.Runtime, image: str, step_files: tuple[Path, Path]) -> None:
-    start = time.perf_counter()
     result = _misbehave(runtime, image, step_files, PARTIAL + "sleep 600", timeout_s=3.0)
     assert result.exit_status is None and result.reason == f"stopped at the time limit of 3.0 s; container {result.name} killed and removed"
-    assert time.perf_counter() - start < 30.0
+    assert runtime.call("container", "exists", result.name).returncode != 0, "the killed container is still there"
     assert list(step_files[1].iterdir()) == []
 
 
