@@ -1,7 +1,8 @@
 """The leaderboard site: static HTML with plotly, generated from results JSON only.
 
 Modules by job: ``site`` (build_site), ``pages`` (HTML pages), ``tables`` (sortable tables),
-``figures`` (plotly figures), ``common`` (formats, model marks, verdicts), ``assets`` (CSS, JS),
+``figures`` (plotly figures), ``numbers`` (how a number is printed), ``marks`` (what stands beside a model's name),
+``pairs`` (the verdicts' words), ``audit`` (the audit's rates), ``document`` and ``markup`` (shared names and HTML), ``assets`` (CSS, JS),
 ``summary`` (the leaderboard for MLflow: headline metrics, its table, the runs view). The compare stage logs
 ``standalone_dataset_page`` and the summary to MLflow.
 """

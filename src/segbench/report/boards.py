@@ -14,7 +14,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
-from .common import Results, kind
+from .document import Results
+from .marks import kind
 
 TITLE = "How often is a published #1 real?"
 

@@ -18,7 +18,9 @@ from segbench.stats.heads import ci_words
 from segbench.stats.results import Consensus, Settings, Structure
 from segbench.stats.verdicts import format_level
 
-from .common import Cell, Models, ci_head, ci_level, digits, display_order, fmt, fmt_p, is_ranked, short_mark
+from .document import Cell, Models
+from .marks import display_order, is_ranked, short_mark
+from .numbers import ci_head, ci_level, digits, fmt, fmt_p
 
 ROW_HEIGHT = 26
 # Per-case points are drawn individually up to this many cases; above it only the box and outliers.

@@ -11,7 +11,10 @@ from segbench.stats.audited import LESIONS as NOT_AUDITED
 from segbench.stats.results import Analysis, Lesions
 
 from . import tables
-from .common import Models, Results, audit_of, disclosure, fmt, slug
+from .audit import audit_of
+from .document import Models, Results
+from .markup import disclosure, slug
+from .numbers import fmt
 
 #: what each lesion-wise metric is, in words a reader of the table needs
 METRIC_WORDS = {

@@ -15,7 +15,8 @@ from segbench.stats.heads import shown_mean
 from segbench.stats.missing_cases import coverage_text
 from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS
 
-from .common import Cell, Results, identical_note
+from .document import Cell, Results
+from .marks import identical_note
 
 #: how many structures the runs table's view shows (a published set may have a hundred; the rest are a column choice away)
 VIEW_STRUCTURES = 8

@@ -9,37 +9,20 @@ from typing import Any
 from segbench.stats.results import Identical, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
 from segbench.stats.verdicts import format_level, pair_verdict, wilcoxon_text
 
-from .common import (
+from .audit import CellAudit, audit_legend, audit_margin, audit_of, coverage_note, limit_note, type1_note
+from .document import Cell, Models, Results
+from .marks import display_order, identical_text, is_ranked, kind, markers
+from .numbers import ci_head, ci_level, digits, estimate_html, fmt, fmt_rank
+from .pairs import (
     VERDICT_ORDER,
-    Cell,
-    CellAudit,
-    Models,
-    Results,
     against_source,
-    audit_legend,
-    audit_margin,
-    audit_of,
     ci_favoured,
-    ci_head,
-    ci_level,
-    coverage_note,
     diff_text,
-    digits,
-    display_order,
-    estimate_html,
-    fmt,
-    fmt_rank,
-    identical_text,
     intervals_note,
-    is_ranked,
-    kind,
-    limit_note,
-    markers,
     next_verdict,
     p_rank1_text,
     pair,
     tied_first_note,
-    type1_note,
     verdict_words,
     wilcoxon_winner,
 )
@@ -131,7 +114,7 @@ def answers(results: Results, link_of: Callable[[str, str], str], structures: Se
 
 def leaderboard(cell: Cell, models: Models, metric: str, audit: CellAudit, structure: str, settings: Settings) -> str:
     """Models in rank order: mean [95% CI] with its audited coverage, median, P(rank 1), rank interval, verdict versus the
-    next one (the audited type-I error of "separable" once, in the caption). ``audit``: the cell's ``common.audit_of``;
+    next one (the audited type-I error of "separable" once, in the caption). ``audit``: the cell's ``audit.audit_of``;
     ``settings``: the analysis' (the CI's confidence)."""
     n = digits(cell)
     coverage = coverage_note(audit, structure)

@@ -19,25 +19,11 @@ from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.results import Verdict, VerdictPair
 from segbench.stats.verdicts import CODE_WORDS
 
-from .common import (
-    Cell,
-    Results,
-    audit_of,
-    audit_words,
-    ci_head,
-    ci_level,
-    coverage_notes,
-    display_order,
-    estimate,
-    fmt_rank,
-    identical_note,
-    markers,
-    next_verdict,
-    own_case_lines,
-    p_rank1_text,
-    tied_first_note,
-    unit_sentence,
-)
+from .audit import audit_of, audit_words
+from .document import Cell, Results
+from .marks import coverage_notes, display_order, identical_note, markers, own_case_lines, unit_sentence
+from .numbers import ci_head, ci_level, estimate, fmt_rank
+from .pairs import next_verdict, p_rank1_text, tied_first_note
 from .summary import TABLE_COLUMNS, leaderboard_table
 
 #: the output formats: text for reading, md for pasting, tsv and json one row per dataset, structure, metric and model
@@ -68,7 +54,7 @@ def _kinds_line(results: Results, sources: bool = True) -> str:
 
 
 def _ci_head(results: Results, cells: Iterable[Cell]) -> str:
-    """'mean [95% CI]' at the level the ``cells``' CIs are computed at (``common.ci_head``)."""
+    """'mean [95% CI]' at the level the ``cells``' CIs are computed at (``numbers.ci_head``)."""
     return ci_head(ci_level(cell, results["analysis"]["settings"]) for cell in cells)
 
 

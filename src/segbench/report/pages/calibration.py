@@ -13,7 +13,9 @@ from segbench.stats.audited import MARGIN
 from segbench.stats.verdicts import format_level
 
 from .. import figures, tables
-from ..common import disclosure, format_points, identical_text, slug
+from ..marks import identical_text
+from ..markup import disclosure, slug
+from ..numbers import format_points
 from .frame import METHODOLOGY_DOC, Results, nav_bar, render
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ..common import disclosure, slug
+from ..markup import disclosure, slug
 from .frame import Results, nav_bar, render
 
 #: the page's file name in the site

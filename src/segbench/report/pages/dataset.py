@@ -11,8 +11,11 @@ from segbench.stats.heads import ci_words
 from segbench.stats.results import DatasetBlock, VerdictChanges
 
 from .. import figures, tables
-from ..common import against_source, disclosure, fmt, identical_counts, pair, slug, unit_sentence
 from ..lesions import lesion_section
+from ..marks import identical_counts, unit_sentence
+from ..markup import disclosure, slug
+from ..numbers import fmt
+from ..pairs import against_source, pair
 from .frame import Results, nav_bar, notes, plots, render, structure_page_name
 from .structure import ALIGNMENTS, alignment_text, co_winners, source_text, structure_body
 
@@ -67,7 +70,7 @@ def _dataset_body(results: Results, link: Callable[[str, str], str]) -> str:
 
 
 def _unit_headline(results: Results) -> str:
-    """A clustered set's first line (``common.unit_sentence``), its sensitivity analysis linked; nothing for a set
+    """A clustered set's first line (``marks.unit_sentence``), its sensitivity analysis linked; nothing for a set
     without a cluster field."""
     sentence = unit_sentence(results)
     if not sentence:

@@ -12,7 +12,9 @@ from plotly.offline import get_plotlyjs
 
 from .. import figures
 from ..assets import CSS, JS
-from ..common import Results, coverage_notes, identical_note, kind, slug
+from ..document import Results
+from ..marks import coverage_notes, identical_note, kind
+from ..markup import slug
 
 PAGE = Template("""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">

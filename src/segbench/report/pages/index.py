@@ -7,7 +7,8 @@ from __future__ import annotations
 import html
 
 from ..boards import summary_html
-from ..common import Models, kind
+from ..document import Models
+from ..marks import kind
 from .crossdataset import CROSS_DATASET_PAGE
 from .frame import CALIBRATION_PAGE, Results, dataset_page_name, nav_bar, render
 

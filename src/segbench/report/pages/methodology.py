@@ -12,7 +12,7 @@ from string import Template
 from segbench.stats.verdicts import format_level
 
 from .. import tables
-from ..common import kind
+from ..marks import kind
 from .frame import METHODOLOGY_DOC, Results, dataset_page_name, nav_bar, render
 
 PROTOCOL = Template("""

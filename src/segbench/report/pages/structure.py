@@ -11,7 +11,12 @@ from typing import Any
 from segbench.stats.results import SourceCell
 
 from .. import figures, tables
-from ..common import Cell, audit_of, disclosure, display_order, estimate, fmt, own_case_lines, p_rank1_text, slug, source_co_winners, ties_note, verdict_html
+from ..audit import audit_of
+from ..document import Cell
+from ..marks import display_order, own_case_lines
+from ..markup import disclosure, slug
+from ..numbers import estimate, fmt
+from ..pairs import p_rank1_text, source_co_winners, ties_note, verdict_html
 from .frame import Results, nav_bar, notes, plots, render
 
 
