@@ -4,7 +4,8 @@ Per-case rows come from four places: a score bundle (``scores/<set>/<model>/``, 
 interact stages), its copy logged to MLflow (which compare reads back), a published score file (the import stage's
 readers) and the scoring of predictions. Each reader calls :func:`check_rows` where the rows enter, so a number out of
 its metric's range (a flipped bit, a hand edit, a published file in percent) stops there, naming the file, the row
-and the value, and never reaches a leaderboard. The rule per column is written once, here (``KINDS``).
+and the value, and never reaches a leaderboard. The rule per column is written once: a metric's in the metric table
+(``segbench.metrics``), another column's here, both in ``KINDS``.
 """
 
 from __future__ import annotations
@@ -14,26 +15,18 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-#: a share of cases, voxels or lesions: a number in [0, 1]
-FRACTION = "fraction"
-#: a distance or volume (mm, mL): a finite number >= 0 (a missing or empty mask scores the case's worst distance,
-#: the diagonal of its reference grid: finite too, docs/methodology.md#4-empty-masks-and-missing-predictions)
-MEASURE = "measure"
-#: a count (lesions, instances, a label id): a whole number >= 0
-COUNT = "count"
-#: a flag of the row (True or False)
-FLAG = "flag"
+from segbench.metrics import COUNT, FLAG, FRACTION, MEASURE, names
 
-#: each metric or column of a rows table -> its kind; a cell left empty (a metric not defined for the row: a structure
-#: the reference lacks, a lesion quality without a matched lesion) is no value and is not checked here
-KINDS: dict[str, str] = {
-    **dict.fromkeys(("dice", "iou", "nsd", "det_precision", "det_recall", "det_f1", "precision", "recall", "f1", "rq",
-                     "sq_dice", "sq_iou", "pq_dice", "pq_iou", "lesion_dice"), FRACTION),
-    **dict.fromkeys(("hd", "hd95", "assd", "masd", "lesion_hd95", "worst_case_value_mm", "nsd_tolerance_mm",
-                     "reference_volume_ml", "prediction_volume_ml", "fp_volume_ml", "fn_volume_ml"), MEASURE),
-    **dict.fromkeys(("n_reference", "n_prediction", "tp", "fp", "fn", "reference_id"), COUNT),
-    **dict.fromkeys(("reference_present", "prediction_present", "prediction_missing", "worst_case"), FLAG),
+#: the columns of a rows table that are no metric of the metric table, by kind
+OTHER_COLUMNS: dict[str, tuple[str, ...]] = {
+    MEASURE: ("worst_case_value_mm", "nsd_tolerance_mm", "reference_volume_ml", "prediction_volume_ml", "fp_volume_ml", "fn_volume_ml"),
+    COUNT: ("n_reference", "n_prediction", "tp", "fp", "fn", "reference_id"),
+    FLAG: ("reference_present", "prediction_present", "prediction_missing", "worst_case"),
 }
+#: each metric or column of a rows table -> its kind: the metrics' from the metric table (``segbench.metrics``), then the
+#: other columns', kind by kind; a cell left empty (a metric not defined for the row: a structure the reference lacks, a
+#: lesion quality without a matched lesion) is no value and is not checked here
+KINDS: dict[str, str] = {name: k for k in (FRACTION, MEASURE, COUNT, FLAG) for name in (*names(kind=k), *OTHER_COLUMNS.get(k, ()))}
 #: columns named by a prefix: the recall in each lesion-volume stratum (``recall_lt_10ml``, ...)
 PREFIX_KINDS: dict[str, str] = {"recall_": FRACTION}
 

@@ -1,13 +1,16 @@
 """A metric's unit and the decimals its values print with: one convention for the score stage's MLflow run records
 (``segbench.stages.bundles``) and every view of the statistics (``segbench.stats.verdicts``)."""
 
-_DISTANCES_MM = frozenset({"hd", "hd95", "assd", "masd"})
+from segbench.metrics import metric as table_row
 
 
 def unit(metric: str) -> str:
-    """The unit of a metric's values: 'mm' for surface distances (also the lesion-wise ones, ``lesion_hd95``,
-    ``sq_hd95``), '' for overlap scores in [0, 1]."""
-    return "mm" if metric.lower().rsplit("_", 1)[-1] in _DISTANCES_MM else ""
+    """The unit of a metric's values, from the metric table (``segbench.metrics``): 'mm' for surface distances, '' for
+    overlap scores in [0, 1]; a name the table does not hold takes the unit of the metric after its last '_' (``sq_hd``:
+    the SQ of ``hd``), '' if that is none either (the interactive protocol's ``DSC_AUC``)."""
+    name = metric.lower()
+    row = table_row(name) or table_row(name.rsplit("_", 1)[-1])
+    return row.unit if row else ""
 
 
 def base_digits(higher_is_better: bool) -> int:

@@ -20,6 +20,7 @@ import pandas as pd
 from segauge.metrics.detection import detection_scores
 from segauge.metrics.distance import SurfaceDistances
 
+from segbench.metrics import REGION, analysed, names
 from segbench.scoring.geometry import check_same_grid, check_spacing, resample_to_reference
 from segbench.scoring.labelmaps import (
     NonzeroCrop,
@@ -34,9 +35,9 @@ from segbench.scoring.labelmaps import (
 from segbench.scoring.profiles import Profile, get_profile
 from segbench.scoring.settings import DEFAULT_PROFILE, DETECTION_METRICS, HIGHER_IS_BETTER, METRICS, Region
 
-DISTANCE_METRICS: tuple[str, ...] = ("hd", "hd95", "assd", "masd")
+DISTANCE_METRICS: tuple[str, ...] = names(REGION, unit="mm")
 #: the metrics a scored dataset's leaderboards analyse (and its MLflow runs' headline means), and whether higher is better
-ANALYZED_METRICS: dict[str, bool] = {m: HIGHER_IS_BETTER[m] for m in ("dice", "iou", "nsd", "hd95", "assd")}
+ANALYZED_METRICS: dict[str, bool] = analysed()
 A = TypeVar("A")
 T = TypeVar("T")
 HD95_DEFINITION = get_profile(DEFAULT_PROFILE).hd95_definition
@@ -127,8 +128,14 @@ def dice_iou(pred: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     return 2 * tp / (2 * tp + fp + fn), tp / (tp + fp + fn)
 
 
+def empty_mask_values(one_empty: bool, worst: float) -> dict[str, float]:
+    """Every region metric when a mask is empty (docs/methodology.md#4-empty-masks-and-missing-predictions): with one
+    mask empty a score (higher is better) is 0 and a distance the case's ``worst``; with both empty 1 and 0."""
+    return {m: (0.0 if one_empty else 1.0) if HIGHER_IS_BETTER[m] else (worst if one_empty else 0.0) for m in METRICS}
+
+
 def _worst_case_row(base: dict, worst: float) -> dict:
-    return base | {"dice": 0.0, "iou": 0.0, "nsd": 0.0, **{m: worst for m in DISTANCE_METRICS}, "worst_case": True}
+    return base | empty_mask_values(True, worst) | {"worst_case": True}
 
 
 def _region_columns(ref: np.ndarray, pred: np.ndarray, region: Region) -> dict:
@@ -152,7 +159,7 @@ def _score_region(
     (before any profile sees the masks), the profile's surface metrics, and the surface distances they used (``sd``:
     already measured on the same masks)."""
     if not row["reference_present"] and not row["prediction_present"]:
-        return row | {"dice": 1.0, "iou": 1.0, "nsd": 1.0, **{m: 0.0 for m in DISTANCE_METRICS}}, None
+        return row | empty_mask_values(False, worst), None
     if row["reference_present"] != row["prediction_present"]:
         return _worst_case_row(row, worst), None
     if sd is None:

@@ -28,6 +28,7 @@ from scipy import ndimage
 from scipy.optimize import linear_sum_assignment
 from segauge.metrics.distance import SurfaceDistances
 
+from segbench.metrics import REGION, directions, names
 from segbench.scoring.labelmaps import nonzero_box
 from segbench.scoring.profiles import Profile, Spacing, edge_voxel_distances, get_profile
 
@@ -39,7 +40,8 @@ CONNECTIVITY: dict[int, np.ndarray] = {
     26: np.array([[0, -1, 1], [-1, 0, 1], [-1, -1, 1], [-1, 1, 1]]),
 }
 MATCHING_METRICS: tuple[str, ...] = ("iou", "dice")
-INSTANCE_METRICS: tuple[str, ...] = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
+#: a lesion's metrics: a region's (``segbench.metrics.TABLE``)
+INSTANCE_METRICS: tuple[str, ...] = names(REGION)
 #: Margin (voxels) of a pair's box: the array's edge never touches a mask whose surface is measured.
 BOX_MARGIN = 2
 TABLE_COLUMNS: tuple[str, ...] = ("status", "reference_id", "prediction_ids", "reference_volume_ml", "prediction_volume_ml", *INSTANCE_METRICS)
@@ -484,7 +486,7 @@ def _table(labelled: Labelled, matching: Matching, spacing: Spacing, profile: Le
     ov, ref_labels, pred_labels = labelled.overlap, labelled.ref_labels, labelled.pred_labels
     ml = float(np.prod(spacing)) / 1000.0
     tol = min(spacing) if profile.nsd_tolerance_mm is None else profile.nsd_tolerance_mm
-    miss = {"dice": 0.0, "iou": 0.0, "nsd": 0.0, **{m: profile.unmatched_distance_mm for m in ("hd", "hd95", "assd", "masd")}}
+    miss = {m: 0.0 if up else profile.unmatched_distance_mm for m, up in directions(INSTANCE_METRICS).items()}
     rows = []
     for r, preds in enumerate(matching.preds, start=1):
         row = {"reference_id": r, "prediction_ids": ";".join(map(str, preds)), "reference_volume_ml": ov.ref_voxels[r] * ml,

@@ -12,12 +12,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-METRICS: tuple[str, ...] = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
-DETECTION_METRICS: tuple[str, ...] = ("det_precision", "det_recall", "det_f1")
-HIGHER_IS_BETTER: dict[str, bool] = {
-    **{m: m in ("dice", "iou", "nsd") for m in METRICS},
-    **{m: True for m in DETECTION_METRICS},
-}
+from segbench.metrics import DETECTION, REGION, directions, names
+
+#: the metrics of each region, then those of a detection region (``segbench.metrics.TABLE``)
+METRICS: tuple[str, ...] = names(REGION)
+DETECTION_METRICS: tuple[str, ...] = names(DETECTION)
+HIGHER_IS_BETTER: dict[str, bool] = directions([*METRICS, *DETECTION_METRICS])
 #: the metric-definition profiles (``profiles.PROFILES``) by name; ``scoring.profile`` defaults to the first
 PROFILE_NAMES: tuple[str, ...] = ("segauge", "deepmind", "meshmetrics", "monai")
 DEFAULT_PROFILE = "segauge"

@@ -28,17 +28,19 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from segbench.metrics import directions
+
 from .analysis import analyze
 from .results import Analysis, Lesions
 from .sensitivity import compare_analyses
 from .settings import StatsSettings
 
 #: the case-unit metrics (column of the lesion rows -> higher is better)
-CASE_METRICS: dict[str, bool] = {"rq": True, "pq_dice": True, "recall": True, "lesion_dice": True, "lesion_hd95": False}
+CASE_METRICS: dict[str, bool] = directions(("rq", "pq_dice", "recall", "lesion_dice", "lesion_hd95"))
 #: SQ, over the cases where every model matched a lesion
-MATCHED_METRICS: dict[str, bool] = {"sq_dice": True, "sq_nsd": True, "sq_hd95": False}
+MATCHED_METRICS: dict[str, bool] = directions(("sq_dice", "sq_nsd", "sq_hd95"))
 #: the lesion-unit metrics (column of the per-lesion table, ``detected`` derived from its status)
-LESION_METRICS: dict[str, bool] = {"dice": True, "nsd": True, "hd95": False, "detected": True}
+LESION_METRICS: dict[str, bool] = directions(("dice", "nsd", "hd95", "detected"))
 #: the metadata field that clusters lesion rows: their case
 CLUSTER_FIELD = "case"
 
