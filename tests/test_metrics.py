@@ -18,10 +18,42 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 BEFORE_METRICS = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")
 BEFORE_DETECTION = ("det_precision", "det_recall", "det_f1")
 BEFORE_KINDS = {
-    **dict.fromkeys(("dice", "iou", "nsd", "det_precision", "det_recall", "det_f1", "precision", "recall", "f1", "rq",
-                     "sq_dice", "sq_iou", "pq_dice", "pq_iou", "lesion_dice"), rows.FRACTION),
-    **dict.fromkeys(("hd", "hd95", "assd", "masd", "lesion_hd95", "worst_case_value_mm", "nsd_tolerance_mm",
-                     "reference_volume_ml", "prediction_volume_ml", "fp_volume_ml", "fn_volume_ml"), rows.MEASURE),
+    **dict.fromkeys(
+        (
+            "dice",
+            "iou",
+            "nsd",
+            "det_precision",
+            "det_recall",
+            "det_f1",
+            "precision",
+            "recall",
+            "f1",
+            "rq",
+            "sq_dice",
+            "sq_iou",
+            "pq_dice",
+            "pq_iou",
+            "lesion_dice",
+        ),
+        rows.FRACTION,
+    ),
+    **dict.fromkeys(
+        (
+            "hd",
+            "hd95",
+            "assd",
+            "masd",
+            "lesion_hd95",
+            "worst_case_value_mm",
+            "nsd_tolerance_mm",
+            "reference_volume_ml",
+            "prediction_volume_ml",
+            "fp_volume_ml",
+            "fn_volume_ml",
+        ),
+        rows.MEASURE,
+    ),
     **dict.fromkeys(("n_reference", "n_prediction", "tp", "fp", "fn", "reference_id"), rows.COUNT),
     **dict.fromkeys(("reference_present", "prediction_present", "prediction_missing", "worst_case"), rows.FLAG),
 }
@@ -34,12 +66,23 @@ def _unit_before(metric: str) -> str:
 def test_derived_lists_keep_their_order_and_content() -> None:
     assert settings.METRICS == BEFORE_METRICS
     assert settings.DETECTION_METRICS == BEFORE_DETECTION
-    assert list(settings.HIGHER_IS_BETTER.items()) == [*((m, m in ("dice", "iou", "nsd")) for m in BEFORE_METRICS),
-                                                       *((m, True) for m in BEFORE_DETECTION)]
+    assert list(settings.HIGHER_IS_BETTER.items()) == [*((m, m in ("dice", "iou", "nsd")) for m in BEFORE_METRICS), *((m, True) for m in BEFORE_DETECTION)]
     assert engine.DISTANCE_METRICS == ("hd", "hd95", "assd", "masd")
     assert list(engine.ANALYZED_METRICS.items()) == [("dice", True), ("iou", True), ("nsd", True), ("hd95", False), ("assd", False)]
-    assert engine.COLUMNS == ("case_id", "structure", "reference_present", "prediction_present", "prediction_missing", *BEFORE_METRICS,
-                              *BEFORE_DETECTION, "worst_case", "worst_case_value_mm", "nsd_tolerance_mm", "hd95_definition", "metric_profile")
+    assert engine.COLUMNS == (
+        "case_id",
+        "structure",
+        "reference_present",
+        "prediction_present",
+        "prediction_missing",
+        *BEFORE_METRICS,
+        *BEFORE_DETECTION,
+        "worst_case",
+        "worst_case_value_mm",
+        "nsd_tolerance_mm",
+        "hd95_definition",
+        "metric_profile",
+    )
     assert instances.INSTANCE_METRICS == BEFORE_METRICS
     assert instances.TABLE_COLUMNS == ("status", "reference_id", "prediction_ids", "reference_volume_ml", "prediction_volume_ml", *BEFORE_METRICS)
     assert list(rows.KINDS.items()) == list(BEFORE_KINDS.items())
@@ -50,15 +93,31 @@ def test_derived_lists_keep_their_order_and_content() -> None:
 
 
 def test_unit_is_the_rule_it_was() -> None:
-    names = [*BEFORE_KINDS, *lesions.CASE_METRICS, *lesions.MATCHED_METRICS, *lesions.LESION_METRICS, *(f"sq_{m}" for m in BEFORE_METRICS),
-             "HD95", "Dice", "DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final", "TotalRunningTime", "recall_lt_10ml", "", "x_masd", "hd95_definition"]
+    names = [
+        *BEFORE_KINDS,
+        *lesions.CASE_METRICS,
+        *lesions.MATCHED_METRICS,
+        *lesions.LESION_METRICS,
+        *(f"sq_{m}" for m in BEFORE_METRICS),
+        "HD95",
+        "Dice",
+        "DSC_AUC",
+        "NSD_AUC",
+        "DSC_Final",
+        "NSD_Final",
+        "TotalRunningTime",
+        "recall_lt_10ml",
+        "",
+        "x_masd",
+        "hd95_definition",
+    ]
     assert {n: units.unit(n) for n in names} == {n: _unit_before(n) for n in names}
 
 
 #: a toy metric added the way docs/architecture.md says: one row of the table (set before any module derives its
 #: lists from it) plus its computation (here the distance between the two masks' centroids, hooked after a region's
 #: other metrics); everything else follows from the row
-TOY = r'''
+TOY = r"""
 import math
 from pathlib import Path
 
@@ -117,7 +176,7 @@ try:
 except rows_table.RowsError as refused:
     assert "column 'centroid_mm': -1.0 is not a finite number >= 0" in str(refused), refused
 print("toy metric flows")
-'''
+"""
 
 
 def test_a_toy_metric_is_one_table_row_plus_its_computation(tmp_path: Path) -> None:
