@@ -57,18 +57,26 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     metrics = [pan.Metric.DSC, pan.Metric.IOU, pan.Metric.HD, pan.Metric.HD95, pan.Metric.ASSD, pan.Metric.NSD]
     panoptica = pan.Panoptica_Evaluator(
-        expected_input=pan.InputType.SEMANTIC, instance_approximator=pan.ConnectedComponentsInstanceApproximator(),
-        instance_matcher=pan.NaiveThresholdMatching(pan.Metric.IOU, 0.5), instance_metrics=metrics, global_metrics=[],
-        edge_case_handler=EdgeCaseHandler({m: MetricZeroTPEdgeCaseHandling(default_result=EdgeCaseResult.NAN) for m in metrics}))
+        expected_input=pan.InputType.SEMANTIC,
+        instance_approximator=pan.ConnectedComponentsInstanceApproximator(),
+        instance_matcher=pan.NaiveThresholdMatching(pan.Metric.IOU, 0.5),
+        instance_metrics=metrics,
+        global_metrics=[],
+        edge_case_handler=EdgeCaseHandler({m: MetricZeroTPEdgeCaseHandling(default_result=EdgeCaseResult.NAN) for m in metrics}),
+    )
     with contextlib.redirect_stdout(io.StringIO()):  # its notice on the duplicate labels of the BraTS groups
         brats_eval = pan.Panoptica_Evaluator.load_from_config(brats.config_path("mets"))
-    print(f"panoptica {pan.__version__ if hasattr(pan, '__version__') else '2.1.7'}, brats-evaluation 0.0.10, numpy {np.__version__}; "
-          f"best of {args.repeat}, one thread, whole label maps")
-    print(f"{'case':<11} {'structure':<9} {'shape':<16} {'lesions':>7} | {'segbench':>8} {'panoptica':>9} {'ratio':>6} |"
-          f" {'segbench':>8} {'brats':>7} {'ratio':>6}")
+    print(
+        f"panoptica {pan.__version__ if hasattr(pan, '__version__') else '2.1.7'}, brats-evaluation 0.0.10, numpy {np.__version__}; "
+        f"best of {args.repeat}, one thread, whole label maps"
+    )
+    print(
+        f"{'case':<11} {'structure':<9} {'shape':<16} {'lesions':>7} | {'segbench':>8} {'panoptica':>9} {'ratio':>6} |"
+        f" {'segbench':>8} {'brats':>7} {'ratio':>6}"
+    )
     ratios_p, ratios_b = [], []
     for case in args.cases:
-        labels, spacing = load_case(ROOT / "data" / "kits23" / "labels", case, margin=10 ** 6)
+        labels, spacing = load_case(ROOT / "data" / "kits23" / "labels", case, margin=10**6)
         for structure, label in STRUCTURES.items():
             ref, pred = simulate_lesions(labels, label, spacing)
             if not ref.any():
@@ -78,15 +86,15 @@ def main() -> None:
             ours_p = best(lambda: score_lesions(ref, pred, spacing, "panoptica"), args.repeat)
             theirs_p = best(lambda: panoptica.evaluate(pred_u8, ref_u8, voxelspacing=spacing, verbose=False), args.repeat)
             ours_b = best(lambda: score_lesions(ref, pred, spacing, "brats"), args.repeat)
-            theirs_b = best(lambda: brats_eval.evaluate(pred_u8 * 3, ref_u8 * 3, voxelspacing=spacing, skip_groups=["wt", "tc", "rc"]),
-                            args.repeat)
+            theirs_b = best(lambda: brats_eval.evaluate(pred_u8 * 3, ref_u8 * 3, voxelspacing=spacing, skip_groups=["wt", "tc", "rc"]), args.repeat)
             ratios_p.append(theirs_p / ours_p)
             ratios_b.append(theirs_b / ours_b)
-            print(f"{case:<11} {structure:<9} {str(ref.shape):<16} {n_ref:>7} | {ours_p:>7.3f}s {theirs_p:>8.3f}s {ratios_p[-1]:>5.1f}x |"
-                  f" {ours_b:>7.3f}s {theirs_b:>6.3f}s {ratios_b[-1]:>5.1f}x")
+            print(
+                f"{case:<11} {structure:<9} {str(ref.shape):<16} {n_ref:>7} | {ours_p:>7.3f}s {theirs_p:>8.3f}s {ratios_p[-1]:>5.1f}x |"
+                f" {ours_b:>7.3f}s {theirs_b:>6.3f}s {ratios_b[-1]:>5.1f}x"
+            )
     geo = lambda r: float(np.exp(np.mean(np.log(r))))  # noqa: E731
-    print(f"geometric mean ratio: panoptica {geo(ratios_p):.1f}x (min {min(ratios_p):.1f}x), brats-evaluation {geo(ratios_b):.1f}x "
-          f"(min {min(ratios_b):.1f}x)")
+    print(f"geometric mean ratio: panoptica {geo(ratios_p):.1f}x (min {min(ratios_p):.1f}x), brats-evaluation {geo(ratios_b):.1f}x (min {min(ratios_b):.1f}x)")
 
 
 if __name__ == "__main__":

@@ -48,12 +48,31 @@ TOLERANCE = dict.fromkeys(METRICS, 1e-4)
 #: What MeshMetrics' venv gets from PyPI besides MeshMetrics' own source (its setup.py pins none).
 PINS = ("numpy==2.4.6", "vtk==9.7.1", "SimpleITK==2.5.7", "SimpleITKUtilities==0.3.0")
 #: 5 mm, 3 mm, 2.5 mm, 2 mm, 1 mm and 0.5 mm slice cases.
-CASES = ("case_00011", "case_00012", "case_00017", "case_00020", "case_00021", "case_00024", "case_00028",
-         "case_00006", "case_00007", "case_00008", "case_00015",
-         "case_00016", "case_00018", "case_00025",
-         "case_00040", "case_00084",
-         "case_00002", "case_00003", "case_00014",
-         "case_00000", "case_00001", "case_00005", "case_00022")
+CASES = (
+    "case_00011",
+    "case_00012",
+    "case_00017",
+    "case_00020",
+    "case_00021",
+    "case_00024",
+    "case_00028",
+    "case_00006",
+    "case_00007",
+    "case_00008",
+    "case_00015",
+    "case_00016",
+    "case_00018",
+    "case_00025",
+    "case_00040",
+    "case_00084",
+    "case_00002",
+    "case_00003",
+    "case_00014",
+    "case_00000",
+    "case_00001",
+    "case_00005",
+    "case_00022",
+)
 
 
 def meshmetrics_python(venv: Path, git_dir: Path) -> tuple[Path, str]:
@@ -115,8 +134,9 @@ def main(argv: list[str] | None = None) -> int:
                 np.savez(path, pred=p, ref=g, spacing=spacing, tolerance=tolerance)
                 rows.append({"case": case, "spacing": spacing, "mix": mix, "region": region, "path": str(path), "ours": ours, "seconds": seconds})
         env = os.environ | {"OMP_NUM_THREADS": "1", "VTK_SMP_MAX_THREADS": "1", "VTK_SMP_BACKEND_IN_USE": "Sequential"}
-        done = subprocess.run([str(python), str(ROOT / "benchmarks" / "meshmetrics_worker.py"), *(r["path"] for r in rows)],
-                              check=True, capture_output=True, text=True, env=env).stdout.splitlines()
+        done = subprocess.run(
+            [str(python), str(ROOT / "benchmarks" / "meshmetrics_worker.py"), *(r["path"] for r in rows)], check=True, capture_output=True, text=True, env=env
+        ).stdout.splitlines()
     theirs = {d["path"]: d for d in map(json.loads, done)}
     worst = dict.fromkeys(METRICS, 0.0)
     t_ours = t_theirs = 0.0
@@ -128,12 +148,16 @@ def main(argv: list[str] | None = None) -> int:
         worst = {m: max(worst[m], diffs[m]) for m in METRICS}
         t_ours += r["seconds"]
         t_theirs += th["seconds"]
-        print(f"{r['case']} {'x'.join(f'{s:.3g}' for s in r['spacing'])} {r['mix']} {r['region']} {r['seconds']:.3f} {th['seconds']:.3f} "
-              f"{th['seconds'] / r['seconds']:.1f}x " + " ".join(f"{diffs[m]:.1e}" for m in METRICS))
+        print(
+            f"{r['case']} {'x'.join(f'{s:.3g}' for s in r['spacing'])} {r['mix']} {r['region']} {r['seconds']:.3f} {th['seconds']:.3f} "
+            f"{th['seconds'] / r['seconds']:.1f}x " + " ".join(f"{diffs[m]:.1e}" for m in METRICS)
+        )
     within = all(worst[m] <= TOLERANCE[m] for m in METRICS)
     n = len({r["case"] for r in rows})
-    print(f"{n} cases, {len(rows)} regions: profile {t_ours / n:.3f} s/case, MeshMetrics {t_theirs / n:.3f} s/case, {t_theirs / t_ours:.1f}x; "
-          f"max abs diff {', '.join(f'{m} {v:.1e}' for m, v in worst.items())}; {'within' if within else 'OUTSIDE'} tolerance")
+    print(
+        f"{n} cases, {len(rows)} regions: profile {t_ours / n:.3f} s/case, MeshMetrics {t_theirs / n:.3f} s/case, {t_theirs / t_ours:.1f}x; "
+        f"max abs diff {', '.join(f'{m} {v:.1e}' for m, v in worst.items())}; {'within' if within else 'OUTSIDE'} tolerance"
+    )
     return 0 if within else 1
 
 

@@ -69,11 +69,15 @@ def main(argv: list[str] | None = None) -> int:
             totals[0] += t_ours
             totals[1] += t_pkg
             n_surfels = len(deepmind_surface_distances(g, g, spacing).d_gp)
-            print(f"{case} {'x'.join(f'{s:.3g}' for s in spacing)} {region} {n_surfels} {t_ours:.3f} {t_pkg:.3f} {t_pkg / t_ours:.1f}x "
-                  + " ".join(f"{diffs[m]:.1e}" for m in METRICS))
+            print(
+                f"{case} {'x'.join(f'{s:.3g}' for s in spacing)} {region} {n_surfels} {t_ours:.3f} {t_pkg:.3f} {t_pkg / t_ours:.1f}x "
+                + " ".join(f"{diffs[m]:.1e}" for m in METRICS)
+            )
     n = len(args.cases)
-    print(f"per case (all regions): profile {totals[0] / n:.3f} s, package {totals[1] / n:.3f} s, {totals[1] / totals[0]:.1f}x; "
-          f"max abs diff {', '.join(f'{m} {v:.1e}' for m, v in worst.items())}")
+    print(
+        f"per case (all regions): profile {totals[0] / n:.3f} s, package {totals[1] / n:.3f} s, {totals[1] / totals[0]:.1f}x; "
+        f"max abs diff {', '.join(f'{m} {v:.1e}' for m, v in worst.items())}"
+    )
     return 0
 
 

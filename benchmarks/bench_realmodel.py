@@ -33,8 +33,18 @@ def run_once(folder: Path) -> tuple[float, float, str]:
     (folder / "in").mkdir(parents=True)
     (folder / "in" / "ct.nii.gz").symlink_to(CT)
     (folder / "cases.txt").write_text("ct\n", encoding="utf-8")
-    argv = [str(ENV_PYTHON), str(SCRIPT), "--input", str(folder / "in"), "--output", str(folder / "out"), "--cases",
-            str(folder / "cases.txt"), "--weights", str(ROOT / "models" / "pyliverlesionseg")]
+    argv = [
+        str(ENV_PYTHON),
+        str(SCRIPT),
+        "--input",
+        str(folder / "in"),
+        "--output",
+        str(folder / "out"),
+        "--cases",
+        str(folder / "cases.txt"),
+        "--weights",
+        str(ROOT / "models" / "pyliverlesionseg"),
+    ]
     start = time.perf_counter()
     process = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
@@ -71,8 +81,10 @@ def main() -> None:
     walls = sorted(r[0] for r in runs)
     peaks = sorted(r[1] for r in runs)
     median_wall, median_peak = walls[len(walls) // 2], peaks[len(peaks) // 2]
-    lines = [f"# python benchmarks/bench_realmodel.py --runs {args.runs}  (commit {commit}, {len(os.sched_getaffinity(0))} cores, "
-             f"load average {load_before:.1f} before, {load_after:.1f} after)"]
+    lines = [
+        f"# python benchmarks/bench_realmodel.py --runs {args.runs}  (commit {commit}, {len(os.sched_getaffinity(0))} cores, "
+        f"load average {load_before:.1f} before, {load_after:.1f} after)"
+    ]
     lines += [f"run {i + 1}    {wall:6.1f} s  {peak:5.2f} GB  mask sha256 {digest[:16]}" for i, (wall, peak, digest) in enumerate(runs)]
     lines.append(f"median   {median_wall:6.1f} s  {median_peak:5.2f} GB")
     lines.append(f"reruns byte-identical: {'yes' if len({r[2] for r in runs}) == 1 else 'NO'} ({args.runs} runs)")
@@ -81,8 +93,9 @@ def main() -> None:
     print(text, end="")
     before = committed()
     if before:
-        print(f"committed: {before[0]:.1f} s, {before[1]:.2f} GB; today / committed: {median_wall / before[0]:.2f}x time, "
-              f"{median_peak / before[1]:.2f}x memory")
+        print(
+            f"committed: {before[0]:.1f} s, {before[1]:.2f} GB; today / committed: {median_wall / before[0]:.2f}x time, {median_peak / before[1]:.2f}x memory"
+        )
     if args.write:
         RESULTS.write_text(text, encoding="utf-8")
 

@@ -47,10 +47,11 @@ def run_repro(project: Path) -> tuple[dict[str, float], float]:
     As on a fresh machine: the clone's own source (``src`` first on PYTHONPATH, ahead of whichever checkout the
     editable install points to) and an empty numba cache in the clone, so the first stage that compiles pays it."""
     start = time.perf_counter()
-    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(project / "src"), os.environ.get("PYTHONPATH")])),
-                        "NUMBA_CACHE_DIR": str(project / ".numba-cache")}
-    process = subprocess.Popen(["dvc", "repro"], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               stdin=subprocess.DEVNULL, env=env)
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(project / "src"), os.environ.get("PYTHONPATH")])),
+        "NUMBA_CACHE_DIR": str(project / ".numba-cache"),
+    }
+    process = subprocess.Popen(["dvc", "repro"], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL, env=env)
     assert process.stdout is not None
     lines = [(time.perf_counter() - start, line) for line in process.stdout]
     if process.wait() != 0:
@@ -79,8 +80,9 @@ def main() -> None:
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
-    lines = [f"# python benchmarks/bench_repro_stages.py  (commit {head}, {os.cpu_count()} cores, load average {load_before:.1f} before, "
-             f"{load_after:.1f} after)"]
+    lines = [
+        f"# python benchmarks/bench_repro_stages.py  (commit {head}, {os.cpu_count()} cores, load average {load_before:.1f} before, {load_after:.1f} after)"
+    ]
     lines += [f"{name:<48} {s:7.1f} s" for name, s in sorted(seconds.items(), key=lambda item: -item[1])]
     committed = committed_total()
     ratio = f"; committed {committed:.0f} s, today / committed {total / committed:.2f}" if committed else ""

@@ -67,8 +67,10 @@ def track(uri: str, size: dict[str, int], fingerprints_file: Path) -> None:
         tracking.log_bundle(bundle, uri)
     wall = time.perf_counter() - start
     fingerprints_file.write_text(json.dumps({b.record["tags"]["segbench.model"]: b.fingerprint for b in made}), encoding="utf-8")
-    print(f"track: {len(made)} runs, {n_rows:,} SIMULATED per-case rows, one process, wall {wall:.1f} s, "
-          f"{n_rows / wall:,.0f} rows/s, peak RSS {peak_rss_gb():.2f} GB")
+    print(
+        f"track: {len(made)} runs, {n_rows:,} SIMULATED per-case rows, one process, wall {wall:.1f} s, "
+        f"{n_rows / wall:,.0f} rows/s, peak RSS {peak_rss_gb():.2f} GB"
+    )
 
 
 def compare(uri: str, fingerprints_file: Path) -> None:
@@ -80,9 +82,11 @@ def compare(uri: str, fingerprints_file: Path) -> None:
     settings = StatsSettings()
     analyze(runs.rows, metrics=METRICS, settings=settings, subgroup_fields=FIELDS)
     wall = time.perf_counter() - start
-    print(f"compare: read {len(runs.rows):,} rows of {len(runs.run_ids)} runs from the server in {read:.1f} s, "
-          f"stats.analyze (n_resamples={settings.n_resamples:,}, subgroups {', '.join(FIELDS)}) {wall - read:.1f} s; "
-          f"wall {wall:.1f} s (goal <= 60 s), peak RSS {peak_rss_gb():.2f} GB (goal <= 2 GB)")
+    print(
+        f"compare: read {len(runs.rows):,} rows of {len(runs.run_ids)} runs from the server in {read:.1f} s, "
+        f"stats.analyze (n_resamples={settings.n_resamples:,}, subgroups {', '.join(FIELDS)}) {wall - read:.1f} s; "
+        f"wall {wall:.1f} s (goal <= 60 s), peak RSS {peak_rss_gb():.2f} GB (goal <= 2 GB)"
+    )
 
 
 def child(*args: str) -> None:
@@ -99,8 +103,11 @@ def main() -> None:
         step, uri, fingerprints = args.child
         track(uri, size, Path(fingerprints)) if step == "track" else compare(uri, Path(fingerprints))
         return
-    print(f"SIMULATED rows: {size['n_cases']:,} cases x {size['n_models']} models x {size['n_structures']} structures x dice, nsd; "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"SIMULATED rows: {size['n_cases']:,} cases x {size['n_models']} models x {size['n_structures']} structures x dice, nsd; "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp, tracking_server(Path(tmp)) as server:
         print(f"tracking server: MLflow on PostgreSQL 15, proxied artifacts, {server.uri}", flush=True)
         fingerprints = str(Path(tmp) / "fingerprints.json")

@@ -83,8 +83,7 @@ def committed_figures(path: Path = RESULTS) -> dict[str, float]:
         return {}
     text = path.read_text()
     out = {}
-    for key, pattern in (("decode", r"decode floor\s+([0-9.]+) s/case"), ("engine", r"engine\s+([0-9.]+) s/case"),
-                         ("ratio", r"engine/decode = ([0-9.]+)x")):
+    for key, pattern in (("decode", r"decode floor\s+([0-9.]+) s/case"), ("engine", r"engine\s+([0-9.]+) s/case"), ("ratio", r"engine/decode = ([0-9.]+)x")):
         found = re.search(pattern, text)
         if found:
             out[key] = float(found.group(1))
@@ -202,18 +201,26 @@ def main() -> None:
     dec_kept, eng_kept = np.mean([t["decode"] for t in kept]), np.mean([t["engine"] for t in kept])
     committed = committed_figures()
     print(f"\nload average {os.getloadavg()[0]:.1f} (1 min) on {os.cpu_count()} cores")
-    print(f"{len(files)} cases ({', '.join(sorted(set(kinds)))}); segauge on cases {seg_idx}; floor and engine: fastest of "
-          f"{args.repeat} per case, each setting in a fresh process of its own (segauge in a third)")
+    print(
+        f"{len(files)} cases ({', '.join(sorted(set(kinds)))}); segauge on cases {seg_idx}; floor and engine: fastest of "
+        f"{args.repeat} per case, each setting in a fresh process of its own (segauge in a third)"
+    )
     print(f"decode floor  {dec:8.3f} s/case   (nibabel's load in a process with glibc's default allocator)")
     print(f"engine        {eng:8.3f} s/case   engine/decode = {eng / dec:.2f}x (target <= 1.5x)")
-    print(f"sensitivity, the allocator keeping its heap ({' '.join(f'{k}={v}' for k, v in KEPT_HEAP.items())}): decode floor "
-          f"{dec_kept:.3f} s/case (the inflate alone: no page faulted in), engine {eng_kept:.3f} s/case, engine/decode = "
-          f"{eng_kept / dec_kept:.2f}x")
+    print(
+        f"sensitivity, the allocator keeping its heap ({' '.join(f'{k}={v}' for k, v in KEPT_HEAP.items())}): decode floor "
+        f"{dec_kept:.3f} s/case (the inflate alone: no page faulted in), engine {eng_kept:.3f} s/case, engine/decode = "
+        f"{eng_kept / dec_kept:.2f}x"
+    )
     if committed.keys() >= {"decode", "engine", "ratio"}:
-        print(f"committed     decode {committed['decode']:.3f} s/case, engine {committed['engine']:.3f} s/case, "
-              f"engine/decode = {committed['ratio']:.2f}x ({RESULTS.name}; its own cases and machine load)")
-        print(f"today/committed: engine/decode ratio {eng / dec / committed['ratio']:.2f}, engine s/case "
-              f"{eng / committed['engine']:.2f}, decode s/case {dec / committed['decode']:.2f}")
+        print(
+            f"committed     decode {committed['decode']:.3f} s/case, engine {committed['engine']:.3f} s/case, "
+            f"engine/decode = {committed['ratio']:.2f}x ({RESULTS.name}; its own cases and machine load)"
+        )
+        print(
+            f"today/committed: engine/decode ratio {eng / dec / committed['ratio']:.2f}, engine s/case "
+            f"{eng / committed['engine']:.2f}, decode s/case {dec / committed['decode']:.2f}"
+        )
     if seg:
         seg_s, eng_sub = np.mean([t["seconds"] for t in seg]), np.mean([timed[i]["engine"] for i in seg_idx])
         print(f"segauge       {seg_s:8.3f} s/case   segauge/engine = {seg_s / eng_sub:.1f}x (same {len(seg)} cases)")

@@ -49,8 +49,10 @@ FIGURES = {
 
 def committed() -> tuple[str, dict[str, list[float]]]:
     """The commit that last changed the results file and its figures per line prefix (empty without git)."""
+
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout
+
     commit = git("log", "-1", "--format=%h", "--", RESULTS).strip()
     figures = {}
     for line in git("show", f"{commit}:{RESULTS}").splitlines() if commit else []:
@@ -100,19 +102,24 @@ def timed(fn, *args, **kwargs) -> tuple[object, float, float]:
 
 def touchstone() -> None:
     rows = read_touchstone(TOUCHSTONE)
-    results, w_full, c_full = timed(analyze, rows, metrics=METRICS, settings=StatsSettings(), subgroup_fields=FIELDS,
-                                    cluster_field=CLUSTER_FIELD)
+    results, w_full, c_full = timed(analyze, rows, metrics=METRICS, settings=StatsSettings(), subgroup_fields=FIELDS, cluster_field=CLUSTER_FIELD)
     n_tests, w_loop, c_loop = timed(wilcoxon_loop, results)
     load = os.getloadavg()
     print(f"load average {load[0]:.1f} (5 min {load[1]:.1f}) on {os.cpu_count()} cores")
-    print(f"touchstone: complete analysis (B=10,000, {len(results['structures'])} organs x 2 metrics, "
-          f"subgroups {', '.join(FIELDS)}, clustered by {CLUSTER_FIELD}): wall {w_full:.2f} s, cpu {c_full:.2f} s "
-          + beside("touchstone: complete analysis", [w_full, c_full], ("wall", "cpu")))
-    print(f"touchstone: per-pair scipy.stats.wilcoxon loop + Holm ({n_tests} tests): "
-          f"wall {w_loop:.2f} s, cpu {c_loop:.2f} s " + beside("touchstone: per-pair scipy.stats.wilcoxon loop", [w_loop, c_loop], ("wall", "cpu")))
+    print(
+        f"touchstone: complete analysis (B=10,000, {len(results['structures'])} organs x 2 metrics, "
+        f"subgroups {', '.join(FIELDS)}, clustered by {CLUSTER_FIELD}): wall {w_full:.2f} s, cpu {c_full:.2f} s "
+        + beside("touchstone: complete analysis", [w_full, c_full], ("wall", "cpu"))
+    )
+    print(
+        f"touchstone: per-pair scipy.stats.wilcoxon loop + Holm ({n_tests} tests): "
+        f"wall {w_loop:.2f} s, cpu {c_loop:.2f} s " + beside("touchstone: per-pair scipy.stats.wilcoxon loop", [w_loop, c_loop], ("wall", "cpu"))
+    )
     ratios = [w_full / w_loop, c_full / c_loop]
-    print(f"touchstone: ratio complete / wilcoxon-loop: wall {ratios[0]:.2f}, cpu {ratios[1]:.2f} (target: wall <= 0.5) "
-          + beside("touchstone: ratio complete / wilcoxon-loop", ratios, ("wall", "cpu")))
+    print(
+        f"touchstone: ratio complete / wilcoxon-loop: wall {ratios[0]:.2f}, cpu {ratios[1]:.2f} (target: wall <= 0.5) "
+        + beside("touchstone: ratio complete / wilcoxon-loop", ratios, ("wall", "cpu"))
+    )
 
 
 def simulated_rows(n_cases: int = 5160, n_models: int = 20, n_structures: int = 9, seed: int = 0) -> pd.DataFrame:
@@ -120,12 +127,14 @@ def simulated_rows(n_cases: int = 5160, n_models: int = 20, n_structures: int = 
     rng = np.random.default_rng(seed)
     cases = np.array([f"case_{i:05d}" for i in range(n_cases)])
     structures = [f"organ_{s}" for s in range(n_structures)]
-    meta = pd.DataFrame({
-        "case_id": cases,
-        "meta.gender": rng.choice(["f", "m"], n_cases),
-        "meta.manufacturer": rng.choice(["ge", "philips", "siemens", "toshiba"], n_cases, p=[0.3, 0.2, 0.45, 0.05]),
-        "meta.age_band": age_band(pd.Series(rng.normal(60, 14, n_cases).round())).to_numpy(),
-    })
+    meta = pd.DataFrame(
+        {
+            "case_id": cases,
+            "meta.gender": rng.choice(["f", "m"], n_cases),
+            "meta.manufacturer": rng.choice(["ge", "philips", "siemens", "toshiba"], n_cases, p=[0.3, 0.2, 0.45, 0.05]),
+            "meta.age_band": age_band(pd.Series(rng.normal(60, 14, n_cases).round())).to_numpy(),
+        }
+    )
     frames = []
     for s in structures:
         present = rng.random(n_cases) > 0.05
@@ -133,10 +142,18 @@ def simulated_rows(n_cases: int = 5160, n_models: int = 20, n_structures: int = 
         for m in range(n_models):
             dice = np.clip(0.85 + 0.004 * m + difficulty + rng.normal(0, 0.05, n_cases), 0, 1)
             nsd = np.clip(dice - 0.05 + rng.normal(0, 0.03, n_cases), 0, 1)
-            frames.append(pd.DataFrame({
-                "model": f"model_{m:02d}", "case_id": cases, "structure": s, "reference_present": present,
-                "dice": np.where(present, dice, np.nan), "nsd": np.where(present, nsd, np.nan),
-            }))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "model": f"model_{m:02d}",
+                        "case_id": cases,
+                        "structure": s,
+                        "reference_present": present,
+                        "dice": np.where(present, dice, np.nan),
+                        "nsd": np.where(present, nsd, np.nan),
+                    }
+                )
+            )
     return pd.concat(frames, ignore_index=True).merge(meta, on="case_id")
 
 
@@ -145,10 +162,11 @@ def jhh() -> None:
     _, wall, cpu = timed(analyze, rows, metrics=METRICS, settings=StatsSettings(), subgroup_fields=FIELDS)
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # Linux: KiB
     load = os.getloadavg()
-    print(f"jhh-scale (5,160 cases x 20 models x 9 organs x 2 metrics, B=10,000, 3 subgroup fields): "
-          f"wall {wall:.1f} s, cpu {cpu:.1f} s (target: wall <= 15 s), peak RSS of the process {peak_gb:.2f} GB "
-          f"(target <= 1 GB); load average {load[0]:.1f} (5 min {load[1]:.1f}) "
-          + beside("jhh-scale", [wall, cpu, peak_gb], ("wall", "cpu", "GB")))
+    print(
+        f"jhh-scale (5,160 cases x 20 models x 9 organs x 2 metrics, B=10,000, 3 subgroup fields): "
+        f"wall {wall:.1f} s, cpu {cpu:.1f} s (target: wall <= 15 s), peak RSS of the process {peak_gb:.2f} GB "
+        f"(target <= 1 GB); load average {load[0]:.1f} (5 min {load[1]:.1f}) " + beside("jhh-scale", [wall, cpu, peak_gb], ("wall", "cpu", "GB"))
+    )
 
 
 def main() -> None:

@@ -40,8 +40,7 @@ def profile(path: str) -> None:
     total = sum(t.values())
     print(
         f"{path.split('/')[-1]} spacing={tuple(round(s, 3) for s in spacing)} crop={ref.shape} "
-        f"faces {len(mg.faces)}->{len(sg.faces)} total {total:.2f}s: "
-        + ", ".join(f"{k} {v:.2f}s ({100 * v / total:.0f}%)" for k, v in t.items())
+        f"faces {len(mg.faces)}->{len(sg.faces)} total {total:.2f}s: " + ", ".join(f"{k} {v:.2f}s ({100 * v / total:.0f}%)" for k, v in t.items())
     )
 
 

@@ -97,8 +97,10 @@ def main() -> None:
         def cell(name: str) -> str:
             return f"{p[name]:.3f} ± {np.sqrt(p[name] * (1 - p[name]) / R):.3f}"
 
-        print(f"{label:32} {sum(sizes):4d} {icc:6.3f} | {cell('case'):>13} | {cell('cluster'):>17} {w['cluster'] / w['case']:6.2f} | "
-              f"{cell('stage1'):>13} {w['stage1'] / w['case']:6.2f}")
+        print(
+            f"{label:32} {sum(sizes):4d} {icc:6.3f} | {cell('case'):>13} | {cell('cluster'):>17} {w['cluster'] / w['case']:6.2f} | "
+            f"{cell('stage1'):>13} {w['stage1'] / w['case']:6.2f}"
+        )
     print(f"\n{time.perf_counter() - start:.1f} s for {len(SETTINGS)} settings x {R} data sets x 3 bootstraps of {B} resamples")
 
 

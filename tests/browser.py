@@ -163,7 +163,12 @@ class Browser:
                 visit.remote_requests.append(params["request"]["url"])
 
     def visit(
-        self, page: Path | str, screenshot: Path | None = None, script: str | None = None, width: int = 1280, max_height: int = 16000,
+        self,
+        page: Path | str,
+        screenshot: Path | None = None,
+        script: str | None = None,
+        width: int = 1280,
+        max_height: int = 16000,
         ready: str = PLOTS_READY,
     ) -> Visit:
         """Load a local page (or a URL), wait for every plot, collect errors; optionally run a script (its
@@ -176,8 +181,7 @@ class Browser:
         try:
             for domain in ("Runtime", "Log", "Page", "Network"):
                 self.send(f"{domain}.enable", session=session)
-            self.send("Emulation.setDeviceMetricsOverride",
-                      {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session)
+            self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session)
             self.send("Page.navigate", {"url": url}, session)
             deadline = time.monotonic() + self.timeout
             while True:
@@ -195,8 +199,7 @@ class Browser:
             if screenshot is not None:
                 size = self.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
                 height = min(int(size["height"]) + 1, max_height)
-                self.send("Emulation.setDeviceMetricsOverride",
-                          {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
+                self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
                 time.sleep(0.5)  # let plotly's responsive relayout settle at the new size
                 data = self.send("Page.captureScreenshot", {"format": "png"}, session)["data"]
                 screenshot.parent.mkdir(parents=True, exist_ok=True)

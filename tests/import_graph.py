@@ -89,9 +89,10 @@ def graph(src: Path = SRC, parents: bool = True) -> dict[str, frozenset[str]]:
     """Module -> the segbench modules its own statements import; with ``parents`` also the packages Python runs first
     (what loading them loads: the stage-dependency test), without them only the modules the statements name (the
     modules a module uses: the layer and cycle test)."""
-    return {name: frozenset(imported_modules(import_nodes(ast.parse(path.read_text(encoding="utf-8")), root_package=name == PACKAGE),
-                                             name, src, parents))
-            for name, path in module_files(src).items()}
+    return {
+        name: frozenset(imported_modules(import_nodes(ast.parse(path.read_text(encoding="utf-8")), root_package=name == PACKAGE), name, src, parents))
+        for name, path in module_files(src).items()
+    }
 
 
 def closure(starts: Iterable[str], src: Path = SRC) -> set[str]:

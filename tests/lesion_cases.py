@@ -59,7 +59,7 @@ def simulate_lesions(labels: np.ndarray, label: int, spacing: tuple[float, float
     big = by_size[0]
     box = boxes[big - 1]
     mid = (box[0].start + box[0].stop) // 2
-    pred[mid:mid + 2][comp[mid:mid + 2] == big] = False
+    pred[mid : mid + 2][comp[mid : mid + 2] == big] = False
     if len(by_size) >= 3:
         a, b = (np.array(ndimage.center_of_mass(comp == i)) for i in by_size[1:3])
         pred |= _segment(ref.shape, a, b, 1)
@@ -72,5 +72,5 @@ def simulate_lesions(labels: np.ndarray, label: int, spacing: tuple[float, float
     if len(room):
         centre = room[np.random.default_rng(seed).integers(len(room))]
         grid = np.indices(ref.shape, sparse=True)
-        pred |= sum(((g - c) * s) ** 2 for g, c, s in zip(grid, centre, spacing, strict=True)) <= 4.0 ** 2
+        pred |= sum(((g - c) * s) ** 2 for g, c, s in zip(grid, centre, spacing, strict=True)) <= 4.0**2
     return ref, pred

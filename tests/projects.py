@@ -46,8 +46,9 @@ class Experiment:
         return ["interactive/dvc.yaml"] if self.interactive else []
 
 
-SMALL = Experiment((f"model=[{','.join(SMALL_MODELS)}]", f"dataset.kits23.cases=[{','.join(SMALL_CASES)}]", "stats.n_resamples=500",
-                    f"published=[{SMALL_PUBLISHED}]"))
+SMALL = Experiment(
+    (f"model=[{','.join(SMALL_MODELS)}]", f"dataset.kits23.cases=[{','.join(SMALL_CASES)}]", "stats.n_resamples=500", f"published=[{SMALL_PUBLISHED}]")
+)
 
 #: where the data lie: relative to a project, resolved into this repo's data/ for a working folder
 _DATA_KEYS = ("path", "reference_dir", "metadata_file")
@@ -123,10 +124,14 @@ def _move_store(db: Path, source: str, target: str) -> None:
         tables = [name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         cells = [(table, column) for table in tables for (_, column, *_) in con.execute(f'PRAGMA table_info("{table}")')]
         for table, column in cells:
-            con.execute(f'UPDATE "{table}" SET "{column}" = replace("{column}", ?1, ?2) WHERE typeof("{column}") = \'text\' AND instr("{column}", ?1)',
-                        (source, target))
-        left = [f"{table}.{column}" for table, column in cells
-                if con.execute(f'SELECT 1 FROM "{table}" WHERE instr(CAST("{column}" AS BLOB), CAST(?1 AS BLOB)) LIMIT 1', (source,)).fetchone()]
+            con.execute(
+                f'UPDATE "{table}" SET "{column}" = replace("{column}", ?1, ?2) WHERE typeof("{column}") = \'text\' AND instr("{column}", ?1)', (source, target)
+            )
+        left = [
+            f"{table}.{column}"
+            for table, column in cells
+            if con.execute(f'SELECT 1 FROM "{table}" WHERE instr(CAST("{column}" AS BLOB), CAST(?1 AS BLOB)) LIMIT 1', (source,)).fetchone()
+        ]
     assert not left, f"{db} still names {source} in {left}"
 
 

@@ -93,8 +93,23 @@ def postgres(database: str = "mlflow") -> Iterator[Postgres]:
     pwfile.chmod(0o600)
     started = False
     try:
-        _run(_as_postgres_user([str(PG_BIN / "initdb"), "-D", str(data), "-U", pg.user, f"--pwfile={pwfile}", "--auth=scram-sha-256",
-                                "-E", "UTF8", "--no-sync", "--no-instructions"]))
+        _run(
+            _as_postgres_user(
+                [
+                    str(PG_BIN / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    pg.user,
+                    f"--pwfile={pwfile}",
+                    "--auth=scram-sha-256",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                    "--no-instructions",
+                ]
+            )
+        )
         pwfile.unlink()
         options = f"-c listen_addresses=127.0.0.1 -p {pg.port} -c unix_socket_directories='' -c fsync=off"
         _run(_as_postgres_user([str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(home / "postgres.log"), "-o", options, "-w", "start"]))
@@ -143,8 +158,23 @@ def mlflow_server(backend_uri: str, workdir: Path, workers: int = 2, secrets_env
     uri = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if k != "SEGBENCH_TRACKING_URI"}
     env.update(secrets_env or {}, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
-    args = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri, "--artifacts-destination", str(artifacts),
-            "--serve-artifacts", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+    args = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        backend_uri,
+        "--artifacts-destination",
+        str(artifacts),
+        "--serve-artifacts",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
     with log.open("wb") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:

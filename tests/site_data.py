@@ -62,12 +62,15 @@ def touchstone_results(folder: Path, out: Path, organs: tuple[str, ...]) -> Path
     metrics = {"dice": True, "nsd": True}
     fields = ["gender", "age_band"]
     analysis = analyze(rows, metrics=metrics, settings=SETTINGS, subgroup_fields=fields, cluster_field="institute")
-    models = {
-        m: _model(m.replace("_", " "), "published", source=TOUCHSTONE_SOURCE) for m in sorted(rows["model"].unique())
-    }
+    models = {m: _model(m.replace("_", " "), "published", source=TOUCHSTONE_SOURCE) for m in sorted(rows["model"].unique())}
     results = _envelope(
-        "touchstone_totalsegmentator", "Touchstone on TotalSegmentator (published per-case scores)", models, metrics,
-        analysis, licence="CC BY 4.0", citation="Bassi et al., Touchstone Benchmark, NeurIPS 2024",
+        "touchstone_totalsegmentator",
+        "Touchstone on TotalSegmentator (published per-case scores)",
+        models,
+        metrics,
+        analysis,
+        licence="CC BY 4.0",
+        citation="Bassi et al., Touchstone Benchmark, NeurIPS 2024",
     )
     results["dataset"]["source_case_alignment"] = "pairwise_complete"  # as conf/published/touchstone_totalsegmentator.yaml states
     write_json_atomic(out, results)
@@ -95,14 +98,21 @@ def kits_like_results(metadata: Path, out: Path) -> Path:
             for i, case in enumerate(cases):
                 present = structure == "kidney_and_mass" or bool(tumor_present[i])
                 dice = float(np.clip(level + shift + noise[i], 0, 1)) if present else np.nan
-                records.append({
-                    "model": model, "case_id": case, "structure": structure, "reference_present": present,
-                    "dice": dice, "nsd": dice if not present else float(np.clip(dice + 0.05, 0, 1)),
-                    "hd95": np.nan if not present else float(30 * (1 - dice) + 1),
-                    "assd": np.nan if not present else float(8 * (1 - dice) + 0.3),
-                    "worst_case": bool(present and dice == 0),
-                    "meta.gender": meta["gender"][i], "meta.malignant": meta["malignant"][i],
-                })
+                records.append(
+                    {
+                        "model": model,
+                        "case_id": case,
+                        "structure": structure,
+                        "reference_present": present,
+                        "dice": dice,
+                        "nsd": dice if not present else float(np.clip(dice + 0.05, 0, 1)),
+                        "hd95": np.nan if not present else float(30 * (1 - dice) + 1),
+                        "assd": np.nan if not present else float(8 * (1 - dice) + 0.3),
+                        "worst_case": bool(present and dice == 0),
+                        "meta.gender": meta["gender"][i],
+                        "meta.malignant": meta["malignant"][i],
+                    }
+                )
     rows = pd.DataFrame(records)
     rows["meta.age_band"] = age_band(meta.set_index("case_id").loc[rows["case_id"], "age_at_nephrectomy"]).to_numpy()
     metrics = {"dice": True, "hd95": False, "assd": False}
@@ -115,10 +125,14 @@ def kits_like_results(metadata: Path, out: Path) -> Path:
     # another metric-definition profile: the same Dice, HD95 stretched per case (more for the erode model), so some orders flip
     stretch = np.where(rows["model"] == "sim_erode_1mm", 0.7, 1.0) * rng.uniform(0.9, 1.1, len(rows))
     profile_rows = rows.assign(metric_profile="deepmind", hd95=rows["hd95"] * stretch)
-    results_sensitivity = sensitivity(analysis, rows, profile_rows, baseline_profile="segauge", metrics=metrics, settings=SETTINGS,
-                                      contaminated=contaminated)
+    results_sensitivity = sensitivity(analysis, rows, profile_rows, baseline_profile="segauge", metrics=metrics, settings=SETTINGS, contaminated=contaminated)
     results = _envelope(
-        "kits23", "KiTS23-like test data", models, metrics, analysis, licence="CC BY-NC-SA 4.0",
+        "kits23",
+        "KiTS23-like test data",
+        models,
+        metrics,
+        analysis,
+        licence="CC BY-NC-SA 4.0",
         citation="Heller et al., The KiTS23 Challenge, 2023",
         regions={"kidney_and_mass": {"labels": [1, 2, 3], "nsd_tolerance_mm": 1.0331}},
     )
@@ -178,11 +192,19 @@ def segauge_results(path: Path, metadata: Path, out: Path) -> Path:
     metrics = {"dice": True, "hd95": False, "nsd": True, "assd": False}
     analysis = analyze(rows, metrics=metrics, settings=StatsSettings(n_resamples=2000))
     claims = rows.attrs["models"]
-    models = {m: _model(m, "published", tuple(c["contaminated_on"]), "kits23", source="segauge-benchmark " + path.name,
-                        licence=c["licence"]) for m, c in claims.items()}
+    models = {
+        m: _model(m, "published", tuple(c["contaminated_on"]), "kits23", source="segauge-benchmark " + path.name, licence=c["licence"])
+        for m, c in claims.items()
+    }
     results = _envelope(
-        "segauge_kits23_modal", "segauge-benchmark GPU run on 20 KiTS23 cases", models, metrics, analysis,
-        licence="Apache-2.0", citation="segauge-benchmark, github.com/RubenHaisma/segauge-benchmark", nsd_tolerance_mm={"kidney": 2.0},
+        "segauge_kits23_modal",
+        "segauge-benchmark GPU run on 20 KiTS23 cases",
+        models,
+        metrics,
+        analysis,
+        licence="Apache-2.0",
+        citation="segauge-benchmark, github.com/RubenHaisma/segauge-benchmark",
+        nsd_tolerance_mm={"kidney": 2.0},
     )
     results["hd95_definition"] = str(rows["hd95_definition"].iloc[0])
     results["source_analysis"] = beside_source(analysis, read_segauge_analysis(path))
@@ -202,14 +224,28 @@ def calibration_audit(out: Path, touchstone: Path | None = None) -> Path:
     rng = np.random.default_rng(0)
     base = rng.beta(30, 3, size=300)
     models = {"equal_a": 0.0, "equal_b": 0.0, "inward_1.5mm": 0.02}
-    rows = pd.DataFrame([
-        {"model": m, "case_id": f"case_{i:05d}", "structure": s, "reference_present": True, "dice": d, "hd95": 2.0 / max(d, 0.05)}
-        for s in ("kidney_and_mass", "tumor") for m, drop in models.items()
-        for i, d in enumerate(np.clip(base - drop + rng.normal(0, 0.01, 300), 0, 1))
-    ])
-    audit = calibration.audit(rows, models=tuple(models), equal=("equal_a", "equal_b"), structures=("kidney_and_mass", "tumor"),
-                              metrics={"dice": True, "hd95": False}, n_cases=(20, 40), draws=60, wilcoxon_draws=20, n_resamples=200,
-                              seed=0, settings=StatsSettings(), real=_real(touchstone))
+    rows = pd.DataFrame(
+        [
+            {"model": m, "case_id": f"case_{i:05d}", "structure": s, "reference_present": True, "dice": d, "hd95": 2.0 / max(d, 0.05)}
+            for s in ("kidney_and_mass", "tumor")
+            for m, drop in models.items()
+            for i, d in enumerate(np.clip(base - drop + rng.normal(0, 0.01, 300), 0, 1))
+        ]
+    )
+    audit = calibration.audit(
+        rows,
+        models=tuple(models),
+        equal=("equal_a", "equal_b"),
+        structures=("kidney_and_mass", "tumor"),
+        metrics={"dice": True, "hd95": False},
+        n_cases=(20, 40),
+        draws=60,
+        wilcoxon_draws=20,
+        n_resamples=200,
+        seed=0,
+        settings=StatsSettings(),
+        real=_real(touchstone),
+    )
     write_json_atomic(out, audit)
     return out
 
@@ -227,8 +263,11 @@ def _real(touchstone: Path | None) -> list:
 #: the dataset each test audit population's cases come from, as compare takes it from params.yaml
 AUDIT_DATA = {"simulated": "kits23", "touchstone_totalsegmentator": "totalsegmentator"}
 #: the audit source and data of each test results file, as compare sets them (stages.board_population)
-BOARD_SOURCES = {"kits23": ("simulated", "kits23"), "touchstone_totalsegmentator": ("touchstone_totalsegmentator", "totalsegmentator"),
-                 "segauge_kits23_modal": ("segauge_kits23_modal", "kits23")}
+BOARD_SOURCES = {
+    "kits23": ("simulated", "kits23"),
+    "touchstone_totalsegmentator": ("touchstone_totalsegmentator", "totalsegmentator"),
+    "segauge_kits23_modal": ("segauge_kits23_modal", "kits23"),
+}
 
 
 def add_audited(results_file: Path, audit_file: Path) -> Path:
@@ -238,15 +277,17 @@ def add_audited(results_file: Path, audit_file: Path) -> Path:
 
     audit = json.loads(audit_file.read_text(encoding="utf-8"))
     frames = calibration.tables(audit)
-    tables = AuditTables(pd.concat([frames["coverage"], frames["real_coverage"]], ignore_index=True),
-                         pd.concat([frames["type1"], frames["real_type1"]], ignore_index=True), audit["stats"], AUDIT_DATA,
-                         pd.concat([frames["levels"], frames["real_levels"]], ignore_index=True))
+    tables = AuditTables(
+        pd.concat([frames["coverage"], frames["real_coverage"]], ignore_index=True),
+        pd.concat([frames["type1"], frames["real_type1"]], ignore_index=True),
+        audit["stats"],
+        AUDIT_DATA,
+        pd.concat([frames["levels"], frames["real_levels"]], ignore_index=True),
+    )
     results = json.loads(results_file.read_text(encoding="utf-8"))
     source, data = BOARD_SOURCES[results["dataset"]["name"]]
     # compare computes the CIs at the audit's calibrated levels: the analysis re-derived at them
-    results["analysis"] = recompute(results["analysis"], ci_levels=level_provider(tables, source=source, data=data,
-                                                                                  settings=results["analysis"]["settings"]))
-    results["audited"] = audited_board(tables, results["analysis"], source=source, data=data,
-                                       lesions=audited_lesions if "lesions" in results else None)
+    results["analysis"] = recompute(results["analysis"], ci_levels=level_provider(tables, source=source, data=data, settings=results["analysis"]["settings"]))
+    results["audited"] = audited_board(tables, results["analysis"], source=source, data=data, lesions=audited_lesions if "lesions" in results else None)
     write_json_atomic(results_file, results)
     return results_file

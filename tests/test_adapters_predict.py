@@ -204,16 +204,28 @@ def test_the_published_image_config_runs_through_the_container_path(project: Pat
     wrapper = tmp_path / "TotalSegmentator"
     wrapper.write_text('#!/bin/sh\nexec python3 /workspace/TotalSegmentator.py "$@"\n', encoding="utf-8")
     wrapper.chmod(0o755)
-    recipe = dataclasses.replace(REGION_GROWING, tag="segbench-test-totalsegmentator-standin:latest", packages=("python3",), files={
-        "TotalSegmentator": wrapper, "TotalSegmentator.py": STANDINS / "TotalSegmentator.py", "_recording.py": STANDINS / "_recording.py"})
+    recipe = dataclasses.replace(
+        REGION_GROWING,
+        tag="segbench-test-totalsegmentator-standin:latest",
+        packages=("python3",),
+        files={"TotalSegmentator": wrapper, "TotalSegmentator.py": STANDINS / "TotalSegmentator.py", "_recording.py": STANDINS / "_recording.py"},
+    )
     built = build_image(recipe, default_cache())
     assert configured.image is not None
-    spec = dataclasses.replace(configured.image.spec, memory="2g", cpus=1.0, shm_size="64m",
-                               variables={**configured.image.spec.variables, "PATH": "/workspace:/usr/bin:/bin",
-                                          "SEGBENCH_STANDIN_RECORDINGS": "/recordings", "SEGBENCH_STANDIN_LOG": "/tmp/calls.jsonl"},
-                               mounts=(("{weights_dir}/totalsegmentator_roi", "/recordings"),))
-    model = dataclasses.replace(configured, image=dataclasses.replace(configured.image, archive=built.archive, sha256=built.sha256, reference=None,
-                                                                      spec=spec))
+    spec = dataclasses.replace(
+        configured.image.spec,
+        memory="2g",
+        cpus=1.0,
+        shm_size="64m",
+        variables={
+            **configured.image.spec.variables,
+            "PATH": "/workspace:/usr/bin:/bin",
+            "SEGBENCH_STANDIN_RECORDINGS": "/recordings",
+            "SEGBENCH_STANDIN_LOG": "/tmp/calls.jsonl",
+        },
+        mounts=(("{weights_dir}/totalsegmentator_roi", "/recordings"),),
+    )
+    model = dataclasses.replace(configured, image=dataclasses.replace(configured.image, archive=built.archive, sha256=built.sha256, reference=None, spec=spec))
     runtime = podman_runtime()
     use_runtime(monkeypatch, runtime)
     out = project / "predictions" / "amos22" / "totalsegmentator_roi_image"

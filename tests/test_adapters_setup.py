@@ -28,8 +28,15 @@ from segbench.models.weights import weights_status
 from segbench.validation import compose_params
 
 SUBSTITUTIONS = {
-    "python": "/usr/bin/python3", "input_dir": "/s/in", "output_dir": "/s/out", "cases_file": "/s/cases.txt",
-    "device": "cuda:1", "device_gpu": "gpu:1", "weights_dir": "/w", "adapters_dir": "/a", "case": "c1",
+    "python": "/usr/bin/python3",
+    "input_dir": "/s/in",
+    "output_dir": "/s/out",
+    "cases_file": "/s/cases.txt",
+    "device": "cuda:1",
+    "device_gpu": "gpu:1",
+    "weights_dir": "/w",
+    "adapters_dir": "/a",
+    "case": "c1",
 }
 
 

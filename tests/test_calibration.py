@@ -28,16 +28,18 @@ from segbench.stats import StatsSettings, calibration
 ROOT = Path(__file__).resolve().parents[1]
 
 #: the documented gate configuration (docs/methodology.md, "Calibration audit"): the default CI and separable verdict
-GATE = {"structure": "tumor", "n": 40, "method": StatsSettings().ci_method, "cases": 80,
-        "procedure": calibration.verdict_procedure(StatsSettings().to_dict())}
+GATE = {"structure": "tumor", "n": 40, "method": StatsSettings().ci_method, "cases": 80, "procedure": calibration.verdict_procedure(StatsSettings().to_dict())}
 
 
 def _rows(values: dict[str, np.ndarray], structure: str = "tumor") -> pd.DataFrame:
     """Score rows of models over cases from {model: dice values}."""
-    return pd.DataFrame([
-        {"model": model, "case_id": f"case_{i:05d}", "structure": structure, "reference_present": True, "dice": v, "hd95": 1.0 - v}
-        for model, column in values.items() for i, v in enumerate(column)
-    ])
+    return pd.DataFrame(
+        [
+            {"model": model, "case_id": f"case_{i:05d}", "structure": structure, "reference_present": True, "dice": v, "hd95": 1.0 - v}
+            for model, column in values.items()
+            for i, v in enumerate(column)
+        ]
+    )
 
 
 def test_population_checks_every_cell() -> None:
@@ -47,8 +49,9 @@ def test_population_checks_every_cell() -> None:
     assert len(cases) == 30 and values.shape == (2, 2, 30)
     assert np.allclose(values[1], 1.0 - values[0])
     with pytest.raises(ValueError, match=r"model 'b', case case_00003, tumor: dice is not a finite number"):
-        calibration.population(rows.assign(dice=np.where((rows["model"] == "b") & (rows["case_id"] == "case_00003"), np.nan, rows["dice"])),
-                               ["a", "b"], ["tumor"], ["dice"])
+        calibration.population(
+            rows.assign(dice=np.where((rows["model"] == "b") & (rows["case_id"] == "case_00003"), np.nan, rows["dice"])), ["a", "b"], ["tumor"], ["dice"]
+        )
     with pytest.raises(ValueError, match=r"model 'b', tumor: cases missing \['case_00007'\]"):
         calibration.population(rows.drop(rows.index[(rows["model"] == "b") & (rows["case_id"] == "case_00007")]), ["a", "b"], ["tumor"], ["dice"])
 
@@ -59,8 +62,19 @@ def test_coverage_and_type1_on_a_normal_population() -> None:
     rng = np.random.default_rng(1)
     base = rng.normal(0.8, 0.05, size=400)
     rows = _rows({"a": base + rng.normal(0, 0.02, 400), "b": base + rng.normal(0, 0.02, 400), "worse": base - 0.05 + rng.normal(0, 0.02, 400)})
-    result = calibration.audit(rows, models=("a", "b", "worse"), equal=("a", "b"), structures=("tumor",), metrics={"dice": True},
-                               n_cases=(60,), draws=400, wilcoxon_draws=100, n_resamples=500, seed=3, settings=StatsSettings())
+    result = calibration.audit(
+        rows,
+        models=("a", "b", "worse"),
+        equal=("a", "b"),
+        structures=("tumor",),
+        metrics={"dice": True},
+        n_cases=(60,),
+        draws=400,
+        wilcoxon_draws=100,
+        n_resamples=500,
+        seed=3,
+        settings=StatsSettings(),
+    )
     (percentile,) = [r for r in result["coverage"] if r["method"] == "percentile"]
     assert 0.92 <= percentile["rate"] <= 0.975 and percentile["mc_se"] == pytest.approx(np.sqrt(percentile["rate"] * (1 - percentile["rate"]) / 400))
     type1 = {r["procedure"]: r for r in result["type1"]}
@@ -78,8 +92,19 @@ def test_audit_counts_the_cases_each_model_left_identical_to_the_reference() -> 
     rng = np.random.default_rng(2)
     values = {m: rng.uniform(0.6, 0.95, size=40) for m in ("a", "b", "worse")}
     values["b"][[3, 17]] = 1.0
-    result = calibration.audit(_rows(values), models=("a", "b", "worse"), equal=("a", "b"), structures=("tumor",), metrics={"dice": True},
-                               n_cases=(20,), draws=20, wilcoxon_draws=5, n_resamples=50, seed=0, settings=StatsSettings())
+    result = calibration.audit(
+        _rows(values),
+        models=("a", "b", "worse"),
+        equal=("a", "b"),
+        structures=("tumor",),
+        metrics={"dice": True},
+        n_cases=(20,),
+        draws=20,
+        wilcoxon_draws=5,
+        n_resamples=50,
+        seed=0,
+        settings=StatsSettings(),
+    )
     assert result["identical_to_reference"] == {"a": {"cases": 0, "of": 40}, "b": {"cases": 2, "of": 40}, "worse": {"cases": 0, "of": 40}}
 
 
@@ -120,8 +145,20 @@ def test_audit_of_a_real_population(touchstone: pd.DataFrame) -> None:
     pair's sign-flip verdict errs at most 5 % (+ 2 MC SE)."""
     (pop,) = [p for p in calibration.ranked_populations(touchstone, "touchstone", {"dice": True}, (1, 2, 6)) if p.structure == "gall_bladder"]
     rows = _rows({"a": np.linspace(0.5, 0.9, 30), "b": np.linspace(0.52, 0.92, 30)})
-    result = calibration.audit(rows, models=("a", "b"), equal=("a", "b"), structures=("tumor",), metrics={"dice": True}, n_cases=(20, 200),
-                               draws=300, wilcoxon_draws=20, n_resamples=300, seed=0, settings=StatsSettings(), real=[([pop], 400, 30)])
+    result = calibration.audit(
+        rows,
+        models=("a", "b"),
+        equal=("a", "b"),
+        structures=("tumor",),
+        metrics={"dice": True},
+        n_cases=(20, 200),
+        draws=300,
+        wilcoxon_draws=20,
+        n_resamples=300,
+        seed=0,
+        settings=StatsSettings(),
+        real=[([pop], 400, 30)],
+    )
     real = result["real"]
     assert real["population"]["touchstone/gall_bladder"]["n_audited"] == [20] and pop.values.shape[2] < 200
     assert {(r["source"], r["structure"], r["n"]) for r in real["coverage"]} == {("touchstone", "gall_bladder", 20)}
@@ -149,8 +186,13 @@ def small_audit(tmp_path_factory: pytest.TempPathFactory) -> dict:
     raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     models = raw["calibration"]["models"]
     raw["calibration"] |= {
-        "models": {m: models[m] for m in ("equal_a", "equal_b", "inward_1.5mm")}, "equal": ["equal_a", "equal_b"],
-        "structures": [GATE["structure"]], "n_cases": [GATE["n"]], "draws": 2000, "wilcoxon_draws": 200, "n_resamples": 1000,
+        "models": {m: models[m] for m in ("equal_a", "equal_b", "inward_1.5mm")},
+        "equal": ["equal_a", "equal_b"],
+        "structures": [GATE["structure"]],
+        "n_cases": [GATE["n"]],
+        "draws": 2000,
+        "wilcoxon_draws": 200,
+        "n_resamples": 1000,
         "real": {},
     }
     raw["calibration"].pop("shapes")  # the failure shapes have their own tests (tests/test_stats_failure_shapes.py)

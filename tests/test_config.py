@@ -79,8 +79,10 @@ def test_interactive_scoring_comes_from_the_config_and_bad_values_are_named(root
     params = load_params(root / "params.yaml")
     scoring = params.interactive_dataset("totalseg_example").scoring
     assert (scoring.version, scoring.nsd_profile) == ("2025-03-25", "deepmind")
-    for key, value, message in (("protocol_version", "2025-03", "protocol_version must be one of 2025-03-25, 2025-03-04, got '2025-03'"),
-                                ("nsd_profile", "surfels", "nsd_profile must be one of deepmind, segauge, got 'surfels'")):
+    for key, value, message in (
+        ("protocol_version", "2025-03", "protocol_version must be one of 2025-03-25, 2025-03-04, got '2025-03'"),
+        ("nsd_profile", "surfels", "nsd_profile must be one of deepmind, segauge, got 'surfels'"),
+    ):
         raw = compose_params(root / "conf")
         raw["interactive_dataset"]["totalseg_example"][key] = value
         with pytest.raises(ConfigError, match=f"interactive dataset 'totalseg_example'.*{message}"):
@@ -115,10 +117,13 @@ def test_an_image_model_block_is_checked(root: Path) -> None:
     assert image.spec.variables == {"HOME": "/tmp"} and image.spec.mounts == (("{weights_dir}", "/w"),)
     entry["image"] = {"reference": "docker.io/team/model:1.0"}
     assert not parse_params(raw, root).interactive_models["region_growing"].image.pinned  # a tag can move
-    for bad, message in (({"sha256": "ab" * 32}, "either archive .* or reference"), ({"archive": "t.tar", "sha256": "latest"}, "64 lowercase hex"),
-                         ({"archive": "t.tar", "sha256": "ab" * 32, "reference": "a:b"}, "either archive .* or reference"),
-                         ({"reference": "a:b", "mounts": ["/x"]}, "image.mounts must be a mapping"),
-                         ({"archive": "t.tar", "sha256": "ab" * 32, "gpu": 1}, r"unknown key\(s\) \['gpu'\]")):
+    for bad, message in (
+        ({"sha256": "ab" * 32}, "either archive .* or reference"),
+        ({"archive": "t.tar", "sha256": "latest"}, "64 lowercase hex"),
+        ({"archive": "t.tar", "sha256": "ab" * 32, "reference": "a:b"}, "either archive .* or reference"),
+        ({"reference": "a:b", "mounts": ["/x"]}, "image.mounts must be a mapping"),
+        ({"archive": "t.tar", "sha256": "ab" * 32, "gpu": 1}, r"unknown key\(s\) \['gpu'\]"),
+    ):
         entry["image"] = bad
         with pytest.raises(ConfigError, match=f"model 'region_growing'.*{message}"):
             parse_params(raw, root)
@@ -138,8 +143,11 @@ def test_lesion_setting_comes_from_scoring_lesions_and_bad_values_are_named(root
     setting = parse_params(raw, root).lesion_setting("kits23")
     assert [(s.name, s.labels) for s in setting.structures] == [("tumor", (2,)), ("cyst", (3,))]
     assert (setting.profile, setting.extra_profiles, setting.strata_ml) == ("brats", ("panoptica", "panoptica_merge", "brats2023"), (1.0, 10.0))
-    for change, message in [({"profle": "brats"}, "unknown key"), ({"profile": "panoptika"}, "unknown lesion profile 'panoptika'"),
-                            ({"structures": "tumor"}, "must be a list of label names")]:
+    for change, message in [
+        ({"profle": "brats"}, "unknown key"),
+        ({"profile": "panoptika"}, "unknown lesion profile 'panoptika'"),
+        ({"structures": "tumor"}, "must be a list of label names"),
+    ]:
         bad = {**raw, "scoring": {**raw["scoring"], "lesions": {**raw["scoring"]["lesions"], **change}}}
         with pytest.raises(ConfigError, match=message):
             parse_params(bad, root)

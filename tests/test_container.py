@@ -66,8 +66,13 @@ def image(runtime: container.Runtime) -> str:
 @pytest.fixture(scope="session")
 def case_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("cases")
-    cases.convert([("ct_sm", EXAMPLE / "ct_sm.nii.gz", EXAMPLE / "seg_total.nii.gz"), ("mr_sm", EXAMPLE / "mr_sm.nii.gz", EXAMPLE / "seg_mr.nii.gz")],
-                  ORGANS, folder, seed=2025, reference="pseudo")
+    cases.convert(
+        [("ct_sm", EXAMPLE / "ct_sm.nii.gz", EXAMPLE / "seg_total.nii.gz"), ("mr_sm", EXAMPLE / "mr_sm.nii.gz", EXAMPLE / "seg_mr.nii.gz")],
+        ORGANS,
+        folder,
+        seed=2025,
+        reference="pseudo",
+    )
     return folder
 
 
@@ -86,12 +91,19 @@ def _load(folder: Path, case_id: str) -> cases.Case:
 
 
 @pytest.mark.parametrize("case_id", ["ct_sm", "mr_sm"])
-def test_container_predictions_equal_the_host_commands_byte_for_byte(runtime: container.Runtime, image: str, case_folder: Path,
-                                                                      case_id: str, tmp_path: Path) -> None:
+def test_container_predictions_equal_the_host_commands_byte_for_byte(
+    runtime: container.Runtime, image: str, case_folder: Path, case_id: str, tmp_path: Path
+) -> None:
     case = _load(case_folder, case_id)
     host_dir, box_dir = tmp_path / "host", tmp_path / "container"
-    host = [sys.executable, str(ADAPTERS_DIR / "region_growing_interactive.py"),
-            "--input", str(host_dir / "inputs" / f"{case_id}.npz"), "--output", str(host_dir / "outputs" / f"{case_id}.npz")]
+    host = [
+        sys.executable,
+        str(ADAPTERS_DIR / "region_growing_interactive.py"),
+        "--input",
+        str(host_dir / "inputs" / f"{case_id}.npz"),
+        "--output",
+        str(host_dir / "outputs" / f"{case_id}.npz"),
+    ]
     record, predictions, _ = harness.run_case(case, harness.host_call(host, {}), host_dir, 1e9)
     # every step is one isolated `podman run` of the image's predict.sh with the step file in /workspace/inputs
     call = harness.container_call(runtime, image, container.ContainerSpec(), box_dir, case_id, "cpu")
@@ -120,8 +132,7 @@ print(json.dumps({"numpy": np.__version__, "keys": keys}))
 """
 
 
-def test_step_files_are_read_by_numpy_1_with_equal_arrays(runtime: container.Runtime, numpy1_image: str, case_folder: Path,
-                                                          tmp_path: Path) -> None:
+def test_step_files_are_read_by_numpy_1_with_equal_arrays(runtime: container.Runtime, numpy1_image: str, case_folder: Path, tmp_path: Path) -> None:
     case = _load(case_folder, "ct_sm")
     box = case.boxes[0]
     clicks = [{"fg": [[box["z_mid"], box["z_mid_y_min"], box["z_mid_x_min"]]], "bg": []}] + [{"fg": [], "bg": []}] * (case.n_classes - 1)
@@ -133,14 +144,17 @@ def test_step_files_are_read_by_numpy_1_with_equal_arrays(runtime: container.Run
     cases.save_npz_atomic(plain / "ct_sm.npz", **arrays)  # np.savez_compressed as it is: its pickles name numpy._core
     (inputs / "summary.py").write_text(SUMMARY, encoding="utf-8")
     (plain / "summary.py").write_text(SUMMARY, encoding="utf-8")
-    host = json.loads(subprocess.run([sys.executable, str(inputs / "summary.py"), str(inputs / "ct_sm.npz")], capture_output=True, text=True,
-                                     check=True).stdout)
+    host = json.loads(
+        subprocess.run([sys.executable, str(inputs / "summary.py"), str(inputs / "ct_sm.npz")], capture_output=True, text=True, check=True).stdout
+    )
     # on the host (numpy 2) the step file reads as the plain file does: the same keys, dtypes, shapes and values
-    assert host == json.loads(subprocess.run([sys.executable, str(plain / "summary.py"), str(plain / "ct_sm.npz")], capture_output=True,
-                                             text=True, check=True).stdout)
+    assert host == json.loads(
+        subprocess.run([sys.executable, str(plain / "summary.py"), str(plain / "ct_sm.npz")], capture_output=True, text=True, check=True).stdout
+    )
     assert host["keys"]["clicks_order"][0] == "object" and host["keys"]["boxes"][2] == case.boxes
-    spec = container.ContainerSpec(command=("/bin/bash", "-c", "python3 /workspace/inputs/summary.py /workspace/inputs/ct_sm.npz "
-                                            "> /workspace/outputs/summary.json"), memory="1g", cpus=1.0)
+    spec = container.ContainerSpec(
+        command=("/bin/bash", "-c", "python3 /workspace/inputs/summary.py /workspace/inputs/ct_sm.npz > /workspace/outputs/summary.json"), memory="1g", cpus=1.0
+    )
     result = container.run(runtime, numpy1_image, spec, inputs, tmp_path / "out", 120.0, expected=["summary.json"])
     assert result.ok, result.log
     boxed = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -150,8 +164,9 @@ def test_step_files_are_read_by_numpy_1_with_equal_arrays(runtime: container.Run
     assert not failed.ok and "No module named 'numpy._core'" in failed.log
 
 
-def test_interact_runs_an_image_model_as_the_host_model_byte_for_byte(runtime: container.Runtime, image: str, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interact_runs_an_image_model_as_the_host_model_byte_for_byte(
+    runtime: container.Runtime, image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The bundle's cases (interactive/cases/totalseg_example: `dvc pull data.dvc; segbench cases --dataset totalseg_example`)
     through `segbench interact` with an image: block, against the host region_growing model."""
     cases_dir = ROOT / "interactive" / "cases" / "totalseg_example"
@@ -160,8 +175,15 @@ def test_interact_runs_an_image_model_as_the_host_model_byte_for_byte(runtime: c
     built = build_image(REGION_GROWING, default_cache())
     conf = tmp_path / "conf"
     shutil.copytree(ROOT / "conf", conf)
-    spec = {"region_growing_container": {"kind": "interactive", "image": {"archive": str(built.archive), "sha256": built.sha256, "memory": "2g"},
-                                         "weights": None, "device": "cpu", "version": "segbench-region-growing-1"}}
+    spec = {
+        "region_growing_container": {
+            "kind": "interactive",
+            "image": {"archive": str(built.archive), "sha256": built.sha256, "memory": "2g"},
+            "weights": None,
+            "device": "cpu",
+            "version": "segbench-region-growing-1",
+        }
+    }
     (conf / "model" / "region_growing_container.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     boxed_model, host_model = model_from_conf(conf, "region_growing_container"), model_from_conf(conf, "region_growing")
     assert boxed_model.image is not None and boxed_model.image.spec == container.ContainerSpec(memory="2g")
@@ -186,8 +208,10 @@ def test_interact_runs_an_image_model_as_the_host_model_byte_for_byte(runtime: c
 
 def test_wrong_segs_flag_the_step_and_the_case_goes_on(runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path) -> None:
     case = _load(case_folder, "ct_sm")
-    script = ("python3 -c 'import numpy as np; d = np.load(\"/workspace/inputs/ct_sm.npz\", allow_pickle=True); "
-              "np.savez(\"/workspace/outputs/ct_sm.npz\", segs=np.zeros((2, 2, 2) if \"clicks\" in d else d[\"imgs\"].shape, np.float32))'")
+    script = (
+        'python3 -c \'import numpy as np; d = np.load("/workspace/inputs/ct_sm.npz", allow_pickle=True); '
+        'np.savez("/workspace/outputs/ct_sm.npz", segs=np.zeros((2, 2, 2) if "clicks" in d else d["imgs"].shape, np.float32))\''
+    )
     spec = container.ContainerSpec(command=("/bin/bash", "-c", script), memory="1g", cpus=1.0)
     record, predictions, called = harness.run_case(case, harness.container_call(runtime, image, spec, tmp_path, "ct_sm", "cpu"), tmp_path, 600.0)
     assert called == [1, 2, 3, 4, 5, 6] and all(not p.any() for p in predictions)  # every step ran, each scored as all-zero
@@ -232,17 +256,23 @@ def test_the_challenge_command_writes_segs(runtime: container.Runtime, image: st
 PARTIAL = "echo half > /workspace/outputs/ct_sm.npz; "  # each faulty script first leaves a file in outputs
 
 
-@pytest.mark.parametrize(("script", "reason"), [
-    (PARTIAL + "echo model crashed >&2; exit 3", "exited with status 3: model crashed"),
-    ("true", "exited 0 but wrote no ct_sm.npz in /workspace/outputs"),
-    (PARTIAL + "echo x > /workspace/inputs/ct_sm.npz", "exited with status 1: .*Read-only file system"),
-    (PARTIAL + "echo x > /workspace/escape", "exited with status 1: .*Read-only file system"),
-    (PARTIAL + "echo x > /etc/escape", "exited with status 1: .*Read-only file system"),
-    (PARTIAL + "test \"$(ls /sys/class/net)\" = lo && test \"$(tail -n +2 /proc/net/route)\" = '' || exit 0; echo no network >&2; exit 4",
-     "exited with status 4: no network"),
-])
-def test_a_faulty_container_leaves_a_reason_and_nothing_written(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
-                                                                script: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        (PARTIAL + "echo model crashed >&2; exit 3", "exited with status 3: model crashed"),
+        ("true", "exited 0 but wrote no ct_sm.npz in /workspace/outputs"),
+        (PARTIAL + "echo x > /workspace/inputs/ct_sm.npz", "exited with status 1: .*Read-only file system"),
+        (PARTIAL + "echo x > /workspace/escape", "exited with status 1: .*Read-only file system"),
+        (PARTIAL + "echo x > /etc/escape", "exited with status 1: .*Read-only file system"),
+        (
+            PARTIAL + 'test "$(ls /sys/class/net)" = lo && test "$(tail -n +2 /proc/net/route)" = \'\' || exit 0; echo no network >&2; exit 4',
+            "exited with status 4: no network",
+        ),
+    ],
+)
+def test_a_faulty_container_leaves_a_reason_and_nothing_written(
+    runtime: container.Runtime, image: str, step_files: tuple[Path, Path], script: str, reason: str
+) -> None:
     inputs, outputs = step_files
     before = (inputs / "ct_sm.npz").read_bytes()
     result = _misbehave(runtime, image, step_files, script)
@@ -259,16 +289,22 @@ def test_a_container_past_its_time_limit_is_killed_and_removed(runtime: containe
     assert list(step_files[1].iterdir()) == []
 
 
-@pytest.mark.parametrize(("segs", "message"), [
-    ("np.zeros((2, 2, 2), np.uint8)", r"key 'segs' has shape \(2, 2, 2\); expected \(30, 101, 122\)"),
-    ("np.zeros(shape, np.float32)", "key 'segs' has dtype float32; expected an integer label map"),
-    ("np.full(shape, 9, np.uint8)", r"key 'segs' has values 9..9; the case's labels are 0..4"),
-])
-def test_wrong_shape_or_dtype_is_an_error_naming_the_file(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
-                                                          segs: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("segs", "message"),
+    [
+        ("np.zeros((2, 2, 2), np.uint8)", r"key 'segs' has shape \(2, 2, 2\); expected \(30, 101, 122\)"),
+        ("np.zeros(shape, np.float32)", "key 'segs' has dtype float32; expected an integer label map"),
+        ("np.full(shape, 9, np.uint8)", r"key 'segs' has values 9..9; the case's labels are 0..4"),
+    ],
+)
+def test_wrong_shape_or_dtype_is_an_error_naming_the_file(
+    runtime: container.Runtime, image: str, step_files: tuple[Path, Path], segs: str, message: str
+) -> None:
     inputs, outputs = step_files
-    script = ("python3 -c 'import numpy as np; shape = np.load(\"/workspace/inputs/ct_sm.npz\", allow_pickle=True)[\"imgs\"].shape; "
-              f"np.savez_compressed(\"/workspace/outputs/ct_sm.npz\", segs={segs})'")
+    script = (
+        'python3 -c \'import numpy as np; shape = np.load("/workspace/inputs/ct_sm.npz", allow_pickle=True)["imgs"].shape; '
+        f'np.savez_compressed("/workspace/outputs/ct_sm.npz", segs={segs})\''
+    )
     result = _misbehave(runtime, image, step_files, script)
     assert result.ok, result.log  # the container did its part; the harness's reader refuses the output
     with pytest.raises(cases.CaseError, match=re.escape(str(outputs / "ct_sm.npz"))) as error:
@@ -322,16 +358,18 @@ done
 """
 
 
-def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(runtime: container.Runtime, case_folder: Path, tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(
+    runtime: container.Runtime, case_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     """`segbench interact --submissions`: real archives, as teams hand them in (gzip'd or not, any case of name), one unloadable,
     and one whose evaluation fails on the host with an error of no kind segbench knows (its folder in ``--out`` cannot be made:
     a file stands in its place): each of those two ends only its own team, with its reason in the leaderboard."""
     good = build_image(REGION_GROWING, default_cache())
     script = tmp_path / "predict.sh"
     script.write_text(CLICKLESS_PREDICT, encoding="utf-8")
-    clickless = build_image(dataclasses.replace(REGION_GROWING, tag="segbench-test-clickless:latest", files={**REGION_GROWING.files, "predict.sh": script}),
-                            default_cache())
+    clickless = build_image(
+        dataclasses.replace(REGION_GROWING, tag="segbench-test-clickless:latest", files={**REGION_GROWING.files, "predict.sh": script}), default_cache()
+    )
     folder = tmp_path / "submissions"
     folder.mkdir()
     with open(good.archive, "rb") as source, gzip.open(folder / "TeamA.tar.gz", "wb", compresslevel=1) as target:
@@ -381,8 +419,9 @@ def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(ru
     assert reanalyze(results["analysis"]) == []  # every statistic re-derives from the rows the document carries
 
 
-def test_a_hostile_archive_is_refused_before_the_runtime_acts_on_it(runtime: container.Runtime, image: str, case_folder: Path,
-                                                                     tmp_path: Path, run_tmpdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hostile_archive_is_refused_before_the_runtime_acts_on_it(
+    runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path, run_tmpdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A team's manifest names its image config `--all.json`: the id went to `podman rmi --force <id>` after the team's cases,
     i.e. `rmi --force --all`, and every image of the organiser's store was gone (the image loaded here among them). A gzip'd
     archive that decompresses past the cap is refused before it is written out; so are an xz archive named .tar.gz and a
@@ -407,8 +446,11 @@ def test_a_hostile_archive_is_refused_before_the_runtime_acts_on_it(runtime: con
     assert entries["evil"]["status"] == "not_evaluated" and "manifest.json's image config '--all.json' is not a sha256 digest" in entries["evil"]["reason"]
     assert entries["bomb"]["status"] == "not_evaluated" and "bomb.tar.gz: decompresses to more than 1,048,576 bytes" in entries["bomb"]["reason"]
     assert entries["xzbomb"]["status"] == "not_evaluated" and "xzbomb.tar.gz: decompresses to more than 1,048,576 bytes" in entries["xzbomb"]["reason"]
-    assert entries["layerbomb"]["status"] == "not_evaluated" and re.search(r"layerbomb.tar: layer 'layer.tar' \(gzip\) inflates past the room left "
-                                                                           r"under the cap of 1,048,576 bytes", entries["layerbomb"]["reason"])
+    assert entries["layerbomb"]["status"] == "not_evaluated" and re.search(
+        r"layerbomb.tar: layer 'layer.tar' \(gzip\) inflates past the room left "
+        r"under the cap of 1,048,576 bytes",
+        entries["layerbomb"]["reason"],
+    )
     assert all(entry["seconds"] > 0 for entry in entries.values())  # the time spent on each archive is its team's
     assert runtime.call("image", "inspect", image).returncode == 0, "the organiser's image was removed"
     assert list(run_tmpdir.iterdir()) == []  # nothing inflated, nothing loaded, is left
@@ -428,9 +470,18 @@ def test_litemedsam_as_a_challenge_image_gives_the_host_predictions(runtime: con
     image = container.load_image(runtime, built.archive, built.sha256)
     case = _load(case_folder, "ct_sm")
     host_dir, box_dir = tmp_path / "host", tmp_path / "container"
-    host = [str(ROOT / "envs" / "litemedsam" / "bin" / "python"), str(ADAPTERS_DIR / "litemedsam_segment.py"),
-            "--input", str(host_dir / "inputs" / "ct_sm.npz"), "--output", str(host_dir / "outputs" / "ct_sm.npz"),
-            "--weights", str(ROOT / "models" / "litemedsam"), "--device", "cpu"]
+    host = [
+        str(ROOT / "envs" / "litemedsam" / "bin" / "python"),
+        str(ADAPTERS_DIR / "litemedsam_segment.py"),
+        "--input",
+        str(host_dir / "inputs" / "ct_sm.npz"),
+        "--output",
+        str(host_dir / "outputs" / "ct_sm.npz"),
+        "--weights",
+        str(ROOT / "models" / "litemedsam"),
+        "--device",
+        "cpu",
+    ]
     record, predictions, _ = harness.run_case(case, harness.host_call(host, {}), host_dir, 1e9)
     spec = container.ContainerSpec(memory="4g", cpus=2.0)
     boxed_record, boxed, _ = harness.run_case(case, harness.container_call(runtime, image, spec, box_dir, "ct_sm", "cpu"), box_dir, 3600.0)
@@ -447,33 +498,47 @@ def test_a_container_runs_as_nobody_unless_root_is_allowed(runtime: container.Ru
     assert result.ok, result.log
     assert (step_files[1] / "ct_sm.npz").read_text().strip() == "65534" and (step_files[1] / "ct_sm.npz").stat().st_uid == 65534
     fresh = step_files[1].with_name("outputs_as_root")
-    rooted = container.run(runtime, image, container.ContainerSpec(command=("/bin/bash", "-c", script), user=None), step_files[0], fresh, 60.0,
-                           expected=["ct_sm.npz"])
+    rooted = container.run(
+        runtime, image, container.ContainerSpec(command=("/bin/bash", "-c", script), user=None), step_files[0], fresh, 60.0, expected=["ct_sm.npz"]
+    )
     assert rooted.ok and (fresh / "ct_sm.npz").read_text().strip() == "0"  # the organiser's --allow-root
 
 
 def test_an_image_that_needs_root_gets_a_clear_reason(runtime: container.Runtime, image: str, step_files: tuple[Path, Path]) -> None:
     result = _misbehave(runtime, image, step_files, PARTIAL + "touch /root/model-cache")
-    assert re.fullmatch(r"exited with status 1: .*Permission denied \(it ran as user 65534:65534, not root; an image that needs root runs "
-                        r"only if the organiser allows it\)", str(result.reason)), result.reason
+    assert re.fullmatch(
+        r"exited with status 1: .*Permission denied \(it ran as user 65534:65534, not root; an image that needs root runs "
+        r"only if the organiser allows it\)",
+        str(result.reason),
+    ), result.reason
 
 
-@pytest.mark.parametrize(("script", "spec", "reason"), [
-    # outputs over the size cap: stopped while it writes, not after
-    ("head -c 50000000 /dev/zero > /workspace/outputs/ct_sm.npz; sleep 600", {"max_output_bytes": 10_000_000},
-     r"wrote more than 10000000 bytes into its outputs folder \(the cap\); container \S+ killed and removed"),
-    # 100,000 files (a few thousand before the cap stops it)
-    ("cd /workspace/outputs && seq 1 100000 | xargs touch; sleep 600", {"max_output_files": 1000},
-     r"wrote more than 1000 files and folders into its outputs folder \(the cap\); container \S+ killed and removed"),
-    # a fork bomb meets the process limit; the call ends at its time limit
-    ("f() { f | f & }; f; sleep 600", {"pids_limit": 64}, r"stopped at the time limit of 8.0 s; container \S+ killed and removed"),
-    # a memory bomb is killed by the memory limit
-    ("python3 -c 'x = bytearray(1 << 30)'", {"memory": "256m"}, r"exited with status (137|1): .*"),
-    # a process that ignores SIGTERM is killed anyway
-    ("trap '' TERM; sleep 600", {}, r"stopped at the time limit of 8.0 s; container \S+ killed and removed"),
-])
-def test_a_container_over_its_caps_is_stopped_and_flagged(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
-                                                         script: str, spec: dict, reason: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("script", "spec", "reason"),
+    [
+        # outputs over the size cap: stopped while it writes, not after
+        (
+            "head -c 50000000 /dev/zero > /workspace/outputs/ct_sm.npz; sleep 600",
+            {"max_output_bytes": 10_000_000},
+            r"wrote more than 10000000 bytes into its outputs folder \(the cap\); container \S+ killed and removed",
+        ),
+        # 100,000 files (a few thousand before the cap stops it)
+        (
+            "cd /workspace/outputs && seq 1 100000 | xargs touch; sleep 600",
+            {"max_output_files": 1000},
+            r"wrote more than 1000 files and folders into its outputs folder \(the cap\); container \S+ killed and removed",
+        ),
+        # a fork bomb meets the process limit; the call ends at its time limit
+        ("f() { f | f & }; f; sleep 600", {"pids_limit": 64}, r"stopped at the time limit of 8.0 s; container \S+ killed and removed"),
+        # a memory bomb is killed by the memory limit
+        ("python3 -c 'x = bytearray(1 << 30)'", {"memory": "256m"}, r"exited with status (137|1): .*"),
+        # a process that ignores SIGTERM is killed anyway
+        ("trap '' TERM; sleep 600", {}, r"stopped at the time limit of 8.0 s; container \S+ killed and removed"),
+    ],
+)
+def test_a_container_over_its_caps_is_stopped_and_flagged(
+    runtime: container.Runtime, image: str, step_files: tuple[Path, Path], script: str, spec: dict, reason: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     inputs, outputs = step_files
     monkeypatch.chdir(outputs.parent)  # podman's monitor leaves an 'oom' marker in its working directory after the memory bomb
     run_spec = container.ContainerSpec(command=("/bin/bash", "-c", script), **{"memory": "1g", "cpus": 1.0, **spec})
@@ -482,14 +547,18 @@ def test_a_container_over_its_caps_is_stopped_and_flagged(runtime: container.Run
     assert list(outputs.iterdir()) == [] and not container.container_exists(runtime, result.name)
 
 
-@pytest.mark.parametrize(("script", "reason"), [
-    ("ln -s /workspace/inputs/ct_sm.npz /workspace/outputs/ct_sm.npz", "a symlink, not a regular file; refused unread"),
-    ("ln -s ../inputs/ct_sm.npz /workspace/outputs/ct_sm.npz", "a symlink, not a regular file; refused unread"),
-    ("mkfifo /workspace/outputs/ct_sm.npz", "a FIFO, not a regular file; refused unread"),
-    ("mkdir /workspace/outputs/ct_sm.npz", "a folder, not a regular file; refused unread"),
-])
-def test_a_container_output_that_is_not_a_regular_file_is_refused(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
-                                                                   script: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        ("ln -s /workspace/inputs/ct_sm.npz /workspace/outputs/ct_sm.npz", "a symlink, not a regular file; refused unread"),
+        ("ln -s ../inputs/ct_sm.npz /workspace/outputs/ct_sm.npz", "a symlink, not a regular file; refused unread"),
+        ("mkfifo /workspace/outputs/ct_sm.npz", "a FIFO, not a regular file; refused unread"),
+        ("mkdir /workspace/outputs/ct_sm.npz", "a folder, not a regular file; refused unread"),
+    ],
+)
+def test_a_container_output_that_is_not_a_regular_file_is_refused(
+    runtime: container.Runtime, image: str, step_files: tuple[Path, Path], script: str, reason: str
+) -> None:
     inputs, outputs = step_files
     result = _misbehave(runtime, image, step_files, script)
     assert result.reason == f"{outputs / 'ct_sm.npz'}: {reason}"
@@ -538,12 +607,19 @@ done
 def _evaluate(argv: list[str], runtime: container.Runtime, tmpdir: Path) -> subprocess.Popen:
     """``segbench interact --submissions`` in a child python with ``tmpdir`` as its TMPDIR (the teams' stores and inflated
     archives go there, away from other tests'), which prints its own peak RSS (KB) last."""
-    code = ("import resource, sys\nfrom segbench import cli\nstatus = cli.main(sys.argv[1:])\n"
-            "print('peak RSS KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\nsys.exit(status)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(tmpdir), container.RUNTIME_ENV: runtime.program,
-           container.GLOBAL_FLAGS_ENV: " ".join(runtime.global_flags), container.RUN_FLAGS_ENV: " ".join(runtime.run_flags)}
-    return subprocess.Popen([sys.executable, "-c", code, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    code = (
+        "import resource, sys\nfrom segbench import cli\nstatus = cli.main(sys.argv[1:])\n"
+        "print('peak RSS KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\nsys.exit(status)"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "TMPDIR": str(tmpdir),
+        container.RUNTIME_ENV: runtime.program,
+        container.GLOBAL_FLAGS_ENV: " ".join(runtime.global_flags),
+        container.RUN_FLAGS_ENV: " ".join(runtime.run_flags),
+    }
+    return subprocess.Popen([sys.executable, "-c", code, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 #: how much more the evaluator's peak RSS (MB) may be over the attacker's folder than with the honest team alone: half the
@@ -654,13 +730,15 @@ def _mounts_below(folder: Path) -> list[str]:
     return [p for p in points if p == str(folder) or p.startswith(f"{folder}/")]
 
 
-def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run_resumes(runtime: container.Runtime, case_folder: Path,
-                                                                                      tmp_path: Path, run_tmpdir: Path) -> None:
+def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run_resumes(
+    runtime: container.Runtime, case_folder: Path, tmp_path: Path, run_tmpdir: Path
+) -> None:
     honest = build_image(REGION_GROWING, default_cache())
     script = tmp_path / "predict.sh"
     script.write_text(ATTACKER_PREDICT, encoding="utf-8")
-    attacker = build_image(dataclasses.replace(REGION_GROWING, tag="segbench-test-attacker:latest", files={**REGION_GROWING.files, "predict.sh": script}),
-                           default_cache())
+    attacker = build_image(
+        dataclasses.replace(REGION_GROWING, tag="segbench-test-attacker:latest", files={**REGION_GROWING.files, "predict.sh": script}), default_cache()
+    )
     alone, both = tmp_path / "alone", tmp_path / "both"
     alone.mkdir()
     both.mkdir()
@@ -695,8 +773,10 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
     assert "team attacker (1 of 2): finished in an earlier run with the same archive, cases and settings; not rerun" in printed
     assert "team teama (2 of 2): " in printed and "teama: 2 cases" in printed
     peak_mb = _peak_mb(printed)
-    print(f"evaluator peak RSS: {killed_mb:.0f} MB over the attacker's evaluation (killed run), {peak_mb:.0f} MB in the resumed run, "
-          f"{alone_mb:.0f} MB with the honest team alone")
+    print(
+        f"evaluator peak RSS: {killed_mb:.0f} MB over the attacker's evaluation (killed run), {peak_mb:.0f} MB in the resumed run, "
+        f"{alone_mb:.0f} MB with the honest team alone"
+    )
     for mb in (killed_mb, peak_mb):
         assert mb < alone_mb + ATTACK_SLACK_MB, f"the evaluator's peak RSS was {mb:.0f} MB, {alone_mb:.0f} MB with the honest team alone"
         assert mb * (1 << 20) < MAX_EVALUATOR_RSS, f"the evaluator's peak RSS was {mb:.0f} MB, more than the acceptance's 1 GB"
@@ -707,10 +787,12 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
     block = os.statvfs(run_tmpdir).f_frsize
     image_bytes = max(built.archive.stat().st_size + _unpacked_bytes(built.archive, block) for built in (honest, attacker))
     bound = image_bytes + (ATTACK_OUTPUT_MB << 20) + OWN_FILES_BYTES
-    print(f"disk growth: peak {disk['files'] / 1e6:.0f} MB in --out and TMPDIR (bound {bound / 1e6:.0f} MB: the image archive and its "
-          f"layers unpacked, {image_bytes / 1e6:.0f} MB, the outputs cap of {ATTACK_OUTPUT_MB} MiB, {OWN_FILES_BYTES >> 20} MiB of own "
-          f"files); the file system's use peaked {(disk['filesystem'] - disk['filesystem_before']) / 1e6:.0f} MB over its start (other "
-          f"processes included); left in --out: {_disk_bytes(out) / 1e6:.1f} MB")
+    print(
+        f"disk growth: peak {disk['files'] / 1e6:.0f} MB in --out and TMPDIR (bound {bound / 1e6:.0f} MB: the image archive and its "
+        f"layers unpacked, {image_bytes / 1e6:.0f} MB, the outputs cap of {ATTACK_OUTPUT_MB} MiB, {OWN_FILES_BYTES >> 20} MiB of own "
+        f"files); the file system's use peaked {(disk['filesystem'] - disk['filesystem_before']) / 1e6:.0f} MB over its start (other "
+        f"processes included); left in --out: {_disk_bytes(out) / 1e6:.1f} MB"
+    )
     assert disk["files"] <= bound, f"the runs took {disk['files']:,} bytes of disk at their peak, more than the caps allow ({bound:,})"
     assert _disk_bytes(out) < OWN_FILES_BYTES
     assert all(name.startswith(container.STORE_PREFIX) for name in disk["names"][run_tmpdir]), disk["names"][run_tmpdir]
@@ -751,15 +833,17 @@ with container.private_store(runtime) as store:
 """
 
 
-def test_a_store_whose_owner_lives_is_kept_and_one_whose_owner_ended_is_removed(runtime: container.Runtime, run_tmpdir: Path, tmp_path: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_whose_owner_lives_is_kept_and_one_whose_owner_ended_is_removed(
+    runtime: container.Runtime, run_tmpdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A run killed with SIGKILL left its store (`TMPDIR/segbench-store-*`, its overlays mounted) for the organiser to remove by
     hand. A new run removes every store whose owner has ended, and none whose owner lives: another organiser's run on the
     same TMPDIR, a pid the system reused (the owner's start time differs) is no owner; a link is never followed."""
     monkeypatch.setattr(tempfile, "tempdir", str(run_tmpdir))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(run_tmpdir)}
-    holder = subprocess.Popen([sys.executable, "-c", STORE_HOLDER, runtime.program, *runtime.global_flags], env=env, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", STORE_HOLDER, runtime.program, *runtime.global_flags], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         live = Path(holder.stdout.readline().strip()).parent
         assert live.parent == run_tmpdir and (live / "root").is_dir() and (live / container.STORE_OWNER).is_file()
@@ -828,8 +912,9 @@ def _misnamed(source: Path, target: Path, wrong: str) -> None:
             out.addfile(member, data)
 
 
-def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path,
-                                                                  run_tmpdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(
+    runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path, run_tmpdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A 10 KB archive holding only a manifest that names an image of the organiser's store was scored as that image, and
     the image was then deleted; an archive of two images left the second, tagged; one whose config id is wrong left its
     image, tagged. Each team now loads into a store of its
@@ -838,8 +923,9 @@ def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(runtime: contai
     good = build_image(REGION_GROWING, default_cache())
     script = tmp_path / "predict.sh"
     script.write_text(STRAY_PREDICT, encoding="utf-8")
-    stray = build_image(dataclasses.replace(REGION_GROWING, tag="segbench-test-stray:latest", files={**REGION_GROWING.files, "predict.sh": script}),
-                        default_cache())
+    stray = build_image(
+        dataclasses.replace(REGION_GROWING, tag="segbench-test-stray:latest", files={**REGION_GROWING.files, "predict.sh": script}), default_cache()
+    )
     folder = tmp_path / "submissions"
     folder.mkdir()
     (folder / "Équipe Zoë.tar").symlink_to(stray.archive)
@@ -916,8 +1002,7 @@ def test_an_unlinked_open_file_meets_the_outputs_file_systems_size(runtime: cont
     assert written <= cap and list(outputs.iterdir()) == []
 
 
-def test_an_image_volume_is_a_capped_scratch_not_a_host_volume(runtime: container.Runtime, image: str, step_files: tuple[Path, Path],
-                                                                tmp_path: Path) -> None:
+def test_an_image_volume_is_a_capped_scratch_not_a_host_volume(runtime: container.Runtime, image: str, step_files: tuple[Path, Path], tmp_path: Path) -> None:
     """An image with `VOLUME /scratch` got 1 GiB per step on the host's disk, uncapped. Every VOLUME (and /tmp) is now an
     in-memory file system of at most max_output_bytes, and no volume is created on the host."""
     (tmp_path / "Containerfile").write_text(f"FROM {image}\nVOLUME /scratch\n", encoding="utf-8")
@@ -927,7 +1012,7 @@ def test_an_image_volume_is_a_capped_scratch_not_a_host_volume(runtime: containe
     try:
         assert container.image_volumes(runtime, tag) == ["/scratch"]
         volumes_before = runtime.call("volume", "ls", "-q").stdout.split()
-        script = "head -c 1073741824 /dev/zero > /scratch/big || { echo \"scratch full at $(stat -c %s /scratch/big) bytes\" >&2; exit 3; }"
+        script = 'head -c 1073741824 /dev/zero > /scratch/big || { echo "scratch full at $(stat -c %s /scratch/big) bytes" >&2; exit 3; }'
         spec = container.ContainerSpec(command=("/bin/bash", "-c", script), memory="1g", cpus=1.0, max_output_bytes=32 << 20)
         result = container.run(runtime, tag, spec, *step_files, 60.0, expected=["ct_sm.npz"])
         assert re.fullmatch(r"exited with status 3: scratch full at (\d+) bytes", str(result.reason)), result.reason

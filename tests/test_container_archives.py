@@ -104,7 +104,7 @@ def test_a_gzip_bomb_is_refused_before_it_fills_the_disk(tmp_path: Path, monkeyp
 def _header(name: str, size: int, kind: bytes) -> bytes:
     """One raw ustar member header (what tarfile would refuse to write for a lying size)."""
     block = bytearray(512)
-    block[:len(name)] = name.encode()
+    block[: len(name)] = name.encode()
     block[100:108], block[108:116], block[116:124] = b"0000644\0", b"0000000\0", b"0000000\0"
     block[124:136], block[136:148] = f"{size:011o}\0".encode(), b"00000000000\0"
     block[156:157], block[257:263] = kind, b"ustar\0"
@@ -143,8 +143,10 @@ def test_every_compression_a_runtime_accepts_is_inflated_here_with_the_cap_or_re
     zstd.write_bytes(b"\x28\xb5\x2f\xfd" + bytes(100))
     with pytest.raises(container.ContainerError, match="zstd.tar: zstd-compressed, which segbench cannot inflate with a size cap; refusing it"):
         container.archive_image_id(zstd)
-    layered = write_tar(tmp_path / "layered.tar", {"manifest.json": _manifest(f"{DIGEST}.json"), "abc/layer.tar": gzip.compress(bytes(3 << 20)),
-                                                   "def/layer.tar": lzma.compress(bytes(3 << 20))})
+    layered = write_tar(
+        tmp_path / "layered.tar",
+        {"manifest.json": _manifest(f"{DIGEST}.json"), "abc/layer.tar": gzip.compress(bytes(3 << 20)), "def/layer.tar": lzma.compress(bytes(3 << 20))},
+    )
     assert container.archive_image_id(layered) == DIGEST
     monkeypatch.setattr(container, "MAX_IMAGE_BYTES", 4 << 20)  # each layer fits; their sum does not
     with pytest.raises(container.ContainerError, match=r"layered.tar: layer 'def/layer.tar' \(xz\) inflates past the room left under the cap of 4,194,304"):
@@ -174,8 +176,13 @@ def test_a_team_name_that_cannot_name_files_ends_that_team_only(tmp_path: Path, 
     punctuation or `..` refused the whole run. Each is now its own team's failure; a space or a non-ASCII letter is a valid team."""
     folder = tmp_path / "submissions"
     folder.mkdir()
-    bad = {"a" * 230: "bytes (UTF-8), more than 100", "new\nline": "holds '\\n'", "back\\slash": "holds '\\\\'",
-           " lead": "must begin with a letter or digit", "semi;colon": "holds ';'"}
+    bad = {
+        "a" * 230: "bytes (UTF-8), more than 100",
+        "new\nline": "holds '\\n'",
+        "back\\slash": "holds '\\\\'",
+        " lead": "must begin with a letter or digit",
+        "semi;colon": "holds ';'",
+    }
     for name in [*bad, "Équipe Zoë", "team b"]:
         write_tar(folder / f"{name}.tar", {"manifest.json": b"not json"})
     write_tar(folder / "..evil.tar", {"manifest.json": b"not json"})  # the team is the name before its first dot: none

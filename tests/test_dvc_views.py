@@ -81,8 +81,13 @@ def _head_cells(results: dict) -> list[tuple[str, str, dict, int]]:
     """(file under metrics/kits23/, metric, cell, n) of every ranked leaderboard: the voxel-wise ones, then the
     lesion-wise ones by case and of matched lesions under lesions/."""
     analyses = (("", results["analysis"]), ("lesions/", results["lesions"]["case"]), ("lesions/", results["lesions"]["matched"]))
-    return [(f"{prefix}{s}/{m}.json", m, cell, block["n_cases"]) for prefix, analysis in analyses
-            for s, block in analysis["structures"].items() for m, cell in block["metrics"].items() if cell.get("ranking")]
+    return [
+        (f"{prefix}{s}/{m}.json", m, cell, block["n_cases"])
+        for prefix, analysis in analyses
+        for s, block in analysis["structures"].items()
+        for m, cell in block["metrics"].items()
+        if cell.get("ranking")
+    ]
 
 
 def test_metrics_files_hold_every_leaderboard_head(project: Path) -> None:
@@ -90,15 +95,22 @@ def test_metrics_files_hold_every_leaderboard_head(project: Path) -> None:
     cells = _head_cells(results)
     assert "lesions/tumor/pq_dice.json" in [path for path, *_ in cells]
     assert sorted(p.relative_to(project / "metrics" / "kits23").as_posix() for p in (project / "metrics" / "kits23").rglob("*.json")) == sorted(
-        path for path, *_ in cells)
+        path for path, *_ in cells
+    )
     for path, metric, cell, n in cells:
         head = json.loads((project / "metrics" / "kits23" / path).read_text())
         first = cell["ranking"]["order"][0]
         estimate = cell["models"][first]
         code = cell["verdict"]["code"]  # the verdict in the words every view prints, its number beside for plots
         mean_ci = format_estimate(estimate["mean"], estimate["ci_low"], estimate["ci_high"], metric, cell["higher_is_better"])
-        assert head == {"first": first, "mean": float(mean_ci.split()[0]), "verdict": CODE_WORDS[code], "verdict_number": CODE_NUMBER[code],
-                        "n": n, "mean_ci": mean_ci}  # the mean as mean_ci prints it, not 16 digits
+        assert head == {
+            "first": first,
+            "mean": float(mean_ci.split()[0]),
+            "verdict": CODE_WORDS[code],
+            "verdict_number": CODE_NUMBER[code],
+            "n": n,
+            "mean_ci": mean_ci,
+        }  # the mean as mean_ci prints it, not 16 digits
     shown = subprocess.run(["dvc", "metrics", "show"], cwd=project, env=command_env(), capture_output=True, text=True, check=True)
     assert shown.stderr == ""  # no "DVC failed to load some metrics"
     header, *rows = shown.stdout.splitlines()
@@ -161,10 +173,7 @@ def test_exp_run_shows_the_heads_in_exp_show(committed: Path, root: Path) -> Non
     overrides = [arg for override in changed for arg in ("-S", override)]
     run_command(["dvc", "exp", "run", "-n", "b300", *overrides], project)
     experiments = _exp_show(project)
-    runs = {
-        exp["name"]: exp for baseline in experiments for exp in (baseline.get("experiments") or [])
-        for exp in (exp.get("revs") or [exp])
-    }
+    runs = {exp["name"]: exp for baseline in experiments for exp in (baseline.get("experiments") or []) for exp in (exp.get("revs") or [exp])}
     assert "b300" in runs, sorted(runs)
     data = runs["b300"]["data"]
     assert data["params"]["params.yaml"]["data"]["stats"]["n_resamples"] == 300
@@ -173,8 +182,9 @@ def test_exp_run_shows_the_heads_in_exp_show(committed: Path, root: Path) -> Non
     assert set(heads) == {f"metrics/kits23/{path}" for path, *_ in _head_cells(results)}
     assert heads["metrics/kits23/kidney_and_mass/dice.json"]["first"] in MODELS
     # the README's preset: one cell across the experiments, legible in 200 columns
-    table = subprocess.run(["dvc", "exp", "show", "--no-pager", *EXP_SHOW_PRESET], cwd=project, env={**command_env(), "COLUMNS": "200"},
-                           capture_output=True, text=True, check=True).stdout
+    table = subprocess.run(
+        ["dvc", "exp", "show", "--no-pager", *EXP_SHOW_PRESET], cwd=project, env={**command_env(), "COLUMNS": "200"}, capture_output=True, text=True, check=True
+    ).stdout
     assert "b300" in table and heads["metrics/kits23/tumor/dice.json"]["first"] in table and "…" not in table, table
     assert shlex.join(["dvc", "exp", "show", *EXP_SHOW_PRESET]) in (root / "README.md").read_text(encoding="utf-8")
     assert _widest_line(table) <= 200

@@ -73,8 +73,29 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_report_reanalyze_read(project: Path) -> None:
     out = project / "cli"
-    printed = _run([sys.executable, "-m", "segbench.cli", "evaluate", "--gt", "gt", *_pred_args(project), "--dataset", "kits23",
-                    "--conf", str(ROOT / "conf"), "--simulated", *MODELS, "--out", str(out), "--report", "--width", "200"], project).stdout
+    printed = _run(
+        [
+            sys.executable,
+            "-m",
+            "segbench.cli",
+            "evaluate",
+            "--gt",
+            "gt",
+            *_pred_args(project),
+            "--dataset",
+            "kits23",
+            "--conf",
+            str(ROOT / "conf"),
+            "--simulated",
+            *MODELS,
+            "--out",
+            str(out),
+            "--report",
+            "--width",
+            "200",
+        ],
+        project,
+    ).stdout
     assert "2 models, all SIMULATED" in printed and re.search(r"mean \[95[\d.–]*% CI\]", printed)
     results = json.loads((out / "results" / "kits23.json").read_text(encoding="utf-8"))
     first = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]["verdict"]["first"]
@@ -95,7 +116,8 @@ def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_rep
 def test_api_from_a_plain_script_without_main_guard_with_a_pool(project: Path) -> None:
     """workers=2 starts a spawn pool, whose workers would re-run an unguarded script."""
     script = project / "plain.py"
-    script.write_text(textwrap.dedent(f"""\
+    script.write_text(
+        textwrap.dedent(f"""\
         import segbench
 
         result = segbench.evaluate({str(project / "gt")!r}, {{m: {str(project)!r} + "/predictions/kits23/" + m for m in {list(MODELS)!r}}},
@@ -104,7 +126,9 @@ def test_api_from_a_plain_script_without_main_guard_with_a_pool(project: Path) -
         print(result.by_subgroup("gender").to_csv(index=False))
         result.to_json({str(project / "api" / "kits23.json")!r})
         print("SITE", result.to_html({str(project / "api" / "site")!r}))
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     done = _run([sys.executable, str(script)], project)
     assert "Traceback" not in done.stderr and done.stdout.count("2 models, all SIMULATED") == 1
     assert re.search(r"mean \[95[\d.–]*% CI\]", done.stdout) and "\n  tumor dice " in done.stdout  # summary(cells=True): a line per cell
@@ -114,16 +138,19 @@ def test_api_from_a_plain_script_without_main_guard_with_a_pool(project: Path) -
 
 
 def test_numbers_equal_the_score_stage_on_the_same_cases(project: Path) -> None:
-    raw = compose_params(ROOT / "conf", ["model=[sim_erode_1mm,sim_dilate_1mm]", "dataset=kits23", f"dataset.kits23.cases=[{','.join(CASES)}]",
-                                         "scoring.sensitivity_profiles=[]"])
+    raw = compose_params(
+        ROOT / "conf",
+        ["model=[sim_erode_1mm,sim_dilate_1mm]", "dataset=kits23", f"dataset.kits23.cases=[{','.join(CASES)}]", "scoring.sensitivity_profiles=[]"],
+    )
     raw["scoring"].pop("lesions", None)
     params = parse_params(raw, ROOT)
     with in_directory(project):
         for model in MODELS:
             run_score(params, "kits23", model, workers=1)
     stage = pd.concat([pd.read_csv(scores_dir("kits23", m, project) / "per_case.csv", dtype={"case_id": str}) for m in MODELS], ignore_index=True)
-    result = evaluation.evaluate(project / "gt", {m: predictions_dir("kits23", m, project) for m in MODELS}, dataset="kits23", conf=ROOT / "conf",
-                                 simulated=MODELS, progress=False)
+    result = evaluation.evaluate(
+        project / "gt", {m: predictions_dir("kits23", m, project) for m in MODELS}, dataset="kits23", conf=ROOT / "conf", simulated=MODELS, progress=False
+    )
     ours = result.per_case
     key = ["model", "case_id", "structure"]
     stage, ours = stage.sort_values(key).reset_index(drop=True), ours.sort_values(key).reset_index(drop=True)
@@ -282,8 +309,11 @@ def test_a_link_or_fifo_in_a_prediction_folder_is_refused_unread_naming_it(small
     (bad / "b.nii.gz").unlink()
     with open(bad / "b.nii.gz", "wb") as sparse:  # a file over the cap (sparse: no disk): the readers would hold it whole
         sparse.truncate(intake.MAX_FILE_BYTES + 1)
-    with pytest.raises(ValueError, match=rf"bad/b\.nii\.gz: {intake.MAX_FILE_BYTES + 1} bytes, over the cap of {intake.MAX_FILE_BYTES}; "
-                                         "refused unread"):
+    with pytest.raises(
+        ValueError,
+        match=rf"bad/b\.nii\.gz: {intake.MAX_FILE_BYTES + 1} bytes, over the cap of {intake.MAX_FILE_BYTES}; "
+        "refused unread",
+    ):
         _evaluate(small, bad)
     (bad / "b.nii.gz").unlink()
     (bad / "b.nii.gz").mkdir()  # a folder is not a case: b has no prediction
@@ -316,8 +346,7 @@ def test_a_file_swapped_after_its_checks_is_not_what_is_scored(small: Path, monk
     assert not rows["prediction_missing"].any()
 
 
-def test_under_a_coverage_policy_a_file_that_cannot_be_scored_is_a_missing_case_and_stops_nobody(
-        small: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_under_a_coverage_policy_a_file_that_cannot_be_scored_is_a_missing_case_and_stops_nobody(small: Path, caplog: pytest.LogCaptureFixture) -> None:
     """One team's corrupt file and its link to the reference: under worst_case both cases score as failures, flagged,
     with a warning naming each file; the other team is on the board as without them. A model with no file left is
     still ranked (last)."""
@@ -420,10 +449,16 @@ def test_a_staging_folder_that_cannot_be_written_stops_the_run_naming_it(tmp_pat
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, not a signal
 
     for policy in ("error", "own_cases"):
-        run = subprocess.run(["segbench", "evaluate", "--gt", "gt", "--pred", "team=team", "--structures", "organ=1", "--out", "out",
-                              "--missing", policy],
-                             cwd=tmp_path, capture_output=True, text=True, env={**command_env(), "TMPDIR": str(tmp_path)},
-                             preexec_fn=small_files, check=False, timeout=600)
+        run = subprocess.run(
+            ["segbench", "evaluate", "--gt", "gt", "--pred", "team=team", "--structures", "organ=1", "--out", "out", "--missing", policy],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**command_env(), "TMPDIR": str(tmp_path)},
+            preexec_fn=small_files,
+            check=False,
+            timeout=600,
+        )
         assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
         assert f"cannot write the private copy of team/a.nii.gz in {tmp_path}/segbench-evaluate-" in run.stderr, run.stderr
         assert "point TMPDIR at a disk with room" in run.stderr and not (tmp_path / "out").exists()
@@ -460,8 +495,10 @@ def test_a_file_name_cannot_drive_the_organisers_terminal(small: Path) -> None:
     hostile = "zz\x1b[2J\x1b]0;pwned\x07\r\u202e"
     _nifti(small / "good" / f"{hostile}.nii.gz", np.zeros((12, 12, 12)))
     command = ["segbench", "evaluate", "--gt", "gt", "--pred", "good=good", "--out", "out"]
-    refused, warned = (subprocess.run(args, cwd=small, capture_output=True, text=True, env=command_env(), check=False, timeout=600)
-                       for args in (command, [*command, "--missing", "own_cases"]))
+    refused, warned = (
+        subprocess.run(args, cwd=small, capture_output=True, text=True, env=command_env(), check=False, timeout=600)
+        for args in (command, [*command, "--missing", "own_cases"])
+    )
     assert refused.returncode == 1 and warned.returncode == 0, warned.stderr
     shown = r"zz\x1b[2J\x1b]0;pwned\x07\r\u202e.nii.gz"
     assert f"prediction files for cases without a reference: {shown}" in refused.stderr, refused.stderr
@@ -481,12 +518,28 @@ def test_a_file_that_is_not_a_results_document_is_an_error_naming_it(small: Path
     broken = {
         "truncated.json": (results.read_bytes()[:100], "not a readable results JSON (Unterminated string"),
         "list.json": (b"[]", "not a segbench results document: /: ResultsDocument expected, got list"),
-        "no_ranking.json": ({**document, "analysis": {**document["analysis"], "structures": {"organ": {
-            **document["analysis"]["structures"]["organ"], "metrics": {"dice": {k: v for k, v in cell.items() if k != "ranking"}}}}}},
-            "/analysis/structures/organ/metrics/dice/ranking: required key of MetricCell missing"),
-        "text_value.json": ({**document, "analysis": {**document["analysis"], "structures": {"organ": {
-            **document["analysis"]["structures"]["organ"], "metrics": {"dice": {**cell, "per_case": {"good": ["0.9", 1.0]}}}}}}},
-            "/analysis/structures/organ/metrics/dice/per_case/good[0]: float expected, got '0.9'"),
+        "no_ranking.json": (
+            {
+                **document,
+                "analysis": {
+                    **document["analysis"],
+                    "structures": {
+                        "organ": {**document["analysis"]["structures"]["organ"], "metrics": {"dice": {k: v for k, v in cell.items() if k != "ranking"}}}
+                    },
+                },
+            },
+            "/analysis/structures/organ/metrics/dice/ranking: required key of MetricCell missing",
+        ),
+        "text_value.json": (
+            {
+                **document,
+                "analysis": {
+                    **document["analysis"],
+                    "structures": {"organ": {**document["analysis"]["structures"]["organ"], "metrics": {"dice": {**cell, "per_case": {"good": ["0.9", 1.0]}}}}},
+                },
+            },
+            "/analysis/structures/organ/metrics/dice/per_case/good[0]: float expected, got '0.9'",
+        ),
     }
     for name, (content, why) in broken.items():
         path = small / "broken" / name.removesuffix(".json") / name
@@ -496,11 +549,13 @@ def test_a_file_that_is_not_a_results_document_is_an_error_naming_it(small: Path
             read_results(path)
         assert str(error.value).startswith(f"{path}: ") and why in str(error.value), str(error.value)
     truncated = small / "broken" / "truncated"
-    for command in (["show", "--results", str(truncated)], ["report", "--results", str(truncated), "--out", str(small / "site")],
-                    ["export", "--dataset", "organ", "--results", str(truncated / "truncated.json"), "--format", "generic_csv",
-                     "--out", str(small / "rows.csv")], ["reanalyze", str(truncated / "truncated.json")]):
-        run = subprocess.run([sys.executable, "-m", "segbench.cli", *command], capture_output=True, text=True, env=command_env(),
-                             check=False, timeout=600)
+    for command in (
+        ["show", "--results", str(truncated)],
+        ["report", "--results", str(truncated), "--out", str(small / "site")],
+        ["export", "--dataset", "organ", "--results", str(truncated / "truncated.json"), "--format", "generic_csv", "--out", str(small / "rows.csv")],
+        ["reanalyze", str(truncated / "truncated.json")],
+    ):
+        run = subprocess.run([sys.executable, "-m", "segbench.cli", *command], capture_output=True, text=True, env=command_env(), check=False, timeout=600)
         assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
         assert f"{truncated / 'truncated.json'}: not a readable results JSON" in run.stderr, run.stderr
     assert not (small / "site").exists() and not (small / "rows.csv").exists()
@@ -534,8 +589,13 @@ def test_dicom_seg_and_rtstruct_predictions_score_as_the_same_map_in_nifti(tmp_p
         assert write_rtstruct(on_series, scratch, scratch / f"{case}.dcm") == names
         for written in scratch.iterdir():
             written.rename(tmp_path / "rtstruct" / written.name)
-    result = evaluation.evaluate(tmp_path / "gt", {"nifti": tmp_path / "nifti", "dicom": tmp_path / "dicom", "rtstruct": tmp_path / "rtstruct"},
-                                 structures=[f"label_{v}={v}" for v in big], dicom_labels=names, progress=False)
+    result = evaluation.evaluate(
+        tmp_path / "gt",
+        {"nifti": tmp_path / "nifti", "dicom": tmp_path / "dicom", "rtstruct": tmp_path / "rtstruct"},
+        structures=[f"label_{v}={v}" for v in big],
+        dicom_labels=names,
+        progress=False,
+    )
     rows = result.per_case.set_index(["model", "case_id", "structure"])
     metrics = ["dice", "nsd", "hd95", "assd"]
     pd.testing.assert_frame_equal(rows.loc["dicom", metrics], rows.loc["nifti", metrics])
@@ -546,8 +606,9 @@ def test_dicom_seg_and_rtstruct_predictions_score_as_the_same_map_in_nifti(tmp_p
         if slice_file.name != "ts2.dcm":
             slice_file.unlink()
     with pytest.raises(ValueError, match=rf"^{tmp_path / 'rtstruct' / 'ts2.dcm'}: no slice of its image series .* directly in {tmp_path / 'rtstruct'}\)"):
-        evaluation.evaluate(tmp_path / "gt", {"rtstruct": tmp_path / "rtstruct"}, structures=[f"label_{v}={v}" for v in big],
-                            dicom_labels=names, progress=False)
+        evaluation.evaluate(
+            tmp_path / "gt", {"rtstruct": tmp_path / "rtstruct"}, structures=[f"label_{v}={v}" for v in big], dicom_labels=names, progress=False
+        )
 
 
 def test_a_dicom_seg_whose_geometry_claims_a_huge_volume_is_refused_before_it_is_built(tmp_path: Path) -> None:
@@ -570,9 +631,12 @@ def test_a_dicom_seg_whose_geometry_claims_a_huge_volume_is_refused_before_it_is
     seg = pydicom.dcmread(tmp_path / "dicom" / "ts1.dcm")
     seg.Rows = seg.Columns = 20000
     seg.save_as(tmp_path / "dicom" / "ts1.dcm")
-    with pytest.raises(ValueError, match=r"dicom/ts1\.dcm: (its header.s frames decode to [\d,]+ bytes, more than [\d,]+; refused before decoding|"
-                                         r"its geometry makes a volume of shape \(\d+, 20000, 20000\), over 8 "
-                                         r"times the reference grid \(512, 512, \d+\); refused before it is built)"):
+    with pytest.raises(
+        ValueError,
+        match=r"dicom/ts1\.dcm: (its header.s frames decode to [\d,]+ bytes, more than [\d,]+; refused before decoding|"
+        r"its geometry makes a volume of shape \(\d+, 20000, 20000\), over 8 "
+        r"times the reference grid \(512, 512, \d+\); refused before it is built)",
+    ):
         evaluation.evaluate(tmp_path / "gt", {"dicom": tmp_path / "dicom"}, structures=["organ=1"], progress=False)
 
 
@@ -601,8 +665,12 @@ def test_metadata_columns_are_subgroups(small: Path) -> None:
 def test_structures_are_names_or_definitions_and_bad_ones_are_named() -> None:
     assert evaluation.regions(["mass=2+3:1.13", "organ=1"]) == [Region("mass", (2, 3), 1.13), Region("organ", (1,), 2.0)]
     assert evaluation.regions(["organ"], labels={"background": 0, "organ": 1}) == [Region("organ", (1,), 2.0)]
-    for entry, message in (("t=2:nan", "positive tolerance"), ("t=0", "non-zero label ids"), ("t=x", r"expected NAME=ID\[\+ID...\]"),
-                           ("liver", "not among any known structure")):
+    for entry, message in (
+        ("t=2:nan", "positive tolerance"),
+        ("t=0", "non-zero label ids"),
+        ("t=x", r"expected NAME=ID\[\+ID...\]"),
+        ("liver", "not among any known structure"),
+    ):
         with pytest.raises(ValueError, match=message):
             evaluation.regions([entry])
 
@@ -634,8 +702,23 @@ def test_a_model_lacking_cases_is_in_every_table_with_its_n_and_coverage(small: 
 
 #: 15 of the default cases (those with the fewest slices: quick to stage and score), a folder of their label maps under
 #: other label values, the first 5 stored on another grid
-INTAKE_CASES = ("case_00110", "case_00285", "case_00440", "case_00435", "case_00210", "case_00260", "case_00470", "case_00425",
-                "case_00010", "case_00045", "case_00215", "case_00030", "case_00085", "case_00130", "case_00090")
+INTAKE_CASES = (
+    "case_00110",
+    "case_00285",
+    "case_00440",
+    "case_00435",
+    "case_00210",
+    "case_00260",
+    "case_00470",
+    "case_00425",
+    "case_00010",
+    "case_00045",
+    "case_00215",
+    "case_00030",
+    "case_00085",
+    "case_00130",
+    "case_00090",
+)
 OTHER_GRID = INTAKE_CASES[:5]
 RELABEL = {1: 5, 2: 6, 3: 7}
 
@@ -668,14 +751,25 @@ def test_a_predictions_folder_scores_the_same_through_the_pipeline_and_evaluate_
 
     folder = tmp_path / "userdata" / "mine"
     _user_folder(kits_labels, folder, INTAKE_CASES, RELABEL)
-    entry = {"title": "mine", "dataset": "kits23", "path": str(folder), "output": "{case}.nii.gz", "output_format": "multilabel",
-             "label_map": {5: "kidney", 6: "tumor", 7: "cyst"}, "trained_on": [], "licence": "test", "version": "1"}
+    entry = {
+        "title": "mine",
+        "dataset": "kits23",
+        "path": str(folder),
+        "output": "{case}.nii.gz",
+        "output_format": "multilabel",
+        "label_map": {5: "kidney", 6: "tumor", 7: "cyst"},
+        "trained_on": [],
+        "licence": "test",
+        "version": "1",
+    }
     config = tmp_path / "mine.yaml"
     config.write_text(yaml.safe_dump({"mine": entry}), encoding="utf-8")
     (tmp_path / "userdata" / "example_subset").mkdir()  # the composition checks the worked example's folder is there
     with in_directory(tmp_path):
-        raw = compose_params(ROOT / "conf", ["model=[sim_dilate_1mm]", f"dataset.kits23.cases=[{','.join(INTAKE_CASES)}]",
-                                             "predictions=[example_subset]", "scoring.sensitivity_profiles=[]"])
+        raw = compose_params(
+            ROOT / "conf",
+            ["model=[sim_dilate_1mm]", f"dataset.kits23.cases=[{','.join(INTAKE_CASES)}]", "predictions=[example_subset]", "scoring.sensitivity_profiles=[]"],
+        )
     raw["predictions"] = {"mine": entry}
     raw["scoring"].pop("lesions", None)
     params = parse_params(raw, ROOT)
@@ -710,8 +804,9 @@ def test_every_faulty_file_of_a_folder_is_named_at_once_with_the_fix(tmp_path: P
         (gt / f"{case}.nii.gz").symlink_to(kits_labels / f"{case}.nii.gz")
     _user_folder(kits_labels, tmp_path / "mine", cases, {1: 5, 2: 9, 3: 7})  # 9: no structure of the map
     with pytest.raises(ValueError) as caught:
-        evaluation.evaluate(gt, {"mine": tmp_path / "mine"}, dataset="kits23", conf=ROOT / "conf", label_map={5: "kidney", 6: "tumor", 7: "cyst"},
-                            progress=False)
+        evaluation.evaluate(
+            gt, {"mine": tmp_path / "mine"}, dataset="kits23", conf=ROOT / "conf", label_map={5: "kidney", 6: "tumor", 7: "cyst"}, progress=False
+        )
     text = str(caught.value)
     assert f"model mine: 3 file(s) of {tmp_path / 'mine'} cannot be brought onto the references" in text, text
     assert all(f"{tmp_path / 'mine' / case}.nii.gz" in text for case in cases) and "staging" not in text and "/copy/" not in text, text

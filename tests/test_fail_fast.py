@@ -28,6 +28,7 @@ MODELS = "ctfm_wholebody, litemedsam"  # the start of conf/model/'s sorted listi
 
 def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, str]:
     """The command's result, and its wall and CPU seconds (its own and its children's) as text."""
+
     def cpu() -> float:
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         return usage.ru_utime + usage.ru_stime
@@ -38,23 +39,30 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple
     return result, f"{' '.join(args)}: {time.monotonic() - start:.1f} s wall, {seconds:.1f} s CPU"
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (["data", "fetch", "nope"], "segbench data: error: unknown dataset 'nope'; conf/dataset/ has: "
-                                  "amos22, btcv, kits23, msd_spleen, totalseg_liver, totalsegmentator"),
-    (["env", "create", "nope"], f"segbench env: error: unknown model 'nope'; conf/model/ has: {MODELS}"),
-    (["params", "stats.ci_method=bcaa"], "stats.ci_method must be one of ('percentile', 'bca', 'skew_t'), got 'bcaa'"),
-    (["params", "stats.ci_level=calibrated"], "stats.ci_level must be one of ('audited', 'nominal'), got 'calibrated'"),
-    (["params", "model=[no_such_model]"], f"unknown model 'no_such_model'; conf/model/ has: {MODELS}"),
-    (["params", "dataset=[kits23,nope]"], "unknown dataset 'nope'; conf/dataset/ has: amos22, btcv"),
-    (["params", "stats.multiple_comparison=holmes"], "stats.multiple_comparison must be one of ('holm', 'bonferroni'), got 'holmes'"),
-    (["params", "stats.case_alignment=paired"], "stats.case_alignment must be one of ('shared', 'pairwise_complete'), got 'paired'"),
-    (["params", "stats.confidence=1.5"], "stats.confidence must be a number in (0, 1), got 1.5"),
-    (["params", "stats.n_resamples=0"], "stats.n_resamples must be an integer >= 1, got 0"),
-    (["params", "stats.ci_methd=bca"], "unknown key 'stats.ci_methd'; stats has: alpha, case_alignment, ci_level, ci_method, confidence"),
-    (["params", "dataset.kits23.cases=[case_00000,case_99999]"],
-     "configured cases have no reference file in " + "{root}/data/kits23/labels: ['case_99999']; it has 489 cases, case_00000 to case_00588"),
-    (["params", "scoring.profile=segaug"], "scoring.profile 'segaug' is not a metric-definition profile; known: ['deepmind'"),
-])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["data", "fetch", "nope"],
+            "segbench data: error: unknown dataset 'nope'; conf/dataset/ has: amos22, btcv, kits23, msd_spleen, totalseg_liver, totalsegmentator",
+        ),
+        (["env", "create", "nope"], f"segbench env: error: unknown model 'nope'; conf/model/ has: {MODELS}"),
+        (["params", "stats.ci_method=bcaa"], "stats.ci_method must be one of ('percentile', 'bca', 'skew_t'), got 'bcaa'"),
+        (["params", "stats.ci_level=calibrated"], "stats.ci_level must be one of ('audited', 'nominal'), got 'calibrated'"),
+        (["params", "model=[no_such_model]"], f"unknown model 'no_such_model'; conf/model/ has: {MODELS}"),
+        (["params", "dataset=[kits23,nope]"], "unknown dataset 'nope'; conf/dataset/ has: amos22, btcv"),
+        (["params", "stats.multiple_comparison=holmes"], "stats.multiple_comparison must be one of ('holm', 'bonferroni'), got 'holmes'"),
+        (["params", "stats.case_alignment=paired"], "stats.case_alignment must be one of ('shared', 'pairwise_complete'), got 'paired'"),
+        (["params", "stats.confidence=1.5"], "stats.confidence must be a number in (0, 1), got 1.5"),
+        (["params", "stats.n_resamples=0"], "stats.n_resamples must be an integer >= 1, got 0"),
+        (["params", "stats.ci_methd=bca"], "unknown key 'stats.ci_methd'; stats has: alpha, case_alignment, ci_level, ci_method, confidence"),
+        (
+            ["params", "dataset.kits23.cases=[case_00000,case_99999]"],
+            "configured cases have no reference file in " + "{root}/data/kits23/labels: ['case_99999']; it has 489 cases, case_00000 to case_00588",
+        ),
+        (["params", "scoring.profile=segaug"], "scoring.profile 'segaug' is not a metric-definition profile; known: ['deepmind'"),
+    ],
+)
 def test_typo_is_one_line_listing_the_valid_values(root: Path, args: list[str], expected: str, record_property: Callable) -> None:
     before = (root / "params.yaml").read_bytes()
     result, timing = _run(["segbench", *args], root)
@@ -110,22 +118,27 @@ def dvc_project(root: Path, tmp_path: Path) -> Path:
     return proj
 
 
-@pytest.mark.parametrize(("override", "expected"), [
-    ("stats.ci_method=bcaa", "stats.ci_method must be one of ('percentile', 'bca', 'skew_t'), got 'bcaa'"),
-    ("stats.alpha=5", "stats.alpha must be a number in (0, 1), got 5"),
-    ("dataset=[amos22]", "model 'sim_dilate_1mm' labels ['cyst', 'kidney', 'tumor'] that dataset 'amos22' does not have"),
-    # a config missing from a group: hydra_plugins/' last config source lists the group's (Hydra's message names none)
-    ("model=[sim_dilate_1m]", f"unknown model 'sim_dilate_1m'; {{proj}}/conf/model/ has: {MODELS}"),
-    ("model=sim_dilate_1m", f"unknown model 'sim_dilate_1m'; {{proj}}/conf/model/ has: {MODELS}"),
-    ("dataset=[kits23,nope]", "unknown dataset 'nope'; {proj}/conf/dataset/ has: amos22, btcv, kits23"),
-    ("dataset.kits23.cases=[case_00000,case_99999]",
-     "configured cases have no reference file in {proj}/data/kits23/labels: ['case_99999']; it has 489 cases, case_00000 to case_00588"),
-    # a new key added as Hydra's message advises: the validation lists the settings there are
-    # Hydra refuses a new key before any plugin or resolver sees the composition, naming the key and advising "+" (the
-    # README's exception: `segbench params` lists the settings, test_typo_is_one_line_listing_the_valid_values)
-    ("stats.ci_methd=bca", "Could not override 'stats.ci_methd'"),
-    ("+stats.ci_methd=bca", "unknown stats setting(s) ['ci_methd']; settings are alpha, case_alignment, ci_level, ci_method, confidence"),
-])
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("stats.ci_method=bcaa", "stats.ci_method must be one of ('percentile', 'bca', 'skew_t'), got 'bcaa'"),
+        ("stats.alpha=5", "stats.alpha must be a number in (0, 1), got 5"),
+        ("dataset=[amos22]", "model 'sim_dilate_1mm' labels ['cyst', 'kidney', 'tumor'] that dataset 'amos22' does not have"),
+        # a config missing from a group: hydra_plugins/' last config source lists the group's (Hydra's message names none)
+        ("model=[sim_dilate_1m]", f"unknown model 'sim_dilate_1m'; {{proj}}/conf/model/ has: {MODELS}"),
+        ("model=sim_dilate_1m", f"unknown model 'sim_dilate_1m'; {{proj}}/conf/model/ has: {MODELS}"),
+        ("dataset=[kits23,nope]", "unknown dataset 'nope'; {proj}/conf/dataset/ has: amos22, btcv, kits23"),
+        (
+            "dataset.kits23.cases=[case_00000,case_99999]",
+            "configured cases have no reference file in {proj}/data/kits23/labels: ['case_99999']; it has 489 cases, case_00000 to case_00588",
+        ),
+        # a new key added as Hydra's message advises: the validation lists the settings there are
+        # Hydra refuses a new key before any plugin or resolver sees the composition, naming the key and advising "+" (the
+        # README's exception: `segbench params` lists the settings, test_typo_is_one_line_listing_the_valid_values)
+        ("stats.ci_methd=bca", "Could not override 'stats.ci_methd'"),
+        ("+stats.ci_methd=bca", "unknown stats setting(s) ['ci_methd']; settings are alpha, case_alignment, ci_level, ci_method, confidence"),
+    ],
+)
 def test_dvc_exp_run_typo_fails_at_composition(dvc_project: Path, override: str, expected: str, record_property: Callable) -> None:
     before = (dvc_project / "params.yaml").read_bytes()
     result, timing = _run(["dvc", "exp", "run", "-S", override], dvc_project)
@@ -139,13 +152,19 @@ def test_dvc_exp_run_typo_fails_at_composition(dvc_project: Path, override: str,
     assert (dvc_project / "params.yaml").read_bytes() == before and not (dvc_project / "dvc.lock").exists()
 
 
-@pytest.mark.parametrize(("overrides", "expected"), [
-    (["predictions=[example_subset]"], "path userdata/example_subset does not exist (conf/predictions/example_subset.yaml)"),
-    (["predictions=[example_subset]", "predictions.example_subset.path=/tmp"],
-     "path /tmp is outside the project {proj}: dvc.lock would record a path no clone has"),
-])
-def test_a_predictions_folder_missing_or_outside_the_project_fails_at_composition(dvc_project: Path, overrides: list[str], expected: str,
-                                                                                   record_property: Callable) -> None:
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["predictions=[example_subset]"], "path userdata/example_subset does not exist (conf/predictions/example_subset.yaml)"),
+        (
+            ["predictions=[example_subset]", "predictions.example_subset.path=/tmp"],
+            "path /tmp is outside the project {proj}: dvc.lock would record a path no clone has",
+        ),
+    ],
+)
+def test_a_predictions_folder_missing_or_outside_the_project_fails_at_composition(
+    dvc_project: Path, overrides: list[str], expected: str, record_property: Callable
+) -> None:
     """`dvc exp run` with a folder of predictions that is not there, or lies outside the project (dvc.lock would record a
     path no clone has): refused while composing, before any stage runs, with the commands that bring it in."""
     before = (dvc_project / "params.yaml").read_bytes()
@@ -166,8 +185,10 @@ def test_dvc_composition_is_segbenchs(dvc_project: Path, tmp_path: Path) -> None
     from segbench.validation import compose_params
 
     out = tmp_path / "composed.yaml"
-    code = (f"from dvc.utils.hydra import compose_and_dump; compose_and_dump({str(out)!r}, {str(dvc_project / 'conf')!r}, None, "
-            f"'config', {str(dvc_project)!r}, ['stats.ci_method=bca'])")
+    code = (
+        f"from dvc.utils.hydra import compose_and_dump; compose_and_dump({str(out)!r}, {str(dvc_project / 'conf')!r}, None, "
+        f"'config', {str(dvc_project)!r}, ['stats.ci_method=bca'])"
+    )
     run_command([sys.executable, "-c", code], tmp_path)
     composed = yaml.safe_load(out.read_text(encoding="utf-8"))
     assert composed == compose_params(dvc_project / "conf", ["stats.ci_method=bca"])
@@ -243,7 +264,8 @@ def test_failed_composition_leaves_the_workspace(small_project: Path) -> None:
     committed one) byte for byte, dvc.lock, and every prediction and score as they were."""
     (small_project / "conf" / "experiment").mkdir()
     (small_project / "conf" / "experiment" / "mine.yaml").write_text(
-        "# @package _global_\ndefaults:\n  - /model: [mine]\n  - /published: [segauge_kits23_seed]\n", encoding="utf-8")
+        "# @package _global_\ndefaults:\n  - /model: [mine]\n  - /published: [segauge_kits23_seed]\n", encoding="utf-8"
+    )
     defaults = _models(small_project)
     _exp_run(small_project, "+experiment=mine")
     composed = yaml.safe_load((small_project / "params.yaml").read_text(encoding="utf-8"))
@@ -254,6 +276,7 @@ def test_failed_composition_leaves_the_workspace(small_project: Path) -> None:
         result, _ = _run(["dvc", "exp", "run", "-S", "+experiment=mine", "-S", override], small_project)
         assert result.returncode != 0 and "Running stage" not in result.stdout + result.stderr, override
         assert ([(small_project / n).read_bytes() for n in ("params.yaml", "dvc.lock")], _outputs(small_project)) == before, override
+
 
 @pytest.mark.slow
 def test_guide_user_score_files_leave_data_dvc_untouched(root: Path, projects: Projects) -> None:
@@ -268,8 +291,18 @@ def test_guide_user_score_files_leave_data_dvc_untouched(root: Path, projects: P
     csv = proj / spec["path"]
     csv.parent.mkdir(parents=True)
     csv.write_text("alg_name,case,task,value\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    run_command(["segbench", "params", "--write", "model=[sim_dilate_1mm]", "dataset.kits23.cases=[case_00030,case_00110]",
-                 "stats.n_resamples=200", "published=[my_challenge]"], proj)
+    run_command(
+        [
+            "segbench",
+            "params",
+            "--write",
+            "model=[sim_dilate_1mm]",
+            "dataset.kits23.cases=[case_00030,case_00110]",
+            "stats.n_resamples=200",
+            "published=[my_challenge]",
+        ],
+        proj,
+    )
     commit_all(proj, "the user's score file, in git")
     data_dvc = (proj / "data.dvc").read_bytes()
     run_command(["dvc", "repro", "compare-published@my_challenge"], proj)  # import, track, compare of the user's set

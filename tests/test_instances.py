@@ -47,6 +47,8 @@ def _reference_package(module: str) -> object:
     if os.environ.get("SEGBENCH_LESION_REFERENCE") == "required":
         return importlib.import_module(module)
     return pytest.importorskip(module, reason=f"{module} (the 'lesions' extra) is not installed: see the README's developer section")
+
+
 CASES = ("case_00021", "case_00028", "case_00008")  # 1 tumor and 3, 5, 8 cysts each
 
 
@@ -62,6 +64,7 @@ def _overlap(ref: np.ndarray, pred: np.ndarray):
 
 
 # ---- hand-built cases: one per rule, with the expected matches ----
+
 
 def test_components_follow_connectivity():
     mask = np.zeros((5, 5, 5), dtype=bool)
@@ -181,23 +184,39 @@ def test_case_scores_counts_volumes_and_strata():
     assert s["pq_iou"] == pytest.approx(0.9 * s["rq"])
     assert s["fn_volume_ml"] == pytest.approx((8 + 64) * 2.0 / 1000) and s["fp_volume_ml"] == pytest.approx(64 * 2.0 / 1000)
     assert (s["recall_lt_0.05ml"], s["recall_0.05_1ml"], s["recall_ge_1ml"]) == (0.0, 0.0, 1.0)
-    assert list(table.columns) == ["status", "reference_id", "prediction_ids", "reference_volume_ml", "prediction_volume_ml",
-                                   "dice", "iou", "hd", "hd95", "assd", "masd", "nsd"]
+    assert list(table.columns) == [
+        "status",
+        "reference_id",
+        "prediction_ids",
+        "reference_volume_ml",
+        "prediction_volume_ml",
+        "dice",
+        "iou",
+        "hd",
+        "hd95",
+        "assd",
+        "masd",
+        "nsd",
+    ]
 
 
-@pytest.mark.parametrize(("ref", "pred", "spacing", "message"), [
-    (np.zeros((4, 4, 4)), np.zeros((4, 4, 5)), (1, 1, 1), r"reference shape \(4, 4, 4\) != prediction shape \(4, 4, 5\)"),
-    (np.zeros((4, 4)), np.zeros((4, 4)), (1, 1, 1), r"reference mask: expected 3 dimensions"),
-    (np.zeros((4, 4, 4)), np.full((4, 4, 4), 2), (1, 1, 1), r"prediction mask is not binary: values \[2\]"),
-    (np.zeros((4, 4, 4)), np.zeros((4, 4, 4)), None, r"spacing must be 3 positive finite"),
-    (np.zeros((4, 4, 4)), np.zeros((4, 4, 4)), (1, 0, 1), r"spacing must be 3 positive finite"),
-])
+@pytest.mark.parametrize(
+    ("ref", "pred", "spacing", "message"),
+    [
+        (np.zeros((4, 4, 4)), np.zeros((4, 4, 5)), (1, 1, 1), r"reference shape \(4, 4, 4\) != prediction shape \(4, 4, 5\)"),
+        (np.zeros((4, 4)), np.zeros((4, 4)), (1, 1, 1), r"reference mask: expected 3 dimensions"),
+        (np.zeros((4, 4, 4)), np.full((4, 4, 4), 2), (1, 1, 1), r"prediction mask is not binary: values \[2\]"),
+        (np.zeros((4, 4, 4)), np.zeros((4, 4, 4)), None, r"spacing must be 3 positive finite"),
+        (np.zeros((4, 4, 4)), np.zeros((4, 4, 4)), (1, 0, 1), r"spacing must be 3 positive finite"),
+    ],
+)
 def test_inputs_are_checked(ref, pred, spacing, message):
     with pytest.raises(ValueError, match=message):
         check_pair(ref, pred, spacing)
 
 
 # ---- agreement with the packages on real KiTS23 lesions, SIMULATED predictions ----
+
 
 @pytest.fixture(scope="module")
 def kits_cases(kits_labels: Path) -> dict[str, tuple[np.ndarray, tuple[float, float, float]]]:
@@ -239,11 +258,22 @@ def test_panoptica_agreement_on_simulated_kits_lesions(kits_cases, case, structu
     }[settings["matcher"]]()
     metrics = [pan.Metric.DSC, pan.Metric.IOU, pan.Metric.HD, pan.Metric.HD95, pan.Metric.ASSD, pan.Metric.NSD]
     evaluator = pan.Panoptica_Evaluator(
-        expected_input=pan.InputType.SEMANTIC, instance_approximator=pan.ConnectedComponentsInstanceApproximator(), instance_matcher=matcher,
-        instance_metrics=metrics, global_metrics=[],
+        expected_input=pan.InputType.SEMANTIC,
+        instance_approximator=pan.ConnectedComponentsInstanceApproximator(),
+        instance_matcher=matcher,
+        instance_metrics=metrics,
+        global_metrics=[],
         # panoptica's own zero-TP values for Dice and IoU (0, NaN without instances: PQ is then 0 as ours), NaN for the distances
-        edge_case_handler=EdgeCaseHandler({m: MetricZeroTPEdgeCaseHandling(no_instances_result=EdgeCaseResult.NAN, default_result=(
-            EdgeCaseResult.ZERO if m in (pan.Metric.DSC, pan.Metric.IOU) else EdgeCaseResult.NAN)) for m in metrics}))
+        edge_case_handler=EdgeCaseHandler(
+            {
+                m: MetricZeroTPEdgeCaseHandling(
+                    no_instances_result=EdgeCaseResult.NAN,
+                    default_result=(EdgeCaseResult.ZERO if m in (pan.Metric.DSC, pan.Metric.IOU) else EdgeCaseResult.NAN),
+                )
+                for m in metrics
+            }
+        ),
+    )
     result = evaluator.evaluate(pred.astype(np.uint8), ref.astype(np.uint8), voxelspacing=spacing, verbose=False)["ungrouped"]
     theirs = result.to_dict(True)
     strata_mm3 = [50.0, 1000.0]
@@ -251,8 +281,19 @@ def test_panoptica_agreement_on_simulated_kits_lesions(kits_cases, case, structu
 
     assert (ours["tp"], ours["fp"], ours["fn"]) == (theirs["tp"], theirs["fp"], theirs["fn"])
     assert ours["n_reference"] == theirs["n_ref_instances"]
-    pairs = {"rq": "rq", "sq_dice": "sq_dsc", "sq_iou": "sq", "sq_hd": "sq_hd", "sq_hd95": "sq_hd95", "sq_masd": "sq_assd",
-             "sq_nsd": "sq_nsd", "pq_iou": "pq", "pq_dice": "pq_dsc", "precision": "prec", "recall": "rec"}
+    pairs = {
+        "rq": "rq",
+        "sq_dice": "sq_dsc",
+        "sq_iou": "sq",
+        "sq_hd": "sq_hd",
+        "sq_hd95": "sq_hd95",
+        "sq_masd": "sq_assd",
+        "sq_nsd": "sq_nsd",
+        "pq_iou": "pq",
+        "pq_dice": "pq_dsc",
+        "precision": "prec",
+        "recall": "rec",
+    }
     for ours_key, their_key in pairs.items():
         if ours_key.startswith("sq_") and ours["tp"] == 0:  # SQ without a matched lesion: NaN here, panoptica's zero-TP value there
             continue
@@ -296,8 +337,13 @@ def test_brats_agreement_on_simulated_kits_lesions(kits_cases, case, structure, 
     profile = LESION_PROFILES["brats"]
     _, ours = score_lesions(ref, pred, spacing, profile)
     assert (ours["tp"], ours["fp"], ours["fn"]) == tuple(int(theirs[f"all_instance_{k}_et"]) for k in ("tp", "fp", "fn"))
-    for ours_key, their_key in {"lesion_dice": "lesionwise_dsc_mean_et", "lesion_hd95": "lesionwise_hd95_mean_et", "f1": "all_instance_f1_et",
-                                "precision": "all_instance_prec_et", "recall": "all_instance_rec_et"}.items():
+    for ours_key, their_key in {
+        "lesion_dice": "lesionwise_dsc_mean_et",
+        "lesion_hd95": "lesionwise_hd95_mean_et",
+        "f1": "all_instance_f1_et",
+        "precision": "all_instance_prec_et",
+        "recall": "all_instance_rec_et",
+    }.items():
         assert _close(ours[ours_key], float(theirs[their_key])), (ours_key, ours[ours_key], theirs[their_key])
 
 

@@ -67,16 +67,17 @@ def test_a_plain_npy_reads_as_np_load_reads_it_and_a_lying_header_allocates_noth
         assert np.array_equal(read, np.load(tmp_path / name)) and read.dtype == np.float32
     with pytest.raises(intake.IntakeError, match=r"c\.npy has dtype float32; expected an integer label map"):
         intake.read_npy_array(tmp_path / "c.npy", SHAPE)
-    for name, head, message in (("huge.npy", _npy_header((4000, 4000, 4000)), r"has shape \(4000, 4000, 4000\); expected \(6, 7, 8\)"),
-                                ("objects.npy", _npy_header(SHAPE, "|O"), r"has dtype object; expected a numeric label map"),
-                                ("short.npy", _npy_header(SHAPE), r"ends 236 bytes short of the 336 its header implies")):
+    for name, head, message in (
+        ("huge.npy", _npy_header((4000, 4000, 4000)), r"has shape \(4000, 4000, 4000\); expected \(6, 7, 8\)"),
+        ("objects.npy", _npy_header(SHAPE, "|O"), r"has dtype object; expected a numeric label map"),
+        ("short.npy", _npy_header(SHAPE), r"ends 236 bytes short of the 336 its header implies"),
+    ):
         (tmp_path / name).write_bytes(head + bytes(100))
         with pytest.raises(intake.IntakeError, match=re.escape(str(tmp_path / name)) + ".*" + message):
             intake.read_npy_array(tmp_path / name, SHAPE, kinds="biuf")
 
 
-@pytest.mark.parametrize("kind", ["absolute symlink", "relative symlink", "symlink into another team's folder", "FIFO",
-                                  "folder", "hard link"])
+@pytest.mark.parametrize("kind", ["absolute symlink", "relative symlink", "symlink into another team's folder", "FIFO", "folder", "hard link"])
 def test_anything_but_a_regular_file_is_refused_unread(tmp_path: Path, kind: str) -> None:
     other_team = tmp_path / "teama" / "segs"
     other_team.mkdir(parents=True)
@@ -84,12 +85,14 @@ def test_anything_but_a_regular_file_is_refused_unread(tmp_path: Path, kind: str
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     target = outputs / "c.npz"
-    {"absolute symlink": lambda: target.symlink_to(other_team / "c.npz"),
-     "relative symlink": lambda: target.symlink_to(Path("..") / "teama" / "segs" / "c.npz"),
-     "symlink into another team's folder": lambda: target.symlink_to(other_team / "c.npz"),
-     "FIFO": lambda: os.mkfifo(target),
-     "folder": lambda: target.mkdir(),
-     "hard link": lambda: os.link(other_team / "c.npz", target)}[kind]()
+    {
+        "absolute symlink": lambda: target.symlink_to(other_team / "c.npz"),
+        "relative symlink": lambda: target.symlink_to(Path("..") / "teama" / "segs" / "c.npz"),
+        "symlink into another team's folder": lambda: target.symlink_to(other_team / "c.npz"),
+        "FIFO": lambda: os.mkfifo(target),
+        "folder": lambda: target.mkdir(),
+        "hard link": lambda: os.link(other_team / "c.npz", target),
+    }[kind]()
     with pytest.raises(cases.CaseError) as error:
         cases.read_step_output(target, SHAPE, 1)  # a FIFO would block an open without O_NONBLOCK: returning at all is the check
     message = str(error.value)
@@ -108,8 +111,9 @@ def _peak_rss_mb(code: str) -> tuple[str, float]:
     """Run ``code`` in a child python (this checkout's segbench) and return its output and its peak RSS in MB (the child's
     own getrusage: RUSAGE_CHILDREN of this process would keep the largest of every child it ever waited for)."""
     code = textwrap.dedent(code) + "\nimport resource\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            env={**os.environ, "PYTHONPATH": str(Path(intake.__file__).parents[2])})
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(Path(intake.__file__).parents[2])}
+    )
     *printed, peak_kb = result.stdout.strip().splitlines()
     return "\n".join(printed), int(peak_kb) / 1024
 
@@ -129,21 +133,30 @@ except cases.CaseError as exc:
 """
 
 
-@pytest.mark.parametrize(("attack", "members", "expected"), [
-    # a valid segs and an extra member whose header claims 30 GB: only segs is read, scored and flagged with the member's
-    # sizes from the zip directory (the member itself never inflated)
-    ("header bomb", {"segs": (_segs(), 0), "bomb": (_npy_header((30_000, 1000, 1000)), 0)},
-     rf"extra_members {np.prod(SHAPE)} {{path}}: extra members not read: 'bomb\.npy' \(claims 128 bytes, \d+ compressed\); scored from 'segs'"),
-    # a valid segs and 256 MiB of deflated zeros under another key: never inflated, flagged
-    ("extra huge member", {"segs": (_segs(), 0), "zeros": (_npy_header((1 << 28,)), 1 << 28)},
-     rf"extra_members {np.prod(SHAPE)} {{path}}: extra members not read: 'zeros\.npy' \(claims 268435584 bytes, \d+ compressed\); scored from 'segs'"),
-    # segs whose header names the right shape but which inflates 256 MiB past it: refused while streaming
-    ("deflate bomb", {"segs": (_segs(), 1 << 28)}, "key 'segs': inflates past the 336 bytes its header implies; refused while streaming"),
-    # segs whose header claims 30 GB: refused on its header, nothing allocated
-    ("segs header bomb", {"segs": (_npy_header((30_000, 1000, 1000)), 0)}, "key 'segs' has shape (30000, 1000, 1000); expected (6, 7, 8)"),
-    ("object dtype", {"segs": (_npy_header(SHAPE, "|O"), 0)}, "key 'segs' has dtype object; expected an integer label map"),
-    ("short segs", {"segs": (_segs()[:-10], 0)}, "key 'segs': ends 10 bytes short of the 336 its header implies"),
-])
+@pytest.mark.parametrize(
+    ("attack", "members", "expected"),
+    [
+        # a valid segs and an extra member whose header claims 30 GB: only segs is read, scored and flagged with the member's
+        # sizes from the zip directory (the member itself never inflated)
+        (
+            "header bomb",
+            {"segs": (_segs(), 0), "bomb": (_npy_header((30_000, 1000, 1000)), 0)},
+            rf"extra_members {np.prod(SHAPE)} {{path}}: extra members not read: 'bomb\.npy' \(claims 128 bytes, \d+ compressed\); scored from 'segs'",
+        ),
+        # a valid segs and 256 MiB of deflated zeros under another key: never inflated, flagged
+        (
+            "extra huge member",
+            {"segs": (_segs(), 0), "zeros": (_npy_header((1 << 28,)), 1 << 28)},
+            rf"extra_members {np.prod(SHAPE)} {{path}}: extra members not read: 'zeros\.npy' \(claims 268435584 bytes, \d+ compressed\); scored from 'segs'",
+        ),
+        # segs whose header names the right shape but which inflates 256 MiB past it: refused while streaming
+        ("deflate bomb", {"segs": (_segs(), 1 << 28)}, "key 'segs': inflates past the 336 bytes its header implies; refused while streaming"),
+        # segs whose header claims 30 GB: refused on its header, nothing allocated
+        ("segs header bomb", {"segs": (_npy_header((30_000, 1000, 1000)), 0)}, "key 'segs' has shape (30000, 1000, 1000); expected (6, 7, 8)"),
+        ("object dtype", {"segs": (_npy_header(SHAPE, "|O"), 0)}, "key 'segs' has dtype object; expected an integer label map"),
+        ("short segs", {"segs": (_segs()[:-10], 0)}, "key 'segs': ends 10 bytes short of the 336 its header implies"),
+    ],
+)
 def test_crafted_npz_members_never_inflate_past_segs(tmp_path: Path, attack: str, members: dict, expected: str, import_rss_mb: float) -> None:
     path = tmp_path / "c.npz"
     _write_npz(path, members)
@@ -171,16 +184,19 @@ def _nifti(path: Path, shape: tuple[int, ...], dtype: type = np.uint8, data_byte
             stream.write(zeros[: min(len(zeros), n_bytes - start)])
 
 
-@pytest.mark.parametrize(("case", "message"), [
-    ("honest", None),
-    ("symlink", "a symlink, not a regular file; refused unread"),
-    ("header lying huge", "header says shape (4000, 4000, 4000), over 8 times the reference grid (6, 7, 8); refused unread"),
-    ("float datatype", "header says datatype float32; expected an integer label map"),
-    ("4D", "header says shape (6, 7, 8, 2); a 3D label map is needed"),
-    ("fewer voxels than its header", "voxels: ends 100 bytes short of the 336 its header implies"),
-    ("deflate bomb", "voxels: inflates past the 336 bytes its header implies; refused while streaming"),
-    ("symlinked folder on the way", "a symlink or not a folder on the way to"),
-])
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("honest", None),
+        ("symlink", "a symlink, not a regular file; refused unread"),
+        ("header lying huge", "header says shape (4000, 4000, 4000), over 8 times the reference grid (6, 7, 8); refused unread"),
+        ("float datatype", "header says datatype float32; expected an integer label map"),
+        ("4D", "header says shape (6, 7, 8, 2); a 3D label map is needed"),
+        ("fewer voxels than its header", "voxels: ends 100 bytes short of the 336 its header implies"),
+        ("deflate bomb", "voxels: inflates past the 336 bytes its header implies; refused while streaming"),
+        ("symlinked folder on the way", "a symlink or not a folder on the way to"),
+    ],
+)
 def test_container_nifti_outputs_are_checked_before_a_voxel_is_read(tmp_path: Path, case: str, message: str | None) -> None:
     outputs = tmp_path / "outputs"
     outputs.mkdir()
@@ -218,8 +234,7 @@ np.savez(sys.argv[2], segs=np.load(sys.argv[1])["gts"], notes=np.zeros(3, np.uin
 def test_a_step_with_extra_members_is_scored_from_segs_and_flagged(tmp_path: Path) -> None:
     gts = np.zeros((4, 6, 6), np.uint8)
     gts[1:4, 3:6, 3:6] = 1
-    for kind, array in (("imgs", {"imgs": np.arange(gts.size, dtype=np.int16).reshape(gts.shape), "spacing": np.ones(3)}),
-                        ("gts", {"gts": gts})):
+    for kind, array in (("imgs", {"imgs": np.arange(gts.size, dtype=np.int16).reshape(gts.shape), "spacing": np.ones(3)}), ("gts", {"gts": gts})):
         (tmp_path / "cases" / kind).mkdir(parents=True)
         cases.save_npz_atomic(tmp_path / "cases" / kind / "toy.npz", **array)
     case = cases.load_case("toy", tmp_path / "cases" / "imgs" / "toy.npz", tmp_path / "cases" / "gts" / "toy.npz")
@@ -235,6 +250,7 @@ def test_a_step_with_extra_members_is_scored_from_segs_and_flagged(tmp_path: Pat
 def _write_zip(path: Path, members: list[tuple[str, bytes]]) -> None:
     """A zip of ``members`` in order, names repeated as given (zipfile warns, and writes them)."""
     import warnings
+
     with warnings.catch_warnings(), zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
         warnings.simplefilter("ignore")
         for name, data in members:
@@ -245,8 +261,11 @@ def test_a_zip_directory_claiming_too_many_members_is_refused_before_it_is_parse
     """A million empty entries (47 MB) cost the reader 974 MB of RSS and 97 s per step; the claim is capped first."""
     path = tmp_path / "many.npz"
     _write_zip(path, [("segs.npy", _segs()), *((f"e{i}", b"") for i in range(70_000))])  # past 65,535 entries: zip64's record
-    with pytest.raises(intake.IntakeError, match=rf"many.npz: its zip directory claims 70,001 members in [\d,]+ bytes, more than {intake.MAX_NPZ_MEMBERS} "
-                                                 r"members or 65,536 bytes; refused unparsed"):
+    with pytest.raises(
+        intake.IntakeError,
+        match=rf"many.npz: its zip directory claims 70,001 members in [\d,]+ bytes, more than {intake.MAX_NPZ_MEMBERS} "
+        r"members or 65,536 bytes; refused unparsed",
+    ):
         intake.read_npz_array(path, "segs", SHAPE)
     _write_zip(path, [("segs.npy", _segs()), *((f"{i:02000d}", b"") for i in range(40))])  # few members, long names
     with pytest.raises(intake.IntakeError, match=r"claims 41 members in [\d,]+ bytes"):

@@ -91,8 +91,14 @@ def test_step_reader_orders_clicks_and_keeps_classes_without_a_new_click(tmp_pat
 
 def test_step_reader_refuses_clicks_that_clicks_order_does_not_name(tmp_path: Path) -> None:
     path = tmp_path / "bad.npz"
-    np.savez_compressed(path, imgs=np.zeros((2, 3, 3)), spacing=np.ones(3), clicks=[{"fg": [[0, 0, 0]], "bg": []}], clicks_order=[["bg"]],
-                        prev_pred=np.zeros((2, 3, 3), np.uint8))
+    np.savez_compressed(
+        path,
+        imgs=np.zeros((2, 3, 3)),
+        spacing=np.ones(3),
+        clicks=[{"fg": [[0, 0, 0]], "bg": []}],
+        clicks_order=[["bg"]],
+        prev_pred=np.zeros((2, 3, 3), np.uint8),
+    )
     with pytest.raises(interactive_step.StepError, match="class 1: clicks_order names a 'bg' click"):
         interactive_step.read_step(path)
 
@@ -194,7 +200,7 @@ def test_environment_is_built_from_exact_pins(model: str) -> None:
     config = model_from_conf(ROOT / "conf", model)
     packages = [str(p) for p in config.environment["packages"]]
     assert all("==" in p or re.search(r"\.git@[0-9a-f]{40}$", p) for p in packages), packages
-    assert any(command[-len(packages):] == packages and "install" in command for command in create_commands(config))
+    assert any(command[-len(packages) :] == packages and "install" in command for command in create_commands(config))
     assert config.is_interactive and config.device == "cuda" and config.weights["pin"] == f"models/{model}.dvc"
 
 
@@ -277,7 +283,7 @@ def _check_vista3d(calls: list[dict], record: dict, c: int, first: bool) -> None
 def _check_medsam2(calls: list[dict], record: dict, c: int, first: bool) -> None:
     box = record["boxes"][c - 1]
     prompts = [e for e in calls if e["call"] == "add_new_points_or_box"]
-    assert len(prompts) % 2 == 0 and prompts[: len(prompts) // 2] == prompts[len(prompts) // 2:], "the same prompts before each propagation"
+    assert len(prompts) % 2 == 0 and prompts[: len(prompts) // 2] == prompts[len(prompts) // 2 :], "the same prompts before each propagation"
     once = prompts[: len(prompts) // 2]
     boxed = [e for e in once if e["box"] is not None]
     assert [(e["frame_idx"], e["box"]) for e in boxed] == [(box["z_mid"], [box["z_mid_x_min"], box["z_mid_y_min"], box["z_mid_x_max"], box["z_mid_y_max"]])]
@@ -315,16 +321,33 @@ def _per_class(process: list[dict], model: str) -> list[list[dict]]:
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_segbench_interact_round_trip_through_the_real_entry_point(tmp_path: Path, model: str, monkeypatch: pytest.MonkeyPatch,
-                                                                  capsys: pytest.CaptureFixture) -> None:
+def test_segbench_interact_round_trip_through_the_real_entry_point(
+    tmp_path: Path, model: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     project = _project(tmp_path, model)
     log = tmp_path / "calls.jsonl"
     out = tmp_path / "out"
     # `segbench interact` in this process (its scoring code is compiled once for all four models); the model runs as its own process
     monkeypatch.chdir(project)
     monkeypatch.setenv("SEGBENCH_STANDIN_LOG", str(log))
-    status = cli.main(["interact", "--cases", str(_case_folder(tmp_path)), "--model", model, "--out", str(out), "--conf", str(ROOT / "conf"),
-                       "--reference", "manual", "--device", "cuda:0", "--allow-unverified-weights"])
+    status = cli.main(
+        [
+            "interact",
+            "--cases",
+            str(_case_folder(tmp_path)),
+            "--model",
+            model,
+            "--out",
+            str(out),
+            "--conf",
+            str(ROOT / "conf"),
+            "--reference",
+            "manual",
+            "--device",
+            "cuda:0",
+            "--allow-unverified-weights",
+        ]
+    )
     assert status == 0, capsys.readouterr().err[-3000:]
     row = pd.read_csv(out / "metrics.csv").iloc[0]
     record = json.loads((out / "records" / "toy.json").read_text(encoding="utf-8"))

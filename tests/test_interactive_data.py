@@ -74,10 +74,21 @@ def _team_table(dsc: list[list[float]], seconds: list[float]) -> pd.DataFrame:
     rows = []
     for i, (curve, time) in enumerate(zip(dsc, seconds)):
         y = np.asarray(curve)
-        rows.append({"CaseName": f"case_{i}.npz", "TotalRunningTime": time, "DSC_AUC": float(((y[2:] + y[1:-1]) / 2).sum()),
-                     "NSD_AUC": float(((y[2:] + y[1:-1]) / 4).sum()), "DSC_Final": y[-1], "NSD_Final": y[-1] / 2,
-                     **{f"DSC_{s}": v for s, v in enumerate(y, 1)}, **{f"NSD_{s}": v / 2 for s, v in enumerate(y, 1)},
-                     **{f"RunningTime_{s}": time / 6 for s in range(1, 7)}, "num_class": 1, "runtime_upperbound": 90})
+        rows.append(
+            {
+                "CaseName": f"case_{i}.npz",
+                "TotalRunningTime": time,
+                "DSC_AUC": float(((y[2:] + y[1:-1]) / 2).sum()),
+                "NSD_AUC": float(((y[2:] + y[1:-1]) / 4).sum()),
+                "DSC_Final": y[-1],
+                "NSD_Final": y[-1] / 2,
+                **{f"DSC_{s}": v for s, v in enumerate(y, 1)},
+                **{f"NSD_{s}": v / 2 for s, v in enumerate(y, 1)},
+                **{f"RunningTime_{s}": time / 6 for s in range(1, 7)},
+                "num_class": 1,
+                "runtime_upperbound": 90,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -90,9 +101,16 @@ def published_project(tmp_path: Path, root: Path, tracking_store: str) -> Path:
     _team_table(rising, [40, 50, 45, 60]).to_csv(folder / "team_a_metrics.csv", index=False)
     _team_table(flat, [20, 25, 22, 30]).to_csv(folder / "team_b_metrics.csv", index=False)
     raw = compose_params(root / "conf", ["stats.n_resamples=200", "published=[]"])
-    raw["published"] = {"cvpr25_demo": {
-        "title": "Two teams' published tables (hand-made for this test)", "format": "cvpr25_metrics", "path": str(folder),
-        "evaluated_on": "cvpr25_demo", "source": "test tables", "metrics": scores.METRICS}}
+    raw["published"] = {
+        "cvpr25_demo": {
+            "title": "Two teams' published tables (hand-made for this test)",
+            "format": "cvpr25_metrics",
+            "path": str(folder),
+            "evaluated_on": "cvpr25_demo",
+            "source": "test tables",
+            "metrics": scores.METRICS,
+        }
+    }
     for spec in raw["dataset"].values():
         for key in ("reference_dir", "metadata_file"):
             if spec.get(key):
@@ -117,12 +135,15 @@ def test_published_challenge_tables_go_through_the_statistics(published_project:
     assert results["models"]["team_a"]["kind"] == "published"
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda t: t.drop(columns="NSD_AUC"), r"missing column\(s\) \['NSD_AUC'\]"),
-    (lambda t: t.assign(DSC_3=[0.5, "n/a", 0.5, 0.5]), "case 'case_1.npz', column 'DSC_3': 'n/a' is not a finite number"),
-    (lambda t: t.assign(DSC_Final=[0.5, 1.5, 0.5, 0.5]), "column 'DSC_Final': 1.5 outside 0..1"),
-    (lambda t: t.assign(CaseName=["a.npz", "a.npz", "b.npz", "c.npz"]), "case 'a.npz' appears more than once"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda t: t.drop(columns="NSD_AUC"), r"missing column\(s\) \['NSD_AUC'\]"),
+        (lambda t: t.assign(DSC_3=[0.5, "n/a", 0.5, 0.5]), "case 'case_1.npz', column 'DSC_3': 'n/a' is not a finite number"),
+        (lambda t: t.assign(DSC_Final=[0.5, 1.5, 0.5, 0.5]), "column 'DSC_Final': 1.5 outside 0..1"),
+        (lambda t: t.assign(CaseName=["a.npz", "a.npz", "b.npz", "c.npz"]), "case 'a.npz' appears more than once"),
+    ],
+)
 def test_malformed_published_tables_are_errors_naming_the_file(published_project: Path, change, message: str) -> None:
     path = published_project / "cvpr25" / "team_b_metrics.csv"
     change(pd.read_csv(path)).to_csv(path, index=False)
@@ -168,8 +189,21 @@ def test_tables_of_the_older_protocol_need_their_version(published_project: Path
 
 def test_convert_command_takes_a_dicom_series(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cases"
-    argv = ["convert", "--images", str(EXAMPLE / "ct_dicom"), "--labels", str(EXAMPLE / "seg_dicom.nii.gz"),
-            "--structures", "liver=5", "spleen=1", "kidney_left=3", "--out", str(out), "--reference", "pseudo"]
+    argv = [
+        "convert",
+        "--images",
+        str(EXAMPLE / "ct_dicom"),
+        "--labels",
+        str(EXAMPLE / "seg_dicom.nii.gz"),
+        "--structures",
+        "liver=5",
+        "spleen=1",
+        "kidney_left=3",
+        "--out",
+        str(out),
+        "--reference",
+        "pseudo",
+    ]
     assert main(argv) == 0
     assert capsys.readouterr().out.strip() == "ct_dicom: spleen, liver"  # ascending label order; no kidney in this series
     with np.load(out / "imgs" / "ct_dicom.npz", allow_pickle=True) as case:

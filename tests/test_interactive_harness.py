@@ -58,8 +58,20 @@ def _model(tmp_path: Path, plan: dict[str, np.ndarray], wait_for: Path | None = 
     np.savez(tmp_path / "plan.npz", **plan)
     conf = tmp_path / "conf"
     shutil.copytree(ROOT / "conf", conf)
-    command = ["{python}", str(STANDIN), "--input", "{input}", "--output", "{output}", "--plan", str(tmp_path / "plan.npz"),
-               "--log", str(tmp_path / "calls.jsonl"), *(["--wait-for", str(wait_for)] if wait_for else []), *(["--busy"] if busy else [])]
+    command = [
+        "{python}",
+        str(STANDIN),
+        "--input",
+        "{input}",
+        "--output",
+        "{output}",
+        "--plan",
+        str(tmp_path / "plan.npz"),
+        "--log",
+        str(tmp_path / "calls.jsonl"),
+        *(["--wait-for", str(wait_for)] if wait_for else []),
+        *(["--busy"] if busy else []),
+    ]
     if via_shell:
         command = ["sh", "-c", '"$0" "$@"; exit $?', *command]
     spec = {"plan": {"kind": "interactive", "environment": {"type": "harness"}, "command": command, "weights": None, "device": "cpu"}}
@@ -126,8 +138,7 @@ def test_case_without_boxes_skips_the_box_step(tmp_path: Path) -> None:
 
 def test_all_zero_output_scores_zero(tmp_path: Path) -> None:
     zeros = np.zeros_like(_gts())
-    row = harness.interact(_case_folder(tmp_path), _model(tmp_path, {f"step_{k}": zeros for k in range(1, 7)}), tmp_path / "out",
-                           reference="manual").iloc[0]
+    row = harness.interact(_case_folder(tmp_path), _model(tmp_path, {f"step_{k}": zeros for k in range(1, 7)}), tmp_path / "out", reference="manual").iloc[0]
     assert all(row[f"{m}_{i}"] == 0.0 for m in ("DSC", "NSD") for i in range(1, 7)) and row["DSC_AUC"] == 0.0
 
 
@@ -210,9 +221,12 @@ def test_bad_inputs_stop_with_the_file_and_key(tmp_path: Path) -> None:
     with pytest.raises(cases.CaseError, match=r"toy\.npz: key 'boxes', class 2: box key\(s\) \['z_mid_x_max'\] missing"):
         cases.load_case("toy", image, folder / "gts" / "toy.npz")
     # segs of the wrong shape, of a float dtype, out of range
-    for segs, message in ((np.zeros((4, 6, 5), np.uint8), "has shape"), (gts.astype(np.float32), "has dtype float32"),
-                          (gts.astype(np.int16) * 300, r"has values 0..600; the case's labels are 0..2"),
-                          (gts * 2, r"has values 0..4; the case's labels are 0..2")):
+    for segs, message in (
+        (np.zeros((4, 6, 5), np.uint8), "has shape"),
+        (gts.astype(np.float32), "has dtype float32"),
+        (gts.astype(np.int16) * 300, r"has values 0..600; the case's labels are 0..2"),
+        (gts * 2, r"has values 0..4; the case's labels are 0..2"),
+    ):
         np.savez(tmp_path / "segs.npz", segs=segs)
         with pytest.raises(cases.CaseError, match=rf"segs\.npz: key 'segs' {message}"):
             cases.read_step_output(tmp_path / "segs.npz", gts.shape, 2)

@@ -20,8 +20,11 @@ from segbench.interactive import cases, protocol
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "totalseg_example"
 ORGANS = {"spleen": 1, "kidney_right": 2, "kidney_left": 3, "liver": 5, "stomach": 6}  # TotalSegmentator v2 ids
-SOURCES = [("ct", EXAMPLE / "ct_sm.nii.gz", EXAMPLE / "seg_total.nii.gz"), ("mr", EXAMPLE / "mr_sm.nii.gz", EXAMPLE / "seg_mr.nii.gz"),
-           ("ct_dicom", EXAMPLE / "ct_dicom", EXAMPLE / "seg_dicom.nii.gz")]
+SOURCES = [
+    ("ct", EXAMPLE / "ct_sm.nii.gz", EXAMPLE / "seg_total.nii.gz"),
+    ("mr", EXAMPLE / "mr_sm.nii.gz", EXAMPLE / "seg_mr.nii.gz"),
+    ("ct_dicom", EXAMPLE / "ct_dicom", EXAMPLE / "seg_dicom.nii.gz"),
+]
 
 
 @pytest.fixture(scope="module")

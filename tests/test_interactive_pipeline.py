@@ -40,7 +40,13 @@ def test_results_carry_per_step_scores_per_case_and_per_organ(project: Path) -> 
     structures = results["analysis"]["structures"]
     # the DICOM series holds spleen, liver and stomach only; the CT and the MR also both kidneys
     assert {s: b["n_cases"] for s, b in structures.items()} == {
-        "mean_over_classes": 3, "spleen": 3, "liver": 3, "stomach": 3, "kidney_left": 2, "kidney_right": 2}
+        "mean_over_classes": 3,
+        "spleen": 3,
+        "liver": 3,
+        "stomach": 3,
+        "kidney_left": 2,
+        "kidney_right": 2,
+    }
     table = pd.read_csv(project / "interactive" / "scores" / "totalseg_example" / "region_growing" / "metrics.csv")
     assert sorted(table["CaseName"]) == ["ct.npz", "ct_dicom.npz", "mr.npz"] and (table["reference"] == "PSEUDO-REFERENCE").all()
     cell = structures["mean_over_classes"]["metrics"]["DSC_AUC"]["models"]["region_growing"]
@@ -57,7 +63,7 @@ def test_mlflow_run_has_step_metrics_and_the_challenge_table(project: Path, tmp_
     from mlflow.tracking import MlflowClient
 
     with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
-        run_id, = db.execute("SELECT run_uuid FROM runs WHERE name = 'region_growing' AND status = 'FINISHED'").fetchone()
+        (run_id,) = db.execute("SELECT run_uuid FROM runs WHERE name = 'region_growing' AND status = 'FINISHED'").fetchone()
         history = db.execute("SELECT step, value FROM metrics WHERE run_uuid = ? AND key = 'DSC' ORDER BY step", (run_id,)).fetchall()
         tags = dict(db.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (run_id,)).fetchall())
         leaderboards = db.execute("SELECT COUNT(*) FROM runs WHERE name = 'leaderboard' AND status = 'FINISHED'").fetchone()[0]

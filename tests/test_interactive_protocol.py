@@ -96,7 +96,14 @@ def test_box_rule() -> None:
     edge = np.zeros((1, 512, 256), np.uint8)
     edge[0, 0:3, 254:256] = 1
     assert protocol.box_of_mask(edge == 1, 5) | {} == {
-        "z_min": 0, "z_max": 0, "z_mid": 0, "z_mid_y_min": 0, "z_mid_y_max": 12, "z_mid_x_min": 249, "z_mid_x_max": 255}
+        "z_min": 0,
+        "z_max": 0,
+        "z_mid": 0,
+        "z_mid_y_min": 0,
+        "z_mid_y_max": 12,
+        "z_mid_x_min": 249,
+        "z_mid_x_max": 255,
+    }
 
 
 def test_box_shifts_from_one_seeded_generator() -> None:

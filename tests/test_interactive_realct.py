@@ -25,13 +25,37 @@ ORGANS = {"spleen": 1, "kidney_right": 2, "kidney_left": 3, "liver": 5}  # Total
 
 def test_region_growing_on_the_real_ct(tmp_path: Path) -> None:
     folder = tmp_path / "cases"
-    manifest = cases.convert([("ct_sm", EXAMPLE / "ct_sm.nii.gz", EXAMPLE / "seg_total.nii.gz")], ORGANS, folder, seed=2025,
-                             reference="pseudo", note="TotalSegmentator 'total' output, not a manual annotation")
+    manifest = cases.convert(
+        [("ct_sm", EXAMPLE / "ct_sm.nii.gz", EXAMPLE / "seg_total.nii.gz")],
+        ORGANS,
+        folder,
+        seed=2025,
+        reference="pseudo",
+        note="TotalSegmentator 'total' output, not a manual annotation",
+    )
     assert [c["name"] for c in manifest["cases"]["ct_sm"]["classes"]] == ["spleen", "kidney_right", "kidney_left", "liver"]
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    result = subprocess.run([sys.executable, "-m", "segbench.cli", "interact", "--cases", str(folder), "--model", "region_growing",
-                             "--out", str(out), "--conf", str(ROOT / "conf")], capture_output=True, text=True, env=env, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "segbench.cli",
+            "interact",
+            "--cases",
+            str(folder),
+            "--model",
+            "region_growing",
+            "--out",
+            str(out),
+            "--conf",
+            str(ROOT / "conf"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert "PSEUDO-REFERENCE" in result.stderr
     table = pd.read_csv(out / "metrics.csv")

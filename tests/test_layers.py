@@ -15,8 +15,18 @@ from import_graph import closure, cycles, graph, module_files
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("segbench", "segbench.io", "segbench.metrics", "segbench.rows", "segbench.bands", "segbench.units", "segbench.schema")),
     ("engines", ("segbench.scoring", "segbench.stats", "segbench.tracking")),
-    ("schemas", ("segbench.datasets.schema", "segbench.models.schema", "segbench.models.structures", "segbench.models.vocabulary",
-                 "segbench.interactive.schema", "segbench.published_schema", "segbench.calibration_schema")),
+    (
+        "schemas",
+        (
+            "segbench.datasets.schema",
+            "segbench.models.schema",
+            "segbench.models.structures",
+            "segbench.models.vocabulary",
+            "segbench.interactive.schema",
+            "segbench.published_schema",
+            "segbench.calibration_schema",
+        ),
+    ),
     ("interactive rules", ("segbench.interactive.protocol", "segbench.interactive.scores")),
     ("readers and views", ("segbench.published", "segbench.report")),
     ("inputs", ("segbench.datasets", "segbench.models", "segbench.interactive")),
@@ -30,9 +40,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 BARE_PACKAGES = ("segbench.datasets", "segbench.models", "segbench.interactive", "segbench.scoring")
 #: what the configuration must not load, even lazily: every stage imports it, so each of these would become a
 #: dependency of every stage (a statistics edit would rerun the score stages)
-NOT_IN_CONFIG = ("segbench.stats", "segbench.report", "segbench.published", "segbench.models.container", "segbench.models.runner",
-                 "segbench.datasets.cases", "segbench.interactive.cases", "segbench.interactive.harness", "segbench.scoring.engine",
-                 "segbench.stats_settings", "segbench.validation")
+NOT_IN_CONFIG = (
+    "segbench.stats",
+    "segbench.report",
+    "segbench.published",
+    "segbench.models.container",
+    "segbench.models.runner",
+    "segbench.datasets.cases",
+    "segbench.interactive.cases",
+    "segbench.interactive.harness",
+    "segbench.scoring.engine",
+    "segbench.stats_settings",
+    "segbench.validation",
+)
 HEAVY = ("numpy", "pandas", "scipy", "numba", "nibabel", "SimpleITK", "mlflow")
 
 
@@ -40,15 +60,18 @@ def layer(module: str) -> int:
     """The index in ``LAYERS`` of the longest listed prefix of ``module`` (0 for a bare package)."""
     if module in BARE_PACKAGES:
         return 0
-    best = max(((len(p), i) for i, (_, prefixes) in enumerate(LAYERS) for p in prefixes if module == p or module.startswith(p + ".")),
-               default=None)
+    best = max(((len(p), i) for i, (_, prefixes) in enumerate(LAYERS) for p in prefixes if module == p or module.startswith(p + ".")), default=None)
     assert best is not None, f"{module} is in no layer of LAYERS: add it"
     return best[1]
 
 
 def test_every_module_has_a_layer_and_imports_none_above_it() -> None:
-    upward = [f"{module} ({LAYERS[layer(module)][0]}) imports {target} ({LAYERS[layer(target)][0]})"
-              for module, targets in sorted(graph(parents=False).items()) for target in sorted(targets) if layer(target) > layer(module)]
+    upward = [
+        f"{module} ({LAYERS[layer(module)][0]}) imports {target} ({LAYERS[layer(target)][0]})"
+        for module, targets in sorted(graph(parents=False).items())
+        for target in sorted(targets)
+        if layer(target) > layer(module)
+    ]
     assert not upward, "upward imports:\n" + "\n".join(upward)
 
 

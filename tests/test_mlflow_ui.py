@@ -150,9 +150,13 @@ def test_a_clicked_experiment_opens_on_its_runs_table_under_model_training(serve
     assert chromium, "chromium not found: apt-get install chromium"
     names = sorted(r.info.run_name for r in _runs(project, "kits23"))
     with Browser(chromium, tmp_path / "profile", timeout=180) as browser:
-        visit = browser.visit(f"{server}/#/experiments", screenshot=screenshot_dir(tmp_path) / "mlflow-clicked-kits23.png", width=1600,
-                              ready=CLICKED_READY % (json.dumps(tracking.experiment_name("kits23")), json.dumps(names)),
-                              script="location.href")
+        visit = browser.visit(
+            f"{server}/#/experiments",
+            screenshot=screenshot_dir(tmp_path) / "mlflow-clicked-kits23.png",
+            width=1600,
+            ready=CLICKED_READY % (json.dumps(tracking.experiment_name("kits23")), json.dumps(names)),
+            script="location.href",
+        )
     assert f"/experiments/{_runs(project, 'kits23')[0].info.experiment_id}/runs" in visit.result, visit.result
 
 
@@ -192,7 +196,13 @@ def test_per_case_table_is_an_mlflow_table_equal_to_the_csv(project: Path, monke
     for model in MODELS:
         run = _model_run(project, model)
         assert {a.path for a in client.list_artifacts(run.info.run_id)} == {
-            "per_case.csv", "per_case.json", "per_case_profiles.csv", "per_case_lesions.csv", "instances.csv", "run.json"}
+            "per_case.csv",
+            "per_case.json",
+            "per_case_profiles.csv",
+            "per_case_lesions.csv",
+            "instances.csv",
+            "run.json",
+        }
         table = client.load_table(run.info.experiment_id, "per_case.json", run_ids=[run.info.run_id])
         csv = pd.read_csv(project / "scores" / "kits23" / model / "per_case.csv", dtype={"case_id": str})
         assert sorted(set(table["case_id"])) == CASES
@@ -224,10 +234,12 @@ def test_leaderboard_run_is_linked_summarised_and_reused(projects: Projects, tmp
         assert tags[f"segbench.run.{model}"] == run_id
         assert f"(#/experiments/{board.info.experiment_id}/runs/{run_id})" in tags["mlflow.note.content"]
     results = json.loads((project / "results" / "kits23.json").read_text())
-    analyses = [("", results["analysis"]), *((".lesion", results["lesions"][unit]) for unit in ("case", "matched")),
-                (".per_lesion", results["lesions"]["lesion"])]
-    cells = [(f"{s}{suffix}.{m}", cell) for suffix, analysis in analyses for s, block in analysis["structures"].items()
-             for m, cell in block["metrics"].items()]
+    analyses = [
+        ("", results["analysis"]),
+        *((".lesion", results["lesions"][unit]) for unit in ("case", "matched")),
+        (".per_lesion", results["lesions"]["lesion"]),
+    ]
+    cells = [(f"{s}{suffix}.{m}", cell) for suffix, analysis in analyses for s, block in analysis["structures"].items() for m, cell in block["metrics"].items()]
     assert "tumor.lesion.pq_dice" in dict(cells)  # the lesion-wise leaderboards, named as the model runs name their means
     for name, cell in cells:  # few metrics: the #1's mean and the verdict on #1 against #2, per structure and metric
         if not cell.get("ranking"):
@@ -240,8 +252,13 @@ def test_leaderboard_run_is_linked_summarised_and_reused(projects: Projects, tmp
         assert metrics[f"{name}.verdict"] == CODE_NUMBER[cell["verdict"]["code"]]
         assert tags[f"{name}.verdict"] == CODE_WORDS[cell["verdict"]["code"]]  # the same verdict in words
     # and the calibration audit read for each leaderboard (the project holds calibration/results, as every clone does)
-    audited = {f"{s}.{m}.audited_{key}": entry[key]["rate"] for s, by_metric in results["audited"]["structures"].items()
-               for m, entry in by_metric.items() for key in ("coverage", "type1") if entry[key] is not None}
+    audited = {
+        f"{s}.{m}.audited_{key}": entry[key]["rate"]
+        for s, by_metric in results["audited"]["structures"].items()
+        for m, entry in by_metric.items()
+        for key in ("coverage", "type1")
+        if entry[key] is not None
+    }
     assert audited and {name: metrics.get(name) for name in audited} == audited
     assert set(metrics) <= {f"{name}.{statistic}" for name, _ in cells for statistic in ("mean", "verdict")} | set(audited)
     assert {a.path for a in client.list_artifacts(board.info.run_id)} == {"kits23.html", "kits23.json", "leaderboard.json"}

@@ -30,14 +30,10 @@ pytestmark = pytest.mark.slow
 def mlflow_runs(project: Path) -> list[tuple[str, str, str]]:
     """(experiment, run name, status) of every run in the project's embedded store."""
     with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
-        return db.execute(
-            "SELECT e.name, r.name, r.status FROM runs r JOIN experiments e USING (experiment_id) ORDER BY e.name, r.name"
-        ).fetchall()
+        return db.execute("SELECT e.name, r.name, r.status FROM runs r JOIN experiments e USING (experiment_id) ORDER BY e.name, r.name").fetchall()
 
 
-EXPECTED_RUNS = sorted(
-    [(f"segbench/{d}", m, "FINISHED") for d, models in (("kits23", MODELS), (SMALL_PUBLISHED, PUBLISHED)) for m in [*models, "leaderboard"]]
-)
+EXPECTED_RUNS = sorted([(f"segbench/{d}", m, "FINISHED") for d, models in (("kits23", MODELS), (SMALL_PUBLISHED, PUBLISHED)) for m in [*models, "leaderboard"]])
 
 
 @pytest.fixture

@@ -31,7 +31,6 @@ HELD = CASES[:3]  # the cases the folder holds
 SOURCE = "sim_dilate_1mm"  # the SIMULATED model of the experiment whose files the folder holds
 
 
-
 def test_a_link_out_of_the_folder_or_a_lying_header_is_refused_unread(root: Path, tmp_path: Path) -> None:
     """The folder's files are untrusted: a symlink to a file outside it and a header claiming a huge grid count as missing
     cases, each with its reason in the manifest; the good file is staged; the folder's digest is recorded."""
@@ -94,8 +93,14 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
     fabricate(project, project / "userdata" / "example_subset")
     run(["dvc", "add", "-q", "userdata/example_subset"], project)  # as userdata/README.md does: data in DVC, never in git
     out = exp_run(project, "predictions=[example_subset]")
-    assert ran_stages(out) == {"predictions@example_subset", "score-predictions@example_subset", "track-predictions@example_subset",
-                               "compare@kits23", "cross-dataset", "report"}, out  # cross-dataset reads every results file
+    assert ran_stages(out) == {
+        "predictions@example_subset",
+        "score-predictions@example_subset",
+        "track-predictions@example_subset",
+        "compare@kits23",
+        "cross-dataset",
+        "report",
+    }, out  # cross-dataset reads every results file
     results = json.loads((project / "results" / "kits23.json").read_text())
     coverage = results["coverage"]
     assert coverage["policy"] == coverage["applied"] == "own_cases"
@@ -120,8 +125,11 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
     page = (project / "site" / "kits23--kidney_and_mass.html").read_text()
     assert "example_subset, 3 of 4 cases (beside the leaderboard)" in page
     with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
-        tags = dict(db.execute("SELECT t.key, t.value FROM tags t JOIN runs r USING (run_uuid) WHERE r.name IN ('example_subset', 'leaderboard') "
-                               "AND t.key LIKE '%coverage%'").fetchall())
+        tags = dict(
+            db.execute(
+                "SELECT t.key, t.value FROM tags t JOIN runs r USING (run_uuid) WHERE r.name IN ('example_subset', 'leaderboard') AND t.key LIKE '%coverage%'"
+            ).fetchall()
+        )
     assert tags["segbench.coverage"] == "3 of 4 cases (no prediction for 1)"
     assert tags["coverage.example_subset"].startswith("3 of 4 cases")
     assert "every statistic re-derived" in run(["segbench", "reanalyze", "results/kits23.json"], project)

@@ -79,35 +79,61 @@ GENERIC_MEANS = {"dice": {"unet": 3.43 / 4, "swin": 3.48 / 4}, "hd95": {"unet": 
 def _label(dice: float, n_ref: int, n_pred: int) -> dict[str, Any]:
     """One label of an nnU-Net metric_per_case entry, with the counts nnU-Net writes beside Dice and IoU."""
     tp = round(dice * (n_ref + n_pred) / 2)
-    return {"Dice": dice if n_ref + n_pred else float("nan"), "IoU": tp / (n_ref + n_pred - tp) if n_ref + n_pred else float("nan"),
-            "FN": n_ref - tp, "FP": n_pred - tp, "TN": 10**6, "TP": tp, "n_pred": n_pred, "n_ref": n_ref}
+    return {
+        "Dice": dice if n_ref + n_pred else float("nan"),
+        "IoU": tp / (n_ref + n_pred - tp) if n_ref + n_pred else float("nan"),
+        "FN": n_ref - tp,
+        "FP": n_pred - tp,
+        "TN": 10**6,
+        "TP": tp,
+        "n_pred": n_pred,
+        "n_ref": n_ref,
+    }
 
 
 def _summary(cases: dict[str, dict[str, tuple[float, int, int]]]) -> dict[str, Any]:
     """An nnU-Net v2 summary.json: per case (reference file stem) and label key, (Dice, n_ref, n_pred)."""
-    per_case = [{"metrics": {label: _label(*v) for label, v in labels.items()},
-                 "prediction_file": f"/data/nnUNet_results/pred/{case}.nii.gz",
-                 "reference_file": f"/data/nnUNet_raw/Dataset101_Abd/labelsTs/{case}.nii.gz"} for case, labels in cases.items()]
+    per_case = [
+        {
+            "metrics": {label: _label(*v) for label, v in labels.items()},
+            "prediction_file": f"/data/nnUNet_results/pred/{case}.nii.gz",
+            "reference_file": f"/data/nnUNet_raw/Dataset101_Abd/labelsTs/{case}.nii.gz",
+        }
+        for case, labels in cases.items()
+    ]
     return {"foreground_mean": {}, "mean": {}, "metric_per_case": per_case}
 
 
 # Two trainers on three cases; label "1" = liver, "2" = tumor. Case abd_003 has no tumor (n_ref 0): left out of
 # the tumor statistics (nnUNetTrainer: both masks empty, Dice NaN as nnU-Net writes it; NoMirroring: a spurious blob, Dice 0).
 NNUNET = {
-    "nnUNetTrainer": {"abd_001": {"1": (0.96, 5000, 5100), "2": (0.70, 400, 380)},
-                      "abd_002": {"1": (0.94, 4000, 4100), "2": (0.60, 300, 350)},
-                      "abd_003": {"1": (0.95, 4500, 4400), "2": (0.0, 0, 0)}},
-    "nnUNetTrainerNoMirroring": {"abd_001": {"1": (0.95, 5000, 5000), "2": (0.75, 400, 410)},
-                                 "abd_002": {"1": (0.92, 4000, 4200), "2": (0.65, 300, 310)},
-                                 "abd_003": {"1": (0.93, 4500, 4600), "2": (0.0, 0, 50)}},
+    "nnUNetTrainer": {
+        "abd_001": {"1": (0.96, 5000, 5100), "2": (0.70, 400, 380)},
+        "abd_002": {"1": (0.94, 4000, 4100), "2": (0.60, 300, 350)},
+        "abd_003": {"1": (0.95, 4500, 4400), "2": (0.0, 0, 0)},
+    },
+    "nnUNetTrainerNoMirroring": {
+        "abd_001": {"1": (0.95, 5000, 5000), "2": (0.75, 400, 410)},
+        "abd_002": {"1": (0.92, 4000, 4200), "2": (0.65, 300, 310)},
+        "abd_003": {"1": (0.93, 4500, 4600), "2": (0.0, 0, 50)},
+    },
 }
-NNUNET_MEANS = {"liver": {"nnUNetTrainer": 2.85 / 3, "nnUNetTrainerNoMirroring": 2.80 / 3},
-                "tumor": {"nnUNetTrainer": 1.30 / 2, "nnUNetTrainerNoMirroring": 1.40 / 2}}
+NNUNET_MEANS = {
+    "liver": {"nnUNetTrainer": 2.85 / 3, "nnUNetTrainerNoMirroring": 2.80 / 3},
+    "tumor": {"nnUNetTrainer": 1.30 / 2, "nnUNetTrainerNoMirroring": 1.40 / 2},
+}
 
 
 def _set(fmt: str, path: Path, metrics: dict[str, bool], options: dict[str, Any]) -> dict[str, Any]:
-    return {"title": f"hand-made {fmt} set", "format": fmt, "path": str(path), "evaluated_on": "demo",
-            "source": "written by tests/test_published_formats.py", "metrics": metrics, "options": options}
+    return {
+        "title": f"hand-made {fmt} set",
+        "format": fmt,
+        "path": str(path),
+        "evaluated_on": "demo",
+        "source": "written by tests/test_published_formats.py",
+        "metrics": metrics,
+        "options": options,
+    }
 
 
 def _write_nnunet(folder: Path, cases: dict[str, dict[str, dict[str, tuple[float, int, int]]]]) -> None:
@@ -123,15 +149,26 @@ def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
     (tmp_path / "challenger.csv").write_text(CHALLENGER_CSV, encoding="utf-8")
     (tmp_path / "generic.csv").write_text(GENERIC_CSV, encoding="utf-8")
     _write_nnunet(tmp_path / "nnunet", NNUNET)
-    return working_folder(root, tmp_path, ["stats.n_resamples=200"], published={
-        "challenger_demo": _set("challenger_csv", tmp_path / "challenger.csv", {"dice": True}, {"na_value": {"dice": 0}}),
-        "generic_demo": _set("generic_csv", tmp_path / "generic.csv", {"dice": True, "hd95": False},
-                             {"columns": {"case": "patient", "model": "team"}, "structure": "kidney",
-                              "metric_columns": {"dice": "DSC", "hd95": "HD95 (mm)"}}),
-        "nnunet_demo": _set("nnunet_summary", tmp_path / "nnunet", {"dice": True, "iou": True},
-                            {"models": {m: f"{m}/summary.json" for m in NNUNET}, "labels": {1: "liver", 2: "tumor"}}),
-    })
-
+    return working_folder(
+        root,
+        tmp_path,
+        ["stats.n_resamples=200"],
+        published={
+            "challenger_demo": _set("challenger_csv", tmp_path / "challenger.csv", {"dice": True}, {"na_value": {"dice": 0}}),
+            "generic_demo": _set(
+                "generic_csv",
+                tmp_path / "generic.csv",
+                {"dice": True, "hd95": False},
+                {"columns": {"case": "patient", "model": "team"}, "structure": "kidney", "metric_columns": {"dice": "DSC", "hd95": "HD95 (mm)"}},
+            ),
+            "nnunet_demo": _set(
+                "nnunet_summary",
+                tmp_path / "nnunet",
+                {"dice": True, "iou": True},
+                {"models": {m: f"{m}/summary.json" for m in NNUNET}, "labels": {1: "liver", 2: "tumor"}},
+            ),
+        },
+    )
 
 
 def _import_error(project: Path, name: str, capsys: pytest.CaptureFixture) -> str:
@@ -190,14 +227,19 @@ def test_nnunet_summaries_compare_trainers(project: Path) -> None:
     assert iou == pytest.approx(sum(_label(*NNUNET["nnUNetTrainer"][c]["1"])["IoU"] for c in NNUNET["nnUNetTrainer"]) / 3)
 
 
-@pytest.mark.parametrize(("edit", "expected"), [
-    (lambda t: t.replace('"algorithm"', '"team"'), ["challenger.csv", "row 1 (header)", "'algorithm'"]),
-    (lambda t: t.replace("c4,A2,liver,0.90", "c4,A2,liver,0,90"), ["challenger.csv: not a readable CSV", "line 10, saw 5"]),  # a decimal comma
-    (lambda t: t.replace("c4,A2,liver,0.90", "c4,A2,liver,0.9o"), ["challenger.csv", "row 10", "column 'value'", "'0.9o'"]),
-    (lambda t: t.replace("c5,A2,liver,0.66", "c4,A2,liver,0.66"), ["challenger.csv: rows 10 and 11 (model 'A2', case 'c4', ",
-                                                                       "column 'value': conflicting duplicates '0.90' and '0.66'"]),
-    (lambda t: t.replace("c2,A1,spleen,0.82", ",A1,spleen,0.82"), ["challenger.csv", "row 18", "column 'case'", "empty case"]),
-])
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda t: t.replace('"algorithm"', '"team"'), ["challenger.csv", "row 1 (header)", "'algorithm'"]),
+        (lambda t: t.replace("c4,A2,liver,0.90", "c4,A2,liver,0,90"), ["challenger.csv: not a readable CSV", "line 10, saw 5"]),  # a decimal comma
+        (lambda t: t.replace("c4,A2,liver,0.90", "c4,A2,liver,0.9o"), ["challenger.csv", "row 10", "column 'value'", "'0.9o'"]),
+        (
+            lambda t: t.replace("c5,A2,liver,0.66", "c4,A2,liver,0.66"),
+            ["challenger.csv: rows 10 and 11 (model 'A2', case 'c4', ", "column 'value': conflicting duplicates '0.90' and '0.66'"],
+        ),
+        (lambda t: t.replace("c2,A1,spleen,0.82", ",A1,spleen,0.82"), ["challenger.csv", "row 18", "column 'case'", "empty case"]),
+    ],
+)
 def test_challenger_csv_malformed(project: Path, capsys: pytest.CaptureFixture, edit: Any, expected: list[str]) -> None:
     path = project / "challenger.csv"
     path.write_text(edit(CHALLENGER_CSV), encoding="utf-8")
@@ -220,13 +262,19 @@ def test_every_fault_of_a_file_in_one_run(project: Path, capsys: pytest.CaptureF
     """Three faults of three kinds in one file: one run names all three, in one error; past MAX_FAULTS the rest are
     counted."""
     path = project / "challenger.csv"
-    three = (CHALLENGER_CSV.replace("c4,A2,liver,0.90", "c4,A2,liver,0.9o").replace("c2,A1,spleen,0.82", ",A1,spleen,0.82")
-             .replace("c5,A1,spleen,0.85", "c4,A1,spleen,0.85"))
+    three = (
+        CHALLENGER_CSV.replace("c4,A2,liver,0.90", "c4,A2,liver,0.9o")
+        .replace("c2,A1,spleen,0.82", ",A1,spleen,0.82")
+        .replace("c5,A1,spleen,0.85", "c4,A1,spleen,0.85")
+    )
     path.write_text(three, encoding="utf-8")
     err = _import_error(project, "challenger_demo", capsys)
     assert "challenger.csv: 3 faults:" in err, err
-    for fault in ("row 18, column 'case': empty case", "rows 20 and 21 (model 'A1', case 'c4', structure 'spleen'), column 'value': "
-                  "conflicting duplicates '0.90' and '0.85'", "row 10, column 'value': '0.9o' is not a finite number"):
+    for fault in (
+        "row 18, column 'case': empty case",
+        "rows 20 and 21 (model 'A1', case 'c4', structure 'spleen'), column 'value': conflicting duplicates '0.90' and '0.85'",
+        "row 10, column 'value': '0.9o' is not a finite number",
+    ):
         assert f"\n  {fault}" in err, err
     lines = CHALLENGER_CSV.splitlines()
     path.write_text("\n".join([lines[0], *(line.rsplit(",", 1)[0] + ",x" for line in lines[1:13])]) + "\n", encoding="utf-8")
@@ -248,12 +296,15 @@ def test_generic_csv_malformed(project: Path, capsys: pytest.CaptureFixture) -> 
     assert "generic.csv: row 1 (header): no column 'DSC' (the dice column)" in _import_error(project, "generic_demo", capsys)
 
 
-@pytest.mark.parametrize(("edit", "expected"), [
-    # a label the config does not map
-    (lambda d: d["abd_002"].update({"3": (0.5, 10, 10)}), "case 'abd_002', metric_per_case[1].metrics.3: label '3' is not in the set's options.labels"),
-    # a case dropped by nnU-Net's --chill evaluation
-    (lambda d: d.pop("abd_003"), "cases differ from summary.json's: missing ['abd_003']"),
-])
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # a label the config does not map
+        (lambda d: d["abd_002"].update({"3": (0.5, 10, 10)}), "case 'abd_002', metric_per_case[1].metrics.3: label '3' is not in the set's options.labels"),
+        # a case dropped by nnU-Net's --chill evaluation
+        (lambda d: d.pop("abd_003"), "cases differ from summary.json's: missing ['abd_003']"),
+    ],
+)
 def test_nnunet_malformed(project: Path, capsys: pytest.CaptureFixture, edit: Any, expected: str) -> None:
     second = {case: dict(labels) for case, labels in NNUNET["nnUNetTrainerNoMirroring"].items()}
     edit(second)
@@ -279,23 +330,26 @@ def test_nnunet_duplicate_case_missing_label_nan_dice(project: Path, capsys: pyt
     assert "summary.json: case 'abd_002', metric_per_case[1].metrics.1.Dice: nan is not a number in [0, 1]" in _import_error(project, "nnunet_demo", capsys)
 
 
-@pytest.mark.parametrize(("fmt", "metrics", "options", "expected"), [
-    ("challenger_csv", {"dice": True}, {"na_vlaue": {"dice": 0}}, "options: ['na_vlaue'] not options of format 'challenger_csv'"),
-    ("challenger_csv", {"dice": True, "nsd": True}, {}, "a challengeR table holds one metric"),
-    ("generic_csv", {"dice": True}, {"columns": {"case": "id"}}, "options.columns: missing role(s) ['model', 'structure']"),
-    ("generic_csv", {"dice": True}, {"columns": {"case": "c", "model": "m", "structure": "s"}, "structure": "liver"}, "not both"),
-    ("generic_csv", {"dice": True}, {"columns": {"case": "c", "model": "m", "organ": "s"}}, "unknown role(s) ['organ']"),
-    ("generic_csv", {"dice": True}, {"columns": {"case": "c", "model": "m"}, "structure": "x", "na_value": {"hd95": 0}}, "options.na_value"),
-    ("nnunet_summary", {"dice": True, "hd95": False}, {"models": {"a": "a.json"}, "labels": {1: "liver"}}, "metrics ['hd95'] are not in an nnU-Net"),
-    ("nnunet_summary", {"dice": True}, {"models": {"a": "../a.json"}, "labels": {1: "liver"}}, "must be relative paths under the set's path"),
-    ("nnunet_summary", {"dice": True}, {"models": {"a": "a.json"}}, "options.labels: expected a mapping"),
-    ("nnunet_summary", {"dice": True}, {"models": {"a": "a.json"}, "labels": {1: "liver", 2: "liver"}}, "two labels name the same structure"),
-    ("touchstone", {"dice": True}, {"labels": {}}, "not options of format 'touchstone'; it takes ['files', 'duplicates', 'one_sided_missing']"),
-    ("touchstone", {"dice": True, "nsd": True}, {"duplicates": "last"}, "options.duplicates: must be one of ('error', 'first', 'mean')"),
-    ("touchstone", {"dice": True, "nsd": True}, {"one_sided_missing": "zero"}, "options.one_sided_missing: must be one of ('error', 'missing')"),
-    ("touchstone", {"dice": True, "hd95": False}, {}, "options.files: metrics ['dice', 'nsd'] must be the set's metrics ['dice', 'hd95']"),
-    ("cvpr25_metrics", {"dice": True}, {"duplicates": "first"}, "not options of format 'cvpr25_metrics'"),
-])
+@pytest.mark.parametrize(
+    ("fmt", "metrics", "options", "expected"),
+    [
+        ("challenger_csv", {"dice": True}, {"na_vlaue": {"dice": 0}}, "options: ['na_vlaue'] not options of format 'challenger_csv'"),
+        ("challenger_csv", {"dice": True, "nsd": True}, {}, "a challengeR table holds one metric"),
+        ("generic_csv", {"dice": True}, {"columns": {"case": "id"}}, "options.columns: missing role(s) ['model', 'structure']"),
+        ("generic_csv", {"dice": True}, {"columns": {"case": "c", "model": "m", "structure": "s"}, "structure": "liver"}, "not both"),
+        ("generic_csv", {"dice": True}, {"columns": {"case": "c", "model": "m", "organ": "s"}}, "unknown role(s) ['organ']"),
+        ("generic_csv", {"dice": True}, {"columns": {"case": "c", "model": "m"}, "structure": "x", "na_value": {"hd95": 0}}, "options.na_value"),
+        ("nnunet_summary", {"dice": True, "hd95": False}, {"models": {"a": "a.json"}, "labels": {1: "liver"}}, "metrics ['hd95'] are not in an nnU-Net"),
+        ("nnunet_summary", {"dice": True}, {"models": {"a": "../a.json"}, "labels": {1: "liver"}}, "must be relative paths under the set's path"),
+        ("nnunet_summary", {"dice": True}, {"models": {"a": "a.json"}}, "options.labels: expected a mapping"),
+        ("nnunet_summary", {"dice": True}, {"models": {"a": "a.json"}, "labels": {1: "liver", 2: "liver"}}, "two labels name the same structure"),
+        ("touchstone", {"dice": True}, {"labels": {}}, "not options of format 'touchstone'; it takes ['files', 'duplicates', 'one_sided_missing']"),
+        ("touchstone", {"dice": True, "nsd": True}, {"duplicates": "last"}, "options.duplicates: must be one of ('error', 'first', 'mean')"),
+        ("touchstone", {"dice": True, "nsd": True}, {"one_sided_missing": "zero"}, "options.one_sided_missing: must be one of ('error', 'missing')"),
+        ("touchstone", {"dice": True, "hd95": False}, {}, "options.files: metrics ['dice', 'nsd'] must be the set's metrics ['dice', 'hd95']"),
+        ("cvpr25_metrics", {"dice": True}, {"duplicates": "first"}, "not options of format 'cvpr25_metrics'"),
+    ],
+)
 def test_published_options_validated(root: Path, fmt: str, metrics: dict[str, bool], options: dict[str, Any], expected: str) -> None:
     raw = compose_params(root / "conf", [])
     raw["published"] = {"users_set": _set(fmt, Path("x"), metrics, options)}
@@ -304,10 +358,13 @@ def test_published_options_validated(root: Path, fmt: str, metrics: dict[str, bo
     assert expected in str(error.value)
 
 
-@pytest.mark.parametrize(("name", "fmt", "metric", "options"), [
-    ("challenger_demo", "challenger_csv", "dice", {}),
-    ("generic_demo", "generic_csv", None, {"columns": {"case": "case", "model": "model", "structure": "structure"}}),
-])
+@pytest.mark.parametrize(
+    ("name", "fmt", "metric", "options"),
+    [
+        ("challenger_demo", "challenger_csv", "dice", {}),
+        ("generic_demo", "generic_csv", None, {"columns": {"case": "case", "model": "model", "structure": "structure"}}),
+    ],
+)
 def test_export_then_import_gives_the_same_statistics(project: Path, name: str, fmt: str, metric: str | None, options: dict[str, Any]) -> None:
     source = project / ("challenger.csv" if fmt == "challenger_csv" else "generic.csv")
     table = pd.read_csv(source)

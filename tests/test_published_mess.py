@@ -130,10 +130,22 @@ def test_every_fault_at_once_imports_with_policies(messy: tuple[Path, dict[str, 
     folder, where = messy
     rows = _read(folder, duplicates="first", one_sided_missing="missing")
     notes = rows.attrs["import"]
-    assert notes == {"duplicates_dropped": 2, "duplicates_resolved": 1, "one_sided_missing": {"MONAI_SegVol": [["s0006", "spleen"]]},
-                     "na_filled": 0, "cases_without_metadata": len(WITHOUT_METADATA), "metadata": None, "repeated": {
-                         "MONAI_UNETR/dsc.csv": {"rows": ROWS_WITH_REPEATS, "exact_copies_dropped": 2, "conflicting_copies_resolved": 1,
-                                                 "kept": "one row of each exact copy; of conflicting copies, the first row in the file"}}}
+    assert notes == {
+        "duplicates_dropped": 2,
+        "duplicates_resolved": 1,
+        "one_sided_missing": {"MONAI_SegVol": [["s0006", "spleen"]]},
+        "na_filled": 0,
+        "cases_without_metadata": len(WITHOUT_METADATA),
+        "metadata": None,
+        "repeated": {
+            "MONAI_UNETR/dsc.csv": {
+                "rows": ROWS_WITH_REPEATS,
+                "exact_copies_dropped": 2,
+                "conflicting_copies_resolved": 1,
+                "kept": "one row of each exact copy; of conflicting copies, the first row in the file",
+            }
+        },
+    }
     # the one-sided cell leaves the rows (as a scan the model does not list); everything else is the clean set
     gap = (clean["model"] == "MONAI_SegVol") & (clean["case_id"] == "s0006") & (clean["structure"] == "spleen")
     expected, got = _key(clean[~gap]), _key(rows)
@@ -154,13 +166,18 @@ def test_every_fault_at_once_imports_with_policies(messy: tuple[Path, dict[str, 
     assert averaged.item() == pytest.approx((where["clean_liver"] + 0.5) / 2)
 
 
-@pytest.mark.parametrize(("policies", "expected"), [
-    # conflicting duplicates (the one-sided gap allowed): file, both rows, case, column, both values
-    ({"one_sided_missing": "missing"},
-     r"MONAI_UNETR/dsc\.csv: rows 3 and {last} \(name 's0001'\), column 'liver': conflicting duplicates '{clean}' and '0\.5'"),
-    # the one-sided gap (duplicates allowed): the file lacking the value, its row, the case, the column
-    ({"duplicates": "first"}, r"MONAI_SegVol/nsd\.csv: row 6 \(name='s0006'\), column 'spleen': empty, but dsc\.csv has a value"),
-])
+@pytest.mark.parametrize(
+    ("policies", "expected"),
+    [
+        # conflicting duplicates (the one-sided gap allowed): file, both rows, case, column, both values
+        (
+            {"one_sided_missing": "missing"},
+            r"MONAI_UNETR/dsc\.csv: rows 3 and {last} \(name 's0001'\), column 'liver': conflicting duplicates '{clean}' and '0\.5'",
+        ),
+        # the one-sided gap (duplicates allowed): the file lacking the value, its row, the case, the column
+        ({"duplicates": "first"}, r"MONAI_SegVol/nsd\.csv: row 6 \(name='s0006'\), column 'spleen': empty, but dsc\.csv has a value"),
+    ],
+)
 def test_each_fault_kind_stops_naming_where(messy: tuple[Path, dict[str, Any]], policies: dict[str, str], expected: str) -> None:
     folder, where = messy
     pattern = expected.format(last=where["conflict_rows"][1], clean=re.escape(repr(where["clean_liver"])))
@@ -180,28 +197,40 @@ def _project(root: Path, tmp_path: Path, sets: dict[str, dict[str, Any]]) -> Pat
     return working_folder(root, tmp_path, ["stats.n_resamples=200"], published=sets)
 
 
-
 @pytest.fixture
 def project(root: Path, messy: tuple[Path, dict[str, Any]], tmp_path: Path, tracking_store: str) -> Path:
     """A working folder whose params.yaml names the messy set by configuration only (B = 200)."""
     folder, _ = messy
-    return _project(root, tmp_path, {"messy_touchstone": {
-        "title": "Touchstone cut, shuffled, duplicated, blanked, metadata renamed", "format": "touchstone", "path": str(folder),
-        "evaluated_on": "totalsegmentator", "source": "tests/test_published_mess.py", "metrics": {"dice": True, "nsd": True},
-        "subgroups": ["gender"], "cluster_field": "institute",
-        "metadata": {**METADATA, "path": str(folder / METADATA["path"])},
-        "options": {"duplicates": "first", "one_sided_missing": "missing"},
-    }})
+    return _project(
+        root,
+        tmp_path,
+        {
+            "messy_touchstone": {
+                "title": "Touchstone cut, shuffled, duplicated, blanked, metadata renamed",
+                "format": "touchstone",
+                "path": str(folder),
+                "evaluated_on": "totalsegmentator",
+                "source": "tests/test_published_mess.py",
+                "metrics": {"dice": True, "nsd": True},
+                "subgroups": ["gender"],
+                "cluster_field": "institute",
+                "metadata": {**METADATA, "path": str(folder / METADATA["path"])},
+                "options": {"duplicates": "first", "one_sided_missing": "missing"},
+            }
+        },
+    )
 
 
 def test_messy_set_imports_by_config_and_reports_its_summary(project: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("INFO"):
         published_pipeline(project, "messy_touchstone")
-    line = ("3 models, 120 cases, 9 structures; 1 cells missing; 2 exact duplicate rows dropped; 1 conflicting duplicate rows "
-            "resolved; 1 one-sided cells treated as not reported; repeated cases in MONAI_UNETR/dsc.csv "
-            f"({ROWS_WITH_REPEATS} rows): 2 exact copies dropped, 1 conflicting copies resolved; kept one row of each exact copy; "
-            "of conflicting copies, the first row in the file; 2 cases without metadata; policies duplicates: first, "
-            "one_sided_missing: missing")
+    line = (
+        "3 models, 120 cases, 9 structures; 1 cells missing; 2 exact duplicate rows dropped; 1 conflicting duplicate rows "
+        "resolved; 1 one-sided cells treated as not reported; repeated cases in MONAI_UNETR/dsc.csv "
+        f"({ROWS_WITH_REPEATS} rows): 2 exact copies dropped, 1 conflicting copies resolved; kept one row of each exact copy; "
+        "of conflicting copies, the first row in the file; 2 cases without metadata; policies duplicates: first, "
+        "one_sided_missing: missing"
+    )
     assert f"messy_touchstone: imported {line}" in caplog.text
     results = json.loads((project / "results" / "messy_touchstone.json").read_text())
     summary = results["dataset"]["import_summary"]
@@ -226,8 +255,11 @@ def test_every_fault_of_a_touchstone_file_in_one_run(tmp_path: Path) -> None:
     with pytest.raises(ValueError) as error:
         read_touchstone(folder)
     assert str(error.value).startswith(f"{path}: 3 faults:\n"), error.value
-    for fault in ("row 5, column 'name' is empty", f"rows 3 and {len(table) + 1} (name {table.loc[1, 'name']!r}), column 'spleen': "
-                  "conflicting duplicates", f"row 9 (name={table.loc[7, 'name']!r}), column 'liver': '0.9o' is not a finite number"):
+    for fault in (
+        "row 5, column 'name' is empty",
+        f"rows 3 and {len(table) + 1} (name {table.loc[1, 'name']!r}), column 'spleen': conflicting duplicates",
+        f"row 9 (name={table.loc[7, 'name']!r}), column 'liver': '0.9o' is not a finite number",
+    ):
         assert f"\n  {fault}" in str(error.value), error.value
 
 
@@ -260,18 +292,33 @@ def _dap_atlas_shaped(folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("metadata", "note"), [
-    ({}, "no metadata ({folder} has no metaTotalSeg.csv)"),  # config alone: the folder's default is not there
-    ({"metadata": "none"}, "no metadata (metadata: none)"),  # said so, whatever the folder holds
-])
-def test_touchstone_folder_without_its_metadata_file_imports_by_config_alone(root: Path, tmp_path: Path, tracking_store: str,
-                                                                             metadata: dict[str, str], note: str) -> None:
+@pytest.mark.parametrize(
+    ("metadata", "note"),
+    [
+        ({}, "no metadata ({folder} has no metaTotalSeg.csv)"),  # config alone: the folder's default is not there
+        ({"metadata": "none"}, "no metadata (metadata: none)"),  # said so, whatever the folder holds
+    ],
+)
+def test_touchstone_folder_without_its_metadata_file_imports_by_config_alone(
+    root: Path, tmp_path: Path, tracking_store: str, metadata: dict[str, str], note: str
+) -> None:
     folder = _cut(tmp_path / "dap_atlas")
     if not metadata:
         _dap_atlas_shaped(folder)
-    project = _project(root, tmp_path, {"dap_atlas": {
-        "format": "touchstone", "path": str(folder), "evaluated_on": "dap_atlas", "source": "tests/test_published_mess.py",
-        "metrics": {"dice": True, "nsd": True}, **metadata}})
+    project = _project(
+        root,
+        tmp_path,
+        {
+            "dap_atlas": {
+                "format": "touchstone",
+                "path": str(folder),
+                "evaluated_on": "dap_atlas",
+                "source": "tests/test_published_mess.py",
+                "metrics": {"dice": True, "nsd": True},
+                **metadata,
+            }
+        },
+    )
     results = published_pipeline(project, "dap_atlas")
     summary = results["dataset"]["import_summary"]
     assert summary["metadata"] == note.format(folder=folder) and f"; {summary['metadata']}; " in summary["text"]

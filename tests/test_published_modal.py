@@ -156,8 +156,9 @@ def test_cis_within_monte_carlo_error(results: dict, source: dict) -> None:
                 assert abs(ours[end] - summary[end]) <= MC_SES * se, (model["name"], metric, end)
     for metric, block in source["analysis"]["kidney"].items():
         for theirs in block["pairwise"]:
-            entry = next(e for e in results["source_analysis"]["structures"]["kidney"][metric]["segbench"]["pairwise"]
-                         if {e["a"], e["b"]} == {theirs["a"], theirs["b"]})
+            entry = next(
+                e for e in results["source_analysis"]["structures"]["kidney"][metric]["segbench"]["pairwise"] if {e["a"], e["b"]} == {theirs["a"], theirs["b"]}
+            )
             low, high = _oriented(entry, theirs["a"])
             se = _endpoint_se(entry["ci_level"], high - low, b_ours)
             assert abs(low - theirs["ci_low"]) <= MC_SES * se and abs(high - theirs["ci_high"]) <= MC_SES * se, (metric, theirs)
@@ -173,9 +174,7 @@ def test_model_metadata_hd95_and_tolerance_are_the_sources(results: dict) -> Non
     assert _ours(results, "dice")["ranking"]["order"] == ["MOOSE", "TotalSegmentator", "CT-FM"]
     assert results["hd95_definition"] == "as published by the source (segauge 0.2.0)"
     assert results["dataset"]["nsd_tolerance_mm"] == {"kidney": 2.0}
-    assert results["source_analysis"]["protocol"] == {
-        "confidence": 0.95, "n_resamples": 2000, "seed": 0, "nsd_tolerance_mm": 2.0, "segauge_version": "0.2.0"
-    }
+    assert results["source_analysis"]["protocol"] == {"confidence": 0.95, "n_resamples": 2000, "seed": 0, "nsd_tolerance_mm": 2.0, "segauge_version": "0.2.0"}
 
 
 def test_reanalyze_checks_the_source_block(results: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -192,20 +191,31 @@ def test_reanalyze_checks_the_source_block(results: dict, tmp_path: Path, capsys
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d["analysis"]["kidney"]["dice"]["pairwise"][1].update(distinguishable="no"),
-         r"analysis\.kidney\.dice\.pairwise\[1\]\.distinguishable: expected bool, got 'no'"),
-        (lambda d: d["analysis"]["kidney"]["nsd"]["pairwise"][1].update(favored=None),
-         r"analysis\.kidney\.nsd\.pairwise\[1\]\.favored: None does not fit distinguishable=True"),
-        (lambda d: d["analysis"]["kidney"]["hd95"]["pairwise"][0].update(distinguishable=True, favored="TotalSegmentator"),
-         r"analysis\.kidney\.hd95\.pairwise\[0\]\.distinguishable: True but the CI .* includes 0"),
-        (lambda d: d["analysis"]["kidney"]["assd"].update(correction="holm"),
-         r"analysis\.kidney\.assd\.correction: 'holm' is not one of"),
-        (lambda d: d["analysis"]["kidney"]["dice"].update(adjusted_confidence=0.95),
-         r"analysis\.kidney\.dice\.adjusted_confidence: 0\.95 is not the bonferroni level"),
-        (lambda d: d["analysis"]["kidney"]["dice"]["ranking"]["stats"][2].update(p_best=1.5),
-         r"analysis\.kidney\.dice\.ranking\.stats\[2\]\.p_best: 1\.5 is not a probability"),
-        (lambda d: d["analysis"]["kidney"]["dice"]["pairwise"][0].update(b="nnU-Net"),
-         r"analysis\.kidney\.dice\.pairwise\[0\]\.b: model 'nnU-Net' is not in the ranking"),
+        (
+            lambda d: d["analysis"]["kidney"]["dice"]["pairwise"][1].update(distinguishable="no"),
+            r"analysis\.kidney\.dice\.pairwise\[1\]\.distinguishable: expected bool, got 'no'",
+        ),
+        (
+            lambda d: d["analysis"]["kidney"]["nsd"]["pairwise"][1].update(favored=None),
+            r"analysis\.kidney\.nsd\.pairwise\[1\]\.favored: None does not fit distinguishable=True",
+        ),
+        (
+            lambda d: d["analysis"]["kidney"]["hd95"]["pairwise"][0].update(distinguishable=True, favored="TotalSegmentator"),
+            r"analysis\.kidney\.hd95\.pairwise\[0\]\.distinguishable: True but the CI .* includes 0",
+        ),
+        (lambda d: d["analysis"]["kidney"]["assd"].update(correction="holm"), r"analysis\.kidney\.assd\.correction: 'holm' is not one of"),
+        (
+            lambda d: d["analysis"]["kidney"]["dice"].update(adjusted_confidence=0.95),
+            r"analysis\.kidney\.dice\.adjusted_confidence: 0\.95 is not the bonferroni level",
+        ),
+        (
+            lambda d: d["analysis"]["kidney"]["dice"]["ranking"]["stats"][2].update(p_best=1.5),
+            r"analysis\.kidney\.dice\.ranking\.stats\[2\]\.p_best: 1\.5 is not a probability",
+        ),
+        (
+            lambda d: d["analysis"]["kidney"]["dice"]["pairwise"][0].update(b="nnU-Net"),
+            r"analysis\.kidney\.dice\.pairwise\[0\]\.b: model 'nnU-Net' is not in the ranking",
+        ),
         (lambda d: d["config"].pop("n_resamples"), r"config\.n_resamples: missing"),
     ],
 )

@@ -30,8 +30,11 @@ EXAMPLE = ROOT / "data" / "totalseg_example"
 TOTAL_LIVER = 5  # TotalSegmentator v2 'total' id of the liver
 PUBLISHED_DICE = 0.964  # the first port's liver Dice on the 3 mm CT against TotalSegmentator's liver
 
-needs_env = pytest.mark.skipif(not ENV_PYTHON.exists(), reason="envs/pyliverlesionseg is absent: build it with `segbench env create "
-                               "pyliverlesionseg` (about 2 min here: torch 2.13.0 CPU, scipy, h5py, nibabel, the pyliverlesionseg 0.3 wheel)")
+needs_env = pytest.mark.skipif(
+    not ENV_PYTHON.exists(),
+    reason="envs/pyliverlesionseg is absent: build it with `segbench env create "
+    "pyliverlesionseg` (about 2 min here: torch 2.13.0 CPU, scipy, h5py, nibabel, the pyliverlesionseg 0.3 wheel)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +93,23 @@ def test_weights_are_the_wheels_and_a_changed_file_never_runs(tmp_path: Path) ->
     target.write_bytes(bytes(data))
     (tmp_path / "in").mkdir()
     (tmp_path / "cases.txt").write_text("ct\n", encoding="utf-8")
-    result = subprocess.run([str(ENV_PYTHON), str(SCRIPT), "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
-                             "--cases", str(tmp_path / "cases.txt"), "--weights", str(changed)], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [
+            str(ENV_PYTHON),
+            str(SCRIPT),
+            "--input",
+            str(tmp_path / "in"),
+            "--output",
+            str(tmp_path / "out"),
+            "--cases",
+            str(tmp_path / "cases.txt"),
+            "--weights",
+            str(changed),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 2, result.stderr
     assert str(target) in result.stderr and "591ea17c" in result.stderr and "refusing to run" in result.stderr
     assert not (tmp_path / "out").exists()
@@ -128,9 +146,23 @@ def test_liver_dice_on_the_3mm_ct(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "ct.nii.gz").symlink_to(EXAMPLE / "ct_sm.nii.gz")
     (tmp_path / "cases.txt").write_text("ct\n", encoding="utf-8")
-    result = subprocess.run([str(ENV_PYTHON), str(SCRIPT), "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
-                             "--cases", str(tmp_path / "cases.txt"), "--weights", str(WEIGHTS)], capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run(
+        [
+            str(ENV_PYTHON),
+            str(SCRIPT),
+            "--input",
+            str(tmp_path / "in"),
+            "--output",
+            str(tmp_path / "out"),
+            "--cases",
+            str(tmp_path / "cases.txt"),
+            "--weights",
+            str(WEIGHTS),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     prediction = nib.load(tmp_path / "out" / "ct.nii.gz")
     ct = nib.load(EXAMPLE / "ct_sm.nii.gz")

@@ -48,8 +48,10 @@ def results(project: Path) -> dict:
 def _published_means(folder: Path, model: str) -> dict[str, pd.Series]:
     """A model's per-organ means straight from its files under the set's policy: the first row of a repeated case
     (duplicates: first), only the cases and cells both metric files report (one_sided_missing: missing)."""
-    tables = {metric: pd.read_csv(folder / model / name).drop_duplicates("name", keep="first").set_index("name")
-              for metric, name in (("dice", "dsc.csv"), ("nsd", "nsd.csv"))}
+    tables = {
+        metric: pd.read_csv(folder / model / name).drop_duplicates("name", keep="first").set_index("name")
+        for metric, name in (("dice", "dsc.csv"), ("nsd", "nsd.csv"))
+    }
     shared = tables["dice"].index.intersection(tables["nsd"].index)
     dice, nsd = tables["dice"].loc[shared], tables["nsd"].loc[shared]
     both = dice.notna() & nsd.notna()
@@ -74,10 +76,14 @@ def test_means_equal_pandas_on_the_published_files_under_the_duplicate_policy(re
 def test_summary_states_the_repeated_cases_and_the_metadata_join(results: dict) -> None:
     summary = results["dataset"]["import_summary"]
     assert summary["repeated"] == {
-        "Vision_Language_U-Net_CLIP/dsc.csv": {"rows": 535, "exact_copies_dropped": 2, "conflicting_copies_resolved": 0,
-                                               "kept": "one row of each exact copy"},
-        "nnU-Net_STU-Net/dsc.csv": {"rows": 887, "exact_copies_dropped": 0, "conflicting_copies_resolved": 354,
-                                    "kept": "of conflicting copies, the first row in the file"}}
+        "Vision_Language_U-Net_CLIP/dsc.csv": {"rows": 535, "exact_copies_dropped": 2, "conflicting_copies_resolved": 0, "kept": "one row of each exact copy"},
+        "nnU-Net_STU-Net/dsc.csv": {
+            "rows": 887,
+            "exact_copies_dropped": 0,
+            "conflicting_copies_resolved": 354,
+            "kept": "of conflicting copies, the first row in the file",
+        },
+    }
     assert "repeated cases in nnU-Net_STU-Net/dsc.csv (887 rows): 354 conflicting copies resolved" in summary["text"]
     assert summary["policies"] == {"duplicates": "first", "one_sided_missing": "missing"}
     # 18 STU-Net cases have no nsd.csv row: 162 cells with a value, plus U-Net's 34 Dice-only organs
@@ -117,8 +123,10 @@ def test_cross_dataset_lists_every_shared_model_with_both_ranks_per_organ(projec
 
 def test_one_organs_rank_correlation_equals_scipys_on_the_same_means(project: Path) -> None:
     cell = _view(project)["pairs"][0]["structures"]["liver"]["dice"]
-    means = {name: json.loads((project / "results" / f"{name}.json").read_text())["analysis"]["structures"]["liver"]["metrics"]["dice"]["models"]
-             for name in (SET, OTHER)}
+    means = {
+        name: json.loads((project / "results" / f"{name}.json").read_text())["analysis"]["structures"]["liver"]["metrics"]["dice"]["models"]
+        for name in (SET, OTHER)
+    }
     pairs = [(r["model"], r["model_b"]) for r in cell["models"]]
     rho = spearmanr([means[SET][a]["mean"] for a, _ in pairs], [means[OTHER][b]["mean"] for _, b in pairs]).statistic
     assert cell["spearman"] == pytest.approx(rho, abs=1e-12)
@@ -156,8 +164,10 @@ def test_summary_counts_each_boards_verdicts_with_their_n(project: Path, capsys:
         median = cells["co_winner"].sum().median()
         doc = json.loads((project / "results" / f"{name}.json").read_text())
         loo = sum(c["loo"]["winner_change_share"] > 0 for s in doc["analysis"]["structures"].values() for c in s["metrics"].values())
-        line = (f"  {name}: {len(doc['models'])} models; #1 separable from #2: {separable} of {n} ({separable / n:.0%}); "
-                f"median co-winners: {median:g} (n = {n}); #1 changes when one case is removed: {loo} of {n} ({loo / n:.0%})")
+        line = (
+            f"  {name}: {len(doc['models'])} models; #1 separable from #2: {separable} of {n} ({separable / n:.0%}); "
+            f"median co-winners: {median:g} (n = {n}); #1 changes when one case is removed: {loo} of {n} ({loo / n:.0%})"
+        )
         assert line in text.splitlines(), text
     real, simulated = text.split("SIMULATED boards")
     assert SET in real and OTHER in real and "none in this run" in simulated

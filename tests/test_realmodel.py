@@ -21,13 +21,24 @@ from segbench.stages.realmodel_cases import run_cases
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "totalseg_example"
 #: the overrides realmodel/dvc.yaml's header and .ci/run compose realmodel/params.yaml with
-OVERRIDES = ["dataset=[totalseg_liver]", "model=[pyliverlesionseg]", "predictions=[totalsegmentator_fast_shipped]", "published=[]",
-             "interactive_dataset=[]", "model@interactive_model=[]"]
+OVERRIDES = [
+    "dataset=[totalseg_liver]",
+    "model=[pyliverlesionseg]",
+    "predictions=[totalsegmentator_fast_shipped]",
+    "published=[]",
+    "interactive_dataset=[]",
+    "model@interactive_model=[]",
+]
 
 
 def test_params_are_the_composition_of_conf() -> None:
-    result = subprocess.run([sys.executable, "-m", "segbench.cli", "--params", "realmodel/params.yaml", "params", "--check", *OVERRIDES],
-                            cwd=ROOT, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "segbench.cli", "--params", "realmodel/params.yaml", "params", "--check", *OVERRIDES],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     text = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert all(f"'{o}'" in text for o in OVERRIDES)
@@ -36,8 +47,10 @@ def test_params_are_the_composition_of_conf() -> None:
 def test_outputs_lie_under_the_params_folder() -> None:
     """`.` for params.yaml (the default pipeline's paths unchanged), realmodel/ for realmodel/params.yaml."""
     params = load_params(ROOT / "realmodel" / "params.yaml")
-    for argv, root in ((["compare", "--dataset", "totalseg_liver"], Path(".")),
-                       (["--params", "realmodel/params.yaml", "compare", "--dataset", "totalseg_liver"], Path("realmodel"))):
+    for argv, root in (
+        (["compare", "--dataset", "totalseg_liver"], Path(".")),
+        (["--params", "realmodel/params.yaml", "compare", "--dataset", "totalseg_liver"], Path("realmodel")),
+    ):
         assert _root(build_parser().parse_args(argv), params, "totalseg_liver") == root
 
 
@@ -56,8 +69,11 @@ def test_cases_are_the_bundles_files(tmp_path: Path) -> None:
     dicom = nib.load(cases / "images" / "ct_dicom.nii.gz")
     series = read_series(EXAMPLE / "ct_dicom")
     assert np.array_equal(np.asarray(dicom.dataobj), np.asarray(series.dataobj)) and np.allclose(dicom.affine, series.affine)
-    for mask_file, source in ((cases / "labels" / "ct.nii.gz", "seg_total.nii.gz"), (cases / "labels" / "ct_dicom.nii.gz", "seg_dicom.nii.gz"),
-                              (cases / "shipped" / "totalsegmentator_fast" / "ct.nii.gz", "seg_total_fast.nii.gz")):
+    for mask_file, source in (
+        (cases / "labels" / "ct.nii.gz", "seg_total.nii.gz"),
+        (cases / "labels" / "ct_dicom.nii.gz", "seg_dicom.nii.gz"),
+        (cases / "shipped" / "totalsegmentator_fast" / "ct.nii.gz", "seg_total_fast.nii.gz"),
+    ):
         mask, labels = nib.load(mask_file), nib.load(EXAMPLE / source)
         assert np.array_equal(np.asarray(mask.dataobj), (np.asarray(labels.dataobj) == 5).astype(np.uint8)), mask_file
         assert np.allclose(mask.affine, labels.affine) and len(mask.header.extensions) == 0
@@ -79,8 +95,14 @@ def test_the_record_stage_puts_the_measurements_on_the_model_s_mlflow_run(tracki
     bundle = score_bundle()
     logged = tracking.log_bundle(bundle)
     write_json_atomic(tracking_marker("toy", "sim_a", tmp_path), {"dataset": "toy", "model": "sim_a", "fingerprint": bundle.fingerprint})
-    measured = {"package": "pyliverlesionseg==0.3, torch==2.13.0 CPU", "weights_sha256": "59" * 32, "weights_md5": "a2" * 16,
-                "device": "cpu", "wall_time_s": 21.2, "peak_memory_gb": 3.47}
+    measured = {
+        "package": "pyliverlesionseg==0.3, torch==2.13.0 CPU",
+        "weights_sha256": "59" * 32,
+        "weights_md5": "a2" * 16,
+        "device": "cpu",
+        "wall_time_s": 21.2,
+        "peak_memory_gb": 3.47,
+    }
     write_json_atomic(runs_file("sim_a", tmp_path), {"dataset": "toy", "model": "sim_a", **measured})
     assert run_record("toy", "sim_a", tmp_path) == logged
     tags = MlflowClient(tracking_store).get_run(logged).data.tags

@@ -52,8 +52,12 @@ def test_a_folder_write_replaces_the_folder_whole_or_not_at_all(tmp_path: Path) 
         (tmp / "tumor").mkdir()
         (tmp / "tumor" / "dice.json").write_text("new, half")
         raise RuntimeError("the writer fails")
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["kits23", "kits23/tumor", "kits23/tumor/dice.json",
-                                                                                     "kits23/tumor/hd95.json"]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "kits23",
+        "kits23/tumor",
+        "kits23/tumor/dice.json",
+        "kits23/tumor/hd95.json",
+    ]
     (tmp_path / f".kits23{PARTIAL_MARK}killed").mkdir()  # what a killed writer leaves
     with atomic_dir(target) as tmp:
         write_json_atomic(tmp / "tumor" / "dice.json", {"mean": 0.9})

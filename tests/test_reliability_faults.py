@@ -38,8 +38,12 @@ def project(projects: Projects) -> Path:
 
 def _outputs(proj: Path) -> dict[str, bytes]:
     """The bytes of every file the compare and report stages write (results, metrics, plots, site)."""
-    return {str(p.relative_to(proj)): p.read_bytes() for folder in ("results", "metrics", "plots", "site")
-            for p in sorted((proj / folder).rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(proj)): p.read_bytes()
+        for folder in ("results", "metrics", "plots", "site")
+        for p in sorted((proj / folder).rglob("*"))
+        if p.is_file()
+    }
 
 
 def _fails(args: list[str], proj: Path, env: dict[str, str] | None = None) -> str:
@@ -81,8 +85,12 @@ def test_the_range_of_each_metric_is_checked_naming_file_line_and_value(touchsto
     True or False; the first refused cell named by line, identity and value."""
     table = touchstone_rows.head(20).reset_index(drop=True).copy()
     assert rows.check_rows(table, "t.csv", "fix") is table
-    for column, value, expected in (("dice", 1.9549, "a number in [0, 1]"), ("hd95", -2.0, "a finite number >= 0"),
-                                    ("hd95", float("inf"), "a finite number >= 0"), ("n_reference", 2.5, "a whole number >= 0")):
+    for column, value, expected in (
+        ("dice", 1.9549, "a number in [0, 1]"),
+        ("hd95", -2.0, "a finite number >= 0"),
+        ("hd95", float("inf"), "a finite number >= 0"),
+        ("n_reference", 2.5, "a whole number >= 0"),
+    ):
         bad = table.copy()
         bad[column] = 0.5 if column != "n_reference" else 1.0
         bad.loc[3, column] = value
@@ -113,7 +121,7 @@ def test_a_changed_score_bundle_is_refused_and_its_stage_writes_it_again(project
     table = project / relative
     original = table.read_bytes()
     lines = original.decode().splitlines(keepends=True)
-    table.write_text("".join(lines[:1] + lines[1 + min(30, len(lines) - 2):]), encoding="utf-8")
+    table.write_text("".join(lines[:1] + lines[1 + min(30, len(lines) - 2) :]), encoding="utf-8")
     for command in (["track", "--dataset", "kits23", "--model", MODEL], ["compare", "--dataset", "kits23"]):
         line = _segbench_error(_fails(["segbench", *command], project), command[0])
         assert f"{relative}: not the file stage {SCORE_STAGE} wrote" in line and f"`dvc repro -f -s {SCORE_STAGE}` writes it again" in line, line
@@ -130,8 +138,9 @@ def test_a_changed_score_bundle_is_refused_and_its_stage_writes_it_again(project
 
 def _model_run_artifact(proj: Path, name: str) -> Path:
     """The file ``name`` of the model run of MODEL on kits23 in the project's store."""
-    query = ("SELECT r.artifact_uri FROM runs r JOIN experiments e USING (experiment_id) "
-             "WHERE e.name = 'segbench/kits23' AND r.name = ? AND r.status = 'FINISHED'")
+    query = (
+        "SELECT r.artifact_uri FROM runs r JOIN experiments e USING (experiment_id) WHERE e.name = 'segbench/kits23' AND r.name = ? AND r.status = 'FINISHED'"
+    )
     with contextlib.closing(sqlite3.connect(proj / "mlruns" / "mlflow.db")) as db:
         (uri,) = db.execute(query, (MODEL,)).fetchone()
     return Path(urlparse(uri).path) / name
@@ -172,8 +181,12 @@ def test_a_results_file_that_is_not_what_compare_wrote_is_refused_by_every_reade
     results.unlink()
     run_command(["dvc", "checkout", "results/kits23.json"], project)
     assert results.read_bytes() == changed
-    for command in (["show"], ["show", "kits23"], ["export", "--dataset", "kits23", "--format", "generic_csv", "--out", "out.csv"],
-                    ["report", "--results", "results", "--out", "site2"]):
+    for command in (
+        ["show"],
+        ["show", "kits23"],
+        ["export", "--dataset", "kits23", "--format", "generic_csv", "--out", "out.csv"],
+        ["report", "--results", "results", "--out", "site2"],
+    ):
         line = _segbench_error(_fails(["segbench", *command], project), command[0])
         assert "results/kits23.json: not the file stage compare@kits23 wrote" in line and "`dvc repro -f -s compare@kits23`" in line, line
     cached.unlink()  # the damaged copy goes; compare writes the bytes again
@@ -186,12 +199,15 @@ def test_a_results_file_that_is_not_what_compare_wrote_is_refused_by_every_reade
     run_command(["dvc", "checkout", "results/kits23.json"], project)
 
 
-@pytest.mark.parametrize("write, pattern, stage", [
-    ("results", ".kits23.json.partial-*", "compare@kits23"),
-    ("metrics", ".dice.json.partial-*", "compare@kits23"),
-    ("plots", ".kits23.csv.partial-*", "compare@kits23"),
-    ("site", ".*.html.partial-*", "report"),
-])
+@pytest.mark.parametrize(
+    "write, pattern, stage",
+    [
+        ("results", ".kits23.json.partial-*", "compare@kits23"),
+        ("metrics", ".dice.json.partial-*", "compare@kits23"),
+        ("plots", ".kits23.csv.partial-*", "compare@kits23"),
+        ("site", ".*.html.partial-*", "report"),
+    ],
+)
 def test_a_kill_at_each_write_leaves_no_debris(project: Path, tmp_path: Path, write: str, pattern: str, stage: str) -> None:
     """SIGKILL at the moment compare or report creates the temporary of a results, metrics, plots or site file: a
     plain `dvc repro` then leaves the committed outputs, a clean `git status` and a clean `dvc status`."""
@@ -363,8 +379,11 @@ def test_a_full_artifacts_folder_is_one_line_and_keeps_no_half_copied_table(proj
     try:
         env = {**command_env(), "SEGBENCH_TRACKING_URI": f"sqlite:///{store / 'mlflow.db'}"}
         line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], project, env), "track")
-        assert re.match(rf"segbench track: error: no space left on the device of {re.escape(str(store / 'artifacts'))} \(\d+ bytes needed, "
-                        rf"\d+ bytes free there, writing {re.escape(str(store / 'artifacts'))}/", line), line
+        assert re.match(
+            rf"segbench track: error: no space left on the device of {re.escape(str(store / 'artifacts'))} \(\d+ bytes needed, "
+            rf"\d+ bytes free there, writing {re.escape(str(store / 'artifacts'))}/",
+            line,
+        ), line
         assert _statuses(store / "mlflow.db") == {"FAILED"}
         assert not [path for path in (store / "artifacts").rglob("*") if path.is_file()]
     finally:

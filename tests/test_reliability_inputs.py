@@ -69,7 +69,8 @@ def test_shape_mismatch(project: Path, reference: nib.Nifti1Image, capsys: pytes
 
 
 def test_a_header_claiming_another_grid_is_refused_before_its_voxels_are_decoded(
-        project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+    project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture
+) -> None:
     """A 27 GB grid claimed over 1 KB (or over a gzip bomb): the headers are compared first, so the error is the grid's,
     not one found after inflating what the header claims."""
     header = nib.Nifti1Header()
@@ -149,8 +150,10 @@ def test_prediction_for_unknown_case(project: Path, reference: nib.Nifti1Image, 
 def test_missing_prediction_is_scored_worst_case_and_counted(project: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture) -> None:
     code, _ = _score(project, capsys)
     assert code == 0
-    assert (f"1 of 1 cases have no prediction file; each is scored as the worst case and flagged prediction_missing, and the leaderboard "
-            f"applies missing_predictions to them (docs/methodology.md#41-coverage): {CASE}") in caplog.text
+    assert (
+        f"1 of 1 cases have no prediction file; each is scored as the worst case and flagged prediction_missing, and the leaderboard "
+        f"applies missing_predictions to them (docs/methodology.md#41-coverage): {CASE}"
+    ) in caplog.text
     rows = pd.read_csv(project / "scores" / "kits23" / MODEL / "per_case.csv")
     assert rows["prediction_missing"].all() and rows["worst_case"].all()
     assert (rows["dice"] == 0).all() and np.isfinite(rows["hd95"]).all()
@@ -237,11 +240,17 @@ def _conflicting_duplicate_row(table: pd.DataFrame) -> pd.DataFrame:
         (["MONAI_UNETR/dsc.csv"], _drop_liver, r"MONAI_UNETR/nsd\.csv: row 1 \(header\): organ columns differ from dsc\.csv's: .*'liver'"),
         (["nnU-Net_U-Net/dsc.csv", "nnU-Net_U-Net/nsd.csv"], _drop_liver, _organ_columns_differ("nnU-Net_U-Net")),
         (["MONAI_UNETR/dsc.csv"], _non_numeric_cell, r"MONAI_UNETR/dsc\.csv: row 3 \(name='s0001'\), column 'aorta': '0.14 \(see text\)' is not a finite"),
-        (["MONAI_UNETR/nsd.csv"], _conflicting_duplicate_row,
-         r"MONAI_UNETR/nsd\.csv: rows \d+ and \d+ \(.*'s0001'.*\), column 'aorta': conflicting duplicates"),
-        (["MONAI_UNETR/dsc.csv"], _dice_out_of_range,
-         r"touchstone: row \d+ of the rows table \(model 'MONAI_UNETR', case_id 's0001', structure 'aorta'\), column 'dice': "
-         r"1\.8954 is not a number in \[0, 1\]; refused"),
+        (
+            ["MONAI_UNETR/nsd.csv"],
+            _conflicting_duplicate_row,
+            r"MONAI_UNETR/nsd\.csv: rows \d+ and \d+ \(.*'s0001'.*\), column 'aorta': conflicting duplicates",
+        ),
+        (
+            ["MONAI_UNETR/dsc.csv"],
+            _dice_out_of_range,
+            r"touchstone: row \d+ of the rows table \(model 'MONAI_UNETR', case_id 's0001', structure 'aorta'\), column 'dice': "
+            r"1\.8954 is not a number in \[0, 1\]; refused",
+        ),
     ],
     ids=["column-missing-in-one-file", "column-missing-for-one-model", "non-numeric-cell", "conflicting-duplicate-row", "dice-out-of-range"],
 )

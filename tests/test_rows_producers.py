@@ -39,13 +39,14 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, pd.D
     reference[22:26, 20:24, 14:17] = 2
     close = np.roll(reference, 1, axis=0)
     missed = np.where(reference == 2, 1, reference)
-    cases = [("close", _case(folder, "ref_close", reference), _case(folder, "pred_close", close)),
-             ("missed", _case(folder, "ref_missed", reference), _case(folder, "pred_missed", missed)),
-             ("absent", _case(folder, "ref_absent", reference), None)]
+    cases = [
+        ("close", _case(folder, "ref_close", reference), _case(folder, "pred_close", close)),
+        ("missed", _case(folder, "ref_missed", reference), _case(folder, "pred_missed", missed)),
+        ("absent", _case(folder, "ref_absent", reference), None),
+    ]
     setting = LesionSetting(lesion_structures({"kidney": 1, "tumor": 2}, ["tumor"]), "brats", ("panoptica",), (1.0,))
     names = list(PROFILES)
-    return score_cases_and_lesions(cases, REGIONS, setting, progress=False, allowed_labels={0, 1, 2}, profile=names[0],
-                                   extra_profiles=names[1:])
+    return score_cases_and_lesions(cases, REGIONS, setting, progress=False, allowed_labels={0, 1, 2}, profile=names[0], extra_profiles=names[1:])
 
 
 def test_the_engines_rows_under_every_profile_keep_the_contract(scored: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> None:
@@ -57,11 +58,13 @@ def test_the_engines_rows_under_every_profile_keep_the_contract(scored: tuple[pd
         assert [c for c in produced.columns if rows.kind(str(c)) is not None], f"{name}: no column the contract checks"
 
 
-def test_a_score_bundle_written_and_read_back_keeps_the_contract(scored: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame],
-                                                                 tmp_path: Path) -> None:
+def test_a_score_bundle_written_and_read_back_keeps_the_contract(scored: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame], tmp_path: Path) -> None:
     table = scored[0].assign(model="toy", kind="simulated")
-    record = {"tags": {key: "toy" for key in tracking.REQUIRED_RECORD["tags"]},
-              "params": {key: "toy" for key in tracking.REQUIRED_RECORD["params"]}, "metrics": {}}
+    record = {
+        "tags": {key: "toy" for key in tracking.REQUIRED_RECORD["tags"]},
+        "params": {key: "toy" for key in tracking.REQUIRED_RECORD["params"]},
+        "metrics": {},
+    }
     written = tracking.ScoreBundle.write(tmp_path / "toy", table, record)
     read = tracking.ScoreBundle.read(tmp_path / "toy")
     assert read.per_case_csv == written.per_case_csv

@@ -122,16 +122,18 @@ def _rtstruct(path: Path, edit: object) -> None:
     d.save_as(path)
 
 
-@pytest.mark.parametrize(("broken", "message"), [
-    (lambda p: _slices(p.parent, lambda d: setattr(d, "ImageOrientationPatient", [1, 0, 0, 1, 0, 0])), "has no usable geometry"),
-    (lambda p: _slices(p.parent, lambda d: setattr(d, "PixelSpacing", [0, 0.7])), "has no usable geometry"),
-    (lambda p: _rtstruct(p, lambda d: setattr(d.StructureSetROISequence[0], "ROINumber", 2**40)), "is not a label id"),
-    (lambda p: _rtstruct(p, lambda d: setattr(d.ROIContourSequence[0].ContourSequence[0], "ContourData", [1.0, 2.0])),
-     "a contour of 2 coordinates"),
-    (lambda p: _rtstruct(p, lambda d: setattr(d.ROIContourSequence[0].ContourSequence[0], "ContourData", [1e30, 0.0, 0.0] * 3)),
-     "a contour lies outside"),
-    (lambda p: _rtstruct(p, lambda d: delattr(d, "ReferencedFrameOfReferenceSequence")), "references 0 image series"),
-], ids=["orientation", "spacing", "roi-number", "short-contour", "far-contour", "no-series"])
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        (lambda p: _slices(p.parent, lambda d: setattr(d, "ImageOrientationPatient", [1, 0, 0, 1, 0, 0])), "has no usable geometry"),
+        (lambda p: _slices(p.parent, lambda d: setattr(d, "PixelSpacing", [0, 0.7])), "has no usable geometry"),
+        (lambda p: _rtstruct(p, lambda d: setattr(d.StructureSetROISequence[0], "ROINumber", 2**40)), "is not a label id"),
+        (lambda p: _rtstruct(p, lambda d: setattr(d.ROIContourSequence[0].ContourSequence[0], "ContourData", [1.0, 2.0])), "a contour of 2 coordinates"),
+        (lambda p: _rtstruct(p, lambda d: setattr(d.ROIContourSequence[0].ContourSequence[0], "ContourData", [1e30, 0.0, 0.0] * 3)), "a contour lies outside"),
+        (lambda p: _rtstruct(p, lambda d: delattr(d, "ReferencedFrameOfReferenceSequence")), "references 0 image series"),
+    ],
+    ids=["orientation", "spacing", "roi-number", "short-contour", "far-contour", "no-series"],
+)
 def test_a_malformed_rtstruct_or_series_is_refused_naming_the_file(tmp_path: Path, broken: object, message: str) -> None:
     """Headers an RTSTRUCT's writer controls: each one wrong is a ValueError naming the RTSTRUCT (a singular grid raised
     numpy's LinAlgError, a huge ROI number an OverflowError, from inside the drawing)."""

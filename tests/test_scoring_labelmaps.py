@@ -153,8 +153,11 @@ def test_data_after_a_nifti_gzip_stream_is_refused_unread(tmp_path: Path, monkey
     monkeypatch.setattr(labelmaps._Inflater, "read", counted)
     for load in (labelmaps.load_nifti, labelmaps.load_nifti_nonzero):
         decoded.clear()
-        with pytest.raises(ValueError, match=r"pred.nii.gz: cannot read as NIfTI \(ValueError: the gzip stream holds data after the voxels its header "
-                                             r"implies \(trailing data\)"):
+        with pytest.raises(
+            ValueError,
+            match=r"pred.nii.gz: cannot read as NIfTI \(ValueError: the gzip stream holds data after the voxels its header "
+            r"implies \(trailing data\)",
+        ):
             load(path)
         assert sum(decoded) <= 352 + data.nbytes + 1, f"{sum(decoded)} bytes decoded: the trailing data was inflated"
 
@@ -166,8 +169,11 @@ def test_a_nifti_voxel_type_that_holds_no_labels_is_refused_from_its_header(tmp_
     with open(path, "r+b") as stream:  # the header claims 64 voxels; cut the data short: decoding it would fail another way
         stream.truncate(400)
     for load in (labelmaps.load_nifti, labelmaps.load_nifti_nonzero):
-        with pytest.raises(ValueError, match=r"pred.nii: header says voxel type .*; a label map is integer "
-                                            r"\(or float holding integers\); refused before decoding"):
+        with pytest.raises(
+            ValueError,
+            match=r"pred.nii: header says voxel type .*; a label map is integer "
+            r"\(or float holding integers\); refused before decoding",
+        ):
             load(path)
 
 

@@ -96,7 +96,7 @@ def _subface_centroids(mesh: Mesh, faces: np.ndarray) -> list[np.ndarray]:
     """Each face's quadrature points: its table entry's template moved to its cell."""
     sub_start, sub_centroid, _ = subface_templates(SPACING)
     origin = np.stack(np.unravel_index(mesh.triangle_cells()[faces], mesh.grid), axis=1) * np.asarray(SPACING)
-    return [o + sub_centroid[sub_start[e]:sub_start[e + 1]] for o, e in zip(origin, mesh.entry[faces], strict=True)]
+    return [o + sub_centroid[sub_start[e] : sub_start[e + 1]] for o, e in zip(origin, mesh.entry[faces], strict=True)]
 
 
 def test_distances_are_exact_point_to_triangle() -> None:
@@ -176,6 +176,7 @@ def test_shared_cells_hold_identical_faces() -> None:
     cen = mesh_a.tri.mean(axis=1)
     assert shared[cen[:, 2] < 20 * SPACING[2]].all()
     assert not shared[cen[:, 2] > 29 * SPACING[2]].any()
+
     def triangles(tri: np.ndarray) -> set:
         return {tuple(sorted(map(tuple, t))) for t in tri.round(9).tolist()}
 
@@ -193,8 +194,7 @@ def test_distance_metrics_equal_segauges() -> None:
 
     def assert_equal(sd: SurfaceDistances, tolerance: float = 1.1) -> None:
         ours = distance_metrics(sd, tolerance)
-        theirs = {m: getattr(segauge_distance, name)(sd) for m, name in
-                  (("hd", "hausdorff"), ("hd95", "hausdorff95"), ("assd", "assd"), ("masd", "masd"))}
+        theirs = {m: getattr(segauge_distance, name)(sd) for m, name in (("hd", "hausdorff"), ("hd95", "hausdorff95"), ("assd", "assd"), ("masd", "masd"))}
         theirs["nsd"] = segauge_distance.nsd(sd, tolerance)
         assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-12)
 

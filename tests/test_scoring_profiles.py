@@ -94,10 +94,24 @@ def _sphere(shape: tuple[int, int, int], centre: tuple[float, ...], radius: floa
 #: (every centroid against every triangle), a smaller set. The distant blocks are more than 6 mm
 #: apart at every tested spacing (the meshmetrics profile's search beyond its offset table).
 SIZES = {
-    False: {"ball": ((30, 34, 32), (15, 17, 16), 9), "roll": (2, -1, 3), "noise": (24, 26, 22), "block": (20, 40, 20),
-            "near": np.s_[2:8, 3:12, 4:9], "far": np.s_[12:18, 30:38, 10:18], "edge": 12},
-    True: {"ball": ((16, 17, 15), (8, 8, 7), 5), "roll": (1, -1, 2), "noise": (12, 13, 11), "block": (10, 30, 10),
-           "near": np.s_[2:6, 3:8, 3:7], "far": np.s_[5:9, 20:27, 2:8], "edge": 8},
+    False: {
+        "ball": ((30, 34, 32), (15, 17, 16), 9),
+        "roll": (2, -1, 3),
+        "noise": (24, 26, 22),
+        "block": (20, 40, 20),
+        "near": np.s_[2:8, 3:12, 4:9],
+        "far": np.s_[12:18, 30:38, 10:18],
+        "edge": 12,
+    },
+    True: {
+        "ball": ((16, 17, 15), (8, 8, 7), 5),
+        "roll": (1, -1, 2),
+        "noise": (12, 13, 11),
+        "block": (10, 30, 10),
+        "near": np.s_[2:6, 3:8, 3:7],
+        "far": np.s_[5:9, 20:27, 2:8],
+        "edge": 8,
+    },
 }
 
 

@@ -66,8 +66,7 @@ def test_engine_matches_segauge(tmp_path: Path, kind: str) -> None:
         sg = theirs[row["structure"]]
         assert (row["dice"], row["iou"]) == (sg["dice"], sg["iou"])
         if row["structure"] == "tumor":
-            assert (row["det_precision"], row["det_recall"], row["det_f1"]) == (
-                sg["det_precision"], sg["det_recall"], sg["det_f1"])
+            assert (row["det_precision"], row["det_recall"], row["det_f1"]) == (sg["det_precision"], sg["det_recall"], sg["det_f1"])
         if row["worst_case"]:
             assert np.isinf(sg["hd95"]) and row["nsd"] == sg["nsd"] == 0.0
             continue

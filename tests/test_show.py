@@ -20,8 +20,25 @@ from site_data import kits_like_results, segauge_results, touchstone_results
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TOUCHSTONE = DATA / "published" / "touchstone_totalsegmentator"
-ROW_COLUMNS = ["dataset", "structure", "metric", "rank", "model", "mean", "ci_low", "ci_high", "n", "coverage", "p_rank1", "rank_low", "rank_high",
-               "co_winner", "verdict_vs_next", "verdict_vs_next_words", "verdict_vs_next_text"]
+ROW_COLUMNS = [
+    "dataset",
+    "structure",
+    "metric",
+    "rank",
+    "model",
+    "mean",
+    "ci_low",
+    "ci_high",
+    "n",
+    "coverage",
+    "p_rank1",
+    "rank_low",
+    "rank_high",
+    "co_winner",
+    "verdict_vs_next",
+    "verdict_vs_next_words",
+    "verdict_vs_next_text",
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +55,7 @@ def every_dir(results_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     """Touchstone, the segauge-benchmark GPU run on 20 KiTS23 cases and a KiTS23-like board with lesion-wise scores."""
     folder = tmp_path_factory.mktemp("every")
     (folder / "touchstone_totalsegmentator.json").write_bytes((results_dir / "touchstone_totalsegmentator.json").read_bytes())
-    segauge_results(DATA / "published" / "segauge_benchmark" / "kits23_modal.json", DATA / "kits23" / "kits23.json",
-                    folder / "segauge_kits23_modal.json")
+    segauge_results(DATA / "published" / "segauge_benchmark" / "kits23_modal.json", DATA / "kits23" / "kits23.json", folder / "segauge_kits23_modal.json")
     kits_like_results(DATA / "kits23" / "kits23.json", folder / "kits23.json")
     return folder
 
@@ -98,8 +114,10 @@ def test_overview_prints_every_cell_and_its_verdict(results_dir: Path) -> None:
     assert block["metrics"]["nsd"]["verdict"]["code"] == "aggregation_disagrees"
     changes = results["analysis"]["clusters"]["verdict_changes"]  # a clustered set says its unit first, as the site does
     assert text.index("Unit: the case. The verdicts treat the ") < text.index("aorta dice, ")
-    assert (f"changes {len(changes['first_second'])} of {changes['n_cells']} #1-versus-#2 verdicts and "
-            f"{len(changes['co_winners'])} of {changes['n_cells']} co-winner sets") in text
+    assert (
+        f"changes {len(changes['first_second'])} of {changes['n_cells']} #1-versus-#2 verdicts and "
+        f"{len(changes['co_winners'])} of {changes['n_cells']} co-winner sets"
+    ) in text
 
 
 def test_structure_leaderboard_and_one_line_errors(results_dir: Path) -> None:
@@ -110,16 +128,24 @@ def test_structure_leaderboard_and_one_line_errors(results_dir: Path) -> None:
     assert "aorta dice (higher is better" in done.stdout and f"1. {first} " in done.stdout and "last ranked" in done.stdout
     pair = next(p for p in cell["verdict"]["pairs"] if p["a"] == first)
     assert f"{CODE_WORDS[pair['code']]}: {pair['text']}" in " ".join(done.stdout.split())
-    for args, expected in [(("nope",), "have touchstone_totalsegmentator"), (("--structure", "kidney"), "have aorta"),
-                           (("--structure", "aorta", "--metric", "hd"), "have dice, nsd")]:
+    for args, expected in [
+        (("nope",), "have touchstone_totalsegmentator"),
+        (("--structure", "kidney"), "have aorta"),
+        (("--structure", "aorta", "--metric", "hd"), "have dice, nsd"),
+    ]:
         bad = _show("--results", str(results_dir), *args)
         assert bad.returncode == 1 and expected in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
-@pytest.mark.parametrize(("args", "needs"), [(("--metric", "dice"), "--metric needs --structure"),
-                                              (("--format", "json", "--width", "100"), "--width is for --format text"),
-                                              (("--summary", "--format", "tsv"), "--summary is one text table over the boards"),
-                                              (("--cells", "--detail"), "--cells is the text overview's one line per cell")])
+@pytest.mark.parametrize(
+    ("args", "needs"),
+    [
+        (("--metric", "dice"), "--metric needs --structure"),
+        (("--format", "json", "--width", "100"), "--width is for --format text"),
+        (("--summary", "--format", "tsv"), "--summary is one text table over the boards"),
+        (("--cells", "--detail"), "--cells is the text overview's one line per cell"),
+    ],
+)
 def test_an_option_without_the_option_it_needs_is_an_error(results_dir: Path, args: tuple[str, ...], needs: str) -> None:
     """Not silently ignored: exit 2 (a usage error) and a message naming what the option needs."""
     bad = _show("--results", str(results_dir), *args)
@@ -193,12 +219,29 @@ def test_each_verdict_line_states_the_audited_rates(results_dir: Path, tmp_path:
     said = "Not audited: no calibration audit tables when these results were computed."
     assert done.stdout.count(said) == 1 and done.stdout.index(said) < done.stdout.index(" cases: #1 "), done.stdout
     results = _results(results_dir, "touchstone_totalsegmentator")
-    entry = {"population": "touchstone_totalsegmentator/aorta", "source": "touchstone_totalsegmentator", "structure": "aorta", "match": "exact",
-             "candidates": 1, "n": 150, "n_board": 528, "mc_se": 0.006}
-    results["audited"] = {"margin": 0.015, "structures": {"aorta": {
-        "nsd": {"coverage": entry | {"rate": 0.9316, "method": "skew_t", "target": 0.95, "under_covers": True},
-                "type1": entry | {"rate": 0.016, "procedure": "signflip_holm", "target": 0.05, "exceeds_alpha": False}, "reason": None},
-        "dice": {"coverage": None, "type1": None, "reason": "no audited population of dice on totalsegmentator"}}}}
+    entry = {
+        "population": "touchstone_totalsegmentator/aorta",
+        "source": "touchstone_totalsegmentator",
+        "structure": "aorta",
+        "match": "exact",
+        "candidates": 1,
+        "n": 150,
+        "n_board": 528,
+        "mc_se": 0.006,
+    }
+    results["audited"] = {
+        "margin": 0.015,
+        "structures": {
+            "aorta": {
+                "nsd": {
+                    "coverage": entry | {"rate": 0.9316, "method": "skew_t", "target": 0.95, "under_covers": True},
+                    "type1": entry | {"rate": 0.016, "procedure": "signflip_holm", "target": 0.05, "exceeds_alpha": False},
+                    "reason": None,
+                },
+                "dice": {"coverage": None, "type1": None, "reason": "no audited population of dice on totalsegmentator"},
+            }
+        },
+    }
     (tmp_path / "touchstone_totalsegmentator.json").write_text(json.dumps(results))
     text = " ".join(_show("--results", str(tmp_path), "--width", "100").stdout.split())
     assert ('Audited: CI covers 93.2% at n = 150 (under-covers); "separable" wrong for equal models 1.6% at n = 150.') in text
@@ -314,7 +357,7 @@ def _overview_cells(lines: list[str]) -> set[tuple[str, str, str, str]]:
     found = set()
     for line in lines:
         row = re.match(r"^  (\S+) +(\S+)  ((?:[✔≈✘⇄] [a-z ]+|only one ranked model|no ranked model): .*)$", line)
-        for group in (row.group(3).split("; ") if row else []):
+        for group in row.group(3).split("; ") if row else []:
             words, _, metrics = group.partition(": ")
             found |= {(row.group(1), row.group(2), words, segment.split()[0]) for segment in metrics.split(", ")}
     return found
@@ -362,8 +405,10 @@ def test_a_mean_and_its_ci_print_the_same_digits_on_every_view(every_dir: Path) 
     numbers have the same decimals ('0.9708 [0.9701, 0.9713]', never '0.971 [0.9701, 0.9713]')."""
     from segbench.report import standalone_dataset_page
 
-    texts = [_show("--results", str(every_dir), *args, compact=True).stdout
-             for args in (("--cells",), ("--detail",), ("kits23", "--structure", "tumor"), ("segauge_kits23_modal", "--structure", "kidney"))]
+    texts = [
+        _show("--results", str(every_dir), *args, compact=True).stdout
+        for args in (("--cells",), ("--detail",), ("kits23", "--structure", "tumor"), ("segauge_kits23_modal", "--structure", "kidney"))
+    ]
     texts += [standalone_dataset_page(json.loads(path.read_text())) for path in sorted(every_dir.glob("*.json"))]
     found = [match.groups() for text in texts for match in MEAN_CI.finditer(text)]
     assert len(found) > 100

@@ -33,11 +33,14 @@ def results_files(audit_file: Path, tmp_path_factory: pytest.TempPathFactory) ->
     if not TOUCHSTONE.is_dir() or not KITS_META.is_file() or not SEGAUGE_MODAL.is_file():
         pytest.fail("data/ missing: run `dvc pull data.dvc` first (the tests use the real data bundle)")
     folder = tmp_path_factory.mktemp("results")
-    return [add_audited(path, audit_file) for path in (
-        touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("liver", "aorta")),
-        kits_like_results(KITS_META, folder / "kits23.json"),
-        segauge_results(SEGAUGE_MODAL, KITS_META, folder / "segauge_kits23_modal.json"),
-    )]
+    return [
+        add_audited(path, audit_file)
+        for path in (
+            touchstone_results(TOUCHSTONE, folder / "touchstone_totalsegmentator.json", ("liver", "aorta")),
+            kits_like_results(KITS_META, folder / "kits23.json"),
+            segauge_results(SEGAUGE_MODAL, KITS_META, folder / "segauge_kits23_modal.json"),
+        )
+    ]
 
 
 @pytest.fixture(scope="session")
@@ -63,11 +66,21 @@ def page_text(page: Path) -> str:
 def test_pages_and_offline_assets(site: tuple[Path, list[Path]]) -> None:
     out, pages = site
     names = sorted(p.name for p in pages)
-    assert names == sorted([
-        "index.html", "methodology.html", "kits23.html", "kits23--kidney_and_mass.html", "kits23--tumor.html",
-        "touchstone_totalsegmentator.html", "touchstone_totalsegmentator--liver.html", "touchstone_totalsegmentator--aorta.html",
-        "segauge_kits23_modal.html", "segauge_kits23_modal--kidney.html", "calibration.html",
-    ])
+    assert names == sorted(
+        [
+            "index.html",
+            "methodology.html",
+            "kits23.html",
+            "kits23--kidney_and_mass.html",
+            "kits23--tumor.html",
+            "touchstone_totalsegmentator.html",
+            "touchstone_totalsegmentator--liver.html",
+            "touchstone_totalsegmentator--aorta.html",
+            "segauge_kits23_modal.html",
+            "segauge_kits23_modal--kidney.html",
+            "calibration.html",
+        ]
+    )
     assert (out / "plotly.min.js").stat().st_size > 1_000_000
     for page in pages:
         text = page.read_text(encoding="utf-8")
@@ -128,15 +141,16 @@ ANSWERS = """(() => Array.from(document.querySelector('table.answers').querySele
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
-def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path, list[Path]], results_files: list[Path],
-                                                                tmp_path: Path) -> None:
+def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path, list[Path]], results_files: list[Path], tmp_path: Path) -> None:
     """Each dataset page's first screen (1280 x 800) holds a row per structure and metric: #1, its mean [CI] with units,
     the verdict's words with its sentence (naming the models and the direction) one click away, and the co-winners."""
     out, _ = site
     with Browser(find_chromium(), tmp_path / "profile", timeout=90) as browser:
         rows = {path.stem: browser.visit(out / f"{path.stem}.html", script=ANSWERS).result for path in results_files}
-        liver = browser.visit(out / "touchstone_totalsegmentator--liver.html", script=ANSWERS + ".concat([document.querySelector("
-                              "'table.leaderboard').getBoundingClientRect().top])").result
+        liver = browser.visit(
+            out / "touchstone_totalsegmentator--liver.html",
+            script=ANSWERS + ".concat([document.querySelector('table.leaderboard').getBoundingClientRect().top])",
+        ).result
     assert [r["cells"][:2] for r in liver[:-1]] == [["liver", "dice"], ["liver", "nsd"]] and liver[-2]["bottom"] <= 800
     assert liver[-1] < 1600  # a structure page: its answers, then the first leaderboard, within two screens
     for name, path in zip(rows, results_files):
@@ -148,10 +162,11 @@ def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path,
     aorta = cells["touchstone_totalsegmentator", "aorta", "nsd"]  # the mean favours STU-Net_L, 309 of 528 cases STU-Net_B
     assert aorta["cells"][2] == "nnU-Net_STU-Net_L" and aorta["cells"][4] == "⇄ aggregation disagrees"
     assert aorta["sentence"] == aorta["tooltip"] + ". Co-winners: " + aorta["cells"][5].split(": ", 1)[1] + "."
-    assert aorta["sentence"].startswith("#1 nnU-Net_STU-Net_L versus #2 nnU-Net_STU-Net_B: "
-                                        "the mean favours nnU-Net_STU-Net_L: Δ = 0.002 ")
-    assert ("per case nnU-Net_STU-Net_B is better (nnU-Net_STU-Net_L better in 201, nnU-Net_STU-Net_B in 309 of 528 cases; "
-            "Wilcoxon-Holm: nnU-Net_STU-Net_B better, p_adj = 0.005)") in aorta["sentence"]
+    assert aorta["sentence"].startswith("#1 nnU-Net_STU-Net_L versus #2 nnU-Net_STU-Net_B: the mean favours nnU-Net_STU-Net_L: Δ = 0.002 ")
+    assert (
+        "per case nnU-Net_STU-Net_B is better (nnU-Net_STU-Net_L better in 201, nnU-Net_STU-Net_B in 309 of 528 cases; "
+        "Wilcoxon-Holm: nnU-Net_STU-Net_B better, p_adj = 0.005)"
+    ) in aorta["sentence"]
 
     tumor = cells["kits23", "tumor", "assd"]  # a distance: units on the estimate and the difference
     v = load(results_files[1])["analysis"]["structures"]["tumor"]["metrics"]["assd"]["verdict"]
@@ -174,8 +189,10 @@ def test_first_screen_answers_every_structure_with_its_verdict(site: tuple[Path,
 
 
 P_ADJ = re.compile(r"p_adj")
-DIRECTED = re.compile(r"(?:[\w.\-]+ better than [\w.\-]+, |[\w.\-]+ better: |Wilcoxon-Holm: [\w.\-]+ better, "
-                      r"|Wilcoxon-Holm leans to [\w.\-]+, not significant \(|Wilcoxon-Holm leans to neither \()$")
+DIRECTED = re.compile(
+    r"(?:[\w.\-]+ better than [\w.\-]+, |[\w.\-]+ better: |Wilcoxon-Holm: [\w.\-]+ better, "
+    r"|Wilcoxon-Holm leans to [\w.\-]+, not significant \(|Wilcoxon-Holm leans to neither \()$"
+)
 
 
 def test_every_p_adj_has_its_direction(site: tuple[Path, list[Path]]) -> None:
@@ -187,7 +204,7 @@ def test_every_p_adj_has_its_direction(site: tuple[Path, list[Path]]) -> None:
         text = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<script.*?</script>", "", page.read_text(encoding="utf-8"), flags=re.S)))
         for match in P_ADJ.finditer(text):
             seen += 1
-            assert DIRECTED.search(text[max(0, match.start() - 120):match.start()]), f"{page.name}: {text[match.start() - 120:match.end() + 10]!r}"
+            assert DIRECTED.search(text[max(0, match.start() - 120) : match.start()]), f"{page.name}: {text[match.start() - 120 : match.end() + 10]!r}"
     assert seen > 50
 
 
@@ -234,16 +251,20 @@ def test_source_verdicts_and_what_wilcoxon_holm_changes(site: tuple[Path, list[P
     out, _ = site
     overview = html.unescape(page_text(out / "segauge_kits23_modal.html"))
     assert "The source's verdicts and Wilcoxon-Holm" in overview and 'href="methodology.html#source-procedures"' in (
-        out / "segauge_kits23_modal.html").read_text(encoding="utf-8")
+        out / "segauge_kits23_modal.html"
+    ).read_text(encoding="utf-8")
     methodology = page_text(out / "methodology.html")  # the procedures explained once, there
     assert methodology.count("whatever the size of each difference") == 1 and "whatever the size" not in page_text(out / "segauge_kits23_modal--kidney.html")
-    assert ("Co-winners by the source's CIs: MOOSE, TotalSegmentator, CT-FM; by Wilcoxon-Holm: MOOSE, TotalSegmentator. "
-            "Wilcoxon-Holm adds a verdict: MOOSE is significantly better than CT-FM (MOOSE better than CT-FM, p_adj = 0.036), "
-            "while the source's bootstrap CI of the difference includes 0.") in overview
-    assert ("Wilcoxon-Holm adds a verdict: MOOSE is significantly better than TotalSegmentator "
-            "(MOOSE better than TotalSegmentator, p_adj = 0.007)") in overview
-    assert ("Wilcoxon-Holm does not confirm the source's verdict: the CI favours TotalSegmentator, but TotalSegmentator "
-            "is not significantly better than CT-FM (TotalSegmentator better than CT-FM, p_adj = 0.110).") in overview
+    assert (
+        "Co-winners by the source's CIs: MOOSE, TotalSegmentator, CT-FM; by Wilcoxon-Holm: MOOSE, TotalSegmentator. "
+        "Wilcoxon-Holm adds a verdict: MOOSE is significantly better than CT-FM (MOOSE better than CT-FM, p_adj = 0.036), "
+        "while the source's bootstrap CI of the difference includes 0."
+    ) in overview
+    assert ("Wilcoxon-Holm adds a verdict: MOOSE is significantly better than TotalSegmentator (MOOSE better than TotalSegmentator, p_adj = 0.007)") in overview
+    assert (
+        "Wilcoxon-Holm does not confirm the source's verdict: the CI favours TotalSegmentator, but TotalSegmentator "
+        "is not significantly better than CT-FM (TotalSegmentator better than CT-FM, p_adj = 0.110)."
+    ) in overview
     assert overview.count("The two procedures agree on every pair.") == 1  # hd95
     page = (out / "segauge_kits23_modal--kidney.html").read_text(encoding="utf-8")
     assert page.count('<table class="sortable source-pairs">') == 4
@@ -313,8 +334,8 @@ def test_cluster_versus_case_intervals_are_shown(site: tuple[Path, list[Path]], 
     assert "Clustered bootstrap: 95% CI (skewness-corrected t) width by cluster over width by case" in page
     assert "Clustered bootstrap" not in page_text(out / "kits23.html")  # no cluster field there
 
-def test_first_line_of_a_clustered_set_names_the_unit_and_what_clustering_changes(site: tuple[Path, list[Path]],
-                                                                                  results_files: list[Path]) -> None:
+
+def test_first_line_of_a_clustered_set_names_the_unit_and_what_clustering_changes(site: tuple[Path, list[Path]], results_files: list[Path]) -> None:
     """Touchstone clusters by institute: the dataset page opens with the unit its verdicts assume (the case), the population
     that reaches, and how many #1-versus-#2 verdicts and co-winner sets the clustered bootstrap changes, counted here
     again from the clustered blocks; a set without a cluster field says nothing of it."""
@@ -337,11 +358,12 @@ def test_first_line_of_a_clustered_set_names_the_unit_and_what_clustering_change
     largest = max(labels.count(x) for x in set(labels)) / len(labels)
     first = " ".join(page_text(out / "touchstone_totalsegmentator.html").split("segbench leaderboards")[0].split())
     opening = first.split("Unit:", 1)[1].split(" #1 versus #2 per structure")[0]
-    assert opening.startswith(f" the case. The verdicts treat the {len(labels):,} cases as independent: they speak for cases like these, "
-                              f"from these {len(set(labels))} institute clusters (the largest holds {100 * largest:.0f}%), not for a "
-                              "new institute.")
-    assert (f"changes {len(changed['first_second'])} of {cells} #1-versus-#2 verdicts and {len(changed['co_winners'])} of {cells} "
-            "co-winner sets") in opening
+    assert opening.startswith(
+        f" the case. The verdicts treat the {len(labels):,} cases as independent: they speak for cases like these, "
+        f"from these {len(set(labels))} institute clusters (the largest holds {100 * largest:.0f}%), not for a "
+        "new institute."
+    )
+    assert (f"changes {len(changed['first_second'])} of {cells} #1-versus-#2 verdicts and {len(changed['co_winners'])} of {cells} co-winner sets") in opening
     page = (out / "touchstone_totalsegmentator.html").read_text(encoding="utf-8")
     assert page.index('id="unit"') < page.index('class="sortable answers"')  # before the answers: the first screen
     assert 'id="unit"' not in (out / "kits23.html").read_text(encoding="utf-8")
@@ -370,13 +392,17 @@ def test_a_ci_bound_the_range_rule_set_is_marked_with_why(results_files: list[Pa
     write_json_atomic(tmp_path / "kits23.json", results)
     build_site([tmp_path / "kits23.json"], tmp_path / "site")
     page = (tmp_path / "site" / "kits23--tumor.html").read_text(encoding="utf-8")
-    assert page.count('<span class="bounded" title="The range rule set its upper bound: the interval stays within the metric&#x27;s '
-                      "range and the per-case values it averages") == 2  # the answers row and the leaderboard row
+    assert (
+        page.count(
+            '<span class="bounded" title="The range rule set its upper bound: the interval stays within the metric&#x27;s '
+            "range and the per-case values it averages"
+        )
+        == 2
+    )  # the answers row and the leaderboard row
     assert page.count('class="bounded"') == 2
 
 
-def test_distance_plots_spanning_magnitudes_use_a_log_axis_and_ordinal_groups_keep_their_order(
-        results_files: list[Path], tmp_path: Path) -> None:
+def test_distance_plots_spanning_magnitudes_use_a_log_axis_and_ordinal_groups_keep_their_order(results_files: list[Path], tmp_path: Path) -> None:
     """Tumour HD95 with one model far off (a missed lesion: 260 mm) and the others 0.2 mm apart: the means plot draws a log
     axis, which says so, so the close models stay apart; overlap scores stay linear. Age bands read in the order of their
     definition (segbench.bands), the statistics' quartile bands of a numeric field in the order of their values."""
@@ -392,12 +418,14 @@ def test_distance_plots_spanning_magnitudes_use_a_log_axis_and_ordinal_groups_ke
     write_json_atomic(tmp_path / "kits23.json", results)
     build_site([tmp_path / "kits23.json"], tmp_path / "site")
     page = (tmp_path / "site" / "kits23--tumor.html").read_text(encoding="utf-8")
-    layouts = {m.group(1): json.loads(m.group(2)) for m in re.finditer(
-        r'Plotly\.newPlot\(\s*"([^"]+)",\s*\[.*?\],\s*(\{.*?\}),\s*\{"displayModeBar"', page, re.S)}
+    layouts = {
+        m.group(1): json.loads(m.group(2)) for m in re.finditer(r'Plotly\.newPlot\(\s*"([^"]+)",\s*\[.*?\],\s*(\{.*?\}),\s*\{"displayModeBar"', page, re.S)
+    }
     assert layouts  # plotly's own calls, parsed as drawn
     hd95, dice = layouts["kits23-tumor-hd95-a-0"], layouts["kits23-tumor-dice-a-0"]
     assert hd95["xaxis"]["type"] == "log" and hd95["xaxis"]["title"]["text"] == "hd95 (log axis)" and "; log axis" in hd95["title"]["text"]
     assert dice["xaxis"].get("type") != "log" and "log axis" not in dice["title"]["text"]
+
     def ticks(metric: str, field: str) -> list[str]:
         layout = next(v for k, v in layouts.items() if k.startswith(f"kits23-tumor-{metric}-sub-") and f"by {field}" in v["title"]["text"])
         return [t.split("<br>")[0] for t in layout["xaxis"]["ticktext"]]
@@ -410,8 +438,10 @@ def test_verdict_intervals_said_once_and_identical_models_named(results_files: l
     """The Δ intervals' method and family-wise level (``verdict.intervals``) once per table, not per pair; models the
     ranking finds identical on every case (``ranking.identical``) named in the cell's headline."""
     results = load(results_files[1])
-    said = ("Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair "
-            "(verdicts family-wise at α 0.05; intervals not simultaneous)")
+    said = (
+        "Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair "
+        "(verdicts family-wise at α 0.05; intervals not simultaneous)"
+    )
     structures = results["analysis"]["structures"]
     for block in structures.values():
         for cell in block["metrics"].values():
@@ -485,8 +515,10 @@ def test_implementation_sensitivity_is_shown_with_its_numbers(site: tuple[Path, 
     s = variant["summary"]
     assert s["n_flipped_pairs"] > 0  # the stretched HD95 reorders some models
     assert "Implementation sensitivity" in kits and "metric-definition profile deepmind instead of segauge" in kits
-    assert (f"{s['n_cells_with_flips']} of {s['n_cells']} leaderboards change order ({s['n_flipped_pairs']} pairs flip); "
-            f"#1 changes in {s['n_top_changed']}, the co-winner set in {s['n_co_winners_changed']}") in kits
+    assert (
+        f"{s['n_cells_with_flips']} of {s['n_cells']} leaderboards change order ({s['n_flipped_pairs']} pairs flip); "
+        f"#1 changes in {s['n_top_changed']}, the co-winner set in {s['n_co_winners_changed']}"
+    ) in kits
     cell = next(c for by_metric in variant["cells"].values() for c in by_metric.values() if c["ranked"] and c["flipped_pairs"])
     assert "{} / {}".format(*cell["flipped_pairs"][0]) in kits and f"{cell['kendall_tau']:.3f}" in kits
     policy = sens["missing_policy"]["variants"]["zero"]
@@ -499,8 +531,10 @@ def test_a_file_that_is_not_the_audit_is_named_and_nothing_is_written(results_fi
     now the file is named, and a site whose inputs cannot all be drawn writes nothing."""
     truncated = tmp_path / "truncated.json"
     truncated.write_bytes(audit_file.read_bytes()[:200])
-    for wrong, why in ((results_files[0], "not the calibration audit's audit.json (calibration/results/audit.json): no stats"),
-                       (truncated, "not a readable calibration audit JSON")):
+    for wrong, why in (
+        (results_files[0], "not the calibration audit's audit.json (calibration/results/audit.json): no stats"),
+        (truncated, "not a readable calibration audit JSON"),
+    ):
         with pytest.raises(ValueError, match="calibration") as error:
             build_site(results_files, tmp_path / "site", calibration=wrong)
         assert str(error.value).startswith(f"{wrong}: {why}")
@@ -521,11 +555,15 @@ def test_calibration_page_reads_the_audit(site: tuple[Path, list[Path]], audit_f
     flips = [r["rate"] for r in audit["type1"] if (r["structure"], r["metric"], r["procedure"]) == ("tumor", "dice", "meantest_holm")]
     levels = [r for r in audit["levels"] if (r["structure"], r["metric"]) == ("tumor", "dice")]
     out_of_sample = sorted(f"{100 * r['rate']:.1f}" for r in levels)
-    takeaway = (f"tumor dice: 95% {method} CIs cover {100 * min(cover):.1f}–{100 * max(cover):.1f}% at the nominal level (n = 20..40), "
-                f"and at the audit-calibrated levels the leaderboards use (")
-    verdict = (f"{out_of_sample[0]}–{out_of_sample[-1]}% out of sample; the separable verdict "
-               f"by sign-flip + bootstrap-t test (Holm) is wrong for equal models {100 * min(flips):.1f}–{100 * max(flips):.1f}% "
-               "(target 5%); other rules: bootstrap CI (percentile) separates ")
+    takeaway = (
+        f"tumor dice: 95% {method} CIs cover {100 * min(cover):.1f}–{100 * max(cover):.1f}% at the nominal level (n = 20..40), "
+        f"and at the audit-calibrated levels the leaderboards use ("
+    )
+    verdict = (
+        f"{out_of_sample[0]}–{out_of_sample[-1]}% out of sample; the separable verdict "
+        f"by sign-flip + bootstrap-t test (Holm) is wrong for equal models {100 * min(flips):.1f}–{100 * max(flips):.1f}% "
+        "(target 5%); other rules: bootstrap CI (percentile) separates "
+    )
     assert text.index(takeaway) < text.index(verdict) < text.index("Coverage by metric")  # the takeaways lead the page, the board's rule first
     # the calibrated levels' table: every row, simulated and real, with its out-of-sample coverage
     words_levels = " ".join(html.unescape(text).split())
@@ -559,8 +597,7 @@ def _rate(r: dict) -> str:
     return f"{100 * r['rate']:.1f}% ± {100 * r['mc_se']:.1f}"
 
 
-def test_cases_identical_to_the_reference_are_shown(site: tuple[Path, list[Path]], results_files: list[Path], audit_file: Path,
-                                                    tmp_path: Path) -> None:
+def test_cases_identical_to_the_reference_are_shown(site: tuple[Path, list[Path]], results_files: list[Path], audit_file: Path, tmp_path: Path) -> None:
     """Every model's count of cases left identical to the reference (the analysis' models block) in the Models table; a note
     names the models with any; the calibration page says it per model of its population (audit.json)."""
     out, _ = site
@@ -583,8 +620,9 @@ def test_cases_identical_to_the_reference_are_shown(site: tuple[Path, list[Path]
     audit["identical_to_reference"]["equal_b"] = {"cases": 2, "of": 300}
     write_json_atomic(tmp_path / "audit.json", audit)
     build_site([tmp_path / "kits23.json"], tmp_path / "calibrated", calibration=tmp_path / "audit.json")
-    assert ("equal_a leaves 0 of 300 cases identical to the reference; equal_b leaves 2 of 300"
-            in page_text(tmp_path / "calibrated" / "calibration.html"))  # they differ: one clause per model
+    assert "equal_a leaves 0 of 300 cases identical to the reference; equal_b leaves 2 of 300" in page_text(
+        tmp_path / "calibrated" / "calibration.html"
+    )  # they differ: one clause per model
 
 
 def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], tmp_path: Path) -> None:
@@ -602,14 +640,15 @@ def test_every_page_renders_in_headless_chromium(site: tuple[Path, list[Path]], 
             if visit.result is not None:  # a leaderboard sorted by rank, both ways; unranked rows stay last
                 for keys, reverse in zip(visit.result, (False, True)):
                     ranks = [float(k) for k in keys if k]
-                    assert ranks == sorted(ranks, reverse=reverse) and keys[len(ranks):] == [""] * (len(keys) - len(ranks))
+                    assert ranks == sorted(ranks, reverse=reverse) and keys[len(ranks) :] == [""] * (len(keys) - len(ranks))
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
 def test_browser_check_catches_errors_and_remote_requests(tmp_path: Path) -> None:
     page = tmp_path / "bad.html"
-    page.write_text('<html><body><script>console.error("boom"); undefinedFunction();</script>'
-                    '<img src="http://192.0.2.1/x.png"></body></html>', encoding="utf-8")
+    page.write_text(
+        '<html><body><script>console.error("boom"); undefinedFunction();</script><img src="http://192.0.2.1/x.png"></body></html>', encoding="utf-8"
+    )
     with Browser(find_chromium(), tmp_path / "profile", timeout=120) as browser:
         visit = browser.visit(page)
     assert any("boom" in e for e in visit.errors) and any("undefinedFunction" in e for e in visit.errors)
@@ -671,8 +710,7 @@ def _expected(entry: dict | None, structure: str, kind: str) -> str:
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
-def test_every_ci_cell_shows_its_audited_coverage(site: tuple[Path, list[Path]], results_files: list[Path], audit_file: Path,
-                                                  tmp_path: Path) -> None:
+def test_every_ci_cell_shows_its_audited_coverage(site: tuple[Path, list[Path]], results_files: list[Path], audit_file: Path, tmp_path: Path) -> None:
     """Every CI cell on every dataset and structure page shows the audited coverage of its configuration, and every verdict
     line the audited type-I error, with the numbers of the audit's own tables (population, nearest n, rate); the
     lesion-wise ones, which the audit does not cover, say 'not audited'."""
@@ -705,14 +743,21 @@ def test_every_ci_cell_shows_its_audited_coverage(site: tuple[Path, list[Path]],
                     continue
                 seen["audited"] += 1
                 c = entry["coverage"]  # the numbers are the audit's: its row at the population, metric, n and method
-                (source_row,) = [r for r in rows_of["levels" if "level" in c else "coverage"] if (r["source"], r["structure"], r["metric"], r["n"], r["method"])
-                                 == (c["source"], c["structure"], metric, c["n"], results[name]["analysis"]["settings"]["ci_method"])]
+                (source_row,) = [
+                    r
+                    for r in rows_of["levels" if "level" in c else "coverage"]
+                    if (r["source"], r["structure"], r["metric"], r["n"], r["method"])
+                    == (c["source"], c["structure"], metric, c["n"], results[name]["analysis"]["settings"]["ci_method"])
+                ]
                 assert (c["rate"], c["mc_se"]) == (source_row["rate"], source_row["mc_se"])
                 assert f"{100 * c['rate']:.1f}% ± {100 * c['mc_se']:.1f}" in row["audit"][0]["title"] and c["population"] in row["audit"][0]["title"]
                 if "level" in c:  # a CI at the audit-calibrated level: the analysis computed it there, the tooltip names it
                     assert results[name]["analysis"]["structures"][s]["metrics"][metric]["ci_confidence"] == c["level"]
-                    words = (f"audit-calibrated level {format_level(c['level'])}" if c["level"] > c["target"]
-                             else "at its nominal level, which the audit's calibration kept")
+                    words = (
+                        f"audit-calibrated level {format_level(c['level'])}"
+                        if c["level"] > c["target"]
+                        else "at its nominal level, which the audit's calibration kept"
+                    )
                     assert words in row["audit"][0]["title"], row["audit"][0]["title"]
                     seen["calibrated"] += 1
                 assert row["audit"][0]["warn"] == (c["rate"] < 0.95 - 0.015) == ("under-covers" in row["audit"][0]["title"])
@@ -721,8 +766,13 @@ def test_every_ci_cell_shows_its_audited_coverage(site: tuple[Path, list[Path]],
                 assert [a["text"] for a in t["captionAudit"]] == [_expected(block["structures"][s][metric]["type1"], s, "type-I")]
     assert min(seen.values()) > 0, seen
     # every population kind is on the board: Touchstone's own organs, KiTS23's simulated population, segauge's same-data one
-    matches = {(n, e["coverage"]["match"]) for n, r in results.items() for by_metric in r["audited"]["structures"].values()
-               for e in by_metric.values() if e["coverage"]}
+    matches = {
+        (n, e["coverage"]["match"])
+        for n, r in results.items()
+        for by_metric in r["audited"]["structures"].values()
+        for e in by_metric.values()
+        if e["coverage"]
+    }
     assert {("touchstone_totalsegmentator", "exact"), ("kits23", "exact"), ("segauge_kits23_modal", "same_data")} <= matches
     assert any(row["first"] == "tumor" and row["verdict"] for t in found["kits23"] if t["kind"] == "answers" for row in t["rows"])
 
@@ -748,8 +798,9 @@ def test_under_covering_and_unaudited_cells_say_so(results_files: list[Path], tm
     assert "no calibration audit tables when these results were computed" in (tmp_path / "bare" / "touchstone_totalsegmentator.html").read_text()
 
 
-def test_audit_words_follow_the_margin_and_the_audits_settings(results_files: list[Path], audit_file: Path, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_audit_words_follow_the_margin_and_the_audits_settings(
+    results_files: list[Path], audit_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The margin, confidence and alpha in the audit's words are the results' and the audit's, never fixed: a board whose
     audited block flags at 2 points says '2 points'; a calibration page at 90% / alpha 0.1 with a 2.5-point margin says so."""
     results = load(results_files[0])

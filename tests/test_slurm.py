@@ -125,9 +125,7 @@ def test_a_shard_that_keeps_failing_stops_the_stage_and_keeps_the_others(
 
 #: a wrapped model command (``_wrapped``, ``$0`` a folder) that says it started and blocks until the test creates
 #: ``$0/release``; after 600 s (a bound on a hang) it fails rather than run
-HELD_UNTIL_RELEASED = (
-    'touch "$0/started.$$"; n=0; until [ -e "$0/release" ]; do n=$((n + 1)); [ "$n" -gt 6000 ] && exit 75; sleep 0.1; done; exec "$@"'
-)
+HELD_UNTIL_RELEASED = 'touch "$0/started.$$"; n=0; until [ -e "$0/release" ]; do n=$((n + 1)); [ "$n" -gt 6000 ] && exit 75; sleep 0.1; done; exec "$@"'
 
 
 def test_interrupting_the_stage_cancels_its_array_job(
@@ -190,8 +188,10 @@ def test_interact_stage_on_slurm_reproduces_the_committed_local_run(
 
 
 @pytest.mark.extended
-@pytest.mark.skipif(not (Path(__file__).parents[1] / "envs" / "litemedsam" / "bin" / "python").exists(),
-                    reason="envs/litemedsam is absent: build it with `segbench env create litemedsam` (.ci/run does)")
+@pytest.mark.skipif(
+    not (Path(__file__).parents[1] / "envs" / "litemedsam" / "bin" / "python").exists(),
+    reason="envs/litemedsam is absent: build it with `segbench env create litemedsam` (.ci/run does)",
+)
 def test_litemedsam_interact_stage_on_slurm_reproduces_the_committed_local_run(
     root: Path, projects: Projects, cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:

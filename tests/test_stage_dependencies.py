@@ -86,9 +86,11 @@ def source_dependencies(modules: set[str]) -> list[str]:
 def test_stage_depends_on_exactly_its_commands_source(stage: str, command: str, deps: list[str]) -> None:
     """dvc.yaml lists as a stage's source dependencies exactly the files its command loads (the failure prints them)."""
     expected = source_dependencies(command_modules(command))
-    assert deps == expected, (f"{stage} ({command}): source deps differ from what the command imports\n  missing: "
-                              f"{sorted(set(expected) - set(deps))}\n  extra: {sorted(set(deps) - set(expected))}\n"
-                              "  exact list:\n" + "\n".join(f"      - {d}" for d in expected))
+    assert deps == expected, (
+        f"{stage} ({command}): source deps differ from what the command imports\n  missing: "
+        f"{sorted(set(expected) - set(deps))}\n  extra: {sorted(set(deps) - set(expected))}\n"
+        "  exact list:\n" + "\n".join(f"      - {d}" for d in expected)
+    )
 
 
 def test_scoring_does_not_load_the_statistics() -> None:
@@ -114,8 +116,12 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 def _nsd_default(src: Path) -> tuple[Path, str]:
     """The file and line holding the NSD tolerance a region gets when params.yaml names none (2 mm)."""
-    found = [(path, line) for path in sorted(src.rglob("*.py")) for line in path.read_text(encoding="utf-8").splitlines()
-             if re.search(r"nsd_tolerance_mm\b.*\b2\.0\b", line)]
+    found = [
+        (path, line)
+        for path in sorted(src.rglob("*.py"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if re.search(r"nsd_tolerance_mm\b.*\b2\.0\b", line)
+    ]
     assert len(found) == 1, f"the NSD default: expected one line setting 2.0, found {found}"
     return found[0]
 

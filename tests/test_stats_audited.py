@@ -27,29 +27,35 @@ def _type1(rows: list[tuple]) -> pd.DataFrame:
 
 @pytest.fixture
 def tables() -> AuditTables:
-    coverage = _coverage([
-        ("simulated", "tumor", "dice", 20, "skew_t", 0.929, 0.006),
-        ("simulated", "tumor", "dice", 40, "skew_t", 0.938, 0.005),
-        ("simulated", "tumor", "dice", 40, "percentile", 0.918, 0.006),
-        ("simulated", "tumor", "nsd", 40, "skew_t", 0.909, 0.006),
-        ("touchstone", "liver", "dice", 20, "skew_t", 0.870, 0.011),
-        ("touchstone", "liver", "dice", 150, "skew_t", 0.954, 0.007),
-        ("touchstone", "aorta", "dice", 20, "skew_t", 0.963, 0.006),
-        ("touchstone", "aorta", "dice", 150, "skew_t", 0.958, 0.006),
-        ("segauge", "kidney", "dice", 20, "skew_t", 0.905, 0.007),
-        ("segauge", "kidney", "iou", 20, "skew_t", 0.900, 0.007),
-    ])
-    type1 = _type1([
-        ("simulated", "tumor", "dice", 20, "meantest_holm", 0.030, 0.004),
-        ("simulated", "tumor", "dice", 40, "meantest_holm", 0.037, 0.004),
-        ("simulated", "tumor", "dice", 40, "separable_skew_t", 0.066, 0.006),
-        ("simulated", "tumor", "nsd", 40, "meantest_holm", 0.070, 0.006),
-        ("touchstone", "liver", "dice", 150, "meantest_holm", 0.012, 0.003),
-        ("touchstone", "aorta", "dice", 150, "meantest_holm", 0.009, 0.003),
-        ("segauge", "kidney", "dice", 20, "meantest_holm", 0.028, 0.004),
-    ])
-    levels = pd.DataFrame([("simulated", "tumor", "nsd", 40, "skew_t", 0.9868, False, 0.944, 0.004, 0.909, 1.32)],
-                          columns=["source", "structure", "metric", "n", "method", "level", "capped", "rate", "mc_se", "nominal_rate", "width_ratio"])
+    coverage = _coverage(
+        [
+            ("simulated", "tumor", "dice", 20, "skew_t", 0.929, 0.006),
+            ("simulated", "tumor", "dice", 40, "skew_t", 0.938, 0.005),
+            ("simulated", "tumor", "dice", 40, "percentile", 0.918, 0.006),
+            ("simulated", "tumor", "nsd", 40, "skew_t", 0.909, 0.006),
+            ("touchstone", "liver", "dice", 20, "skew_t", 0.870, 0.011),
+            ("touchstone", "liver", "dice", 150, "skew_t", 0.954, 0.007),
+            ("touchstone", "aorta", "dice", 20, "skew_t", 0.963, 0.006),
+            ("touchstone", "aorta", "dice", 150, "skew_t", 0.958, 0.006),
+            ("segauge", "kidney", "dice", 20, "skew_t", 0.905, 0.007),
+            ("segauge", "kidney", "iou", 20, "skew_t", 0.900, 0.007),
+        ]
+    )
+    type1 = _type1(
+        [
+            ("simulated", "tumor", "dice", 20, "meantest_holm", 0.030, 0.004),
+            ("simulated", "tumor", "dice", 40, "meantest_holm", 0.037, 0.004),
+            ("simulated", "tumor", "dice", 40, "separable_skew_t", 0.066, 0.006),
+            ("simulated", "tumor", "nsd", 40, "meantest_holm", 0.070, 0.006),
+            ("touchstone", "liver", "dice", 150, "meantest_holm", 0.012, 0.003),
+            ("touchstone", "aorta", "dice", 150, "meantest_holm", 0.009, 0.003),
+            ("segauge", "kidney", "dice", 20, "meantest_holm", 0.028, 0.004),
+        ]
+    )
+    levels = pd.DataFrame(
+        [("simulated", "tumor", "nsd", 40, "skew_t", 0.9868, False, 0.944, 0.004, 0.909, 1.32)],
+        columns=["source", "structure", "metric", "n", "method", "level", "capped", "rate", "mc_se", "nominal_rate", "width_ratio"],
+    )
     return AuditTables(coverage, type1, AUDIT, population_data("kits23", {"touchstone": "totalsegmentator", "segauge": "kits23"}), levels)
 
 
@@ -68,8 +74,20 @@ def test_nearest_audited_n_and_its_ties() -> None:
 def test_the_cells_own_population_at_the_nearest_n(tables: AuditTables) -> None:
     got = audited(tables, cell(n=33))
     assert got["reason"] is None
-    assert got["coverage"] == {"population": "simulated/tumor", "source": "simulated", "structure": "tumor", "match": "exact", "candidates": 1,
-                               "n": 40, "n_board": 33, "rate": 0.938, "mc_se": 0.005, "method": "skew_t", "target": 0.95, "under_covers": False}
+    assert got["coverage"] == {
+        "population": "simulated/tumor",
+        "source": "simulated",
+        "structure": "tumor",
+        "match": "exact",
+        "candidates": 1,
+        "n": 40,
+        "n_board": 33,
+        "rate": 0.938,
+        "mc_se": 0.005,
+        "method": "skew_t",
+        "target": 0.95,
+        "under_covers": False,
+    }
     assert got["type1"]["rate"] == 0.037 and got["type1"]["procedure"] == "meantest_holm" and got["type1"]["n"] == 40
     assert got["type1"]["exceeds_alpha"] is False and got["type1"]["target"] == 0.05
     liver = audited(tables, cell("liver", n=394, source="touchstone", data="totalsegmentator"))
@@ -114,8 +132,12 @@ def test_flags_beyond_one_and_a_half_points(tables: AuditTables) -> None:
     assert audited(tables, cell(n=20))["coverage"]["under_covers"] is True  # 92.9: 2.1 points short
     nsd = audited(tables, cell(metric="nsd"))
     assert nsd["coverage"]["under_covers"] is True and nsd["type1"]["exceeds_alpha"] is True  # 7.0 %: 2 points over
-    edge = AuditTables(_coverage([("simulated", "tumor", "dice", 40, "skew_t", 0.936, 0.005)]),
-                       _type1([("simulated", "tumor", "dice", 40, "meantest_holm", 0.064, 0.005)]), AUDIT, {"simulated": "kits23"})
+    edge = AuditTables(
+        _coverage([("simulated", "tumor", "dice", 40, "skew_t", 0.936, 0.005)]),
+        _type1([("simulated", "tumor", "dice", 40, "meantest_holm", 0.064, 0.005)]),
+        AUDIT,
+        {"simulated": "kits23"},
+    )
     assert audited(edge, cell())["coverage"]["under_covers"] is False and audited(edge, cell())["type1"]["exceeds_alpha"] is False
     assert audited(edge, cell(confidence=0.95, alpha=0.05))["coverage"]["target"] == 0.95
 
@@ -162,8 +184,13 @@ def test_compare_reads_the_projects_audit_tables(tmp_path: Path) -> None:
         analysis = {"settings": settings | {"ci_level": "nominal"}, "structures": {organ: {"n_cases": 300, "metrics": {"dice": {}}}}}
         block = stats.audited_board(tables, analysis, source="touchstone_totalsegmentator", data="totalsegmentator")
         entry = block["structures"][organ]["dice"]["coverage"]
-        row = real[(real["source"] == "touchstone_totalsegmentator") & (real["structure"] == organ) & (real["metric"] == "dice")
-                   & (real["method"] == method) & (real["n"] == entry["n"])].iloc[0]
+        row = real[
+            (real["source"] == "touchstone_totalsegmentator")
+            & (real["structure"] == organ)
+            & (real["metric"] == "dice")
+            & (real["method"] == method)
+            & (real["n"] == entry["n"])
+        ].iloc[0]
         assert entry["match"] == "exact" and entry["rate"] == row["rate"] and entry["mc_se"] == row["mc_se"]
         assert entry["n"] == max(real.loc[(real["structure"] == organ), "n"])  # 300 cases: the largest n audited
     assert compare.board_population(params, "kits23") == ("simulated", "kits23")
@@ -171,8 +198,13 @@ def test_compare_reads_the_projects_audit_tables(tmp_path: Path) -> None:
     level = stats.level_provider(tables, source="simulated", data="kits23", settings=settings)("mass", "nsd", 78)
     levels = pd.read_csv(ROOT / "calibration" / "results" / "levels.csv")
     assert level == levels[(levels["metric"] == "nsd") & (levels["n"] == 78)]["level"].item()
-    kits = stats.audited_board(tables, {"settings": settings, "structures": {"mass": {"n_cases": 78, "metrics": {"nsd": {"ci_confidence": level}}}}},
-                               source="simulated", data="kits23", lesions=stats.audited_lesions)
+    kits = stats.audited_board(
+        tables,
+        {"settings": settings, "structures": {"mass": {"n_cases": 78, "metrics": {"nsd": {"ci_confidence": level}}}}},
+        source="simulated",
+        data="kits23",
+        lesions=stats.audited_lesions,
+    )
     entry = kits["structures"]["mass"]["nsd"]["coverage"]
     assert entry["population"] == "simulated/tumor" and entry["level"] == level and kits["lesions"].startswith("not audited")
     assert compare.audit_tables(params, tmp_path / "nothing") is None

@@ -40,8 +40,9 @@ def test_counts_draw_whole_clusters_with_replacement_then_cases() -> None:
     np.testing.assert_allclose(times.mean(axis=0), 1.0, atol=0.05)
     # a resample's mean is over the cases it holds, however many
     values = np.random.default_rng(5).normal(size=(2, sum(SIZES)))
-    np.testing.assert_allclose(clustered_means(values, clusters, 4000, np.random.default_rng(0)),
-                               (counts @ values.T) / counts.sum(axis=1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(
+        clustered_means(values, clusters, 4000, np.random.default_rng(0)), (counts @ values.T) / counts.sum(axis=1, keepdims=True), rtol=1e-12
+    )
 
 
 def test_one_case_per_cluster_is_the_case_bootstrap() -> None:
@@ -51,8 +52,7 @@ def test_one_case_per_cluster_is_the_case_bootstrap() -> None:
     cluster = clustered_means(values, singletons, 20_000, np.random.default_rng(2))
     case, _ = bootstrap_means(values, 20_000, np.random.default_rng(3))
     np.testing.assert_allclose(cluster.std(axis=0), case.std(axis=0), rtol=0.03)
-    np.testing.assert_allclose(np.quantile(cluster, [0.025, 0.975], axis=0), np.quantile(case, [0.025, 0.975], axis=0),
-                               atol=0.25 * case.std(axis=0).max())
+    np.testing.assert_allclose(np.quantile(cluster, [0.025, 0.975], axis=0), np.quantile(case, [0.025, 0.975], axis=0), atol=0.25 * case.std(axis=0).max())
 
 
 def test_simulated_coverage_needs_the_cluster_stage() -> None:
@@ -80,10 +80,17 @@ def _rows(institutes: dict[str, object], n_models: int = 3) -> pd.DataFrame:
     for m in range(n_models):
         for organ in ("liver", "kidney"):
             cases = [c for c, site in institutes.items() if organ == "liver" or site == "A"]
-            frames.append(pd.DataFrame({
-                "model": f"model_{m}", "case_id": cases, "structure": organ, "reference_present": True,
-                "dice": np.clip(0.8 + 0.02 * m + rng.normal(0, 0.05, len(cases)), 0, 1),
-            }))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "model": f"model_{m}",
+                        "case_id": cases,
+                        "structure": organ,
+                        "reference_present": True,
+                        "dice": np.clip(0.8 + 0.02 * m + rng.normal(0, 0.05, len(cases)), 0, 1),
+                    }
+                )
+            )
     rows = pd.concat(frames, ignore_index=True)
     rows["meta.institute"] = rows["case_id"].map(institutes)
     return rows
@@ -110,10 +117,13 @@ def test_analysis_block_missing_values_and_single_cluster_structure() -> None:
     assert analyze(_rows(SITES), metrics={"dice": True}, settings=settings)["clusters"] is None
 
 
-@pytest.mark.parametrize(("field", "sites", "message"), [
-    ("hospital", SITES, "cluster_field 'hospital': the rows have no column 'meta.hospital'"),
-    ("institute", dict.fromkeys(SITES, "A"), "cluster_field 'institute' has a single cluster 'A'"),
-])
+@pytest.mark.parametrize(
+    ("field", "sites", "message"),
+    [
+        ("hospital", SITES, "cluster_field 'hospital': the rows have no column 'meta.hospital'"),
+        ("institute", dict.fromkeys(SITES, "A"), "cluster_field 'institute' has a single cluster 'A'"),
+    ],
+)
 def test_bad_field_or_single_cluster_is_refused_by_name(field: str, sites: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         analyze(_rows(sites), metrics={"dice": True}, settings=StatsSettings(n_resamples=50), cluster_field=field)

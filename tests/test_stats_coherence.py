@@ -58,9 +58,12 @@ def test_touchstone_every_pair_separable_iff_its_interval_excludes_zero(touchsto
     assert all(p["separable"] == (p["p_adjusted"] < 0.05) for p in tested)  # Holm's step-down on the test's p-values
     separable = sum(p["separable"] for _, p, key in _pairs(results) if key == "separable")
     assert 0 < separable < 9 * 2 * 3 * 171  # both kinds of pair are checked
-    assert all(cell["verdict"]["intervals"] == "Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair "
-                                               "(verdicts family-wise at α 0.05; intervals not simultaneous)"
-               for block in results["structures"].values() for cell in block["metrics"].values())
+    assert all(
+        cell["verdict"]["intervals"] == "Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair "
+        "(verdicts family-wise at α 0.05; intervals not simultaneous)"
+        for block in results["structures"].values()
+        for cell in block["metrics"].values()
+    )
 
 
 def test_segauge_modal_every_pair_separable_iff_its_interval_excludes_zero(modal: dict) -> None:
@@ -71,11 +74,11 @@ def test_segauge_modal_every_pair_separable_iff_its_interval_excludes_zero(modal
 def test_bootstrap_ci_verdicts_agree_with_their_intervals(ci_method: str) -> None:
     """Under ``pairwise_test: bootstrap_ci`` the CI decides: Holm's step-down keeps every pair's CI on the side of 0 its
     verdict says, also for methods whose CIs do not order the pairs as the bootstrap p-values do (BCa here)."""
-    results = analyze(read_segauge_results(MODAL, KITS_META), metrics=KITS_METRICS,
-                      settings=StatsSettings(pairwise_test="bootstrap_ci", ci_method=ci_method))
+    results = analyze(read_segauge_results(MODAL, KITS_META), metrics=KITS_METRICS, settings=StatsSettings(pairwise_test="bootstrap_ci", ci_method=ci_method))
     assert _assert_coherent(results) == 4 * (3 + 2)
     assert results["structures"]["kidney"]["metrics"]["nsd"]["verdict"]["intervals"] == (
-        f"Δ intervals: paired bootstrap {ci_method} CIs, each at the Holm step level of its pair (verdicts family-wise at α 0.05; intervals not simultaneous)")
+        f"Δ intervals: paired bootstrap {ci_method} CIs, each at the Holm step level of its pair (verdicts family-wise at α 0.05; intervals not simultaneous)"
+    )
 
 
 def test_segauge_modal_kidney_nsd_moose_versus_totalsegmentator(modal: dict) -> None:
@@ -98,7 +101,8 @@ def test_reanalyze_names_a_pair_whose_verdict_contradicts_its_interval(modal: di
     tampered = copy.deepcopy(stored)
     pair = tampered["structures"]["kidney"]["metrics"]["nsd"]["pairwise"][0]
     pair["separable"] = True  # the issue's print: separable beside an interval through 0
-    expected = (f"/structures/kidney/metrics/nsd/pairwise {pair['a']} vs {pair['b']}: separable True beside the interval "
-                f"[{pair['ci_low']!r}, {pair['ci_high']!r}]")
+    expected = (
+        f"/structures/kidney/metrics/nsd/pairwise {pair['a']} vs {pair['b']}: separable True beside the interval [{pair['ci_low']!r}, {pair['ci_high']!r}]"
+    )
     assert incoherent_pairs(tampered) == [expected]
     assert expected in reanalyze(tampered)

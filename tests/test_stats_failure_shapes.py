@@ -71,8 +71,7 @@ def test_both_tests_together_reject_only_where_both_do_and_invert_to_the_union()
         (f_low, f_high), (t_low, t_high) = test.flips.interval(np.full(a.size, alpha)), test.studentized.interval(np.full(a.size, alpha))
         assert np.array_equal(low, np.minimum(f_low, t_low)) and np.array_equal(high, np.maximum(f_high, t_high))
         assert ((test.p < alpha) == ((low > 0) | (high < 0))).all()
-    sep = separability(None, values[a].mean(1) - values[b].mean(1), None, alpha=0.05, correction="holm", ci_method="skew_t",
-                       test=test, p_boot=np.zeros(a.size))
+    sep = separability(None, values[a].mean(1) - values[b].mean(1), None, alpha=0.05, correction="holm", ci_method="skew_t", test=test, p_boot=np.zeros(a.size))
     assert np.array_equal(sep["separable"], (sep["ci_low"] > 0) | (sep["ci_high"] < 0))
     assert np.array_equal(sep["p_sign_flip"], test.flips.p) and np.array_equal(sep["p_bootstrap_t"], test.studentized.p)
     alone = mean_test(values, a, b, "sign_flip", 2000, 0.05, np.random.default_rng(1), np.random.default_rng(2))
@@ -107,10 +106,8 @@ def settings() -> StatsSettings:
     return StatsSettings(n_resamples=1000)
 
 
-@pytest.mark.parametrize(("name", "n", "draws"), [("dice_rare_failures", 50, 400), ("dice_rare_failures", 100, 300),
-                                                  ("hd95_exchangeable", 20, 300)])
-def test_the_new_test_keeps_its_family_wise_rate_where_the_old_one_does_not(name: str, n: int, draws: int,
-                                                                             settings: StatsSettings) -> None:
+@pytest.mark.parametrize(("name", "n", "draws"), [("dice_rare_failures", 50, 400), ("dice_rare_failures", 100, 300), ("hd95_exchangeable", 20, 300)])
+def test_the_new_test_keeps_its_family_wise_rate_where_the_old_one_does_not(name: str, n: int, draws: int, settings: StatsSettings) -> None:
     """Four equal-mean models, two steady and two better-but-failing (Dice 0 on 8 % of cases): the family-wise rate
     of a separable pair over the six pairs stays within 5 % + 2 SE under the new test (n = 50, 100) while the sign
     flips alone exceed it at n = 50; exchangeable models stay within it under both."""
@@ -146,16 +143,18 @@ def _table(rows: list[tuple]) -> pd.DataFrame:
 
 #: a failure-shape table as the audit writes it: a rare-failure shape failing at n = 20, holding from n = 50; a
 #: skewed real pair failing at n = 20 and 50
-SHAPE_TABLE = _table([
-    ("dice_rare_failures", "synthetic", "dice", 20, "sign_flip_bootstrap_t", 0.37, 0.015, 2.9),
-    ("dice_rare_failures", "synthetic", "dice", 50, "sign_flip_bootstrap_t", 0.05, 0.007, 2.9),
-    ("dice_rare_failures", "synthetic", "dice", 100, "sign_flip_bootstrap_t", 0.01, 0.003, 2.9),
-    ("hd95_exchangeable", "synthetic", "hd95", 20, "sign_flip_bootstrap_t", 0.03, 0.005, -0.1),
-    ("liver dice", "real", "dice", 20, "sign_flip_bootstrap_t", 0.02, 0.008, 0.1),
-    ("liver dice", "real", "dice", 50, "sign_flip_bootstrap_t", 0.03, 0.01, 0.1),
-    ("spleen dice", "real", "dice", 50, "sign_flip_bootstrap_t", 0.12, 0.02, -6.0),
-    ("spleen dice", "real", "dice", 100, "sign_flip_bootstrap_t", 0.04, 0.01, -6.0),
-])
+SHAPE_TABLE = _table(
+    [
+        ("dice_rare_failures", "synthetic", "dice", 20, "sign_flip_bootstrap_t", 0.37, 0.015, 2.9),
+        ("dice_rare_failures", "synthetic", "dice", 50, "sign_flip_bootstrap_t", 0.05, 0.007, 2.9),
+        ("dice_rare_failures", "synthetic", "dice", 100, "sign_flip_bootstrap_t", 0.01, 0.003, 2.9),
+        ("hd95_exchangeable", "synthetic", "hd95", 20, "sign_flip_bootstrap_t", 0.03, 0.005, -0.1),
+        ("liver dice", "real", "dice", 20, "sign_flip_bootstrap_t", 0.02, 0.008, 0.1),
+        ("liver dice", "real", "dice", 50, "sign_flip_bootstrap_t", 0.03, 0.01, 0.1),
+        ("spleen dice", "real", "dice", 50, "sign_flip_bootstrap_t", 0.12, 0.02, -6.0),
+        ("spleen dice", "real", "dice", 100, "sign_flip_bootstrap_t", 0.04, 0.01, -6.0),
+    ]
+)
 
 
 def test_a_leader_without_failures_on_20_cases_is_told_what_20_cases_cannot_show() -> None:
@@ -174,8 +173,7 @@ def test_a_leader_without_failures_on_20_cases_is_told_what_20_cases_cannot_show
 def test_the_limit_says_how_much_of_the_rate_no_test_could_avoid() -> None:
     """Where the audit split a rare-failure rate (samples in which a failing model never failed), the cell's sentence
     gives both parts."""
-    table = SHAPE_TABLE.assign(unseen_share=np.where(SHAPE_TABLE["shape"] == "dice_rare_failures", 0.30, 0.0),
-                               rate_seen=SHAPE_TABLE["rate"] / 4)
+    table = SHAPE_TABLE.assign(unseen_share=np.where(SHAPE_TABLE["shape"] == "dice_rare_failures", 0.30, 0.0), rate_seen=SHAPE_TABLE["rate"] / 4)
     rng = np.random.default_rng(6)
     limit = cell_limit(rng.normal(0.93, 0.01, 20), rng.normal(0.90, 0.01, 20), "dice", True, table, "sign_flip_bootstrap_t", 0.05)
     assert limit is not None and "in 30% of samples a failing model never failed" in limit["text"] and "9.2%" in limit["text"]

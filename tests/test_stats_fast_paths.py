@@ -77,8 +77,7 @@ def test_flip_intervals_vectorised_equal_flip_by_flip(n: int, factored: bool) ->
     pairwise._flip_intervals(flipped, first, second, bound, signs, diffs, signs_sum, total, n, slack, lows, highs, 5, reach)
     for p in range(a.size):
         low, high = np.empty(n_flips), np.empty(n_flips)
-        count = pairwise._flip_intervals_exact(flipped, first[p], second[p], bound[p], signs, diffs[p], signs_sum, total[p], n,
-                                               slack[p], low, high, 0, n_flips)
+        count = pairwise._flip_intervals_exact(flipped, first[p], second[p], bound[p], signs, diffs[p], signs_sum, total[p], n, slack[p], low, high, 0, n_flips)
         assert count == reach[p]
         assert np.array_equal(low, lows[p, 5:]) and np.array_equal(high, highs[p, 5:])
 
@@ -88,8 +87,7 @@ def test_pair_bootstrap_p_values_equal_those_of_the_differences() -> None:
     boot[:, 5] = boot[:, 4]
     a, b = pair_indices(6)
     assert np.array_equal(pairwise.pair_bootstrap_p_values(boot, a, b), pairwise.bootstrap_p_values(boot[:, a] - boot[:, b]))
-    assert np.array_equal(pairwise.pair_bootstrap_p_values(boot[:, ::-1], a, b),
-                          pairwise.bootstrap_p_values(boot[:, ::-1][:, a] - boot[:, ::-1][:, b]))
+    assert np.array_equal(pairwise.pair_bootstrap_p_values(boot[:, ::-1], a, b), pairwise.bootstrap_p_values(boot[:, ::-1][:, a] - boot[:, ::-1][:, b]))
 
 
 def test_common_case_groups_equal_those_of_unique_rows() -> None:

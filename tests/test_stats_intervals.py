@@ -37,7 +37,9 @@ def test_skew_t_is_hall_interval_and_t_without_skew() -> None:
     assert (low[0], high[0]) == pytest.approx((t_low, t_high), rel=1e-9)
     constant = np.full((1, 10), 0.7)
     assert intervals(np.zeros((1, 1)), constant.mean(axis=1), jackknife_means(constant), np.array([0.05]), "skew_t") == (
-        pytest.approx([0.7]), pytest.approx([0.7]))
+        pytest.approx([0.7]),
+        pytest.approx([0.7]),
+    )
 
 
 def test_skew_t_skips_cases_a_column_lacks() -> None:
@@ -66,10 +68,11 @@ def test_studentized_matches_a_loop_over_resamples(scale: str) -> None:
     boot_means, boot_sd = moments[:, :2], np.sqrt(np.maximum(moments[:, 2:] - moments[:, :2] ** 2, 0) * 30 / 29)
     for k in range(2):
         m, se = x[k].mean(), x[k].std(ddof=1) / np.sqrt(30)
-        f, df = {"none": (lambda v: v, lambda v: 1.0),
-                 "logit": (lambda v: stats.logistic.ppf(v * 29 / 30 + 0.5 / 30),
-                           lambda v: (29 / 30) / ((v * 29 / 30 + 0.5 / 30) * (1 - (v * 29 / 30 + 0.5 / 30)))),
-                 "log": (np.log, lambda v: 1 / v)}[scale]
+        f, df = {
+            "none": (lambda v: v, lambda v: 1.0),
+            "logit": (lambda v: stats.logistic.ppf(v * 29 / 30 + 0.5 / 30), lambda v: (29 / 30) / ((v * 29 / 30 + 0.5 / 30) * (1 - (v * 29 / 30 + 0.5 / 30)))),
+            "log": (np.log, lambda v: 1 / v),
+        }[scale]
         t = [(f(b) - f(m)) / (s / np.sqrt(30) * df(b)) for b, s in zip(boot_means[:, k], boot_sd[:, k])]
         q_low, q_high = np.quantile(t, [0.025, 0.975])
         inverse = {"none": lambda y: y, "logit": lambda y: (stats.logistic.cdf(y) - 0.5 / 30) * 30 / 29, "log": np.exp}[scale]
@@ -124,9 +127,7 @@ def test_sign_flip_holm_keeps_its_level_on_exchangeable_pairs() -> None:
     """Symmetric, heavy-tailed paired differences (the audit's exchanged equal models): the family-wise rate of three
     true nulls under Holm is at most alpha, within two Monte-Carlo SEs (5.3 % of 2000 families, SE 0.5 points)."""
     rng = np.random.default_rng(5)
-    rejected = [
-        (holm(sign_flips(rng.standard_t(1.5, size=(3, 20)), 400, rng, 0.05).p) < 0.05).any() for _ in range(2000)
-    ]
+    rejected = [(holm(sign_flips(rng.standard_t(1.5, size=(3, 20)), 400, rng, 0.05).p) < 0.05).any() for _ in range(2000)]
     assert np.mean(rejected) <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 2000)
 
 
@@ -166,8 +167,12 @@ def test_sign_flip_interval_is_the_set_the_test_accepts() -> None:
         assert np.isfinite(low).all() and np.isfinite(high).all() and (low < diffs.mean(axis=1)).all()
         for r in range(3):
             width = high[r] - low[r]
-            for delta in np.concatenate([np.linspace(low[r] - width, high[r] + width, 60),
-                                         [low[r] - 1e-6 * width, low[r] + 1e-6 * width, high[r] - 1e-6 * width, high[r] + 1e-6 * width]]):
+            for delta in np.concatenate(
+                [
+                    np.linspace(low[r] - width, high[r] + width, 60),
+                    [low[r] - 1e-6 * width, low[r] + 1e-6 * width, high[r] - 1e-6 * width, high[r] + 1e-6 * width],
+                ]
+            ):
                 p = sign_flips(diffs[r : r + 1] - delta, n_flips, rng_for(0, "grid"), alpha).p[0]
                 assert (p >= alpha) == (low[r] <= delta <= high[r]), (n_flips, alpha, r, delta, p, low[r], high[r])
 
@@ -179,8 +184,16 @@ def test_sign_flip_interval_excludes_zero_exactly_when_p_is_below_alpha() -> Non
     checked = 0
     for trial in range(60):
         n = int(rng.choice([3, 5, 8, 20, 60]))
-        diffs = np.stack([rng.normal(rng.normal(0, 0.5), 1.0, n), np.round(rng.normal(0.1, 0.3, n), 1), np.zeros(n),
-                          np.abs(rng.normal(1.0, 0.2, n)), rng.standard_t(1.5, n) + 0.5, np.where(rng.random(n) < 0.5, 0.0, 0.01)])
+        diffs = np.stack(
+            [
+                rng.normal(rng.normal(0, 0.5), 1.0, n),
+                np.round(rng.normal(0.1, 0.3, n), 1),
+                np.zeros(n),
+                np.abs(rng.normal(1.0, 0.2, n)),
+                rng.standard_t(1.5, n) + 0.5,
+                np.where(rng.random(n) < 0.5, 0.0, 0.01),
+            ]
+        )
         n_flips = int(rng.choice([19, 99, 999]))
         flips = sign_flips(diffs, n_flips, rng_for(trial, "identity"), 0.05)
         for alpha in 0.05 / np.arange(1, 7):

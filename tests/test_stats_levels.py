@@ -59,8 +59,17 @@ def _rows(n: int = 30) -> pd.DataFrame:
     out = []
     for model, shift in (("a", 0.0), ("b", 0.02)):
         for case in range(n):
-            out.append({"model": model, "case_id": f"c{case:02d}", "structure": "tumor", "reference_present": True,
-                        "prediction_missing": False, "worst_case": False, "dice": float(np.clip(0.9 - shift + rng.normal(0, 0.05), 0, 1))})
+            out.append(
+                {
+                    "model": model,
+                    "case_id": f"c{case:02d}",
+                    "structure": "tumor",
+                    "reference_present": True,
+                    "prediction_missing": False,
+                    "worst_case": False,
+                    "dice": float(np.clip(0.9 - shift + rng.normal(0, 0.05), 0, 1)),
+                }
+            )
     return pd.DataFrame(out)
 
 

@@ -10,15 +10,19 @@ from segbench.stats import coverage
 
 def rows(missing: dict[str, list[str]]) -> pd.DataFrame:
     """Rows of models a, b, c on cases 1-4, one structure; ``missing``: per model, the cases flagged prediction_missing."""
-    return pd.DataFrame([{"model": m, "case_id": c, "structure": "organ", "dice": 0.0 if c in missing.get(m, ()) else 0.9,
-                          "prediction_missing": c in missing.get(m, ())} for m in "abc" for c in "1234"])
+    return pd.DataFrame(
+        [
+            {"model": m, "case_id": c, "structure": "organ", "dice": 0.0 if c in missing.get(m, ()) else 0.9, "prediction_missing": c in missing.get(m, ())}
+            for m in "abc"
+            for c in "1234"
+        ]
+    )
 
 
 def test_own_cases_keeps_the_board_of_the_complete_models_and_gives_each_other_its_cases() -> None:
     frame = rows({"c": ["3", "4"]})
     covered = coverage(frame, "own_cases")
-    assert covered.block == {"policy": "own_cases", "applied": "own_cases", "n_cases": 4,
-                             "models": {"c": {"n_cases": 2, "of": 4, "missing": ["3", "4"]}}}
+    assert covered.block == {"policy": "own_cases", "applied": "own_cases", "n_cases": 4, "models": {"c": {"n_cases": 2, "of": 4, "missing": ["3", "4"]}}}
     assert sorted(set(covered.board(frame)["model"])) == ["a", "b"] and len(covered.board(frame)) == 8
     own = covered.own_cases(frame, "c")
     assert sorted(set(own["model"])) == ["a", "b", "c"] and sorted(set(own["case_id"])) == ["1", "2"]

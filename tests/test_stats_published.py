@@ -38,8 +38,7 @@ def test_read_segauge_results_real() -> None:
     assert rows["meta.age_band"].notna().all()
     assert (rows.loc[rows["case_id"] == "case_00000", "meta.age_band"] == "40-49").all()
     doc = json.loads(SEGAUGE_KITS.read_text())
-    res = analyze(rows, metrics={"dice": True, "hd95": False, "nsd": True, "assd": False},
-                  settings=StatsSettings(n_resamples=2000), subgroup_fields=["gender"])
+    res = analyze(rows, metrics={"dice": True, "hd95": False, "nsd": True, "assd": False}, settings=StatsSettings(n_resamples=2000), subgroup_fields=["gender"])
     for model in doc["models"]:
         for metric, summary in model["per_organ"]["kidney"]["summary"].items():
             got = res["structures"]["kidney"]["metrics"][metric]["models"][model["name"]]["mean"]
@@ -113,9 +112,13 @@ def test_reanalyze_after_sorted_json_round_trip() -> None:
     if not SEGAUGE_KITS.is_file():
         pytest.skip("data bundle not pulled")
     rows = read_segauge_results(SEGAUGE_KITS, KITS_META)
-    res = analyze(rows, metrics={"nsd": True, "dice": True, "hd95": False, "assd": False},
-                  settings=StatsSettings(n_resamples=500, ci_method="bca"), subgroup_fields=["malignant", "gender"],
-                  contaminated={"TotalSegmentator": True})
+    res = analyze(
+        rows,
+        metrics={"nsd": True, "dice": True, "hd95": False, "assd": False},
+        settings=StatsSettings(n_resamples=500, ci_method="bca"),
+        subgroup_fields=["malignant", "gender"],
+        contaminated={"TotalSegmentator": True},
+    )
     from segbench.stats import reanalyze
 
     assert reanalyze(json.loads(json.dumps(res, sort_keys=True))) == []

@@ -31,10 +31,9 @@ NSD = {**DICE, "B": A + 0.05}  # B best on nsd
 
 
 def _rows() -> pd.DataFrame:
-    return pd.DataFrame([
-        {"model": m, "case_id": f"case_{i}", "structure": "organ", "reference_present": True, "dice": DICE[m][i], "nsd": NSD[m][i]}
-        for m in DICE for i in IDX
-    ])
+    return pd.DataFrame(
+        [{"model": m, "case_id": f"case_{i}", "structure": "organ", "reference_present": True, "dice": DICE[m][i], "nsd": NSD[m][i]} for m in DICE for i in IDX]
+    )
 
 
 @pytest.fixture(scope="module")

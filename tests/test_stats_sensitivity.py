@@ -21,10 +21,20 @@ def _rows(means: dict[str, float], profile: str = "segauge", seed: int = 0) -> p
     frames = []
     for model, mean in means.items():
         dice = np.clip(mean + difficulty + rng.normal(0, 0.01, N_CASES), 0, 1)
-        frames.append(pd.DataFrame({
-            "model": model, "case_id": [f"case_{i:03d}" for i in range(N_CASES)], "structure": "kidney", "reference_present": True,
-            "dice": dice, "hd95": 20 * (1 - dice), "worst_case": False, "metric_profile": profile,
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model": model,
+                    "case_id": [f"case_{i:03d}" for i in range(N_CASES)],
+                    "structure": "kidney",
+                    "reference_present": True,
+                    "dice": dice,
+                    "hd95": 20 * (1 - dice),
+                    "worst_case": False,
+                    "metric_profile": profile,
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -51,8 +61,15 @@ def test_a_profile_that_swaps_the_top_two_is_reported_as_a_flip_with_a_new_numbe
 def test_the_same_scores_under_another_profile_change_nothing() -> None:
     rows = _rows({"A": 0.90, "B": 0.85, "C": 0.70})
     variant = _run(rows, rows.assign(metric_profile="deepmind"))["profiles"]["variants"]["deepmind"]
-    assert variant["summary"] | {"n_cells": 2} == {"n_cells": 2, "n_cells_with_flips": 0, "n_flipped_pairs": 0, "n_top_changed": 0,
-                                                   "n_co_winners_changed": 0, "n_verdicts_changed": 0, "kendall_tau_min": 1.0}
+    assert variant["summary"] | {"n_cells": 2} == {
+        "n_cells": 2,
+        "n_cells_with_flips": 0,
+        "n_flipped_pairs": 0,
+        "n_top_changed": 0,
+        "n_co_winners_changed": 0,
+        "n_verdicts_changed": 0,
+        "kendall_tau_min": 1.0,
+    }
 
 
 def test_a_profile_not_scored_for_every_model_is_not_run_and_says_which() -> None:

@@ -47,8 +47,7 @@ def test_identical_models_share_ranks_p_rank1_and_rank_interval_on_real_kits23()
     rows = read_segauge_results(MODAL, KITS_META)
     copies = rows.assign(model=rows["model"] + " (copy)")
     models = sorted(rows["model"].unique())
-    res = analyze(pd.concat([rows, copies], ignore_index=True), metrics={"dice": True, "nsd": True, "hd95": False},
-                  settings=StatsSettings(n_resamples=2000))
+    res = analyze(pd.concat([rows, copies], ignore_index=True), metrics={"dice": True, "nsd": True, "hd95": False}, settings=StatsSettings(n_resamples=2000))
     for s in res["structures"].values():
         for cell in s["metrics"].values():
             r = cell["ranking"]

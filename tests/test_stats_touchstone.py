@@ -18,8 +18,7 @@ FILES = {"dice": "dsc.csv", "nsd": "nsd.csv"}
 
 @pytest.fixture(scope="module")
 def results(touchstone_rows: pd.DataFrame) -> dict:
-    return analyze(touchstone_rows, metrics=METRICS, settings=StatsSettings(n_resamples=400),
-                   subgroup_fields=["gender", "manufacturer", "age_band"])
+    return analyze(touchstone_rows, metrics=METRICS, settings=StatsSettings(n_resamples=400), subgroup_fields=["gender", "manufacturer", "age_band"])
 
 
 def _csvs(metric: str) -> dict[str, pd.DataFrame]:
@@ -48,8 +47,7 @@ def test_means_and_sds_equal_direct_csv_computation(results: dict, metric: str) 
         present = [c for c in common if not first.at[c, organ]]
         assert cell["case_ids"] == present
         assert cell["n_absent"] == int(first[organ].sum()) + sum(
-            1 for c in set().union(*(t.index for t in tables.values())) - set(common)
-            if any(pd.isna(t.at[c, organ]) for t in tables.values() if c in t.index)
+            1 for c in set().union(*(t.index for t in tables.values())) - set(common) if any(pd.isna(t.at[c, organ]) for t in tables.values() if c in t.index)
         )
         for model, table in tables.items():
             got = cell["metrics"][metric]["models"][model]
@@ -86,8 +84,7 @@ def test_significance_map_equals_direct_wilcoxon_loop(results: dict) -> None:
             _assert_map_equals_loop(res["significance"], models, pairs, p, _holm(p), (organ, metric))
 
 
-def _assert_map_equals_loop(sig: dict, models: list[str], pairs: list[tuple[str, str]], p: list[float], adjusted: list[float],
-                            where: tuple[str, str]) -> None:
+def _assert_map_equals_loop(sig: dict, models: list[str], pairs: list[tuple[str, str]], p: list[float], adjusted: list[float], where: tuple[str, str]) -> None:
     """A significance map equals the loop's raw and Holm-adjusted p-values, verdicts and co-winners."""
     for (a, b), raw, adj in zip(pairs, p, adjusted):
         assert sig["p_value"][a][b] == pytest.approx(raw, rel=1e-12, abs=1e-300), (*where, a, b)
@@ -167,9 +164,26 @@ def test_runs_are_byte_identical_and_seed_moves_only_resampling_numbers(touchsto
     assert first == second
     other = analyze(rows, settings=StatsSettings(n_resamples=300, seed=1), **kwargs)
     changed = _leaf_differences(json.loads(first), other, ())
-    resampling_keys = {"ci_low", "ci_high", "ci_level", "p_bootstrap", "separable", "p_test", "p_adjusted", "p_rank1", "p_sign_flip", "p_bootstrap_t",
-                       "mean_rank", "median_rank", "rank_interval", "rank_frequency", "kendall_tau", "kendall_tau_median",
-                       "seed", "verdict"}  # the verdict reads the sign-flip test (docs/methodology.md#57-verdicts)
+    resampling_keys = {
+        "ci_low",
+        "ci_high",
+        "ci_level",
+        "p_bootstrap",
+        "separable",
+        "p_test",
+        "p_adjusted",
+        "p_rank1",
+        "p_sign_flip",
+        "p_bootstrap_t",
+        "mean_rank",
+        "median_rank",
+        "rank_interval",
+        "rank_frequency",
+        "kendall_tau",
+        "kendall_tau_median",
+        "seed",
+        "verdict",
+    }  # the verdict reads the sign-flip test (docs/methodology.md#57-verdicts)
     touched = {key for path in changed for key in path if key in resampling_keys}
     assert touched >= {"p_test", "p_rank1", "kendall_tau", "seed"}  # the default skew_t CI reads no resample
     untouched = [path for path in changed if not resampling_keys.intersection(path)]

@@ -125,9 +125,17 @@ def _rows(values: dict[str, list[float]], *, absent: set[str] = frozenset()) -> 
     for model, vals in values.items():
         for i, v in enumerate(vals):
             case = f"c{i:02d}"
-            records.append({"model": model, "case_id": case, "structure": "liver",
-                            "reference_present": case not in absent, "dice": np.nan if case in absent else v,
-                            "meta.sex": "f" if i % 2 else "m", "meta.age": 40.0 + i})
+            records.append(
+                {
+                    "model": model,
+                    "case_id": case,
+                    "structure": "liver",
+                    "reference_present": case not in absent,
+                    "dice": np.nan if case in absent else v,
+                    "meta.sex": "f" if i % 2 else "m",
+                    "meta.age": 40.0 + i,
+                }
+            )
     return pd.DataFrame(records)
 
 
@@ -135,8 +143,7 @@ def test_shared_cases_absent_references_and_contamination() -> None:
     rng = np.random.default_rng(7)
     rows = _rows({m: list(rng.uniform(size=24) + k * 0.1) for k, m in enumerate("ABCD")}, absent={"c00"})
     rows = rows[~((rows["model"] == "B") & (rows["case_id"] == "c05"))]  # B never scored c05
-    res = analyze(rows, metrics={"dice": True}, settings=StatsSettings(n_resamples=200),
-                  subgroup_fields=["sex", "age"], contaminated={"D": True})
+    res = analyze(rows, metrics={"dice": True}, settings=StatsSettings(n_resamples=200), subgroup_fields=["sex", "age"], contaminated={"D": True})
     cell = res["structures"]["liver"]
     assert cell["n_absent"] == 1 and cell["n_unshared"] == 1 and cell["n_cases"] == 22
     assert "c05" not in cell["case_ids"] and "c00" not in cell["case_ids"]
@@ -180,8 +187,12 @@ def test_cases_identical_to_the_reference_are_counted_per_model() -> None:
     rows = pd.DataFrame(records)
     res = analyze(rows, metrics={"dice": True}, settings=StatsSettings(n_resamples=50))
     counts = {m: e["identical_to_reference"] for m, e in res["models"].items()}
-    assert counts == {"copy_once": {"cases": 1, "of": 12}, "never": {"cases": 0, "of": 12},
-                      "absent_agrees": {"cases": 1, "of": 12}, "absent_predicted": {"cases": 0, "of": 12}}
+    assert counts == {
+        "copy_once": {"cases": 1, "of": 12},
+        "never": {"cases": 0, "of": 12},
+        "absent_agrees": {"cases": 1, "of": 12},
+        "absent_predicted": {"cases": 0, "of": 12},
+    }
     assert identical_to_reference(rows) == counts  # the one function, as the calibration audit calls it
     assert identical_to_reference(rows, ["copy_once", "other"])["other"] == {"cases": 0, "of": 0}
     assert identical_to_reference(rows.drop(columns="dice").assign(iou=0.5), ["copy_once"]) == {"copy_once": None}
@@ -226,7 +237,7 @@ def test_holm_separability_levels_and_stopping_rule() -> None:
     steps = 0.05 / (5 - np.arange(5))
     stop = int(np.argmin(holm_res["separable"][order]))
     assert holm_res["separable"][order[:stop]].all() and not holm_res["separable"][order[stop:]].any()
-    np.testing.assert_allclose(holm_res["ci_level"][order[:stop + 1]], 1 - steps[:stop + 1])
+    np.testing.assert_allclose(holm_res["ci_level"][order[: stop + 1]], 1 - steps[: stop + 1])
     np.testing.assert_allclose(holm_res["ci_level"][order[stop:]], 1 - steps[stop])
     assert set(np.flatnonzero(holm_res["separable"])) == {0, 2, 4}
     for k in range(5):
@@ -255,8 +266,9 @@ def test_degenerate_inputs_give_none_not_errors(case: str, ci_method: str) -> No
     }[case]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        res = analyze(_rows(data[0], absent=data[1]), metrics={"dice": False},
-                      settings=StatsSettings(n_resamples=100, ci_method=ci_method), subgroup_fields=["sex"])
+        res = analyze(
+            _rows(data[0], absent=data[1]), metrics={"dice": False}, settings=StatsSettings(n_resamples=100, ci_method=ci_method), subgroup_fields=["sex"]
+        )
     text = json.dumps(res, allow_nan=False, sort_keys=True)
     assert reanalyze(json.loads(text)) == []
     metric = res["structures"]["liver"]["metrics"]["dice"]
@@ -274,8 +286,12 @@ def test_column_quantiles_equal_numpy_in_the_tails_the_middle_and_with_nan() -> 
     boot[:40, 5] = np.nan
     boot[rng.permutation(1000)[:990], 4] = np.nan  # a nearly empty column
     boot[:, 3] = np.nan  # an empty column: NaN
-    for probs in ((np.full(6, 0.025), np.full(6, 0.975)), (rng.uniform(0, 0.02, 6), rng.uniform(0.99, 1.0, 6)),
-                  (np.full(6, 0.5), rng.uniform(0, 1, 6)), (np.zeros(6), np.ones(6))):
+    for probs in (
+        (np.full(6, 0.025), np.full(6, 0.975)),
+        (rng.uniform(0, 0.02, 6), rng.uniform(0.99, 1.0, 6)),
+        (np.full(6, 0.5), rng.uniform(0, 1, 6)),
+        (np.zeros(6), np.ones(6)),
+    ):
         got = column_quantiles(boot, *probs)
         for level, values in zip(probs, got):
             want = [np.quantile(boot[~np.isnan(boot[:, j]), j], level[j]) if j != 3 else np.nan for j in range(6)]

@@ -13,8 +13,11 @@ from segbench.stats.verdicts import format_estimate, format_level
 
 
 def _cell(values: dict[str, np.ndarray], metric: str = "dice", higher: bool = True) -> dict:
-    records = [{"model": m, "case_id": f"c{i:03d}", "structure": "tumor", "reference_present": True, metric: float(v)}
-               for m, vals in values.items() for i, v in enumerate(vals)]
+    records = [
+        {"model": m, "case_id": f"c{i:03d}", "structure": "tumor", "reference_present": True, metric: float(v)}
+        for m, vals in values.items()
+        for i, v in enumerate(vals)
+    ]
     res = analyze(pd.DataFrame(records), metrics={metric: higher}, settings=StatsSettings(n_resamples=2000))
     return res["structures"]["tumor"]["metrics"][metric]
 
@@ -61,8 +64,10 @@ def test_not_separable_and_every_p_value_has_a_direction() -> None:
     v = _cell({"A": BASE + RNG.normal(0, 0.05, 60), "B": BASE + RNG.normal(0, 0.05, 60), "C": BASE - 0.2})["verdict"]
     assert v["code"] == "not_separable" and "separable" not in v["text"]
     assert v["co_winners"] == [v["first"], v["second"]] and list(v["excluded"]) == ["C"]
-    assert v["intervals"] == ("Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair "
-                              "(verdicts family-wise at α 0.05; intervals not simultaneous)")
+    assert v["intervals"] == (
+        "Δ intervals: the sign-flip and bootstrap-t tests inverted, each at the Holm step level of its pair "
+        "(verdicts family-wise at α 0.05; intervals not simultaneous)"
+    )
     texts = [v["text"], *(p["text"] for p in v["pairs"]), *v["excluded"].values()]
     for text in texts:
         assert "CI" not in text and "neither better" not in text and not re.search(r"\d%", text), text
@@ -76,32 +81,43 @@ def test_distances_carry_their_unit_and_lower_is_better() -> None:
     assert re.search(r"Δ = -2\.\d\d \[-2\.\d\d, -[12]\.\d\d\] mm \(A − B", v["text"]), v["text"]
 
 
-@pytest.mark.parametrize(("value", "low", "high", "metric", "higher", "text"), [
-    (-0.004, -0.0061, -0.0004, "dice", True, "-0.0040 [-0.0061, -0.0004]"),   # excludes 0: never printed touching it
-    (0.0123, 0.00002, 0.03, "nsd", True, "0.01230 [0.00002, 0.03000]"),
-    (0.002, -0.0004, 0.004, "dice", True, "0.0020 [-0.0004, 0.0040]"),           # a bound near 0 is not printed as 0
-    (0.5, 0.0, 0.9, "dice", True, "0.500 [0.000, 0.900]"),                      # a bound that is 0 is
-    (-0.000166604, -0.000416546, 1.67e-13, "hd95", False, "-0.0002 [-0.0004, 0.0000] mm"),  # and one at 0 within ties
-    (-5.703278, -15.955651, 5.7e-9, "lesion_hd95", False, "-5.70 [-15.96, 0.00] mm"),       # (was 0.00000001)
-    (0.0087868, -8.79e-12, 0.025641, "recall", True, "0.009 [0.000, 0.026]"),
-    (0.00001, -0.00002, 0.00004, "nsd", True, "0.00001 [-0.00002, 0.00004]"),   # nor a narrow interval as a point
-    (-0.0, -0.0, 0.0, "dice", True, "0.000 [0.000, 0.000]"),                    # no '-0.000'
-    (-0.0135, -0.0186, -0.0092, "assd", False, "-0.013 [-0.019, -0.009] mm"),   # nor the estimate like a bound
-    (6.94, 0.57, 14.97, "lesion_hd95", False, "6.94 [0.57, 14.97] mm"),         # lesion-wise distances carry the unit too
-    (0.963, 0.941, 0.98, "lesion_dice", True, "0.963 [0.941, 0.980]"),
-    (-175.05, -257.9, -101.46, "assd", False, "-175.05 [-257.90, -101.46] mm"),
-    (12.3, None, None, "hd95", False, "12.30 mm"),
-    (0.0, -np.inf, np.inf, "dice", True, "0.000"),                              # unbounded (too few cases): stored as None
-    (0.01, 0.002, np.inf, "dice", True, "0.010"),
-    (None, None, None, "dice", True, "–"),
-])
+@pytest.mark.parametrize(
+    ("value", "low", "high", "metric", "higher", "text"),
+    [
+        (-0.004, -0.0061, -0.0004, "dice", True, "-0.0040 [-0.0061, -0.0004]"),  # excludes 0: never printed touching it
+        (0.0123, 0.00002, 0.03, "nsd", True, "0.01230 [0.00002, 0.03000]"),
+        (0.002, -0.0004, 0.004, "dice", True, "0.0020 [-0.0004, 0.0040]"),  # a bound near 0 is not printed as 0
+        (0.5, 0.0, 0.9, "dice", True, "0.500 [0.000, 0.900]"),  # a bound that is 0 is
+        (-0.000166604, -0.000416546, 1.67e-13, "hd95", False, "-0.0002 [-0.0004, 0.0000] mm"),  # and one at 0 within ties
+        (-5.703278, -15.955651, 5.7e-9, "lesion_hd95", False, "-5.70 [-15.96, 0.00] mm"),  # (was 0.00000001)
+        (0.0087868, -8.79e-12, 0.025641, "recall", True, "0.009 [0.000, 0.026]"),
+        (0.00001, -0.00002, 0.00004, "nsd", True, "0.00001 [-0.00002, 0.00004]"),  # nor a narrow interval as a point
+        (-0.0, -0.0, 0.0, "dice", True, "0.000 [0.000, 0.000]"),  # no '-0.000'
+        (-0.0135, -0.0186, -0.0092, "assd", False, "-0.013 [-0.019, -0.009] mm"),  # nor the estimate like a bound
+        (6.94, 0.57, 14.97, "lesion_hd95", False, "6.94 [0.57, 14.97] mm"),  # lesion-wise distances carry the unit too
+        (0.963, 0.941, 0.98, "lesion_dice", True, "0.963 [0.941, 0.980]"),
+        (-175.05, -257.9, -101.46, "assd", False, "-175.05 [-257.90, -101.46] mm"),
+        (12.3, None, None, "hd95", False, "12.30 mm"),
+        (0.0, -np.inf, np.inf, "dice", True, "0.000"),  # unbounded (too few cases): stored as None
+        (0.01, 0.002, np.inf, "dice", True, "0.010"),
+        (None, None, None, "dice", True, "–"),
+    ],
+)
 def test_format_estimate(value: float | None, low: float | None, high: float | None, metric: str, higher: bool, text: str) -> None:
     assert format_estimate(value, low, high, metric, higher) == text
 
 
 def test_level_labels_never_round_to_100_percent():
     assert [format_level(x) for x in (0.95, 0.9705, 0.975, 0.9953, 0.99996, 0.99995, 0.9999999, 1.0)] == [
-        "95%", "97.05%", "97.5%", "99.53%", "99.996%", "99.995%", "99.99999%", "100%"]
+        "95%",
+        "97.05%",
+        "97.5%",
+        "99.53%",
+        "99.996%",
+        "99.995%",
+        "99.99999%",
+        "100%",
+    ]
 
 
 def test_too_few_cases_print_the_difference_alone_as_they_store_no_interval() -> None:

@@ -127,9 +127,18 @@ def test_leaderboard_run_is_logged_once_per_content_and_never_read_as_a_model_ru
         return {"toy.html": b"<p>toy</p>"}
 
     table = pd.DataFrame({"structure": ["kidney"] * 2, "metric": ["dice"] * 2, "model": ["sim_a", "sim_b"], "ci_low": [0.8, 0.6]})
-    board = tracking.Leaderboard("toy", "toy.json", b"{}", runs, {"kidney.dice.mean": 0.85, "kidney.dice.verdict": 1.0},
-                                 {"kidney.dice.verdict": "✔ separable"}, {"stats.seed": "0"}, table,
-                                 ["metrics.`kidney.dice.mean`", "tags.`kidney.dice.verdict`"], pages)
+    board = tracking.Leaderboard(
+        "toy",
+        "toy.json",
+        b"{}",
+        runs,
+        {"kidney.dice.mean": 0.85, "kidney.dice.verdict": 1.0},
+        {"kidney.dice.verdict": "✔ separable"},
+        {"stats.seed": "0"},
+        table,
+        ["metrics.`kidney.dice.mean`", "tags.`kidney.dice.verdict`"],
+        pages,
+    )
     first = tracking.log_leaderboard(board)
     assert tracking.log_leaderboard(board) == first and len(drawn) == 1  # the pages are drawn for a new run only
     assert tracking.log_leaderboard(dataclasses.replace(board, results=b"{ }")) != first

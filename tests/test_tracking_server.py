@@ -73,8 +73,17 @@ def test_three_track_processes_on_one_bundle_leave_one_finished_run(root: Path, 
     # each process is held when it has read the bundle, and all 3 are released together (a barrier the test holds)
     gate = tmp_path / "gate"
     env = {**gate_env(gate, f"*/scores/kits23/sim_shift_3mm/{tracking.PER_CASE_ARTIFACT}", on="read"), "SEGBENCH_TRACKING_URI": server.uri}
-    workers = [subprocess.Popen(["segbench", "track", "--dataset", "kits23", "--model", "sim_shift_3mm"], cwd=tmp_path, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(3)]
+    workers = [
+        subprocess.Popen(
+            ["segbench", "track", "--dataset", "kits23", "--model", "sim_shift_3mm"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     try:
         wait_until(lambda: len(list(gate.glob("started.*"))) == 3 or any(w.poll() is not None for w in workers), "3 track processes at the gate", 600)
         assert len(list(gate.glob("started.*"))) == 3, [w.poll() for w in workers]

@@ -70,8 +70,13 @@ def gate_env(folder: Path, pattern: str, on: str = "write", passes: int = 0, arg
     for `segbench track`, not the dvc that hashes the same files)."""
     env = command_env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(GATE), env.get("PYTHONPATH", "")) if p)
-    env.update(SEGBENCH_TEST_GATE=pattern, SEGBENCH_TEST_GATE_ON=on, SEGBENCH_TEST_GATE_PASS=str(passes), SEGBENCH_TEST_GATE_DIR=str(folder),
-               SEGBENCH_TEST_GATE_ARGV=argv)
+    env.update(
+        SEGBENCH_TEST_GATE=pattern,
+        SEGBENCH_TEST_GATE_ON=on,
+        SEGBENCH_TEST_GATE_PASS=str(passes),
+        SEGBENCH_TEST_GATE_DIR=str(folder),
+        SEGBENCH_TEST_GATE_ARGV=argv,
+    )
     folder.mkdir(parents=True, exist_ok=True)
     return env
 
@@ -145,8 +150,9 @@ def commit_all(repo: Path, message: str) -> None:
 def score_bundle(model: str = "sim_a", dataset: str = "toy", dice: Sequence[float] = (0.9, 0.8)) -> tracking.ScoreBundle:
     """A score bundle of SIMULATED rows, as the score stage hands one to tracking: a kidney Dice per case
     (case_00000, case_00001, ...), their mean the run's headline metric."""
-    rows = pd.DataFrame({"model": model, "case_id": [f"case_{i:05d}" for i in range(len(dice))], "structure": "kidney",
-                         "reference_present": True, "dice": list(dice)})
+    rows = pd.DataFrame(
+        {"model": model, "case_id": [f"case_{i:05d}" for i in range(len(dice))], "structure": "kidney", "reference_present": True, "dice": list(dice)}
+    )
     record = {
         "tags": {"segbench.dataset": dataset, "segbench.model": model, "segbench.kind": "simulated", "segbench.dataset_version": "0123abcd"},
         "params": {"model.command": "simulated rows", "dataset.source": f"data/{dataset}/labels"},

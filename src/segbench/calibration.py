@@ -26,9 +26,7 @@ from segbench.scoring.engine import map_cases, score_case
 log = logging.getLogger(__name__)
 
 
-def score_population(
-    dataset: DatasetConfig, models: Mapping[str, Sequence[str]], structures: Sequence[str], out: Path, *, workers: int, profile: str
-) -> None:
+def score_population(dataset: DatasetConfig, models: Mapping[str, Sequence[str]], structures: Sequence[str], out: Path, *, workers: int, profile: str) -> None:
     """Write ``out/<model>.csv``: the rows of every case of ``dataset`` x model (name -> simulated-model options).
 
     Case by case (``workers`` cases in parallel): the reference is decoded once for all models
@@ -39,8 +37,12 @@ def score_population(
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as tmp:
         job = partial(
-            _score_case, dataset=dataset, models={name: list(options) for name, options in models.items()},
-            regions=[r for r in dataset.regions if r.name in structures], scratch=Path(tmp) / "predictions", profile=profile,
+            _score_case,
+            dataset=dataset,
+            models={name: list(options) for name, options in models.items()},
+            regions=[r for r in dataset.regions if r.name in structures],
+            scratch=Path(tmp) / "predictions",
+            profile=profile,
         )
         log.info("calibration: %d simulated models on %d cases", len(models), len(cases))
         rows = [row for case_rows in map_cases(job, cases, workers=workers, desc="calibration") for row in case_rows]

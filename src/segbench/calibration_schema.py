@@ -109,10 +109,19 @@ def parse_calibration(raw: dict[str, Any], root: Path) -> CalibrationConfig:
     seed = require(raw, "seed", where)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"{where}.seed must be an integer >= 0, got {seed!r}")
-    return CalibrationConfig(dataset=dataset, population=datasets[dataset], models=models, equal=equal, structures=structures,
-                             metrics={m: HIGHER_IS_BETTER[m] for m in metrics}, n_cases=n_cases, seed=seed, **sizes,
-                             real=_real_populations(raw.get("real") or {}, raw.get("published") or {}, root, where),
-                             shapes=_shapes(raw.get("shapes"), where))
+    return CalibrationConfig(
+        dataset=dataset,
+        population=datasets[dataset],
+        models=models,
+        equal=equal,
+        structures=structures,
+        metrics={m: HIGHER_IS_BETTER[m] for m in metrics},
+        n_cases=n_cases,
+        seed=seed,
+        **sizes,
+        real=_real_populations(raw.get("real") or {}, raw.get("published") or {}, root, where),
+        shapes=_shapes(raw.get("shapes"), where),
+    )
 
 
 def _shapes(raw: Any, where: str) -> ShapesConfig | None:
@@ -144,8 +153,12 @@ def _real_populations(raw: Any, published: Any, root: Path, where: str) -> dict[
         if not isinstance(spec, dict) or set(spec) != {"ranks", "draws", "wilcoxon_draws"}:
             raise ConfigError(f"{at}: expected {{ranks, draws, wilcoxon_draws}}, got {spec!r}")
         ranks = spec["ranks"]
-        if (not isinstance(ranks, list) or len(ranks) < 3 or len(set(ranks)) != len(ranks)
-                or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in ranks)):
+        if (
+            not isinstance(ranks, list)
+            or len(ranks) < 3
+            or len(set(ranks)) != len(ranks)
+            or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in ranks)
+        ):
             raise ConfigError(f"{at}.ranks must list at least 3 distinct integers >= 1 (the first two: the equal pair), got {ranks!r}")
         for key in ("draws", "wilcoxon_draws"):
             if isinstance(spec[key], bool) or not isinstance(spec[key], int) or spec[key] < 1:

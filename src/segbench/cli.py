@@ -71,8 +71,9 @@ def _cmd_predict(args: argparse.Namespace) -> None:
     from segbench.stages.predict import run_predict
 
     params = _params(args)
-    run_predict(params, args.dataset, args.model, device=args.device, allow_unverified_weights=args.allow_unverified_weights,
-                root=_root(args, params, args.dataset))
+    run_predict(
+        params, args.dataset, args.model, device=args.device, allow_unverified_weights=args.allow_unverified_weights, root=_root(args, params, args.dataset)
+    )
 
 
 def _cmd_env(args: argparse.Namespace) -> None:
@@ -147,8 +148,10 @@ def _cmd_convert(args: argparse.Namespace) -> None:
         if not name or not label.isdigit():
             raise ValueError(f"--structures {entry!r}: expected NAME=LABEL_ID, e.g. liver=5")
         structures[name] = int(label)
-    sources = [(Path(image).name.split(".")[0] if Path(image).is_file() else Path(image).name, Path(image), Path(labels))
-               for image, labels in zip(args.images, args.labels)]
+    sources = [
+        (Path(image).name.split(".")[0] if Path(image).is_file() else Path(image).name, Path(image), Path(labels))
+        for image, labels in zip(args.images, args.labels)
+    ]
     manifest = convert(sources, structures, Path(args.out), seed=args.seed, reference=args.reference, note=args.note)
     for case_id, entry in manifest["cases"].items():
         print(f"{case_id}: {', '.join(c['name'] for c in entry['classes'])}")
@@ -200,27 +203,52 @@ def _interact_submissions(args: argparse.Namespace) -> None:
         raise ValueError("--submissions needs --cases and --out (not --dataset)")
     if args.time_limit_clock != "wall":
         raise ValueError("--submissions runs containers, whose time limit is on the wall clock (the challenge's); drop --time-limit-clock")
-    limits = {key: value for key, value in (("memory", args.memory), ("cpus", args.cpus), ("pids_limit", args.pids_limit),
-                                            ("max_output_bytes", args.max_output_mb and args.max_output_mb << 20),
-                                            ("max_output_files", args.max_output_files)) if value is not None}
+    limits = {
+        key: value
+        for key, value in (
+            ("memory", args.memory),
+            ("cpus", args.cpus),
+            ("pids_limit", args.pids_limit),
+            ("max_output_bytes", args.max_output_mb and args.max_output_mb << 20),
+            ("max_output_files", args.max_output_files),
+        )
+        if value is not None
+    }
     if args.allow_root:
         limits["user"] = None
-    results = evaluate_submissions(Path(args.submissions), Path(args.cases), Path(args.out), limits=limits, seconds_per_class=args.seconds_per_class,
-                                   scoring=Scoring(args.protocol_version, args.nsd_profile), reference=args.reference, device=args.device or "cpu")
+    results = evaluate_submissions(
+        Path(args.submissions),
+        Path(args.cases),
+        Path(args.out),
+        limits=limits,
+        seconds_per_class=args.seconds_per_class,
+        scoring=Scoring(args.protocol_version, args.nsd_profile),
+        reference=args.reference,
+        device=args.device or "cpu",
+    )
     console = Console()
     for team, entry in results["dataset"]["submissions"].items():
         if entry["status"] == "evaluated":
-            console.print(f"{team}: {entry['n_cases']} cases in {entry['seconds']:.0f} s, {entry['n_cases_with_failed_steps']} with failed steps, "
-                          f"{entry['n_over_time']} over time: {Path(args.out) / team / (team + '_metrics.csv')}", highlight=False, soft_wrap=True)
+            console.print(
+                f"{team}: {entry['n_cases']} cases in {entry['seconds']:.0f} s, {entry['n_cases_with_failed_steps']} with failed steps, "
+                f"{entry['n_over_time']} over time: {Path(args.out) / team / (team + '_metrics.csv')}",
+                highlight=False,
+                soft_wrap=True,
+            )
         else:
             console.print(printable(f"{team}: NOT EVALUATED: {entry['reason']}"), markup=False, highlight=False, soft_wrap=True)
     if results["analysis"] is None:
         raise SystemExit("no submission could be evaluated")
     for metric in ("DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final"):
-        console.print(printable(leaderboard(results, CASE_STRUCTURE, metric, width=console.width)),  # type: ignore[arg-type]  # a results document
-                      markup=False, highlight=False, soft_wrap=True)
-    console.print(f"every metric, class and step: segbench show {Path(LEADERBOARD_FILE).stem} --results {args.out} [--structure NAME]",
-                  highlight=False, soft_wrap=True)
+        console.print(
+            printable(leaderboard(results, CASE_STRUCTURE, metric, width=console.width)),  # type: ignore[arg-type]  # a results document
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(
+        f"every metric, class and step: segbench show {Path(LEADERBOARD_FILE).stem} --results {args.out} [--structure NAME]", highlight=False, soft_wrap=True
+    )
 
 
 def _cmd_calibrate_score(args: argparse.Namespace) -> None:
@@ -271,8 +299,7 @@ def _cmd_report(args: argparse.Namespace) -> None:
     files = sorted(Path(args.results).glob("*.json"))
     if not files:
         raise FileNotFoundError(f"{args.results}: no results JSON to report (run the compare stage)")
-    for page in build_site(files, Path(args.out), calibration=args.calibration, interactive_site=args.interactive_site,
-                           cross_dataset=args.cross_dataset):
+    for page in build_site(files, Path(args.out), calibration=args.calibration, interactive_site=args.interactive_site, cross_dataset=args.cross_dataset):
         print(page)
 
 
@@ -308,8 +335,10 @@ def _cmd_show(args: argparse.Namespace) -> None:
         path, record = next(iter(absent.items()))
         others = f" ({len(absent) - 1} more)" if len(absent) > 1 else ""
         rest = f"; `segbench show {' '.join(available)}` shows the others" if available else ""
-        raise FileNotFoundError(f"{folder / path.name}: missing{others}, though {record.lock} records it as stage {record.stage}'s "
-                                f"output: `dvc repro` writes it again (it names what stops it){rest}")
+        raise FileNotFoundError(
+            f"{folder / path.name}: missing{others}, though {record.lock} records it as stage {record.stage}'s "
+            f"output: `dvc repro` writes it again (it names what stops it){rest}"
+        )
     if not available:
         raise FileNotFoundError(f"{folder}: no results JSON to show (run `dvc repro` first)")
     unknown = [d for d in args.datasets if d not in available]
@@ -321,9 +350,15 @@ def _cmd_show(args: argparse.Namespace) -> None:
 
         sys.stdout.write(printable(summary_text([read_results(f) for f in files])))
         return
-    text = render([read_results(f) for f in files], structure=args.structure, metric=args.metric,
-                  fmt_name=args.format, width=_show_width(args.width) if args.format == "text" else None, detail=args.detail,
-                  cells=args.cells)
+    text = render(
+        [read_results(f) for f in files],
+        structure=args.structure,
+        metric=args.metric,
+        fmt_name=args.format,
+        width=_show_width(args.width) if args.format == "text" else None,
+        detail=args.detail,
+        cells=args.cells,
+    )
     sys.stdout.write(printable(text))
 
 
@@ -394,8 +429,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
     if args.label_map:
         pairs = [entry.partition("=") for entry in args.label_map]
         if any(not key.strip().isdigit() or not eq or not name for key, eq, name in pairs):
-            raise ValueError(f"--label-map {' '.join(args.label_map)}: expected ID=STRUCTURE ... (the files' label ids -> the dataset's "
-                             "structure names, e.g. 1=kidney 2=tumor 3=cyst)")
+            raise ValueError(
+                f"--label-map {' '.join(args.label_map)}: expected ID=STRUCTURE ... (the files' label ids -> the dataset's "
+                "structure names, e.g. 1=kidney 2=tumor 3=cyst)"
+            )
         label_map = {int(key): name for key, _, name in pairs}
     folders = dict(entry.partition("=")[::2] for entry in args.pred)
     dicom_labels = {name: int(label) for name, _, label in (entry.rpartition("=") for entry in args.dicom_labels or ()) if name and label.isdigit()}
@@ -403,10 +440,23 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
         raise ValueError(f"--dicom-labels {' '.join(args.dicom_labels)}: expected SEGMENT_OR_ROI_NAME=LABEL_ID")
     if any(not name or not folder for name, folder in folders.items()) or len(folders) != len(args.pred):
         raise ValueError(f"--pred {' '.join(args.pred)}: expected NAME=DIR, one distinct NAME per folder")
-    result = evaluation.evaluate(args.gt, folders, dataset=args.dataset, conf=args.conf, structures=args.structures or (), metadata=args.metadata,
-                                 profile=args.profile, sensitivity_profiles=args.sensitivity_profiles or (), missing=args.missing,
-                                 simulated=args.simulated or (), dicom_labels=dicom_labels or None, workers=args.workers,
-                                 name=args.name, pred_configs=args.pred_config or (), label_map=label_map)
+    result = evaluation.evaluate(
+        args.gt,
+        folders,
+        dataset=args.dataset,
+        conf=args.conf,
+        structures=args.structures or (),
+        metadata=args.metadata,
+        profile=args.profile,
+        sensitivity_profiles=args.sensitivity_profiles or (),
+        missing=args.missing,
+        simulated=args.simulated or (),
+        dicom_labels=dicom_labels or None,
+        workers=args.workers,
+        name=args.name,
+        pred_configs=args.pred_config or (),
+        label_map=label_map,
+    )
     print(printable(result.summary(width=args.width or 140, cells=True)), end="")  # a user's few cells: each with #1's mean [CI]
     for path in evaluation.write(result, Path(args.out), report=args.report):
         print(path)
@@ -432,8 +482,12 @@ def _cmd_params(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="segbench", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"segbench {__version__}")
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"),
-                        help="composed parameters (default: params.yaml); the stages write under its folder (realmodel/params.yaml: realmodel/)")
+    parser.add_argument(
+        "--params",
+        type=Path,
+        default=Path("params.yaml"),
+        help="composed parameters (default: params.yaml); the stages write under its folder (realmodel/params.yaml: realmodel/)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, and an error's full traceback (also SEGBENCH_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -501,28 +555,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="interactive dataset from params.yaml (the DVC stage; outputs under interactive/)")
     p.add_argument("--cases", help="case folder: imgs/<case>.npz and gts/<case>.npz (challenge format)")
     p.add_argument("--model", help="interactive model (conf/model/<model>.yaml, kind interactive)")
-    p.add_argument("--submissions", help="instead of --model: a folder of CVPR 2025 Docker submissions (<team>.tar.gz or <team>.tar), each "
-                                         "loaded, run on every case and removed, as the challenge's script does; then a leaderboard over the teams")
-    p.add_argument("--out", help="output folder: metrics.csv, segs/, records/, run.json (with --submissions: <team>/<team>_metrics.csv ... "
-                                 "and leaderboard.json)")
+    p.add_argument(
+        "--submissions",
+        help="instead of --model: a folder of CVPR 2025 Docker submissions (<team>.tar.gz or <team>.tar), each "
+        "loaded, run on every case and removed, as the challenge's script does; then a leaderboard over the teams",
+    )
+    p.add_argument(
+        "--out", help="output folder: metrics.csv, segs/, records/, run.json (with --submissions: <team>/<team>_metrics.csv ... and leaderboard.json)"
+    )
     p.add_argument("--conf", default="conf", help="Hydra config folder (default: conf)")
     p.add_argument("--reference", choices=["manual", "pseudo"], help="the reference's kind when the case folder has no cases.json")
     p.add_argument("--seconds-per-class", type=float, default=90.0, help="time limit of a case's model calls per class (default: 90)")
-    p.add_argument("--time-limit-clock", choices=["wall", "cpu"], default="wall",
-                   help="wall: the challenge's clock; cpu: the model processes' CPU seconds, for CPU runs on a shared machine (default: wall)")
-    p.add_argument("--protocol-version", choices=["2025-03-25", "2025-03-04"], default="2025-03-25",
-                   help="the challenge's scoring by the date of its change: 2025-03-25, AUC over the 5 clicks (final); 2025-03-04, AUC "
-                        "over the box step and the clicks (default: 2025-03-25)")
-    p.add_argument("--nsd-profile", choices=["deepmind", "segauge"], default="deepmind",
-                   help="NSD's definition: deepmind, the challenge's surface Dice (its SurfaceDice.py); segauge, segbench's engine (default: deepmind)")
+    p.add_argument(
+        "--time-limit-clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall: the challenge's clock; cpu: the model processes' CPU seconds, for CPU runs on a shared machine (default: wall)",
+    )
+    p.add_argument(
+        "--protocol-version",
+        choices=["2025-03-25", "2025-03-04"],
+        default="2025-03-25",
+        help="the challenge's scoring by the date of its change: 2025-03-25, AUC over the 5 clicks (final); 2025-03-04, AUC "
+        "over the box step and the clicks (default: 2025-03-25)",
+    )
+    p.add_argument(
+        "--nsd-profile",
+        choices=["deepmind", "segauge"],
+        default="deepmind",
+        help="NSD's definition: deepmind, the challenge's surface Dice (its SurfaceDice.py); segauge, segbench's engine (default: deepmind)",
+    )
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: the model's config; with --submissions: cpu)")
     p.add_argument("--memory", help="with --submissions: each container's memory limit (default: 8g; the challenge gave 32G)")
     p.add_argument("--cpus", type=float, help="with --submissions: each container's CPU limit (default: 2)")
     p.add_argument("--pids-limit", type=int, help="with --submissions: each container's process limit (default: 1024)")
     p.add_argument("--max-output-mb", type=int, help="with --submissions: cap on what one call leaves in its outputs folder, MB (default: 2048)")
     p.add_argument("--max-output-files", type=int, help="with --submissions: cap on the files one call leaves in its outputs folder (default: 1000)")
-    p.add_argument("--allow-root", action="store_true", help="with --submissions: run each image as its own user (root for most) instead of "
-                                                             "nobody; the leaderboard records it")
+    p.add_argument(
+        "--allow-root",
+        action="store_true",
+        help="with --submissions: run each image as its own user (root for most) instead of nobody; the leaderboard records it",
+    )
     p.add_argument("--allow-unverified-weights", action="store_true", help="run although the weights are not verified against their pin")
     p.set_defaults(func=_cmd_interact)
 
@@ -569,15 +642,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results", help="folder of results JSON (default: results)")
     p.add_argument("--structure", help="one structure's full leaderboards instead of the overview")
     p.add_argument("--metric", help="with --structure: only this metric")
-    p.add_argument("--detail", action="store_true", help="text: each cell stacked with its verdict sentence, P(rank 1) and notes "
-                   "(default: per structure and #1, its cells by verdict)")
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="text: each cell stacked with its verdict sentence, P(rank 1) and notes (default: per structure and #1, its cells by verdict)",
+    )
     p.add_argument("--cells", action="store_true", help="text: the overview as one line per cell in columns, with #1's mean [CI]")
-    p.add_argument("--format", default="text", choices=("text", "md", "tsv", "json"),
-                   help="text (default, wrapped at spaces), md, or tsv/json: one row per dataset, structure, metric and model")
+    p.add_argument(
+        "--format",
+        default="text",
+        choices=("text", "md", "tsv", "json"),
+        help="text (default, wrapped at spaces), md, or tsv/json: one row per dataset, structure, metric and model",
+    )
     p.add_argument("--width", type=int, help="text: columns to wrap at (default: the terminal's; piped: COLUMNS if set, else unwrapped)")
-    p.add_argument("--summary", action="store_true",
-                   help="how often each board's #1 is real: per board, the share of cells whose #1 is separable from #2, the median "
-                        "co-winner set, the share whose #1 changes when one case is removed, each with its n; SIMULATED boards apart")
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help="how often each board's #1 is real: per board, the share of cells whose #1 is separable from #2, the median "
+        "co-winner set, the share whose #1 changes when one case is removed, each with its n; SIMULATED boards apart",
+    )
     p.set_defaults(func=_cmd_show)
 
     p = sub.add_parser("prune-runs", help="delete the MLflow runs no checked-out output names (the way back from an experiment)")
@@ -600,14 +683,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="score folders of predictions against reference label maps and analyse them, outside DVC and MLflow")
     p.add_argument("--gt", required=True, type=Path, help="folder of reference label maps, <case>.nii.gz (or .nii)")
-    p.add_argument("--pred", action="append", metavar="NAME=DIR",
-                   help="a model's prediction folder: <case>.nii.gz, .nii, .npy (on the reference grid), DICOM-SEG or RTSTRUCT .dcm; repeat per model")
-    p.add_argument("--pred-config", action="append", type=Path, metavar="FILE",
-                   help="a model given as the pipeline takes it, conf/predictions/<name>.yaml (dataset, path, output, output_format, label_map): "
-                        "remapped and resampled onto the references as the predict stage does; repeat per model")
-    p.add_argument("--label-map", nargs="+", metavar="ID=STRUCTURE",
-                   help="with --dataset: the --pred folders' label ids -> the dataset's structures (e.g. 5=kidney 6=tumor); the files are "
-                        "then remapped and resampled by affine onto the references, as --pred-config does")
+    p.add_argument(
+        "--pred",
+        action="append",
+        metavar="NAME=DIR",
+        help="a model's prediction folder: <case>.nii.gz, .nii, .npy (on the reference grid), DICOM-SEG or RTSTRUCT .dcm; repeat per model",
+    )
+    p.add_argument(
+        "--pred-config",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="a model given as the pipeline takes it, conf/predictions/<name>.yaml (dataset, path, output, output_format, label_map): "
+        "remapped and resampled onto the references as the predict stage does; repeat per model",
+    )
+    p.add_argument(
+        "--label-map",
+        nargs="+",
+        metavar="ID=STRUCTURE",
+        help="with --dataset: the --pred folders' label ids -> the dataset's structures (e.g. 5=kidney 6=tumor); the files are "
+        "then remapped and resampled by affine onto the references, as --pred-config does",
+    )
     p.add_argument("--out", required=True, type=Path, help="output folder: per_case.csv, results/<name>.json, site/ (with --report)")
     p.add_argument("--report", action="store_true", help="also write the leaderboard site to OUT/site")
     p.add_argument("--dataset", help="a dataset config (conf/dataset/<name>.yaml): its regions, NSD tolerances, labels, metadata and subgroups")
@@ -616,14 +712,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metadata", type=Path, help="CSV with a case_id column; every other column is a subgroup field")
     p.add_argument("--profile", default="segauge", help="metric-definition profile (default: segauge)")
     p.add_argument("--sensitivity-profiles", nargs="+", help="further profiles for the implementation-sensitivity analysis")
-    p.add_argument("--missing", choices=["error", "own_cases", "worst_case", "shared_cases"], default="error",
-                   help="a model lacking cases, or with a file that cannot be scored: error naming them (default); otherwise each such case "
-                        "is a failure, flagged and named in a warning, and own_cases: the model estimated on its cases beside the board; "
-                        "worst_case: ranked with those failures; shared_cases: the board on the cases every model has "
-                        "(docs/methodology.md#41-coverage)")
+    p.add_argument(
+        "--missing",
+        choices=["error", "own_cases", "worst_case", "shared_cases"],
+        default="error",
+        help="a model lacking cases, or with a file that cannot be scored: error naming them (default); otherwise each such case "
+        "is a failure, flagged and named in a warning, and own_cases: the model estimated on its cases beside the board; "
+        "worst_case: ranked with those failures; shared_cases: the board on the cases every model has "
+        "(docs/methodology.md#41-coverage)",
+    )
     p.add_argument("--simulated", nargs="+", help="models to mark SIMULATED (e.g. segbench.models.simulated outputs)")
-    p.add_argument("--dicom-labels", nargs="+", metavar="NAME=ID", help="DICOM-SEG segment labels / RTSTRUCT ROI names -> label ids "
-                                                                         "(default: segment / ROI number)")
+    p.add_argument(
+        "--dicom-labels", nargs="+", metavar="NAME=ID", help="DICOM-SEG segment labels / RTSTRUCT ROI names -> label ids (default: segment / ROI number)"
+    )
     p.add_argument("--name", help="the leaderboard's name (default: --dataset, else the --gt folder's name)")
     p.add_argument("--workers", type=int, default=1, help="cases scored in parallel (default: 1)")
     p.add_argument("--width", type=int, help="columns to print the leaderboard in (default: 140)")
@@ -716,9 +817,11 @@ def full_disk_line(error: OSError) -> str:
         folder = folder.parent
     free = shutil.disk_usage(folder).free
     needed = f"{error.strerror}, " if error.strerror and error.strerror != os.strerror(errno.ENOSPC) else ""
-    return (f"no space left on the device of {folder} ({needed}{free} bytes free there{f', writing {named}' if named else ''}); "
-            f"free space there (temporaries go to TMPDIR={tempfile.gettempdir()}: point it at a larger disk) and rerun; "
-            "nothing half-written was kept")
+    return (
+        f"no space left on the device of {folder} ({needed}{free} bytes free there{f', writing {named}' if named else ''}); "
+        f"free space there (temporaries go to TMPDIR={tempfile.gettempdir()}: point it at a larger disk) and rerun; "
+        "nothing half-written was kept"
+    )
 
 
 if __name__ == "__main__":

@@ -104,9 +104,7 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
         for dataset in datasets.values():
             unknown = sorted(set(model.label_map.values()) - set(dataset.labels))
             if unknown and model.kind == "simulated":
-                raise ConfigError(
-                    f"model {model.name!r} labels {unknown} that dataset {dataset.name!r} does not have ({sorted(dataset.labels)})"
-                )
+                raise ConfigError(f"model {model.name!r} labels {unknown} that dataset {dataset.name!r} does not have ({sorted(dataset.labels)})")
             try:
                 compose_structures(model.label_map.values(), dataset.labels, where=f"model {model.name!r} on dataset {dataset.name!r}")
             except StructureError as exc:
@@ -119,9 +117,13 @@ def parse_params(raw: dict[str, Any], root: Path) -> Params:
             if model.is_interactive != interactive or (model.kind == "predictions") != (model.source is not None):
                 raise ConfigError(
                     f"params: {section} {model.name!r} is of kind {model.kind!r}; "
-                    + ("interactive models go under interactive_model" if model.is_interactive else
-                       "a folder of predictions goes under predictions (conf/predictions/)" if model.kind == "predictions" else
-                       "interactive_model takes kind 'interactive' only")
+                    + (
+                        "interactive models go under interactive_model"
+                        if model.is_interactive
+                        else "a folder of predictions goes under predictions (conf/predictions/)"
+                        if model.kind == "predictions"
+                        else "interactive_model takes kind 'interactive' only"
+                    )
                 )
     names = [*datasets, *published, *interactive_datasets]
     if clash := sorted({n for n in names if names.count(n) > 1}):
@@ -162,8 +164,12 @@ def _lesion_setting(scoring: dict[str, Any], dataset: DatasetConfig) -> LesionSe
     if not structures:
         return None
     try:
-        return LesionSetting(structures, str(raw.get("profile", "brats")), tuple(str(n) for n in raw.get("sensitivity_profiles") or ()),
-                             tuple(float(v) for v in raw.get("strata_ml") or ()))
+        return LesionSetting(
+            structures,
+            str(raw.get("profile", "brats")),
+            tuple(str(n) for n in raw.get("sensitivity_profiles") or ()),
+            tuple(float(v) for v in raw.get("strata_ml") or ()),
+        )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: {exc}") from exc
 

@@ -47,8 +47,9 @@ def _resampled_means(values: np.ndarray, n_resamples: int, rng: np.random.Genera
     return counts @ values / n
 
 
-def cross_cell(a: Mapping[str, Any], b: Mapping[str, Any], models: list[tuple[str, str]], higher_is_better: bool,
-               n_resamples: int, confidence: float, seed: int, key: str) -> dict[str, Any]:
+def cross_cell(
+    a: Mapping[str, Any], b: Mapping[str, Any], models: list[tuple[str, str]], higher_is_better: bool, n_resamples: int, confidence: float, seed: int, key: str
+) -> dict[str, Any]:
     """One structure and metric on two boards: ``a`` and ``b`` are the results cells, ``models`` the shared models as
     (name in a, name in b), ``key`` names the cell in the seed (so each cell's resamples are its own)."""
     names_a, names_b = [m for m, _ in models], [m for _, m in models]
@@ -57,32 +58,53 @@ def cross_cell(a: Mapping[str, Any], b: Mapping[str, Any], models: list[tuple[st
     ranks_a, ranks_b = _ranks(means_a, higher_is_better), _ranks(means_b, higher_is_better)
     rho = float(_spearman(ranks_a, ranks_b))
     rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
-    boot = [_resampled_means(np.array([cell["per_case"][m] for m in names], dtype=np.float64).T, n_resamples, rng)
-            for cell, names in ((a, names_a), (b, names_b))]
+    boot = [
+        _resampled_means(np.array([cell["per_case"][m] for m in names], dtype=np.float64).T, n_resamples, rng) for cell, names in ((a, names_a), (b, names_b))
+    ]
     rhos = _spearman(_ranks(boot[0], higher_is_better), _ranks(boot[1], higher_is_better))
     rhos = rhos[np.isfinite(rhos)]
     tail = (1.0 - confidence) / 2.0
     moves = ranks_b - ranks_a
     largest = float(np.abs(moves).max())
-    rows = [{"model": ma, "model_b": mb, "mean_a": float(means_a[i]), "mean_b": float(means_b[i]), "rank_a": float(ranks_a[i]),
-             "rank_b": float(ranks_b[i]), "board_rank_a": a["ranking"]["order"].index(ma) + 1,
-             "board_rank_b": b["ranking"]["order"].index(mb) + 1, "move": float(moves[i])}
-            for i, (ma, mb) in enumerate(models)]
+    rows = [
+        {
+            "model": ma,
+            "model_b": mb,
+            "mean_a": float(means_a[i]),
+            "mean_b": float(means_b[i]),
+            "rank_a": float(ranks_a[i]),
+            "rank_b": float(ranks_b[i]),
+            "board_rank_a": a["ranking"]["order"].index(ma) + 1,
+            "board_rank_b": b["ranking"]["order"].index(mb) + 1,
+            "move": float(moves[i]),
+        }
+        for i, (ma, mb) in enumerate(models)
+    ]
     rows.sort(key=lambda r: (r["rank_a"], r["model"]))
     first_a, first_b = a["ranking"]["order"][0], b["ranking"]["order"][0]
     to_b, to_a = dict(models), {mb: ma for ma, mb in models}
     return {
-        "n_models": len(models), "n_cases_a": len(next(iter(a["per_case"].values()))), "n_cases_b": len(next(iter(b["per_case"].values()))),
-        "spearman": rho, "ci_low": float(np.quantile(rhos, tail)), "ci_high": float(np.quantile(rhos, 1.0 - tail)),
-        "n_resamples": n_resamples, "confidence": confidence, "models": rows,
-        "largest_move": largest, "moved_most": sorted(r["model"] for r in rows if abs(r["move"]) == largest and largest > 0),
-        "first_a": first_a, "first_a_among_b_co_winners": to_b[first_a] in b["verdict"]["co_winners"] if first_a in to_b else None,
-        "first_b": first_b, "first_b_among_a_co_winners": to_a[first_b] in a["verdict"]["co_winners"] if first_b in to_a else None,
+        "n_models": len(models),
+        "n_cases_a": len(next(iter(a["per_case"].values()))),
+        "n_cases_b": len(next(iter(b["per_case"].values()))),
+        "spearman": rho,
+        "ci_low": float(np.quantile(rhos, tail)),
+        "ci_high": float(np.quantile(rhos, 1.0 - tail)),
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "models": rows,
+        "largest_move": largest,
+        "moved_most": sorted(r["model"] for r in rows if abs(r["move"]) == largest and largest > 0),
+        "first_a": first_a,
+        "first_a_among_b_co_winners": to_b[first_a] in b["verdict"]["co_winners"] if first_a in to_b else None,
+        "first_b": first_b,
+        "first_b_among_a_co_winners": to_a[first_b] in a["verdict"]["co_winners"] if first_b in to_a else None,
     }
 
 
-def cross_pair(a: Mapping[str, Any], b: Mapping[str, Any], aliases: Mapping[str, Mapping[str, str]], n_resamples: int,
-               confidence: float, seed: int) -> dict[str, Any] | None:
+def cross_pair(
+    a: Mapping[str, Any], b: Mapping[str, Any], aliases: Mapping[str, Mapping[str, str]], n_resamples: int, confidence: float, seed: int
+) -> dict[str, Any] | None:
     """Two results documents side by side, per structure and metric both rank with at least ``MIN_SHARED_MODELS``
     shared models; None when they share no such cell."""
     name_a, name_b = a["dataset"]["name"], b["dataset"]["name"]
@@ -98,8 +120,7 @@ def cross_pair(a: Mapping[str, Any], b: Mapping[str, Any], aliases: Mapping[str,
             if len(models) < MIN_SHARED_MODELS:
                 continue
             key = f"{name_a}|{name_b}|{structure}|{metric}"
-            cells.setdefault(structure, {})[metric] = cross_cell(cell_a, cell_b, models, bool(cell_a["higher_is_better"]),
-                                                                n_resamples, confidence, seed, key)
+            cells.setdefault(structure, {})[metric] = cross_cell(cell_a, cell_b, models, bool(cell_a["higher_is_better"]), n_resamples, confidence, seed, key)
     if not cells:
         return None
     return {"a": name_a, "b": name_b, "title_a": a["dataset"]["title"], "title_b": b["dataset"]["title"], "structures": cells}

@@ -143,8 +143,11 @@ def regions(structures: Sequence[str] = (), dataset: DatasetConfig | None = None
     """The regions to score: ``structures`` entries are names of the dataset's regions or of the label map's
     structures, or ``NAME=ID[+ID...][:TOLERANCE_MM]`` (e.g. ``mass=2+3:1.13``); none given: every region of the
     dataset, or one per structure of the label map (NSD tolerance ``DEFAULT_NSD_TOLERANCE_MM``)."""
-    known = {r.name: r for r in dataset.regions} if dataset else {
-        name: Region(name, (int(label),), DEFAULT_NSD_TOLERANCE_MM) for name, label in (labels or {}).items() if int(label) != 0}
+    known = (
+        {r.name: r for r in dataset.regions}
+        if dataset
+        else {name: Region(name, (int(label),), DEFAULT_NSD_TOLERANCE_MM) for name, label in (labels or {}).items() if int(label) != 0}
+    )
     if not structures:
         if not known:
             raise ValueError("no structures to score: give --structures NAME=ID ..., --dataset NAME, or a dataset.json label map beside the references")
@@ -180,7 +183,7 @@ def label_map_file(gt: Path) -> dict[str, int] | None:
                 labels = json.loads(path.read_text(encoding="utf-8"))["labels"]
                 return {str(name): int(label) for name, label in labels.items()}
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-                raise ValueError(f"{path}: expected an nnU-Net dataset.json with \"labels\": {{name: id}} ({exc})") from None
+                raise ValueError(f'{path}: expected an nnU-Net dataset.json with "labels": {{name: id}} ({exc})') from None
     return None
 
 
@@ -269,9 +272,12 @@ def _staging_write(path: Path, target: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise OSError(exc.errno, f"cannot write the private copy of {path} in {target.parent} ({exc.strerror or exc}): "
-                                 "evaluate keeps a copy of each of a team's predictions in a temporary folder while it scores the team; "
-                                 "point TMPDIR at a disk with room for them") from None
+        raise OSError(
+            exc.errno,
+            f"cannot write the private copy of {path} in {target.parent} ({exc.strerror or exc}): "
+            "evaluate keeps a copy of each of a team's predictions in a temporary folder while it scores the team; "
+            "point TMPDIR at a disk with room for them",
+        ) from None
 
 
 #: a grid mismatch's message: the two files it compares (segbench.scoring.geometry.check_same_grid)
@@ -282,13 +288,17 @@ def grid_difference(reference: Path | str, prediction: Path | str) -> str:
     """What differs between two label maps' grids, read from their headers: orientation (axis codes, so a flip reads as
     one), spacing, origin and shape, each named with both values, and how to fix it."""
     a, b = cast(nib.Nifti1Image, nib.load(str(reference))), cast(nib.Nifti1Image, nib.load(str(prediction)))
-    facts = [("orientation", "".join(nib.aff2axcodes(a.affine)), "".join(nib.aff2axcodes(b.affine))),
-             ("spacing", tuple(round(float(z), 4) for z in a.header.get_zooms()[:3]), tuple(round(float(z), 4) for z in b.header.get_zooms()[:3])),
-             ("origin", tuple(round(float(v), 3) for v in a.affine[:3, 3]), tuple(round(float(v), 3) for v in b.affine[:3, 3])),
-             ("shape", tuple(a.shape[:3]), tuple(b.shape[:3]))]
+    facts = [
+        ("orientation", "".join(nib.aff2axcodes(a.affine)), "".join(nib.aff2axcodes(b.affine))),
+        ("spacing", tuple(round(float(z), 4) for z in a.header.get_zooms()[:3]), tuple(round(float(z), 4) for z in b.header.get_zooms()[:3])),
+        ("origin", tuple(round(float(v), 3) for v in a.affine[:3, 3]), tuple(round(float(v), 3) for v in b.affine[:3, 3])),
+        ("shape", tuple(a.shape[:3]), tuple(b.shape[:3])),
+    ]
     differ = "; ".join(f"{name} {mine} (prediction) vs {theirs} (reference)" for name, theirs, mine in facts if theirs != mine)
-    return (f"what differs: {differ or 'the affines, beyond the tolerance'}; fix: save the prediction on the reference's grid, or let "
-            "segbench resample it by its affine as the pipeline does (`--label-map ID=STRUCTURE ...` with --dataset, or `--pred-config FILE`)")
+    return (
+        f"what differs: {differ or 'the affines, beyond the tolerance'}; fix: save the prediction on the reference's grid, or let "
+        "segbench resample it by its affine as the pipeline does (`--label-map ID=STRUCTURE ...` with --dataset, or `--pred-config FILE`)"
+    )
 
 
 def _named(error: Exception, originals: Mapping[str, str]) -> Exception:
@@ -344,9 +354,20 @@ class Evaluation:
                     groups = (cell.get("subgroups") or {}).get(field, {}).get("groups", {})
                     for group in level_order(field, groups):
                         entry = groups[group]
-                        rows += [{"structure": structure, "metric": metric, field: group, "n": entry["n"], "tested": entry["tested"],
-                                  "model": model, **values, "coverage": shares.get(model)}
-                                 for model, values in entry["models"].items() if only in (None, model)]
+                        rows += [
+                            {
+                                "structure": structure,
+                                "metric": metric,
+                                field: group,
+                                "n": entry["n"],
+                                "tested": entry["tested"],
+                                "model": model,
+                                **values,
+                                "coverage": shares.get(model),
+                            }
+                            for model, values in entry["models"].items()
+                            if only in (None, model)
+                        ]
         columns = ["structure", "metric", field, "n", "tested", "model", "mean", "ci_low", "ci_high", "coverage"]
         return pd.DataFrame(rows, columns=columns).sort_values(["structure", "metric"], kind="stable").reset_index(drop=True)
 
@@ -408,9 +429,20 @@ def evaluate(
     if missing not in MISSING_POLICIES:
         raise ValueError(f"missing={missing!r}: expected one of {MISSING_POLICIES}")
     if pred_configs or label_map:
-        options = {"conf": conf, "structures": structures, "metadata": metadata, "profile": profile, "sensitivity_profiles": sensitivity_profiles,
-                   "missing": missing, "simulated": simulated, "dicom_labels": dicom_labels, "settings": settings, "workers": workers,
-                   "progress": progress, "name": name}
+        options = {
+            "conf": conf,
+            "structures": structures,
+            "metadata": metadata,
+            "profile": profile,
+            "sensitivity_profiles": sensitivity_profiles,
+            "missing": missing,
+            "simulated": simulated,
+            "dicom_labels": dicom_labels,
+            "settings": settings,
+            "workers": workers,
+            "progress": progress,
+            "name": name,
+        }
         return _evaluate_through_intake(gt, predictions, dataset, pred_configs, label_map, options)
     if not predictions:
         raise ValueError("no prediction folder given (--pred NAME=DIR or --pred-config FILE)")
@@ -418,8 +450,10 @@ def evaluate(
     if unknown:
         raise ValueError(f"simulated names {unknown} are not models (have {sorted(predictions)})")
     if dataset and not (Path(conf) / "dataset").is_dir():
-        raise FileNotFoundError(f"dataset {dataset!r}: {Path(conf).resolve()} is not a segbench config folder (no dataset/ in it): "
-                                "give conf= (--conf) the project's conf/, or the structures (--structures NAME=ID ...)")
+        raise FileNotFoundError(
+            f"dataset {dataset!r}: {Path(conf).resolve()} is not a segbench config folder (no dataset/ in it): "
+            "give conf= (--conf) the project's conf/, or the structures (--structures NAME=ID ...)"
+        )
     config = dataset_from_conf(Path(conf), dataset, Path(conf).resolve().parent) if dataset else None
     gt_labels = None if config else label_map_file(Path(gt))
     # the label ids a map may hold: the dataset's or the label map's; with neither, the schema is unknown and unchecked
@@ -431,14 +465,12 @@ def evaluate(
     extra = [p for p in sensitivity_profiles if p != profile]
     # every team's folder is checked before any is scored; then one team at a time is staged and scored, so the
     # temporary folder holds one team's copies, not every prediction of the run
-    teams = [(model, folder, *_checked_team(model, Path(folder), references, cases, ignored, missing))
-             for model, folder in predictions.items()]
+    teams = [(model, folder, *_checked_team(model, Path(folder), references, cases, ignored, missing)) for model, folder in predictions.items()]
     scored_teams = []
     for model, folder, listed, files in teams:
         if len(teams) > 1:
             log.info("model %s: scoring %d cases", model, len(cases))
-        scored = _scored_team(model, Path(folder), listed, files, references, cases, chosen, allowed, dicom_labels, missing, workers,
-                              progress, profile, extra)
+        scored = _scored_team(model, Path(folder), listed, files, references, cases, chosen, allowed, dicom_labels, missing, workers, progress, profile, extra)
         scored.insert(0, "model", model)
         scored.insert(1, "kind", "simulated" if model in simulated else "predictions")
         scored_teams.append(scored)
@@ -460,20 +492,22 @@ def _configured_references(gt: Path, config: DatasetConfig | None) -> tuple[dict
         if not references:
             raise ValueError(f"dataset {config.name!r}: none of its {len(config.cases)} configured cases has a reference in {gt}")
         if ignored:
-            log.info("dataset %s: the %d of its configured cases in %s (%d other references not scored)", config.name, len(references), gt,
-                     len(ignored))
+            log.info("dataset %s: the %d of its configured cases in %s (%d other references not scored)", config.name, len(references), gt, len(ignored))
     return references, ignored
 
 
-def _checked_team(model: str, folder: Path, references: Mapping[str, Path], cases: list[str], ignored: set[str],
-                  missing: str) -> tuple[dict[str, list[Path]], dict[str, Path]]:
+def _checked_team(
+    model: str, folder: Path, references: Mapping[str, Path], cases: list[str], ignored: set[str], missing: str
+) -> tuple[dict[str, list[Path]], dict[str, Path]]:
     """One team's prediction files per case, checked before any team is scored: strays, coverage under ``missing``."""
     listed = listed_cases(folder, f"model {model}: predictions", untrusted=True)
     files = {c: paths[0] for c, paths in listed.items() if c not in ignored}  # a dataset case not configured: not this board's
     listed = {c: paths for c, paths in listed.items() if c not in ignored}
     if not set(files) & set(cases):
-        raise ValueError(f"model {model}: {folder}: no prediction file for any of the {len(cases)} cases (names like {cases[0]}.nii.gz); "
-                         "a model with no scored case has no board: check the folder and the file names")
+        raise ValueError(
+            f"model {model}: {folder}: no prediction file for any of the {len(cases)} cases (names like {cases[0]}.nii.gz); "
+            "a model with no scored case has no board: check the folder and the file names"
+        )
     stray = sorted(set(files) - set(references))
     if stray:
         message = f"model {model}: {folder}: prediction files for cases without a reference: {', '.join(files[c].name for c in stray[:10])}"
@@ -482,18 +516,30 @@ def _checked_team(model: str, folder: Path, references: Mapping[str, Path], case
         log.warning("%s; not scored (coverage policy %s)", message, missing)
     absent = [c for c in cases if c not in files]
     if absent and missing == "error":
-        raise ValueError(f"model {model}: {folder}: no prediction for {len(absent)} of {len(cases)} cases: {', '.join(absent[:10])}"
-                         f"{', ...' if len(absent) > 10 else ''} (missing= / --missing own_cases, worst_case or shared_cases: "
-                         "docs/methodology.md#41-coverage)")
+        raise ValueError(
+            f"model {model}: {folder}: no prediction for {len(absent)} of {len(cases)} cases: {', '.join(absent[:10])}"
+            f"{', ...' if len(absent) > 10 else ''} (missing= / --missing own_cases, worst_case or shared_cases: "
+            "docs/methodology.md#41-coverage)"
+        )
     if absent:
-        log.warning("model %s: %d of %d cases have no prediction (coverage policy %s): %s",
-                    model, len(absent), len(cases), missing, ", ".join(absent[:10]))
+        log.warning("model %s: %d of %d cases have no prediction (coverage policy %s): %s", model, len(absent), len(cases), missing, ", ".join(absent[:10]))
     return listed, files
 
 
-def _analysed(scored: pd.DataFrame, chosen: list[Region], profile: str, gt: Path, config: DatasetConfig | None,
-              metadata: Path | str | None, cases: list[str], predictions: Mapping[str, Path | str], simulated: Collection[str],
-              missing: str, settings: stats.StatsSettings, name: str | None) -> Evaluation:
+def _analysed(
+    scored: pd.DataFrame,
+    chosen: list[Region],
+    profile: str,
+    gt: Path,
+    config: DatasetConfig | None,
+    metadata: Path | str | None,
+    cases: list[str],
+    predictions: Mapping[str, Path | str],
+    simulated: Collection[str],
+    missing: str,
+    settings: stats.StatsSettings,
+    name: str | None,
+) -> Evaluation:
     """The evaluation of every team's scored rows: the main profile's rows with the cases' metadata, analysed as a board."""
     main = (scored["metric_profile"] == profile).to_numpy()
     if metadata:
@@ -503,14 +549,30 @@ def _analysed(scored: pd.DataFrame, chosen: list[Region], profile: str, gt: Path
     rows = scored[main].reset_index(drop=True).join(meta, on="case_id")
     subgroups = [c.removeprefix("meta.") for c in meta.columns] if metadata else list(config.subgroups if config else ())
     board = name or (config.name if config else gt.resolve().name)
-    models = {m: stats.model_entry(m, "simulated" if m in simulated else "predictions", board, simulated=m in simulated, source=Path(f).resolve().as_posix())
-              for m, f in predictions.items()}
-    block = {"name": board, "title": f"{config.title if config else board} (segbench evaluate)",
-             "licence": config.licence if config else "", "citation": config.citation if config else "", "regions": regions_block(chosen),
-             "source": gt.resolve().as_posix()}
-    results, _ = analysed_document(block, models, ANALYZED_METRICS, rows, scored[~main].reset_index(drop=True), settings=settings,
-                                   contaminated=dict.fromkeys(models, False), policy="own_cases" if missing == "error" else missing,
-                                   subgroup_fields=subgroups, cluster_field=config.cluster_field if config and not metadata else None)
+    models = {
+        m: stats.model_entry(m, "simulated" if m in simulated else "predictions", board, simulated=m in simulated, source=Path(f).resolve().as_posix())
+        for m, f in predictions.items()
+    }
+    block = {
+        "name": board,
+        "title": f"{config.title if config else board} (segbench evaluate)",
+        "licence": config.licence if config else "",
+        "citation": config.citation if config else "",
+        "regions": regions_block(chosen),
+        "source": gt.resolve().as_posix(),
+    }
+    results, _ = analysed_document(
+        block,
+        models,
+        ANALYZED_METRICS,
+        rows,
+        scored[~main].reset_index(drop=True),
+        settings=settings,
+        contaminated=dict.fromkeys(models, False),
+        policy="own_cases" if missing == "error" else missing,
+        subgroup_fields=subgroups,
+        cluster_field=config.cluster_field if config and not metadata else None,
+    )
     return Evaluation(results=results, per_case=rows)
 
 
@@ -527,7 +589,7 @@ def predictions_config(path: Path | str, root: Path) -> ModelConfig:
         raise ValueError(f"{path}: not a readable predictions config ({exc})") from None
     if not isinstance(raw, dict) or len(raw) != 1:
         raise ValueError(f"{path}: expected one entry, <name>: {{dataset, path, output, output_format, label_map}}, as conf/predictions/ holds")
-    (name, entry), = raw.items()
+    ((name, entry),) = raw.items()
     try:
         return parse_predictions(str(name), entry, root)
     except ValueError as exc:
@@ -563,14 +625,25 @@ def staged_folder(model: ModelConfig, dataset: DatasetConfig, cases: Sequence[st
             if (staging / REFUSED_FILE).is_file():
                 errors[case] = json.loads((staging / REFUSED_FILE).read_text(encoding="utf-8"))[case]
     if errors:
-        raise _faulty(model.name, folder, errors, f"fix: map every label id the files hold to a structure of dataset {dataset.name!r} "
-                      f"({', '.join(sorted(dataset.labels))}) in {where}; a file on another grid is resampled by its affine, so its "
-                      "header must place it on the patient as the reference is placed (same orientation codes and origin)")
+        raise _faulty(
+            model.name,
+            folder,
+            errors,
+            f"fix: map every label id the files hold to a structure of dataset {dataset.name!r} "
+            f"({', '.join(sorted(dataset.labels))}) in {where}; a file on another grid is resampled by its affine, so its "
+            "header must place it on the patient as the reference is placed (same orientation codes and origin)",
+        )
     return out
 
 
-def _evaluate_through_intake(gt: Path | str, predictions: Mapping[str, Path | str], dataset: str | None, pred_configs: Sequence[Path | str],
-                             label_map: Mapping[int, str] | None, options: dict[str, Any]) -> Evaluation:
+def _evaluate_through_intake(
+    gt: Path | str,
+    predictions: Mapping[str, Path | str],
+    dataset: str | None,
+    pred_configs: Sequence[Path | str],
+    label_map: Mapping[int, str] | None,
+    options: dict[str, Any],
+) -> Evaluation:
     """``evaluate`` of folders given by predictions configs, or ``--pred`` folders with a ``label_map``: each brought onto the
     references by :func:`staged_folder` in a temporary folder, then scored as any folder; the results name the user's folder."""
     conf = Path(options["conf"])
@@ -578,16 +651,20 @@ def _evaluate_through_intake(gt: Path | str, predictions: Mapping[str, Path | st
     models = [predictions_config(path, root) for path in pred_configs]
     named = sorted({m.source.dataset for m in models if m.source is not None} | ({dataset} if dataset else set()))
     if len(named) != 1:
-        raise ValueError(f"predictions configs and --dataset name {len(named)} datasets ({', '.join(named) or 'none'}): give --dataset, one "
-                         "dataset per run")
+        raise ValueError(f"predictions configs and --dataset name {len(named)} datasets ({', '.join(named) or 'none'}): give --dataset, one dataset per run")
     dataset = named[0]
     where = {m.name: str(path) for m, path in zip(models, pred_configs, strict=True)}
     if label_map is not None:
         from segbench.models.schema import parse_predictions
 
         for model_name, folder in predictions.items():
-            raw = {"dataset": dataset, "path": str(Path(folder).resolve()), "output": "{case}.nii.gz", "output_format": "multilabel",
-                   "label_map": {int(k): v for k, v in label_map.items()}}
+            raw = {
+                "dataset": dataset,
+                "path": str(Path(folder).resolve()),
+                "output": "{case}.nii.gz",
+                "output_format": "multilabel",
+                "label_map": {int(k): v for k, v in label_map.items()},
+            }
             models.append(parse_predictions(model_name, raw, root))
             where[model_name] = "--label-map ID=STRUCTURE ..."
     elif predictions:
@@ -607,9 +684,22 @@ def _evaluate_through_intake(gt: Path | str, predictions: Mapping[str, Path | st
     return result
 
 
-def _scored_team(model: str, folder: Path, listed: Mapping[str, list[Path]], files: Mapping[str, Path], references: Mapping[str, Path],
-                 cases: Sequence[str], chosen: Sequence[Region], allowed: set[int] | None, dicom_labels: Mapping[str, int] | None,
-                 missing: str, workers: int, progress: bool, profile: str, extra: Sequence[str]) -> pd.DataFrame:
+def _scored_team(
+    model: str,
+    folder: Path,
+    listed: Mapping[str, list[Path]],
+    files: Mapping[str, Path],
+    references: Mapping[str, Path],
+    cases: Sequence[str],
+    chosen: Sequence[Region],
+    allowed: set[int] | None,
+    dicom_labels: Mapping[str, int] | None,
+    missing: str,
+    workers: int,
+    progress: bool,
+    profile: str,
+    extra: Sequence[str],
+) -> pd.DataFrame:
     """One team's rows, every case of ``cases`` (a case without a scoreable file scored as missing, under ``missing``'s
     policy): its files staged as private copies (:func:`_staged`) in a temporary folder of its own, scored in one pool
     with one progress bar, and the folder removed; an error names the team's file, never the copy."""
@@ -630,8 +720,17 @@ def _scored_team(model: str, folder: Path, listed: Mapping[str, list[Path]], fil
         # with "error" the first file that cannot be scored stops the run, naming it
         failed: dict[int, Exception] | None = None if missing == "error" else {}
         try:
-            scored = score_cases(triples, chosen, workers=workers, progress=progress, allowed_labels=allowed, dicom_labels=dicom_labels,
-                                         profile=profile, extra_profiles=extra, failed=failed)
+            scored = score_cases(
+                triples,
+                chosen,
+                workers=workers,
+                progress=progress,
+                allowed_labels=allowed,
+                dicom_labels=dicom_labels,
+                profile=profile,
+                extra_profiles=extra,
+                failed=failed,
+            )
         except (ValueError, OSError) as exc:
             raise _named(exc, originals) from None
     for i, error in (failed or {}).items():

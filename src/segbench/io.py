@@ -87,7 +87,7 @@ def _remove_dead_partials(folder: Path, name: str) -> None:
     process id (in their name) no longer runs, and those of a segbench before the id was in the name; a live writer's
     and another target's are left alone."""
     for leftover in folder.glob(f".{name}{PARTIAL_MARK}*"):
-        pid, _, rest = leftover.name[len(name) + 1 + len(PARTIAL_MARK):].partition("-")
+        pid, _, rest = leftover.name[len(name) + 1 + len(PARTIAL_MARK) :].partition("-")
         if not (pid.isdigit() and rest) or not _writer_alive(int(pid)):
             if leftover.is_dir() and not leftover.is_symlink():
                 shutil.rmtree(leftover, ignore_errors=True)
@@ -224,9 +224,13 @@ def _lock_outputs(lock: Path) -> dict[str, tuple[str, str]]:
     except (*UNREADABLE, yaml.YAMLError):
         return {}
     stages = document.get("stages") if isinstance(document, dict) else None
-    return {str(out["path"]).rstrip("/"): (str(stage), str(out["md5"]))
-            for stage, entry in (stages or {}).items() if isinstance(entry, dict)
-            for out in entry.get("outs") or () if isinstance(out, dict) and out.get("md5")}
+    return {
+        str(out["path"]).rstrip("/"): (str(stage), str(out["md5"]))
+        for stage, entry in (stages or {}).items()
+        if isinstance(entry, dict)
+        for out in entry.get("outs") or ()
+        if isinstance(out, dict) and out.get("md5")
+    }
 
 
 def _dir_manifest(project: Path, md5: str) -> dict[str, str]:

@@ -80,10 +80,16 @@ def prune_runs(results_dir: Path, dry_run: bool = False, purge: bool = False, ur
         client.delete_run(run.run_id)
     if purge:
         ids = ",".join(run.run_id for run in stale)
-        done = subprocess.run([sys.executable, "-m", "mlflow", "gc", "--backend-store-uri", uri, "--tracking-uri", uri, "--run-ids", ids],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "mlflow", "gc", "--backend-store-uri", uri, "--tracking-uri", uri, "--run-ids", ids],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise tracking.TrackingError(f"mlflow gc of the {len(stale)} deleted runs failed ({last}); they stay deleted, "
-                                         f"not purged: `mlflow gc --backend-store-uri {uri} --tracking-uri {uri} --run-ids {ids}`")
+            raise tracking.TrackingError(
+                f"mlflow gc of the {len(stale)} deleted runs failed ({last}); they stay deleted, "
+                f"not purged: `mlflow gc --backend-store-uri {uri} --tracking-uri {uri} --run-ids {ids}`"
+            )
     return stale

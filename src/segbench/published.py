@@ -34,8 +34,9 @@ SEGAUGE_METRICS = ("dice", "hd95", "nsd", "assd")
 log = logging.getLogger(__name__)
 
 
-def read_touchstone(folder: Path, files: dict[str, str] | None = None, duplicates: str = "error",
-                    one_sided_missing: str = "error", metadata: dict[str, Any] | None = None) -> pd.DataFrame:
+def read_touchstone(
+    folder: Path, files: dict[str, str] | None = None, duplicates: str = "error", one_sided_missing: str = "error", metadata: dict[str, Any] | None = None
+) -> pd.DataFrame:
     """Touchstone-shaped published scores: ``folder/<model>/<file>`` per metric (``files``, default
     ``TOUCHSTONE_FILES``: dsc.csv and nsd.csv) plus a metadata CSV (default ``folder/metaTotalSeg.csv`` when the
     folder has one: Touchstone's own DAP Atlas results ship ``clinical_metadata.csv`` instead, and import without).
@@ -88,8 +89,7 @@ def files_version(paths: list[Path]) -> str:
 
 def import_notes() -> dict[str, Any]:
     """What an import's policies did, filled by the readers and ``join_metadata``: the counts of ``import_summary``."""
-    return {"duplicates_dropped": 0, "duplicates_resolved": 0, "one_sided_missing": {}, "na_filled": 0, "cases_without_metadata": None,
-            "metadata": None}
+    return {"duplicates_dropped": 0, "duplicates_resolved": 0, "one_sided_missing": {}, "na_filled": 0, "cases_without_metadata": None, "metadata": None}
 
 
 def import_summary(rows: pd.DataFrame, notes: dict[str, Any], policies: dict[str, str]) -> dict[str, Any]:
@@ -99,12 +99,19 @@ def import_summary(rows: pd.DataFrame, notes: dict[str, Any], policies: dict[str
     missing (no value in the file) and filled: counted in ``cells_missing`` and in ``cells_filled``."""
     grid = rows["model"].nunique() * len(rows[["case_id", "structure"]].drop_duplicates())
     summary = {
-        "models": int(rows["model"].nunique()), "cases": int(rows["case_id"].nunique()), "structures": int(rows["structure"].nunique()),
-        "cells": len(rows), "cells_absent": int((~rows["reference_present"]).sum()),
-        "cells_missing": int(grid - len(rows)) + notes["na_filled"], "cells_filled": notes["na_filled"],
-        "duplicates_dropped": notes["duplicates_dropped"], "duplicates_resolved": notes["duplicates_resolved"],
+        "models": int(rows["model"].nunique()),
+        "cases": int(rows["case_id"].nunique()),
+        "structures": int(rows["structure"].nunique()),
+        "cells": len(rows),
+        "cells_absent": int((~rows["reference_present"]).sum()),
+        "cells_missing": int(grid - len(rows)) + notes["na_filled"],
+        "cells_filled": notes["na_filled"],
+        "duplicates_dropped": notes["duplicates_dropped"],
+        "duplicates_resolved": notes["duplicates_resolved"],
         "one_sided_missing": {m: cells for m, cells in sorted(notes["one_sided_missing"].items())},
-        "cases_without_metadata": notes["cases_without_metadata"], "metadata": notes["metadata"], "policies": dict(sorted(policies.items())),
+        "cases_without_metadata": notes["cases_without_metadata"],
+        "metadata": notes["metadata"],
+        "policies": dict(sorted(policies.items())),
     }
     if notes.get("repeated"):  # score files whose cases repeat, by model folder and file (absent when none does)
         summary["repeated"] = dict(sorted(notes["repeated"].items()))
@@ -115,8 +122,11 @@ def summary_line(summary: dict[str, Any]) -> str:
     """The import summary as one line of text, for the log and the site's dataset page."""
     one_sided = sum(len(cells) for cells in summary["one_sided_missing"].values())
     filled = f" ({summary['cells_filled']} of them filled by na_value)" if summary["cells_filled"] else ""
-    parts = [f"{summary['models']} models, {summary['cases']} cases, {summary['structures']} structures",
-             f"{summary['cells_missing']} cells missing{filled}", f"{summary['duplicates_dropped']} exact duplicate rows dropped"]
+    parts = [
+        f"{summary['models']} models, {summary['cases']} cases, {summary['structures']} structures",
+        f"{summary['cells_missing']} cells missing{filled}",
+        f"{summary['duplicates_dropped']} exact duplicate rows dropped",
+    ]
     if summary["duplicates_resolved"]:
         parts.append(f"{summary['duplicates_resolved']} conflicting duplicate rows resolved")
     if one_sided:
@@ -186,8 +196,9 @@ def raise_faults(path: Path, faults: list[str]) -> None:
         raise ValueError(f"{path}: {len(faults)} faults:\n" + "\n".join(f"  {fault}" for fault in [*faults[:MAX_FAULTS], *more]))
 
 
-def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | None, metric_columns: dict[str, str],
-                  na_value: dict[str, float], duplicates: str = "error") -> pd.DataFrame:
+def read_long_csv(
+    path: Path, columns: dict[str, str | None], structure: str | None, metric_columns: dict[str, str], na_value: dict[str, float], duplicates: str = "error"
+) -> pd.DataFrame:
     """A long per-case CSV (challengeR's case/algorithm/task/value table, or any table mapped by config) -> rows.
 
     ``columns`` names the case, model and structure columns (structure None: every row is the fixed ``structure``),
@@ -206,8 +217,14 @@ def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | N
     except UNREADABLE as exc:
         raise ValueError(f"{path}: not a readable CSV ({exc})") from exc
     keys = {role: column for role, column in columns.items() if column is not None}
-    raise_faults(path, [f"row 1 (header): no column {column!r} (the {role} column); columns are {list(raw.columns)}"
-                        for role, column in [*keys.items(), *metric_columns.items()] if column not in raw.columns])
+    raise_faults(
+        path,
+        [
+            f"row 1 (header): no column {column!r} (the {role} column); columns are {list(raw.columns)}"
+            for role, column in [*keys.items(), *metric_columns.items()]
+            if column not in raw.columns
+        ],
+    )
     table = pd.DataFrame({role: raw[column].str.strip() for role, column in keys.items()})
     table["row"] = np.arange(len(table)) + 2  # the file's line: the header is row 1
     empty = np.zeros(len(table), dtype=bool)
@@ -237,9 +254,11 @@ def read_long_csv(path: Path, columns: dict[str, str | None], structure: str | N
         if metric not in na_value:
             for _, r in table[failed].iterrows():
                 where = f"row {int(r['row'])}, column {column!r}: {raw[column].iloc[int(r['row']) - 2]!r}" if r["_merge"] == "both" else "no row"
-                faults.append(f"{where} (model {r['model']!r}, case {r['case']!r}, structure {r['structure']!r}) is a failed case; "
-                              f"it counts against its model, so give the set's options.na_value.{metric} "
-                              f"(the value a failure scores, e.g. 0 for Dice) or fix the file")
+                faults.append(
+                    f"{where} (model {r['model']!r}, case {r['case']!r}, structure {r['structure']!r}) is a failed case; "
+                    f"it counts against its model, so give the set's options.na_value.{metric} "
+                    f"(the value a failure scores, e.g. 0 for Dice) or fix the file"
+                )
         filled |= failed
         table[metric] = np.where(failed, na_value.get(metric, np.nan), table[metric])
     raise_faults(path, faults)
@@ -305,8 +324,7 @@ def _read_nnunet_summary(path: Path, model: str, labels: dict[str, str], file_en
     return pd.DataFrame.from_records(records)
 
 
-def _read_touchstone_model(model_dir: Path, files: dict[str, str], duplicates: str, one_sided_missing: str,
-                           notes: dict[str, Any]) -> pd.DataFrame:
+def _read_touchstone_model(model_dir: Path, files: dict[str, str], duplicates: str, one_sided_missing: str, notes: dict[str, Any]) -> pd.DataFrame:
     """One model's metric files -> long rows, the second file's cases and organs matched to the first's by name."""
     paths = {metric: model_dir / name for metric, name in files.items()}
     tables = {metric: _read_score_csv(path, duplicates, notes) for metric, path in paths.items()}
@@ -327,12 +345,19 @@ def _read_touchstone_model(model_dir: Path, files: dict[str, str], duplicates: s
         if one_sided_missing == "error":
             case, organ = cells[0]
             has, lacks = (path_a, path_b) if pd.notna(a.at[case, organ]) else (path_b, path_a)
-            raise ValueError(f"{lacks}: row {(lines_b if lacks == path_b else lines_a)[case]} (name={case!r}), column {organ!r}: empty, "
-                             f"but {has.name} has a value ({len(cells)} such cell(s) in {model_dir.name}); set the set's "
-                             f"options.one_sided_missing to 'missing' or fix the file")
+            raise ValueError(
+                f"{lacks}: row {(lines_b if lacks == path_b else lines_a)[case]} (name={case!r}), column {organ!r}: empty, "
+                f"but {has.name} has a value ({len(cells)} such cell(s) in {model_dir.name}); set the set's "
+                f"options.one_sided_missing to 'missing' or fix the file"
+            )
         for case, organ in cells:
-            log.warning("%s: case %r, organ %r: a value in only one of %s; treated as not reported (one_sided_missing: missing)",
-                        model_dir, case, organ, "/".join(p.name for p in paths.values()))
+            log.warning(
+                "%s: case %r, organ %r: a value in only one of %s; treated as not reported (one_sided_missing: missing)",
+                model_dir,
+                case,
+                organ,
+                "/".join(p.name for p in paths.values()),
+            )
         notes["one_sided_missing"].setdefault(model_dir.name, []).extend([case, organ] for case, organ in cells)
     long = {metric: t.stack(future_stack=True) for metric, (t, _) in tables.items()}
     rows = pd.DataFrame(long).rename_axis(["case_id", "structure"]).reset_index()
@@ -342,8 +367,9 @@ def _read_touchstone_model(model_dir: Path, files: dict[str, str], duplicates: s
     return rows[~one_sided].reset_index(drop=True) if one_sided.any() else rows
 
 
-def _cases_in_one_file(a: pd.DataFrame, b: pd.DataFrame, file_a: tuple[Path, dict[str, int]], file_b: tuple[Path, dict[str, int]],
-                       one_sided_missing: str, notes: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _cases_in_one_file(
+    a: pd.DataFrame, b: pd.DataFrame, file_a: tuple[Path, dict[str, int]], file_b: tuple[Path, dict[str, int]], one_sided_missing: str, notes: dict[str, Any]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Two metric files of one model restricted to the cases both list. A case with a row in one file only is a
     one-sided fault like an empty cell (docs/published.md): an error naming the file lacking it, or under
     ``one_sided_missing: missing`` the model's case is not reported in either metric, each of its cells with a value
@@ -352,17 +378,22 @@ def _cases_in_one_file(a: pd.DataFrame, b: pd.DataFrame, file_a: tuple[Path, dic
     only_a, only_b = sorted(set(a.index) - set(b.index)), sorted(set(b.index) - set(a.index))
     if one_sided_missing == "error":
         if only_a:
-            raise ValueError(f"{path_b}: no row for case {only_a[0]!r} (name column), which {path_a.name} has at row {lines_a[only_a[0]]} "
-                             f"({len(only_a)} such case(s)); set the set's options.one_sided_missing to 'missing' or fix the file")
+            raise ValueError(
+                f"{path_b}: no row for case {only_a[0]!r} (name column), which {path_a.name} has at row {lines_a[only_a[0]]} "
+                f"({len(only_a)} such case(s)); set the set's options.one_sided_missing to 'missing' or fix the file"
+            )
         if only_b:
-            raise ValueError(f"{path_b}: row {lines_b[only_b[0]]} (name={only_b[0]!r}): case not in {path_a.name} "
-                             f"({len(only_b)} such case(s)); set the set's options.one_sided_missing to 'missing' or fix the file")
+            raise ValueError(
+                f"{path_b}: row {lines_b[only_b[0]]} (name={only_b[0]!r}): case not in {path_a.name} "
+                f"({len(only_b)} such case(s)); set the set's options.one_sided_missing to 'missing' or fix the file"
+            )
         return a, b
     for table, only, has, lacks in ((a, only_a, path_a, path_b), (b, only_b, path_b, path_a)):
         if not only:
             continue
-        log.warning("%s: %d case(s) of %s have no row in it, e.g. %s; treated as not reported (one_sided_missing: missing)",
-                    lacks, len(only), has.name, only[:3])
+        log.warning(
+            "%s: %d case(s) of %s have no row in it, e.g. %s; treated as not reported (one_sided_missing: missing)", lacks, len(only), has.name, only[:3]
+        )
         cells = table.loc[only].stack().index  # the cells with a value (stack drops the empty ones)
         notes["one_sided_missing"].setdefault(has.parent.name, []).extend([str(case), str(organ)] for case, organ in cells)
     shared = [case for case in a.index if case in set(b.index)]
@@ -389,8 +420,10 @@ def _read_score_csv(path: Path, duplicates: str, notes: dict[str, Any]) -> tuple
     names, cells = raw["name"], raw.drop(columns=["row", "name"])
     numbers = cells.apply(pd.to_numeric, errors="coerce")
     bad = (cells != "") & ~np.isfinite(numbers.to_numpy(dtype=np.float64, na_value=np.nan))
-    faults += [f"row {raw['row'].iloc[r]} (name={names.iloc[r]!r}), column {cells.columns[c]!r}: {cells.iat[r, c]!r} is not a finite number"
-               for r, c in np.argwhere(bad.to_numpy())]
+    faults += [
+        f"row {raw['row'].iloc[r]} (name={names.iloc[r]!r}), column {cells.columns[c]!r}: {cells.iat[r, c]!r} is not a finite number"
+        for r, c in np.argwhere(bad.to_numpy())
+    ]
     raise_faults(path, faults)
     numbers.index = pd.Index(names, name="case_id")
     return numbers.astype(np.float64), dict(zip(names, raw["row"].tolist()))
@@ -407,13 +440,14 @@ def _note_repeats(path: Path, before: tuple[int, int, int], notes: dict[str, Any
     dropped, resolved = notes["duplicates_dropped"] - before[0], notes["duplicates_resolved"] - before[1]
     if dropped or resolved:
         notes.setdefault("repeated", {})[f"{path.parent.name}/{path.name}"] = {
-            "rows": before[2], "exact_copies_dropped": dropped, "conflicting_copies_resolved": resolved,
-            "kept": "; ".join([*(["one row of each exact copy"] if dropped else []),
-                               *([f"of conflicting copies, {KEPT[policy]}"] if resolved else [])])}
+            "rows": before[2],
+            "exact_copies_dropped": dropped,
+            "conflicting_copies_resolved": resolved,
+            "kept": "; ".join([*(["one row of each exact copy"] if dropped else []), *([f"of conflicting copies, {KEPT[policy]}"] if resolved else [])]),
+        }
 
 
-def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: str, path: Path, notes: dict[str, Any],
-           faults: list[str]) -> pd.DataFrame:
+def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: str, path: Path, notes: dict[str, Any], faults: list[str]) -> pd.DataFrame:
     """Rows of ``table`` (text cells, its file line in ``row``) whose ``key`` repeats: exact copies are dropped and counted;
     each conflicting group is a fault added to ``faults`` naming both rows, the key and the column (``values``: table
     column -> the file's column), its first row kept for the file's other checks, unless ``policy`` is ``first`` (keep
@@ -429,15 +463,18 @@ def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: 
         differ = [c for c in values if group[c].nunique() > 1]
         other = int(np.flatnonzero(group[differ[0]] != group[differ[0]].iloc[0])[0])
         v1, v2 = group[differ[0]].iloc[0], group[differ[0]].iloc[other]
-        where = (f"rows {group['row'].iloc[0]} and {group['row'].iloc[other]} "
-                 f"({', '.join(f'{k} {v!r}' for k, v in ident.items())}), column {values[differ[0]]!r}")
+        where = (
+            f"rows {group['row'].iloc[0]} and {group['row'].iloc[other]} ({', '.join(f'{k} {v!r}' for k, v in ident.items())}), column {values[differ[0]]!r}"
+        )
         empty = [c for c in differ if (group[c].isin(NA_CELLS)).any()]
         numeric = group[differ].apply(pd.to_numeric, errors="coerce")
         resolved.append(group.iloc[[0]])
         if policy == "error" or (policy == "mean" and empty):
             hint = "a cell empty in one copy has no mean; " if policy == "mean" else ""
-            faults.append(f"{where}: conflicting duplicates {v1!r} and {v2!r}; {hint}set the set's options.duplicates "
-                          f"to 'first' or 'mean' ({len(group)} rows), or fix the file")
+            faults.append(
+                f"{where}: conflicting duplicates {v1!r} and {v2!r}; {hint}set the set's options.duplicates "
+                f"to 'first' or 'mean' ({len(group)} rows), or fix the file"
+            )
             continue
         if policy == "mean" and numeric.isna().to_numpy().any():
             faults.append(f"{where}: conflicting duplicates {v1!r} and {v2!r} are not all numbers; no mean")
@@ -451,9 +488,17 @@ def dedupe(table: pd.DataFrame, key: list[str], values: dict[str, str], policy: 
     return pd.concat([others, *resolved]).sort_values("row", ignore_index=True)
 
 
-def join_metadata(rows: pd.DataFrame, path: Path, sep: str, key: str, case_key: str | None, notes: dict[str, Any],
-                  key_pattern: str | None = None, rows_where: dict[str, str] | None = None,
-                  fields: tuple[str, ...] | None = None) -> pd.DataFrame:
+def join_metadata(
+    rows: pd.DataFrame,
+    path: Path,
+    sep: str,
+    key: str,
+    case_key: str | None,
+    notes: dict[str, Any],
+    key_pattern: str | None = None,
+    rows_where: dict[str, str] | None = None,
+    fields: tuple[str, ...] | None = None,
+) -> pd.DataFrame:
     """``rows`` with the metadata CSV's fields as ``meta.<field>`` columns (plus ``meta.age_band`` from an ``age``
     column), joined on ``key`` = the case id, or the part of it the regular expression ``case_key`` picks (its first
     group, else its whole match). ``key_pattern`` likewise makes the key of each metadata row from its ``key`` column
@@ -468,8 +513,7 @@ def join_metadata(rows: pd.DataFrame, path: Path, sep: str, key: str, case_key: 
         pattern = re.compile(case_key)
         matches = [pattern.search(str(case)) for case in case_ids]
         if unmatched := [case for case, m in zip(case_ids, matches) if m is None]:
-            raise ValueError(f"{path}: metadata.case_key {case_key!r} finds no key in case id {unmatched[0]!r} "
-                             f"({len(unmatched)} case(s) without a key)")
+            raise ValueError(f"{path}: metadata.case_key {case_key!r} finds no key in case id {unmatched[0]!r} ({len(unmatched)} case(s) without a key)")
         keys = pd.Series([m.group(1) if pattern.groups else m.group(0) for m in matches if m is not None])  # every case matched (above)
     join = dict(zip(case_ids, keys))
     without = sorted(str(case) for case, k in join.items() if k not in meta.index)
@@ -498,13 +542,13 @@ def _ages(path: Path, ages: pd.Series, lines: np.ndarray) -> pd.Series:
     bad = ages.notna() & age.isna()
     if bad.any():
         r = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{path}: row {lines[r]}, column 'age': {ages.iloc[r]!r} is not a number of years or a DICOM age "
-                         "string such as 063Y")
+        raise ValueError(f"{path}: row {lines[r]}, column 'age': {ages.iloc[r]!r} is not a number of years or a DICOM age string such as 063Y")
     return age
 
 
-def _read_metadata_csv(path: Path, sep: str, key: str, key_pattern: str | None = None, rows_where: dict[str, str] | None = None,
-                       fields: tuple[str, ...] | None = None) -> pd.DataFrame:
+def _read_metadata_csv(
+    path: Path, sep: str, key: str, key_pattern: str | None = None, rows_where: dict[str, str] | None = None, fields: tuple[str, ...] | None = None
+) -> pd.DataFrame:
     """A metadata CSV (optional BOM) -> meta.* columns indexed by its ``key`` column (as text, or the join key
     ``key_pattern`` makes of it), only the rows ``rows_where`` keeps and the columns ``fields`` names; an ``age`` column
     (years, or DICOM age strings) adds ``age_band``. A key on two kept rows raises ValueError naming both rows."""
@@ -531,8 +575,10 @@ def _read_metadata_csv(path: Path, sep: str, key: str, key_pattern: str | None =
     dup = meta[key].duplicated(keep=False)
     if dup.any():
         first, second = np.flatnonzero(meta[key] == meta[key][dup].iloc[0])[:2]
-        raise ValueError(f"{path}: rows {lines[first]} and {lines[second]}, column {key!r}: duplicate key {meta[key].iloc[first]!r}"
-                         + ("; metadata.rows can keep one row per case" if not rows_where else ""))
+        raise ValueError(
+            f"{path}: rows {lines[first]} and {lines[second]}, column {key!r}: duplicate key {meta[key].iloc[first]!r}"
+            + ("; metadata.rows can keep one row per case" if not rows_where else "")
+        )
     if fields:
         meta = meta[[key, *(f for f in fields if f != key)]]
     if "age" in meta.columns:
@@ -601,8 +647,7 @@ def read_segauge_results(path: Path, metadata: Path | None = None) -> pd.DataFra
         r = rows[dup].iloc[0]
         raise ValueError(f"{path}: duplicate row model {r['model']!r}, case {r['case_id']!r}, structure {r['structure']!r}")
     if metadata is not None:
-        rows = rows.merge(_read_clinical_json(Path(metadata)), how="left", left_on="case_id",
-                          right_index=True, validate="many_to_one")
+        rows = rows.merge(_read_clinical_json(Path(metadata)), how="left", left_on="case_id", right_index=True, validate="many_to_one")
     rows.attrs = {"models": claims, "dataset": dataset}
     return rows
 
@@ -642,8 +687,7 @@ def read_segauge_analysis(path: Path) -> dict[str, Any] | None:
     for organ, metrics in _require(doc, "analysis", dict, f"{path}:").items():
         if not isinstance(metrics, dict):
             raise ValueError(f"{path}: analysis.{organ}: expected an object of metrics, got {metrics!r}")
-        structures[organ] = {metric: _segauge_cell(block, f"{path}: analysis.{organ}.{metric}", confidence)
-                             for metric, block in metrics.items()}
+        structures[organ] = {metric: _segauge_cell(block, f"{path}: analysis.{organ}.{metric}", confidence) for metric, block in metrics.items()}
     return {"protocol": protocol, "structures": structures}
 
 
@@ -702,8 +746,7 @@ def _segauge_pair(entry: object, where: str, models: dict[str, Any]) -> dict[str
     low, high = _number(entry, "ci_low", where), _number(entry, "ci_high", where)
     if distinguishable != (low > 0 or high < 0):
         raise ValueError(f"{where}.distinguishable: {distinguishable} but the CI [{low!r}, {high!r}] {'includes' if distinguishable else 'excludes'} 0")
-    return {"a": a, "b": b, "delta": _number(entry, "delta", where), "ci_low": low, "ci_high": high,
-            "favored": favored, "distinguishable": distinguishable}
+    return {"a": a, "b": b, "delta": _number(entry, "delta", where), "ci_low": low, "ci_high": high, "favored": favored, "distinguishable": distinguishable}
 
 
 def _read_segauge_doc(path: Path) -> dict[str, Any]:
@@ -789,8 +832,12 @@ def read_set(source: PublishedConfig) -> pd.DataFrame:
     """Rows of a published score set by its format's reader, checked (``segbench.rows``), its ``metadata`` joined;
     ``rows.attrs["import_summary"]`` says what the import found and what its policies did (docs/published.md); segauge
     results keep each model's version, licence and training sets in ``rows.attrs["models"]``."""
-    rows = check_rows(READERS[source.format](source), str(source.path),
-                      "correct the published file or its format's options in params.yaml (docs/published.md)", file_lines=False)
+    rows = check_rows(
+        READERS[source.format](source),
+        str(source.path),
+        "correct the published file or its format's options in params.yaml (docs/published.md)",
+        file_lines=False,
+    )
     attrs = dict(rows.attrs)
     notes = attrs.pop("import", None) or import_notes()
     if source.metadata and source.format != "touchstone":  # the Touchstone reader joins its own

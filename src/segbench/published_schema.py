@@ -95,8 +95,7 @@ def published_metadata(value: Any, root: Path, where: str) -> dict[str, Any] | N
         return {}
     at = f"{where}: metadata"
     if not isinstance(value, dict) or not isinstance(value.get("path"), str) or not isinstance(value.get("key"), str):
-        raise ConfigError(f"{at}: expected none or {{path, key, sep (default ','), case_key, key_pattern, rows, fields (optional)}}, "
-                          f"got {value!r}")
+        raise ConfigError(f"{at}: expected none or {{path, key, sep (default ','), case_key, key_pattern, rows, fields (optional)}}, got {value!r}")
     if unknown := sorted(set(value) - set(METADATA_KEYS)):
         raise ConfigError(f"{at}: unknown key(s) {unknown}; it takes {', '.join(METADATA_KEYS)}")
     rows, fields = value.get("rows") or {}, value.get("fields")
@@ -104,10 +103,15 @@ def published_metadata(value: Any, root: Path, where: str) -> dict[str, Any] | N
         raise ConfigError(f"{at}.rows: expected a mapping of column to the value its kept rows hold, e.g. {{Modality: CT}}, got {rows!r}")
     if fields is not None and (not isinstance(fields, list) or not fields or not all(isinstance(f, str) for f in fields)):
         raise ConfigError(f"{at}.fields: expected a list of column names (the fields joined), got {fields!r}")
-    return {"path": root / value["path"], "sep": str(value.get("sep", ",")), "key": value["key"],
-            "case_key": _pattern(value.get("case_key"), f"{at}.case_key", 1),
-            "key_pattern": _pattern(value.get("key_pattern"), f"{at}.key_pattern", None),
-            "rows_where": {str(k): str(v) for k, v in rows.items()}, "fields": tuple(fields) if fields else None}
+    return {
+        "path": root / value["path"],
+        "sep": str(value.get("sep", ",")),
+        "key": value["key"],
+        "case_key": _pattern(value.get("case_key"), f"{at}.case_key", 1),
+        "key_pattern": _pattern(value.get("key_pattern"), f"{at}.key_pattern", None),
+        "rows_where": {str(k): str(v) for k, v in rows.items()},
+        "fields": tuple(fields) if fields else None,
+    }
 
 
 #: the keys a ``metadata:`` mapping takes (docs/published.md, "Metadata from another file")
@@ -204,12 +208,19 @@ def _long_table(options: dict[str, Any], metrics: dict[str, bool], where: str, c
     if missing:
         raise ConfigError(f"{at}.columns: missing role(s) {missing} (structure may instead be one fixed `structure: <name>`)")
     na_value = options.get("na_value") or {}
-    if not isinstance(na_value, dict) or not set(na_value) <= set(metrics) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in na_value.values()):
+    if (
+        not isinstance(na_value, dict)
+        or not set(na_value) <= set(metrics)
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in na_value.values())
+    ):
         raise ConfigError(f"{at}.na_value: expected metric -> finite number for metrics among {sorted(metrics)}, got {na_value!r}")
-    return {"columns": {r: columns[r] for r in ("case", "model", "structure")}, "structure": None if fixed is None else str(fixed),
-            "metric_columns": metric_columns, "na_value": {m: float(v) for m, v in na_value.items()},
-            "duplicates": policies["duplicates"]}
+    return {
+        "columns": {r: columns[r] for r in ("case", "model", "structure")},
+        "structure": None if fixed is None else str(fixed),
+        "metric_columns": metric_columns,
+        "na_value": {m: float(v) for m, v in na_value.items()},
+        "duplicates": policies["duplicates"],
+    }
 
 
 @dataclass(frozen=True)
@@ -226,10 +237,13 @@ PUBLISHED_FORMATS: dict[str, PublishedFormat] = {
     "touchstone": PublishedFormat(("files", "duplicates", "one_sided_missing"), _touchstone),
     "segauge_results": PublishedFormat((), lambda options, metrics, where: {}),
     "cvpr25_metrics": PublishedFormat(("protocol_version", "nsd_profile"), _cvpr25),
-    "challenger_csv": PublishedFormat(("columns", "structure", "na_value", "duplicates"),
-                                      lambda options, metrics, where: _long_table(options, metrics, where, challenger=True)),
-    "generic_csv": PublishedFormat(("columns", "structure", "metric_columns", "na_value", "duplicates"),
-                                   lambda options, metrics, where: _long_table(options, metrics, where, challenger=False)),
+    "challenger_csv": PublishedFormat(
+        ("columns", "structure", "na_value", "duplicates"), lambda options, metrics, where: _long_table(options, metrics, where, challenger=True)
+    ),
+    "generic_csv": PublishedFormat(
+        ("columns", "structure", "metric_columns", "na_value", "duplicates"),
+        lambda options, metrics, where: _long_table(options, metrics, where, challenger=False),
+    ),
     "nnunet_summary": PublishedFormat(("models", "labels", "file_ending"), _nnunet),
 }
 

@@ -24,36 +24,49 @@ def regions_block(regions: tuple[Region, ...] | list[Region]) -> dict[str, dict[
 
 def dataset_block(dataset: DatasetConfig) -> dict[str, Any]:
     """The dataset block of a scored dataset's results: names, licence, citation and regions."""
-    return {"name": dataset.name, "title": dataset.title, "licence": dataset.licence, "citation": dataset.citation,
-            "regions": regions_block(dataset.regions)}
+    return {"name": dataset.name, "title": dataset.title, "licence": dataset.licence, "citation": dataset.citation, "regions": regions_block(dataset.regions)}
 
 
-def results_document(block: dict[str, Any], models: Mapping[str, ModelEntry], metrics: Mapping[str, bool], rows: pd.DataFrame,
-                     profile_rows: pd.DataFrame, analysis: Analysis, settings: stats.StatsSettings,
-                     contaminated: Mapping[str, bool]) -> ResultsDocument:
+def results_document(
+    block: dict[str, Any],
+    models: Mapping[str, ModelEntry],
+    metrics: Mapping[str, bool],
+    rows: pd.DataFrame,
+    profile_rows: pd.DataFrame,
+    analysis: Analysis,
+    settings: stats.StatsSettings,
+    contaminated: Mapping[str, bool],
+) -> ResultsDocument:
     """The results document over ``analysis`` (``stats.analyze`` of ``rows``): dataset block, model entries, metrics,
     the rows' HD95 definition and metric profile, and the sensitivity analysis over ``profile_rows`` (the same cases
     under the other metric-definition profiles) and the missing-value policies."""
     hd95 = rows["hd95_definition"].iloc[0] if "hd95_definition" in rows else "as published by the source"
     profile = rows["metric_profile"].iloc[0] if "metric_profile" in rows else "as published by the source"
-    sensitivity = stats.sensitivity(analysis, rows, profile_rows, baseline_profile=str(profile), metrics=metrics, settings=settings,
-                                    contaminated=contaminated)
+    sensitivity = stats.sensitivity(analysis, rows, profile_rows, baseline_profile=str(profile), metrics=metrics, settings=settings, contaminated=contaminated)
     if "regions" not in block and "nsd_tolerance_mm" in rows:  # a published set stating its NSD tolerance
         block["nsd_tolerance_mm"] = {str(s): float(t) for s, t in rows.groupby("structure", sort=True)["nsd_tolerance_mm"].first().items()}
-    return cast(ResultsDocument, {
-        "segbench_version": segbench.__version__,
-        "dataset": block,
-        "models": models,
-        "metrics": {m: {"higher_is_better": hib} for m, hib in metrics.items()},
-        "hd95_definition": str(hd95),
-        "metric_profile": str(profile),
-        "analysis": analysis,
-        "sensitivity": sensitivity,
-    })
+    return cast(
+        ResultsDocument,
+        {
+            "segbench_version": segbench.__version__,
+            "dataset": block,
+            "models": models,
+            "metrics": {m: {"higher_is_better": hib} for m, hib in metrics.items()},
+            "hd95_definition": str(hd95),
+            "metric_profile": str(profile),
+            "analysis": analysis,
+            "sensitivity": sensitivity,
+        },
+    )
 
 
-def coverage_document(covered: stats.Coverage, rows: pd.DataFrame, analyze: Callable[..., Analysis],
-                      contaminated: Mapping[str, bool], subgroup_fields: tuple[str, ...] | list[str] = ()) -> CoverageBlock:
+def coverage_document(
+    covered: stats.Coverage,
+    rows: pd.DataFrame,
+    analyze: Callable[..., Analysis],
+    contaminated: Mapping[str, bool],
+    subgroup_fields: tuple[str, ...] | list[str] = (),
+) -> CoverageBlock:
     """The results' ``coverage`` block (``stats.coverage``: the policy, each lacking model's n of N cases and the cases it
     lacks) and, under ``own_cases``, each lacking model's analysis on its own cases with every model covering them all
     (``analyze``: ``stats.analyze`` with the leaderboard's metrics, settings and levels; the board's ``subgroup_fields``,
@@ -65,15 +78,26 @@ def coverage_document(covered: stats.Coverage, rows: pd.DataFrame, analyze: Call
         for model in covered.missing:
             own = covered.own_cases(rows, model)
             present = set(own["model"].astype(str))
-            document["analyses"][model] = analyze(own, subgroup_fields=subgroup_fields, cluster_field=None,
-                                                  contaminated={m: flag for m, flag in contaminated.items() if m in present})
+            document["analyses"][model] = analyze(
+                own, subgroup_fields=subgroup_fields, cluster_field=None, contaminated={m: flag for m, flag in contaminated.items() if m in present}
+            )
     return cast(CoverageBlock, document)
 
 
-def analysed_document(block: dict[str, Any], models: Mapping[str, ModelEntry], metrics: Mapping[str, bool], rows: pd.DataFrame,
-                      profile_rows: pd.DataFrame, *, settings: stats.StatsSettings, contaminated: Mapping[str, bool], policy: str,
-                      subgroup_fields: tuple[str, ...] | list[str] = (), cluster_field: str | None = None,
-                      ci_levels: stats.CiLevels | None = None) -> tuple[ResultsDocument, stats.Coverage]:
+def analysed_document(
+    block: dict[str, Any],
+    models: Mapping[str, ModelEntry],
+    metrics: Mapping[str, bool],
+    rows: pd.DataFrame,
+    profile_rows: pd.DataFrame,
+    *,
+    settings: stats.StatsSettings,
+    contaminated: Mapping[str, bool],
+    policy: str,
+    subgroup_fields: tuple[str, ...] | list[str] = (),
+    cluster_field: str | None = None,
+    ci_levels: stats.CiLevels | None = None,
+) -> tuple[ResultsDocument, stats.Coverage]:
     """The results document of ``rows`` with the models lacking cases under the coverage ``policy`` (``stats.coverage``):
     the board analysed on its rows, the document over it, and its ``coverage`` block; with the coverage, whose ``board``
     filters further rows (the lesion-wise ones) alike. Shared by the compare stage and ``segbench evaluate``."""

@@ -79,8 +79,10 @@ def row_problems(rows: pd.DataFrame, columns: Iterable[str] | None = None, file_
         if bad.any():
             first = int(np.flatnonzero(bad)[0])
             more = int(bad.sum()) - 1
-            problems.append(f"{_describe(rows, first, str(column), file_lines)} is not {_EXPECTED[column_kind]}"
-                            f"{f' (and {more} more cell(s) of the column)' if more else ''}")
+            problems.append(
+                f"{_describe(rows, first, str(column), file_lines)} is not {_EXPECTED[column_kind]}"
+                f"{f' (and {more} more cell(s) of the column)' if more else ''}"
+            )
     return problems
 
 

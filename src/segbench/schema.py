@@ -27,4 +27,3 @@ def cluster_field(value: Any, where: str) -> str | None:
     if value is not None and (not isinstance(value, str) or not value):
         raise ConfigError(f"{where}: cluster_field must be a metadata field name, got {value!r}")
     return value
-

@@ -155,17 +155,18 @@ def _rewrite_advice(path: Path) -> str:
     record = recorded(path)
     if record is None:
         return "the score (or import) stage's output is the authoritative copy: rerun that stage to write the bundle again"
-    return (f"stage {record.stage}'s output is the authoritative copy: `dvc repro -f -s {record.stage}` writes it again "
-            f"(then `dvc repro`)")
+    return f"stage {record.stage}'s output is the authoritative copy: `dvc repro -f -s {record.stage}` writes it again (then `dvc repro`)"
 
 
 def _check_recorded(path: Path) -> None:
     """A TrackingError when ``path`` is not the file its stage wrote (md5 against ``dvc.lock``)."""
     record = changed_since_recorded(path)
     if record is not None:
-        raise TrackingError(f"{path}: not the file stage {record.stage} wrote (md5 {file_digest(path, 'md5')}, {record.lock} "
-                            f"records {record.md5}); refused: {_rewrite_advice(path)}, or `dvc checkout {path.parent}` "
-                            f"restores DVC's copy")
+        raise TrackingError(
+            f"{path}: not the file stage {record.stage} wrote (md5 {file_digest(path, 'md5')}, {record.lock} "
+            f"records {record.md5}); refused: {_rewrite_advice(path)}, or `dvc checkout {path.parent}` "
+            f"restores DVC's copy"
+        )
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,9 @@ def git_commit() -> str:
         return "unknown"
     changes = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     dirty = changes.returncode != 0 or bool(changes.stdout.strip())
     return head.stdout.strip() + ("-dirty" if dirty else "")
@@ -280,8 +283,7 @@ def _writer() -> str:
 
 def _store_fix(db: Path) -> str:
     """How to get a working embedded store back: every run is logged again from the score bundles by compare."""
-    return (f"move it aside (`mv {db} {db}.damaged`) and run `dvc repro -f -s --glob 'compare*'`: compare logs every run "
-            "again from the score bundles")
+    return f"move it aside (`mv {db} {db}.damaged`) and run `dvc repro -f -s --glob 'compare*'`: compare logs every run again from the score bundles"
 
 
 def _check_store(db: Path) -> None:
@@ -316,8 +318,10 @@ def _relocate(db: Path) -> None:
             if not location or location == ours or not location.startswith("file:") or not location.endswith(f"/{db.parent.name}/artifacts"):
                 continue
             connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (ours, experiment_id))
-            connection.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
-                               (ours, len(location) + 1, experiment_id, len(location), location))
+            connection.execute(
+                "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
+                (ours, len(location) + 1, experiment_id, len(location), location),
+            )
             log.info("%s: experiment %s's artifacts moved from %s to %s (a copied or moved project)", db, experiment_id, location, ours)
 
 
@@ -345,8 +349,9 @@ def _mark_interrupted(client) -> None:
             writer = run.data.tags.get(WRITER_TAG)
             if writer and not _alive(writer):
                 client.set_terminated(run.info.run_id, status="FAILED")
-                log.warning("MLflow run %s (%s) was left RUNNING by process %s, which no longer runs: marked FAILED",
-                            run.info.run_id, run.info.run_name, writer)
+                log.warning(
+                    "MLflow run %s (%s) was left RUNNING by process %s, which no longer runs: marked FAILED", run.info.run_id, run.info.run_name, writer
+                )
 
 
 def store_client(uri: str):
@@ -400,9 +405,7 @@ def _experiment_id(client, uri: str, dataset: str) -> str:
 
 
 def _runs_with_fingerprint(client, experiment_id: str, fingerprint: str) -> list:
-    return client.search_runs(
-        [experiment_id], filter_string=f"tags.`{FINGERPRINT_TAG}` = '{fingerprint}'", max_results=100
-    )
+    return client.search_runs([experiment_id], filter_string=f"tags.`{FINGERPRINT_TAG}` = '{fingerprint}'", max_results=100)
 
 
 def _source_tags(entry_point: str) -> dict[str, str]:
@@ -472,8 +475,7 @@ def _log_once(client, experiment_id: str, fingerprint: str, run_name: str, tags:
         if run.info.status != "FINISHED":
             client.set_terminated(run.info.run_id, status="FAILED")
     source_tags = _source_tags(source)
-    run_id = client.create_run(experiment_id, tags={**tags, FINGERPRINT_TAG: fingerprint, WRITER_TAG: _writer(), **source_tags},
-                               run_name=run_name).info.run_id
+    run_id = client.create_run(experiment_id, tags={**tags, FINGERPRINT_TAG: fingerprint, WRITER_TAG: _writer(), **source_tags}, run_name=run_name).info.run_id
     try:
         fill(run_id)
     except BaseException:
@@ -593,8 +595,11 @@ def _runs_view(experiment_id: str, columns: list[str]) -> tuple[str, str]:
     """The saved runs view (MLflow's shared-view state: the runs table's columns, ``metrics.`<name>``` or
     ``tags.`<name>```) and the experiment description linking it."""
     # first after the run's name and date, each wide enough for its name (the text between the backticks)
-    state = {"selectedColumns": ["attributes.`Source`", "attributes.`Dataset`", *columns], "columnOrder": columns,
-             "columnWidths": {column: 7 * len(column.split("`")[1]) + 24 for column in columns}}
+    state = {
+        "selectedColumns": ["attributes.`Source`", "attributes.`Dataset`", *columns],
+        "columnOrder": columns,
+        "columnWidths": {column: 7 * len(column.split("`")[1]) + 24 for column in columns},
+    }
     link = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
     note = f"[Runs table with the headline metrics]({link}): each model's mean and, on the leaderboard run, #1's mean and its verdict in words."
     return json.dumps(state, sort_keys=True), note
@@ -651,8 +656,10 @@ def _download(client, run, name: str, folder: str, size: int) -> bytes:
         free = shutil.disk_usage(folder).free
         if free < size:
             raise OSError(errno.ENOSPC, f"{size} bytes needed to download {run.info.artifact_uri}/{name}", str(Path(folder) / name)) from None
-        raise TrackingError(f"MLflow run {run.info.run_id}: cannot read its artifact {run.info.artifact_uri}/{name} "
-                            f"({str(cause).splitlines()[0][:200] if str(cause) else type(cause).__name__})") from error
+        raise TrackingError(
+            f"MLflow run {run.info.run_id}: cannot read its artifact {run.info.artifact_uri}/{name} "
+            f"({str(cause).splitlines()[0][:200] if str(cause) else type(cause).__name__})"
+        ) from error
 
 
 def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None) -> TrackedRuns:
@@ -671,7 +678,8 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
     tags, run_ids = {}, {}
     for model, fingerprint in sorted(fingerprints.items()):
         runs = [
-            r for r in _runs_with_fingerprint(client, experiment.experiment_id, fingerprint)
+            r
+            for r in _runs_with_fingerprint(client, experiment.experiment_id, fingerprint)
             if r.info.status == "FINISHED" and r.data.tags.get(KIND_TAG) != LEADERBOARD_KIND
         ]
         if not runs:
@@ -682,12 +690,19 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
         run = runs[0]
         logged = {a.path: a.file_size or 0 for a in client.list_artifacts(run.info.run_id)}
         names = [PER_CASE_ARTIFACT, *(name for name in OPTIONAL_ARTIFACTS if name in logged)]
-        fix = (f"the score bundle is the authoritative copy: `MLFLOW_TRACKING_URI={uri} mlflow runs delete --run-id {run.info.run_id}`, "
-               f"then `dvc repro -f -s compare@{dataset}` logs it again from the bundle")
+        fix = (
+            f"the score bundle is the authoritative copy: `MLFLOW_TRACKING_URI={uri} mlflow runs delete --run-id {run.info.run_id}`, "
+            f"then `dvc repro -f -s compare@{dataset}` logs it again from the bundle"
+        )
         with tempfile.TemporaryDirectory() as tmp:
-            read = {name: check_rows(_read_table(_download(client, run, name, tmp, logged.get(name, 0)), f"{run.info.artifact_uri}/{name}"),
-                                     f"MLflow run {run.info.run_id}: {run.info.artifact_uri}/{name}", fix)
-                    for name in names}
+            read = {
+                name: check_rows(
+                    _read_table(_download(client, run, name, tmp, logged.get(name, 0)), f"{run.info.artifact_uri}/{name}"),
+                    f"MLflow run {run.info.run_id}: {run.info.artifact_uri}/{name}",
+                    fix,
+                )
+                for name in names
+            }
         if any("model" in t and (t["model"] != model).any() for t in read.values()):
             raise TrackingError(f"MLflow run {run.info.run_id}: per-case table is not model {model!r}")
         for name, table in read.items():

@@ -52,18 +52,21 @@ def check_predictions_folder(name: str, path: Path, root: Path) -> None:
     inside = folder.is_relative_to(root)
     relative = folder.relative_to(root).as_posix() if inside else f"userdata/{name}"
     source = path if not inside else "YOUR_FOLDER"
-    commands = (f"`cp -r {source} {relative}` then `dvc add {relative}` (from another DVC repository: "
-                f"`dvc import <repo> <path> -o {relative}`), and path: {relative} in conf/predictions/{name}.yaml")
+    commands = (
+        f"`cp -r {source} {relative}` then `dvc add {relative}` (from another DVC repository: "
+        f"`dvc import <repo> <path> -o {relative}`), and path: {relative} in conf/predictions/{name}.yaml"
+    )
     if not inside:
-        raise ConfigError(f"predictions {name!r}: path {path} is outside the project {root}: dvc.lock would record a path no clone "
-                          f"has, so no one could reproduce the run; bring it in, tracked by DVC: {commands}")
+        raise ConfigError(
+            f"predictions {name!r}: path {path} is outside the project {root}: dvc.lock would record a path no clone "
+            f"has, so no one could reproduce the run; bring it in, tracked by DVC: {commands}"
+        )
     if folder.is_dir() or Path(f"{folder}.dvc").is_file():  # a DVC-tracked folder not pulled yet: `dvc pull` brings it
         return
     if _made_by_a_stage(Path(relative), root):  # a pipeline's own stage makes it (realmodel/: the shipped outputs' cases)
         return
     what = "is not a folder" if folder.exists() else "does not exist"
-    raise ConfigError(f"predictions {name!r}: path {relative} {what} (conf/predictions/{name}.yaml); bring the prediction files in, "
-                      f"tracked by DVC: {commands}")
+    raise ConfigError(f"predictions {name!r}: path {relative} {what} (conf/predictions/{name}.yaml); bring the prediction files in, tracked by DVC: {commands}")
 
 
 def _made_by_a_stage(relative: Path, root: Path) -> bool:

@@ -47,9 +47,7 @@ def case_ids(dataset: DatasetConfig) -> CaseList:
     suffix = _suffix(dataset.file_pattern)
     prefix = dataset.file_pattern.split("{case}", 1)[0]
     found = sorted(
-        p.name[len(prefix) : len(p.name) - len(suffix)]
-        for p in dataset.reference_dir.iterdir()
-        if p.name.startswith(prefix) and p.name.endswith(suffix)
+        p.name[len(prefix) : len(p.name) - len(suffix)] for p in dataset.reference_dir.iterdir() if p.name.startswith(prefix) and p.name.endswith(suffix)
     )
     if dataset.cases is None:
         if not found:
@@ -60,8 +58,9 @@ def case_ids(dataset: DatasetConfig) -> CaseList:
         raise ConfigError(f"dataset {dataset.name!r}: duplicate case ids in params: {duplicates}")
     missing = sorted(set(dataset.cases) - set(found))
     if missing:
-        raise ConfigError(f"dataset {dataset.name!r}: configured cases have no reference file in {dataset.reference_dir}: {missing}; "
-                          f"{_valid_ids(found, missing)}")
+        raise ConfigError(
+            f"dataset {dataset.name!r}: configured cases have no reference file in {dataset.reference_dir}: {missing}; {_valid_ids(found, missing)}"
+        )
     return sorted(dataset.cases)
 
 
@@ -108,12 +107,10 @@ def load_metadata(dataset: DatasetConfig, cases: CaseList) -> pd.DataFrame:
     try:
         table = METADATA_READERS[dataset.metadata_format](dataset.metadata_file)
     except UNREADABLE as exc:
-        raise ConfigError(f"dataset {dataset.name!r}: metadata file {dataset.metadata_file} is not readable as "
-                          f"{dataset.metadata_format} ({exc})") from None
+        raise ConfigError(f"dataset {dataset.name!r}: metadata file {dataset.metadata_file} is not readable as {dataset.metadata_format} ({exc})") from None
     repeated = sorted(set(table.index[table.index.duplicated()]))
     if repeated:  # which of its rows would describe the case is anyone's guess
-        raise ConfigError(f"dataset {dataset.name!r}: metadata file {dataset.metadata_file} has more than one row for "
-                          f"{len(repeated)} case(s): {repeated[:5]}")
+        raise ConfigError(f"dataset {dataset.name!r}: metadata file {dataset.metadata_file} has more than one row for {len(repeated)} case(s): {repeated[:5]}")
     unknown = [f for f in dataset.metadata_fields if f not in table.columns]
     if unknown:
         raise ConfigError(f"dataset {dataset.name!r}: metadata fields {unknown} not in {dataset.metadata_file}")

@@ -149,7 +149,7 @@ def _archive(dataset: DatasetConfig, spec: dict[str, Any], source: Path | None) 
             folder = source
         else:
             if source is None:
-                url, md5 = (zenodo_file(str(spec["zenodo_record"]), spec["file"]) if "zenodo_record" in spec else (spec["url"], spec.get("md5")))
+                url, md5 = zenodo_file(str(spec["zenodo_record"]), spec["file"]) if "zenodo_record" in spec else (spec["url"], spec.get("md5"))
                 archive = _download(url, Path(tmp) / Path(spec.get("file") or url.rsplit("/", 1)[-1]).name)
             else:
                 archive, md5 = source, spec.get("md5")

@@ -74,8 +74,16 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
 
 #: the globals a case file's pickle may name: numpy's arrays, dtypes and scalars (numpy 2's module names and numpy
 #: 1's); lists, dicts, tuples, strings and numbers are pickle's own opcodes and name none
-_PLAIN_GLOBALS = frozenset({("numpy", "ndarray"), ("numpy", "dtype"), ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
-                            ("numpy.core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar")})
+_PLAIN_GLOBALS = frozenset(
+    {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+    }
+)
 
 
 class _PlainDataUnpickler(pickle.Unpickler):
@@ -242,8 +250,9 @@ def read_step_output(path: Path, shape: tuple[int, ...], n_classes: int) -> tupl
     except intake.IntakeError as exc:
         raise CaseError(str(exc)) from exc
     if segs.size and (int(segs.min()) < 0 or int(segs.max()) > n_classes):
-        raise CaseError(f"{path}: key 'segs' has values {int(segs.min())}..{int(segs.max())}; the case's labels are 0..{n_classes} "
-                        f"(background and its {n_classes} classes)")
+        raise CaseError(
+            f"{path}: key 'segs' has values {int(segs.min())}..{int(segs.max())}; the case's labels are 0..{n_classes} (background and its {n_classes} classes)"
+        )
     if unread:
         return segs.astype(np.uint8, copy=False), "extra_members", f"{path}: extra members not read: {', '.join(unread)}; scored from 'segs'"
     return segs.astype(np.uint8, copy=False), "ok", None

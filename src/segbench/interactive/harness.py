@@ -131,12 +131,15 @@ def container_call(runtime: container.Runtime, image: str, spec: container.Conta
     """A step's call of a loaded image, isolated (segbench.models.container.run): ``workdir``'s inputs and outputs
     mounted, ``<case>.npz`` expected and nothing else. Its processes are not this machine's children: only the wall clock is measured
     (CPU seconds NaN), so the cpu clock is refused."""
+
     def call(budget: float, clock: str) -> tuple[float, float, int | None, str | None]:
         if clock != "wall":
             raise ModelRunError(f"image {image}: a container's CPU seconds are not measured; run it with time_limit_clock wall, not {clock!r}")
-        result = container.run(runtime, image, spec, workdir / "inputs", workdir / "outputs", budget, expected=[f"{case_id}.npz"], exclusive=True,
-                               device=device)
+        result = container.run(
+            runtime, image, spec, workdir / "inputs", workdir / "outputs", budget, expected=[f"{case_id}.npz"], exclusive=True, device=device
+        )
         return result.seconds, math.nan, result.exit_status, result.reason
+
     return call
 
 
@@ -156,12 +159,25 @@ def _scores(steps: list[dict], version: str) -> dict[str, float]:
 
 def _step(step: int, prompt: str, n_classes: int, **fields: Any) -> dict[str, Any]:
     zeros = [0.0] * n_classes
-    return {"step": step, "prompt": prompt, "clicks": None, "running_time_s": 0.0, "exit_status": None, "output": "not_run",
-            "dsc_per_class": zeros, "nsd_per_class": zeros, "nsd_computed": False, "dsc": 0.0, "nsd": 0.0, **fields}
+    return {
+        "step": step,
+        "prompt": prompt,
+        "clicks": None,
+        "running_time_s": 0.0,
+        "exit_status": None,
+        "output": "not_run",
+        "dsc_per_class": zeros,
+        "nsd_per_class": zeros,
+        "nsd_computed": False,
+        "dsc": 0.0,
+        "nsd": 0.0,
+        **fields,
+    }
 
 
-def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
-             clock: str = "wall", nsd_profile: str = protocol.NSD_PROFILE) -> tuple[dict[str, Any], list[np.ndarray], list[int]]:
+def run_case(
+    case: Case, call: StepCall, workdir: Path, limit_s: float, clock: str = "wall", nsd_profile: str = protocol.NSD_PROFILE
+) -> tuple[dict[str, Any], list[np.ndarray], list[int]]:
     """The box step (or its skip) and the 5 click steps of one case, each one ``call`` of the model.
 
     Returns the record of every step, the predictions of the steps the model was called for, and
@@ -217,19 +233,35 @@ def run_case(case: Case, call: StepCall, workdir: Path, limit_s: float,
         dice, nsd = protocol.class_scores(segs, case.gts, case.n_classes, case.spacing, nsd_profile)
         nsd_computed = nsd is not None  # only when the step's mean Dice > 0.2
         nsd = nsd if nsd is not None else [0.0] * case.n_classes
-        steps.append(_step(
-            step, "box" if step == 1 else "click", case.n_classes,
-            clicks=None if added is None else [None if c is None else {"kind": c.kind, "zyx": list(c.zyx)} for c in added],
-            running_time_s=seconds, exit_status=status, output=output, dsc_per_class=dice, nsd_per_class=nsd, nsd_computed=nsd_computed,
-            dsc=float(np.mean(dice)), nsd=float(np.mean(nsd)), **({"reason": reason} if reason else {}),
-        ))
-    record = {"steps": steps, "clicks": clicks, "clicks_order": order, "total_running_time_s": wall_s, "total_cpu_time_s": cpu_s,
-              "stopped_at_time_limit": stopped}
+        steps.append(
+            _step(
+                step,
+                "box" if step == 1 else "click",
+                case.n_classes,
+                clicks=None if added is None else [None if c is None else {"kind": c.kind, "zyx": list(c.zyx)} for c in added],
+                running_time_s=seconds,
+                exit_status=status,
+                output=output,
+                dsc_per_class=dice,
+                nsd_per_class=nsd,
+                nsd_computed=nsd_computed,
+                dsc=float(np.mean(dice)),
+                nsd=float(np.mean(nsd)),
+                **({"reason": reason} if reason else {}),
+            )
+        )
+    record = {
+        "steps": steps,
+        "clicks": clicks,
+        "clicks_order": order,
+        "total_running_time_s": wall_s,
+        "total_cpu_time_s": cpu_s,
+        "stopped_at_time_limit": stopped,
+    }
     return record, predictions, called
 
 
-def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, reference: str,
-         scoring: protocol.Scoring) -> tuple[dict[str, Any], dict[str, float]]:
+def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, reference: str, scoring: protocol.Scoring) -> tuple[dict[str, Any], dict[str, float]]:
     """The case's CSV row: scores set to 0 when the model calls exceeded the time limit on ``clock`` (or a call was
     stopped at it: on the cpu clock, also one that spent no CPU for 10x the budget)."""
     steps = record["steps"]
@@ -276,8 +308,18 @@ def _run_here(task: Callable[[list[str], Path], None], cases: list[str], staging
     assemble(cases, folder)
 
 
-def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_class: float, clock: str, scoring: protocol.Scoring,
-                   device: str, runtime: container.Runtime | None, case_ids: list[str], folder: Path) -> None:
+def interact_cases(
+    cases_dir: Path,
+    model: ModelConfig,
+    kind: str,
+    seconds_per_class: float,
+    clock: str,
+    scoring: protocol.Scoring,
+    device: str,
+    runtime: container.Runtime | None,
+    case_ids: list[str],
+    folder: Path,
+) -> None:
     """Run ``case_ids`` of ``cases_dir``, one after the other; ``folder`` gets each case's ``segs/`` and ``records/``
     file and the cases' table rows (``rows.pickle``). A shard task: locally and on Slurm the same code runs. ``runtime``:
     the container runtime of an image model (None: the environment's)."""
@@ -312,27 +354,47 @@ def interact_cases(cases_dir: Path, model: ModelConfig, kind: str, seconds_per_c
             record, predictions, called = run_case(case, call, workdir, limit_s, clock, scoring.nsd_profile)
         row, measured = _row(case, record, limit_s, clock, kind, scoring)
         if row["over_time"]:
-            log.warning("case %s: model calls took %.1f s (%s clock) > %g s (%s classes x %g s): scored 0", case_id,
-                        row["TotalRunningTime" if clock == "wall" else "TotalCPUTime"], clock, limit_s, case.n_classes, seconds_per_class)
-        log.info("case %s: DSC %s, DSC_AUC %.3f, NSD_AUC %.3f vs %s", case_id, " ".join(f"{s['dsc']:.3f}" for s in record["steps"]),
-                 row["DSC_AUC"], row["NSD_AUC"], REFERENCE_LABELS[kind])
-        save_npz_atomic(folder / "segs" / f"{case_id}.npz", segs=predictions[-1] if predictions else np.zeros_like(case.gts),
-                        all_segs=np.stack(predictions) if predictions else np.zeros((0, *case.gts.shape), np.uint8), steps=np.array(called))
-        write_json_atomic(folder / "records" / f"{case_id}.json", {
-            "case_id": case_id,
-            "case_file": str(image_file),
-            "reference": REFERENCE_LABELS[kind],
-            "classes": class_names(cases_dir, case_id, case.n_classes),
-            "spacing": list(case.spacing),
-            "boxes": case.boxes,
-            "time_limit_s": limit_s,
-            "time_limit_clock": clock,
-            "over_time": row["over_time"],
-            "measured_before_time_limit": measured,
-            "steps": [{k: v for k, v in s.items() if k != "running_time_s"} for s in record["steps"]],  # times: the table's
-            "clicks": record["clicks"],
-            "clicks_order": record["clicks_order"],
-        })
+            log.warning(
+                "case %s: model calls took %.1f s (%s clock) > %g s (%s classes x %g s): scored 0",
+                case_id,
+                row["TotalRunningTime" if clock == "wall" else "TotalCPUTime"],
+                clock,
+                limit_s,
+                case.n_classes,
+                seconds_per_class,
+            )
+        log.info(
+            "case %s: DSC %s, DSC_AUC %.3f, NSD_AUC %.3f vs %s",
+            case_id,
+            " ".join(f"{s['dsc']:.3f}" for s in record["steps"]),
+            row["DSC_AUC"],
+            row["NSD_AUC"],
+            REFERENCE_LABELS[kind],
+        )
+        save_npz_atomic(
+            folder / "segs" / f"{case_id}.npz",
+            segs=predictions[-1] if predictions else np.zeros_like(case.gts),
+            all_segs=np.stack(predictions) if predictions else np.zeros((0, *case.gts.shape), np.uint8),
+            steps=np.array(called),
+        )
+        write_json_atomic(
+            folder / "records" / f"{case_id}.json",
+            {
+                "case_id": case_id,
+                "case_file": str(image_file),
+                "reference": REFERENCE_LABELS[kind],
+                "classes": class_names(cases_dir, case_id, case.n_classes),
+                "spacing": list(case.spacing),
+                "boxes": case.boxes,
+                "time_limit_s": limit_s,
+                "time_limit_clock": clock,
+                "over_time": row["over_time"],
+                "measured_before_time_limit": measured,
+                "steps": [{k: v for k, v in s.items() if k != "running_time_s"} for s in record["steps"]],  # times: the table's
+                "clicks": record["clicks"],
+                "clicks_order": record["clicks_order"],
+            },
+        )
         rows.append(row)
         shutil.rmtree(workdir, ignore_errors=True)
     (folder / ROWS_FILE).write_bytes(pickle.dumps(rows))
@@ -367,8 +429,10 @@ def interact(
     if not model.is_interactive:
         raise ModelRunError(f"model {model.name!r} is of kind {model.kind!r}; segbench interact runs kind 'interactive'")
     if model.image is not None and time_limit_clock != "wall":
-        raise ModelRunError(f"model {model.name!r} runs in a container, whose CPU seconds are not measured: its time limit runs on "
-                            f"the wall clock; time_limit_clock is {time_limit_clock!r}")
+        raise ModelRunError(
+            f"model {model.name!r} runs in a container, whose CPU seconds are not measured: its time limit runs on "
+            f"the wall clock; time_limit_clock is {time_limit_clock!r}"
+        )
     weights = weights_status(model)
     if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
         raise ModelRunError(f"model {model.name!r}: weights are {weights['status']}; pin them or pass --allow-unverified-weights")
@@ -394,23 +458,25 @@ def interact(
     shutil.rmtree(staging, ignore_errors=True)
     table = pd.DataFrame([rows_by_case[c] for c, _, _ in sources], columns=[*COLUMNS, *EXTRA_COLUMNS])
     write_text_atomic(Path(table_file) if table_file else out_dir / "metrics.csv", table.to_csv(index=False, lineterminator="\n"))
-    write_json_atomic(out_dir / "run.json", {
-        "model": model.name,
-        "model_version": model.version,
-        "command": list(model.command),
-        "environment": model.environment.get("type"),
-        **({"image": container.image_record(model.image)} if model.image else {}),
-        "weights": weights,
-        "cases_dir": str(cases_dir),
-        "cases": [c for c, _, _ in sources],
-        "reference": REFERENCE_LABELS[kind],
-        "seconds_per_class": seconds_per_class,
-        "time_limit_clock": time_limit_clock,
-        "nsd_tolerance_mm": protocol.NSD_TOLERANCE_MM,
-        "protocol_version": scoring.version,
-        "nsd_profile": scoring.nsd_profile,
-        "nsd_definition": protocol.NSD_DEFINITIONS[scoring.nsd_profile],
-        "segbench_version": __version__,
-    })
+    write_json_atomic(
+        out_dir / "run.json",
+        {
+            "model": model.name,
+            "model_version": model.version,
+            "command": list(model.command),
+            "environment": model.environment.get("type"),
+            **({"image": container.image_record(model.image)} if model.image else {}),
+            "weights": weights,
+            "cases_dir": str(cases_dir),
+            "cases": [c for c, _, _ in sources],
+            "reference": REFERENCE_LABELS[kind],
+            "seconds_per_class": seconds_per_class,
+            "time_limit_clock": time_limit_clock,
+            "nsd_tolerance_mm": protocol.NSD_TOLERANCE_MM,
+            "protocol_version": scoring.version,
+            "nsd_profile": scoring.nsd_profile,
+            "nsd_definition": protocol.NSD_DEFINITIONS[scoring.nsd_profile],
+            "segbench_version": __version__,
+        },
+    )
     return table
-

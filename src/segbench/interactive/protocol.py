@@ -147,8 +147,9 @@ def step_clicks(segs: np.ndarray, gts: np.ndarray, n_classes: int) -> list[Click
     return [click_for_class(segs, gts, c) for c in range(1, n_classes + 1)]
 
 
-def class_scores(segs: np.ndarray, gts: np.ndarray, n_classes: int, spacing: Sequence[float],
-                 nsd_profile: str = NSD_PROFILE) -> tuple[list[float], list[float] | None]:
+def class_scores(
+    segs: np.ndarray, gts: np.ndarray, n_classes: int, spacing: Sequence[float], nsd_profile: str = NSD_PROFILE
+) -> tuple[list[float], list[float] | None]:
     """Per-class Dice, and per-class NSD at 2 mm when the mean Dice exceeds 0.2 (None otherwise).
 
     Dice = 2|P∩G| / (|P| + |G|). NSD = the share of both surfaces' area within 2 mm of the other surface, at the npz

@@ -25,7 +25,7 @@ CLICK_STEPS = 5
 PROTOCOL_VERSIONS: dict[str, str] = {
     "2025-03-25": "DSC_AUC and NSD_AUC over the 5 click steps at x = 0..4 (maximum 4); the rule of the final script",
     "2025-03-04": "DSC_AUC and NSD_AUC over every step the case has: the box step and 5 clicks at x = 0..5 (maximum 5), "
-                  "the 5 clicks alone for a case without boxes",
+    "the 5 clicks alone for a case without boxes",
 }
 PROTOCOL_VERSION = "2025-03-25"
 #: NSD's definitions by segbench's metric profile (docs/scoring.md): the challenge's (its SurfaceDice.py is DeepMind's

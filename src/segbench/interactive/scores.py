@@ -22,8 +22,12 @@ from segbench.interactive import protocol
 STEPS = 1 + protocol.CLICK_STEPS
 CASE_STRUCTURE = "mean_over_classes"
 SCORE_COLUMNS: tuple[str, ...] = (
-    "DSC_AUC", "NSD_AUC", "DSC_Final", "NSD_Final",
-    *(f"DSC_{i}" for i in range(1, STEPS + 1)), *(f"NSD_{i}" for i in range(1, STEPS + 1)),
+    "DSC_AUC",
+    "NSD_AUC",
+    "DSC_Final",
+    "NSD_Final",
+    *(f"DSC_{i}" for i in range(1, STEPS + 1)),
+    *(f"NSD_{i}" for i in range(1, STEPS + 1)),
 )
 #: metric -> higher is better; what compare analyses for an interactive dataset
 METRICS: dict[str, bool] = {**{c: True for c in SCORE_COLUMNS}, "TotalRunningTime": False}
@@ -89,13 +93,20 @@ def class_rows(records_dir: Path, table: pd.DataFrame, version: str = protocol.P
             dsc = [0.0 if record["over_time"] else float(s["dsc_per_class"][c]) for s in steps]
             nsd = [0.0 if record["over_time"] else float(s["nsd_per_class"][c]) for s in steps]
             box_step = steps[0]["output"] != "no_boxes"
-            rows.append({
-                "case_id": case_id, "structure": name, "reference_present": True,
-                "DSC_AUC": protocol.auc(dsc, version, box_step), "NSD_AUC": protocol.auc(nsd, version, box_step),
-                "DSC_Final": dsc[-1], "NSD_Final": nsd[-1],
-                **{f"DSC_{i}": v for i, v in enumerate(dsc, 1)}, **{f"NSD_{i}": v for i, v in enumerate(nsd, 1)},
-                "TotalRunningTime": float(case["TotalRunningTime"]),
-            })
+            rows.append(
+                {
+                    "case_id": case_id,
+                    "structure": name,
+                    "reference_present": True,
+                    "DSC_AUC": protocol.auc(dsc, version, box_step),
+                    "NSD_AUC": protocol.auc(nsd, version, box_step),
+                    "DSC_Final": dsc[-1],
+                    "NSD_Final": nsd[-1],
+                    **{f"DSC_{i}": v for i, v in enumerate(dsc, 1)},
+                    **{f"NSD_{i}": v for i, v in enumerate(nsd, 1)},
+                    "TotalRunningTime": float(case["TotalRunningTime"]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -112,8 +123,7 @@ def interactive_rows(table: pd.DataFrame, records_dir: Path, model: str, where: 
     per_class = class_rows(records_dir, rows, scoring.version)
     per_class.insert(0, "model", model)
     per_class.insert(1, "kind", "interactive")
-    shared = [c for c in ("reference", "metric_profile", "hd95_definition", "nsd_tolerance_mm", "over_time", "protocol_version", "nsd_profile")
-              if c in rows]
+    shared = [c for c in ("reference", "metric_profile", "hd95_definition", "nsd_tolerance_mm", "over_time", "protocol_version", "nsd_profile") if c in rows]
     per_class = per_class.join(rows.set_index("case_id")[shared], on="case_id")
     return pd.concat([rows, per_class], ignore_index=True)
 

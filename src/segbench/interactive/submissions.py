@@ -72,8 +72,9 @@ def team_name_problem(team: str) -> str | None:
         return "the team name (the file name before its first dot) is empty"
     odd = sorted({c for c in team if not (c.isalnum() or c in TEAM_PUNCTUATION)})
     if odd:
-        return (f"team name {team[:120]!r} holds {', '.join(repr(c) for c in odd[:5])}: a team name is letters and digits (any script), "
-                f"'_', '-' and inner spaces")
+        return (
+            f"team name {team[:120]!r} holds {', '.join(repr(c) for c in odd[:5])}: a team name is letters and digits (any script), '_', '-' and inner spaces"
+        )
     if not team[0].isalnum() or team[-1] == " ":
         return f"team name {team!r} must begin with a letter or digit and not end with a space"
     if len(team.encode("utf-8")) > MAX_TEAM_BYTES:
@@ -93,8 +94,10 @@ def find_submissions(folder: Path) -> list[Submission]:
         if not path.name.lower().endswith(ARCHIVE_SUFFIXES):
             continue
         if not path.is_file():
-            raise ValueError(f"{path}: named as a team's archive but not a regular file (a folder, FIFO, device or dangling link); "
-                             "replace it with the team's archive or remove it")
+            raise ValueError(
+                f"{path}: named as a team's archive but not a regular file (a folder, FIFO, device or dangling link); "
+                "replace it with the team's archive or remove it"
+            )
         team = unicodedata.normalize("NFC", path.name.split(".")[0].lower())  # one spelling of é, as the file systems differ
         if team in found:
             raise ValueError(f"{path}: team {team!r} has a second archive, {found[team].archive.name}; keep one per team")
@@ -111,9 +114,18 @@ def _reason(exc: BaseException) -> str:
     return text if isinstance(exc, (container.ContainerError, ModelRunError)) else f"{type(exc).__name__}: {text}"
 
 
-def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtime: container.Runtime, *, limits: dict[str, Any],
-                  seconds_per_class: float, scoring: protocol.Scoring, reference: str | None,
-                  device: str) -> tuple[dict[str, Any], pd.DataFrame | None]:
+def evaluate_team(
+    submission: Submission,
+    cases_dir: Path,
+    out_dir: Path,
+    runtime: container.Runtime,
+    *,
+    limits: dict[str, Any],
+    seconds_per_class: float,
+    scoring: protocol.Scoring,
+    reference: str | None,
+    device: str,
+) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """Load one team's image into a store of its own (podman; docker's one store otherwise), run it, remove it; returns its
     entry of the leaderboard's ``submissions`` (status, reason, times) and its rows for the statistics (None when it was
     not evaluated). Any error inside the team's evaluation, MemoryError included, ends only this team, its reason in the
@@ -135,8 +147,18 @@ def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtim
         with container.private_store(runtime) as team_runtime:  # podman: a store of the team's own, removed with everything in it
             try:
                 image = container.load_image(team_runtime, submission.archive, sha256, fresh=True)
-                interact(cases_dir, model, team_dir, reference=reference, seconds_per_class=seconds_per_class, time_limit_clock="wall",
-                         scoring=scoring, device=device, table_file=table_file, runtime=team_runtime)
+                interact(
+                    cases_dir,
+                    model,
+                    team_dir,
+                    reference=reference,
+                    seconds_per_class=seconds_per_class,
+                    time_limit_clock="wall",
+                    scoring=scoring,
+                    device=device,
+                    table_file=table_file,
+                    runtime=team_runtime,
+                )
             finally:
                 if image is not None and team_runtime is runtime:  # docker's one store: the script removes each team's image after its cases
                     try:
@@ -147,11 +169,24 @@ def evaluate_team(submission: Submission, cases_dir: Path, out_dir: Path, runtim
     except Exception as exc:  # noqa: BLE001 - one team's failure, whatever its kind, must not end the others' evaluation
         return not_evaluated(exc)
     counts = summary(rows)
-    log.info("team %s: %d cases, %d with failed steps, %d over time, mean DSC_AUC %.3f, NSD_AUC %.3f (%.0f s)", submission.team,
-             counts["n_cases"], counts["n_failed_steps"], counts["n_over_time"], table["DSC_AUC"].mean(), table["NSD_AUC"].mean(),
-             time.perf_counter() - start)
-    return {**entry, "status": "evaluated", "n_cases": counts["n_cases"], "n_cases_with_failed_steps": counts["n_failed_steps"],
-            "n_over_time": counts["n_over_time"], "seconds": time.perf_counter() - start}, rows
+    log.info(
+        "team %s: %d cases, %d with failed steps, %d over time, mean DSC_AUC %.3f, NSD_AUC %.3f (%.0f s)",
+        submission.team,
+        counts["n_cases"],
+        counts["n_failed_steps"],
+        counts["n_over_time"],
+        table["DSC_AUC"].mean(),
+        table["NSD_AUC"].mean(),
+        time.perf_counter() - start,
+    )
+    return {
+        **entry,
+        "status": "evaluated",
+        "n_cases": counts["n_cases"],
+        "n_cases_with_failed_steps": counts["n_failed_steps"],
+        "n_over_time": counts["n_over_time"],
+        "seconds": time.perf_counter() - start,
+    }, rows
 
 
 def team_rows(team: str, team_dir: Path, scoring: protocol.Scoring) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -192,28 +227,41 @@ def evaluate_submissions(
     out_dir.mkdir(parents=True, exist_ok=True)
     limits = dict(limits or {})
     settings = settings or stats.StatsSettings()
-    run_settings = {"limits": limits, "seconds_per_class": seconds_per_class, "protocol_version": scoring.version,
-                    "nsd_profile": scoring.nsd_profile, "reference": kind, "device": device, "segbench_version": __version__}
+    run_settings = {
+        "limits": limits,
+        "seconds_per_class": seconds_per_class,
+        "protocol_version": scoring.version,
+        "nsd_profile": scoring.nsd_profile,
+        "reference": kind,
+        "device": device,
+        "segbench_version": __version__,
+    }
     entries, frames = {}, []
     for i, submission in enumerate(submissions, 1):
         if submission.problem is not None:  # its folder, table and resume file cannot be named: this team alone is not evaluated
             log.error("team %r: not evaluated: %s", submission.team, submission.problem)
-            entries[submission.team] = {"archive": submission.archive.name, "sha256": file_digest(submission.archive, "sha256"),
-                                        "status": "not_evaluated", "reason": submission.problem, "seconds": 0.0}
+            entries[submission.team] = {
+                "archive": submission.archive.name,
+                "sha256": file_digest(submission.archive, "sha256"),
+                "status": "not_evaluated",
+                "reason": submission.problem,
+                "seconds": 0.0,
+            }
             continue
         key = resume_key(submission, cases_dir, run_settings)
         done = out_dir / DONE_DIR / f"{submission.team}.json"
         recorded = json.loads(done.read_text(encoding="utf-8")) if done.is_file() else None
         if recorded is not None and recorded["key"] == key:
-            log.info("team %s (%d of %d): finished in an earlier run with the same archive, cases and settings; not rerun", submission.team, i,
-                     len(submissions))
+            log.info(
+                "team %s (%d of %d): finished in an earlier run with the same archive, cases and settings; not rerun", submission.team, i, len(submissions)
+            )
             entries[submission.team] = recorded["entry"]
             rows = team_rows(submission.team, out_dir / submission.team, scoring)[1] if recorded["entry"]["status"] == "evaluated" else None
         else:
             log.info("team %s (%d of %d): %s", submission.team, i, len(submissions), submission.archive)
-            entries[submission.team], rows = evaluate_team(submission, cases_dir, out_dir, runtime, limits=limits,
-                                                           seconds_per_class=seconds_per_class, scoring=scoring, reference=reference,
-                                                           device=device)
+            entries[submission.team], rows = evaluate_team(
+                submission, cases_dir, out_dir, runtime, limits=limits, seconds_per_class=seconds_per_class, scoring=scoring, reference=reference, device=device
+            )
             write_json_atomic(done, {"key": key, "entry": entries[submission.team]})
         if rows is not None:
             frames.append(rows)
@@ -230,8 +278,15 @@ def container_settings(limits: dict[str, Any]) -> dict[str, Any]:
     return {**used, "root_allowed": used["user"] is None}
 
 
-def leaderboard(entries: dict[str, dict[str, Any]], frames: list[pd.DataFrame], cases_dir: Path, kind: str, seconds_per_class: float,
-                scoring: protocol.Scoring, settings: stats.StatsSettings) -> dict[str, Any]:
+def leaderboard(
+    entries: dict[str, dict[str, Any]],
+    frames: list[pd.DataFrame],
+    cases_dir: Path,
+    kind: str,
+    seconds_per_class: float,
+    scoring: protocol.Scoring,
+    settings: stats.StatsSettings,
+) -> dict[str, Any]:
     """The results document over the evaluated teams (none evaluated: no analysis, the reasons listed)."""
     teams = [team for team, entry in entries.items() if entry["status"] == "evaluated"]
     analysis = None
@@ -240,13 +295,18 @@ def leaderboard(entries: dict[str, dict[str, Any]], frames: list[pd.DataFrame], 
     return {
         "segbench_version": __version__,
         "dataset": {
-            "name": f"submissions-{Path(cases_dir).name}", "title": f"CVPR 2025 submissions on {Path(cases_dir).name}",
-            "interactive": True, "reference": REFERENCE_LABELS[kind], "seconds_per_class": seconds_per_class, "time_limit_clock": "wall",
-            "protocol_version": scoring.version, "nsd_profile": scoring.nsd_profile, "nsd_definition": protocol.NSD_DEFINITIONS[scoring.nsd_profile],
+            "name": f"submissions-{Path(cases_dir).name}",
+            "title": f"CVPR 2025 submissions on {Path(cases_dir).name}",
+            "interactive": True,
+            "reference": REFERENCE_LABELS[kind],
+            "seconds_per_class": seconds_per_class,
+            "time_limit_clock": "wall",
+            "protocol_version": scoring.version,
+            "nsd_profile": scoring.nsd_profile,
+            "nsd_definition": protocol.NSD_DEFINITIONS[scoring.nsd_profile],
             "submissions": entries,
         },
-        "models": {team: stats.model_entry(team, "interactive", f"submissions-{Path(cases_dir).name}", image_sha256=entries[team]["sha256"])
-                   for team in teams},
+        "models": {team: stats.model_entry(team, "interactive", f"submissions-{Path(cases_dir).name}", image_sha256=entries[team]["sha256"]) for team in teams},
         "metrics": {m: {"higher_is_better": hib} for m, hib in METRICS.items()},
         "hd95_definition": "not computed",
         "metric_profile": scoring.label,

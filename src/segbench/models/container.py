@@ -113,8 +113,11 @@ class Runtime:
         environ = os.environ if environ is None else environ
         program = environ.get(RUNTIME_ENV) or next((p for p in RUNTIMES if shutil.which(p)), "")
         if program not in RUNTIMES:
-            raise ContainerError(f"{RUNTIME_ENV}={program!r}: set it to one of {RUNTIMES} (and install it)" if program
-                                 else f"no container runtime: install docker or podman, or set {RUNTIME_ENV}")
+            raise ContainerError(
+                f"{RUNTIME_ENV}={program!r}: set it to one of {RUNTIMES} (and install it)"
+                if program
+                else f"no container runtime: install docker or podman, or set {RUNTIME_ENV}"
+            )
         if shutil.which(program) is None:
             raise ContainerError(f"{RUNTIME_ENV}={program}: {program} is not on PATH")
         return cls(program, tuple(shlex.split(environ.get(GLOBAL_FLAGS_ENV, ""))), tuple(shlex.split(environ.get(RUN_FLAGS_ENV, ""))))
@@ -131,8 +134,15 @@ class Runtime:
         """Run a short runtime call (never a model) with a timeout; its output captured."""
         argv = self.argv(*args)
         try:
-            return subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False, env=self.environ(),
-                                  timeout=self.call_timeout_s if timeout is None else timeout)
+            return subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                check=False,
+                env=self.environ(),
+                timeout=self.call_timeout_s if timeout is None else timeout,
+            )
         except subprocess.TimeoutExpired as exc:
             raise ContainerError(f"{shlex.join(argv)}: no answer within {exc.timeout:.0f} s") from exc
 
@@ -203,8 +213,9 @@ def _inflating(kind: str, raw: BinaryIO, where: Path) -> BinaryIO:
         return lzma.LZMAFile(raw)  # type: ignore[return-value]
     if kind == "bzip2":
         return bz2.BZ2File(raw)  # type: ignore[return-value]
-    raise ContainerError(f"{where}: {kind}-compressed, which segbench cannot inflate with a size cap; refusing it "
-                         "(send the plain `docker save` tar, or gzip it)")
+    raise ContainerError(
+        f"{where}: {kind}-compressed, which segbench cannot inflate with a size cap; refusing it (send the plain `docker save` tar, or gzip it)"
+    )
 
 
 class _Window(io.RawIOBase):
@@ -219,7 +230,7 @@ class _Window(io.RawIOBase):
     def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
         data = self.stream.read(min(len(buffer), self.left))
         self.left -= len(data)
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         return len(data)
 
 
@@ -234,11 +245,11 @@ def _tar_number(field: bytes) -> int:
 def _pax_records(data: bytes) -> dict[str, str]:
     """The ``key=value`` records of a pax header (``<length> <key>=<value>\\n`` each)."""
     records, at = {}, 0
-    while at < len(data) and data[at:at + 1] not in (b"", b"\0"):
-        length = int(data[at:data.index(b" ", at)])
+    while at < len(data) and data[at : at + 1] not in (b"", b"\0"):
+        length = int(data[at : data.index(b" ", at)])
         if length <= 0:
             raise ValueError("a pax record of length 0")
-        key, _, value = data[data.index(b" ", at) + 1:at + length - 1].partition(b"=")
+        key, _, value = data[data.index(b" ", at) + 1 : at + length - 1].partition(b"=")
         records[key.decode("utf-8")] = value.decode("utf-8", "replace")
         at += length
     return records
@@ -265,8 +276,10 @@ def _scan_tar(stream: BinaryIO, archive: Path, limit: int, bound: str) -> bytes:
             raise ContainerError(f"{archive}: more than {MAX_ARCHIVE_MEMBERS:,} members (headers included); refusing the archive")
         if kind in (b"L", b"K", b"x", b"g"):  # a GNU long name or link, a pax header: data the next member's header uses
             if size > MAX_EXTENDED_HEADER_BYTES:
-                raise ContainerError(f"{archive}: member {members}'s {'GNU long name' if kind in b'LK' else 'pax'} header claims {size:,} bytes, "
-                                     f"more than {MAX_EXTENDED_HEADER_BYTES:,}; refusing the archive")
+                raise ContainerError(
+                    f"{archive}: member {members}'s {'GNU long name' if kind in b'LK' else 'pax'} header claims {size:,} bytes, "
+                    f"more than {MAX_EXTENDED_HEADER_BYTES:,}; refusing the archive"
+                )
             data = stream.read(-(-size // BLOCK) * BLOCK)[:size]
             if kind == b"L":
                 name = data.split(b"\0", 1)[0].decode("utf-8", "replace")
@@ -337,8 +350,11 @@ def _uncompressed(archive: Path) -> Iterator[tuple[Path, int, str]]:
         return
     with tempfile.TemporaryDirectory(prefix="segbench-image-") as folder:
         limit = min(MAX_IMAGE_BYTES, shutil.disk_usage(folder).free - FREE_SPACE_RESERVE_BYTES)
-        bound = (f"the cap of {MAX_IMAGE_BYTES:,} bytes" if limit == MAX_IMAGE_BYTES
-                 else f"the free space of {folder}'s file system less {FREE_SPACE_RESERVE_BYTES:,} bytes")
+        bound = (
+            f"the cap of {MAX_IMAGE_BYTES:,} bytes"
+            if limit == MAX_IMAGE_BYTES
+            else f"the free space of {folder}'s file system less {FREE_SPACE_RESERVE_BYTES:,} bytes"
+        )
         plain = Path(folder) / "image.tar"
         written = 0
         try:
@@ -367,8 +383,10 @@ def load_image(runtime: Runtime, archive: Path, sha256: str, fresh: bool = False
     with read_archive(archive) as (tar, image):
         if runtime.call("image", "inspect", image).returncode == 0:
             if fresh:
-                raise ContainerError(f"image archive {archive}: names image {image}, already in {runtime.program}'s store before it was "
-                                     "loaded; a team's archive must bring its own image; refusing it")
+                raise ContainerError(
+                    f"image archive {archive}: names image {image}, already in {runtime.program}'s store before it was "
+                    "loaded; a team's archive must bring its own image; refusing it"
+                )
             return image
         result = runtime.call("load", "-i", str(tar))
     if result.returncode != 0:
@@ -402,8 +420,11 @@ def _in_store(runtime: Runtime, folder: Path) -> Runtime:
     """``runtime`` working on the image store in ``folder``: podman's ``--root``, ``--runroot`` and ``--tmpdir`` there, and its
     TMPDIR too, where ``load`` copies the whole archive before it unpacks it (a run killed while loading leaves that copy
     in the store, not beside it)."""
-    return dataclasses.replace(runtime, global_flags=(*runtime.global_flags, "--root", str(folder / "root"), "--runroot", str(folder / "run"),
-                                                      "--tmpdir", str(folder / "tmp")), tmpdir=str(folder / "tmp"))
+    return dataclasses.replace(
+        runtime,
+        global_flags=(*runtime.global_flags, "--root", str(folder / "root"), "--runroot", str(folder / "run"), "--tmpdir", str(folder / "tmp")),
+        tmpdir=str(folder / "tmp"),
+    )
 
 
 def _remove_store(runtime: Runtime, folder: Path) -> None:
@@ -500,8 +521,9 @@ def find_reference(runtime: Runtime, reference: str) -> str:
     """The id of the image ``reference`` already in the runtime's store (``segbench env create`` pulls it); an error says how to get it."""
     result = runtime.call("image", "inspect", "--format", "{{.Id}}", reference)
     if result.returncode != 0:
-        raise ContainerError(f"image {reference} is not in {runtime.program}'s store: pull it (segbench env create <model>, "
-                             f"or {runtime.program} pull {reference})")
+        raise ContainerError(
+            f"image {reference} is not in {runtime.program}'s store: pull it (segbench env create <model>, or {runtime.program} pull {reference})"
+        )
     return result.stdout.strip()
 
 
@@ -568,9 +590,17 @@ def capped_folder(folder: Path, max_bytes: int, max_files: int) -> Iterator[bool
     Mounting needs root; elsewhere ``folder`` stays a plain folder (yields False) and only the polled cap applies."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    mounted = os.geteuid() == 0 and shutil.which("mount") is not None and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={max(max_bytes, 1 << 16)},nr_inodes={max_files + 16},mode=0755", "tmpfs", str(folder)],
-        capture_output=True, check=False, timeout=60).returncode == 0
+    mounted = (
+        os.geteuid() == 0
+        and shutil.which("mount") is not None
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={max(max_bytes, 1 << 16)},nr_inodes={max_files + 16},mode=0755", "tmpfs", str(folder)],
+            capture_output=True,
+            check=False,
+            timeout=60,
+        ).returncode
+        == 0
+    )
     try:
         yield mounted
     finally:
@@ -578,24 +608,44 @@ def capped_folder(folder: Path, max_bytes: int, max_files: int) -> Iterator[bool
             subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False, timeout=60)
 
 
-def run_argv(runtime: Runtime, image: str, spec: ContainerSpec, inputs: Path, outputs: Path, name: str, device: str = "cpu",
-             volumes: Sequence[str] = ()) -> list[str]:
+def run_argv(
+    runtime: Runtime, image: str, spec: ContainerSpec, inputs: Path, outputs: Path, name: str, device: str = "cpu", volumes: Sequence[str] = ()
+) -> list[str]:
     """The ``run`` command line of one isolated call (see the module's docstring for what each flag guards). ``volumes``:
     the image's VOLUMEs, each an in-memory file system of at most ``max_output_bytes`` instead of a volume on the host's disk."""
     variables = [arg for key, value in sorted(spec.variables.items()) for arg in ("-e", f"{key}={value}")]
     return runtime.argv(
-        "run", "--rm", "--name", name,
-        "--network", "none", "--read-only",
+        "run",
+        "--rm",
+        "--name",
+        name,
+        "--network",
+        "none",
+        "--read-only",
         *(arg for path in ("/tmp", *(v for v in volumes if v != "/tmp")) for arg in ("--tmpfs", f"{path}:size={spec.max_output_bytes}")),
-        "--cap-drop", "all", "--security-opt", "no-new-privileges",
-        "--memory", spec.memory, "--cpus", str(spec.cpus), "--pids-limit", str(spec.pids_limit), "--shm-size", spec.shm_size,
+        "--cap-drop",
+        "all",
+        "--security-opt",
+        "no-new-privileges",
+        "--memory",
+        spec.memory,
+        "--cpus",
+        str(spec.cpus),
+        "--pids-limit",
+        str(spec.pids_limit),
+        "--shm-size",
+        spec.shm_size,
         *(("--user", spec.user) if spec.user is not None else ()),
         *gpu_flags(runtime, device),
-        "-v", f"{Path(inputs).resolve()}:{spec.inputs_mount}:ro",
-        "-v", f"{Path(outputs).resolve()}:{spec.outputs_mount}:rw",
+        "-v",
+        f"{Path(inputs).resolve()}:{spec.inputs_mount}:ro",
+        "-v",
+        f"{Path(outputs).resolve()}:{spec.outputs_mount}:rw",
         *(arg for host, inside in spec.mounts for arg in ("-v", f"{Path(host).resolve()}:{inside}:ro")),
-        *variables, *runtime.run_flags,
-        image, *spec.command,
+        *variables,
+        *runtime.run_flags,
+        image,
+        *spec.command,
     )
 
 
@@ -706,8 +756,7 @@ def run(
     name = f"{name_prefix}-{uuid.uuid4().hex[:12]}"
     argv = run_argv(runtime, image, spec, inputs, outputs, name, device, image_volumes(runtime, image))
     start = time.perf_counter()
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                               env=runtime.environ())
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, env=runtime.environ())
     out = b""  # what the container printed; empty when an interrupt came before it ended
     capped = None
     status: int | None = None
@@ -743,8 +792,9 @@ def run(
             reason += f" (it ran as user {spec.user}, not root; an image that needs root runs only if the organiser allows it)"
     else:
         capped = over_cap(outputs, spec.max_output_bytes, spec.max_output_files)
-        reason = capped or _expected_problem(outputs, expected, spec.outputs_mount) or (_extra_problem(outputs, expected, spec.outputs_mount)
-                                                                                         if exclusive else None)
+        reason = (
+            capped or _expected_problem(outputs, expected, spec.outputs_mount) or (_extra_problem(outputs, expected, spec.outputs_mount) if exclusive else None)
+        )
     if reason is not None:
         _empty(outputs)
     return ContainerRun(name, seconds, status, reason, log)

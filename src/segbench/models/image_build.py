@@ -74,12 +74,17 @@ def litemedsam_recipe(env: Path = Path("envs/litemedsam"), weights: Path = Path(
     checkpoint = Path(weights) / "lite_medsam.pth"
     if not sites or not checkpoint.is_file():
         raise FileNotFoundError(f"{env} (Python 3.11) or {checkpoint} missing: run `segbench env create litemedsam` first")
-    return ImageRecipe(tag="segbench-litemedsam:latest", suite="bookworm", packages=REGION_GROWING_NUMPY1.packages, files={
-        "site-packages": sites[0],
-        "litemedsam_segment.py": ADAPTERS_DIR / "litemedsam_segment.py",
-        "weights/lite_medsam.pth": checkpoint,
-        "predict.sh": ADAPTERS_DIR / "litemedsam_predict.sh",
-    })
+    return ImageRecipe(
+        tag="segbench-litemedsam:latest",
+        suite="bookworm",
+        packages=REGION_GROWING_NUMPY1.packages,
+        files={
+            "site-packages": sites[0],
+            "litemedsam_segment.py": ADAPTERS_DIR / "litemedsam_segment.py",
+            "weights/lite_medsam.pth": checkpoint,
+            "predict.sh": ADAPTERS_DIR / "litemedsam_predict.sh",
+        },
+    )
 
 
 def _content_sha256(source: Path) -> str:
@@ -129,8 +134,7 @@ def build_rootfs(recipe: ImageRecipe, cache: Path) -> tuple[Path, float]:
     partial = Path(tempfile.mkdtemp(dir=cache, prefix=f".{target.name}."))
     partial.chmod(0o755)  # becomes the image's /
     try:
-        _check(["debootstrap", "--variant=minbase", f"--include={','.join(recipe.packages)}", recipe.suite, str(partial), MIRROR],
-               DEBOOTSTRAP_TIMEOUT_S)
+        _check(["debootstrap", "--variant=minbase", f"--include={','.join(recipe.packages)}", recipe.suite, str(partial), MIRROR], DEBOOTSTRAP_TIMEOUT_S)
         for deb in (partial / "var" / "cache" / "apt" / "archives").glob("*.deb"):
             deb.unlink()  # the downloaded packages, already unpacked
         versions = _check(["chroot", str(partial), "dpkg-query", "-W", "-f", "${Package}=${Version}\n"], 60.0).stdout.split()
@@ -157,8 +161,14 @@ def build_image(recipe: ImageRecipe = REGION_GROWING, cache: Path | None = None,
 
 def _build_image(recipe: ImageRecipe, cache: Path, podman: str) -> BuiltImage:
     rootfs, debootstrap_s = build_rootfs(recipe, cache)
-    key = _digest({"rootfs": rootfs.name, "tag": recipe.tag, "workdir": recipe.workdir,
-                   "files": {name: _content_sha256(source) for name, source in sorted(recipe.files.items())}})
+    key = _digest(
+        {
+            "rootfs": rootfs.name,
+            "tag": recipe.tag,
+            "workdir": recipe.workdir,
+            "files": {name: _content_sha256(source) for name, source in sorted(recipe.files.items())},
+        }
+    )
     archive = cache / f"{recipe.tag.replace(':', '-').replace('/', '-')}-{key}.tar"
     stamp = archive.with_name(archive.name + ".json")
     if archive.is_file() and stamp.is_file():
@@ -201,14 +211,22 @@ def _build_image(recipe: ImageRecipe, cache: Path, podman: str) -> BuiltImage:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Build a challenge-format image from Debian packages, as a docker save archive.")
-    parser.add_argument("model", nargs="?", choices=["region_growing", "litemedsam"], default="region_growing",
-                        help="region_growing (default), or litemedsam from its venv (segbench env create litemedsam first)")
+    parser.add_argument(
+        "model",
+        nargs="?",
+        choices=["region_growing", "litemedsam"],
+        default="region_growing",
+        help="region_growing (default), or litemedsam from its venv (segbench env create litemedsam first)",
+    )
     parser.add_argument("--cache", type=Path, default=None, help="cache folder (default: $SEGBENCH_IMAGE_CACHE or ~/.cache/segbench/images)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     built = build_image(REGION_GROWING if args.model == "region_growing" else litemedsam_recipe(), args.cache)
-    json.dump({"archive": str(built.archive), "sha256": built.sha256, "tag": built.tag, "seconds": built.seconds,
-               "total_s": time.perf_counter() - start}, sys.stdout, indent=1)
+    json.dump(
+        {"archive": str(built.archive), "sha256": built.sha256, "tag": built.tag, "seconds": built.seconds, "total_s": time.perf_counter() - start},
+        sys.stdout,
+        indent=1,
+    )
     print()
 
 

@@ -49,8 +49,14 @@ class NotAnArchive(IntakeError):
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -136,9 +142,9 @@ def _zip_directory(stream: BinaryIO, path: Path) -> tuple[int, int]:
     at = tail.rfind(_EOCD)
     if at < 0 or len(tail) - at < 22:
         raise NotAnArchive(f"{path}: not an npz (zip) file: no end of central directory")
-    entries, directory = int.from_bytes(tail[at + 10:at + 12], "little"), int.from_bytes(tail[at + 12:at + 16], "little")
-    if (entries == 0xFFFF or directory == 0xFFFFFFFF) and at >= 20 and tail[at - 20:at - 16] == _ZIP64_LOCATOR:
-        stream.seek(int.from_bytes(tail[at - 12:at - 4], "little"))
+    entries, directory = int.from_bytes(tail[at + 10 : at + 12], "little"), int.from_bytes(tail[at + 12 : at + 16], "little")
+    if (entries == 0xFFFF or directory == 0xFFFFFFFF) and at >= 20 and tail[at - 20 : at - 16] == _ZIP64_LOCATOR:
+        stream.seek(int.from_bytes(tail[at - 12 : at - 4], "little"))
         record = stream.read(56)
         if record[:4] != _ZIP64_EOCD or len(record) < 56:
             raise IntakeError(f"{path}: a zip64 end record that is not where its locator says; refused")
@@ -156,8 +162,10 @@ def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int 
     with open_output(path, max_bytes) as stream:
         entries, directory = _zip_directory(stream, path)
         if entries > MAX_NPZ_MEMBERS or directory > MAX_ZIP_DIRECTORY_BYTES:
-            raise IntakeError(f"{path}: its zip directory claims {entries:,} members in {directory:,} bytes, more than {MAX_NPZ_MEMBERS} members "
-                              f"or {MAX_ZIP_DIRECTORY_BYTES:,} bytes; refused unparsed")
+            raise IntakeError(
+                f"{path}: its zip directory claims {entries:,} members in {directory:,} bytes, more than {MAX_NPZ_MEMBERS} members "
+                f"or {MAX_ZIP_DIRECTORY_BYTES:,} bytes; refused unparsed"
+            )
         try:
             archive = zipfile.ZipFile(stream)
         except (zipfile.BadZipFile, OSError, ValueError) as exc:
@@ -166,10 +174,14 @@ def read_npz_array(path: Path, key: str, shape: tuple[int, ...], max_bytes: int 
             names = [info.filename for info in archive.infolist()]
             twice = sorted({name for name in names if names.count(name) > 1})
             if twice:
-                raise IntakeError(f"{path}: members named twice: {', '.join(repr(name) for name in twice[:5])}; refused (which one is read "
-                                  "is a reader's choice)")
-            unread = [f"{other.filename!r} (claims {other.file_size} bytes, {other.compress_size} compressed)"
-                      for other in archive.infolist() if other.filename != f"{key}.npy"]
+                raise IntakeError(
+                    f"{path}: members named twice: {', '.join(repr(name) for name in twice[:5])}; refused (which one is read is a reader's choice)"
+                )
+            unread = [
+                f"{other.filename!r} (claims {other.file_size} bytes, {other.compress_size} compressed)"
+                for other in archive.infolist()
+                if other.filename != f"{key}.npy"
+            ]
             try:
                 info = archive.getinfo(f"{key}.npy")
             except KeyError:
@@ -219,8 +231,7 @@ def check_nifti_output(path: Path, reference_shape: tuple[int, ...], max_bytes: 
         if dtype.kind not in "iu":
             raise IntakeError(f"{path}: header says datatype {dtype}; expected an integer label map")
         if math.prod(shape) > MAX_VOXEL_FACTOR * math.prod(reference_shape):
-            raise IntakeError(f"{path}: header says shape {shape}, over {MAX_VOXEL_FACTOR} times the reference grid {tuple(reference_shape)}; "
-                              "refused unread")
+            raise IntakeError(f"{path}: header says shape {shape}, over {MAX_VOXEL_FACTOR} times the reference grid {tuple(reference_shape)}; refused unread")
         expected = offset + math.prod(shape) * dtype.itemsize - len(raw)
         try:
             _read_exactly(body, expected, f"{path}: voxels", keep=False)

@@ -167,10 +167,7 @@ def applicability(model: ModelConfig, dataset: DatasetConfig) -> tuple[dict[str,
     applicable when a structure it needs (one not in the region's ``optional`` list) is not segmented.
     """
     composition = compose(model.label_map.values(), dataset.labels, where=f"model {model.name!r} on dataset {dataset.name!r}")
-    structures = {
-        name: {"status": "not_applicable" if parts is None else "segmented", "from": list(parts or ())}
-        for name, parts in composition.items()
-    }
+    structures = {name: {"status": "not_applicable" if parts is None else "segmented", "from": list(parts or ())} for name, parts in composition.items()}
     ids = {v: k for k, v in dataset.labels.items()}
     regions: dict[str, dict[str, Any]] = {}
     for region in dataset.regions:
@@ -224,11 +221,9 @@ def inputs_fingerprint(model: ModelConfig, dataset: DatasetConfig, folder: str |
         model = dataclasses.replace(model, image=dataclasses.replace(model.image, archive=None))
     model = dataclasses.replace(model, source=None)  # its files are ``folder``, wherever they lie
     configs = {
-        kind: {k: v for k, v in dataclasses.asdict(config).items() if not isinstance(v, Path)}
-        for kind, config in (("model", model), ("dataset", dataset))
+        kind: {k: v for k, v in dataclasses.asdict(config).items() if not isinstance(v, Path)} for kind, config in (("model", model), ("dataset", dataset))
     }
-    payload = json.dumps({**configs, "data": data_version(), "code": code.hexdigest(), **({"folder": folder} if folder else {})},
-                         sort_keys=True, default=str)
+    payload = json.dumps({**configs, "data": data_version(), "code": code.hexdigest(), **({"folder": folder} if folder else {})}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -383,10 +378,18 @@ def _predict_in_container(model: ModelConfig, cases: list[str], input_dir: Path,
     image = container.ready_image(runtime, model.image)
     _materialise_links(input_dir)
     gpu = device.startswith("cuda")
-    values = {"input_dir": model.image.spec.inputs_mount, "output_dir": model.image.spec.outputs_mount, "device": "cuda" if gpu else "cpu",
-              "device_gpu": "gpu" if gpu else "cpu", "weights_dir": str(weights_dir)}
-    calls = [(f"case {c}", [c], output_dir / c, {**values, "case": c}) for c in cases] if model.invocation == "case" else \
-        [(f"{len(cases)} case(s)", cases, output_dir, values)]
+    values = {
+        "input_dir": model.image.spec.inputs_mount,
+        "output_dir": model.image.spec.outputs_mount,
+        "device": "cuda" if gpu else "cpu",
+        "device_gpu": "gpu" if gpu else "cpu",
+        "weights_dir": str(weights_dir),
+    }
+    calls = (
+        [(f"case {c}", [c], output_dir / c, {**values, "case": c}) for c in cases]
+        if model.invocation == "case"
+        else [(f"{len(cases)} case(s)", cases, output_dir, values)]
+    )
     folders = {}
     for what, group, folder, filled in calls:
         spec = container.with_values(model.image.spec, filled)
@@ -447,8 +450,10 @@ def predict(
     cases = case_ids(dataset)
     weights = weights_status(model)
     if model.image is not None and not model.image.pinned and not allow_unverified_weights:
-        raise ModelRunError(f"model {model.name!r}: image {model.image.reference} is not pinned by digest (name@sha256:...; "
-                            "docs/guide.md#real-models); pin it or pass --allow-unverified-weights (results are then marked unpublishable)")
+        raise ModelRunError(
+            f"model {model.name!r}: image {model.image.reference} is not pinned by digest (name@sha256:...; "
+            "docs/guide.md#real-models); pin it or pass --allow-unverified-weights (results are then marked unpublishable)"
+        )
     if weights["status"] not in PUBLISHABLE and not allow_unverified_weights:
         raise ModelRunError(
             f"model {model.name!r}: weights are {weights['status']} ({model.weights.get('pin')}, {weights['file']}); "  # type: ignore[union-attr]  # unpinned images stopped above
@@ -469,8 +474,13 @@ def predict(
         shutil.rmtree(staging, ignore_errors=True)
     missing = [c for c in cases if not (out_dir / f"{c}.nii.gz").is_file()]
     if missing:
-        log.warning("%s has no prediction for %d of %d case(s): %s (the leaderboard applies missing_predictions: docs/methodology.md#41-coverage)",
-                    model.name, len(missing), len(cases), ", ".join(missing))
+        log.warning(
+            "%s has no prediction for %d of %d case(s): %s (the leaderboard applies missing_predictions: docs/methodology.md#41-coverage)",
+            model.name,
+            len(missing),
+            len(cases),
+            ", ".join(missing),
+        )
     structures, regions = applicability(model, dataset)
     if not model.is_simulated:
         spot_check(model, dataset, out_dir, cases, regions)

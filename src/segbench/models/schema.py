@@ -128,8 +128,7 @@ class ModelImage:
 
 
 #: the keys of a ``predictions:`` entry (conf/predictions/, docs/guide.md#i-have-predictions)
-PREDICTIONS_KEYS = ("title", "dataset", "path", "output", "output_format", "label_map", "trained_on", "licence", "version", "modality",
-                    "spot_check")
+PREDICTIONS_KEYS = ("title", "dataset", "path", "output", "output_format", "label_map", "trained_on", "licence", "version", "modality", "spot_check")
 
 
 def parse_predictions(name: str, raw: dict[str, Any], root: Path) -> ModelConfig:
@@ -141,8 +140,9 @@ def parse_predictions(name: str, raw: dict[str, Any], root: Path) -> ModelConfig
     if unknown := sorted(set(raw) - set(PREDICTIONS_KEYS)):
         raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {', '.join(PREDICTIONS_KEYS)}")
     path = Path(str(require(raw, "path", where)))
-    config = parse_model(name, {**{k: v for k, v in raw.items() if k not in ("dataset", "path")}, "kind": "inference",
-                                 "environment": {"type": "harness"}, "command": []})
+    config = parse_model(
+        name, {**{k: v for k, v in raw.items() if k not in ("dataset", "path")}, "kind": "inference", "environment": {"type": "harness"}, "command": []}
+    )
     return replace(config, kind="predictions", source=PredictionsSource(str(require(raw, "dataset", where)), path if path.is_absolute() else root / path))
 
 
@@ -167,8 +167,10 @@ def parse_model(name: str, raw: dict[str, Any]) -> ModelConfig:
         raise ConfigError(f"{where}: input must be one of {MODEL_INPUTS}, got {model_input!r}")
     if model_input == "reference_labels" and kind != "simulated":
         # the reference is the answer: a model handed it scores itself against its own input
-        raise ConfigError(f"{where}: input reference_labels is for simulated models (error models of the reference); "
-                          f"a model of kind {kind!r} is scored against the reference labels, so it cannot read them: use input: images")
+        raise ConfigError(
+            f"{where}: input reference_labels is for simulated models (error models of the reference); "
+            f"a model of kind {kind!r} is scored against the reference labels, so it cannot read them: use input: images"
+        )
     invocation = str(raw.get("invocation", "dataset"))
     if invocation not in INVOCATIONS:
         raise ConfigError(f"{where}: invocation must be one of {INVOCATIONS}, got {invocation!r}")
@@ -204,8 +206,24 @@ def parse_model(name: str, raw: dict[str, Any]) -> ModelConfig:
     )
 
 
-IMAGE_KEYS = ("archive", "sha256", "reference", "command", "inputs", "outputs", "memory", "cpus", "pids_limit", "shm_size", "mounts", "variables",
-              "timeout_s", "user", "max_output_bytes", "max_output_files")
+IMAGE_KEYS = (
+    "archive",
+    "sha256",
+    "reference",
+    "command",
+    "inputs",
+    "outputs",
+    "memory",
+    "cpus",
+    "pids_limit",
+    "shm_size",
+    "mounts",
+    "variables",
+    "timeout_s",
+    "user",
+    "max_output_bytes",
+    "max_output_files",
+)
 
 
 def parse_image(raw: Any, where: str) -> ModelImage:
@@ -250,8 +268,16 @@ def parse_image(raw: Any, where: str) -> ModelImage:
 def image_model(name: str, image: dict[str, Any], title: str | None = None) -> ModelConfig:
     """An interactive model that is nothing but its image (a challenge submission): ``image`` is validated as a model
     config's ``image:`` block is (archive, sha256, and optionally command, mounts and limits)."""
-    return parse_model(name, {"kind": "interactive", "title": title or name, "image": image, "weights": None,
-                         "version": f"sha256:{str(image.get('sha256', '')).removeprefix('sha256:')[:12]}"})
+    return parse_model(
+        name,
+        {
+            "kind": "interactive",
+            "title": title or name,
+            "image": image,
+            "weights": None,
+            "version": f"sha256:{str(image.get('sha256', '')).removeprefix('sha256:')[:12]}",
+        },
+    )
 
 
 def simulated_parser() -> argparse.ArgumentParser:

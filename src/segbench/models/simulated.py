@@ -252,8 +252,12 @@ def simulate(labels: np.ndarray, spacing: tuple[float, ...], case_id: str, args:
     if args.blob_prob and rng.uniform() < args.blob_prob:
         out, claimed = add_blob(out, spacing, args.blob_radius_mm, rng), True
     if claimed and np.array_equal(out, labels):
-        print(f"[simulated model] warning: {case_id}: the prediction equals the reference (nothing to change: "
-              f"{'empty label map' if not labels.any() else 'no voxel moved'})", file=sys.stderr, flush=True)
+        print(
+            f"[simulated model] warning: {case_id}: the prediction equals the reference (nothing to change: "
+            f"{'empty label map' if not labels.any() else 'no voxel moved'})",
+            file=sys.stderr,
+            flush=True,
+        )
     return out
 
 

@@ -187,8 +187,14 @@ def predict_on_slurm(
     naming their logs, and a rerun resumes from them).
     """
     task = functools.partial(_predict_shard, dataset, model, device=device, weights_dir=weights_dir)
-    run_shards(task, cases, staging, name=f"segbench-predict-{dataset.name}-{model.name}", options=options,
-               assemble=functools.partial(_move_predictions, out_dir=out_dir))
+    run_shards(
+        task,
+        cases,
+        staging,
+        name=f"segbench-predict-{dataset.name}-{model.name}",
+        options=options,
+        assemble=functools.partial(_move_predictions, out_dir=out_dir),
+    )
 
 
 def _predict_shard(dataset: DatasetConfig, model: ModelConfig, cases: list[str], folder: Path, *, device: str, weights_dir: Path | None) -> None:

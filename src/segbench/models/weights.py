@@ -50,8 +50,13 @@ def weights_status(model: ModelConfig, root: Path = Path(".")) -> dict[str, Any]
     """
     if model.image is not None and not model.weights:  # the weights are the image's: pinned by its sha256 or digest, checked when it loads
         reference = model.image.reference
-        return {"status": "verified" if model.image.pinned else "unpinned", "url": reference, "md5": None,
-                "file": None if model.image.archive is None else str(model.image.archive), "image_sha256": model.image.sha256}
+        return {
+            "status": "verified" if model.image.pinned else "unpinned",
+            "url": reference,
+            "md5": None,
+            "file": None if model.image.archive is None else str(model.image.archive),
+            "image_sha256": model.image.sha256,
+        }
     if model.is_simulated or not model.weights:
         return {"status": "none", "url": None, "md5": None, "file": None}
     pin = read_pin(model, root)

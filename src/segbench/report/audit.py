@@ -67,26 +67,47 @@ def _mark(entry: AuditEntry) -> str:
 
 def _audit_title(entry: AuditEntry, what: str, structure: str) -> str:
     """The full sentence of a tooltip: what was audited, where, at which n, the rate with its MC SE, the target."""
-    kind = {"exact": "this set and structure", "other_structure": "another structure of this set, not audited itself",
-            "same_data": "another source on the same data, this set not audited"}[entry["match"]]
+    kind = {
+        "exact": "this set and structure",
+        "other_structure": "another structure of this set, not audited itself",
+        "same_data": "another source on the same data, this set not audited",
+    }[entry["match"]]
     several = f"; the least favourable of {entry['candidates']} populations" if entry["candidates"] > 1 else ""
-    return (f"{what} audited at n = {entry['n']} (this board: {entry['n_board']} cases) on {entry['population']} ({kind}{several}): "
-            f"{100 * entry['rate']:.1f}% ± {100 * entry['mc_se']:.1f} (Monte-Carlo SE); target {format_level(entry['target'])}")
+    return (
+        f"{what} audited at n = {entry['n']} (this board: {entry['n_board']} cases) on {entry['population']} ({kind}{several}): "
+        f"{100 * entry['rate']:.1f}% ± {100 * entry['mc_se']:.1f} (Monte-Carlo SE); target {format_level(entry['target'])}"
+    )
 
 
 def coverage_note(audit: CellAudit, structure: str) -> str:
     """A CI cell's audited coverage, short and visible ('cov. 94.1% @n=40'), '⚠' first when it under-covers by more
     than the audit's margin, '†' last when measured on another population; the whole sentence as its tooltip. 'not
     audited' (the reason as tooltip) without an entry. ``audit``: the cell's :func:`audit_of`."""
-    return _audit_note(audit, "coverage", structure, lambda e: f"{format_level(e['target'])} {e['method']} CI{_level_words(e)}",
-                       "under_covers", f"under-covers by more than {format_points(audit['margin'])}", "cov.", with_n=True)
+    return _audit_note(
+        audit,
+        "coverage",
+        structure,
+        lambda e: f"{format_level(e['target'])} {e['method']} CI{_level_words(e)}",
+        "under_covers",
+        f"under-covers by more than {format_points(audit['margin'])}",
+        "cov.",
+        with_n=True,
+    )
 
 
 def type1_note(audit: CellAudit, structure: str) -> str:
     """A verdict line's audited type-I error of 'separable' ('type-I 3.7%'; its n, as the coverage's, in the tooltip),
     '⚠' first above alpha plus the audit's margin, '†' when measured on another population."""
-    return _audit_note(audit, "type1", structure, lambda e: f"\"separable\" ({e['procedure']}) for equal models",
-                       "exceeds_alpha", f"above alpha by more than {format_points(audit['margin'])}", "type-I", with_n=False)
+    return _audit_note(
+        audit,
+        "type1",
+        structure,
+        lambda e: f'"separable" ({e["procedure"]}) for equal models',
+        "exceeds_alpha",
+        f"above alpha by more than {format_points(audit['margin'])}",
+        "type-I",
+        with_n=False,
+    )
 
 
 def limit_note(audit: CellAudit) -> str:
@@ -98,9 +119,16 @@ def limit_note(audit: CellAudit) -> str:
     return f' <span class="audit warn limit">⚠ {html.escape(limit["text"])}</span>'
 
 
-def _audit_note(audit: CellAudit, key: Literal["coverage", "type1"], structure: str, what: Callable[[AuditEntry], str],
-                flag: Literal["under_covers", "exceeds_alpha"], flag_words: str,
-                label: str, with_n: bool) -> str:
+def _audit_note(
+    audit: CellAudit,
+    key: Literal["coverage", "type1"],
+    structure: str,
+    what: Callable[[AuditEntry], str],
+    flag: Literal["under_covers", "exceeds_alpha"],
+    flag_words: str,
+    label: str,
+    with_n: bool,
+) -> str:
     """The short visible span of one audited rate (``key``: coverage or type1; ``what``: the audited thing, from its
     entry), its tooltip the whole sentence."""
     entry = audit[key]
@@ -110,8 +138,10 @@ def _audit_note(audit: CellAudit, key: Literal["coverage", "type1"], structure: 
     warn = entry[flag]
     title = _audit_title(entry, what(entry), structure) + (f"; {flag_words}" if warn else "")
     at = f" @n={entry['n']}" if with_n else ""
-    return (f' <span class="audit{" warn" if warn else ""}" title="{html.escape(title)}">{"⚠ " if warn else ""}'
-            f"{label} {100 * entry['rate']:.1f}%{at}{_mark(entry)}</span>")
+    return (
+        f' <span class="audit{" warn" if warn else ""}" title="{html.escape(title)}">{"⚠ " if warn else ""}'
+        f"{label} {100 * entry['rate']:.1f}%{at}{_mark(entry)}</span>"
+    )
 
 
 def _level_words(entry: AuditEntry) -> str:
@@ -126,10 +156,12 @@ def _level_words(entry: AuditEntry) -> str:
 
 def audit_legend(margin: float) -> str:
     """What a table's audit marks mean, ``margin`` the results' (:func:`audit_margin`)."""
-    return ("cov.: how often the calibration audit found this CI covering the truth, at the audited n nearest this board's "
-            "(hover for the population, its Monte-Carlo SE and the level the audit calibrated the CI at); "
-            'type-I: how often its "separable" was wrong for equal models; '
-            f"⚠ more than {format_points(margin)} worse than the target; † measured on another population than this cell's.")
+    return (
+        "cov.: how often the calibration audit found this CI covering the truth, at the audited n nearest this board's "
+        "(hover for the population, its Monte-Carlo SE and the level the audit calibrated the CI at); "
+        'type-I: how often its "separable" was wrong for equal models; '
+        f"⚠ more than {format_points(margin)} worse than the target; † measured on another population than this cell's."
+    )
 
 
 def audit_words(audit: CellAudit, structure: str) -> str:
@@ -138,10 +170,15 @@ def audit_words(audit: CellAudit, structure: str) -> str:
     c, t = audit["coverage"], audit["type1"]
     if c is None and t is None:
         return f"Not audited: {(audit.get('reason') or NO_AUDIT).removeprefix('not audited: ')}."
-    cov = (f"CI covers {100 * c['rate']:.1f}% at n = {c['n']}{_where(c, structure)}{_level_words(c)}"
-           f"{' (under-covers)' if c['under_covers'] else ''}"
-           if c else "CI not audited")
-    err = (f"\"separable\" wrong for equal models {100 * t['rate']:.1f}% at n = {t['n']}{_where(t, structure)}"
-           f"{' (above alpha)' if t['exceeds_alpha'] else ''}" if t else "verdict not audited")
+    cov = (
+        f"CI covers {100 * c['rate']:.1f}% at n = {c['n']}{_where(c, structure)}{_level_words(c)}{' (under-covers)' if c['under_covers'] else ''}"
+        if c
+        else "CI not audited"
+    )
+    err = (
+        f'"separable" wrong for equal models {100 * t["rate"]:.1f}% at n = {t["n"]}{_where(t, structure)}{" (above alpha)" if t["exceeds_alpha"] else ""}'
+        if t
+        else "verdict not audited"
+    )
     limit = audit.get("limit")
     return f"Audited: {cov}; {err}." + (f" ⚠ {limit['text']}" if limit else "")

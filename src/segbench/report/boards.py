@@ -1,4 +1,4 @@
-""""How often is a published #1 real?": the summary of every board as the index page's first section and as
+""" "How often is a published #1 real?": the summary of every board as the index page's first section and as
 ``segbench show --summary``; the real boards first, the simulated ones apart and labelled SIMULATED.
 Every number is counted from the results' verdicts and leave-one-out blocks, each share printed with its n
 (docs/methodology.md#521-how-often-is-a-published-1-real): per board (one results document), over its cells (structure x
@@ -66,11 +66,13 @@ def board_summary(results: Mapping[str, Any]) -> BoardSummary:
                 loo_changes.append(loo["winner_change_share"] > 0)
     models = results["models"]
     return {
-        "dataset": results["dataset"]["name"], "title": results["dataset"]["title"],
+        "dataset": results["dataset"]["name"],
+        "title": results["dataset"]["title"],
         "simulated": is_simulated(results),
         "models": len(models),
         "separable": _share(sum(verdicts), len(verdicts)),
-        "co_winners_median": float(statistics.median(sizes)) if sizes else None, "co_winners_n": len(sizes),
+        "co_winners_median": float(statistics.median(sizes)) if sizes else None,
+        "co_winners_n": len(sizes),
         "winner_changes_loo": _share(sum(loo_changes), len(loo_changes)),
     }
 
@@ -83,9 +85,11 @@ def boards_summary(all_results: list[Mapping[str, Any]]) -> dict[str, list[Board
 
 #: the columns of the summary, in the words both views print
 HEADERS = ("board", "#1 separable from #2", "median co-winners", "#1 changes when one case is removed")
-METHOD = ("Per board, over its cells (structure x metric): the share whose #1 is separable from #2 (the cell's verdict, "
-          "methodology 5.7), the median size of the co-winner set (#1 and every model it is not separable from), and the share "
-          "whose #1 changes when some single case is left out (methodology 5.8); n = the cells counted.")
+METHOD = (
+    "Per board, over its cells (structure x metric): the share whose #1 is separable from #2 (the cell's verdict, "
+    "methodology 5.7), the median size of the co-winner set (#1 and every model it is not separable from), and the share "
+    "whose #1 changes when some single case is left out (methodology 5.8); n = the cells counted."
+)
 
 
 def share_text(share: Share) -> str:
@@ -109,15 +113,16 @@ def summary_text(all_results: Sequence[Results]) -> str:
     """``segbench show --summary``: the real boards' rows, then the simulated boards' under their own heading."""
     boards = boards_summary(list(all_results))
     lines = [TITLE, "", METHOD, ""]
-    for heading, rows in (("Real boards (published scores and real models)", boards["real"]),
-                          ("SIMULATED boards (seeded error models, not real models)", boards["simulated"])):
+    for heading, rows in (
+        ("Real boards (published scores and real models)", boards["real"]),
+        ("SIMULATED boards (seeded error models, not real models)", boards["simulated"]),
+    ):
         lines.append(heading + ":")
         if not rows:
             lines.append("  none in this run")
         for summary in rows:
             label, separable, median, loo = _row(summary)
-            lines.append(f"  {label}: {summary['models']} models; {HEADERS[1]}: {separable}; {HEADERS[2]}: {median}; "
-                         f"{HEADERS[3]}: {loo}")
+            lines.append(f"  {label}: {summary['models']} models; {HEADERS[1]}: {separable}; {HEADERS[2]}: {median}; {HEADERS[3]}: {loo}")
         lines.append("")
     return "\n".join(lines)
 
@@ -133,6 +138,8 @@ def summary_html(all_results: Sequence[Results], link: dict[str, str]) -> str:
         body = "".join(
             f'<tr><td><a href="{link[s["dataset"]]}">{html.escape(label)}</a></td><td>{html.escape(sep)}</td>'
             f"<td>{html.escape(median)}</td><td>{html.escape(loo)}</td></tr>"
-            for s in rows for label, sep, median, loo in [_row(s)])
+            for s in rows
+            for label, sep, median, loo in [_row(s)]
+        )
         parts.append(f"<h3>{html.escape(heading)}</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
     return "".join(parts)

@@ -124,8 +124,11 @@ def forest(cell: Cell, models: Models, metric: str, settings: Settings) -> go.Fi
     _model_axis(fig, labels)
     fig.update_layout(showlegend=len(fig.data) > 1)
     log = _log_axis(fig, "x", cell, [e["mean"] for e in est])
-    return _finish(fig, f"Mean with {ci_words(settings, cell.get('ci_confidence'))}; shaded: the CI of #1{'; log axis' if log else ''}",
-                   f"{metric} (log axis)" if log else metric)
+    return _finish(
+        fig,
+        f"Mean with {ci_words(settings, cell.get('ci_confidence'))}; shaded: the CI of #1{'; log axis' if log else ''}",
+        f"{metric} (log axis)" if log else metric,
+    )
 
 
 def step_curves(block: Structure, models: Models, name: str, steps: int, settings: Settings) -> go.Figure:
@@ -141,14 +144,25 @@ def step_curves(block: Structure, models: Models, name: str, steps: int, setting
         cells = [block["metrics"][f"{name}_{step}"]["models"].get(model) for step in range(1, steps + 1)]
         if any(c is None or c["mean"] is None for c in cells):
             continue
-        fig.add_trace(go.Scatter(
-            x=x, y=[c["mean"] for c in cells], mode="lines+markers", name=_plain(f"{model}{short_mark(models[model])}"),
-            marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},
-            error_y={"type": "data", "symmetric": False, "array": [_gap(c["ci_high"], c["mean"]) for c in cells],
-                     "arrayminus": [_gap(c["mean"], c["ci_low"]) for c in cells], "thickness": 1.2, "width": 4},
-            text=[f"{fmt(c['mean'], 3)} [{fmt(c['ci_low'], 3)}, {fmt(c['ci_high'], 3)}]" for c in cells],
-            hovertemplate=f"%{{x}}: {ci_head(levels)} %{{text}}<extra>" + html.escape(model) + "</extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[c["mean"] for c in cells],
+                mode="lines+markers",
+                name=_plain(f"{model}{short_mark(models[model])}"),
+                marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [_gap(c["ci_high"], c["mean"]) for c in cells],
+                    "arrayminus": [_gap(c["mean"], c["ci_low"]) for c in cells],
+                    "thickness": 1.2,
+                    "width": 4,
+                },
+                text=[f"{fmt(c['mean'], 3)} [{fmt(c['ci_low'], 3)}, {fmt(c['ci_high'], 3)}]" for c in cells],
+                hovertemplate=f"%{{x}}: {ci_head(levels)} %{{text}}<extra>" + html.escape(model) + "</extra>",
+            )
+        )
     fig.update_yaxes(title=f"{name} (mean over cases)", range=[0, 1.02])
     fig.update_layout(height=380)
     return _finish(fig, f"{name} after the box and each click, mean with {ci_words(settings, max(levels))}, n = {block['n_cases']} cases", "interaction")
@@ -182,14 +196,27 @@ def blob(cell: Cell, models: Models, settings: Settings) -> go.Figure:
     fig = go.Figure(
         [
             go.Scatter(
-                x=xs, y=ys, mode="markers", name="share of bootstrap rankings",
+                x=xs,
+                y=ys,
+                mode="markers",
+                name="share of bootstrap rankings",
                 marker={"size": [4 + 30 * s**0.5 for s in sizes], "color": "rgba(31,78,121,0.55)", "line": {"width": 0}},
-                text=texts, hovertemplate="%{y}: rank %{x} in %{text} of resamples<extra></extra>",
+                text=texts,
+                hovertemplate="%{y}: rank %{x} in %{text} of resamples<extra></extra>",
             ),
-            go.Scatter(x=segments_x, y=segments_y, mode="lines", name=f"central {format_level(settings['confidence'])} rank interval",
-                       line={"color": "#222", "width": 1.5}, hoverinfo="skip"),
             go.Scatter(
-                x=[ranking["median_rank"][m] for m in names], y=labels, mode="markers", name="median rank",
+                x=segments_x,
+                y=segments_y,
+                mode="lines",
+                name=f"central {format_level(settings['confidence'])} rank interval",
+                line={"color": "#222", "width": 1.5},
+                hoverinfo="skip",
+            ),
+            go.Scatter(
+                x=[ranking["median_rank"][m] for m in names],
+                y=labels,
+                mode="markers",
+                name="median rank",
                 marker={"symbol": "line-ns-open", "size": 14, "color": "#222", "line": {"width": 2}},
                 hovertemplate="%{y}: median rank %{x}<extra></extra>",
             ),
@@ -214,9 +241,20 @@ def significance_map(cell: Cell, models: Models) -> go.Figure:
         shown.append([("✔" if m else "") if compact else ("✔ " if m else "") + p for m, p in zip(marks, p_text[-1])])
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=labels, y=labels, text=shown, customdata=p_text, texttemplate="%{text}",
-            textfont={"size": 12}, colorscale=[[0, "#f2f2f2"], [1, "#7fb77e"]], zmin=0, zmax=1, showscale=False,
-            xgap=1, ygap=1, hovertemplate="%{y} better than %{x}?<br>p_adj %{customdata}<extra></extra>",
+            z=z,
+            x=labels,
+            y=labels,
+            text=shown,
+            customdata=p_text,
+            texttemplate="%{text}",
+            textfont={"size": 12},
+            colorscale=[[0, "#f2f2f2"], [1, "#7fb77e"]],
+            zmin=0,
+            zmax=1,
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate="%{y} better than %{x}?<br>p_adj %{customdata}<extra></extra>",
         )
     )
     _model_axis(fig, labels)
@@ -283,17 +321,21 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: Set
                 mode="markers",
                 name=f"{_plain(name + short_mark(models.get(name, {})))}: {result}",
                 marker={"symbol": SYMBOLS[k % len(SYMBOLS)], "size": 7},
-                error_y={"type": "data", "symmetric": False, "thickness": 1, "width": 2,
-                         "array": [_gap(e["ci_high"], e["mean"]) for e in ests],
-                         "arrayminus": [_gap(e["mean"], e["ci_low"]) for e in ests]},
-                text=[f"{g}: {fmt(e['mean'], digits(cell))} [{fmt(e['ci_low'], digits(cell))}, {fmt(e['ci_high'], digits(cell))}]"
-                      for g, e in zip(groups, ests)],
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "thickness": 1,
+                    "width": 2,
+                    "array": [_gap(e["ci_high"], e["mean"]) for e in ests],
+                    "arrayminus": [_gap(e["mean"], e["ci_low"]) for e in ests],
+                },
+                text=[
+                    f"{g}: {fmt(e['mean'], digits(cell))} [{fmt(e['ci_low'], digits(cell))}, {fmt(e['ci_high'], digits(cell))}]" for g, e in zip(groups, ests)
+                ],
                 hovertemplate=f"{_plain(name)}<br>%{{text}}<extra></extra>",
             )
         )
-    ticks = [
-        f"{html.escape(g)}<br>n = {block['groups'][g]['n']}{'' if block['groups'][g]['tested'] else ' (untested)'}" for g in groups
-    ]
+    ticks = [f"{html.escape(g)}<br>n = {block['groups'][g]['n']}{'' if block['groups'][g]['tested'] else ' (untested)'}" for g in groups]
     fig.update_xaxes(tickvals=list(range(len(groups))), ticktext=ticks, range=[-0.6, len(groups) - 0.4], showgrid=False)
     log = _log_axis(fig, "y", cell, [block["groups"][g]["models"][name]["mean"] for g in groups for name in names])
     fig.update_layout(
@@ -303,8 +345,10 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: Set
         legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top", "font": {"size": 11}},
     )
     missing = f"; {block['n_missing_value']} cases without a value are left out" if block.get("n_missing_value") else ""
-    title = (f"Subgroups by {html.escape(field)}: mean with {ci_words(settings)}{'; log axis' if log else ''}<br><sup>groups under "
-             f"{settings['subgroup_min_cases']} cases are not tested{missing}</sup>")
+    title = (
+        f"Subgroups by {html.escape(field)}: mean with {ci_words(settings)}{'; log axis' if log else ''}<br><sup>groups under "
+        f"{settings['subgroup_min_cases']} cases are not tested{missing}</sup>"
+    )
     return _finish(fig, title, "")
 
 
@@ -334,8 +378,7 @@ def leave_one_out(block: Structure) -> go.Figure:
     return _finish(fig, "Leave-one-case-out: share of cases whose removal changes the ranking", "share of cases")
 
 
-SCHEME_LABELS = {"mean": "mean then rank", "median": "median then rank", "rank_then_aggregate": "rank then mean",
-                 "test_then_rank": "test then rank"}
+SCHEME_LABELS = {"mean": "mean then rank", "median": "median then rank", "rank_then_aggregate": "rank then mean", "test_then_rank": "test then rank"}
 
 
 def scheme_lines(cell: Cell, models: Models) -> go.Figure:
@@ -346,11 +389,16 @@ def scheme_lines(cell: Cell, models: Models) -> go.Figure:
     fig = go.Figure()
     for i, name in enumerate(cell["ranking"]["order"]):
         label = _labels([name], models)[0]
-        fig.add_trace(go.Scatter(
-            x=ticks, y=[block["ranks"][s][name] for s in schemes], mode="lines+markers", name=label,
-            marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},
-            hovertemplate=f"{label}<br>%{{x}}: rank %{{y}}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=ticks,
+                y=[block["ranks"][s][name] for s in schemes],
+                mode="lines+markers",
+                name=label,
+                marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},
+                hovertemplate=f"{label}<br>%{{x}}: rank %{{y}}<extra></extra>",
+            )
+        )
     n = len(cell["ranking"]["order"])
     fig.update_yaxes(autorange="reversed", dtick=1, title="rank")
     fig.update_layout(height=220 + 18 * n, legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"})
@@ -361,15 +409,28 @@ def podium(consensus: Consensus, models: Models) -> go.Figure:
     """challengeR's podium: models in consensus order, each task's rank of the model as a point, its mean rank as a bar."""
     names = consensus["order"]
     labels = [f"{consensus['rank'][m]}. {label}" for m, label in zip(names, _labels(names, models))]
-    fig = go.Figure(go.Bar(x=labels, y=[consensus["mean_rank"][m] for m in names], name="mean rank (consensus)",
-                           marker={"color": "#c6d9ec"}, hovertemplate="%{x}<br>mean rank %{y:.2f}<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=labels,
+            y=[consensus["mean_rank"][m] for m in names],
+            name="mean rank (consensus)",
+            marker={"color": "#c6d9ec"},
+            hovertemplate="%{x}<br>mean rank %{y:.2f}<extra></extra>",
+        )
+    )
     for i, task in enumerate(consensus["tasks"]):
         ranks = consensus["task_ranks"][task]
         shown = [m for m in names if m in ranks]
-        fig.add_trace(go.Scatter(
-            x=[labels[names.index(m)] for m in shown], y=[ranks[m] for m in shown], mode="markers", name=_plain(task),
-            marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8}, hovertemplate=f"{html.escape(task)}: rank %{{y}}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[labels[names.index(m)] for m in shown],
+                y=[ranks[m] for m in shown],
+                mode="markers",
+                name=_plain(task),
+                marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 8},
+                hovertemplate=f"{html.escape(task)}: rank %{{y}}<extra></extra>",
+            )
+        )
     fig.update_xaxes(type="category", tickangle=-40 if len(names) > 4 else 0)
     fig.update_yaxes(autorange="reversed", title="rank in a task (1 = best)")
     fig.update_layout(height=420, legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"})
@@ -382,11 +443,22 @@ def ranking_heatmap(consensus: Consensus, models: Models) -> go.Figure:
     labels = _labels(names, models)
     n = len(names)
     freq = [[consensus["rank_frequency"][m][r] / consensus["n_resamples"] for m in names] for r in range(n)]
-    fig = go.Figure(go.Heatmap(
-        z=freq, x=labels, y=[str(r + 1) for r in range(n)], text=[[fmt(v, 2) if v else "" for v in row] for row in freq],
-        texttemplate="%{text}", colorscale="Blues", zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
-        hovertemplate="%{x}: consensus rank %{y} in a share %{z:.3f} of resamples<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=freq,
+            x=labels,
+            y=[str(r + 1) for r in range(n)],
+            text=[[fmt(v, 2) if v else "" for v in row] for row in freq],
+            texttemplate="%{text}",
+            colorscale="Blues",
+            zmin=0,
+            zmax=1,
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate="%{x}: consensus rank %{y} in a share %{z:.3f} of resamples<extra></extra>",
+        )
+    )
     fig.update_xaxes(type="category", tickangle=-40 if n > 4 else 0, showgrid=False)
     fig.update_yaxes(type="category", autorange="reversed", title="consensus rank", showgrid=False)
     fig.update_layout(height=160 + ROW_HEIGHT * n)
@@ -396,8 +468,9 @@ def ranking_heatmap(consensus: Consensus, models: Models) -> go.Figure:
 def cluster_widths(structures: dict[str, Structure], models: Models, settings: Settings) -> go.Figure:
     """Per model (rows) and structure x metric (columns): cluster-bootstrap CI width over case-bootstrap CI width, both CIs
     (at the analysis' nominal confidence, ``settings``) on hover."""
-    cells = [(f"{s} {m}", cell["clustered"]) for s, block in sorted(structures.items())
-             for m, cell in sorted(block["metrics"].items()) if cell.get("clustered")]
+    cells = [
+        (f"{s} {m}", cell["clustered"]) for s, block in sorted(structures.items()) for m, cell in sorted(block["metrics"].items()) if cell.get("clustered")
+    ]
     names = sorted({name for _, c in cells for name in c["models"]})
     labels = _labels(names, models)
 
@@ -405,13 +478,23 @@ def cluster_widths(structures: dict[str, Structure], models: Models, settings: S
         return "n/a" if entry is None else f"[{fmt(entry[prefix + 'ci_low'], 3)}, {fmt(entry[prefix + 'ci_high'], 3)}]"
 
     ratio = [[(c["models"].get(n) or {}).get("width_ratio") for _, c in cells] for n in names]
-    hover = [[f"{ci(c['models'].get(n), '')} by {c['field']} (cluster), {ci(c['models'].get(n), 'case_')} (case)" for _, c in cells]
-             for n in names]
-    fig = go.Figure(go.Heatmap(
-        z=ratio, x=[t for t, _ in cells], y=labels, text=[[fmt(v, 2) for v in row] for row in ratio], texttemplate="%{text}",
-        customdata=hover, colorscale="Oranges", zmin=1, showscale=False, xgap=1, ygap=1,
-        hovertemplate=f"%{{y}}, %{{x}}: width ratio %{{z:.2f}}<br>{ci_words(settings)} %{{customdata}}<extra></extra>",
-    ))
+    hover = [[f"{ci(c['models'].get(n), '')} by {c['field']} (cluster), {ci(c['models'].get(n), 'case_')} (case)" for _, c in cells] for n in names]
+    fig = go.Figure(
+        go.Heatmap(
+            z=ratio,
+            x=[t for t, _ in cells],
+            y=labels,
+            text=[[fmt(v, 2) for v in row] for row in ratio],
+            texttemplate="%{text}",
+            customdata=hover,
+            colorscale="Oranges",
+            zmin=1,
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            hovertemplate=f"%{{y}}, %{{x}}: width ratio %{{z:.2f}}<br>{ci_words(settings)} %{{customdata}}<extra></extra>",
+        )
+    )
     fig.update_xaxes(type="category", tickangle=-40, showgrid=False)
     _model_axis(fig, labels)
     return _finish(fig, f"Clustered bootstrap: {ci_words(settings)} width by cluster over width by case (1 = as wide)", "")
@@ -429,17 +512,29 @@ def power_curve(power_rows: list[dict[str, Any]], structure: str, metric: str, p
         own = sorted((r for r in rows if (r["better"], r["worse"]) == (better, worse)), key=lambda r: r["n"])
         label = f"{better} > {worse} (d_z {own[0]['effect_size']:.2f})"
         colour = colours[k % len(colours)]
-        fig.add_trace(go.Scatter(
-            x=[r["n"] for r in own], y=[r["rate"] for r in own], mode="lines+markers", name=label,
-            line={"color": colour}, marker={"symbol": SYMBOLS[k % len(SYMBOLS)], "size": 8},
-            error_y={"type": "data", "array": [2 * r["mc_se"] for r in own], "thickness": 1, "width": 3},
-            hovertemplate=f"{html.escape(label)}<br>n %{{x}}: measured power %{{y:.3f}}<extra></extra>",
-        ))
-        fig.add_trace(go.Scatter(
-            x=[r["n"] for r in own], y=[r["predicted_power"] for r in own], mode="lines", name=f"{label}, predicted",
-            line={"color": colour, "dash": "dash"}, showlegend=False,
-            hovertemplate=f"{html.escape(label)}<br>n %{{x}}: paired-t formula %{{y:.3f}}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[r["n"] for r in own],
+                y=[r["rate"] for r in own],
+                mode="lines+markers",
+                name=label,
+                line={"color": colour},
+                marker={"symbol": SYMBOLS[k % len(SYMBOLS)], "size": 8},
+                error_y={"type": "data", "array": [2 * r["mc_se"] for r in own], "thickness": 1, "width": 3},
+                hovertemplate=f"{html.escape(label)}<br>n %{{x}}: measured power %{{y:.3f}}<extra></extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[r["n"] for r in own],
+                y=[r["predicted_power"] for r in own],
+                mode="lines",
+                name=f"{label}, predicted",
+                line={"color": colour, "dash": "dash"},
+                showlegend=False,
+                hovertemplate=f"{html.escape(label)}<br>n %{{x}}: paired-t formula %{{y:.3f}}<extra></extra>",
+            )
+        )
     fig.add_hline(y=target, line_dash="dot", line_color="#888")
     fig.update_layout(height=380, legend={"orientation": "h", "y": -0.25, "yanchor": "top", "x": 0, "xanchor": "left"})
     fig.update_xaxes(type="log", tickvals=sorted({r["n"] for r in rows}))

@@ -58,8 +58,13 @@ def identical_note(results: Results) -> str:
     copies = {n: c for n, c in identical_counts(results).items() if c and c["cases"]}
     if not copies:
         return ""
-    clauses = [f"{name} IDENTICAL TO THE REFERENCE on {c['cases']} of {c['of']} cases ({'all' if c['cases'] == c['of'] else 'most'}: "
-               "was it given the reference labels?)" if 2 * c["cases"] > c["of"] else f"{name} {identical_text(c)}" for name, c in sorted(copies.items())]
+    clauses = [
+        f"{name} IDENTICAL TO THE REFERENCE on {c['cases']} of {c['of']} cases ({'all' if c['cases'] == c['of'] else 'most'}: "
+        "was it given the reference labels?)"
+        if 2 * c["cases"] > c["of"]
+        else f"{name} {identical_text(c)}"
+        for name, c in sorted(copies.items())
+    ]
     return f"Identical to the reference (every structure Dice exactly 1): {'; '.join(clauses)}."
 
 
@@ -97,10 +102,12 @@ def unit_sentence(results: Results) -> str:
         sizes[label] = sizes.get(label, 0) + 1
     largest = max(sizes.values()) / sum(sizes.values())
     n = changes["n_cells"]
-    return (f"Unit: the case. The verdicts treat the {sum(sizes.values()):,} cases as independent: they speak for cases like "
-            f"these, from these {len(sizes)} {field} clusters (the largest holds {100 * largest:.0f}%), not for a new {field}. "
-            f"Resampling {field}s instead (clustered bootstrap, a sensitivity analysis) changes {len(changes['first_second'])} "
-            f"of {n} #1-versus-#2 verdicts and {len(changes['co_winners'])} of {n} co-winner sets (why the case: methodology, 5.16).")
+    return (
+        f"Unit: the case. The verdicts treat the {sum(sizes.values()):,} cases as independent: they speak for cases like "
+        f"these, from these {len(sizes)} {field} clusters (the largest holds {100 * largest:.0f}%), not for a new {field}. "
+        f"Resampling {field}s instead (clustered bootstrap, a sensitivity analysis) changes {len(changes['first_second'])} "
+        f"of {n} #1-versus-#2 verdicts and {len(changes['co_winners'])} of {n} co-winner sets (why the case: methodology, 5.16)."
+    )
 
 
 def coverage_notes(results: Results) -> list[str]:
@@ -111,8 +118,10 @@ def coverage_notes(results: Results) -> list[str]:
         return []
     notes = [f"{model}: {coverage_text(entry, block['applied'])}." for model, entry in sorted(block["models"].items())]
     if block["applied"] == "shared_cases":
-        notes.append(f"The leaderboard is on the {block['shared_cases']['n_cases']} of {block['n_cases']} cases every model has: "
-                     f"{', '.join(sorted(block['models']))} lack the others.")
+        notes.append(
+            f"The leaderboard is on the {block['shared_cases']['n_cases']} of {block['n_cases']} cases every model has: "
+            f"{', '.join(sorted(block['models']))} lack the others."
+        )
     if block["policy"] != block["applied"]:
         notes.append(f"missing_predictions {block['policy']} is applied as {block['applied']}: {block['reason']}.")
     return notes
@@ -129,8 +138,10 @@ def own_case_lines(results: Results, structure: str, metric: str) -> list[str]:
             continue
         entry, n = block["models"][model], analysis["structures"][structure]["n_cases"]
         order = (cell.get("ranking") or {}).get("order") or []
-        text = (f"{model}, {entry['n_cases']} of {entry['of']} cases (beside the leaderboard): "
-                f"{estimate(cell['models'][model], cell, metric)} on its {n} {structure} case{'' if n == 1 else 's'}")
+        text = (
+            f"{model}, {entry['n_cases']} of {entry['of']} cases (beside the leaderboard): "
+            f"{estimate(cell['models'][model], cell, metric)} on its {n} {structure} case{'' if n == 1 else 's'}"
+        )
         if model in order:
             position = order.index(model)
             text += f", #{cell['ranking']['rank'][model]} of {len(order)} on them"

@@ -77,6 +77,5 @@ def estimate_html(est: ModelEstimate, cell: Cell, metric: str) -> str:
     moved = est.get("ci_bounded")
     if not moved:
         return shown
-    title = (f"The range rule set {BOUNDED[moved]}: the interval stays within the metric's range and the per-case values it "
-             "averages (docs/methodology.md, 5.3)")
+    title = f"The range rule set {BOUNDED[moved]}: the interval stays within the metric's range and the per-case values it averages (docs/methodology.md, 5.3)"
     return f'{shown}<span class="bounded" title="{html.escape(title)}">⇤</span>'

@@ -82,16 +82,21 @@ def against_source(cell: Cell, published: SourcePair, upper: str, lower: str) ->
         return "agree", f"Both separate the pair: {winner} is better." if winner else "Neither separates the pair."
     if favoured is None:
         loser = lower if winner == upper else upper
-        return "adds", (f"Wilcoxon-Holm adds a verdict: {winner} is significantly better than {loser} "
-                        f"({directed_p(cell, winner, loser)}), while the source's bootstrap CI "  # type: ignore[arg-type]  # a winner: they disagree
-                        "of the difference includes 0.")
+        return "adds", (
+            f"Wilcoxon-Holm adds a verdict: {winner} is significantly better than {loser} "
+            f"({directed_p(cell, winner, loser)}), while the source's bootstrap CI "  # type: ignore[arg-type]  # a winner: they disagree
+            "of the difference includes 0."
+        )
     other = lower if favoured == upper else upper
     if winner is None:
-        return "withholds", (f"Wilcoxon-Holm does not confirm the source's verdict: the CI favours {favoured}, but "
-                             f"{favoured} is not significantly better than {other} "
-                             f"({directed_p(cell, favoured, other)}).")
-    return "opposite", (f"Opposite verdicts: the source's CI favours {favoured}, Wilcoxon-Holm finds {winner} significantly "
-                        f"better ({directed_p(cell, winner, favoured)}).")
+        return "withholds", (
+            f"Wilcoxon-Holm does not confirm the source's verdict: the CI favours {favoured}, but "
+            f"{favoured} is not significantly better than {other} "
+            f"({directed_p(cell, favoured, other)})."
+        )
+    return "opposite", (
+        f"Opposite verdicts: the source's CI favours {favoured}, Wilcoxon-Holm finds {winner} significantly better ({directed_p(cell, winner, favoured)})."
+    )
 
 
 def source_co_winners(published_cell: SourceCell, order: list[str]) -> list[str]:

@@ -19,8 +19,9 @@ from . import pages
 from .assets import CSS, JS
 
 
-def build_site(results_files: list[Path], out_dir: Path, calibration: Path | None = None, interactive_site: Path | None = None,
-               cross_dataset: Path | None = None) -> list[Path]:
+def build_site(
+    results_files: list[Path], out_dir: Path, calibration: Path | None = None, interactive_site: Path | None = None, cross_dataset: Path | None = None
+) -> list[Path]:
     """Write index, methodology, one page per dataset and per dataset structure, and with ``calibration`` (the audit's
     audit.json) the calibration page; return the pages written. ``interactive_site``: the folder the interactive
     pipeline writes its site to (it need not exist yet), linked from the index by a relative address. ``cross_dataset``:
@@ -50,8 +51,7 @@ def build_site(results_files: list[Path], out_dir: Path, calibration: Path | Non
 
 
 #: the sections of the calibration audit's audit.json the calibration page reads
-AUDIT_SECTIONS = ("stats", "population", "coverage", "type1", "power", "models", "draws", "wilcoxon_draws", "n_resamples", "equal",
-                  "identical_to_reference")
+AUDIT_SECTIONS = ("stats", "population", "coverage", "type1", "power", "models", "draws", "wilcoxon_draws", "n_resamples", "equal", "identical_to_reference")
 
 
 def read_audit(path: Path) -> dict[str, Any]:

@@ -23,8 +23,24 @@ VIEW_STRUCTURES = 8
 #: the leaderboard run's tag naming the models that left cases identical to the reference (absent when none did)
 IDENTICAL_TAG = "identical_to_reference"
 #: the leaderboard table's columns, one row per structure, metric and model in leaderboard order
-TABLE_COLUMNS = ["structure", "metric", "rank", "model", "mean", "ci_low", "ci_high", "n", "coverage", "p_rank1", "rank_low", "rank_high",
-                 "co_winner", "verdict_vs_next", "verdict_vs_next_words", "verdict_vs_next_text"]
+TABLE_COLUMNS = [
+    "structure",
+    "metric",
+    "rank",
+    "model",
+    "mean",
+    "ci_low",
+    "ci_high",
+    "n",
+    "coverage",
+    "p_rank1",
+    "rank_low",
+    "rank_high",
+    "co_winner",
+    "verdict_vs_next",
+    "verdict_vs_next_words",
+    "verdict_vs_next_text",
+]
 #: the model runs' headline columns of the runs table's view before the per-structure ones (``stages/bundles.headline_metrics``)
 COVERAGE_COLUMNS = ["metrics.`n_cases`", "metrics.`coverage`"]
 
@@ -35,8 +51,13 @@ def _cells(results: Results) -> list[tuple[str, str, Cell]]:
     lesion (``<structure>.per_lesion``)."""
     lesions: Mapping[str, Any] = results.get("lesions") or {}
     analyses = [("", results["analysis"]), (".lesion", lesions.get("case")), (".lesion", lesions.get("matched")), (".per_lesion", lesions.get("lesion"))]
-    return [(f"{structure}{suffix}", metric, cell) for suffix, analysis in analyses if analysis
-            for structure, block in analysis["structures"].items() for metric, cell in block["metrics"].items()]
+    return [
+        (f"{structure}{suffix}", metric, cell)
+        for suffix, analysis in analyses
+        if analysis
+        for structure, block in analysis["structures"].items()
+        for metric, cell in block["metrics"].items()
+    ]
 
 
 def _first(cell: Cell) -> str | None:
@@ -74,14 +95,24 @@ def summary_tags(results: Results) -> dict[str, str]:
     ``identical_to_reference``, the
     note naming the models that left cases identical to the reference, when one did (``identical_note``); and per model
     lacking cases ``coverage.<model>``, its n of N cases and the policy applied (``results.coverage``)."""
-    verdicts = {f"{structure}.{metric}.verdict": CODE_WORDS[cell["verdict"]["code"]] for structure, metric, cell in _cells(results)
-                if (cell.get("verdict") or {}).get("code") in CODE_NUMBER}
-    limits = {f"{structure}.{metric}.verdict_limit": entry["limit"]["text"]
-              for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items()  # type: ignore[union-attr]  # a results file's is a dict or None
-              for metric, entry in by_metric.items() if entry.get("limit")}
+    verdicts = {
+        f"{structure}.{metric}.verdict": CODE_WORDS[cell["verdict"]["code"]]
+        for structure, metric, cell in _cells(results)
+        if (cell.get("verdict") or {}).get("code") in CODE_NUMBER
+    }
+    limits = {
+        f"{structure}.{metric}.verdict_limit": entry["limit"]["text"]
+        for structure, by_metric in ((results.get("audited") or {}).get("structures") or {}).items()  # type: ignore[union-attr]  # a results file's is a dict or None
+        for metric, entry in by_metric.items()
+        if entry.get("limit")
+    }
     coverage: Mapping[str, Any] = results.get("coverage") or {}
-    return {**verdicts, **limits, **({IDENTICAL_TAG: note} if (note := identical_note(results)) else {}),
-            **{f"coverage.{model}": coverage_text(entry, coverage["applied"]) for model, entry in (coverage.get("models") or {}).items()}}
+    return {
+        **verdicts,
+        **limits,
+        **({IDENTICAL_TAG: note} if (note := identical_note(results)) else {}),
+        **{f"coverage.{model}": coverage_text(entry, coverage["applied"]) for model, entry in (coverage.get("models") or {}).items()},
+    }
 
 
 def model_coverage(results: Results) -> dict[str, float]:
@@ -101,7 +132,7 @@ def leaderboard_table(results: Results) -> pd.DataFrame:
     Every model of the results has its row: none is dropped for lacking cases."""
     rows = []
     shares = model_coverage(results)
-    own = ((results.get("coverage") or {}).get("analyses") or {})
+    own = (results.get("coverage") or {}).get("analyses") or {}
     for structure, metric, cell in _cells(results):
         ranking: Mapping[str, Any] = cell.get("ranking") or {}
         order = ranking.get("order") or []
@@ -111,15 +142,50 @@ def leaderboard_table(results: Results) -> pd.DataFrame:
             estimate, ranked = cell["models"][model], model in order
             low, high = ranking["rank_interval"][model] if ranked else (None, None)
             pair = next_pair.get(model, {})
-            rows.append([structure, metric, ranking["rank"][model] if ranked else None, model, estimate["mean"], estimate["ci_low"],
-                         estimate["ci_high"], estimate["n"], shares.get(model), ranking["p_rank1"][model] if ranked else None, low, high,
-                         model in verdict.get("co_winners", ()), pair.get("code"), CODE_WORDS.get(pair.get("code")), pair.get("text")])
+            rows.append(
+                [
+                    structure,
+                    metric,
+                    ranking["rank"][model] if ranked else None,
+                    model,
+                    estimate["mean"],
+                    estimate["ci_low"],
+                    estimate["ci_high"],
+                    estimate["n"],
+                    shares.get(model),
+                    ranking["p_rank1"][model] if ranked else None,
+                    low,
+                    high,
+                    model in verdict.get("co_winners", ()),
+                    pair.get("code"),
+                    CODE_WORDS.get(pair.get("code")),
+                    pair.get("text"),
+                ]
+            )
         for model in sorted(m for m in own if m not in cell["models"]):
             own_cell = own[model]["structures"].get(structure, {}).get("metrics", {}).get(metric)
             if own_cell and model in own_cell["models"]:
                 estimate = own_cell["models"][model]
-                rows.append([structure, metric, None, model, estimate["mean"], estimate["ci_low"], estimate["ci_high"], estimate["n"],
-                             shares.get(model), None, None, None, False, None, None, None])
+                rows.append(
+                    [
+                        structure,
+                        metric,
+                        None,
+                        model,
+                        estimate["mean"],
+                        estimate["ci_low"],
+                        estimate["ci_high"],
+                        estimate["n"],
+                        shares.get(model),
+                        None,
+                        None,
+                        None,
+                        False,
+                        None,
+                        None,
+                        None,
+                    ]
+                )
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 

@@ -35,10 +35,7 @@ TableCell = tuple[str, str | float | int | None]
 def table(headers: Sequence[str], rows: Sequence[Sequence[TableCell]], caption: str = "", css: str = "") -> str:
     """A table whose columns sort on click (site.js), keyboard-reachable through header buttons."""
     head = "".join(f'<th scope="col"><button type="button">{html.escape(h)}</button></th>' for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f'<td data-sort="{html.escape(_key(key))}"{_align(key)}>{shown}</td>' for shown, key in row) + "</tr>"
-        for row in rows
-    )
+    body = "".join("<tr>" + "".join(f'<td data-sort="{html.escape(_key(key))}"{_align(key)}>{shown}</td>' for shown, key in row) + "</tr>" for row in rows)
     cap = f"<caption>{caption}</caption>" if caption else ""
     return f'<div class="table-scroll"><table class="sortable {css}">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
@@ -73,8 +70,7 @@ def marks_caption(marks: Sequence[str]) -> str:
 
 def verdict_cell(v: Verdict | VerdictPair, more: str = "") -> str:
     """A verdict's words, its one-line text (and ``more``, plain text) behind a disclosure and as the tooltip, so a row stays one line."""
-    return (f'<details class="verdict"><summary title="{html.escape(v["text"])}">{verdict_words(v)}</summary>'
-            f"{html.escape(v['text'] + more)}</details>")
+    return f'<details class="verdict"><summary title="{html.escape(v["text"])}">{verdict_words(v)}</summary>{html.escape(v["text"] + more)}</details>'
 
 
 def answers(results: Results, link_of: Callable[[str, str], str], structures: Sequence[str] | None = None) -> str:
@@ -93,20 +89,27 @@ def answers(results: Results, link_of: Callable[[str, str], str], structures: Se
                 continue
             co = ", ".join(v["co_winners"])
             audit = audit_of(results, structure, metric)
-            rows.append([
-                where,
-                (html.escape(metric), metric),
-                model_cell(v["first"], models.get(v["first"], {}), said),
-                (estimate_html(cell["models"][v["first"]], cell, metric) + coverage_note(audit, structure), cell["models"][v["first"]]["mean"]),
-                ((verdict_cell(v, f". Co-winners: {co}.") + type1_note(audit, structure) + limit_note(audit)) if v["pairs"] else verdict_words(v),
-                 VERDICT_ORDER.get(v["code"], "4")),
-                (f'<span title="{html.escape(co)}">{len(v["co_winners"])}: {html.escape(co)}</span>', f"{len(v['co_winners']):03d}"),
-            ])
+            rows.append(
+                [
+                    where,
+                    (html.escape(metric), metric),
+                    model_cell(v["first"], models.get(v["first"], {}), said),
+                    (estimate_html(cell["models"][v["first"]], cell, metric) + coverage_note(audit, structure), cell["models"][v["first"]]["mean"]),
+                    (
+                        (verdict_cell(v, f". Co-winners: {co}.") + type1_note(audit, structure) + limit_note(audit)) if v["pairs"] else verdict_words(v),
+                        VERDICT_ORDER.get(v["code"], "4"),
+                    ),
+                    (f'<span title="{html.escape(co)}">{len(v["co_winners"])}: {html.escape(co)}</span>', f"{len(v['co_winners']):03d}"),
+                ]
+            )
     said_once = " ".join(dict.fromkeys(n for s in chosen for n in map(intervals_note, results["analysis"]["structures"][s]["metrics"].values()) if n))
-    caption = ("#1 versus #2 per structure and metric; click a verdict for its numbers. Co-winners: #1 and every model not "
-               'separable from it (test of the mean difference and Wilcoxon-Holm) on the ranking by mean '
-               f'(<a href="methodology.html#verdicts">verdicts</a>). {said_once + " " if said_once else ""}'
-               + audit_legend(audit_margin(results)) + marks_caption(said))
+    caption = (
+        "#1 versus #2 per structure and metric; click a verdict for its numbers. Co-winners: #1 and every model not "
+        "separable from it (test of the mean difference and Wilcoxon-Holm) on the ranking by mean "
+        f'(<a href="methodology.html#verdicts">verdicts</a>). {said_once + " " if said_once else ""}'
+        + audit_legend(audit_margin(results))
+        + marks_caption(said)
+    )
     shown = [cell for s in chosen for cell in results["analysis"]["structures"][s]["metrics"].values() if cell.get("verdict")]
     head = ci_head(ci_level(cell, results["analysis"]["settings"]) for cell in shown)
     return table(["structure", "metric", "#1", head, "#1 versus #2", "co-winners"], rows, caption, "answers")
@@ -151,8 +154,7 @@ def leaderboard(cell: Cell, models: Models, metric: str, audit: CellAudit, struc
         )
     direction = "higher is better" if cell["higher_is_better"] else "lower is better"
     headers = ["rank", "model", ci_head([ci_level(cell, settings)]), "median", "P(rank 1)", "rank interval", "versus next model", "n", "worst-case"]
-    verdicts = (f"; verdicts:{type1_note(audit, structure)}{limit_note(audit)}"
-                if cell.get("ranking") and len(cell["ranking"]["order"]) > 1 else "")
+    verdicts = f"; verdicts:{type1_note(audit, structure)}{limit_note(audit)}" if cell.get("ranking") and len(cell["ranking"]["order"]) > 1 else ""
     notes = [note for note in (intervals_note(cell), html.escape(tied_first_note(cell))) if note]
     said_once = f". {' '.join(notes)}" if notes else ""
     return table(headers, rows, f"{html.escape(metric)} ({direction}){verdicts}{said_once}" + marks_caption(said), "leaderboard")
@@ -197,19 +199,27 @@ def overview(results: Results, link_of: Callable[[str, str], str]) -> str:
             first = order[0]
             needed = (cell.get("power") or {}).get("n_required")
             loo: Mapping[str, Any] = cell.get("loo") or {}
-            rows.append([
-                (link, structure),
-                (html.escape(metric), metric),
-                (f'<span class="model">{html.escape(first)}</span>', first),
-                (html.escape(p_rank1_text(cell, first)), cell["ranking"]["p_rank1"][first]),
-                (fmt(loo.get("winner_change_share"), 2), loo.get("winner_change_share")),
-                ("–" if needed is None else str(needed), needed),
-                (str(block["n_cases"]), block["n_cases"]),
-            ])
-    headers = ["structure", "metric", "#1", "P(rank 1)", "LOO: share of cases changing #1",
-               "cases needed to separate #1 and #2 (paired t, power as set)", "cases every model has (used here)"]
-    return table(headers, rows, "How firm is #1? Bootstrap P(rank 1), leave-one-case-out and the power to separate #1 from #2",
-                 "overview")
+            rows.append(
+                [
+                    (link, structure),
+                    (html.escape(metric), metric),
+                    (f'<span class="model">{html.escape(first)}</span>', first),
+                    (html.escape(p_rank1_text(cell, first)), cell["ranking"]["p_rank1"][first]),
+                    (fmt(loo.get("winner_change_share"), 2), loo.get("winner_change_share")),
+                    ("–" if needed is None else str(needed), needed),
+                    (str(block["n_cases"]), block["n_cases"]),
+                ]
+            )
+    headers = [
+        "structure",
+        "metric",
+        "#1",
+        "P(rank 1)",
+        "LOO: share of cases changing #1",
+        "cases needed to separate #1 and #2 (paired t, power as set)",
+        "cases every model has (used here)",
+    ]
+    return table(headers, rows, "How firm is #1? Bootstrap P(rank 1), leave-one-case-out and the power to separate #1 from #2", "overview")
 
 
 AGAINST_SOURCE_ORDER = {"opposite": "0", "adds": "1", "withholds": "2", "agree": "3"}  # disagreements first
@@ -233,14 +243,18 @@ def source_pairs(cell: Cell, published: SourceCell, metric: str) -> str:
         winner = wilcoxon_winner(cell, upper, lower)
         wilcoxon = wilcoxon_text(pair_verdict(cell, upper, lower, metric))  # the statistics' words, as in every verdict
         relation, sentence = against_source(cell, theirs, upper, lower)  # type: ignore[arg-type]  # the source's pair (SourcePair)
-        rows.append([
-            (f"{html.escape(upper)} vs {html.escape(lower)}", f"{upper} vs {lower}"),
-            (f"{source_word}: {html.escape(diff_text(theirs, upper, cell, metric))}", str(int(theirs["distinguishable"]))),
-            (f"{'✔ separable' if entry['separable'] else '✘ not separable'}: {html.escape(diff_text(entry, upper, cell, metric))}; {same}",
-             str(int(entry["separable"]))),
-            (html.escape(wilcoxon), "1" if winner else "0"),
-            (f'<span class="relation-{relation}">{html.escape(sentence)}</span>', AGAINST_SOURCE_ORDER[relation]),
-        ])
+        rows.append(
+            [
+                (f"{html.escape(upper)} vs {html.escape(lower)}", f"{upper} vs {lower}"),
+                (f"{source_word}: {html.escape(diff_text(theirs, upper, cell, metric))}", str(int(theirs["distinguishable"]))),
+                (
+                    f"{'✔ separable' if entry['separable'] else '✘ not separable'}: {html.escape(diff_text(entry, upper, cell, metric))}; {same}",
+                    str(int(entry["separable"])),
+                ),
+                (html.escape(wilcoxon), "1" if winner else "0"),
+                (f'<span class="relation-{relation}">{html.escape(sentence)}</span>', AGAINST_SOURCE_ORDER[relation]),
+            ]
+        )
     level = format_level(published["ci_level"])
     correction = "Bonferroni" if published["correction"] == "bonferroni" else "no correction (one pair)"
     headers = [
@@ -263,15 +277,32 @@ def sensitivity(variant: Variant, link_of: Callable[[str, str], str]) -> str:
                 continue
             where = f'<a href="{link_of(structure, metric)}">{html.escape(structure)} {html.escape(metric)}</a>'
             flips = ", ".join(f"{html.escape(a)} / {html.escape(b)}" for a, b in c["flipped_pairs"])
-            top = (f"{html.escape(', '.join(c['top']['baseline']))} → <strong>{html.escape(', '.join(c['top']['variant']))}</strong>"
-                   if c["top_changed"] else "same")
-            co = (f"{html.escape(', '.join(c['co_winners']['baseline']) or 'none')} → "
-                  f"<strong>{html.escape(', '.join(c['co_winners']['variant']) or 'none')}</strong>" if c["co_winners_changed"] else "same")
-            rows.append([(where, f"{structure} {metric}"), (fmt(c["kendall_tau"], 3), c["kendall_tau"]),
-                         (flips or "none", len(c["flipped_pairs"])), (top, int(c["top_changed"])), (co, int(c["co_winners_changed"])),
-                         (str(len(c["verdicts_changed"])), len(c["verdicts_changed"]))])
-    return table(["structure / metric", "Kendall tau", "pairs that flip", "#1", "co-winners (not separable from #1)", "Wilcoxon-Holm verdicts changed"], rows,
-                 css="sensitivity")
+            top = (
+                f"{html.escape(', '.join(c['top']['baseline']))} → <strong>{html.escape(', '.join(c['top']['variant']))}</strong>"
+                if c["top_changed"]
+                else "same"
+            )
+            co = (
+                f"{html.escape(', '.join(c['co_winners']['baseline']) or 'none')} → "
+                f"<strong>{html.escape(', '.join(c['co_winners']['variant']) or 'none')}</strong>"
+                if c["co_winners_changed"]
+                else "same"
+            )
+            rows.append(
+                [
+                    (where, f"{structure} {metric}"),
+                    (fmt(c["kendall_tau"], 3), c["kendall_tau"]),
+                    (flips or "none", len(c["flipped_pairs"])),
+                    (top, int(c["top_changed"])),
+                    (co, int(c["co_winners_changed"])),
+                    (str(len(c["verdicts_changed"])), len(c["verdicts_changed"])),
+                ]
+            )
+    return table(
+        ["structure / metric", "Kendall tau", "pairs that flip", "#1", "co-winners (not separable from #1)", "Wilcoxon-Holm verdicts changed"],
+        rows,
+        css="sensitivity",
+    )
 
 
 def clustered(structures: dict[str, Structure], link_of: Callable[[str, str], str]) -> str:
@@ -291,17 +322,28 @@ def clustered(structures: dict[str, Structure], link_of: Callable[[str, str], st
             head = next((p for p in c["pairwise"] if {p["a"], p["b"]} == set(order[:2])), None) if len(order) > 1 else None
             words = {True: "separable", False: "not separable"}  # the #1-versus-#2 difference's CI, by case and by cluster
             first_second = f"{words[head['case_separable']]} / {words[head['separable']]}" if head else "n/a"
-            rows.append([
-                (f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>', structure),
-                (html.escape(metric), metric),
-                (str(c["n_clusters"]), c["n_clusters"]),
-                (fmt(median, 2), median),
-                (f"{fmt(ratios[0], 2)} - {fmt(ratios[-1], 2)}" if ratios else "n/a", ratios[0] if ratios else None),
-                (html.escape(first or "n/a"), first),
-                (f"{fmt(p1['case'], 3)} / {fmt(p1['cluster'], 3)}" if p1 else "n/a", p1["cluster"] if p1 else None),
-                (f"{separable[0]} / {separable[1]} of {len(c['pairwise'])}", separable[1]),
-                (first_second, first_second),
-            ])
-    headers = ["structure", "metric", "clusters", "median width ratio", "range", "#1 (case bootstrap)", "#1 P(rank 1) case / cluster",
-               "separable pairs case / cluster", "#1 versus #2 case / cluster"]
+            rows.append(
+                [
+                    (f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>', structure),
+                    (html.escape(metric), metric),
+                    (str(c["n_clusters"]), c["n_clusters"]),
+                    (fmt(median, 2), median),
+                    (f"{fmt(ratios[0], 2)} - {fmt(ratios[-1], 2)}" if ratios else "n/a", ratios[0] if ratios else None),
+                    (html.escape(first or "n/a"), first),
+                    (f"{fmt(p1['case'], 3)} / {fmt(p1['cluster'], 3)}" if p1 else "n/a", p1["cluster"] if p1 else None),
+                    (f"{separable[0]} / {separable[1]} of {len(c['pairwise'])}", separable[1]),
+                    (first_second, first_second),
+                ]
+            )
+    headers = [
+        "structure",
+        "metric",
+        "clusters",
+        "median width ratio",
+        "range",
+        "#1 (case bootstrap)",
+        "#1 P(rank 1) case / cluster",
+        "separable pairs case / cluster",
+        "#1 versus #2 case / cluster",
+    ]
     return table(headers, rows, caption="Cluster versus case bootstrap")

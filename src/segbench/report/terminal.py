@@ -45,8 +45,10 @@ def verdict_sentence(v: Verdict | VerdictPair) -> str:
 def _kinds_line(results: Results, sources: bool = True) -> str:
     """Each distinct marking of the dataset's models once ('5 models, all SIMULATED'), not once per row; without
     ``sources``, a published model's mark without its source ('PUBLISHED')."""
-    marks = {name: ", ".join(m if sources or not m.startswith("PUBLISHED: ") else "PUBLISHED" for m in markers(model))
-             for name, model in sorted(results["models"].items())}
+    marks = {
+        name: ", ".join(m if sources or not m.startswith("PUBLISHED: ") else "PUBLISHED" for m in markers(model))
+        for name, model in sorted(results["models"].items())
+    }
     distinct = sorted(set(marks.values()))
     if len(distinct) == 1:
         return f"{len(marks)} models" + (f", all {distinct[0]}" if distinct[0] else "")
@@ -77,8 +79,9 @@ def _table_notes(results: Results, cells: Sequence[Cell]) -> list[str]:
 
 def _identical(cell: Cell) -> list[str]:
     """'A and B are identical on every case' for each group of models the ranking found identical on every case."""
-    return [f"{', '.join(group[:-1])} and {group[-1]} are identical on every case"
-            for group in (cell.get("ranking") or {}).get("identical") or [] if len(group) > 1]
+    return [
+        f"{', '.join(group[:-1])} and {group[-1]} are identical on every case" for group in (cell.get("ranking") or {}).get("identical") or [] if len(group) > 1
+    ]
 
 
 def _shared_audit(results: Results, cells: Sequence[tuple[str, str, Cell, int]]) -> str | None:
@@ -95,8 +98,10 @@ def _overview_cell(results: Results, structure: str, metric: str, cell: Cell, n:
     if not v:
         return f"{structure} {metric}, {n} cases: no ranked model", []
     first = v["first"]
-    head = (f"{structure} {metric}, {n} cases: #1 {first} {estimate(cell['models'][first], cell, metric)}, "
-            f"P(rank 1) {p_rank1_text(cell, first)}; co-winners {', '.join(v['co_winners'])}")
+    head = (
+        f"{structure} {metric}, {n} cases: #1 {first} {estimate(cell['models'][first], cell, metric)}, "
+        f"P(rank 1) {p_rank1_text(cell, first)}; co-winners {', '.join(v['co_winners'])}"
+    )
     lines = [verdict_sentence(v) if v["pairs"] else CODE_WORDS["single_model"], *_identical(cell)]
     if v["pairs"] and said_once is None:
         lines.append(audit_words(audit_of(results, structure, metric), structure))
@@ -122,8 +127,7 @@ def _audit_once(results: Results, cells: Sequence[tuple[str, str, Cell, int]]) -
     coverage, type1 = span("coverage"), span("type1")
     if coverage is None and type1 is None:
         return audit_words(audits[0], compared[0][0])
-    parts = [f"CI covers {coverage}" if coverage else "CI not audited",
-             f'"separable" wrong for equal models {type1}' if type1 else "verdict not audited"]
+    parts = [f"CI covers {coverage}" if coverage else "CI not audited", f'"separable" wrong for equal models {type1}' if type1 else "verdict not audited"]
     return f"Audited: {', '.join(parts)}."
 
 
@@ -152,16 +156,18 @@ def _one_line_cells(results: Results, cells: Sequence[tuple[str, str, Cell, int]
         words = CODE_WORDS[v["code"]] if v["pairs"] else CODE_WORDS["single_model"]
         if v["pairs"] and audit_of(results, structure, metric).get("limit"):
             words += f" {LIMIT_MARK}"
-        rows.append((f"{structure} {metric}", v["first"], estimate(cell["models"][v["first"]], cell, metric), words,
-                     [m for m in v["co_winners"] if m != v["first"]]))
+        rows.append(
+            (f"{structure} {metric}", v["first"], estimate(cell["models"][v["first"]], cell, metric), words, [m for m in v["co_winners"] if m != v["first"]])
+        )
     head = ("cell", "#1", _ci_head(results, [cell for _, _, cell, _ in cells if cell.get("verdict")]), "verdict")
     sizes = [max(len(text) for text in column) for column in zip(head, *(row[:4] for row in rows), strict=True)]
     # two spaces between columns, one where two would push the longest co-winners' '+N' past the width
     need = max((len(f"+{len(others)}") for *_, others in rows if others), default=0)
     gap = "  " if width is None or sum(sizes) + 2 * 4 + need <= width else " "
     room = None if width is None else width - sum(sizes) - len(gap) * 4
-    lines = [gap.join(text.ljust(size) for text, size in zip(head, sizes, strict=True)) + gap
-             + ("co-winners" if room is None or room >= len("co-winners") else "+N")]
+    lines = [
+        gap.join(text.ljust(size) for text, size in zip(head, sizes, strict=True)) + gap + ("co-winners" if room is None or room >= len("co-winners") else "+N")
+    ]
     for *fixed, others in rows:
         lines.append(gap.join(text.ljust(size) for text, size in zip(fixed, sizes, strict=True)) + gap + _fit_names(others, room))
     return [line.rstrip() for line in lines]
@@ -183,8 +189,12 @@ def _leaderboard_rows(results: Results, structure: str, metric: str) -> tuple[st
             continue
         lo, hi = ranking["rank_interval"][name]
         v = next_verdict(cell, name)
-        rows.append((f"{ranking['rank'][name]}. {name} {estimate(est, cell, metric)}, P(rank 1) {p_rank1_text(cell, name)}, "
-                     f"ranks {fmt_rank(lo)}–{fmt_rank(hi)}", [verdict_sentence(v) if v else "last ranked"]))
+        rows.append(
+            (
+                f"{ranking['rank'][name]}. {name} {estimate(est, cell, metric)}, P(rank 1) {p_rank1_text(cell, name)}, ranks {fmt_rank(lo)}–{fmt_rank(hi)}",
+                [verdict_sentence(v) if v else "last ranked"],
+            )
+        )
     return title, [*rows, *((f"–. {line}", []) for line in own_case_lines(results, structure, metric))]
 
 
@@ -195,8 +205,12 @@ def lesion_view(results: Results) -> Results | None:
         return None
     d = results["dataset"]
     title = f"{d.get('title') or d['name']}, lesion-wise by case ({block['profile']} matching)"
-    view = {"dataset": {"name": d["name"], "title": title}, "models": results["models"], "analysis": block["case"],
-            "audited": (results.get("audited") or {}).get("lesions") or LESIONS_NOT_AUDITED}  # type: ignore[union-attr]  # a dict or None here
+    view = {
+        "dataset": {"name": d["name"], "title": title},
+        "models": results["models"],
+        "analysis": block["case"],
+        "audited": (results.get("audited") or {}).get("lesions") or LESIONS_NOT_AUDITED,  # type: ignore[union-attr]  # a dict or None here
+    }
     return cast(Results, view)  # the keys the views read
 
 
@@ -205,8 +219,7 @@ def _wrap(text: str, width: int | None, indent: str = "") -> list[str]:
     continuation lines indented two more; one line when ``width`` is None (piped: the reader's program wraps)."""
     if width is None:
         return [indent + text]
-    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ", break_long_words=False,
-                         break_on_hyphens=False) or [indent]
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ", break_long_words=False, break_on_hyphens=False) or [indent]
 
 
 def _text_block(title: str, notes: list[str], entries: list[tuple[str, list[str]]], width: int | None) -> list[str]:
@@ -237,8 +250,13 @@ def _blocks(all_results: Sequence[Results], structure: str | None, metric: str |
                 cells = list(_cells(view))
                 d = view["dataset"]
                 audit = _shared_audit(view, cells) if len(cells) > 1 else None
-                notes = [*filter(None, [unit_sentence(view)]), *coverage_notes(view), *_table_notes(view, [c for _, _, c, _ in cells]), CO_WINNERS,
-                         *filter(None, [audit])]
+                notes = [
+                    *filter(None, [unit_sentence(view)]),
+                    *coverage_notes(view),
+                    *_table_notes(view, [c for _, _, c, _ in cells]),
+                    CO_WINNERS,
+                    *filter(None, [audit]),
+                ]
                 yield f"{d.get('title') or d['name']}: {_kinds_line(view)}", notes, [_overview_cell(view, *entry, audit) for entry in cells]
             continue
         for name in _metrics(results, structure, metric):
@@ -286,9 +304,11 @@ def _unit_short(results: Results) -> str:
     labels = list(clusters["labels"].values())
     largest = max(labels.count(label) for label in set(labels)) / len(labels)
     n = changes["n_cells"]
-    return (f"Unit: the case, from {len(set(labels))} {clusters['field']} clusters (the largest {100 * largest:.0f}%); resampling "
-            f"{clusters['field']}s instead changes {len(changes['first_second'])} of {n} #1-versus-#2 verdicts and "
-            f"{len(changes['co_winners'])} of {n} co-winner sets (methodology 5.16).")
+    return (
+        f"Unit: the case, from {len(set(labels))} {clusters['field']} clusters (the largest {100 * largest:.0f}%); resampling "
+        f"{clusters['field']}s instead changes {len(changes['first_second'])} of {n} #1-versus-#2 verdicts and "
+        f"{len(changes['co_winners'])} of {n} co-winner sets (methodology 5.16)."
+    )
 
 
 def _grouped_cells(results: Results, cells: Sequence[tuple[str, str, Cell, int]], width: int | None) -> list[str]:
@@ -338,15 +358,25 @@ def overview(all_results: Sequence[Results], width: int | None = None, cells_tab
         cells = list(_cells(view))
         d = view["dataset"]
         notes = [*filter(None, [_unit_short(view)]), *coverage_notes(view), *filter(None, [_audit_once(view, cells)])]
-        lines += [*_wrap(f"{d.get('title') or d['name']}: {_kinds_line(view, sources=False)}", width),
-                  *(line for n in notes for line in _wrap(n, width, "  ")),
-                  *("  " + line for line in (_one_line_cells(view, cells, body) if cells_table else _grouped_cells(view, cells, body)))]
+        lines += [
+            *_wrap(f"{d.get('title') or d['name']}: {_kinds_line(view, sources=False)}", width),
+            *(line for n in notes for line in _wrap(n, width, "  ")),
+            *("  " + line for line in (_one_line_cells(view, cells, body) if cells_table else _grouped_cells(view, cells, body))),
+        ]
     lines += _wrap(MORE, width)
     return "\n".join(lines) + "\n"
 
 
-def render(all_results: Sequence[Results], *, structure: str | None = None, metric: str | None = None, fmt_name: str = "text",
-           width: int | None = None, detail: bool = False, cells: bool = False) -> str:
+def render(
+    all_results: Sequence[Results],
+    *,
+    structure: str | None = None,
+    metric: str | None = None,
+    fmt_name: str = "text",
+    width: int | None = None,
+    detail: bool = False,
+    cells: bool = False,
+) -> str:
     """Each dataset's overview and verdicts, or with ``structure`` that structure's full leaderboards, as ``fmt_name``
     (``FORMATS``); text lines at most ``width`` columns wide, broken at spaces only (None: not wrapped). The text overview
     groups each structure's cells per #1 (``overview``); ``cells`` puts one cell per line with #1's mean [CI]; ``detail``
@@ -368,8 +398,11 @@ def render(all_results: Sequence[Results], *, structure: str | None = None, metr
         return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
     if fmt_name == "text" and structure is None and not detail:
         return overview(all_results, width, cells_table=cells)
-    lines = [line for title, notes, entries in _blocks(all_results, structure, metric)
-             for line in (_text_block(title, notes, entries, width) if fmt_name == "text" else _md_block(title, notes, entries))]
+    lines = [
+        line
+        for title, notes, entries in _blocks(all_results, structure, metric)
+        for line in (_text_block(title, notes, entries, width) if fmt_name == "text" else _md_block(title, notes, entries))
+    ]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -151,8 +151,14 @@ def _region_columns(ref: np.ndarray, pred: np.ndarray, region: Region) -> dict:
 
 
 def _score_region(
-    ref: np.ndarray, pred: np.ndarray, spacing: tuple[float, float, float], region: Region, row: dict, worst: float,
-    profile: Profile, sd: SurfaceDistances | None = None,
+    ref: np.ndarray,
+    pred: np.ndarray,
+    spacing: tuple[float, float, float],
+    region: Region,
+    row: dict,
+    worst: float,
+    profile: Profile,
+    sd: SurfaceDistances | None = None,
 ) -> tuple[dict, SurfaceDistances | None]:
     """A region's row under one profile from its (cropped) boolean masks and ``row`` (its base columns and
     :func:`_region_columns`): the empty-mask rules of docs/methodology.md#4-empty-masks-and-missing-predictions
@@ -179,7 +185,11 @@ class DecodedPair:
 
 
 def decode_pair(
-    case_id: str, reference: Path, prediction: Path | None, *, allowed_labels: set[int] | None = None,
+    case_id: str,
+    reference: Path,
+    prediction: Path | None,
+    *,
+    allowed_labels: set[int] | None = None,
     dicom_labels: Mapping[str, int] | None = None,
 ) -> DecodedPair:
     """Decode a case's reference and prediction once, with every check scoring relies on.
@@ -247,7 +257,12 @@ def score_case(
 
 
 def score_pair(
-    case_id: str, pair: DecodedPair, regions: Sequence[Region], *, profile: str = DEFAULT_PROFILE, extra_profiles: Sequence[str] = (),
+    case_id: str,
+    pair: DecodedPair,
+    regions: Sequence[Region],
+    *,
+    profile: str = DEFAULT_PROFILE,
+    extra_profiles: Sequence[str] = (),
 ) -> list[dict]:
     """:func:`score_case` on a case already decoded (:func:`decode_pair`): the score stage decodes once for these rows
     and the lesion-wise ones (``lesionwise.score_cases_and_lesions``)."""
@@ -296,8 +311,9 @@ def _profile_columns(definition: Profile) -> dict[str, str]:
 
 def _score_case_job(args: tuple) -> list[dict]:
     case_id, reference, prediction, regions, allowed_labels, dicom_labels, profile, extra_profiles = args
-    return score_case(case_id, reference, prediction, regions, allowed_labels=allowed_labels, dicom_labels=dicom_labels, profile=profile,
-                      extra_profiles=extra_profiles)
+    return score_case(
+        case_id, reference, prediction, regions, allowed_labels=allowed_labels, dicom_labels=dicom_labels, profile=profile, extra_profiles=extra_profiles
+    )
 
 
 def _score_case_or_error(args: tuple) -> list[dict] | Exception:
@@ -314,8 +330,9 @@ def worker_died(args: tuple) -> ValueError:
     alone (:func:`map_cases`): killed for memory, or a crash in a decoder; it names the prediction (the reference
     without one)."""
     case_id, reference, prediction = args[:3]
-    return ValueError(f"case {case_id}: {reference if prediction is None else prediction}: the worker process scoring it died "
-                      "(killed for memory, or a crash in a decoder)")
+    return ValueError(
+        f"case {case_id}: {reference if prediction is None else prediction}: the worker process scoring it died (killed for memory, or a crash in a decoder)"
+    )
 
 
 def raise_worker_died(args: tuple) -> NoReturn:
@@ -364,8 +381,16 @@ def _start_method() -> str:
     return "spawn" if getattr(parallel, "_is_initialized", True) else "fork"
 
 
-def map_cases(job: Callable[[A], T], jobs: Sequence[A], *, workers: int = 1, progress: bool = True, desc: str = "scoring",
-              sizes: Sequence[float] | None = None, died: Callable[[A], T] | None = None) -> list[T]:
+def map_cases(
+    job: Callable[[A], T],
+    jobs: Sequence[A],
+    *,
+    workers: int = 1,
+    progress: bool = True,
+    desc: str = "scoring",
+    sizes: Sequence[float] | None = None,
+    died: Callable[[A], T] | None = None,
+) -> list[T]:
     """``job`` of every entry of ``jobs``, in input order, with a progress bar.
 
     With ``workers > 1`` the jobs run in a process pool that is handed one job per free worker, so at most ``workers``
@@ -407,8 +432,9 @@ def map_cases(job: Callable[[A], T], jobs: Sequence[A], *, workers: int = 1, pro
     return [done[i] for i in range(len(jobs))]
 
 
-def _pooled(job: Callable[[A], T], jobs: Sequence[A], order: list[int], workers: int, method: str,
-            record: Callable[[int, T], None]) -> tuple[list[int], list[int]]:
+def _pooled(
+    job: Callable[[A], T], jobs: Sequence[A], order: list[int], workers: int, method: str, record: Callable[[int, T], None]
+) -> tuple[list[int], list[int]]:
     """Run the jobs at ``order`` in a pool of ``workers`` processes, each result to ``record`` as it comes; a job's
     error stops the run. If a worker process dies: (the jobs that were running, the jobs not yet begun); else ([], [])."""
     queue = list(order)
@@ -467,8 +493,14 @@ def score_cases(
         (cid, Path(ref), None if pred is None else Path(pred), tuple(regions), allowed_labels, dicom_labels, profile, extra_profiles)
         for cid, ref, pred in cases
     ]
-    done = map_cases(_score_case_job if failed is None else _score_case_or_error, jobs, workers=workers, progress=progress,
-                     sizes=[case_bytes(ref, pred) for _, ref, pred in cases], died=raise_worker_died if failed is None else worker_died)
+    done = map_cases(
+        _score_case_job if failed is None else _score_case_or_error,
+        jobs,
+        workers=workers,
+        progress=progress,
+        sizes=[case_bytes(ref, pred) for _, ref, pred in cases],
+        died=raise_worker_died if failed is None else worker_died,
+    )
     rows: list[dict] = []
     for i, (job, case_rows) in enumerate(zip(jobs, done, strict=True)):
         if isinstance(case_rows, Exception) and failed is not None:

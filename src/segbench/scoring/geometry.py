@@ -32,8 +32,7 @@ def check_affine(case_id: str, path: object, affine: np.ndarray) -> None:
     it makes every tolerance comparison false, so that a grid check would pass it."""
     affine = np.asarray(affine, dtype=np.float64)
     if not np.isfinite(affine).all() or not abs(np.linalg.det(affine[:3, :3])) > 0:
-        raise GeometryError(f"case {case_id}: {path}: its affine {affine[:3].round(5).tolist()} is not a finite, invertible "
-                            "voxel-to-world map")
+        raise GeometryError(f"case {case_id}: {path}: its affine {affine[:3].round(5).tolist()} is not a finite, invertible voxel-to-world map")
 
 
 def check_spacing(case_id: str, path: object, img: nib.spatialimages.SpatialImage) -> tuple[float, float, float]:
@@ -73,8 +72,7 @@ def check_same_grid(
     dt = float(np.abs(a[:3, 3] - b[:3, 3]).max())
     if dt > TRANSLATION_TOL_MM:
         raise GeometryError(
-            f"{where}: affine origin differs by {dt:.6g} mm (tolerance {TRANSLATION_TOL_MM} mm): "
-            f"{a[:3, 3].round(5).tolist()} vs {b[:3, 3].round(5).tolist()}"
+            f"{where}: affine origin differs by {dt:.6g} mm (tolerance {TRANSLATION_TOL_MM} mm): {a[:3, 3].round(5).tolist()} vs {b[:3, 3].round(5).tolist()}"
         )
     scale = float(np.abs(a[:3, :3]).max())
     dl = float(np.abs(a[:3, :3] - b[:3, :3]).max())
@@ -85,9 +83,7 @@ def check_same_grid(
         )
 
 
-def resample_to_reference(
-    img: nib.spatialimages.SpatialImage, reference: nib.spatialimages.SpatialImage
-) -> nib.Nifti1Image:
+def resample_to_reference(img: nib.spatialimages.SpatialImage, reference: nib.spatialimages.SpatialImage) -> nib.Nifti1Image:
     """Nearest-neighbour resample a label map onto the reference grid through world coordinates.
 
     Each reference voxel centre is mapped to world space by the reference affine and back into the

@@ -143,7 +143,7 @@ def _label_runs(mask: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, int]:
                     number[r] = n
                 else:
                     number[r] = number[root]
-                labels[i, j, start[r]:stop[r]] = number[r]
+                labels[i, j, start[r] : stop[r]] = number[r]
     return labels, n
 
 
@@ -456,8 +456,7 @@ def instance_table(reference: np.ndarray, prediction: np.ndarray, spacing: Seque
     return instance_tables(reference, prediction, spacing, [profile])[0]
 
 
-def instance_tables(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float],
-                    profiles: Sequence[LesionProfile | str]) -> list[pd.DataFrame]:
+def instance_tables(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float], profiles: Sequence[LesionProfile | str]) -> list[pd.DataFrame]:
     """:func:`instance_table` of one pair under each profile. The profiles share what they do alike: the check and
     the box, the instances of one connectivity (components, their overlap table) and the surface distances of a
     matched pair under one surface profile (the score stage's four profiles measure most pairs once, not three times)."""
@@ -479,8 +478,9 @@ def instance_tables(reference: np.ndarray, prediction: np.ndarray, spacing: Sequ
     return tables
 
 
-def _table(labelled: Labelled, matching: Matching, spacing: Spacing, profile: LesionProfile, measured: dict[tuple, SurfaceDistances],
-           key: tuple) -> pd.DataFrame:
+def _table(
+    labelled: Labelled, matching: Matching, spacing: Spacing, profile: LesionProfile, measured: dict[tuple, SurfaceDistances], key: tuple
+) -> pd.DataFrame:
     """:func:`instance_table`'s rows from the instances (found the profile's way, ``key``) and their matching; a matched
     pair's surface distances are taken from ``measured`` when another profile measured that pair already."""
     ov, ref_labels, pred_labels = labelled.overlap, labelled.ref_labels, labelled.pred_labels
@@ -489,8 +489,12 @@ def _table(labelled: Labelled, matching: Matching, spacing: Spacing, profile: Le
     miss = {m: 0.0 if up else profile.unmatched_distance_mm for m, up in directions(INSTANCE_METRICS).items()}
     rows = []
     for r, preds in enumerate(matching.preds, start=1):
-        row = {"reference_id": r, "prediction_ids": ";".join(map(str, preds)), "reference_volume_ml": ov.ref_voxels[r] * ml,
-               "prediction_volume_ml": ov.pred_voxels[list(preds)].sum() * ml}
+        row = {
+            "reference_id": r,
+            "prediction_ids": ";".join(map(str, preds)),
+            "reference_volume_ml": ov.ref_voxels[r] * ml,
+            "prediction_volume_ml": ov.pred_voxels[list(preds)].sum() * ml,
+        }
         if not preds:
             rows.append(row | {"status": "FN"} | miss)
             continue
@@ -505,8 +509,9 @@ def _table(labelled: Labelled, matching: Matching, spacing: Spacing, profile: Le
         distances = profile.surface.metrics(measured[pair], tol)
         rows.append(row | {"status": "TP", "dice": 2 * inter / size, "iou": inter / (size - inter), **distances})
     for p in matching.unmatched:
-        rows.append({"status": "FP", "reference_id": 0, "prediction_ids": str(p), "reference_volume_ml": 0.0,
-                     "prediction_volume_ml": ov.pred_voxels[p] * ml} | miss)
+        rows.append(
+            {"status": "FP", "reference_id": 0, "prediction_ids": str(p), "reference_volume_ml": 0.0, "prediction_volume_ml": ov.pred_voxels[p] * ml} | miss
+        )
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     return table.astype({"reference_id": np.int64, "reference_volume_ml": float, "prediction_volume_ml": float, **dict.fromkeys(INSTANCE_METRICS, float)})
 
@@ -562,8 +567,17 @@ def case_scores(table: pd.DataFrame, profile: LesionProfile | str = "panoptica",
     tp, fp, fn = int((status == "TP").sum()), int((status == "FP").sum()), int((status == "FN").sum())
     rq = tp / (tp + 0.5 * fp + 0.5 * fn) if tp else (0.0 if fp + fn else math.nan)
     matched = table[status == "TP"]
-    out: dict[str, float] = {"n_reference": tp + fn, "n_prediction": len(set(";".join(table.prediction_ids).split(";")) - {""}),
-                             "tp": tp, "fp": fp, "fn": fn, "precision": _ratio(tp, tp + fp), "recall": _ratio(tp, tp + fn), "f1": rq, "rq": rq}
+    out: dict[str, float] = {
+        "n_reference": tp + fn,
+        "n_prediction": len(set(";".join(table.prediction_ids).split(";")) - {""}),
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "precision": _ratio(tp, tp + fp),
+        "recall": _ratio(tp, tp + fn),
+        "f1": rq,
+        "rq": rq,
+    }
     for m in INSTANCE_METRICS:
         out[f"sq_{m}"] = float(matched[m].mean()) if tp else math.nan
     for m in ("iou", "dice"):
@@ -597,8 +611,9 @@ def volume_strata(volumes_ml: np.ndarray, strata_ml: Sequence[float]) -> np.ndar
     return np.asarray(names, dtype=object)[np.digitize(volumes_ml, sorted(float(e) for e in strata_ml))]
 
 
-def score_lesions(reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float], profile: LesionProfile | str = "panoptica",
-                  strata_ml: Sequence[float] = ()) -> tuple[pd.DataFrame, dict[str, float]]:
+def score_lesions(
+    reference: np.ndarray, prediction: np.ndarray, spacing: Sequence[float], profile: LesionProfile | str = "panoptica", strata_ml: Sequence[float] = ()
+) -> tuple[pd.DataFrame, dict[str, float]]:
     """The per-lesion table and the case's scores of one structure (``instance_table``, ``case_scores``)."""
     table = instance_table(reference, prediction, spacing, profile)
     return table, case_scores(table, profile, strata_ml)

@@ -237,8 +237,15 @@ def _stream_nonzero(path: Path, proxy: ArrayProxy) -> NonzeroCrop:
 
 def _is_plain_integer(proxy: object) -> TypeGuard[ArrayProxy]:
     """An integer 3D array stored in Fortran order without intensity scaling: its voxels are the file's bytes."""
-    return (isinstance(proxy, ArrayProxy) and len(proxy.shape) == 3 and min(proxy.shape) > 0 and proxy.order == "F"
-            and proxy.dtype.kind in "iu" and proxy.slope == 1.0 and proxy.inter == 0.0)
+    return (
+        isinstance(proxy, ArrayProxy)
+        and len(proxy.shape) == 3
+        and min(proxy.shape) > 0
+        and proxy.order == "F"
+        and proxy.dtype.kind in "iu"
+        and proxy.slope == 1.0
+        and proxy.inter == 0.0
+    )
 
 
 def _is_gzipped(path: Path) -> bool:
@@ -267,8 +274,15 @@ def _inflate_whole(path: Path, proxy: ArrayProxy) -> np.ndarray:
 def _is_plain_float(proxy: object) -> TypeGuard[ArrayProxy]:
     """A float 3D array stored in Fortran order without intensity scaling: labels written as floats (float64 costs 8
     bytes a voxel, 1.2 GB for a CT's grid before a label is checked)."""
-    return (isinstance(proxy, ArrayProxy) and len(proxy.shape) == 3 and min(proxy.shape) > 0 and proxy.order == "F"
-            and proxy.dtype.kind == "f" and proxy.slope == 1.0 and proxy.inter == 0.0)
+    return (
+        isinstance(proxy, ArrayProxy)
+        and len(proxy.shape) == 3
+        and min(proxy.shape) > 0
+        and proxy.order == "F"
+        and proxy.dtype.kind == "f"
+        and proxy.slope == 1.0
+        and proxy.inter == 0.0
+    )
 
 
 def _voxel_blocks(path: Path, proxy: ArrayProxy) -> Iterator[np.ndarray]:
@@ -371,7 +385,10 @@ def is_dicom(path: Path) -> bool:
 
 
 def load_label_map(
-    path: Path, *, dicom_labels: Mapping[str, int] | None = None, reference_shape: tuple[int, ...] | None = None,
+    path: Path,
+    *,
+    dicom_labels: Mapping[str, int] | None = None,
+    reference_shape: tuple[int, ...] | None = None,
     series_folder: Path | None = None,
 ) -> tuple[np.ndarray, nib.spatialimages.SpatialImage]:
     """Decode a NIfTI, DICOM-SEG or RTSTRUCT label map into (integer array, image with world affine).
@@ -451,8 +468,9 @@ def _check_frames(path: Path, ds: Any, cap: int) -> None:
     """Refuse a DICOM-SEG whose frames, as its header describes them, decode past ``cap`` bytes (compressed pixel data is
     decoded frame by frame into that many)."""
     try:
-        n_bytes = (int(getattr(ds, "NumberOfFrames", 1) or 1) * int(ds.Rows) * int(ds.Columns) * int(getattr(ds, "SamplesPerPixel", 1))
-                   * max(1, int(ds.BitsAllocated))) // 8
+        n_bytes = (
+            int(getattr(ds, "NumberOfFrames", 1) or 1) * int(ds.Rows) * int(ds.Columns) * int(getattr(ds, "SamplesPerPixel", 1)) * max(1, int(ds.BitsAllocated))
+        ) // 8
     except (AttributeError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: its header does not describe its frames ({exc})") from exc
     if n_bytes > cap:
@@ -463,12 +481,13 @@ def _check_volume(path: Path, shape: tuple[int, ...], reference_shape: tuple[int
     """Refuse a DICOM volume of ``shape`` (from its header) of over MAX_VOXEL_FACTOR times the reference's voxels before
     it is built."""
     if reference_shape is not None and math.prod(shape) > MAX_VOXEL_FACTOR * math.prod(reference_shape):
-        raise ValueError(f"{path}: its geometry makes a volume of shape {tuple(shape)}, over {MAX_VOXEL_FACTOR} times the "
-                         f"reference grid {tuple(reference_shape)}; refused before it is built")
+        raise ValueError(
+            f"{path}: its geometry makes a volume of shape {tuple(shape)}, over {MAX_VOXEL_FACTOR} times the "
+            f"reference grid {tuple(reference_shape)}; refused before it is built"
+        )
 
 
-def _load_dicom_seg(path: Path, dicom_labels: Mapping[str, int] | None, reference_shape: tuple[int, ...] | None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def _load_dicom_seg(path: Path, dicom_labels: Mapping[str, int] | None, reference_shape: tuple[int, ...] | None) -> tuple[np.ndarray, np.ndarray]:
     """DICOM-SEG -> (label array, RAS affine) using highdicom's geometry reconstruction."""
     import highdicom as hd
 
@@ -496,8 +515,9 @@ def _load_dicom_seg(path: Path, dicom_labels: Mapping[str, int] | None, referenc
     return data, _LPS_TO_RAS @ np.asarray(volume.affine, dtype=np.float64)
 
 
-def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, reference_shape: tuple[int, ...] | None, series_folder: Path
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def _load_rtstruct(
+    path: Path, dicom_labels: Mapping[str, int] | None, reference_shape: tuple[int, ...] | None, series_folder: Path
+) -> tuple[np.ndarray, np.ndarray]:
     """RTSTRUCT -> (label array (rows, columns, slices), RAS affine), its closed planar contours filled on the image
     series it references (``_rtstruct_series``: the slices' headers, found in ``series_folder``).
 
@@ -553,8 +573,9 @@ def _load_rtstruct(path: Path, dicom_labels: Mapping[str, int] | None, reference
     return data, _LPS_TO_RAS @ affine
 
 
-def _contour_on_slice(path: Path, roi: str, contour: Any, to_index: np.ndarray, slice_of: Mapping[str, int],
-                      shape: tuple[int, int, int]) -> tuple[int, np.ndarray]:
+def _contour_on_slice(
+    path: Path, roi: str, contour: Any, to_index: np.ndarray, slice_of: Mapping[str, int], shape: tuple[int, int, int]
+) -> tuple[int, np.ndarray]:
     """The slice index of one RTSTRUCT contour and its points as rounded (column, row) pixel indices for ``fillPoly``;
     a contour with malformed or non-finite coordinates, off its series, or naming an image not in it is refused."""
     try:
@@ -589,12 +610,18 @@ def _rtstruct_series(path: Path, rt: Any, folder: Path) -> list:
     spaced, or the grid is refused: an affine cannot place them."""
     import pydicom
 
-    referenced = {str(s.SeriesInstanceUID) for f in rt.get("ReferencedFrameOfReferenceSequence", [])
-                  for study in f.get("RTReferencedStudySequence", []) for s in study.get("RTReferencedSeriesSequence", [])
-                  if "SeriesInstanceUID" in s}
+    referenced = {
+        str(s.SeriesInstanceUID)
+        for f in rt.get("ReferencedFrameOfReferenceSequence", [])
+        for study in f.get("RTReferencedStudySequence", [])
+        for s in study.get("RTReferencedSeriesSequence", [])
+        if "SeriesInstanceUID" in s
+    }
     if len(referenced) != 1:
-        raise ValueError(f"{path}: the RTSTRUCT references {len(referenced)} image series "
-                         "(ReferencedFrameOfReferenceSequence > RTReferencedStudySequence > RTReferencedSeriesSequence); one expected")
+        raise ValueError(
+            f"{path}: the RTSTRUCT references {len(referenced)} image series "
+            "(ReferencedFrameOfReferenceSequence > RTReferencedStudySequence > RTReferencedSeriesSequence); one expected"
+        )
     uid = referenced.pop()
     series = []
     for name in _series_files(str(folder), os.stat(folder).st_mtime_ns).get(uid, ()):
@@ -607,8 +634,7 @@ def _rtstruct_series(path: Path, rt: Any, folder: Path) -> list:
     if not series:
         raise ValueError(f"{path}: no slice of its image series {uid} beside it (regular DICOM files directly in {folder})")
     try:
-        geometry = {(int(s.Rows), int(s.Columns), tuple(float(v) for v in s.ImageOrientationPatient),
-                     tuple(float(v) for v in s.PixelSpacing)) for s in series}
+        geometry = {(int(s.Rows), int(s.Columns), tuple(float(v) for v in s.ImageOrientationPatient), tuple(float(v) for v in s.PixelSpacing)) for s in series}
         iop = np.asarray(series[0].ImageOrientationPatient, dtype=np.float64)
         pixel = np.asarray(series[0].PixelSpacing, dtype=np.float64)
         normal = np.cross(iop[:3], iop[3:])
@@ -620,15 +646,17 @@ def _rtstruct_series(path: Path, rt: Any, folder: Path) -> list:
     rows, columns = next(iter(geometry))[:2]
     # unit, orthogonal row and column directions (rt-utils' tolerance), positive spacings, finite positions, a grid
     orthonormal = iop.size == 6 and np.allclose([iop[:3] @ iop[:3], iop[3:] @ iop[3:], iop[:3] @ iop[3:]], [1, 1, 0], atol=1e-3)
-    if not (orthonormal and pixel.size == 2 and (pixel > 0).all() and np.isfinite(pixel).all() and np.isfinite(position).all()
-            and rows > 0 and columns > 0):
-        raise ValueError(f"{path}: its image series {uid} has no usable geometry (ImageOrientationPatient {iop.tolist()}, "
-                         f"PixelSpacing {pixel.tolist()}, {rows} x {columns} pixels)")
+    if not (orthonormal and pixel.size == 2 and (pixel > 0).all() and np.isfinite(pixel).all() and np.isfinite(position).all() and rows > 0 and columns > 0):
+        raise ValueError(
+            f"{path}: its image series {uid} has no usable geometry (ImageOrientationPatient {iop.tolist()}, "
+            f"PixelSpacing {pixel.tolist()}, {rows} x {columns} pixels)"
+        )
     order = np.argsort(position, kind="stable")
     gaps = np.diff(position[order])
     if gaps.size and (gaps.min() <= 0 or gaps.max() - gaps.min() > 0.01 * gaps.mean()):
-        raise ValueError(f"{path}: the slices of its image series {uid} are not evenly spaced (gaps {gaps.min():.4g} to "
-                         f"{gaps.max():.4g} mm along the slice normal)")
+        raise ValueError(
+            f"{path}: the slices of its image series {uid} are not evenly spaced (gaps {gaps.min():.4g} to {gaps.max():.4g} mm along the slice normal)"
+        )
     return [series[i] for i in order]
 
 

@@ -31,7 +31,12 @@ def case_columns(setting: LesionSetting) -> list[str]:
 
 
 def score_case_lesions(
-    case_id: str, reference: Path, prediction: Path | None, setting: LesionSetting, *, allowed_labels: set[int] | None = None,
+    case_id: str,
+    reference: Path,
+    prediction: Path | None,
+    setting: LesionSetting,
+    *,
+    allowed_labels: set[int] | None = None,
 ) -> tuple[list[dict], pd.DataFrame]:
     """One case: its lesion-wise score rows (structure x profile) and its per-lesion table (every profile; a reference
     lesion's ``volume_stratum`` is its volume's stratum of ``setting.strata_ml``, empty for false positives).
@@ -51,9 +56,16 @@ def lesions_of_pair(case_id: str, pair: DecodedPair, setting: LesionSetting) -> 
         profiles = [get_lesion_profile(name) for name in setting.profiles]
         for name, profile, table in zip(setting.profiles, profiles, instance_tables(ref, pred, pair.spacing, profiles), strict=True):
             scores = case_scores(table, profile, setting.strata_ml)
-            rows.append({"case_id": case_id, "structure": structure.name, "lesion_profile": name,
-                         "reference_present": not counted_references(table, profile).empty,
-                         "prediction_missing": pair.prediction is None} | scores)
+            rows.append(
+                {
+                    "case_id": case_id,
+                    "structure": structure.name,
+                    "lesion_profile": name,
+                    "reference_present": not counted_references(table, profile).empty,
+                    "prediction_missing": pair.prediction is None,
+                }
+                | scores
+            )
             stratum = np.where(table.status != "FP", volume_strata(table.reference_volume_ml.to_numpy(), setting.strata_ml), "")
             tables.append(table.assign(case_id=case_id, structure=structure.name, lesion_profile=name, volume_stratum=stratum))
     columns = [*KEY_COLUMNS, *TABLE_COLUMNS, "volume_stratum"]
@@ -66,14 +78,19 @@ def _score_case_lesions_job(args: tuple) -> tuple[list[dict], pd.DataFrame]:
 
 
 def score_lesion_cases(
-    cases: Sequence[tuple[str, Path, Path | None]], setting: LesionSetting, *, workers: int = 1, progress: bool = True,
+    cases: Sequence[tuple[str, Path, Path | None]],
+    setting: LesionSetting,
+    *,
+    workers: int = 1,
+    progress: bool = True,
     allowed_labels: set[int] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every (case_id, reference, prediction) in input order: the per-case lesion table and the per-lesion table."""
     jobs = [(cid, Path(ref), None if pred is None else Path(pred), setting, allowed_labels) for cid, ref, pred in cases]
     sizes = [case_bytes(ref, pred) for _, ref, pred in cases]
-    return _lesion_frames(map_cases(_score_case_lesions_job, jobs, workers=workers, progress=progress, desc="lesions", sizes=sizes,
-                                   died=raise_worker_died), setting)
+    return _lesion_frames(
+        map_cases(_score_case_lesions_job, jobs, workers=workers, progress=progress, desc="lesions", sizes=sizes, died=raise_worker_died), setting
+    )
 
 
 def _lesion_frames(done: list[tuple[list[dict], pd.DataFrame]], setting: LesionSetting) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -90,18 +107,27 @@ def _score_and_lesions_job(args: tuple) -> tuple[list[dict], tuple[list[dict], p
 
 
 def score_cases_and_lesions(
-    cases: Sequence[tuple[str, Path, Path | None]], regions: Sequence[Region], setting: LesionSetting, *, workers: int = 1,
-    progress: bool = True, allowed_labels: set[int] | None = None, profile: str = DEFAULT_PROFILE, extra_profiles: Sequence[str] = (),
+    cases: Sequence[tuple[str, Path, Path | None]],
+    regions: Sequence[Region],
+    setting: LesionSetting,
+    *,
+    workers: int = 1,
+    progress: bool = True,
+    allowed_labels: set[int] | None = None,
+    profile: str = DEFAULT_PROFILE,
+    extra_profiles: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``engine.score_cases`` and :func:`score_lesion_cases` of the same cases from one decode of each case in one pool
     (the score stage): (rows, per-case lesion table, per-lesion table), each as the two functions return it. Apart, every
     case was decoded twice and a second pool of workers imported the engine again."""
     for name in (profile, *extra_profiles):
         get_profile(name)
-    jobs = [(cid, Path(ref), None if pred is None else Path(pred), tuple(regions), setting, allowed_labels, profile, tuple(extra_profiles))
-            for cid, ref, pred in cases]
-    done = map_cases(_score_and_lesions_job, jobs, workers=workers, progress=progress, sizes=[case_bytes(ref, pred) for _, ref, pred in cases],
-                     died=raise_worker_died)
+    jobs = [
+        (cid, Path(ref), None if pred is None else Path(pred), tuple(regions), setting, allowed_labels, profile, tuple(extra_profiles))
+        for cid, ref, pred in cases
+    ]
+    done = map_cases(
+        _score_and_lesions_job, jobs, workers=workers, progress=progress, sizes=[case_bytes(ref, pred) for _, ref, pred in cases], died=raise_worker_died
+    )
     scored = pd.DataFrame([row for case_rows, _ in done for row in case_rows], columns=list(COLUMNS))
     return (scored, *_lesion_frames([lesions for _, lesions in done], setting))
-

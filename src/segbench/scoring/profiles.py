@@ -147,9 +147,15 @@ def _edge_voxels(mask: np.ndarray) -> np.ndarray:
     for i in range(n0):
         for j in range(n1):
             for k in range(n2):
-                if mask[i, j, k] and (i == 0 or j == 0 or k == 0 or i == n0 - 1 or j == n1 - 1 or k == n2 - 1
-                                      or not (mask[i - 1, j, k] and mask[i + 1, j, k] and mask[i, j - 1, k]
-                                              and mask[i, j + 1, k] and mask[i, j, k - 1] and mask[i, j, k + 1])):
+                if mask[i, j, k] and (
+                    i == 0
+                    or j == 0
+                    or k == 0
+                    or i == n0 - 1
+                    or j == n1 - 1
+                    or k == n2 - 1
+                    or not (mask[i - 1, j, k] and mask[i + 1, j, k] and mask[i, j - 1, k] and mask[i, j + 1, k] and mask[i, j, k - 1] and mask[i, j, k + 1])
+                ):
                     edge[i, j, k] = True
     return edge
 
@@ -197,7 +203,7 @@ def near_offsets(spacing: Spacing) -> tuple[np.ndarray, np.ndarray]:
     s0, s1, s2 = spacing
     r = max((3.0 * NEAR_OFFSETS * s0 * s1 * s2 / (4.0 * np.pi)) ** (1.0 / 3.0), s0, s1, s2)
     reach = [int(np.ceil(r / s)) + 1 for s in spacing]
-    d = np.mgrid[-reach[0]:reach[0] + 1, -reach[1]:reach[1] + 1, -reach[2]:reach[2] + 1].reshape(3, -1)
+    d = np.mgrid[-reach[0] : reach[0] + 1, -reach[1] : reach[1] + 1, -reach[2] : reach[2] + 1].reshape(3, -1)
     w0, w1, w2 = d[0] * s0, d[1] * s1, d[2] * s2
     squared = (w0 * w0 + w1 * w1) + w2 * w2
     keep = np.flatnonzero(squared <= r * r)
@@ -307,8 +313,7 @@ def edge_voxel_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing) ->
     where an edge voxel needs it (``_distances_to``)."""
     edge_p, edge_g = (_edge_voxels(np.ascontiguousarray(m, dtype=np.bool_)) for m in (pred, ref))
     s0, s1, s2 = (float(s) for s in spacing)
-    return (_distances_to(edge_g, np.flatnonzero(edge_p), s0, s1, s2),
-            _distances_to(edge_p, np.flatnonzero(edge_g), s0, s1, s2))
+    return (_distances_to(edge_g, np.flatnonzero(edge_p), s0, s1, s2), _distances_to(edge_p, np.flatnonzero(edge_g), s0, s1, s2))
 
 
 def monai_surface_distances(pred: np.ndarray, ref: np.ndarray, spacing: Spacing) -> SurfaceDistances:

@@ -139,7 +139,7 @@ def _surface_cells(flat: np.ndarray) -> np.ndarray:
     """Ascending positions in ``flat`` (corner codes) of the codes other than 0 and 255: the cells
     the surface crosses. Eight codes are read as one word, and a word of eight empty or eight full
     cells (most of a box) is passed over whole."""
-    words = flat[:flat.size // 8 * 8].view(np.uint64)
+    words = flat[: flat.size // 8 * 8].view(np.uint64)
     full = np.uint64(0xFFFFFFFFFFFFFFFF)
     n = 0
     for fill in range(2):  # count, then fill
@@ -157,8 +157,7 @@ def _surface_cells(flat: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _mesh_arrays(codes: np.ndarray, table: np.ndarray, start: np.ndarray, half: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _mesh_arrays(codes: np.ndarray, table: np.ndarray, start: np.ndarray, half: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``Mesh`` arrays (cells, cell_start, tri, entry) of the surface cells of ``codes``, by lookup;
     ``half``: half the spacing."""
     flat = codes.ravel()
@@ -184,8 +183,7 @@ def _mesh_arrays(codes: np.ndarray, table: np.ndarray, start: np.ndarray, half: 
 def surface_mesh(codes: np.ndarray, spacing: tuple[float, float, float]) -> Mesh:
     """The marching-cubes mesh of a mask from its cell codes (``cell_codes``), by table lookup."""
     table, start = config_table()
-    cells, cell_start, tri, entry = _mesh_arrays(np.ascontiguousarray(codes), table, start,
-                                                 np.asarray(spacing, dtype=np.float64) / 2.0)
+    cells, cell_start, tri, entry = _mesh_arrays(np.ascontiguousarray(codes), table, start, np.asarray(spacing, dtype=np.float64) / 2.0)
     return Mesh(grid=cast(tuple[int, int, int], tuple(int(n) for n in codes.shape)), cells=cells, cell_start=cell_start, tri=tri, entry=entry)
 
 
@@ -211,8 +209,7 @@ def entry_geometry(spacing: tuple[float, float, float]) -> np.ndarray:
 
 
 @numba.njit(cache=True, inline="always")
-def _triangle_dist2(px: float, py: float, pz: float, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray, t: int,
-                    bound: float) -> float:
+def _triangle_dist2(px: float, py: float, pz: float, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray, t: int, bound: float) -> float:
     """Squared distance from a point to triangle ``t``, or, if its plane is already ``bound`` or
     farther, that plane's squared distance (a lower bound: the caller keeps only nearer triangles).
 
@@ -288,8 +285,7 @@ def _push(stack: np.ndarray, top: int, a: np.ndarray, ia: int, b: np.ndarray, ib
 
 
 @numba.njit(cache=True)
-def _subdivide(tri: np.ndarray, f: int, max_edge: float, stack: np.ndarray, work: np.ndarray,
-               centroid: np.ndarray, area: np.ndarray) -> int:
+def _subdivide(tri: np.ndarray, f: int, max_edge: float, stack: np.ndarray, work: np.ndarray, centroid: np.ndarray, area: np.ndarray) -> int:
     """trimesh 5.2 ``subdivide_to_size(max_edge)`` (what segauge calls) applied to face ``f``.
 
     trimesh bisects every edge longer than ``max_edge`` at its midpoint and re-triangulates each
@@ -359,7 +355,7 @@ def _split_faces(tri: np.ndarray, max_edge: float) -> tuple[np.ndarray, np.ndarr
         start[f + 1] = start[f] + _subdivide(tri, f, max_edge, stack, work, np.empty((0, 3)), np.empty(0))
     centroid, area = np.empty((start[-1], 3)), np.empty(start[-1])
     for f in range(len(tri)):
-        _subdivide(tri, f, max_edge, stack, work, centroid[start[f]:], area[start[f]:])
+        _subdivide(tri, f, max_edge, stack, work, centroid[start[f] :], area[start[f] :])
     return start, centroid, area
 
 
@@ -378,8 +374,7 @@ def subface_templates(spacing: tuple[float, float, float]) -> tuple[np.ndarray, 
 def _spread_bits(v: np.ndarray) -> np.ndarray:
     """Interleave-ready: bit i of v (21 bits) moved to bit 3i."""
     v = v.astype(np.uint64) & np.uint64(0x1FFFFF)
-    for shift, mask in ((32, 0x1F00000000FFFF), (16, 0x1F0000FF0000FF), (8, 0x100F00F00F00F00F),
-                        (4, 0x10C30C30C30C30C3), (2, 0x1249249249249249)):
+    for shift, mask in ((32, 0x1F00000000FFFF), (16, 0x1F0000FF0000FF), (8, 0x100F00F00F00F00F), (4, 0x10C30C30C30C30C3), (2, 0x1249249249249249)):
         v = (v | (v << np.uint64(shift))) & np.uint64(mask)
     return v
 
@@ -409,7 +404,7 @@ def _hierarchy_boxes(leaf_box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     for lv in range(len(sizes)):
         offsets[lv + 1] = offsets[lv] + sizes[lv]
     boxes = np.empty((offsets[-1], 6))
-    boxes[:len(leaf_box)] = leaf_box
+    boxes[: len(leaf_box)] = leaf_box
     for lv in range(1, len(sizes)):
         below, n_below = offsets[lv - 1], sizes[lv - 1]
         for i in range(sizes[lv]):
@@ -432,8 +427,7 @@ def _row_index(mesh: Mesh, spacing: tuple[float, float, float]) -> tuple[np.ndar
     tri = np.ascontiguousarray(mesh.tri)
     row, cell_k = np.divmod(mesh.cells, n2)
     row_start = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=n0 * n1))]).astype(np.int64)
-    return (tri, mesh.entry, entry_geometry(spacing), mesh.cell_start, _cell_boxes(tri, mesh.cell_start),
-            cell_k.astype(np.int64), row_start)
+    return (tri, mesh.entry, entry_geometry(spacing), mesh.cell_start, _cell_boxes(tri, mesh.cell_start), cell_k.astype(np.int64), row_start)
 
 
 def _hierarchy(mesh: Mesh, cell_box: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -454,8 +448,9 @@ NO_HIERARCHY = (np.empty(0, dtype=np.int64), np.empty((0, 6)), np.empty(0, dtype
 
 
 @numba.njit(cache=True, inline="always")
-def _cell_triangles(px: float, py: float, pz: float, best2: float, best_t: int, tri: np.ndarray, tri_entry: np.ndarray,
-                    geo: np.ndarray, first: int, last: int) -> tuple[float, int]:
+def _cell_triangles(
+    px: float, py: float, pz: float, best2: float, best_t: int, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray, first: int, last: int
+) -> tuple[float, int]:
     """Nearest of triangles first..last-1 if nearer than best."""
     for t in range(first, last):
         d2 = _triangle_dist2(px, py, pz, tri, tri_entry, geo, t, best2)
@@ -479,8 +474,19 @@ def _points_box(pts: np.ndarray, m: int, best2: np.ndarray) -> tuple[float, floa
 
 
 @numba.njit(cache=True, inline="always")
-def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, r2: float, tri: np.ndarray,
-                 tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray) -> float:
+def _cell_points(
+    c: int,
+    pts: np.ndarray,
+    m: int,
+    best2: np.ndarray,
+    best_t: np.ndarray,
+    r2: float,
+    tri: np.ndarray,
+    tri_entry: np.ndarray,
+    geo: np.ndarray,
+    cell_start: np.ndarray,
+    cell_box: np.ndarray,
+) -> float:
     """Test cell ``c``'s triangles against each of the points ``pts[:, :m]`` whose ball reaches the
     cell's box, improving (best2, best_t) in place; returns the new largest squared radius.
 
@@ -489,8 +495,7 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
     improved = False
     for s in range(m):
         if _box_dist2(pts[0, s], pts[1, s], pts[2, s], cell_box, c) < best2[s]:
-            b2, bt = _cell_triangles(pts[0, s], pts[1, s], pts[2, s], best2[s], best_t[s], tri, tri_entry, geo,
-                                     cell_start[c], cell_start[c + 1])
+            b2, bt = _cell_triangles(pts[0, s], pts[1, s], pts[2, s], best2[s], best_t[s], tri, tri_entry, geo, cell_start[c], cell_start[c + 1])
             improved |= b2 < best2[s]
             best2[s], best_t[s] = b2, bt
     if improved:
@@ -510,11 +515,26 @@ def _cell_points(c: int, pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.
 # (timed: benchmarks/README.md).
 # Typed up front, as is _nearest_together_hierarchy: lazily, the kernel's call sites compiled each twice, once for a
 # literal 0 count (a cold cache's first surface took longer; timed: benchmarks/README.md).
-@numba.njit("b1(f8[:, ::1], i8, f8[::1], i8[::1], f8[::1], i8[::1], f8[:, :, ::1], i8[::1], f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], "
-             "i8[::1], f8, f8[::1])", cache=True)
-def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, spacing: np.ndarray, grid: np.ndarray,
-                      tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray,
-                      row_start: np.ndarray, cap2: float, gap: np.ndarray) -> bool:
+@numba.njit(
+    "b1(f8[:, ::1], i8, f8[::1], i8[::1], f8[::1], i8[::1], f8[:, :, ::1], i8[::1], f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], i8[::1], f8, f8[::1])", cache=True
+)
+def _nearest_together(
+    pts: np.ndarray,
+    m: int,
+    best2: np.ndarray,
+    best_t: np.ndarray,
+    spacing: np.ndarray,
+    grid: np.ndarray,
+    tri: np.ndarray,
+    tri_entry: np.ndarray,
+    geo: np.ndarray,
+    cell_start: np.ndarray,
+    cell_box: np.ndarray,
+    cell_k: np.ndarray,
+    row_start: np.ndarray,
+    cap2: float,
+    gap: np.ndarray,
+) -> bool:
     """Nearest triangles to the m points ``pts[:, :m]`` (the faces of one cell), each improving its candidate (best2[s], best_t[s]) in place (search: above).
     True if every point's nearest triangle is found (a point whose best lies within the cap has it); False if some point's best is still at or beyond the cap,
     or, having changed nothing, if the ball crosses over ROWS_MAX rows (far points: the caller searches wider or through the hierarchy)."""
@@ -578,8 +598,7 @@ def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.nda
                     gap[s] = gx * gx + gy * gy + gz * gz
                 for s in range(m):
                     if gap[s] < best2[s]:
-                        b2, bt = _cell_triangles(pts[0, s], pts[1, s], pts[2, s], best2[s], best_t[s], tri, tri_entry, geo,
-                                                 cell_start[c], cell_start[c + 1])
+                        b2, bt = _cell_triangles(pts[0, s], pts[1, s], pts[2, s], best2[s], best_t[s], tri, tri_entry, geo, cell_start[c], cell_start[c + 1])
                         improved |= b2 < best2[s]
                         best2[s], best_t[s] = b2, bt
                 if improved:
@@ -594,12 +613,26 @@ def _nearest_together(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.nda
     return True
 
 
-@numba.njit("void(f8[:, ::1], i8, f8[::1], i8[::1], f8[:, :, ::1], i8[::1], f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], f8[:, ::1], "
-             "i8[::1], i8[::1], i8[::1])", cache=True)
-def _nearest_together_hierarchy(pts: np.ndarray, m: int, best2: np.ndarray, best_t: np.ndarray, tri: np.ndarray,
-                                tri_entry: np.ndarray, geo: np.ndarray, cell_start: np.ndarray, cell_box: np.ndarray,
-                                leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, stack_lv: np.ndarray,
-                                stack_i: np.ndarray) -> None:
+@numba.njit(
+    "void(f8[:, ::1], i8, f8[::1], i8[::1], f8[:, :, ::1], i8[::1], f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], i8[::1], i8[::1])",
+    cache=True,
+)
+def _nearest_together_hierarchy(
+    pts: np.ndarray,
+    m: int,
+    best2: np.ndarray,
+    best_t: np.ndarray,
+    tri: np.ndarray,
+    tri_entry: np.ndarray,
+    geo: np.ndarray,
+    cell_start: np.ndarray,
+    cell_box: np.ndarray,
+    leaf_cell: np.ndarray,
+    boxes: np.ndarray,
+    offsets: np.ndarray,
+    stack_lv: np.ndarray,
+    stack_i: np.ndarray,
+) -> None:
     """``_nearest_together`` for points far from the triangles: the occupied cells within the ball
     are found by a nearest-first, pruned traversal of the hierarchy instead of row by row, so the
     cost grows with the log of the surface, not with the ball. The stacks hold 2 per level."""
@@ -628,13 +661,33 @@ def _nearest_together_hierarchy(pts: np.ndarray, m: int, best2: np.ndarray, best
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: np.ndarray, run_hint: np.ndarray,
-                     runs: np.ndarray, chunk_order: np.ndarray, out_start: np.ndarray, sub_start: np.ndarray,
-                     sub_centroid: np.ndarray, sub_area: np.ndarray,
-                     spacing: np.ndarray, grid: np.ndarray, tri: np.ndarray, tri_entry: np.ndarray, geo: np.ndarray,
-                     cell_start: np.ndarray, cell_box: np.ndarray, cell_k: np.ndarray, row_start: np.ndarray,
-                     leaf_cell: np.ndarray, boxes: np.ndarray, offsets: np.ndarray, dist: np.ndarray, weight: np.ndarray,
-                     far: np.ndarray) -> None:
+def _directed_kernel(
+    face_cell: np.ndarray,
+    face_entry: np.ndarray,
+    run_first: np.ndarray,
+    run_hint: np.ndarray,
+    runs: np.ndarray,
+    chunk_order: np.ndarray,
+    out_start: np.ndarray,
+    sub_start: np.ndarray,
+    sub_centroid: np.ndarray,
+    sub_area: np.ndarray,
+    spacing: np.ndarray,
+    grid: np.ndarray,
+    tri: np.ndarray,
+    tri_entry: np.ndarray,
+    geo: np.ndarray,
+    cell_start: np.ndarray,
+    cell_box: np.ndarray,
+    cell_k: np.ndarray,
+    row_start: np.ndarray,
+    leaf_cell: np.ndarray,
+    boxes: np.ndarray,
+    offsets: np.ndarray,
+    dist: np.ndarray,
+    weight: np.ndarray,
+    far: np.ndarray,
+) -> None:
     """For every sub-face s of face f (in cell ``face_cell[f]``, table entry ``face_entry[f]``): its
     area and the exact distance of its centroid to the triangles ``tri``, at ``out_start[f] + s``.
     Faces ``run_first[r]:run_first[r + 1]`` (run r) lie in one cell. The runs ``runs`` are searched
@@ -676,18 +729,18 @@ def _directed_kernel(face_cell: np.ndarray, face_entry: np.ndarray, run_first: n
                     m += 1
             if m == 0:
                 continue
-            if _triangle_dist2(pts[0, 0], pts[1, 0], pts[2, 0], tri, tri_entry, geo, run_hint[r], np.inf) < \
-                    _triangle_dist2(pts[0, 0], pts[1, 0], pts[2, 0], tri, tri_entry, geo, warm, np.inf):
+            if _triangle_dist2(pts[0, 0], pts[1, 0], pts[2, 0], tri, tri_entry, geo, run_hint[r], np.inf) < _triangle_dist2(
+                pts[0, 0], pts[1, 0], pts[2, 0], tri, tri_entry, geo, warm, np.inf
+            ):
                 warm = run_hint[r]
             for s in range(m):
                 best2[s], best_t[s] = _triangle_dist2(pts[0, s], pts[1, s], pts[2, s], tri, tri_entry, geo, warm, np.inf), warm
             if with_hierarchy:
-                _nearest_together_hierarchy(pts, m, best2, best_t, tri, tri_entry, geo, cell_start, cell_box, leaf_cell,
-                                            boxes, offsets, stack_lv, stack_i)
-            elif not (_nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
-                                        cell_k, row_start, local2, gap) or
-                      _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box,
-                                        cell_k, row_start, np.inf, gap)):
+                _nearest_together_hierarchy(pts, m, best2, best_t, tri, tri_entry, geo, cell_start, cell_box, leaf_cell, boxes, offsets, stack_lv, stack_i)
+            elif not (
+                _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box, cell_k, row_start, local2, gap)
+                or _nearest_together(pts, m, best2, best_t, spacing, grid, tri, tri_entry, geo, cell_start, cell_box, cell_k, row_start, np.inf, gap)
+            ):
                 far[r] = 1
                 continue
             warm = best_t[m - 1]
@@ -713,8 +766,7 @@ def _nearest_in_order(cells: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.where(np.abs(cells[after] - query) <= np.abs(query - cells[before]), after, before)
 
 
-def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacing: tuple[float, float, float]
-                       ) -> tuple[np.ndarray, np.ndarray]:
+def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacing: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
     """Exact distances of the sub-face centroids (segauge's quadrature points) of the triangles
     ``faces`` (indices into ``mesh_from.tri``) to the surface ``mesh_to``, and their weights
     (sub-face areas). Both meshes on one grid."""
@@ -734,10 +786,25 @@ def directed_distances(faces: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacin
 
     def search(runs: np.ndarray, hierarchy: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         with _SEARCH_LOCK:
-            _directed_kernel(face_cell, face_entry, run_first, hint, runs,  # type: ignore[call-arg]  # a numba dispatcher: mypy sees no signature
-                             _interleaved(-(-len(runs) // CELL_CHUNK), numba.get_num_threads()), out_start, sub_start,
-                             sub_centroid, sub_area, np.asarray(spacing, dtype=np.float64),
-                             np.asarray(mesh_to.grid, dtype=np.int64), *rows, *hierarchy, dist, weight, far)
+            _directed_kernel(
+                face_cell,
+                face_entry,
+                run_first,
+                hint,
+                runs,  # type: ignore[call-arg]  # a numba dispatcher: mypy sees no signature
+                _interleaved(-(-len(runs) // CELL_CHUNK), numba.get_num_threads()),
+                out_start,
+                sub_start,
+                sub_centroid,
+                sub_area,
+                np.asarray(spacing, dtype=np.float64),
+                np.asarray(mesh_to.grid, dtype=np.int64),
+                *rows,
+                *hierarchy,
+                dist,
+                weight,
+                far,
+            )
 
     search(np.arange(len(hint)), NO_HIERARCHY)
     far_runs = np.flatnonzero(far)
@@ -753,8 +820,9 @@ def entry_areas(spacing: tuple[float, float, float]) -> np.ndarray:
     return np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1) / 2.0
 
 
-def _directed_with_shared(codes_from: np.ndarray, codes_to: np.ndarray, mesh_from: Mesh, mesh_to: Mesh,
-                          spacing: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray]:
+def _directed_with_shared(
+    codes_from: np.ndarray, codes_to: np.ndarray, mesh_from: Mesh, mesh_to: Mesh, spacing: tuple[float, float, float]
+) -> tuple[np.ndarray, np.ndarray]:
     """``directed_distances`` of every face of ``mesh_from``: a face in a cell with the same corner
     code in both masks is also in the other surface, one sample at distance 0 weighted by its area."""
     cell = mesh_from.triangle_cells()

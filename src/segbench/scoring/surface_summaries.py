@@ -73,8 +73,7 @@ def _interp_ordered(v: np.ndarray, vw: np.ndarray, q: float, below: float, total
 
 
 @numba.njit(cache=True, nogil=True)
-def _quantile_pair(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarray, q: float, total: float, top: float
-                   ) -> float:
+def _quantile_pair(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarray, q: float, total: float, top: float) -> float:
     """segauge's weighted quantile (``np.interp(q, (cumsum(w) - w / 2) / sum(w), sorted values)``)
     of the values of both arrays pooled, without sorting them all; ``total``: their weight, ``top``:
     their largest value.
@@ -123,8 +122,7 @@ def _quantile_pair(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarra
 
 
 @numba.njit(cache=True, nogil=True)
-def _pooled_sums(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarray, tolerance: float
-                 ) -> tuple[float, np.ndarray, float, float]:
+def _pooled_sums(d1: np.ndarray, w1: np.ndarray, d2: np.ndarray, w2: np.ndarray, tolerance: float) -> tuple[float, np.ndarray, float, float]:
     """(max distance, [sum w*d, sum w] of each direction, total weight, weight within ``tolerance``)
     in one pass; total and within are summed in the same order, so all-within gives exactly 1."""
     top = total = within = 0.0

@@ -87,8 +87,7 @@ def offset_table(spacing: Spacing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(mask: np.ndarray, voxel: np.ndarray, cls: np.ndarray, table: np.ndarray, dist: np.ndarray, counts: np.ndarray
-          ) -> np.ndarray:
+def _scan(mask: np.ndarray, voxel: np.ndarray, cls: np.ndarray, table: np.ndarray, dist: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Per point (flat index of its lower voxel, class), whose lower voxel's side of ``mask`` is its
     side: the distance to the nearest voxel box on the other side (beyond the array: outside), or -1
     if none is within the table."""
@@ -119,8 +118,7 @@ def _box_gap2(p: np.ndarray, voxel: np.ndarray, v: int, spacing: np.ndarray) -> 
 
 
 @numba.njit(cache=True, nogil=True)
-def _nearest_box(pts: np.ndarray, voxel: np.ndarray, block_start: np.ndarray, block_lo: np.ndarray, block_hi: np.ndarray,
-                 spacing: np.ndarray) -> np.ndarray:
+def _nearest_box(pts: np.ndarray, voxel: np.ndarray, block_start: np.ndarray, block_lo: np.ndarray, block_hi: np.ndarray, spacing: np.ndarray) -> np.ndarray:
     """Exact distance from each point to the nearest of the voxel boxes ``voxel`` (indices, grouped
     in blocks: block b holds rows block_start[b]:block_start[b + 1], all within the box block_lo[b]
     to block_hi[b], mm). A point starts from the box nearest to the previous point (neighbours

@@ -29,14 +29,27 @@ def run_calibration_audit(params: Params) -> list[Path]:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run `segbench calibrate score` (the score stage of calibration/dvc.yaml)")
         frames.append(pd.read_csv(path, dtype={"case_id": str, "model": str, "structure": str}))
-    real = [(calibration.ranked_populations(published.read_set(spec.source), name, spec.source.metrics, spec.ranks), spec.draws, spec.wilcoxon_draws)
-            for name, spec in config.real.items()]
+    real = [
+        (calibration.ranked_populations(published.read_set(spec.source), name, spec.source.metrics, spec.ranks), spec.draws, spec.wilcoxon_draws)
+        for name, spec in config.real.items()
+    ]
     audit = calibration.audit(
-        pd.concat(frames, ignore_index=True), models=tuple(config.models), equal=config.equal, structures=config.structures,
-        metrics=config.metrics, n_cases=config.n_cases, draws=config.draws, wilcoxon_draws=config.wilcoxon_draws,
-        n_resamples=config.n_resamples, seed=config.seed, settings=stats_settings(params), workers=config.workers, real=real,
-        shapes=None if config.shapes is None else shapes.ShapePlan(config.shapes.n_cases, config.shapes.draws,
-                                                                  config.shapes.real_draws, config.shapes.power_draws),
+        pd.concat(frames, ignore_index=True),
+        models=tuple(config.models),
+        equal=config.equal,
+        structures=config.structures,
+        metrics=config.metrics,
+        n_cases=config.n_cases,
+        draws=config.draws,
+        wilcoxon_draws=config.wilcoxon_draws,
+        n_resamples=config.n_resamples,
+        seed=config.seed,
+        settings=stats_settings(params),
+        workers=config.workers,
+        real=real,
+        shapes=None
+        if config.shapes is None
+        else shapes.ShapePlan(config.shapes.n_cases, config.shapes.draws, config.shapes.real_draws, config.shapes.power_draws),
     )
     out = calibration_results_dir()
     written = [out / "audit.json"]

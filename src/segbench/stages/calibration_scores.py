@@ -18,6 +18,10 @@ def run_calibration_scores(params: Params, workers: int | None = None) -> None:
         raise ConfigError("params.yaml has no calibration block (conf/config.yaml's calibration:)")
     config = params.calibration
     score_population(
-        dataclasses.replace(config.population, cases=None), config.models, config.structures, calibration_scores_dir(),
-        workers=workers or config.workers, profile=str(params.scoring.get("profile", DEFAULT_PROFILE)),
+        dataclasses.replace(config.population, cases=None),
+        config.models,
+        config.structures,
+        calibration_scores_dir(),
+        workers=workers or config.workers,
+        profile=str(params.scoring.get("profile", DEFAULT_PROFILE)),
     )

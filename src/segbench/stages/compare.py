@@ -34,9 +34,7 @@ AUDIT_TABLES = ("coverage.csv", "type1.csv", "levels.csv", "real_coverage.csv", 
 SHAPES_TABLE = "shapes_type1.csv"
 
 
-def _leaderboard_setup(
-    params: Params, name: str
-) -> tuple[dict[str, Any], dict[str, stats.ModelEntry], dict[str, bool], tuple[str, ...], str | None]:
+def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[str, stats.ModelEntry], dict[str, bool], tuple[str, ...], str | None]:
     """What compare needs besides the rows: dataset block, model entries, metrics, subgroup fields, cluster field."""
     if name in params.published:
         source = params.published_set(name)
@@ -45,24 +43,45 @@ def _leaderboard_setup(
         # a segauge results file declares each model's version, licence and training sets (contaminated_on)
         claims = attrs.get("models", {})
         trained = {m: tuple(sorted({*source.trained_on.get(m, ()), *claims.get(m, {}).get("contaminated_on", ())})) for m in models}
-        entries = {m: stats.model_entry(m, "published", source.evaluated_on, trained_on=trained[m], source=source.source,
-                                  licence=claims.get(m, {}).get("licence") or source.licence) for m in models}
-        block = {"name": name, "title": source.title, "licence": source.licence, "citation": source.citation,
-                 "source": source.source, "evaluated_on": source.evaluated_on, "import_summary": attrs["import_summary"]}
+        entries = {
+            m: stats.model_entry(
+                m, "published", source.evaluated_on, trained_on=trained[m], source=source.source, licence=claims.get(m, {}).get("licence") or source.licence
+            )
+            for m in models
+        }
+        block = {
+            "name": name,
+            "title": source.title,
+            "licence": source.licence,
+            "citation": source.citation,
+            "source": source.source,
+            "evaluated_on": source.evaluated_on,
+            "import_summary": attrs["import_summary"],
+        }
         if source.case_alignment:  # the source's own protocol; both alignments are in the analysis
             block["source_case_alignment"] = source.case_alignment
         return block, entries, source.metrics, source.subgroups, source.cluster_field
     if name in params.interactive_datasets:
         interactive = params.interactive_dataset(name)
-        entries = {m.name: stats.model_entry(m.title, m.kind, name, trained_on=m.trained_on, licence=m.licence)
-                   for m in params.interactive_models.values()}
-        block = {"name": name, "title": interactive.title, "licence": interactive.licence, "citation": interactive.citation,
-                 "interactive": True, "reference": REFERENCE_LABELS[interactive.reference], "reference_note": interactive.note,
-                 "seconds_per_class": interactive.seconds_per_class, "time_limit_clock": interactive.time_limit_clock}
+        entries = {m.name: stats.model_entry(m.title, m.kind, name, trained_on=m.trained_on, licence=m.licence) for m in params.interactive_models.values()}
+        block = {
+            "name": name,
+            "title": interactive.title,
+            "licence": interactive.licence,
+            "citation": interactive.citation,
+            "interactive": True,
+            "reference": REFERENCE_LABELS[interactive.reference],
+            "reference_note": interactive.note,
+            "seconds_per_class": interactive.seconds_per_class,
+            "time_limit_clock": interactive.time_limit_clock,
+        }
         return block, entries, interactive_scores.METRICS, (), None
     dataset = params.dataset(name)
-    entries = {m.name: stats.model_entry(m.title, m.kind, dataset.name, trained_on=m.trained_on, licence=m.licence, simulated=m.is_simulated)
-               for m in params.models.values() if m.source is None or m.source.dataset == name}  # a folder of predictions is one dataset's
+    entries = {
+        m.name: stats.model_entry(m.title, m.kind, dataset.name, trained_on=m.trained_on, licence=m.licence, simulated=m.is_simulated)
+        for m in params.models.values()
+        if m.source is None or m.source.dataset == name
+    }  # a folder of predictions is one dataset's
     return dataset_block(dataset), entries, ANALYZED_METRICS, dataset.subgroups, dataset.cluster_field
 
 
@@ -90,14 +109,23 @@ def run_compare(params: Params, name: str, root: Path | None = None) -> None:
     # a published set's version is its own files' (the import stage's tag), a dataset's the data bundle's
     block["version"] = next(iter(runs.tags.values()))["segbench.dataset_version"] if name in params.published else data_version()
     settings = stats_settings(params)
-    results, covered = analysed_document(block, models, metrics, rows, runs.profile_rows, settings=settings, contaminated=contaminated,
-                                         policy=params.missing_predictions, subgroup_fields=subgroups, cluster_field=cluster_field,
-                                         ci_levels=stats.level_provider(tables, source=source, data=data, settings=settings.to_dict()))
+    results, covered = analysed_document(
+        block,
+        models,
+        metrics,
+        rows,
+        runs.profile_rows,
+        settings=settings,
+        contaminated=contaminated,
+        policy=params.missing_predictions,
+        subgroup_fields=subgroups,
+        cluster_field=cluster_field,
+        ci_levels=stats.level_provider(tables, source=source, data=data, settings=settings.to_dict()),
+    )
     analysis = results["analysis"]
     if not runs.lesion_rows.empty:
         results["lesions"] = _lesion_block(runs, covered, contaminated, settings)
-    results["audited"] = stats.audited_board(tables, analysis, source=source, data=data,
-                                             lesions=stats.audited_lesions if "lesions" in results else None)
+    results["audited"] = stats.audited_board(tables, analysis, source=source, data=data, lesions=stats.audited_lesions if "lesions" in results else None)
     source_analysis = _published_analysis(params, name)
     if source_analysis is not None:
         results["source_analysis"] = stats.beside_source(analysis, source_analysis)
@@ -123,20 +151,26 @@ def audit_tables(params: Params, folder: Path | None = None) -> stats.AuditTable
     folder = calibration_results_dir() if folder is None else folder
     missing = [name for name in AUDIT_TABLES if not (folder / name).is_file()]
     if params.calibration is None or missing:
-        log.info("calibration audit tables absent (%s): the leaderboards say 'not audited'",
-                 "no calibration block" if params.calibration is None else ", ".join(str(folder / m) for m in missing))
+        log.info(
+            "calibration audit tables absent (%s): the leaderboards say 'not audited'",
+            "no calibration block" if params.calibration is None else ", ".join(str(folder / m) for m in missing),
+        )
         return None
+
     def read(name: str) -> pd.DataFrame:
         return pd.read_csv(folder / name, dtype={"source": str, "structure": str, "metric": str})
+
     settings = json.loads((folder / "audit.json").read_text(encoding="utf-8"))["stats"]
-    data = stats.population_data(params.calibration.dataset,
-                                 {name: spec.source.evaluated_on for name, spec in params.calibration.real.items()})
+    data = stats.population_data(params.calibration.dataset, {name: spec.source.evaluated_on for name, spec in params.calibration.real.items()})
     shapes = folder / SHAPES_TABLE
-    return stats.AuditTables(coverage=pd.concat([read("coverage.csv"), read("real_coverage.csv")], ignore_index=True),
-                             type1=pd.concat([read("type1.csv"), read("real_type1.csv")], ignore_index=True),
-                             levels=pd.concat([read("levels.csv"), read("real_levels.csv")], ignore_index=True),
-                             settings=settings, data=data,
-                             shapes=pd.read_csv(shapes, dtype={"shape": str, "kind": str, "metric": str}) if shapes.is_file() else None)
+    return stats.AuditTables(
+        coverage=pd.concat([read("coverage.csv"), read("real_coverage.csv")], ignore_index=True),
+        type1=pd.concat([read("type1.csv"), read("real_type1.csv")], ignore_index=True),
+        levels=pd.concat([read("levels.csv"), read("real_levels.csv")], ignore_index=True),
+        settings=settings,
+        data=data,
+        shapes=pd.read_csv(shapes, dtype={"shape": str, "kind": str, "metric": str}) if shapes.is_file() else None,
+    )
 
 
 def board_population(params: Params, name: str) -> tuple[str | None, str]:
@@ -151,16 +185,20 @@ def board_population(params: Params, name: str) -> tuple[str | None, str]:
     return (stats.SIMULATED if params.calibration is not None and params.calibration.dataset == name else None), name
 
 
-def _lesion_block(runs: tracking.TrackedRuns, covered: stats.Coverage, contaminated: Mapping[str, bool],
-                  settings: stats.StatsSettings) -> Lesions:
+def _lesion_block(runs: tracking.TrackedRuns, covered: stats.Coverage, contaminated: Mapping[str, bool], settings: stats.StatsSettings) -> Lesions:
     """The results' lesion-wise block (``stats.lesion_analysis``) under the lesion profile every model was scored with, on
     the leaderboard's models and cases (``covered``: a model lacking cases is left out under ``own_cases``)."""
     lesion_rows = covered.board(runs.lesion_rows)
     profiles = {model: tags.get(LESION_PROFILE_TAG) for model, tags in runs.tags.items() if model in set(lesion_rows["model"])}
     if len(set(profiles.values())) != 1 or None in profiles.values():
         raise ValueError(f"lesion-wise scores under different lesion profiles {profiles}: rerun the score stages with one scoring.lesions.profile")
-    return stats.lesion_analysis(lesion_rows, covered.board(runs.instance_rows), profile=cast(str, next(iter(profiles.values()))), settings=settings,
-                                 contaminated={m: c for m, c in contaminated.items() if m in profiles})
+    return stats.lesion_analysis(
+        lesion_rows,
+        covered.board(runs.instance_rows),
+        profile=cast(str, next(iter(profiles.values()))),
+        settings=settings,
+        contaminated={m: c for m, c in contaminated.items() if m in profiles},
+    )
 
 
 def _restore_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Path(".")) -> None:

@@ -32,8 +32,9 @@ def read_config(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict) or (unknown := sorted(set(raw) - set(CONFIG_KEYS))):
         raise ValueError(f"{path}: expected a mapping of {', '.join(CONFIG_KEYS)}; unknown {unknown if isinstance(raw, dict) else raw!r}")
     aliases = raw.get("aliases") or {}
-    if not isinstance(aliases, dict) or not all(isinstance(v, dict) and all(isinstance(k, str) and isinstance(n, str) for k, n in v.items())
-                                                for v in aliases.values()):
+    if not isinstance(aliases, dict) or not all(
+        isinstance(v, dict) and all(isinstance(k, str) and isinstance(n, str) for k, n in v.items()) for v in aliases.values()
+    ):
         raise ValueError(f"{path}: aliases: expected {{set: {{its model name: the name across sets}}}}, got {aliases!r}")
     n_resamples, confidence, seed = raw.get("n_resamples", 2000), raw.get("confidence", 0.95), raw.get("seed", 0)
     if not isinstance(n_resamples, int) or n_resamples < 100:
@@ -56,8 +57,11 @@ def run_cross_dataset(results_dir: Path, config: Path, out: Path) -> dict[str, A
         unknown = sorted(set(aliases) - names.get(dataset, set()))
         if dataset in names and unknown:
             raise ValueError(f"{config}: aliases.{dataset}: no model {unknown} in results/{dataset}.json (it has {sorted(names[dataset])})")
-    pairs = [pair for a, b in combinations(sorted(real, key=lambda r: r["dataset"]["name"]), 2)
-             if (pair := cross_pair(a, b, settings["aliases"], settings["n_resamples"], settings["confidence"], settings["seed"]))]
+    pairs = [
+        pair
+        for a, b in combinations(sorted(real, key=lambda r: r["dataset"]["name"]), 2)
+        if (pair := cross_pair(a, b, settings["aliases"], settings["n_resamples"], settings["confidence"], settings["seed"]))
+    ]
     view = {"settings": settings, "boards": sorted(names), "pairs": pairs}
     write_json_atomic(Path(out), view)
     log.info("cross-dataset: %d pair(s) of real boards sharing models: %s", len(pairs), ", ".join(f"{p['a']} x {p['b']}" for p in pairs))

@@ -21,8 +21,9 @@ def run_import(params: Params, name: str) -> None:
     rows = published.read_set(source)
     log.info("%s: imported %s", name, rows.attrs["import_summary"]["text"])
     claims = rows.attrs.get("models", {})
-    files = published.files_version([source.path, *([source.metadata["path"]] if source.metadata else []),
-                                     *([source.metadata_file] if source.metadata_file else [])])
+    files = published.files_version(
+        [source.path, *([source.metadata["path"]] if source.metadata else []), *([source.metadata_file] if source.metadata_file else [])]
+    )
     summaries = headline_metrics(rows, source.metrics)
     for model, model_rows in rows.groupby("model", sort=True):
         model_rows = model_rows.reset_index(drop=True)

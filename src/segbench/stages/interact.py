@@ -27,16 +27,33 @@ def run_interact(params: Params, dataset_name: str, model_name: str, device: str
     predictions = predictions_dir(dataset_name, model_name, INTERACTIVE_ROOT)
     bundle = scores_dir(dataset_name, model_name, INTERACTIVE_ROOT)
     table_file = bundle / "metrics.csv"
-    table = interact(cases_dir(dataset_name), model, predictions, reference=source.reference, seconds_per_class=source.seconds_per_class,
-                     time_limit_clock=source.time_limit_clock, scoring=source.scoring, device=device, allow_unverified_weights=allow_unverified_weights,
-                     table_file=table_file, shard_runner=shard_runner_from_environ())
+    table = interact(
+        cases_dir(dataset_name),
+        model,
+        predictions,
+        reference=source.reference,
+        seconds_per_class=source.seconds_per_class,
+        time_limit_clock=source.time_limit_clock,
+        scoring=source.scoring,
+        device=device,
+        allow_unverified_weights=allow_unverified_weights,
+        table_file=table_file,
+        shard_runner=shard_runner_from_environ(),
+    )
     rows = interactive_scores.interactive_rows(table, predictions / "records", model.name, where=str(table_file), scoring=source.scoring)
     metrics = headline_metrics(rows, interactive_scores.METRICS)[model.name]
     metrics.update({f"n_{k}": v for k, v in interactive_scores.summary(rows).items() if k != "n_cases"})
     weights = model.weights or {}
     record = {
-        "tags": version_tags(dataset_name, model.name, model.kind, weights_version=str(weights.get("md5", "none")), model_version=model.version,
-                              reference=REFERENCE_LABELS[source.reference], protocol="cvpr25_box_then_5_clicks"),
+        "tags": version_tags(
+            dataset_name,
+            model.name,
+            model.kind,
+            weights_version=str(weights.get("md5", "none")),
+            model_version=model.version,
+            reference=REFERENCE_LABELS[source.reference],
+            protocol="cvpr25_box_then_5_clicks",
+        ),
         "params": {
             "dataset.source": cases_dir(dataset_name).as_posix(),
             "model.title": model.title,

@@ -12,7 +12,11 @@ from segbench.stages.paths import predictions_dir
 
 
 def run_predict(
-    params: Params, dataset_name: str, model_name: str, device: str | None = None, allow_unverified_weights: bool = False,
+    params: Params,
+    dataset_name: str,
+    model_name: str,
+    device: str | None = None,
+    allow_unverified_weights: bool = False,
     root: Path = Path("."),
 ) -> None:
     """Predict stage: run the model adapter on every case of the dataset, here or on Slurm (``SEGBENCH_EXECUTOR``), into

@@ -23,8 +23,10 @@ def _sources(params_file: Path, dataset: str) -> tuple[dict[str, dict[str, Any]]
     entry = (raw.get("dataset") or {}).get(dataset) or {}
     sources, label = entry.get("sources"), entry.get("source_label")
     if not isinstance(sources, dict) or not sources or not isinstance(label, int):
-        raise ConfigError(f"{params_file}: dataset {dataset!r} needs `sources` (case -> image, reference, shipped) and an integer "
-                          "`source_label` for the cases stage (conf/dataset/totalseg_liver.yaml shows them)")
+        raise ConfigError(
+            f"{params_file}: dataset {dataset!r} needs `sources` (case -> image, reference, shipped) and an integer "
+            "`source_label` for the cases stage (conf/dataset/totalseg_liver.yaml shows them)"
+        )
     return sources, label
 
 
@@ -57,8 +59,9 @@ def run_cases(params: Params, params_file: Path, dataset_name: str) -> None:
         else:
             raise ConfigError(f"{params_file}: case {case_id!r}: image {image} does not exist (run `dvc pull data.dvc`)")
         masks = {reference_path(dataset, case_id): base / source["reference"]}
-        masks.update({dataset.reference_dir.parent / "shipped" / model / f"{case_id}.nii.gz": base / path
-                      for model, path in (source.get("shipped") or {}).items()})
+        masks.update(
+            {dataset.reference_dir.parent / "shipped" / model / f"{case_id}.nii.gz": base / path for model, path in (source.get("shipped") or {}).items()}
+        )
         for mask_target, labels_file in masks.items():
             if not labels_file.is_file():
                 raise ConfigError(f"{params_file}: case {case_id!r}: label map {labels_file} does not exist (run `dvc pull data.dvc`)")
@@ -66,5 +69,4 @@ def run_cases(params: Params, params_file: Path, dataset_name: str) -> None:
             header = labels.header.copy()
             header.extensions.clear()  # TotalSegmentator's label names: not this mask's, and refused by the harness's checks
             mask_target.parent.mkdir(parents=True, exist_ok=True)
-            save_label_map_atomic(mask_target, (np.asarray(labels.dataobj) == label).astype(np.uint8),
-                                  nib.Nifti1Image(labels.dataobj, labels.affine, header))
+            save_label_map_atomic(mask_target, (np.asarray(labels.dataobj) == label).astype(np.uint8), nib.Nifti1Image(labels.dataobj, labels.affine, header))

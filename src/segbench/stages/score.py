@@ -94,7 +94,10 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
         log.warning(
             "%s: %d of %d cases have no prediction file; each is scored as the worst case and flagged prediction_missing, and the "
             "leaderboard applies missing_predictions to them (docs/methodology.md#41-coverage): %s",
-            pred_dir, len(missing), len(cases), shown,
+            pred_dir,
+            len(missing),
+            len(cases),
+            shown,
         )
     excluded = excluded_regions(pred_dir)
     regions = [r for r in dataset.regions if r.name not in excluded]
@@ -107,8 +110,7 @@ def run_score(params: Params, dataset_name: str, model_name: str, workers: int |
     if setting is None:
         scored = score_cases(triples, regions, profile=profile, extra_profiles=others, **options)
     else:  # one decode of each case and one pool for both (score_cases_and_lesions)
-        scored, lesion_rows, instance_rows = score_cases_and_lesions(triples, regions, setting, profile=profile, extra_profiles=others,
-                                                                             **options)
+        scored, lesion_rows, instance_rows = score_cases_and_lesions(triples, regions, setting, profile=profile, extra_profiles=others, **options)
     scored.insert(0, "model", model.name)
     scored.insert(1, "kind", model.kind)
     main = (scored["metric_profile"] == profile).to_numpy()
@@ -134,15 +136,25 @@ def _lesion_setting(params: Params, dataset: DatasetConfig, model: ModelConfig, 
 
 
 def _lesion_tables(
-    setting: LesionSetting, model: ModelConfig, lesion_rows: pd.DataFrame, instance_rows: pd.DataFrame, record: dict[str, Any],
+    setting: LesionSetting,
+    model: ModelConfig,
+    lesion_rows: pd.DataFrame,
+    instance_rows: pd.DataFrame,
+    record: dict[str, Any],
 ) -> dict[str, pd.DataFrame]:
     """The lesion-wise tables of a (dataset, model) (docs/methodology.md#37-lesion-wise-scores); their settings and
     headline means go into the run record."""
     lesion_rows.insert(0, "model", model.name)
     instance_rows.insert(0, "model", model.name)
     record["params"]["scoring.lesions"] = json.dumps(
-        {"structures": [s.name for s in setting.structures], "profile": setting.profile, "sensitivity_profiles": list(setting.extra_profiles),
-         "strata_ml": list(setting.strata_ml)}, sort_keys=True)
+        {
+            "structures": [s.name for s in setting.structures],
+            "profile": setting.profile,
+            "sensitivity_profiles": list(setting.extra_profiles),
+            "strata_ml": list(setting.strata_ml),
+        },
+        sort_keys=True,
+    )
     record["tags"][LESION_PROFILE_TAG] = setting.profile
     baseline = lesion_rows[lesion_rows["lesion_profile"] == setting.profile]
     for structure, group in baseline.groupby("structure", sort=True):

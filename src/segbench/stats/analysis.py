@@ -97,8 +97,9 @@ def analyze(
     metrics, subgroup_fields, models, contaminated = validate(rows, metrics, settings, subgroup_fields, contaminated)
     structures = prepare(rows, metrics, models, subgroup_fields)
     identical = identical_to_reference(rows, models) if count_identical else dict.fromkeys(models)
-    return analyze_structures(structures, models, metrics, settings, list(subgroup_fields), contaminated, case_clusters(rows, cluster_field),
-                              identical, ci_levels)
+    return analyze_structures(
+        structures, models, metrics, settings, list(subgroup_fields), contaminated, case_clusters(rows, cluster_field), identical, ci_levels
+    )
 
 
 def _single_threaded_blas() -> threadpool_limits:
@@ -132,8 +133,7 @@ def analyze_structures(
 
     def resamples(name: str, s: StructureMatrices) -> None:
         confidences = {m: settings.confidence if ci_levels is None else float(ci_levels(name, m, len(s.case_ids))) for m in metrics}
-        pending[name] = _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool),
-                                           settings, confidences)
+        pending[name] = _analyze_structure(s, name, s.models, metrics, np.array([not contaminated[m] for m in s.models], dtype=bool), settings, confidences)
 
     def cell(name: str, metric: str) -> None:
         analysed[name, metric] = pending[name].pop(metric)()  # the structure's resamples go with its last cell
@@ -167,15 +167,19 @@ def analyze_structures(
         out = {name: blocks[name] for name in structures}
         tasks = [(f"{name}/{metric}", task) for name in structures for metric in metrics if (task := analysed[name, metric][1]) is not None]
         consensus = _consensus(tasks, settings)
-    return cast(Analysis, json_ready({
-        "settings": settings.to_dict(),
-        "subgroup_fields": subgroup_fields,
-        "models": {m: {"contaminated": bool(contaminated[m]), **({"identical_to_reference": identical[m]} if m in identical else {})}
-                   for m in models},
-        "structures": out,
-        "clusters": None if clusters is None else {**clusters, "verdict_changes": verdict_changes(cast(dict[str, dict], out))},
-        "consensus": consensus,
-    }))
+    return cast(
+        Analysis,
+        json_ready(
+            {
+                "settings": settings.to_dict(),
+                "subgroup_fields": subgroup_fields,
+                "models": {m: {"contaminated": bool(contaminated[m]), **({"identical_to_reference": identical[m]} if m in identical else {})} for m in models},
+                "structures": out,
+                "clusters": None if clusters is None else {**clusters, "verdict_changes": verdict_changes(cast(dict[str, dict], out))},
+                "consensus": consensus,
+            }
+        ),
+    )
 
 
 def _threads(n_tasks: int) -> int:
@@ -291,9 +295,7 @@ def _resamples(
             group_boot[f][g] = _Boot.of(stacked[:, idx], boots[:, k])
     ci = full.ci(np.repeat([confidences[m] for m in metrics], n_models), settings.ci_method) if full is not None else None
     counts = resample_counts(n, settings.scheme_resamples, rng_for(settings.seed, structure, "schemes")) if n else None
-    group_ci = {
-        f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()
-    }
+    group_ci = {f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()}
     return _Resamples(full, ci, counts, groups, group_boot, group_ci)
 
 
@@ -316,9 +318,23 @@ def _analyze_structure(
     n_models = len(models)
     res = _resamples(s, structure, n_models, metrics, settings, confidences)
     all_reported = _all_reported(s, models, metrics, structure, settings, confidences)
-    return {metric: partial(_cell, s, structure, metric, higher, slice(i * n_models, (i + 1) * n_models), models, ranked, res,
-                            all_reported[metric], settings, confidences[metric])
-            for i, (metric, higher) in enumerate(metrics.items())}
+    return {
+        metric: partial(
+            _cell,
+            s,
+            structure,
+            metric,
+            higher,
+            slice(i * n_models, (i + 1) * n_models),
+            models,
+            ranked,
+            res,
+            all_reported[metric],
+            settings,
+            confidences[metric],
+        )
+        for i, (metric, higher) in enumerate(metrics.items())
+    }
 
 
 def _cell(
@@ -363,9 +379,17 @@ def _cell(
     context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, res.counts)  # type: ignore[arg-type]  # set with res.full
     compared = _compare(values[idx], [models[k] for k in idx], higher, res.full, cols, idx, settings, context)
     result.update(compared.cell)  # type: ignore[typeddict-item]  # _Comparisons' keys are MetricCell's
-    result["verdict"] = cell_verdict(result, metric, intervals_sentence(settings.pairwise_test, settings.multiple_comparison,  # type: ignore[typeddict-item]  # cell_verdict builds a Verdict
-                                                                        settings.alpha, settings.ci_method),
-                                     settings.case_alignment == "pairwise_complete")
+    result["verdict"] = cell_verdict(
+        result,
+        metric,
+        intervals_sentence(
+            settings.pairwise_test,
+            settings.multiple_comparison,  # type: ignore[typeddict-item]  # cell_verdict builds a Verdict
+            settings.alpha,
+            settings.ci_method,
+        ),
+        settings.case_alignment == "pairwise_complete",
+    )
     return result, compared.task
 
 
@@ -404,7 +428,11 @@ def _estimates(
 
 
 def _all_reported(
-    s: StructureMatrices, models: list[str], metrics: Mapping[str, bool], structure: str, settings: StatsSettings,
+    s: StructureMatrices,
+    models: list[str],
+    metrics: Mapping[str, bool],
+    structure: str,
+    settings: StatsSettings,
     confidences: Mapping[str, float],
 ) -> dict[str, tuple[dict[str, AllReported], dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]]]:
     """Per metric, per model with scores outside the shared cases: mean, SD, median, n and CI over all its reported cases.
@@ -528,8 +556,15 @@ def _compare(
         winner, any_rank = leave_one_out(jack, full_ranks, higher)
         loo = LeaveOneOut(winner_change_share=winner, any_rank_change_share=any_rank)
     scheme_block, boot_mean_ranks = schemes(values, names, higher, settings.alpha, context.counts, paired)
-    cell = _Comparisons(ranking=ranking, pairwise=pairwise, significance=significance, loo=loo,
-                        power=_power(values, names, pairwise, significance, settings), alignment=alignment, schemes=scheme_block)  # type: ignore[typeddict-item]  # schemes() builds a Schemes
+    cell = _Comparisons(
+        ranking=ranking,
+        pairwise=pairwise,
+        significance=significance,
+        loo=loo,
+        power=_power(values, names, pairwise, significance, settings),
+        alignment=alignment,
+        schemes=scheme_block,  # type: ignore[typeddict-item]  # schemes() builds a Schemes
+    )
     return _Compared(cell, _TaskRanks(names, full_ranks, boot_mean_ranks))
 
 
@@ -600,16 +635,19 @@ def _power(values: np.ndarray, names: list[str], pairwise: list[Pair], significa
     """The cases needed to separate #1 from #2 (docs/methodology.md#511-power); None with one ranked model."""
     if len(names) < 2:
         return None
-    return cast(Power, {
-        "first": names[0],
-        "second": names[1],
-        "n_cases": values.shape[1],
-        "alpha": settings.alpha,
-        "power": settings.power,
-        "separable": bool(pairwise[0]["separable"]),
-        "significant": bool(significance["significant"][names[0]][names[1]]),
-        **cases_needed(values[0] - values[1], settings.alpha, settings.power),
-    })
+    return cast(
+        Power,
+        {
+            "first": names[0],
+            "second": names[1],
+            "n_cases": values.shape[1],
+            "alpha": settings.alpha,
+            "power": settings.power,
+            "separable": bool(pairwise[0]["separable"]),
+            "significant": bool(significance["significant"][names[0]][names[1]]),
+            **cases_needed(values[0] - values[1], settings.alpha, settings.power),
+        },
+    )
 
 
 def _mean_test(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: StatsSettings, *keys: str) -> PairTest | None:
@@ -617,8 +655,16 @@ def _mean_test(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: Stats
     draws from the seed and ``keys`` (docs/methodology.md#55-pairwise-separability); None under ``bootstrap_ci``."""
     if settings.pairwise_test == "bootstrap_ci":
         return None
-    return mean_test(values, a, b, settings.pairwise_test, settings.n_resamples, settings.alpha,
-                     rng_for(settings.seed, *keys, "sign_flips"), rng_for(settings.seed, *keys, "bootstrap_t"))
+    return mean_test(
+        values,
+        a,
+        b,
+        settings.pairwise_test,
+        settings.n_resamples,
+        settings.alpha,
+        rng_for(settings.seed, *keys, "sign_flips"),
+        rng_for(settings.seed, *keys, "bootstrap_t"),
+    )
 
 
 def _significance(wil: dict[str, np.ndarray], names: list[str], keys: Sequence[str]) -> Significance:
@@ -671,8 +717,9 @@ def _pairwise_complete(
         if on_shared:
             test = None if shared_test is None else shared_test.part(pairs)
         else:
-            test = _mean_test(union[:, cases], a[pairs], b[pairs], settings, context.structure, context.metric,
-                               "pairwise_complete", *(case_ids[c] for c in cases))
+            test = _mean_test(
+                union[:, cases], a[pairs], b[pairs], settings, context.structure, context.metric, "pairwise_complete", *(case_ids[c] for c in cases)
+            )
         if test is not None:
             tests.append((pairs, test))
         if on_shared:
@@ -689,15 +736,24 @@ def _pairwise_complete(
         diff[pairs] = g_means[ga] - g_means[gb]
         if reads_jack and g_jack is not None:
             diff_jack[np.ix_(rows, pairs)] = g_jack[:, ga] - g_jack[:, gb]  # type: ignore[index]  # allocated when reads_jack
-    sep = separability(diff_boot, diff, diff_jack, alpha=settings.alpha, correction=settings.multiple_comparison,
-                       ci_method=settings.ci_method, test=merge_tests(tests, a.size) if tests else None, p_boot=p_boot)
+    sep = separability(
+        diff_boot,
+        diff,
+        diff_jack,
+        alpha=settings.alpha,
+        correction=settings.multiple_comparison,
+        ci_method=settings.ci_method,
+        test=merge_tests(tests, a.size) if tests else None,
+        p_boot=p_boot,
+    )
     pairwise = [
-        {"a": names[i], "b": names[j], "mean_diff": diff[p], "n_cases": n_cases[p], **{k: v[p] for k, v in sep.items()}}
-        for p, (i, j) in enumerate(zip(a, b))
+        {"a": names[i], "b": names[j], "mean_diff": diff[p], "n_cases": n_cases[p], **{k: v[p] for k, v in sep.items()}} for p, (i, j) in enumerate(zip(a, b))
     ]
     wil = wilcoxon_map(union, higher, settings.alpha)
-    return cast(Alignment, {"protocol": "pairwise_complete", "pairwise": pairwise,
-                            "significance": _significance(wil, names, ("p_value", "p_adjusted", "significant", "n_cases"))})
+    return cast(
+        Alignment,
+        {"protocol": "pairwise_complete", "pairwise": pairwise, "significance": _significance(wil, names, ("p_value", "p_adjusted", "significant", "n_cases"))},
+    )
 
 
 def _group_bootstrap(

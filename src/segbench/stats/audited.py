@@ -70,8 +70,11 @@ class AuditTables:
     shapes: pd.DataFrame | None = None  # the failure-shape audit's type-I table (limits.py); None: not run
 
     def __post_init__(self) -> None:
-        tables = (("coverage", self.coverage, _COVERAGE, "method"), ("type1", self.type1, _TYPE1, "procedure"),
-                  *((("levels", self.levels, _LEVELS, "method"),) if self.levels is not None else ()))
+        tables = (
+            ("coverage", self.coverage, _COVERAGE, "method"),
+            ("type1", self.type1, _TYPE1, "procedure"),
+            *((("levels", self.levels, _LEVELS, "method"),) if self.levels is not None else ()),
+        )
         for name, frame, columns, kind in tables:
             if not isinstance(frame, pd.DataFrame):
                 raise ValueError(f"audit tables: {name} must be a DataFrame, got {type(frame).__name__}")
@@ -165,10 +168,22 @@ def _pick(table: pd.DataFrame, data: Mapping[str, str], cell: BoardCell, worst: 
         row = block[block["n"].astype(int) == n].iloc[0]
         choices.append((float(row[column]), str(source), str(structure), n, row))
     _, source, structure, n, row = min(choices, key=lambda c: (c[0] if worst == "min" else -c[0], c[1], c[2]))
-    return {"population": f"{source}/{structure}", "source": source, "structure": structure, "match": match,
-            "candidates": len(choices), "n": n, "n_board": cell.n, "rate": float(row["rate"]), "mc_se": float(row["mc_se"]),
-            **({"level": float(row["level"]), "capped": bool(row["capped"]), "nominal_rate": float(row["nominal_rate"]),
-                "width_ratio": float(row["width_ratio"])} if column == "level" else {})}
+    return {
+        "population": f"{source}/{structure}",
+        "source": source,
+        "structure": structure,
+        "match": match,
+        "candidates": len(choices),
+        "n": n,
+        "n_board": cell.n,
+        "rate": float(row["rate"]),
+        "mc_se": float(row["mc_se"]),
+        **(
+            {"level": float(row["level"]), "capped": bool(row["capped"]), "nominal_rate": float(row["nominal_rate"]), "width_ratio": float(row["width_ratio"])}
+            if column == "level"
+            else {}
+        ),
+    }
 
 
 def level_entry(tables: AuditTables | None, cell: BoardCell) -> dict | None:
@@ -228,8 +243,10 @@ def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
             target = float(s["confidence"])
             coverage |= {"method": method, "target": target, "under_covers": coverage["rate"] < target - MARGIN}
     if not math.isclose(float(s["alpha"]), float(audit["alpha"])) or s["multiple_comparison"] != audit["multiple_comparison"]:
-        reasons.append(f"the audit's verdicts ran at alpha {float(audit['alpha']):g} with {audit['multiple_comparison']}, this board's at "
-                       f"{float(s['alpha']):g} with {s['multiple_comparison']}")
+        reasons.append(
+            f"the audit's verdicts ran at alpha {float(audit['alpha']):g} with {audit['multiple_comparison']}, this board's at "
+            f"{float(s['alpha']):g} with {s['multiple_comparison']}"
+        )
     else:
         procedure = verdict_procedure(s)
         rows = tables.type1[(tables.type1["metric"] == cell.metric) & (tables.type1["procedure"] == procedure)]
@@ -249,11 +266,15 @@ def board(tables: AuditTables | None, analysis: Mapping, *, source: str | None, 
     if tables is None:
         return None
     cells = {
-        structure: {metric: cast(dict, audited(tables, BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"],
-                                                                 cell.get("ci_confidence"))))  # a dict: tables is set
-                    | _limit(tables, cell, metric, analysis["settings"])
-                    for metric, cell in block["metrics"].items()}
-        for structure, block in analysis["structures"].items() if block["n_cases"] > 0
+        structure: {
+            metric: cast(
+                dict, audited(tables, BoardCell(source, data, structure, metric, int(block["n_cases"]), analysis["settings"], cell.get("ci_confidence")))
+            )  # a dict: tables is set
+            | _limit(tables, cell, metric, analysis["settings"])
+            for metric, cell in block["metrics"].items()
+        }
+        for structure, block in analysis["structures"].items()
+        if block["n_cases"] > 0
     }
     return cast(Audited, {"margin": MARGIN, "structures": cells, **({"lesions": lesions} if lesions else {})})
 
@@ -268,8 +289,11 @@ def _limit(tables: AuditTables, cell: Mapping, metric: str, settings: Mapping) -
         return {"limit": None}
     first, second = (np.asarray(cell["per_case"][m], dtype=float) for m in order[:2])
     both = ~(np.isnan(first) | np.isnan(second))
-    return {"limit": cell_limit(first[both], second[both], metric, bool(cell["higher_is_better"]), tables.shapes,
-                                str(settings["pairwise_test"]), float(settings["alpha"]))}
+    return {
+        "limit": cell_limit(
+            first[both], second[both], metric, bool(cell["higher_is_better"]), tables.shapes, str(settings["pairwise_test"]), float(settings["alpha"])
+        )
+    }
 
 
 def population_data(calibration_dataset: str, real_sources: Mapping[str, str]) -> dict[str, str]:

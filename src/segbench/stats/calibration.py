@@ -79,9 +79,7 @@ def verdict_procedure(settings: Mapping) -> str:
     return TEST_PROCEDURE.get(str(settings.get("pairwise_test")), f"separable_{settings['ci_method']}")
 
 
-def population(
-    rows: pd.DataFrame, models: Sequence[str], structures: Sequence[str], metrics: Sequence[str]
-) -> dict[str, tuple[list[str], np.ndarray]]:
+def population(rows: pd.DataFrame, models: Sequence[str], structures: Sequence[str], metrics: Sequence[str]) -> dict[str, tuple[list[str], np.ndarray]]:
     """Per structure: its case ids and the (M metrics, K models, N cases) values of the scored population.
 
     Cases whose reference lacks the structure are left out (as the leaderboard leaves them out). Every model
@@ -146,8 +144,14 @@ def rate(hits: np.ndarray) -> dict[str, float]:
 
 
 def audit_sample(
-    values: np.ndarray, higher: Sequence[bool], n_resamples: int, rng: np.random.Generator, flip_rng: np.random.Generator,
-    t_rng: np.random.Generator, settings: StatsSettings, wilcoxon: bool,
+    values: np.ndarray,
+    higher: Sequence[bool],
+    n_resamples: int,
+    rng: np.random.Generator,
+    flip_rng: np.random.Generator,
+    t_rng: np.random.Generator,
+    settings: StatsSettings,
+    wilcoxon: bool,
 ) -> dict[str, np.ndarray]:
     """The analysis of one sample's (M, K, n) values, as the leaderboard computes it.
 
@@ -174,8 +178,7 @@ def audit_sample(
         for m in range(n_metrics):
             scale = ("logit" if higher[m] else "log") if scaled else "none"
             r = rows[m]
-            low[m], high[m] = studentized_bounds(boot[:, r], boot_sq[:, r], estimate[r], (flat[r] ** 2).mean(axis=1), n,
-                                                 1.0 - settings.confidence, scale)
+            low[m], high[m] = studentized_bounds(boot[:, r], boot_sq[:, r], estimate[r], (flat[r] ** 2).mean(axis=1), n, 1.0 - settings.confidence, scale)
         out[f"low_{method}"], out[f"high_{method}"] = low, high
     a, b = pair_indices(n_models)
     boot3, est2, jack3 = boot.reshape(-1, n_metrics, n_models), estimate.reshape(n_metrics, n_models), jack.reshape(n, n_metrics, n_models)
@@ -183,8 +186,14 @@ def audit_sample(
     for method in CI_METHODS:
         verdict = np.zeros((n_metrics, a.size))
         for m in range(n_metrics):
-            sep = separability(boot3[:, m, a] - boot3[:, m, b], est2[m, a] - est2[m, b], jack3[:, m, a] - jack3[:, m, b],
-                               alpha=settings.alpha, correction=settings.multiple_comparison, ci_method=method)
+            sep = separability(
+                boot3[:, m, a] - boot3[:, m, b],
+                est2[m, a] - est2[m, b],
+                jack3[:, m, a] - jack3[:, m, b],
+                alpha=settings.alpha,
+                correction=settings.multiple_comparison,
+                ci_method=method,
+            )
             verdict[m] = np.where(sep["separable"], sign[m], 0.0)
         out[f"separable_{method}"] = verdict
     rows = values.reshape(-1, n)  # (metric, model) rows: the pairs of metric m are rows m K + a and m K + b
@@ -195,9 +204,15 @@ def audit_sample(
     for procedure, test in (("signflip_holm", flips), ("meantest_holm", both)):
         verdict = np.zeros((n_metrics, a.size))
         for m in range(n_metrics):  # the leaderboard's verdict: Holm over the test, its inverted intervals beside it
-            sep = separability(boot3[:, m, a] - boot3[:, m, b], est2[m, a] - est2[m, b], None, alpha=settings.alpha,
-                               correction=settings.multiple_comparison, ci_method=settings.ci_method,
-                               test=test.part(slice(m * a.size, (m + 1) * a.size)))
+            sep = separability(
+                boot3[:, m, a] - boot3[:, m, b],
+                est2[m, a] - est2[m, b],
+                None,
+                alpha=settings.alpha,
+                correction=settings.multiple_comparison,
+                ci_method=settings.ci_method,
+                test=test.part(slice(m * a.size, (m + 1) * a.size)),
+            )
             verdict[m] = np.where(sep["separable"], sign[m], 0.0)
         out[procedure] = verdict
     verdict = np.full((n_metrics, a.size), np.nan)
@@ -210,8 +225,17 @@ def audit_sample(
 
 
 def audit_draws(
-    values: np.ndarray, higher: Sequence[bool], equal: Sequence[int], n: int, draws: int, wilcoxon_draws: int, n_resamples: int,
-    rng: np.random.Generator, flip_rng: np.random.Generator, t_rng: np.random.Generator, settings: StatsSettings,
+    values: np.ndarray,
+    higher: Sequence[bool],
+    equal: Sequence[int],
+    n: int,
+    draws: int,
+    wilcoxon_draws: int,
+    n_resamples: int,
+    rng: np.random.Generator,
+    flip_rng: np.random.Generator,
+    t_rng: np.random.Generator,
+    settings: StatsSettings,
 ) -> dict[str, np.ndarray]:
     """Every sample of one (population, n): per key of :func:`audit_sample`, its results stacked over ``draws``.
 
@@ -258,30 +282,44 @@ def summarize(stacked: Sequence[tuple[Population, Mapping[int, Mapping[str, np.n
                     low, high = res[f"low_{method}"][:, m], res[f"high_{method}"][:, m]
                     below, above = high < mean[m], low > mean[m]
                     covered = ~(below | above)
-                    coverage.append({
-                        **cell, "method": method, **rate(covered.ravel()),
-                        "coverage_min_model": float(covered.mean(axis=0).min()), "coverage_max_model": float(covered.mean(axis=0).max()),
-                        "miss_below": float(below.mean()), "miss_above": float(above.mean()), "width_median": float(np.median(high - low)),
-                    })
+                    coverage.append(
+                        {
+                            **cell,
+                            "method": method,
+                            **rate(covered.ravel()),
+                            "coverage_min_model": float(covered.mean(axis=0).min()),
+                            "coverage_max_model": float(covered.mean(axis=0).max()),
+                            "miss_below": float(below.mean()),
+                            "miss_above": float(above.mean()),
+                            "width_median": float(np.median(high - low)),
+                        }
+                    )
                     # the models' CIs come from the same samples: their pooled rate is no more precise than one model's
                     coverage[-1]["mc_se"] = math.sqrt(coverage[-1]["rate"] * (1.0 - coverage[-1]["rate"]) / covered.shape[0])
                 for procedure in PROCEDURES:
                     verdict = res[procedure][:, m]
                     verdict = verdict[~np.isnan(verdict).any(axis=1)]
-                    type1.append({**cell, "procedure": procedure, "draws": int(verdict.shape[0]),
-                                  **rate((verdict[:, is_equal] != 0).any(axis=1))})
+                    type1.append({**cell, "procedure": procedure, "draws": int(verdict.shape[0]), **rate((verdict[:, is_equal] != 0).any(axis=1))})
                     for p in np.flatnonzero(~is_equal):
                         diffs = pop.values[m, a[p]] - pop.values[m, b[p]]
                         truth_sign = float(np.sign(diffs.mean()) if higher else -np.sign(diffs.mean()))
                         better, worse = (models[a[p]], models[b[p]]) if truth_sign > 0 else (models[b[p]], models[a[p]])
                         need = cases_needed(diffs, settings.alpha, settings.power)
-                        power.append({
-                            **cell, "procedure": procedure, "better": better, "worse": worse, "draws": int(verdict.shape[0]),
-                            "true_mean_diff": abs(need["mean_diff"]), "effect_size": need["effect_size"],  # type: ignore[arg-type]  # floats (power.cases_needed)
-                            **rate(verdict[:, p] == truth_sign), "wrong_direction": float(np.mean(verdict[:, p] == -truth_sign)),
-                            "predicted_power": predicted_power(n, need["effect_size"], settings.alpha),  # type: ignore[arg-type]  # as above
-                            "n_required": need["n_required"],
-                        })
+                        power.append(
+                            {
+                                **cell,
+                                "procedure": procedure,
+                                "better": better,
+                                "worse": worse,
+                                "draws": int(verdict.shape[0]),
+                                "true_mean_diff": abs(need["mean_diff"]),  # type: ignore[arg-type]  # floats (power.cases_needed)
+                                "effect_size": need["effect_size"],
+                                **rate(verdict[:, p] == truth_sign),
+                                "wrong_direction": float(np.mean(verdict[:, p] == -truth_sign)),
+                                "predicted_power": predicted_power(n, need["effect_size"], settings.alpha),  # type: ignore[arg-type]  # as above
+                                "n_required": need["n_required"],
+                            }
+                        )
     return {"coverage": coverage, "type1": type1, "power": power}
 
 
@@ -310,8 +348,19 @@ def _audit_task(task: tuple[Task, int, int, StatsSettings]) -> dict[str, np.ndar
     rng, flip_rng = rng_for(seed, "calibration", *keys, str(job.n)), rng_for(seed, "calibration", *keys, str(job.n), "sign_flips")
     t_rng = rng_for(seed, "calibration", *keys, str(job.n), "bootstrap_t")
     with threadpool_limits(limits=1, user_api="blas"):
-        return audit_draws(pop.values, list(pop.metrics.values()), [pop.models.index(m) for m in pop.equal], job.n, job.draws,
-                           min(job.wilcoxon_draws, job.draws), n_resamples, rng, flip_rng, t_rng, settings)
+        return audit_draws(
+            pop.values,
+            list(pop.metrics.values()),
+            [pop.models.index(m) for m in pop.equal],
+            job.n,
+            job.draws,
+            min(job.wilcoxon_draws, job.draws),
+            n_resamples,
+            rng,
+            flip_rng,
+            t_rng,
+            settings,
+        )
 
 
 def _level_task(task: tuple[Task, int, float]) -> list[dict]:
@@ -319,26 +368,52 @@ def _level_task(task: tuple[Task, int, float]) -> list[dict]:
     job, seed, confidence = task
     pop = job.population
     keys = (pop.structure,) if pop.source == SIMULATED else (pop.source, pop.structure)
-    rows = level_rows(pop.values, [pop.models.index(m) for m in pop.equal], list(pop.metrics), job.n, job.draws, confidence,
-                      rng_for(seed, "calibration", *keys, str(job.n), "levels"))
+    rows = level_rows(
+        pop.values,
+        [pop.models.index(m) for m in pop.equal],
+        list(pop.metrics),
+        job.n,
+        job.draws,
+        confidence,
+        rng_for(seed, "calibration", *keys, str(job.n), "levels"),
+    )
     return [{"source": pop.source, "structure": pop.structure, **row} for row in rows]
 
 
 def describe(pop: Population) -> dict:
     """A population's size and, per metric, each model's mean, truth (equal models: their common mean), SD and skewness."""
     truth = population_truth(pop.values, [pop.models.index(m) for m in pop.equal])
-    return {"n_cases": int(pop.values.shape[2]), "metrics": {
-        metric: {"higher_is_better": higher, "mean": dict(zip(pop.models, pop.values[m].mean(axis=1).tolist())),
-                 "truth": dict(zip(pop.models, truth[m].tolist())),
-                 "sd": dict(zip(pop.models, pop.values[m].std(axis=1, ddof=1).tolist())),
-                 "skewness": dict(zip(pop.models, sps.skew(pop.values[m], axis=1).tolist()))}
-        for m, (metric, higher) in enumerate(pop.metrics.items())}}
+    return {
+        "n_cases": int(pop.values.shape[2]),
+        "metrics": {
+            metric: {
+                "higher_is_better": higher,
+                "mean": dict(zip(pop.models, pop.values[m].mean(axis=1).tolist())),
+                "truth": dict(zip(pop.models, truth[m].tolist())),
+                "sd": dict(zip(pop.models, pop.values[m].std(axis=1, ddof=1).tolist())),
+                "skewness": dict(zip(pop.models, sps.skew(pop.values[m], axis=1).tolist())),
+            }
+            for m, (metric, higher) in enumerate(pop.metrics.items())
+        },
+    }
 
 
 def audit(
-    rows: pd.DataFrame, *, models: Sequence[str], equal: Sequence[str], structures: Sequence[str], metrics: Mapping[str, bool],
-    n_cases: Sequence[int], draws: int, wilcoxon_draws: int, n_resamples: int, seed: int, settings: StatsSettings, workers: int = 1,
-    real: Sequence[tuple[Sequence[Population], int, int]] = (), shapes: ShapePlan | None = None,
+    rows: pd.DataFrame,
+    *,
+    models: Sequence[str],
+    equal: Sequence[str],
+    structures: Sequence[str],
+    metrics: Mapping[str, bool],
+    n_cases: Sequence[int],
+    draws: int,
+    wilcoxon_draws: int,
+    n_resamples: int,
+    seed: int,
+    settings: StatsSettings,
+    workers: int = 1,
+    real: Sequence[tuple[Sequence[Population], int, int]] = (),
+    shapes: ShapePlan | None = None,
 ) -> dict:
     """The whole audit of the scored population ``rows`` (one row per model x case x structure): a JSON-ready dict.
 
@@ -357,8 +432,9 @@ def audit(
     """
     from concurrent.futures import ProcessPoolExecutor
 
-    simulated = [Population(SIMULATED, s, tuple(models), tuple(equal), dict(metrics), v)
-                 for s, (_, v) in population(rows, models, structures, list(metrics)).items()]
+    simulated = [
+        Population(SIMULATED, s, tuple(models), tuple(equal), dict(metrics), v) for s, (_, v) in population(rows, models, structures, list(metrics)).items()
+    ]
     tasks = [Task(pop, n, draws, wilcoxon_draws) for pop in simulated for n in n_cases]
     tasks += [Task(pop, n, d, w) for pops, d, w in real for pop in pops for n in n_cases if n <= pop.values.shape[2]]
     jobs = [(t, n_resamples, seed, settings) for t in tasks]
@@ -370,8 +446,10 @@ def audit(
     else:
         done = [_audit_task(j) for j in jobs]
         levels = [_level_task(j) for j in level_jobs]
-    level_table = {kind: [row for task, rows in zip(tasks, levels) if (task.population.source == SIMULATED) == (kind == SIMULATED)
-                          for row in rows] for kind in (SIMULATED, "real")}
+    level_table = {
+        kind: [row for task, rows in zip(tasks, levels) if (task.population.source == SIMULATED) == (kind == SIMULATED) for row in rows]
+        for kind in (SIMULATED, "real")
+    }
     by_pop: dict[str, tuple[Population, dict[int, dict[str, np.ndarray]]]] = {}
     for task, res in zip(tasks, done):
         by_pop.setdefault(task.population.name, (task.population, {}))[1][task.n] = res
@@ -379,21 +457,39 @@ def audit(
     real_summary = summarize([v for v in by_pop.values() if v[0].source != SIMULATED], settings)
     plan = {task.population.name: task for task in tasks}
     real_pops = {
-        pop.name: {"source": pop.source, "structure": pop.structure, "models": list(pop.models), "equal": list(pop.equal),
-                   "n_audited": sorted(by_n), "draws": plan[pop.name].draws,
-                   "wilcoxon_draws": min(plan[pop.name].wilcoxon_draws, plan[pop.name].draws), **describe(pop)}
-        for pop, by_n in by_pop.values() if pop.source != SIMULATED
+        pop.name: {
+            "source": pop.source,
+            "structure": pop.structure,
+            "models": list(pop.models),
+            "equal": list(pop.equal),
+            "n_audited": sorted(by_n),
+            "draws": plan[pop.name].draws,
+            "wilcoxon_draws": min(plan[pop.name].wilcoxon_draws, plan[pop.name].draws),
+            **describe(pop),
+        }
+        for pop, by_n in by_pop.values()
+        if pop.source != SIMULATED
     }
     shape_audit = None
     if shapes is not None:
         pops = [*simulated, *(pop for pops, _, _ in real for pop in pops)]
         shape_audit = audit_shapes(real_shapes(pops), shapes, n_resamples=n_resamples, seed=seed, settings=settings, workers=workers)
     return {
-        "models": list(models), "equal": list(equal), "n_cases": list(n_cases), "draws": draws, "wilcoxon_draws": min(wilcoxon_draws, draws),
-        "n_resamples": n_resamples, "seed": seed, "stats": settings.to_dict(), "ci_methods": list(AUDIT_CI_METHODS),
-        "procedures": list(PROCEDURES), "population": {pop.structure: describe(pop) for pop in simulated},
-        "identical_to_reference": identical_to_reference(rows[rows["model"].isin(list(models))], models), **summary,
-        "levels": level_table[SIMULATED], "real": {"population": real_pops, **real_summary, "levels": level_table["real"]},
+        "models": list(models),
+        "equal": list(equal),
+        "n_cases": list(n_cases),
+        "draws": draws,
+        "wilcoxon_draws": min(wilcoxon_draws, draws),
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "stats": settings.to_dict(),
+        "ci_methods": list(AUDIT_CI_METHODS),
+        "procedures": list(PROCEDURES),
+        "population": {pop.structure: describe(pop) for pop in simulated},
+        "identical_to_reference": identical_to_reference(rows[rows["model"].isin(list(models))], models),
+        **summary,
+        "levels": level_table[SIMULATED],
+        "real": {"population": real_pops, **real_summary, "levels": level_table["real"]},
         **({"shapes": shape_audit} if shape_audit is not None else {}),
     }
 

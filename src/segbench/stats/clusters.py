@@ -58,8 +58,7 @@ def case_clusters(rows: pd.DataFrame, field: str | None) -> dict[str, object] | 
     labels = {case: MISSING if pd.isna(v) else str(v) for case, v in per_case.first().items()}
     distinct = sorted(set(labels.values()))
     if len(distinct) < 2:
-        raise ValueError(f"cluster_field {field!r} has a single cluster {distinct[0] if distinct else None!r}: "
-                         "a clustered bootstrap needs at least two")
+        raise ValueError(f"cluster_field {field!r} has a single cluster {distinct[0] if distinct else None!r}: a clustered bootstrap needs at least two")
     return {"field": field, "labels": labels}
 
 
@@ -90,7 +89,12 @@ def cluster_counts(clusters: list[np.ndarray], n_cases: int, n_resamples: int, r
 
 @numba.njit(cache=True, nogil=True)
 def _tally_clusters(
-    times: np.ndarray, sizes: np.ndarray, start: np.ndarray, members: np.ndarray, uniform: np.ndarray, counts: np.ndarray,
+    times: np.ndarray,
+    sizes: np.ndarray,
+    start: np.ndarray,
+    members: np.ndarray,
+    uniform: np.ndarray,
+    counts: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """counts[r, case] += 1 for every stage-2 draw: resample r draws times[r, c] x sizes[c] cases of cluster c, each
     the member floor(u x size) of the cluster for the next uniform u (resamples, then clusters, in order)."""
@@ -118,8 +122,13 @@ def clustered_means(values: np.ndarray, clusters: list[np.ndarray], n_resamples:
 
 
 def add_clustered(
-    cells: Mapping[str, dict], values: Mapping[str, np.ndarray], models: list[str], case_ids: list[str],
-    structure: str, clusters: Mapping[str, Any] | None, settings: StatsSettings,
+    cells: Mapping[str, dict],
+    values: Mapping[str, np.ndarray],
+    models: list[str],
+    case_ids: list[str],
+    structure: str,
+    clusters: Mapping[str, Any] | None,
+    settings: StatsSettings,
 ) -> None:
     """Put each metric's "clustered" block (None without a cluster field or with one cluster here) into ``cells``.
 
@@ -140,8 +149,11 @@ def add_clustered(
     for i, cell in enumerate(cells.values()):
         cols = slice(i * k, (i + 1) * k)
         cell["clustered"] = _block(cell, models, stacked[cols], boot[:, cols], jack[:, cols], settings)
-        cell["clustered"].update(field=clusters["field"], n_clusters=len(groups),  # type: ignore[index]  # set: two groups or more
-                                 cluster_sizes={labels[g[0]]: g.size for g in groups})  # type: ignore[index]  # as above
+        cell["clustered"].update(
+            field=clusters["field"],  # type: ignore[index]  # set: two groups or more
+            n_clusters=len(groups),
+            cluster_sizes={labels[g[0]]: g.size for g in groups},  # type: ignore[index]  # as above
+        )
 
 
 def _block(cell: dict, models: list[str], values: np.ndarray, boot: np.ndarray, jack: np.ndarray, settings: StatsSettings) -> dict:
@@ -152,8 +164,14 @@ def _block(cell: dict, models: list[str], values: np.ndarray, boot: np.ndarray, 
     out: dict[str, Any] = {
         "case_set": "shared",
         "models": {
-            m: {"mean": means[k], "ci_low": low[k], "ci_high": high[k], "case_ci_low": e["ci_low"], "case_ci_high": e["ci_high"],
-                "width_ratio": _ratio(high[k] - low[k], e["ci_high"], e["ci_low"])}
+            m: {
+                "mean": means[k],
+                "ci_low": low[k],
+                "ci_high": high[k],
+                "case_ci_low": e["ci_low"],
+                "case_ci_high": e["ci_high"],
+                "width_ratio": _ratio(high[k] - low[k], e["ci_high"], e["ci_low"]),
+            }
             for k, (m, e) in enumerate((m, cell["models"][m]) for m in models)
         },
         "p_rank1": None,
@@ -174,13 +192,23 @@ def _block(cell: dict, models: list[str], values: np.ndarray, boot: np.ndarray, 
         # column-major: the per-column sort reads contiguous memory; skew_t reads no resample (resampling.intervals)
         diff = np.subtract(boot[:, a], boot[:, b], order="F") if settings.ci_method != "skew_t" else np.empty((0, a.size))
         case_diff = values[a] - values[b]
-        d_low, d_high = intervals(diff, means[a] - means[b], jack[:, a] - jack[:, b], 1.0 - level, settings.ci_method,
-                                  span=(case_diff.min(axis=1), case_diff.max(axis=1)))
+        d_low, d_high = intervals(
+            diff, means[a] - means[b], jack[:, a] - jack[:, b], 1.0 - level, settings.ci_method, span=(case_diff.min(axis=1), case_diff.max(axis=1))
+        )
         out["pairwise"] = [
-            {"a": p["a"], "b": p["b"], "mean_diff": means[a[j]] - means[b[j]], "ci_level": p["ci_level"],
-             "ci_low": d_low[j], "ci_high": d_high[j], "case_ci_low": p["ci_low"], "case_ci_high": p["ci_high"],
-             "width_ratio": _ratio(d_high[j] - d_low[j], p["ci_high"], p["ci_low"]),
-             "separable": bool(d_low[j] > 0 or d_high[j] < 0), "case_separable": p["separable"]}
+            {
+                "a": p["a"],
+                "b": p["b"],
+                "mean_diff": means[a[j]] - means[b[j]],
+                "ci_level": p["ci_level"],
+                "ci_low": d_low[j],
+                "ci_high": d_high[j],
+                "case_ci_low": p["ci_low"],
+                "case_ci_high": p["ci_high"],
+                "width_ratio": _ratio(d_high[j] - d_low[j], p["ci_high"], p["ci_low"]),
+                "separable": bool(d_low[j] > 0 or d_high[j] < 0),
+                "case_separable": p["separable"],
+            }
             for j, p in enumerate(shared)
         ]
     return out

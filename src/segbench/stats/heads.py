@@ -84,7 +84,12 @@ def mean_ci_rows(analysis: Mapping[str, Any]) -> list[dict[str, Any]]:
                 estimate = cell["models"][model]
                 if estimate["mean"] is None:
                     continue
-                rows.append({"cell": f"{structure} {metric}", "model": model,
-                             **{key: estimate[key] for key in ("mean", "ci_low", "ci_high")},
-                             "interval": ci_words(analysis["settings"], cell.get("ci_confidence"))})
+                rows.append(
+                    {
+                        "cell": f"{structure} {metric}",
+                        "model": model,
+                        **{key: estimate[key] for key in ("mean", "ci_low", "ci_high")},
+                        "interval": ci_words(analysis["settings"], cell.get("ci_confidence")),
+                    }
+                )
     return rows

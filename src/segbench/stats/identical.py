@@ -37,14 +37,16 @@ def identical_to_reference(rows: pd.DataFrame, models: Sequence[str] | None = No
         return dict.fromkeys(names)
     dice = rows[DICE].to_numpy(dtype=np.float64, na_value=np.nan)
     scored = ~np.isnan(dice)
-    per_case = pd.DataFrame({
-        "model": rows["model"].astype(str).to_numpy()[scored],
-        "case_id": rows["case_id"].astype(str).to_numpy()[scored],
-        "one": dice[scored] == 1.0,
-    }).groupby(["model", "case_id"], sort=False)["one"].all()
+    per_case = (
+        pd.DataFrame(
+            {
+                "model": rows["model"].astype(str).to_numpy()[scored],
+                "case_id": rows["case_id"].astype(str).to_numpy()[scored],
+                "one": dice[scored] == 1.0,
+            }
+        )
+        .groupby(["model", "case_id"], sort=False)["one"]
+        .all()
+    )
     cases = per_case.groupby(level="model", sort=False).agg(["sum", "size"])
-    return {
-        m: {"cases": int(cases.at[m, "sum"]), "of": int(cases.at[m, "size"])} if m in cases.index else {"cases": 0, "of": 0}
-        for m in names
-    }
-
+    return {m: {"cases": int(cases.at[m, "sum"]), "of": int(cases.at[m, "size"])} if m in cases.index else {"cases": 0, "of": 0} for m in names}

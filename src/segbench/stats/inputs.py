@@ -75,9 +75,7 @@ def validate(
     dup = rows.duplicated(["model", "case_id", "structure"])
     if dup.any():
         r = rows.loc[dup].iloc[0]
-        raise ValueError(
-            f"duplicate row {_first(dup)}: model {r['model']!r}, case {r['case_id']!r}, structure {r['structure']!r}"
-        )
+        raise ValueError(f"duplicate row {_first(dup)}: model {r['model']!r}, case {r['case_id']!r}, structure {r['structure']!r}")
     presence = rows.groupby(["structure", "case_id"], sort=True)["reference_present"].nunique()
     if (presence > 1).any():
         structure, case = presence.index[(presence > 1).to_numpy()][0]
@@ -112,17 +110,12 @@ def group_labels(column: pd.Series) -> pd.Series:
         values = column.astype(np.float64)
         edges: np.ndarray | list[float] = np.unique(np.quantile(values.dropna(), [0.25, 0.5, 0.75])) if values.notna().any() else []
         bounds = [-np.inf, *edges, np.inf]
-        labels = [
-            f"<{hi:g}" if lo == -np.inf else (f">={lo:g}" if hi == np.inf else f"{lo:g}-<{hi:g}")
-            for lo, hi in zip(bounds[:-1], bounds[1:])
-        ]
+        labels = [f"<{hi:g}" if lo == -np.inf else (f">={lo:g}" if hi == np.inf else f"{lo:g}-<{hi:g}") for lo, hi in zip(bounds[:-1], bounds[1:])]
         column = pd.cut(values, bounds, right=False, labels=labels)
     return pd.Series([None if pd.isna(v) else str(v) for v in column], index=column.index, dtype=object)
 
 
-def prepare(
-    rows: pd.DataFrame, metrics: Mapping[str, bool], models: list[str], subgroup_fields: list[str]
-) -> dict[str, StructureMatrices]:
+def prepare(rows: pd.DataFrame, metrics: Mapping[str, bool], models: list[str], subgroup_fields: list[str]) -> dict[str, StructureMatrices]:
     """Split the rows per structure into shared-case (K, n) matrices (docs/methodology.md#52-shared-cases).
 
     Works on integer codes (one factorisation of model, case and structure) so that a JHH-scale table
@@ -135,12 +128,8 @@ def prepare(
     present = rows["reference_present"].to_numpy(dtype=bool)
     metric_values = {m: rows[m].to_numpy(dtype=np.float64, na_value=np.nan) for m in metrics}
     flag_values = {f: rows[f].to_numpy(dtype=bool) if f in rows.columns else np.zeros(len(rows), bool) for f in _FLAGS}
-    meta = rows.assign(case_id=rows["case_id"].astype(str)).groupby("case_id", sort=True)[
-        [f"meta.{f}" for f in subgroup_fields]
-    ].first()
-    labels = {
-        f: group_labels(meta[f"meta.{f}"]).reindex(case_ids).to_numpy(dtype=object) for f in subgroup_fields
-    }
+    meta = rows.assign(case_id=rows["case_id"].astype(str)).groupby("case_id", sort=True)[[f"meta.{f}" for f in subgroup_fields]].first()
+    labels = {f: group_labels(meta[f"meta.{f}"]).reindex(case_ids).to_numpy(dtype=object) for f in subgroup_fields}
     n_models, n_all = len(models), case_ids.size
     out = {}
     for code, structure in enumerate(structures):

@@ -52,16 +52,23 @@ def _defined(rows: pd.DataFrame, metrics: Mapping[str, bool]) -> tuple[dict[str,
     return {m: h for m, h in metrics.items() if finite[m]}, sorted(m for m in metrics if not finite[m])
 
 
-def _analyze(rows: pd.DataFrame, metrics: Mapping[str, bool], settings: StatsSettings, contaminated: Mapping[str, bool],
-             cluster_field: str | None = None) -> Analysis | None:
+def _analyze(
+    rows: pd.DataFrame, metrics: Mapping[str, bool], settings: StatsSettings, contaminated: Mapping[str, bool], cluster_field: str | None = None
+) -> Analysis | None:
     """``analyze`` of ``rows`` with the contamination flags of the models they hold; None without a row or a metric
     (every case of a lone model without a prediction leaves no matched lesion, so no SQ). No count of cases identical
     to the reference: that is the voxel-wise analysis's (a lesion row's Dice is a lesion's, and a lesion row no case)."""
     if rows.empty or not metrics:
         return None
     held = set(rows["model"])
-    return analyze(rows, metrics=metrics, settings=settings, contaminated={m: c for m, c in contaminated.items() if m in held},
-                   cluster_field=cluster_field, count_identical=False)
+    return analyze(
+        rows,
+        metrics=metrics,
+        settings=settings,
+        contaminated={m: c for m, c in contaminated.items() if m in held},
+        cluster_field=cluster_field,
+        count_identical=False,
+    )
 
 
 def case_unit_rows(lesion_rows: pd.DataFrame, profile: str) -> pd.DataFrame:
@@ -74,12 +81,17 @@ def lesion_unit_rows(instance_rows: pd.DataFrame, profile: str) -> pd.DataFrame:
     """One row per reference lesion of one lesion profile (missed ones included, false positives not: they belong to
     no reference lesion and so pair across no models), its unit id ``<case>#<lesion>`` and its case as ``meta.case``."""
     rows = instance_rows[(instance_rows["lesion_profile"] == profile) & (instance_rows["status"] != "FP")]
-    return pd.DataFrame({
-        "model": rows["model"].to_numpy(), "case_id": (rows["case_id"].astype(str) + "#" + rows["reference_id"].astype(str)).to_numpy(),
-        "structure": rows["structure"].to_numpy(), "reference_present": True, f"meta.{CLUSTER_FIELD}": rows["case_id"].astype(str).to_numpy(),
-        **{m: rows[m].to_numpy(dtype=np.float64) for m in LESION_METRICS if m != "detected"},
-        "detected": (rows["status"] == "TP").to_numpy(dtype=np.float64),
-    })
+    return pd.DataFrame(
+        {
+            "model": rows["model"].to_numpy(),
+            "case_id": (rows["case_id"].astype(str) + "#" + rows["reference_id"].astype(str)).to_numpy(),
+            "structure": rows["structure"].to_numpy(),
+            "reference_present": True,
+            f"meta.{CLUSTER_FIELD}": rows["case_id"].astype(str).to_numpy(),
+            **{m: rows[m].to_numpy(dtype=np.float64) for m in LESION_METRICS if m != "detected"},
+            "detected": (rows["status"] == "TP").to_numpy(dtype=np.float64),
+        }
+    )
 
 
 def counts(lesion_rows: pd.DataFrame, instance_rows: pd.DataFrame, profile: str) -> dict[str, dict[str, dict]]:
@@ -92,15 +104,29 @@ def counts(lesion_rows: pd.DataFrame, instance_rows: pd.DataFrame, profile: str)
     out: dict[str, dict[str, dict]] = {}
     for (structure, model), group in rows.groupby(["structure", "model"], sort=True):
         mine = refs[(refs["structure"] == structure) & (refs["model"] == model)]
-        by_volume = [{"stratum": name, "n_reference": int((mine["volume_stratum"] == name).sum()),  # a list: JSON keeps its order
-                      "tp": int(((mine["volume_stratum"] == name) & (mine["status"] == "TP")).sum())} for name in strata]
+        by_volume = [
+            {
+                "stratum": name,
+                "n_reference": int((mine["volume_stratum"] == name).sum()),  # a list: JSON keeps its order
+                "tp": int(((mine["volume_stratum"] == name) & (mine["status"] == "TP")).sum()),
+            }
+            for name in strata
+        ]
         out.setdefault(str(structure), {})[str(model)] = {c: float(group[c].sum()) for c in columns} | {
-            "n_cases": int(group["case_id"].nunique()), "n_cases_with_lesions": int(group["reference_present"].sum()), "by_volume": by_volume}
+            "n_cases": int(group["case_id"].nunique()),
+            "n_cases_with_lesions": int(group["reference_present"].sum()),
+            "by_volume": by_volume,
+        }
     return out
 
 
 def lesion_analysis(
-    lesion_rows: pd.DataFrame, instance_rows: pd.DataFrame, *, profile: str, settings: StatsSettings, contaminated: Mapping[str, bool] = {},
+    lesion_rows: pd.DataFrame,
+    instance_rows: pd.DataFrame,
+    *,
+    profile: str,
+    settings: StatsSettings,
+    contaminated: Mapping[str, bool] = {},
 ) -> Lesions:
     """The lesion-wise block of a results file (module docstring): ``profile``, ``case``, ``matched`` and ``lesion`` analyses (the
     layout of ``analysis.analyze``, or None where nothing is left to analyse), the metrics each leaves undefined, ``counts`` and
@@ -124,12 +150,15 @@ def lesion_analysis(
         variant = _analyze(rows, metrics, settings, contaminated) if other != profile and case is not None else None
         if variant is not None:
             variants[other] = {"undefined": undefined, **compare_analyses(case, variant)}  # type: ignore[arg-type]  # variant is None without case
-    return cast(Lesions, {
-        "profile": profile,
-        "case": case,
-        "matched": matched,
-        "lesion": lesion,
-        "undefined": {"case": case_undefined, "lesion": lesion_undefined},
-        "counts": counts(lesion_rows, instance_rows, profile),
-        "sensitivity": {"baseline": profile, "variants": variants},
-    })
+    return cast(
+        Lesions,
+        {
+            "profile": profile,
+            "case": case,
+            "matched": matched,
+            "lesion": lesion,
+            "undefined": {"case": case_undefined, "lesion": lesion_undefined},
+            "counts": counts(lesion_rows, instance_rows, profile),
+            "sensitivity": {"baseline": profile, "variants": variants},
+        },
+    )

@@ -86,7 +86,13 @@ def calibrated_level(coverage: np.ndarray, levels: np.ndarray, target: float) ->
 
 
 def level_rows(
-    values: np.ndarray, equal: Sequence[int], metrics: Sequence[str], n: int, draws: int, confidence: float, rng: np.random.Generator,
+    values: np.ndarray,
+    equal: Sequence[int],
+    metrics: Sequence[str],
+    n: int,
+    draws: int,
+    confidence: float,
+    rng: np.random.Generator,
 ) -> list[dict]:
     """Per metric of the (M, K, N) population ``values`` at sample size n: the calibrated level and its cross-fitted
     coverage (module docstring). Each row: ``metric``, ``level`` (chosen on the whole population; 4 decimals),
@@ -114,13 +120,22 @@ def level_rows(
         level, capped = calibrated_level(coverage[m], grid, confidence)
         at = _width_at(whole[m : m + 1], truth[m : m + 1], level)
         mean_rate = float(np.mean([r[m] for r in fold_rates]))
-        rows.append({
-            "metric": metric, "n": n, "confidence": confidence, "method": CALIBRATED_METHOD, "level": round(level, 4),
-            "capped": capped, "rate": mean_rate, "mc_se": float(np.sqrt(mean_rate * (1.0 - mean_rate) / (2 * HALVINGS * measure_draws))),
-            "nominal_rate": float(coverage[m, 0]), "level_halves_min": round(float(min(f[m] for f in fold_levels)), 4),
-            "level_halves_max": round(float(max(f[m] for f in fold_levels)), 4),
-            "width_ratio": float(at / width[m, 0]) if width[m, 0] > 0 else 1.0,
-        })
+        rows.append(
+            {
+                "metric": metric,
+                "n": n,
+                "confidence": confidence,
+                "method": CALIBRATED_METHOD,
+                "level": round(level, 4),
+                "capped": capped,
+                "rate": mean_rate,
+                "mc_se": float(np.sqrt(mean_rate * (1.0 - mean_rate) / (2 * HALVINGS * measure_draws))),
+                "nominal_rate": float(coverage[m, 0]),
+                "level_halves_min": round(float(min(f[m] for f in fold_levels)), 4),
+                "level_halves_max": round(float(max(f[m] for f in fold_levels)), 4),
+                "width_ratio": float(at / width[m, 0]) if width[m, 0] > 0 else 1.0,
+            }
+        )
     return rows
 
 

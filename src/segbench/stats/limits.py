@@ -46,16 +46,23 @@ def _nearest_n(rows: pd.DataFrame, n: int) -> pd.DataFrame:
 
 
 def _entry(code: str, row: pd.Series, n: int, alpha: float, text: str) -> Limit:
-    return {"code": code, "population": str(row["shape"]), "n": int(row["n"]), "n_board": n, "rate": float(row["rate"]),
-            "mc_se": float(row["mc_se"]), "target": alpha, "text": text}
+    return {
+        "code": code,
+        "population": str(row["shape"]),
+        "n": int(row["n"]),
+        "n_board": n,
+        "rate": float(row["rate"]),
+        "mc_se": float(row["mc_se"]),
+        "target": alpha,
+        "text": text,
+    }
 
 
 def _exceeds(row: pd.Series, alpha: float) -> bool:
     return float(row["rate"]) > alpha + 2.0 * float(row["mc_se"])
 
 
-def cell_limit(first: np.ndarray, second: np.ndarray, metric: str, higher: bool, table: pd.DataFrame | None, procedure: str,
-               alpha: float) -> Limit | None:
+def cell_limit(first: np.ndarray, second: np.ndarray, metric: str, higher: bool, table: pd.DataFrame | None, procedure: str, alpha: float) -> Limit | None:
     """The limit of a cell whose #1 and #2 have the per-case values ``first`` and ``second`` (the cases both have), its
     verdict decided by ``procedure`` at ``alpha``; None where the audit finds the verdict holds its rate at this
     shape and n, or ``table`` (the audit's ``shapes_type1``) is absent or has nothing of this kind."""
@@ -70,18 +77,28 @@ def cell_limit(first: np.ndarray, second: np.ndarray, metric: str, higher: bool,
     skew = float(sps.skew(diffs)) if np.ptp(diffs) > 0 else 0.0
     nearest = at_n.iloc[int(np.argmin(np.abs(at_n["skewness"].to_numpy(dtype=float) - skew)))]
     if _exceeds(nearest, alpha):
-        return _entry("skewed", nearest, n, alpha,
-                      f"Cases too few for this shape: #1 - #2 differences have skewness {skew:+.1f}; on the audited population "
-                      f"nearest it ({nearest['shape']}, skewness {float(nearest['skewness']):+.1f}, n = {int(nearest['n'])}) "
-                      f"'separable' was wrong in {_percent(nearest)} of samples, not {alpha:.0%}.")
+        return _entry(
+            "skewed",
+            nearest,
+            n,
+            alpha,
+            f"Cases too few for this shape: #1 - #2 differences have skewness {skew:+.1f}; on the audited population "
+            f"nearest it ({nearest['shape']}, skewness {float(nearest['skewness']):+.1f}, n = {int(nearest['n'])}) "
+            f"'separable' was wrong in {_percent(nearest)} of samples, not {alpha:.0%}.",
+        )
     rare = at_n[at_n["shape"].astype(str).str.contains(RARE_FAILURES)]
     if not rare.empty:
         worst = rare.iloc[int(np.argmax(rare["rate"].to_numpy(dtype=float)))]
         if _exceeds(worst, alpha):
-            return _entry("failures_unseen", worst, n, alpha,
-                          f"Failures rarer than {_share(3.0 / n)} of cases can go unseen on {n} cases: where a model fails that "
-                          f"rarely (audited: {worst['shape']}, n = {int(worst['n'])}) 'separable' was wrong in {_percent(worst)} "
-                          f"of samples, not {alpha:.0%}{_unseen_words(worst)}.")
+            return _entry(
+                "failures_unseen",
+                worst,
+                n,
+                alpha,
+                f"Failures rarer than {_share(3.0 / n)} of cases can go unseen on {n} cases: where a model fails that "
+                f"rarely (audited: {worst['shape']}, n = {int(worst['n'])}) 'separable' was wrong in {_percent(worst)} "
+                f"of samples, not {alpha:.0%}{_unseen_words(worst)}.",
+            )
     return None
 
 
@@ -91,8 +108,10 @@ def _unseen_words(row: pd.Series) -> str:
     share, seen = float(row.get("unseen_share", math.nan)), float(row.get("rate_seen", math.nan))
     if not (math.isfinite(share) and math.isfinite(seen)) or share <= 0.0:
         return ""
-    return (f": in {share:.0%} of samples a failing model never failed, and no test can tell it there from a better "
-            f"one; where each failed at least once, {seen:.1%}")
+    return (
+        f": in {share:.0%} of samples a failing model never failed, and no test can tell it there from a better "
+        f"one; where each failed at least once, {seen:.1%}"
+    )
 
 
 def _share(p: float) -> str:

@@ -77,7 +77,9 @@ def coverage(rows: pd.DataFrame, policy: str) -> Coverage:
     if applied == "shared_cases" and len(dropped) == len(cases):
         applied, reason = "worst_case", "no case is covered by every model"
     block: dict[str, Any] = {
-        "policy": policy, "applied": applied, "n_cases": len(cases),
+        "policy": policy,
+        "applied": applied,
+        "n_cases": len(cases),
         "models": {m: {"n_cases": len(cases) - len(gone), "of": len(cases), "missing": gone} for m, gone in missing.items()},
     }
     if reason:
@@ -90,7 +92,9 @@ def coverage(rows: pd.DataFrame, policy: str) -> Coverage:
 def coverage_text(entry: Mapping[str, Any], applied: str) -> str:
     """One line for a model lacking cases, as every view prints it: "40 of 78 cases (no prediction for 38; ...)"."""
     lacking = entry["of"] - entry["n_cases"]
-    policy = {"own_cases": "estimated on its own cases, beside the leaderboard",
-              "worst_case": "each missing case scored as the worst case",
-              "shared_cases": "the leaderboard on the cases every model has"}[applied]
+    policy = {
+        "own_cases": "estimated on its own cases, beside the leaderboard",
+        "worst_case": "each missing case scored as the worst case",
+        "shared_cases": "the leaderboard on the cases every model has",
+    }[applied]
     return f"{entry['n_cases']} of {entry['of']} cases (no prediction for {lacking}; {policy})"

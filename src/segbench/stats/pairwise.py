@@ -175,8 +175,7 @@ class SignFlips:
         low, high = lowest[row, at] - slack, highest[row, at] + slack
         tail = count <= 0
         if tail.any():
-            radius = tail_bound_radius(self.spread[columns][tail], self.n_cases[columns][tail], self.tolerance[columns][tail],
-                                       alpha[tail])
+            radius = tail_bound_radius(self.spread[columns][tail], self.n_cases[columns][tail], self.tolerance[columns][tail], alpha[tail])
             mean = self.mean[columns][tail]
             low[tail] = np.minimum(low[tail], mean - radius)
             high[tail] = np.maximum(high[tail], mean + radius)
@@ -191,7 +190,10 @@ class SignFlips:
 
 
 def sign_flips(
-    diffs: np.ndarray, n_flips: int, rng: np.random.Generator, alpha: float,
+    diffs: np.ndarray,
+    n_flips: int,
+    rng: np.random.Generator,
+    alpha: float,
     factors: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> SignFlips:
     """The two-sided sign-flip permutation test of 'mean difference = 0' per row of (P, n) paired differences.
@@ -245,8 +247,7 @@ def sign_flips(
             filled = keep
         # a fair bit per case: the top bit of a 32-bit draw, the bit integers(0, 2) returns from the same stream
         _signs(_uint32_draws(rng, size, n), signs, signs_sum)
-        _flip_intervals(signs[:size] @ product, first, second, bound, signs[:size], diffs, signs_sum[:size], total, n, slack,
-                        lows, highs, filled, reach)
+        _flip_intervals(signs[:size] @ product, first, second, bound, signs[:size], diffs, signs_sum[:size], total, n, slack, lows, highs, filled, reach)
         filled += size
     lowest = np.ascontiguousarray(np.sort(_smallest(lows[:, :filled], keep), axis=1).T)
     highest = -np.ascontiguousarray(np.sort(_smallest(highs[:, :filled], keep), axis=1).T)
@@ -255,8 +256,9 @@ def sign_flips(
     p[beyond] = np.minimum(p[beyond], sign_flip_tail_bound(diffs[beyond], tolerance[beyond]))
     mean = total / max(n, 1)
     spread = ((diffs - mean[:, None]) ** 2).sum(axis=1)
-    return SignFlips(p=p, n_flips=n_flips, lowest=lowest, highest=highest, mean=mean, spread=spread,
-                     n_cases=np.full(n_pairs, n), tolerance=tolerance, slack=slack)
+    return SignFlips(
+        p=p, n_flips=n_flips, lowest=lowest, highest=highest, mean=mean, spread=spread, n_cases=np.full(n_pairs, n), tolerance=tolerance, slack=slack
+    )
 
 
 def _uint32_draws(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
@@ -277,8 +279,10 @@ def merge_tests(parts: list[tuple[np.ndarray, PairTest]], n_pairs: int) -> PairT
     first = parts[0][1]
     if isinstance(first, MeanTest):
         means = cast(list[tuple[np.ndarray, MeanTest]], parts)  # every test of one kind
-        return MeanTest(cast(SignFlips, merge_tests([(at, part.flips) for at, part in means], n_pairs)),
-                        cast(StudentizedBootstrap, merge_tests([(at, part.studentized) for at, part in means], n_pairs)))  # type: ignore[misc]  # merged field by field as a PairTest is
+        return MeanTest(
+            cast(SignFlips, merge_tests([(at, part.flips) for at, part in means], n_pairs)),
+            cast(StudentizedBootstrap, merge_tests([(at, part.studentized) for at, part in means], n_pairs)),  # type: ignore[misc]  # merged field by field as a PairTest is
+        )
     fields: dict[str, Any] = {}
     for name in first.PER_PAIR:
         shape = getattr(first, name).shape[:-1] + (n_pairs,)
@@ -305,8 +309,19 @@ def _signs(draws: np.ndarray, signs: np.ndarray, sums: np.ndarray) -> None:  # p
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _flip_intervals(
-    flipped: np.ndarray, first: np.ndarray, second: np.ndarray, bound: np.ndarray, signs: np.ndarray, diffs: np.ndarray,
-    signs_sum: np.ndarray, total: np.ndarray, n: int, slack: np.ndarray, lows: np.ndarray, highs: np.ndarray, at: int,
+    flipped: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    bound: np.ndarray,
+    signs: np.ndarray,
+    diffs: np.ndarray,
+    signs_sum: np.ndarray,
+    total: np.ndarray,
+    n: int,
+    slack: np.ndarray,
+    lows: np.ndarray,
+    highs: np.ndarray,
+    at: int,
     reach: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Per flip f (rows of ``flipped``) and pair p the interval [lo, hi] of δ at which the flip reaches the observed
@@ -347,15 +362,26 @@ def _flip_intervals(
                 unusual += np.int64((abs(m) == n) | ((b > 0.0) & ((abs(lo - s) <= error) | (abs(hi + s) <= error))))  # type: ignore[assignment]  # numba kernel: the counts are int64 there
                 count += np.int64((lo - s <= 0.0) & (hi + s >= 0.0))  # type: ignore[assignment]  # numba kernel: the counts are int64 there
             if unusual:
-                count = _flip_intervals_exact(flipped, first[p], second[p], b, signs, diffs[p], signs_sum, t, n, s, low,
-                                              high, block, size)
+                count = _flip_intervals_exact(flipped, first[p], second[p], b, signs, diffs[p], signs_sum, t, n, s, low, high, block, size)
             reach[p] += count
 
 
 @numba.njit(cache=True, nogil=True)
 def _flip_intervals_exact(
-    flipped: np.ndarray, first: int, second: int, bound: float, signs: np.ndarray, diffs: np.ndarray, signs_sum: np.ndarray,
-    total: float, n: int, slack: float, low: np.ndarray, high: np.ndarray, block: int, size: int,
+    flipped: np.ndarray,
+    first: int,
+    second: int,
+    bound: float,
+    signs: np.ndarray,
+    diffs: np.ndarray,
+    signs_sum: np.ndarray,
+    total: float,
+    n: int,
+    slack: float,
+    low: np.ndarray,
+    high: np.ndarray,
+    block: int,
+    size: int,
 ) -> int:  # pragma: no cover - compiled
     """:func:`_flip_intervals` of one pair and the flips block ... block + size, flip by flip with every case handled:
     writes low[f] = lo, high[f] = -hi and returns the count of flips that reach at 0."""
@@ -483,7 +509,10 @@ class StudentizedBootstrap:
 
 
 def studentized_bootstrap(
-    diffs: np.ndarray, n_resamples: int, rng: np.random.Generator, alpha: float,
+    diffs: np.ndarray,
+    n_resamples: int,
+    rng: np.random.Generator,
+    alpha: float,
     factors: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> StudentizedBootstrap:
     """The studentized bootstrap test (:class:`StudentizedBootstrap`) of 'mean difference = 0' per row of (P, n) paired
@@ -508,9 +537,15 @@ def studentized_bootstrap(
     t[(se == 0) & (mean == 0)] = 0.0
     keep = int(min(max(int(flip_count_needed(alpha / 2.0, n_resamples)), 1), n_resamples))
     if n < 2:
-        return StudentizedBootstrap(p=np.ones(n_pairs), n_resamples=n_resamples, smallest=np.full((keep, n_pairs), -np.inf),
-                                    largest=np.full((keep, n_pairs), np.inf), mean=mean, se=np.full(n_pairs, np.nan),
-                                    t=np.zeros(n_pairs))
+        return StudentizedBootstrap(
+            p=np.ones(n_pairs),
+            n_resamples=n_resamples,
+            smallest=np.full((keep, n_pairs), -np.inf),
+            largest=np.full((keep, n_pairs), np.inf),
+            mean=mean,
+            se=np.full(n_pairs, np.nan),
+            t=np.zeros(n_pairs),
+        )
     up, down = np.zeros(n_pairs, dtype=np.int64), np.zeros(n_pairs, dtype=np.int64)
     chunk = max(1, CHUNK_ENTRIES // n)
     capacity = min(n_resamples, 4 * keep + chunk)
@@ -535,8 +570,7 @@ def studentized_bootstrap(
         counts = counts_buffer[:size]
         counts.fill(0.0)
         _tally(_case_draws(n, size, rng), counts)
-        _studentized_tails(counts @ first_product, first, second, shift, bound, counts @ square_product, n, t, lows, highs,
-                           filled, up, down)
+        _studentized_tails(counts @ first_product, first, second, shift, bound, counts @ square_product, n, t, lows, highs, filled, up, down)
         filled += size
     smallest = np.ascontiguousarray(np.sort(_smallest(lows[:, :filled], keep), axis=1).T)
     largest = -np.ascontiguousarray(np.sort(_smallest(highs[:, :filled], keep), axis=1).T)
@@ -546,8 +580,19 @@ def studentized_bootstrap(
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _studentized_tails(
-    sums: np.ndarray, first: np.ndarray, second: np.ndarray, shift: np.ndarray, bound: np.ndarray, squares: np.ndarray, n: int,
-    t: np.ndarray, lows: np.ndarray, highs: np.ndarray, at: int, up: np.ndarray, down: np.ndarray,
+    sums: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
+    shift: np.ndarray,
+    bound: np.ndarray,
+    squares: np.ndarray,
+    n: int,
+    t: np.ndarray,
+    lows: np.ndarray,
+    highs: np.ndarray,
+    at: int,
+    up: np.ndarray,
+    down: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Per resample r (rows of ``sums`` and ``squares``) and pair p: T* = m / se*, m the mean of the resampled centred
     differences (sums[r, first[p]] - sums[r, second[p]] - shift[p], over n; no second term where it is -1; 0 within
@@ -614,8 +659,14 @@ PairTest = SignFlips | MeanTest
 
 
 def mean_test(
-    values: np.ndarray, a: np.ndarray, b: np.ndarray, pairwise_test: str, n_resamples: int, alpha: float,
-    flip_rng: np.random.Generator, bootstrap_rng: np.random.Generator,
+    values: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    pairwise_test: str,
+    n_resamples: int,
+    alpha: float,
+    flip_rng: np.random.Generator,
+    bootstrap_rng: np.random.Generator,
 ) -> PairTest:
     """The separable verdict's test of the pairs (a[p], b[p]) of the (K, n) ``values``: under ``sign_flip_bootstrap_t``
     the sign flips (from ``flip_rng``) and the studentized bootstrap (from ``bootstrap_rng``) together (:class:`MeanTest`),
@@ -664,8 +715,9 @@ def common_case_groups(observed: np.ndarray, a: np.ndarray, b: np.ndarray) -> li
     distinct = sorted(set(pair_mask))
     group = {mask: g for g, mask in enumerate(distinct)}
     group_of = np.array([group[mask] for mask in pair_mask], dtype=np.int64)
-    return [(np.flatnonzero(group_of == g), np.flatnonzero(np.unpackbits(np.frombuffer(mask, dtype=np.uint8), count=n_cases)))
-            for g, mask in enumerate(distinct)]
+    return [
+        (np.flatnonzero(group_of == g), np.flatnonzero(np.unpackbits(np.frombuffer(mask, dtype=np.uint8), count=n_cases))) for g, mask in enumerate(distinct)
+    ]
 
 
 def wilcoxon_map(values: np.ndarray, higher_is_better: bool, alpha: float, paired: PairRanks | None = None) -> dict[str, np.ndarray]:

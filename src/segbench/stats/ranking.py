@@ -54,16 +54,12 @@ def kendall_tau_b(ranks: np.ndarray, reference: np.ndarray) -> np.ndarray:
         return np.where(denom > 0, score / denom, np.nan)
 
 
-def ranking_stability(
-    boot_means: np.ndarray, full_ranks: np.ndarray, higher_is_better: bool, confidence: float
-) -> dict[str, np.ndarray]:
+def ranking_stability(boot_means: np.ndarray, full_ranks: np.ndarray, higher_is_better: bool, confidence: float) -> dict[str, np.ndarray]:
     """challengeR bootstrap ranking summaries for K ranked models from their (B, K) resampled means."""
     ranks = rank_min(boot_means, higher_is_better)
     n_models = ranks.shape[1]
     tail = (1.0 - confidence) / 2.0
-    freq = np.bincount(
-        ((ranks - 1) + n_models * np.arange(n_models)[None, :]).ravel(), minlength=n_models * n_models
-    ).reshape(n_models, n_models)
+    freq = np.bincount(((ranks - 1) + n_models * np.arange(n_models)[None, :]).ravel(), minlength=n_models * n_models).reshape(n_models, n_models)
     tau = kendall_tau_b(ranks, full_ranks)
     finite = tau[~np.isnan(tau)]
     tau_q = np.quantile(finite, [0.25, 0.5, 0.75]) if finite.size else np.full(3, np.nan)

@@ -46,8 +46,11 @@ def recompute(results: Mapping, ci_levels: CiLevels | None = None, **changes: ob
         identical = {m: results["models"][m]["identical_to_reference"] for m in models if "identical_to_reference" in results["models"][m]}
         subgroup_fields = list(results["subgroup_fields"])
         clusters = results.get("clusters")
-        stored_levels = {(name, metric): float(cell.get("ci_confidence", results["settings"]["confidence"]))
-                         for name, s in results["structures"].items() for metric, cell in s["metrics"].items()}
+        stored_levels = {
+            (name, metric): float(cell.get("ci_confidence", results["settings"]["confidence"]))
+            for name, s in results["structures"].items()
+            for metric, cell in s["metrics"].items()
+        }
         structures: dict[str, StructureMatrices] = {}
         metrics: dict[str, bool] = {}
         for name, s in results["structures"].items():
@@ -56,9 +59,7 @@ def recompute(results: Mapping, ci_levels: CiLevels | None = None, **changes: ob
             for metric, cell in sorted(s["metrics"].items()):
                 metrics[metric] = bool(cell["higher_is_better"])
                 unshared[metric] = {m: {c: float(v) for c, v in cases.items()} for m, cases in cell["per_case_unshared"].items()}
-                values[metric] = np.array(
-                    [cell["per_case"][m] for m in present], dtype=np.float64
-                ).reshape(len(present), len(s["case_ids"]))
+                values[metric] = np.array([cell["per_case"][m] for m in present], dtype=np.float64).reshape(len(present), len(s["case_ids"]))
             structures[name] = StructureMatrices(
                 case_ids=list(s["case_ids"]),
                 n_absent=int(s["n_absent"]),

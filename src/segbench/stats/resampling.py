@@ -66,8 +66,7 @@ def bootstrap_means(
         indicator = np.zeros((n_cases, n_groups))
         for k, idx in enumerate(groups):
             indicator[idx, k] = 1.0
-        masked = np.ascontiguousarray(np.concatenate([(values.T[:, None, :] * indicator[:, :, None]).reshape(n_cases, n_groups * n_rows),
-                                                      indicator], axis=1))
+        masked = np.ascontiguousarray(np.concatenate([(values.T[:, None, :] * indicator[:, :, None]).reshape(n_cases, n_groups * n_rows), indicator], axis=1))
     out = np.empty((n_resamples, n_rows))
     group_out = np.empty((n_resamples, n_groups, n_rows))
     # resamples per chunk as wide as the masked design (an odd chunk of draws leaves a half of a 32-bit draw unused):
@@ -224,12 +223,17 @@ def _tally(draws: np.ndarray, counts: np.ndarray) -> None:  # pragma: no cover -
 
 @numba.njit(cache=True, nogil=True)
 def _tally_cells(
-    draws: np.ndarray, counts: np.ndarray, ordered: np.ndarray, order: np.ndarray, starts: np.ndarray, in_cell: np.ndarray,
+    draws: np.ndarray,
+    counts: np.ndarray,
+    ordered: np.ndarray,
+    order: np.ndarray,
+    starts: np.ndarray,
+    in_cell: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Per resample (row of ``draws``) its counts into ``counts`` (overwritten), then those counts in the cell ``order``
-    into ``ordered`` and the draws of each cell (between ``starts``) into ``in_cell`` (:class:`CaseCells`): while the
-    resample's counts are in cache, instead of a gather of every count matrix and a sum per cell (much slower
-   ; timed: benchmarks/README.md). Integers: exact."""
+     into ``ordered`` and the draws of each cell (between ``starts``) into ``in_cell`` (:class:`CaseCells`): while the
+     resample's counts are in cache, instead of a gather of every count matrix and a sum per cell (much slower
+    ; timed: benchmarks/README.md). Integers: exact."""
     for r in range(draws.shape[0]):
         row, row_ordered, row_cells = counts[r], ordered[r], in_cell[r]
         row[:] = 0.0
@@ -315,9 +319,7 @@ def intervals(
         below = (boot < estimate).sum(axis=0) + 0.5 * (boot == estimate).sum(axis=0)
         z0 = ndtri(np.clip(below / n_valid, 1.0 / (n_valid + 1), n_valid / (n_valid + 1)))
         _, accel, _ = jackknife_spread(jackknife, boot.shape[1])
-        lower, upper = (
-            ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z))) for z in (ndtri(lower), ndtri(upper))
-        )
+        lower, upper = (ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z))) for z in (ndtri(lower), ndtri(upper)))
     low, high = column_quantiles(boot, lower, upper, presorted=presorted)
     return low, high
 
@@ -341,7 +343,10 @@ def jackknife_spread(jackknife: np.ndarray | None, n_columns: int) -> tuple[np.n
 
 
 def skew_t_bounds(
-    estimate: np.ndarray, jackknife: np.ndarray | None, alpha: np.ndarray, span: tuple[np.ndarray, np.ndarray] | None = None,
+    estimate: np.ndarray,
+    jackknife: np.ndarray | None,
+    alpha: np.ndarray,
+    span: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Hall's (1992) skewness-corrected t interval per column, with the jackknife's SE and acceleration a, held
     inside the range of the values it averages (docs/methodology.md#53-estimates-and-cis, "range rule").
@@ -384,8 +389,7 @@ def jackknife_span(estimate: np.ndarray, jackknife: np.ndarray | None, count: np
     values = count * estimate - (count - 1) * jackknife
     missing = np.isnan(values)
     some = ~missing.all(axis=0)
-    return (np.where(some, np.where(missing, np.inf, values).min(axis=0), np.nan),
-            np.where(some, np.where(missing, -np.inf, values).max(axis=0), np.nan))
+    return (np.where(some, np.where(missing, np.inf, values).min(axis=0), np.nan), np.where(some, np.where(missing, -np.inf, values).max(axis=0), np.nan))
 
 
 def bounded_ends(low: np.ndarray, high: np.ndarray, estimate: np.ndarray, smallest: np.ndarray, largest: np.ndarray) -> list[str | None]:
@@ -403,7 +407,13 @@ _T_CAP = 1e12  # |T*| of a resample without spread (SE* = 0) whose mean differs 
 
 
 def studentized_bounds(
-    boot: np.ndarray, boot_sq: np.ndarray, estimate: np.ndarray, estimate_sq: np.ndarray, n_cases: int, alpha: float, scale: str,
+    boot: np.ndarray,
+    boot_sq: np.ndarray,
+    estimate: np.ndarray,
+    estimate_sq: np.ndarray,
+    n_cases: int,
+    alpha: float,
+    scale: str,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Bootstrap-t (studentized) CI of P means from the resampled means ``boot`` and means of squares ``boot_sq`` (B, P).
 

@@ -463,12 +463,23 @@ class ModelEntry(TypedDict):
     versions: NotRequired[dict[str, str]]
 
 
-def model_entry(title: str, kind: str, evaluated_on: str, *, trained_on: tuple[str, ...] | list[str] = (), licence: str = "",
-                simulated: bool = False, **extra: str) -> ModelEntry:
+def model_entry(
+    title: str, kind: str, evaluated_on: str, *, trained_on: tuple[str, ...] | list[str] = (), licence: str = "", simulated: bool = False, **extra: str
+) -> ModelEntry:
     """A model's entry, the one way every board writes it: contaminated when ``evaluated_on`` (the dataset the board
     scores) is among the datasets it was trained on; ``extra``: the ``source`` or an image digest."""
-    return cast(ModelEntry, {"title": title, "kind": kind, "simulated": simulated, "licence": licence, "trained_on": list(trained_on),
-                             "contaminated": evaluated_on in trained_on, **extra})
+    return cast(
+        ModelEntry,
+        {
+            "title": title,
+            "kind": kind,
+            "simulated": simulated,
+            "licence": licence,
+            "trained_on": list(trained_on),
+            "contaminated": evaluated_on in trained_on,
+            **extra,
+        },
+    )
 
 
 class MetricEntry(TypedDict):

@@ -30,8 +30,7 @@ def read_results(path: Path | str, verify: bool = True) -> ResultsDocument:
     document = read_json(path, "results JSON")
     problems = type_problems(document, ResultsDocument, undeclared=False)
     if problems:
-        raise ValueError(f"{path}: not a segbench results document: {problems[0]}"
-                         f"{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}")
+        raise ValueError(f"{path}: not a segbench results document: {problems[0]}{f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''}")
     return cast(ResultsDocument, document)
 
 
@@ -79,9 +78,12 @@ def type_problems(value: object, tp: Any, path: str = "", undeclared: bool = Tru
 
 #: leaf types -> their check (a float may be written as a whole number; a bool is no number), used value by value and,
 #: for the levels that hold many (per-case values, p-value matrices), in one pass with the detailed walk only when one fails
-_LEAVES = {float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-           int: lambda v: isinstance(v, int) and not isinstance(v, bool), str: lambda v: isinstance(v, str),
-           bool: lambda v: isinstance(v, bool)}
+_LEAVES = {
+    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+    bool: lambda v: isinstance(v, bool),
+}
 
 
 def _all_leaves(values: typing.Iterable[object], tp: object) -> bool:
@@ -101,7 +103,9 @@ def verify_recorded(path: Path) -> None:
     the file, both digests and how to get the producer's bytes back; nothing for a file no lock records."""
     record = changed_since_recorded(path)
     if record is not None:
-        raise ValueError(f"{path}: not the file stage {record.stage} wrote (md5 {file_digest(path, 'md5')}, {record.lock} records "
-                         f"{record.md5}); refused, no number of it is shown: `dvc repro -f -s {record.stage}` writes it again "
-                         f"(`dvc checkout {path}` restores DVC's copy unless that copy is the damaged one); "
-                         f"`segbench reanalyze {path}` says whether its statistics still follow from its rows")
+        raise ValueError(
+            f"{path}: not the file stage {record.stage} wrote (md5 {file_digest(path, 'md5')}, {record.lock} records "
+            f"{record.md5}); refused, no number of it is shown: `dvc repro -f -s {record.stage}` writes it again "
+            f"(`dvc checkout {path}` restores DVC's copy unless that copy is the damaged one); "
+            f"`segbench reanalyze {path}` says whether its statistics still follow from its rows"
+        )

@@ -137,7 +137,11 @@ def _win_shares(centred: np.ndarray, sd: np.ndarray, m: np.ndarray, n_models: in
 
 
 def resampled_test_then_rank(
-    values: np.ndarray, higher_is_better: bool, alpha: float, counts: np.ndarray, paired: PairRanks | None = None,
+    values: np.ndarray,
+    higher_is_better: bool,
+    alpha: float,
+    counts: np.ndarray,
+    paired: PairRanks | None = None,
 ) -> np.ndarray:
     """test_then_rank_scores of every resample, (K, n) values and (B, n) case counts -> (B, K), without materialising a resample."""
     n_models = values.shape[0]
@@ -160,7 +164,10 @@ def resampled_signed_rank_z(diffs: np.ndarray, counts: np.ndarray) -> tuple[np.n
 
 
 def _resampled_signed_rank_z(
-    diffs: np.ndarray, order: np.ndarray, ordered: np.ndarray, counts: np.ndarray,
+    diffs: np.ndarray,
+    order: np.ndarray,
+    ordered: np.ndarray,
+    counts: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """resampled_signed_rank_z from the differences and their |d| order (:func:`_abs_order`)."""
     group_end = np.ones(ordered.shape, dtype=bool)
@@ -176,9 +183,12 @@ def _resampled_signed_rank_z(
     exact = np.int32 if small is np.uint8 and top * (top + 1.0) < np.iinfo(np.int32).max else np.float64
     blocks = []
     for r in range(0, counts.shape[0], _BLOCK):
-        block = counts[r:r + _BLOCK]
-        out = (np.zeros((order.shape[0], block.shape[0]), dtype=exact), np.empty((order.shape[0], block.shape[0])),
-               np.zeros((order.shape[0], block.shape[0]), dtype=exact))
+        block = counts[r : r + _BLOCK]
+        out = (
+            np.zeros((order.shape[0], block.shape[0]), dtype=exact),
+            np.empty((order.shape[0], block.shape[0])),
+            np.zeros((order.shape[0], block.shape[0]), dtype=exact),
+        )
         _resampled_signed_ranks(np.ascontiguousarray(block.T, dtype=small), order, group_end, positive, n_nonzero, *out)
         blocks.append(out)
     t_plus2, ties, below = (np.concatenate([block[i] for block in blocks], axis=1) for i in range(3))
@@ -190,8 +200,14 @@ def _resampled_signed_rank_z(
 
 @numba.njit(cache=True, nogil=True, fastmath=True)
 def _resampled_signed_ranks(
-    counts_t: np.ndarray, order: np.ndarray, group_end: np.ndarray, positive: np.ndarray, n_nonzero: np.ndarray,
-    t_plus2: np.ndarray, ties: np.ndarray, below: np.ndarray,
+    counts_t: np.ndarray,
+    order: np.ndarray,
+    group_end: np.ndarray,
+    positive: np.ndarray,
+    n_nonzero: np.ndarray,
+    t_plus2: np.ndarray,
+    ties: np.ndarray,
+    below: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Into (P, B) ``t_plus2`` 2 T+, ``ties`` sum(T^3 - T) over tie groups and ``below`` m (both zeros on entry, of one
     integer or float type), for (n, B) counts (any numeric type) and per pair p its cases in |d| order.
@@ -250,7 +266,10 @@ def _resampled_signed_ranks(
 
 
 def scheme_scores(
-    values: np.ndarray, higher_is_better: bool, alpha: float, paired: PairRanks | None = None,
+    values: np.ndarray,
+    higher_is_better: bool,
+    alpha: float,
+    paired: PairRanks | None = None,
 ) -> dict[str, tuple[np.ndarray, bool]]:
     """Per scheme: each model's score and whether higher scores rank better (``paired``: as test_then_rank_scores)."""
     return {
@@ -262,7 +281,11 @@ def scheme_scores(
 
 
 def resampled_scores(
-    values: np.ndarray, higher_is_better: bool, alpha: float, counts: np.ndarray, paired: PairRanks | None = None,
+    values: np.ndarray,
+    higher_is_better: bool,
+    alpha: float,
+    counts: np.ndarray,
+    paired: PairRanks | None = None,
 ) -> dict[str, np.ndarray]:
     """Scores of every scheme for (B, n) case counts -> {scheme: (B, K)}.
 
@@ -297,7 +320,13 @@ def _resampled_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True)
 def _median_walk(
-    ordered: np.ndarray, orders: np.ndarray, counts: np.ndarray, lo: int, hi: int, start: int, drawn_before: np.ndarray,
+    ordered: np.ndarray,
+    orders: np.ndarray,
+    counts: np.ndarray,
+    lo: int,
+    hi: int,
+    start: int,
+    drawn_before: np.ndarray,
 ) -> np.ndarray:  # pragma: no cover - compiled
     """Average of the lo-th and hi-th (1-based) draw in each model's sorted order, per resample: (B, K). The walk
     starts at position ``start`` where the (B, K) ``drawn_before`` (draws at earlier positions) is below lo, else
@@ -322,7 +351,12 @@ def _median_walk(
 
 
 def schemes(
-    values: np.ndarray, names: list[str], higher_is_better: bool, alpha: float, counts: np.ndarray, paired: PairRanks | None = None,
+    values: np.ndarray,
+    names: list[str],
+    higher_is_better: bool,
+    alpha: float,
+    counts: np.ndarray,
+    paired: PairRanks | None = None,
 ) -> tuple[dict, np.ndarray]:
     """Ranks under every scheme, Kendall's tau between schemes, and the bootstrap stability of each.
 
@@ -339,8 +373,10 @@ def schemes(
         boot_ranks = rank_min(boot, scores[s][1])
         boot_mean = boot_ranks if s == "mean" else boot_mean
         taus = kendall_tau_b(boot_ranks, ranks[s])
-        stability[s] = {"p_rank1": dict(zip(names, (boot_ranks == 1).mean(axis=0))),
-                        "kendall_tau_median": float(np.nanmedian(taus)) if np.isfinite(taus).any() else None}
+        stability[s] = {
+            "p_rank1": dict(zip(names, (boot_ranks == 1).mean(axis=0))),
+            "kendall_tau_median": float(np.nanmedian(taus)) if np.isfinite(taus).any() else None,
+        }
     return {
         "ranks": {s: dict(zip(names, ranks[s])) for s in SCHEMES},
         "scores": {s: dict(zip(names, scores[s][0])) for s in SCHEMES},

@@ -92,9 +92,13 @@ def compare_cells(baseline: Mapping, variant: Mapping) -> dict:
 def compare_analyses(baseline: Mapping, variant: Mapping) -> Variant:
     """Every structure and metric the two analyses share, with a summary over them."""
     cells = {
-        structure: {metric: compare_cells(block["metrics"][metric], variant["structures"][structure]["metrics"][metric])
-                    for metric in sorted(block["metrics"]) if metric in variant["structures"][structure]["metrics"]}
-        for structure, block in sorted(baseline["structures"].items()) if structure in variant["structures"]
+        structure: {
+            metric: compare_cells(block["metrics"][metric], variant["structures"][structure]["metrics"][metric])
+            for metric in sorted(block["metrics"])
+            if metric in variant["structures"][structure]["metrics"]
+        }
+        for structure, block in sorted(baseline["structures"].items())
+        if structure in variant["structures"]
     }
     ranked = [c for by_metric in cells.values() for c in by_metric.values() if c["ranked"]]
     taus = [c["kendall_tau"] for c in ranked if c["kendall_tau"] is not None]

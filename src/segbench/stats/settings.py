@@ -46,10 +46,7 @@ class StatsSettings:
         if self.pairwise_test not in PAIRWISE_TESTS:
             raise ValueError(f"StatsSettings.pairwise_test must be one of {PAIRWISE_TESTS}, got {self.pairwise_test!r}")
         if self.multiple_comparison not in MULTIPLE_COMPARISONS:
-            raise ValueError(
-                f"StatsSettings.multiple_comparison must be one of {MULTIPLE_COMPARISONS}, "
-                f"got {self.multiple_comparison!r}"
-            )
+            raise ValueError(f"StatsSettings.multiple_comparison must be one of {MULTIPLE_COMPARISONS}, got {self.multiple_comparison!r}")
 
         if self.case_alignment not in CASE_ALIGNMENTS:
             raise ValueError(f"StatsSettings.case_alignment must be one of {CASE_ALIGNMENTS}, got {self.case_alignment!r}")

@@ -102,10 +102,8 @@ def failure_shapes(seed: int) -> list[Shape]:
         return Shape(name, "synthetic", name.split("_")[0], True, names, _equalize(values, keep), description, keep)
 
     shapes = [
-        overlap("dice_rare_failures", 0.85, 0.05, 0.08, (0.0, 0.0),
-                "Dice: two steady models; two better on most cases, Dice 0 on 8 % of cases"),
-        overlap("nsd_rare_failures", 0.92, 0.04, 0.05, (0.0, 0.2),
-                "NSD near 1: two steady models; two better on most cases, NSD 0-0.2 on 5 % of cases"),
+        overlap("dice_rare_failures", 0.85, 0.05, 0.08, (0.0, 0.0), "Dice: two steady models; two better on most cases, Dice 0 on 8 % of cases"),
+        overlap("nsd_rare_failures", 0.92, 0.04, 0.05, (0.0, 0.2), "NSD near 1: two steady models; two better on most cases, NSD 0-0.2 on 5 % of cases"),
     ]
     for name, worst, rate, sigma, description in (
         ("hd95_rare_failures", 100.0, 0.03, 0.5, "HD95 (mm): two steady models; two better on most cases, 100 mm on 3 % of cases"),
@@ -125,8 +123,17 @@ def failure_shapes(seed: int) -> list[Shape]:
     # one exchangeable control: four models whose values are dealt at random per case (the old test is exact here)
     base = np.exp(np.log(4.0) + 0.6 * difficulty)[None, :] * np.exp(0.4 * rng.standard_normal((4, n)))
     dealt = _equalize(rng.permuted(base, axis=0), np.zeros((4, n), dtype=bool))  # the last 1e-3 mm of chance, too
-    shapes.append(Shape("hd95_exchangeable", "synthetic", "hd95", False, ("model_a", "model_b", "model_c", "model_d"),
-                        dealt, "HD95 (mm): four exchangeable models (the sign flips' own null)"))
+    shapes.append(
+        Shape(
+            "hd95_exchangeable",
+            "synthetic",
+            "hd95",
+            False,
+            ("model_a", "model_b", "model_c", "model_d"),
+            dealt,
+            "HD95 (mm): four exchangeable models (the sign flips' own null)",
+        )
+    )
     return shapes
 
 
@@ -136,21 +143,35 @@ def graded(shape: Shape, effect: float) -> Shape:
     diffs = shape.values[0] - shape.values[-1]
     step = effect * diffs.std() * (1.0 if shape.higher_is_better else -1.0)
     values = np.stack([shape.values[0] + step, shape.values[-1]])
-    return Shape(f"{shape.name}+{effect:g}sd", shape.kind, shape.metric, shape.higher_is_better,
-                 (shape.models[0], shape.models[-1]), values, f"{shape.description}; the steady model better by {effect:g} SD",
-                 None if shape.failed is None else shape.failed[[0, -1]])
+    return Shape(
+        f"{shape.name}+{effect:g}sd",
+        shape.kind,
+        shape.metric,
+        shape.higher_is_better,
+        (shape.models[0], shape.models[-1]),
+        values,
+        f"{shape.description}; the steady model better by {effect:g} SD",
+        None if shape.failed is None else shape.failed[[0, -1]],
+    )
 
 
-def centred_pairs(name: str, metric: str, higher: bool, models: Sequence[str], values: np.ndarray,
-                  pairs: Sequence[tuple[int, int]]) -> list[Shape]:
+def centred_pairs(name: str, metric: str, higher: bool, models: Sequence[str], values: np.ndarray, pairs: Sequence[tuple[int, int]]) -> list[Shape]:
     """Real nulls: per pair (i, j) of the (K, N) ``values``, model i shifted by the pair's mean difference, so that the
     pair has no true difference and keeps its real per-case shape."""
     out = []
     for i, j in pairs:
         shift = (values[i] - values[j]).mean()
-        out.append(Shape(f"{name}: {models[i]} vs {models[j]}", "real", metric, higher, (models[i], models[j]),
-                         np.stack([values[i] - shift, values[j]]),
-                         f"real pair centred: {models[i]} minus its mean difference {shift:.4g} against {models[j]}"))
+        out.append(
+            Shape(
+                f"{name}: {models[i]} vs {models[j]}",
+                "real",
+                metric,
+                higher,
+                (models[i], models[j]),
+                np.stack([values[i] - shift, values[j]]),
+                f"real pair centred: {models[i]} minus its mean difference {shift:.4g} against {models[j]}",
+            )
+        )
     return out
 
 
@@ -191,8 +212,16 @@ def audit_shape(shape: Shape, n: int, draws: int, n_resamples: int, seed: int, s
             both = cast(MeanTest, mean_test(sample, a, b, PROCEDURES[1], n_resamples, settings.alpha, rng, rng))  # the new procedure's test
             tests: tuple[PairTest, PairTest] = (both.flips, both)
             for procedure, test in zip(PROCEDURES, tests):  # the old test is the new one's sign flips
-                sep = separability(None, diff, None, alpha=settings.alpha, correction=settings.multiple_comparison,
-                                   ci_method=settings.ci_method, test=test, p_boot=np.zeros(a.size))
+                sep = separability(
+                    None,
+                    diff,
+                    None,
+                    alpha=settings.alpha,
+                    correction=settings.multiple_comparison,
+                    ci_method=settings.ci_method,
+                    test=test,
+                    p_boot=np.zeros(a.size),
+                )
                 separable[procedure][r] = np.where(sep["separable"], sign, 0.0)
                 low, high = test.interval(np.full(a.size, settings.alpha))
                 covered[procedure][r] = (low <= truth_diff) & (truth_diff <= high)
@@ -200,30 +229,42 @@ def audit_shape(shape: Shape, n: int, draws: int, n_resamples: int, seed: int, s
             boot, boot_squares = moments[:, :k], moments[:, k:]
             for method in MODEL_CI_METHODS:
                 if method == "studentized":
-                    low, high = studentized_bounds(boot, boot_squares, sample.mean(axis=1), (sample**2).mean(axis=1), n,
-                                                   1.0 - settings.confidence, "none")
+                    low, high = studentized_bounds(boot, boot_squares, sample.mean(axis=1), (sample**2).mean(axis=1), n, 1.0 - settings.confidence, "none")
                 else:
-                    low, high = intervals(np.sort(boot, axis=0), sample.mean(axis=1), jackknife_means(sample), level, method,
-                                          presorted=True)
+                    low, high = intervals(np.sort(boot, axis=0), sample.mean(axis=1), jackknife_means(sample), level, method, presorted=True)
                 model_covered[method][r] = (low <= truth_mean) & (truth_mean <= high)
-    cell = {"shape": shape.name, "kind": shape.kind, "metric": shape.metric, "n": n, "draws": draws,
-            "skewness": shape.skewness}
+    cell = {"shape": shape.name, "kind": shape.kind, "metric": shape.metric, "n": n, "draws": draws, "skewness": shape.skewness}
     rows: dict[str, list[dict]] = {"type1": [], "power": [], "coverage": []}
     for procedure in PROCEDURES:
         verdicts = separable[procedure]
         if null.any():
             wrong = (verdicts[:, null] != 0).any(axis=1)
             seen = _rate(wrong[~unseen]) if (~unseen).any() else {"rate": math.nan, "mc_se": math.nan}
-            rows["type1"].append({**cell, "procedure": procedure, "pairs": int(null.sum()), **_rate(wrong),
-                                  "unseen_share": float(unseen.mean()), "rate_seen": seen["rate"], "mc_se_seen": seen["mc_se"]})
+            rows["type1"].append(
+                {
+                    **cell,
+                    "procedure": procedure,
+                    "pairs": int(null.sum()),
+                    **_rate(wrong),
+                    "unseen_share": float(unseen.mean()),
+                    "rate_seen": seen["rate"],
+                    "mc_se_seen": seen["mc_se"],
+                }
+            )
             rows["coverage"].append({**cell, "interval": f"difference: {procedure}", **_rate(covered[procedure][:, null].ravel())})
         for p in np.flatnonzero(~null):
-            rows["power"].append({**cell, "procedure": procedure, "effect": shape.name.rsplit("+", 1)[-1],
-                                  **_rate(verdicts[:, p] == right[p]), "wrong_direction": float(np.mean(verdicts[:, p] == -right[p]))})
+            rows["power"].append(
+                {
+                    **cell,
+                    "procedure": procedure,
+                    "effect": shape.name.rsplit("+", 1)[-1],
+                    **_rate(verdicts[:, p] == right[p]),
+                    "wrong_direction": float(np.mean(verdicts[:, p] == -right[p])),
+                }
+            )
     for method in MODEL_CI_METHODS:
         hits = model_covered[method]
-        rows["coverage"].append({**cell, "interval": f"model mean: {method}", **_rate(hits.ravel()),
-                                 "worst_model": float(hits.mean(axis=0).min())})
+        rows["coverage"].append({**cell, "interval": f"model mean: {method}", **_rate(hits.ravel()), "worst_model": float(hits.mean(axis=0).min())})
         rows["coverage"][-1]["mc_se"] = math.sqrt(rows["coverage"][-1]["rate"] * (1 - rows["coverage"][-1]["rate"]) / draws)
     return rows
 
@@ -243,8 +284,7 @@ class ShapePlan:
     power_draws: int
 
 
-def audit_shapes(real: Sequence[Shape], plan: ShapePlan, *, n_resamples: int, seed: int, settings: StatsSettings,
-                 workers: int = 1) -> dict[str, list[dict]]:
+def audit_shapes(real: Sequence[Shape], plan: ShapePlan, *, n_resamples: int, seed: int, settings: StatsSettings, workers: int = 1) -> dict[str, list[dict]]:
     """The synthetic shapes (:func:`failure_shapes`), their graded populations (:func:`graded`, every shape whose models
     are not exchangeable) and the ``real`` centred pairs, each at every n of the plan up to its own case count: the
     type-I, power and coverage tables (rows as dicts) and each population's description (``populations``). ``workers``
@@ -265,10 +305,20 @@ def audit_shapes(real: Sequence[Shape], plan: ShapePlan, *, n_resamples: int, se
     for rows in done:
         for key, value in rows.items():
             out[key] += value
-    out["populations"] = [{"shape": s.name, "kind": s.kind, "metric": s.metric, "higher_is_better": s.higher_is_better,
-                           "models": list(s.models), "n_cases": int(s.values.shape[1]), "skewness": s.skewness,
-                           "means": dict(zip(s.models, s.values.mean(axis=1).tolist())), "description": s.description}
-                          for s, _ in planned]
+    out["populations"] = [
+        {
+            "shape": s.name,
+            "kind": s.kind,
+            "metric": s.metric,
+            "higher_is_better": s.higher_is_better,
+            "models": list(s.models),
+            "n_cases": int(s.values.shape[1]),
+            "skewness": s.skewness,
+            "means": dict(zip(s.models, s.values.mean(axis=1).tolist())),
+            "description": s.description,
+        }
+        for s, _ in planned
+    ]
     return out
 
 

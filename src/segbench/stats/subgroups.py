@@ -21,9 +21,7 @@ def group_indices(labels: list[str | None]) -> dict[str, np.ndarray]:
     return {g: np.asarray(out[g]) for g in sorted(out)}
 
 
-def group_tests(
-    values: np.ndarray, groups: dict[str, np.ndarray], *, min_cases: int, alpha: float
-) -> dict[str, Any]:
+def group_tests(values: np.ndarray, groups: dict[str, np.ndarray], *, min_cases: int, alpha: float) -> dict[str, Any]:
     """Tests across the groups with at least ``min_cases`` cases, vectorised over the K models.
 
     Kruskal-Wallis per model across those groups (needs two of them). Where its p < alpha, two-sided
@@ -71,10 +69,7 @@ def subgroup_block(
             g: {
                 "n": idx.size,
                 "tested": g in tests["tested"],
-                "models": {
-                    m: {"mean": means[g][cols][k], "ci_low": cis[g][0][cols][k], "ci_high": cis[g][1][cols][k]}
-                    for k, m in enumerate(models)
-                },
+                "models": {m: {"mean": means[g][cols][k], "ci_low": cis[g][0][cols][k], "ci_high": cis[g][1][cols][k]} for k, m in enumerate(models)},
             }
             for g, idx in groups.items()
         },
@@ -86,8 +81,7 @@ def subgroup_block(
         out["kruskal"] = {m: {"statistic": stat[k], "p_value": p[k]} for k, m in enumerate(models)}
         out["mann_whitney"] = {
             m: [
-                {"a": ga, "b": gb, "statistic": st[k], "p_value": pv[k], "p_bonferroni": pb[k],
-                 "significant": bool(pb[k] < settings.alpha)}
+                {"a": ga, "b": gb, "statistic": st[k], "p_value": pv[k], "p_bonferroni": pb[k], "significant": bool(pb[k] < settings.alpha)}
                 for ga, gb, st, pv, pb in tests["mann_whitney"]
             ]
             for k, m in enumerate(models)

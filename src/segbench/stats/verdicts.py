@@ -65,8 +65,11 @@ def interval_digits(low: float | None, high: float | None, n_digits: int, value:
     def unresolved(n: int) -> bool:
         shown = [float(f"{b:.{n}f}") for b in bounds]
         estimate = None if value is None else float(f"{value:.{n}f}")
-        return (any(s == 0 and b != 0 for s, b in zip(shown, bounds)) or (shown[0] == shown[1] and bounds[0] != bounds[1])
-                or any(estimate == s and value != b for s, b in zip(shown, bounds)))
+        return (
+            any(s == 0 and b != 0 for s, b in zip(shown, bounds))
+            or (shown[0] == shown[1] and bounds[0] != bounds[1])
+            or any(estimate == s and value != b for s, b in zip(shown, bounds))
+        )
 
     while n_digits < _MAX_DIGITS and unresolved(n_digits):
         n_digits += 1
@@ -143,10 +146,22 @@ def pair_verdict(cell: Mapping[str, Any], a: str, b: str, metric: str, pairwise_
         code = "not_separable"
     n_cases, n_a, n_b, n_tied = _pair_counts(cell, a, b, pairwise_complete)
     out = {
-        "a": a, "b": b, "code": code,
-        "mean_diff": entry["mean_diff"], "ci_low": entry["ci_low"], "ci_high": entry["ci_high"], "ci_level": entry["ci_level"],
-        "mean_separable": boot, "wilcoxon_favours": favours, "wilcoxon_leans": leans, "p_a_better": p_a, "p_b_better": p_b,
-        "n_cases": n_cases, "n_a_better": n_a, "n_b_better": n_b, "n_tied": n_tied,
+        "a": a,
+        "b": b,
+        "code": code,
+        "mean_diff": entry["mean_diff"],
+        "ci_low": entry["ci_low"],
+        "ci_high": entry["ci_high"],
+        "ci_level": entry["ci_level"],
+        "mean_separable": boot,
+        "wilcoxon_favours": favours,
+        "wilcoxon_leans": leans,
+        "p_a_better": p_a,
+        "p_b_better": p_b,
+        "n_cases": n_cases,
+        "n_a_better": n_a,
+        "n_b_better": n_b,
+        "n_tied": n_tied,
     }
     out["text"] = _pair_text(out, metric, bool(cell["higher_is_better"]))
     return out
@@ -212,17 +227,32 @@ def cell_verdict(cell: Mapping[str, Any], metric: str, intervals: str, pairwise_
         return None
     first = order[0]
     if len(order) == 1:
-        return {"scheme": SCHEME, "code": "single_model", "first": first, "second": None, "co_winners": [first], "excluded": {},
-                "pairs": [], "text": f"{first} is the only ranked model", "intervals": None}
+        return {
+            "scheme": SCHEME,
+            "code": "single_model",
+            "first": first,
+            "second": None,
+            "co_winners": [first],
+            "excluded": {},
+            "pairs": [],
+            "text": f"{first} is the only ranked model",
+            "intervals": None,
+        }
     pairs = [pair_verdict(cell, upper, lower, metric, pairwise_complete) for upper, lower in zip(order, order[1:])]
     against_first = [pairs[0]] + [pair_verdict(cell, first, other, metric, pairwise_complete) for other in order[2:]]
     co_winners = [first] + [v["b"] for v in against_first if v["code"] != "separable"]
     excluded = {v["b"]: f"separated from #1 {first}: {v['text']}" for v in against_first if v["code"] == "separable"}
     head = pairs[0]
     return {
-        "scheme": SCHEME, "code": head["code"], "first": first, "second": head["b"],
-        "co_winners": co_winners, "excluded": excluded, "pairs": pairs,
-        "text": f"#1 {first} versus #2 {head['b']}: {head['text']}", "intervals": intervals,
+        "scheme": SCHEME,
+        "code": head["code"],
+        "first": first,
+        "second": head["b"],
+        "co_winners": co_winners,
+        "excluded": excluded,
+        "pairs": pairs,
+        "text": f"#1 {first} versus #2 {head['b']}: {head['text']}",
+        "intervals": intervals,
     }
 
 
@@ -233,17 +263,20 @@ def incoherent_pairs(analysis: Mapping[str, Any]) -> list[str]:
     out = []
     for structure, block in (analysis.get("structures") or {}).items():
         for metric, cell in (block.get("metrics") or {}).items():
-            lists = {"pairwise": (cell.get("pairwise") or [], "separable"),
-                     "alignment/pairwise": ((cell.get("alignment") or {}).get("pairwise") or [], "separable"),
-                     "clustered/pairwise": ((cell.get("clustered") or {}).get("pairwise") or [], "separable"),
-                     "verdict/pairs": ((cell.get("verdict") or {}).get("pairs") or [], "mean_separable")}
+            lists = {
+                "pairwise": (cell.get("pairwise") or [], "separable"),
+                "alignment/pairwise": ((cell.get("alignment") or {}).get("pairwise") or [], "separable"),
+                "clustered/pairwise": ((cell.get("clustered") or {}).get("pairwise") or [], "separable"),
+                "verdict/pairs": ((cell.get("verdict") or {}).get("pairs") or [], "mean_separable"),
+            }
             for where, (pairs, key) in lists.items():
                 for pair in pairs:
                     low, high = pair.get("ci_low"), pair.get("ci_high")
                     if low is None or high is None:
                         continue
                     if bool(pair[key]) != (low > 0 or high < 0):
-                        out.append(f"/structures/{structure}/metrics/{metric}/{where} {pair['a']} vs {pair['b']}: "
-                                   f"{key} {pair[key]} beside the interval [{low!r}, {high!r}]")
+                        out.append(
+                            f"/structures/{structure}/metrics/{metric}/{where} {pair['a']} vs {pair['b']}: "
+                            f"{key} {pair[key]} beside the interval [{low!r}, {high!r}]"
+                        )
     return out
-

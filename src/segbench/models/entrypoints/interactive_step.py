@@ -154,8 +154,12 @@ def write_segs(target: Path, segs: np.ndarray) -> None:
     os.replace(partial, target)
 
 
-def run(description: str, predict: Callable[[Step, argparse.Namespace], np.ndarray], add_arguments: Callable[[argparse.ArgumentParser], None],
-        argv: list[str] | None = None) -> int:
+def run(
+    description: str,
+    predict: Callable[[Step, argparse.Namespace], np.ndarray],
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    argv: list[str] | None = None,
+) -> int:
     """Command line of an entry point: ``--input``, ``--output`` and the model's own arguments."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--input", required=True, type=Path, help="step input npz (docs/interactive.md)")

@@ -157,8 +157,11 @@ def _box(box: object, c: int, shape: tuple[int, ...], path: Path) -> dict[str, i
     if missing:
         raise StepError(f"{path}: box of class {c} misses {missing}")
     b = {k: int(box[k]) for k in BOX_KEYS}
-    if not (0 <= b["z_min"] <= b["z_mid"] <= b["z_max"] < shape[0] and 0 <= b["z_mid_y_min"] <= b["z_mid_y_max"] < shape[1]
-            and 0 <= b["z_mid_x_min"] <= b["z_mid_x_max"] < shape[2]):
+    if not (
+        0 <= b["z_min"] <= b["z_mid"] <= b["z_max"] < shape[0]
+        and 0 <= b["z_mid_y_min"] <= b["z_mid_y_max"] < shape[1]
+        and 0 <= b["z_mid_x_min"] <= b["z_mid_x_max"] < shape[2]
+    ):
         raise StepError(f"{path}: box of class {c} {b} is not ordered inside the volume {shape}")
     return b
 
@@ -253,10 +256,15 @@ class SliceSegmenter:
         embedding, new_size = self._embeddings[z]
         boxes = torch.as_tensor(box256[None, None, :], dtype=torch.float32, device=self.device)
         sparse, dense = self.net.prompt_encoder(points=None, boxes=boxes, masks=None)
-        logits, _ = self.net.mask_decoder(image_embeddings=embedding, image_pe=self.net.prompt_encoder.get_dense_pe(),
-                                          sparse_prompt_embeddings=sparse, dense_prompt_embeddings=dense, multimask_output=False)
+        logits, _ = self.net.mask_decoder(
+            image_embeddings=embedding,
+            image_pe=self.net.prompt_encoder.get_dense_pe(),
+            sparse_prompt_embeddings=sparse,
+            dense_prompt_embeddings=dense,
+            multimask_output=False,
+        )
         logits = F.interpolate(logits[..., : new_size[0], : new_size[1]], size=self.volume.shape[1:], mode="bilinear", align_corners=False)
-        return (torch.sigmoid(logits).squeeze().cpu().numpy() > 0.5)
+        return torch.sigmoid(logits).squeeze().cpu().numpy() > 0.5
 
 
 def box_step(segment: SliceSegmenter, boxes: list[dict[str, int]], shape: tuple[int, ...]) -> np.ndarray:
@@ -314,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     segment = SliceSegmenter(load_model(args.weights, args.device), to_uint8(step["imgs"]), args.device)
     segs = box_step(segment, step["boxes"], step["imgs"].shape) if step["clicks"] is None else click_step(segment, step)
-    print(f"litemedsam: {'box' if step['clicks'] is None else 'click'} step, {segment.embedded} slice embedding(s), "
-          f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+    print(
+        f"litemedsam: {'box' if step['clicks'] is None else 'click'} step, {segment.embedded} slice embedding(s), {time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     partial = args.output.with_name(f".{args.output.name}.partial.npz")
     np.savez_compressed(partial, segs=segs.astype(np.uint8))

@@ -100,7 +100,7 @@ def segment_class(step: Step, c: int, predictor: Any, state: Any) -> np.ndarray:
         predictor.reset_state(state)
     if (span := z_range(step, c)) is not None:
         mask[: span[0]] = False
-        mask[span[1] + 1:] = False
+        mask[span[1] + 1 :] = False
     return mask
 
 

@@ -53,14 +53,21 @@ OUTPUT_SIZE = (163, 136, 136)
 INPUT_SIZE = (189, 162, 162)
 #: the convolutions in the HDF5's order (conv3d_1 ... conv3d_15): (input channels, output channels, kernel size)
 CONVOLUTIONS = (
-    (1, 20, (3, 3, 1)), (20, 40, (3, 3, 3)),        # level 1 down (full resolution)
-    (40, 40, (3, 3, 1)), (40, 80, (3, 3, 3)),       # level 2 down (1/3)
-    (80, 80, (3, 3, 1)), (80, 160, (3, 3, 3)),      # level 3 down (1/9)
-    (160, 160, (3, 3, 3)), (160, 160, (3, 3, 3)),   # level 4 (1/27)
-    (320, 160, (3, 3, 3)), (160, 80, (3, 3, 1)),    # level 3 up
-    (160, 80, (3, 3, 3)), (80, 40, (3, 3, 1)),      # level 2 up
-    (80, 40, (3, 3, 3)), (40, 20, (3, 3, 1)),       # level 1 up
-    (20, 1, (1, 1, 1)),                             # the common pathway: one 1x1x1 convolution, sigmoid
+    (1, 20, (3, 3, 1)),
+    (20, 40, (3, 3, 3)),  # level 1 down (full resolution)
+    (40, 40, (3, 3, 1)),
+    (40, 80, (3, 3, 3)),  # level 2 down (1/3)
+    (80, 80, (3, 3, 1)),
+    (80, 160, (3, 3, 3)),  # level 3 down (1/9)
+    (160, 160, (3, 3, 3)),
+    (160, 160, (3, 3, 3)),  # level 4 (1/27)
+    (320, 160, (3, 3, 3)),
+    (160, 80, (3, 3, 1)),  # level 3 up
+    (160, 80, (3, 3, 3)),
+    (80, 40, (3, 3, 1)),  # level 2 up
+    (80, 40, (3, 3, 3)),
+    (40, 20, (3, 3, 1)),  # level 1 up
+    (20, 1, (1, 1, 1)),  # the common pathway: one 1x1x1 convolution, sigmoid
 )
 #: the crop's limits (crop_ct_image as the main function calls it for CT), in HU and mm
 TISSUE_HU, LUNG_HU, BONE_HU = -150.0, -600.0, 500.0
@@ -89,8 +96,10 @@ def install_weights(folder: Path) -> Path:
     The package is located without importing it (its ``__init__`` imports Keras and TensorFlow, absent here)."""
     spec = importlib.util.find_spec("pyliverlesionseg")
     if spec is None or not spec.submodule_search_locations:
-        raise PortError("pyliverlesionseg is not installed in this environment: `pip install --no-deps --ignore-requires-python "
-                        "pyliverlesionseg==0.3` (segbench env create pyliverlesionseg does)")
+        raise PortError(
+            "pyliverlesionseg is not installed in this environment: `pip install --no-deps --ignore-requires-python "
+            "pyliverlesionseg==0.3` (segbench env create pyliverlesionseg does)"
+        )
     source = Path(list(spec.submodule_search_locations)[0]) / "trained_models" / WEIGHTS_FILE
     if not source.is_file():
         raise PortError(f"{source}: not in the installed package; reinstall pyliverlesionseg==0.3")
@@ -112,8 +121,10 @@ def checked_weights(folder: Path) -> Path:
         raise PortError(f"{path}: missing; run `segbench env create pyliverlesionseg` (it copies the file out of the wheel)")
     actual = sha256(path)
     if actual != WEIGHTS_SHA256:
-        raise PortError(f"{path}: SHA-256 {actual} is not the pyliverlesionseg 0.3 wheel's {WEIGHTS_SHA256}; "
-                        "refusing to run (reinstall with `segbench env create pyliverlesionseg`)")
+        raise PortError(
+            f"{path}: SHA-256 {actual} is not the pyliverlesionseg 0.3 wheel's {WEIGHTS_SHA256}; "
+            "refusing to run (reinstall with `segbench env create pyliverlesionseg`)"
+        )
     return path
 
 
@@ -143,8 +154,9 @@ def read_keras_weights(path: Path) -> tuple[list[tuple[np.ndarray, np.ndarray]],
                 raise PortError(f"{path}: layer {name} lacks a kernel or bias (has {held})")
             k, b = np.asarray(layer[kernel_name], dtype=np.float32), np.asarray(layer[bias_name], dtype=np.float32)
             if k.shape != (*kernel, c_in, c_out) or b.shape != (c_out,):
-                raise PortError(f"{path}: layer {name} has kernel {k.shape} and bias {b.shape}; the published architecture "
-                                f"needs {(*kernel, c_in, c_out)} and {(c_out,)}")
+                raise PortError(
+                    f"{path}: layer {name} has kernel {k.shape} and bias {b.shape}; the published architecture needs {(*kernel, c_in, c_out)} and {(c_out,)}"
+                )
             weights.append((k, b))
         voxel_size = np.asarray(f["header/voxel_size"], dtype=float)
     return weights, voxel_size
@@ -193,7 +205,7 @@ def build_network(weights: list[tuple[np.ndarray, np.ndarray]]):  # -> torch.nn.
         def cropped(skip: torch.Tensor, size: tuple[int, ...]) -> torch.Tensor:
             """Keras' Cropping3D: the same margin off both sides, (skip - path) / 2 along each axis."""
             m = [(s - p) // 2 for s, p in zip(skip.shape[2:], size, strict=True)]
-            return skip[:, :, m[0]: m[0] + size[0], m[1]: m[1] + size[1], m[2]: m[2] + size[2]].contiguous()
+            return skip[:, :, m[0] : m[0] + size[0], m[1] : m[1] + size[1], m[2] : m[2] + size[2]].contiguous()
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             # each skip path is cut to the size it is concatenated at as soon as it is pooled, so the full-resolution
@@ -326,7 +338,7 @@ def liver_dome_slice(ct: np.ndarray, body: tuple[slice, ...], voxel: np.ndarray)
     steps = convolve(above, np.array([1, -1]), "same")
     starts = np.where(steps != 1)[0]
     dome_air = above[0]
-    if len(starts) > 1 and np.any(profile[above[starts[1] - 1]: above[starts[1]]] < low + 0.2 * (high - low)):
+    if len(starts) > 1 and np.any(profile[above[starts[1] - 1] : above[starts[1]]] < low + 0.2 * (high - low)):
         dome_air = above[starts[1]]
     box = ndimage.find_objects(inner_air.astype(np.int8))[0]
     centre = ((box[0].start + box[0].stop + 1) // 2, (box[1].start + box[1].stop + 1) // 2)
@@ -345,8 +357,9 @@ def hip_slice(ct: np.ndarray, dome: int, voxel: np.ndarray) -> int:
     from scipy.signal import convolve
 
     if dome < 1:
-        raise CropError(f"the liver dome is found on slice {dome}: no slice below it to look for the hip in (the scan does not "
-                        "reach from the lungs to the pelvis)")
+        raise CropError(
+            f"the liver dome is found on slice {dome}: no slice below it to look for the hip in (the scan does not reach from the lungs to the pelvis)"
+        )
     profile = convolve((ct > BONE_HU).astype(np.int16).sum(0).sum(0), np.ones(7), "same")[:dome]
     top = int(np.argmax(profile))
     minima = _extrema(profile, np.less, 15, 3)
@@ -521,8 +534,7 @@ def main(argv: list[str] | None = None) -> int:
             partial = args.output / f".{case}.partial.nii.gz"
             nib.save(mask, partial)
             os.replace(partial, args.output / f"{case}.nii.gz")  # a stopped run leaves no truncated output
-            print(f"pyliverlesionseg: {case}: {int(mask.get_fdata().sum())} liver voxels, {time.perf_counter() - start:.1f} s",
-                  file=sys.stderr)
+            print(f"pyliverlesionseg: {case}: {int(mask.get_fdata().sum())} liver voxels, {time.perf_counter() - start:.1f} s", file=sys.stderr)
     except PortError as exc:
         print(f"pyliverlesionseg: {exc}", file=sys.stderr)
         return 2

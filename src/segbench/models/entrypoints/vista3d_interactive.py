@@ -60,8 +60,17 @@ def segment_class(step: Step, c: int, model: Any, image: Any, device: Any) -> np
     coords, labels = point_prompts(step, c)
     with torch.no_grad():
         logits = point_based_window_inferer(
-            inputs=image, roi_size=ROI_SIZE, transpose=True, with_coord=True, predictor=model, mode="gaussian", sw_device=device, device=device,
-            center_only=True, point_coords=torch.from_numpy(coords).to(device), point_labels=torch.from_numpy(labels).to(device),
+            inputs=image,
+            roi_size=ROI_SIZE,
+            transpose=True,
+            with_coord=True,
+            predictor=model,
+            mode="gaussian",
+            sw_device=device,
+            device=device,
+            center_only=True,
+            point_coords=torch.from_numpy(coords).to(device),
+            point_labels=torch.from_numpy(labels).to(device),
         )
     values = logits[0, 0].float().cpu().numpy()
     return np.nan_to_num(values, nan=0.0) > 0

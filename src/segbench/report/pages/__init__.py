@@ -12,5 +12,16 @@ from .index import index_page
 from .methodology import methodology_page
 from .structure import structure_page
 
-__all__ = ["CALIBRATION_PAGE", "CROSS_DATASET_PAGE", "calibration_page", "crossdataset_page", "dataset_page", "dataset_page_name",
-           "index_page", "methodology_page", "standalone_dataset_page", "structure_page", "structure_page_name"]
+__all__ = [
+    "CALIBRATION_PAGE",
+    "CROSS_DATASET_PAGE",
+    "calibration_page",
+    "crossdataset_page",
+    "dataset_page",
+    "dataset_page_name",
+    "index_page",
+    "methodology_page",
+    "standalone_dataset_page",
+    "structure_page",
+    "structure_page_name",
+]

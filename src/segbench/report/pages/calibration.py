@@ -35,15 +35,25 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
         f"For each n, {audit['draws']} samples of n cases were drawn with replacement and each was analysed as a leaderboard is "
         f"(B = {audit['n_resamples']} bootstrap resamples; the Wilcoxon map on the first {audit['wilcoxon_draws']} samples). "
         f"Rates carry their Monte-Carlo standard error. How it is computed: <code>{METHODOLOGY_DOC}</code>, "
-        f"\"Calibration audit\". The leaderboards use the <b>{html.escape(ci_method)}</b> CI"
-        + (", at the calibrated levels below" if audit["stats"].get("ci_level") == "audited" else "") + ".</p>",
+        f'"Calibration audit". The leaderboards use the <b>{html.escape(ci_method)}</b> CI'
+        + (", at the calibrated levels below" if audit["stats"].get("ci_level") == "audited" else "")
+        + ".</p>",
         f"<p>Models: {html.escape(', '.join(audit['models']))}.</p>",
-        *([f"<p>Cases identical to the reference (every audited structure Dice exactly 1; such a case shows no error of the "
-           f"model): {html.escape(_identical_summary(audit['identical_to_reference']))}.</p>"]
-          if audit.get("identical_to_reference") else []),
+        *(
+            [
+                f"<p>Cases identical to the reference (every audited structure Dice exactly 1; such a case shows no error of the "
+                f"model): {html.escape(_identical_summary(audit['identical_to_reference']))}.</p>"
+            ]
+            if audit.get("identical_to_reference")
+            else []
+        ),
     ]
-    parts.insert(1, '<h2 id="takeaways">In one line per metric</h2><ul class="takeaways">'
-                 + "".join(f"<li>{html.escape(line)}</li>" for line in calibration_takeaways(audit)) + "</ul>")
+    parts.insert(
+        1,
+        '<h2 id="takeaways">In one line per metric</h2><ul class="takeaways">'
+        + "".join(f"<li>{html.escape(line)}</li>" for line in calibration_takeaways(audit))
+        + "</ul>",
+    )
     parts.append(_levels_section(audit))
     nominal, alpha = format_level(audit["stats"]["confidence"]), audit["stats"]["alpha"]
     for structure in audit["population"]:
@@ -63,14 +73,28 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
         caption = f"{html.escape(structure)}: coverage of the {nominal} CI of a model's mean (target {nominal})"
         parts.append(disclosure(f"Coverage by metric, n and CI method ({len(rows)} rows)", tables.table(headers, rows, caption, "calibration")))
         type1 = [r for r in audit["type1"] if r["structure"] == structure]
-        rows = [[(html.escape(r["metric"]), r["metric"]), (str(r["n"]), r["n"]), (html.escape(r["procedure"].replace("_", " ")), r["procedure"]),
-                 (_rate(r), r["rate"]), (str(r["draws"]), r["draws"]),
-                 ("exceeds" if r["rate"] > alpha + 2 * r["mc_se"] else "within", int(r["rate"] > alpha + 2 * r["mc_se"]))] for r in type1]
-        parts.append(disclosure(f"Type-I error by metric, n and procedure ({len(rows)} rows)",
-                                 tables.table(["metric", "n", "procedure", "type-I error", "samples", f"{format_level(alpha)} + 2 MC SE"], rows,
-                                              f"{html.escape(structure)}: family-wise type-I error among the equal-quality models "
-                                              f"(alpha {format_level(alpha)})",
-                                              "calibration")))
+        rows = [
+            [
+                (html.escape(r["metric"]), r["metric"]),
+                (str(r["n"]), r["n"]),
+                (html.escape(r["procedure"].replace("_", " ")), r["procedure"]),
+                (_rate(r), r["rate"]),
+                (str(r["draws"]), r["draws"]),
+                ("exceeds" if r["rate"] > alpha + 2 * r["mc_se"] else "within", int(r["rate"] > alpha + 2 * r["mc_se"])),
+            ]
+            for r in type1
+        ]
+        parts.append(
+            disclosure(
+                f"Type-I error by metric, n and procedure ({len(rows)} rows)",
+                tables.table(
+                    ["metric", "n", "procedure", "type-I error", "samples", f"{format_level(alpha)} + 2 MC SE"],
+                    rows,
+                    f"{html.escape(structure)}: family-wise type-I error among the equal-quality models (alpha {format_level(alpha)})",
+                    "calibration",
+                ),
+            )
+        )
         for metric in audit["population"][structure]["metrics"]:
             fig = figures.power_curve(audit["power"], structure, metric, calibration.verdict_procedure(audit["stats"]), audit["stats"]["power"])
             parts.append(figures.to_div(fig, f"power-{slug(structure)}-{slug(metric)}"))
@@ -94,20 +118,30 @@ def calibration_takeaways(audit: dict[str, Any]) -> list[str]:
             rates = {proc: _span([r["rate"] for r in type1 if r["procedure"] == proc]) for proc in dict.fromkeys(r["procedure"] for r in type1)}
             others = "; ".join(f"{PROCEDURE_NAMES.get(proc, proc.replace('_', ' '))} {span}" for proc, span in rates.items() if proc != board)
             levels = [r for r in audit.get("levels", []) if (r["structure"], r["metric"], r["method"]) == (structure, metric, method)]
-            calibrated = (f", and at the audit-calibrated levels the leaderboards use ({_span([r['level'] for r in levels])}) "
-                          f"{_span([r['rate'] for r in levels])} out of sample"
-                          if levels and audit["stats"].get("ci_level") == "audited" else "")
-            lines.append(f"{structure} {metric}: {format_level(audit['stats']['confidence'])} {method} CIs cover "
-                         f"{_span([r['rate'] for r in coverage])} at the nominal level (n = {sizes[0]}..{sizes[-1]}){calibrated}; "
-                         f"the separable verdict by "
-                         f"{PROCEDURE_NAMES.get(board, board).removesuffix(' separates')} is wrong for equal models "
-                         f"{rates.get(board, 'n/a')} (target {format_level(audit['stats']['alpha'])}); other rules: {others}")
+            calibrated = (
+                f", and at the audit-calibrated levels the leaderboards use ({_span([r['level'] for r in levels])}) "
+                f"{_span([r['rate'] for r in levels])} out of sample"
+                if levels and audit["stats"].get("ci_level") == "audited"
+                else ""
+            )
+            lines.append(
+                f"{structure} {metric}: {format_level(audit['stats']['confidence'])} {method} CIs cover "
+                f"{_span([r['rate'] for r in coverage])} at the nominal level (n = {sizes[0]}..{sizes[-1]}){calibrated}; "
+                f"the separable verdict by "
+                f"{PROCEDURE_NAMES.get(board, board).removesuffix(' separates')} is wrong for equal models "
+                f"{rates.get(board, 'n/a')} (target {format_level(audit['stats']['alpha'])}); other rules: {others}"
+            )
     return lines
 
 
-PROCEDURE_NAMES = {"separable_percentile": "bootstrap CI (percentile) separates", "separable_bca": "bootstrap CI (BCa) separates",
-                   "separable_skew_t": "skew-corrected t CI separates", "signflip_holm": "sign-flip test (Holm) separates",
-                   "meantest_holm": "sign-flip + bootstrap-t test (Holm) separates", "wilcoxon_holm": "Wilcoxon-Holm separates"}
+PROCEDURE_NAMES = {
+    "separable_percentile": "bootstrap CI (percentile) separates",
+    "separable_bca": "bootstrap CI (BCa) separates",
+    "separable_skew_t": "skew-corrected t CI separates",
+    "signflip_holm": "sign-flip test (Holm) separates",
+    "meantest_holm": "sign-flip + bootstrap-t test (Holm) separates",
+    "wilcoxon_holm": "Wilcoxon-Holm separates",
+}
 #: the failure-shape audit's two tests (stats.shapes.PROCEDURES), as its tables head them
 SHAPE_TESTS = {"sign_flip": "sign flips alone (before)", "sign_flip_bootstrap_t": "sign flips + bootstrap-t (now)"}
 
@@ -128,22 +162,43 @@ def _levels_section(audit: dict[str, Any]) -> str:
         return ""
     s = audit["stats"]
     low = s["confidence"] - MARGIN
-    rows = [[(html.escape(r["structure"] if r["source"] == calibration.SIMULATED else f"{r['source']}/{r['structure']}"), r["structure"]),
-             (html.escape(r["metric"]), r["metric"]), (str(r["n"]), r["n"]),
-             (f"{format_level(r['level'])}{' (capped)' if r['capped'] else ''}", r["level"]),
-             (f"{100 * r['nominal_rate']:.1f}%", r["nominal_rate"]), _flagged(r, r["rate"] < low),
-             (f"{format_level(r['level_halves_min'])}–{format_level(r['level_halves_max'])}", r["level_halves_max"]),
-             (f"×{r['width_ratio']:.2f}", r["width_ratio"])] for r in rows_in]
+    rows = [
+        [
+            (html.escape(r["structure"] if r["source"] == calibration.SIMULATED else f"{r['source']}/{r['structure']}"), r["structure"]),
+            (html.escape(r["metric"]), r["metric"]),
+            (str(r["n"]), r["n"]),
+            (f"{format_level(r['level'])}{' (capped)' if r['capped'] else ''}", r["level"]),
+            (f"{100 * r['nominal_rate']:.1f}%", r["nominal_rate"]),
+            _flagged(r, r["rate"] < low),
+            (f"{format_level(r['level_halves_min'])}–{format_level(r['level_halves_max'])}", r["level_halves_max"]),
+            (f"×{r['width_ratio']:.2f}", r["width_ratio"]),
+        ]
+        for r in rows_in
+    ]
     used = "the leaderboards use these levels" if s.get("ci_level") == "audited" else "the leaderboards use the nominal level (ci_level: nominal)"
-    intro = (f"<p>Where a sample cannot show a thin, heavy tail (NSD of near-perfect models), no CI computed from the sample "
-             f"alone covers at its nominal level. The audit therefore also chooses, per population, metric and n, the level of the "
-             f"{html.escape(s['ci_method'])} CI whose coverage reaches {format_level(s['confidence'])} (never below it), and measures that rule out "
-             f"of sample: the level is chosen on one random half of the cases and its coverage measured on the other, over five "
-             f"halvings (<code>{METHODOLOGY_DOC}</code>, \"Calibrated levels\"); {used}. ⚠: the out-of-sample coverage is more than "
-             f"{format_points(MARGIN)} below {format_level(s['confidence'])}.</p>")
-    table = tables.table(["population", "metric", "n", "calibrated level", "coverage at the nominal level", "coverage at the calibrated level (out of sample)",
-                          "levels chosen on halves", "CI width vs nominal"], rows,
-                         f"Calibrated levels of the {html.escape(s['ci_method'])} CI (target {format_level(s['confidence'])} coverage)", "calibration")
+    intro = (
+        f"<p>Where a sample cannot show a thin, heavy tail (NSD of near-perfect models), no CI computed from the sample "
+        f"alone covers at its nominal level. The audit therefore also chooses, per population, metric and n, the level of the "
+        f"{html.escape(s['ci_method'])} CI whose coverage reaches {format_level(s['confidence'])} (never below it), and measures that rule out "
+        f"of sample: the level is chosen on one random half of the cases and its coverage measured on the other, over five "
+        f'halvings (<code>{METHODOLOGY_DOC}</code>, "Calibrated levels"); {used}. ⚠: the out-of-sample coverage is more than '
+        f"{format_points(MARGIN)} below {format_level(s['confidence'])}.</p>"
+    )
+    table = tables.table(
+        [
+            "population",
+            "metric",
+            "n",
+            "calibrated level",
+            "coverage at the nominal level",
+            "coverage at the calibrated level (out of sample)",
+            "levels chosen on halves",
+            "CI width vs nominal",
+        ],
+        rows,
+        f"Calibrated levels of the {html.escape(s['ci_method'])} CI (target {format_level(s['confidence'])} coverage)",
+        "calibration",
+    )
     return '<h2 id="levels">Calibrated levels</h2>' + intro + disclosure(f"Calibrated levels ({len(rows)} rows)", table)
 
 
@@ -162,13 +217,15 @@ def _real_populations(audit: dict[str, Any]) -> str:
     s = audit["stats"]
     method, procedure = s["ci_method"], calibration.verdict_procedure(s)
     low, high = s["confidence"] - MARGIN, s["alpha"] + MARGIN
-    parts = ['<h2 id="real">Real populations: published per-case scores</h2>',
-             "<p>The same audit on real models' published per-case scores, whose distributions have what simulated ones lack "
-             "(ties at the top, heavy tails, failed cases at 0). Per structure of a set: the cases where every model reports every "
-             "metric, and the models at the configured ranks of mean Dice; the first two are made equal (their values exchanged per "
-             "sampled case), so every verdict between them is false. A population is audited at each n up to its size. "
-             f"Leaderboard cells of these sets and structures read their audited rate here. ⚠: more than {format_points(MARGIN)} below "
-             f"{format_level(s['confidence'])} coverage, or above {format_level(s['alpha'])} type-I error.</p>"]
+    parts = [
+        '<h2 id="real">Real populations: published per-case scores</h2>',
+        "<p>The same audit on real models' published per-case scores, whose distributions have what simulated ones lack "
+        "(ties at the top, heavy tails, failed cases at 0). Per structure of a set: the cases where every model reports every "
+        "metric, and the models at the configured ranks of mean Dice; the first two are made equal (their values exchanged per "
+        "sampled case), so every verdict between them is false. A population is audited at each n up to its size. "
+        f"Leaderboard cells of these sets and structures read their audited rate here. ⚠: more than {format_points(MARGIN)} below "
+        f"{format_level(s['confidence'])} coverage, or above {format_level(s['alpha'])} type-I error.</p>",
+    ]
     pops = real["population"]
     for source in dict.fromkeys(p["source"] for p in pops.values()):
         mine = [p for p in pops.values() if p["source"] == source]
@@ -184,24 +241,67 @@ def _real_populations(audit: dict[str, Any]) -> str:
                         r = table.get((pop["structure"], metric, n, key))
                         row.append(_flagged(r, bad(r)) if r else ("–", None))
                 rows.append(row)
-        headers = (["structure", "metric", "cases"] + [f"{method} coverage, n = {n}" for n in sizes]
-                   + [f"type-I ({procedure.replace('_', ' ')}), n = {n}" for n in sizes])
+        headers = (
+            ["structure", "metric", "cases"]
+            + [f"{method} coverage, n = {n}" for n in sizes]
+            + [f"type-I ({procedure.replace('_', ' ')}), n = {n}" for n in sizes]
+        )
         models = "; ".join(f"{p['structure']}: {', '.join(p['models'])}" for p in mine)
-        parts.append(f"<h3>{html.escape(source)}</h3>"
-                     + tables.table(headers, rows, f"{html.escape(source)}: the leaderboard's {html.escape(method)} CI and its "
-                                    f"separable verdict ({html.escape(procedure.replace('_', ' '))}), by structure, metric and n", "calibration")
-                     + disclosure(f"Models per structure ({len(mine)} populations)", f"<p>{html.escape(models)}.</p>"))
-        full = [[(html.escape(st), st), (html.escape(m), m), (str(n), n), (html.escape(k), k), (_rate(r), r["rate"]),
-                 (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"])]
-                for (st, m, n, k), r in coverage.items()]
-        parts.append(disclosure(f"Coverage by structure, metric, n and CI method ({len(full)} rows)",
-                                tables.table(["structure", "metric", "n", "CI method", "coverage", "CI below / above the truth"], full,
-                                             f"{html.escape(source)}: coverage of the {format_level(s['confidence'])} CI of a model's mean", "calibration")))
-        full = [[(html.escape(st), st), (html.escape(m), m), (str(n), n), (html.escape(k.replace("_", " ")), k), (_rate(r), r["rate"]),
-                 (str(r["draws"]), r["draws"])] for (st, m, n, k), r in type1.items()]
-        parts.append(disclosure(f"Type-I error by structure, metric, n and procedure ({len(full)} rows)",
-                                tables.table(["structure", "metric", "n", "procedure", "type-I error", "samples"], full,
-                                             f"{html.escape(source)}: family-wise type-I error among the equal pair", "calibration")))
+        parts.append(
+            f"<h3>{html.escape(source)}</h3>"
+            + tables.table(
+                headers,
+                rows,
+                f"{html.escape(source)}: the leaderboard's {html.escape(method)} CI and its "
+                f"separable verdict ({html.escape(procedure.replace('_', ' '))}), by structure, metric and n",
+                "calibration",
+            )
+            + disclosure(f"Models per structure ({len(mine)} populations)", f"<p>{html.escape(models)}.</p>")
+        )
+        full = [
+            [
+                (html.escape(st), st),
+                (html.escape(m), m),
+                (str(n), n),
+                (html.escape(k), k),
+                (_rate(r), r["rate"]),
+                (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"]),
+            ]
+            for (st, m, n, k), r in coverage.items()
+        ]
+        parts.append(
+            disclosure(
+                f"Coverage by structure, metric, n and CI method ({len(full)} rows)",
+                tables.table(
+                    ["structure", "metric", "n", "CI method", "coverage", "CI below / above the truth"],
+                    full,
+                    f"{html.escape(source)}: coverage of the {format_level(s['confidence'])} CI of a model's mean",
+                    "calibration",
+                ),
+            )
+        )
+        full = [
+            [
+                (html.escape(st), st),
+                (html.escape(m), m),
+                (str(n), n),
+                (html.escape(k.replace("_", " ")), k),
+                (_rate(r), r["rate"]),
+                (str(r["draws"]), r["draws"]),
+            ]
+            for (st, m, n, k), r in type1.items()
+        ]
+        parts.append(
+            disclosure(
+                f"Type-I error by structure, metric, n and procedure ({len(full)} rows)",
+                tables.table(
+                    ["structure", "metric", "n", "procedure", "type-I error", "samples"],
+                    full,
+                    f"{html.escape(source)}: family-wise type-I error among the equal pair",
+                    "calibration",
+                ),
+            )
+        )
     return "".join(parts)
 
 
@@ -222,47 +322,86 @@ def _shapes_section(audit: dict[str, Any]) -> str:
         out = []
         for shape, n in dict.fromkeys((r["shape"], r["n"]) for r in rows if r["kind"] == kind):
             row = [(html.escape(shape), shape), (f"{described[shape]['skewness']:+.1f}", described[shape]["skewness"]), (str(n), n)]
-            row += [_flagged(keyed[shape, n, t], keyed[shape, n, t]["rate"] > alpha + 2 * keyed[shape, n, t]["mc_se"])
-                    if (shape, n, t) in keyed else ("–", None) for t in tests]
+            row += [
+                _flagged(keyed[shape, n, t], keyed[shape, n, t]["rate"] > alpha + 2 * keyed[shape, n, t]["mc_se"]) if (shape, n, t) in keyed else ("–", None)
+                for t in tests
+            ]
             row.append(_seen(keyed.get((shape, n, tests[-1])), alpha))
             out.append(row)
         return out
 
-    headers = ["population", "skewness of the differences", "n", *(f"separable, {SHAPE_TESTS[t]}" for t in tests),
-               f"{SHAPE_TESTS[tests[-1]]}, where every failing model failed (samples where one never did)"]
-    synthetic = "".join(f"<li><b>{html.escape(p['shape'])}</b>: {html.escape(p['description'])}</li>"
-                        for p in shapes["populations"] if p["kind"] == "synthetic" and "+" not in p["shape"])
-    parts = ['<h2 id="shapes">Models that fail differently</h2>',
-             "<p>Equal-mean populations whose models are <b>not</b> exchangeable: a steady model against one better on most cases "
-             "that fails now and then, as real models differ (SYNTHETIC populations of 20,000 cases whose four models have exactly "
-             "equal means, and every real pair above centred to no difference). Every separable pair is a false one: the rate "
-             "below is family-wise over the population's pairs, Holm at "
-             f"{format_level(alpha)}, for the test before (the sign flips alone) and the board's test now (the sign flips and the "
-             "studentized bootstrap together; docs/methodology.md, 5.20). ⚠: above "
-             f"{format_level(alpha)} by more than two Monte-Carlo SEs. Where failures are so rare that a sample of n cases often "
-             "holds none, no test can see them: a failing model that never fails in the sample is better on every case there, "
-             "and any test with power calls it separable. The last column gives the rate over the samples in which every "
-             "failing model failed at least once (the test's own error) and the share of samples in which one never did; "
-             "cells at such n say so on the board.</p>",
-             f"<ul>{synthetic}</ul>",
-             tables.table(headers, by_shape(shapes["type1"], "synthetic"),
-                          f"Family-wise rate of a false 'separable' (target {format_level(alpha)}), synthetic populations", "calibration")]
+    headers = [
+        "population",
+        "skewness of the differences",
+        "n",
+        *(f"separable, {SHAPE_TESTS[t]}" for t in tests),
+        f"{SHAPE_TESTS[tests[-1]]}, where every failing model failed (samples where one never did)",
+    ]
+    synthetic = "".join(
+        f"<li><b>{html.escape(p['shape'])}</b>: {html.escape(p['description'])}</li>"
+        for p in shapes["populations"]
+        if p["kind"] == "synthetic" and "+" not in p["shape"]
+    )
+    parts = [
+        '<h2 id="shapes">Models that fail differently</h2>',
+        "<p>Equal-mean populations whose models are <b>not</b> exchangeable: a steady model against one better on most cases "
+        "that fails now and then, as real models differ (SYNTHETIC populations of 20,000 cases whose four models have exactly "
+        "equal means, and every real pair above centred to no difference). Every separable pair is a false one: the rate "
+        "below is family-wise over the population's pairs, Holm at "
+        f"{format_level(alpha)}, for the test before (the sign flips alone) and the board's test now (the sign flips and the "
+        "studentized bootstrap together; docs/methodology.md, 5.20). ⚠: above "
+        f"{format_level(alpha)} by more than two Monte-Carlo SEs. Where failures are so rare that a sample of n cases often "
+        "holds none, no test can see them: a failing model that never fails in the sample is better on every case there, "
+        "and any test with power calls it separable. The last column gives the rate over the samples in which every "
+        "failing model failed at least once (the test's own error) and the share of samples in which one never did; "
+        "cells at such n say so on the board.</p>",
+        f"<ul>{synthetic}</ul>",
+        tables.table(
+            headers,
+            by_shape(shapes["type1"], "synthetic"),
+            f"Family-wise rate of a false 'separable' (target {format_level(alpha)}), synthetic populations",
+            "calibration",
+        ),
+    ]
     real = by_shape(shapes["type1"], "real")
     if real:
-        parts.append(disclosure(f"Real pairs centred to no difference ({len(real)} rows)",
-                                tables.table(headers, real, "Rate of a false 'separable' on real pairs centred to no difference", "calibration")))
-    coverage = [[(html.escape(r["shape"]), r["shape"]), (str(r["n"]), r["n"]), (html.escape(r["interval"]), r["interval"]),
-                 (_rate(r), r["rate"])] for r in shapes["coverage"]]
-    parts.append(disclosure(f"Coverage of the 95% interval of the mean difference and of each model's CI ({len(coverage)} rows)",
-                            tables.table(["population", "n", "interval", "coverage"], coverage,
-                                         f"Coverage at {format_level(audit['stats']['confidence'])} (intervals of the difference at "
-                                         f"alpha {format_level(alpha)}, one pair at a time)", "calibration")))
+        parts.append(
+            disclosure(
+                f"Real pairs centred to no difference ({len(real)} rows)",
+                tables.table(headers, real, "Rate of a false 'separable' on real pairs centred to no difference", "calibration"),
+            )
+        )
+    coverage = [
+        [(html.escape(r["shape"]), r["shape"]), (str(r["n"]), r["n"]), (html.escape(r["interval"]), r["interval"]), (_rate(r), r["rate"])]
+        for r in shapes["coverage"]
+    ]
+    parts.append(
+        disclosure(
+            f"Coverage of the 95% interval of the mean difference and of each model's CI ({len(coverage)} rows)",
+            tables.table(
+                ["population", "n", "interval", "coverage"],
+                coverage,
+                f"Coverage at {format_level(audit['stats']['confidence'])} (intervals of the difference at alpha {format_level(alpha)}, one pair at a time)",
+                "calibration",
+            ),
+        )
+    )
     power = {(r["shape"], r["n"], r["procedure"]): r for r in shapes["power"]}
-    rows = [[(html.escape(shape), shape), (str(n), n), *((_rate(power[shape, n, t]), power[shape, n, t]["rate"]) for t in tests)]
-            for shape, n in dict.fromkeys((r["shape"], r["n"]) for r in shapes["power"])]
-    parts.append(disclosure(f"Power on graded populations ({len(rows)} rows)",
-                            tables.table(["population", "n", *(f"power, {SHAPE_TESTS[t]}" for t in tests)], rows,
-                                         "Share of samples separating the better model in the right direction", "calibration")))
+    rows = [
+        [(html.escape(shape), shape), (str(n), n), *((_rate(power[shape, n, t]), power[shape, n, t]["rate"]) for t in tests)]
+        for shape, n in dict.fromkeys((r["shape"], r["n"]) for r in shapes["power"])
+    ]
+    parts.append(
+        disclosure(
+            f"Power on graded populations ({len(rows)} rows)",
+            tables.table(
+                ["population", "n", *(f"power, {SHAPE_TESTS[t]}" for t in tests)],
+                rows,
+                "Share of samples separating the better model in the right direction",
+                "calibration",
+            ),
+        )
+    )
     return "".join(parts)
 
 

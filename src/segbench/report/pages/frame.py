@@ -70,9 +70,7 @@ def nav_bar(all_results: list[Results], current: Results | None = None) -> str:
     links.append('<a href="methodology.html">methodology</a>')
     sub = ""
     if current is not None:
-        items = [
-            f'<a href="{structure_page_name(current, s)}">{html.escape(s)}</a>' for s in sorted(current["analysis"]["structures"])
-        ]
+        items = [f'<a href="{structure_page_name(current, s)}">{html.escape(s)}</a>' for s in sorted(current["analysis"]["structures"])]
         sub = f'<div class="sub">{html.escape(current["dataset"]["name"])} structures: {" ".join(items)}</div>'
     return " ".join(links) + sub
 
@@ -81,7 +79,7 @@ def plots(figs: list, prefix: str) -> str:
     """Figures with fixed ids; each labelled with its title for screen readers."""
     return "".join(
         f'<figure class="plot" role="img" aria-label="{html.escape(re.sub("<[^>]+>", " ", fig.layout.title.text or ""))}">'
-        f'{figures.to_div(fig, f"{prefix}-{i}")}</figure>'
+        f"{figures.to_div(fig, f'{prefix}-{i}')}</figure>"
         for i, fig in enumerate(figs)
     )
 
@@ -91,21 +89,25 @@ def notes(results: Results) -> str:
     kinds = {kind(m) for m in results["models"].values()}
     said = []
     if "simulated" in kinds:
-        said.append("Models marked SIMULATED are seeded error models applied to the reference label maps, not real "
-                     "segmentation models; they exercise the pipeline and the statistics.")
+        said.append(
+            "Models marked SIMULATED are seeded error models applied to the reference label maps, not real "
+            "segmentation models; they exercise the pipeline and the statistics."
+        )
     if "published" in kinds:
         sources = sorted({m.get("source") or "source not given" for m in results["models"].values() if kind(m) == "published"})
-        said.append("Models marked PUBLISHED are per-case scores imported from a publication (no masks were re-scored): "
-                     + html.escape("; ".join(sources)) + ".")
+        said.append(
+            "Models marked PUBLISHED are per-case scores imported from a publication (no masks were re-scored): " + html.escape("; ".join(sources)) + "."
+        )
     if results["dataset"].get("reference") == "PSEUDO-REFERENCE":
-        said.append("PSEUDO-REFERENCE: this dataset's references are a model's output ("
-                     + html.escape(results["dataset"].get("reference_note") or "not a manual annotation")
-                     + "). Every score here measures agreement with that model, not accuracy.")
+        said.append(
+            "PSEUDO-REFERENCE: this dataset's references are a model's output ("
+            + html.escape(results["dataset"].get("reference_note") or "not a manual annotation")
+            + "). Every score here measures agreement with that model, not accuracy."
+        )
     if identical := identical_note(results):  # a simulated model that changed nothing there, or a model that returned the reference
         said.append(html.escape(identical))
     said += [html.escape(note) for note in coverage_notes(results)]
     contaminated = sorted(n for n, m in results["models"].items() if m.get("contaminated"))
     if contaminated:
-        said.append("Trained on this data, so shown but left out of ranks, tests and winners: "
-                     + html.escape(", ".join(contaminated)) + ".")
+        said.append("Trained on this data, so shown but left out of ranks, tests and winners: " + html.escape(", ".join(contaminated)) + ".")
     return "".join(f'<p class="note">{n}</p>' for n in said)

@@ -35,20 +35,26 @@ def index_page(all_results: list[Results], calibration: bool = False, interactiv
         )
     others = []
     if cross_dataset:
-        others.append(f'<li><a href="{CROSS_DATASET_PAGE}">One model, two datasets</a>: the same published models ranked on two '
-                      "real boards side by side, with their rank correlation.</li>")
+        others.append(
+            f'<li><a href="{CROSS_DATASET_PAGE}">One model, two datasets</a>: the same published models ranked on two '
+            "real boards side by side, with their rank correlation.</li>"
+        )
     if calibration:
-        others.append(f'<li><a href="{CALIBRATION_PAGE}">Calibration audit</a>: how often the CIs cover the truth and how '
-                      "often \"separable\" is wrong, measured on simulated models of known quality and on real models' published "
-                      "per-case scores.</li>")
+        others.append(
+            f'<li><a href="{CALIBRATION_PAGE}">Calibration audit</a>: how often the CIs cover the truth and how '
+            'often "separable" is wrong, measured on simulated models of known quality and on real models\' published '
+            "per-case scores.</li>"
+        )
     if interactive:
-        others.append(f'<li><a href="{html.escape(interactive)}">Interactive benchmark</a>: promptable models on the box-and-click '
-                      "protocol, a site of its own built by the interactive pipeline (<code>dvc repro interactive/dvc.yaml</code>; "
-                      "until that has run, the link leads nowhere).</li>")
+        others.append(
+            f'<li><a href="{html.escape(interactive)}">Interactive benchmark</a>: promptable models on the box-and-click '
+            "protocol, a site of its own built by the interactive pipeline (<code>dvc repro interactive/dvc.yaml</code>; "
+            "until that has run, the link leads nowhere).</li>"
+        )
     body = (
         "<h1>segbench leaderboards</h1>"
         "<p>Every score with a confidence interval, ranking stability, and which pairs of models are "
-        "separable at all. See the <a href=\"methodology.html\">methodology</a> for the exact protocol.</p>"
+        'separable at all. See the <a href="methodology.html">methodology</a> for the exact protocol.</p>'
         + summary_html(all_results, {r["dataset"]["name"]: dataset_page_name(r) for r in all_results})
         + f"<h2>Leaderboards</h2><ul>{''.join(items)}</ul>"
         + (f"<h2>Also</h2><ul>{''.join(others)}</ul>" if others else "")

@@ -57,62 +57,67 @@ t-test at α = $alpha reaches $power% power (noncentral t); a guide beside the v
 """)
 
 
-SCORED = ("Scored per case and structure by segbench: both masks empty gives Dice 1, NSD 1 and distances 0; exactly "
-          "one empty, or no prediction file for the case, gives Dice 0, NSD 0 and distances equal to the diagonal of "
-          "the image volume in mm, flagged worst-case and kept in every aggregate (failures count against the model).")
+SCORED = (
+    "Scored per case and structure by segbench: both masks empty gives Dice 1, NSD 1 and distances 0; exactly "
+    "one empty, or no prediction file for the case, gives Dice 0, NSD 0 and distances equal to the diagonal of "
+    "the image volume in mm, flagged worst-case and kept in every aggregate (failures count against the model)."
+)
 
 
-IMPORTED = ("Per-case scores as published by the source (no masks were re-scored); its conventions for empty masks "
-            "and failures apply.")
+IMPORTED = "Per-case scores as published by the source (no masks were re-scored); its conventions for empty masks and failures apply."
 
 
-GRID = ("Prediction and reference must share one grid (shape and affine); distances use the reference's voxel spacing "
-        "in array-axis order, checked against the affine. ")
+GRID = (
+    "Prediction and reference must share one grid (shape and affine); distances use the reference's voxel spacing "
+    "in array-axis order, checked against the affine. "
+)
 
 
 HD95_DEFINITIONS = {
     "segauge_pooled_area_weighted": "the 95th percentile of the area-weighted surface distances of both directions "
-                                    "pooled (DeepMind's surface-distance and MONAI report the larger of the two "
-                                    "one-directional 95th percentiles instead; the two are not comparable)",
+    "pooled (DeepMind's surface-distance and MONAI report the larger of the two "
+    "one-directional 95th percentiles instead; the two are not comparable)",
     "deepmind_max_directed_area_weighted": "DeepMind surface-distance's definition (metric-definition profile deepmind): per "
-                                           "direction, the first grid-surfel distance whose cumulative area share reaches 95%, "
-                                           "and the larger of the two directions; not comparable with segauge's pooled HD95",
+    "direction, the first grid-surfel distance whose cumulative area share reaches 95%, "
+    "and the larger of the two directions; not comparable with segauge's pooled HD95",
 }
 
 
 PAIRWISE = {
     "holm": "family-wise control at α = {alpha} over the K(K−1)/2 pairs by Holm's step-down on the CI levels (pairs "
-            "ordered by bootstrap p-value, level 1 − α/(P − k + 1) at step k, stopping at the first CI that contains 0).",
-    "bonferroni": "family-wise control at α = {alpha} over the P = K(K−1)/2 pairs by Bonferroni: every CI at level "
-                  "1 − α/P.",
+    "ordered by bootstrap p-value, level 1 − α/(P − k + 1) at step k, stopping at the first CI that contains 0).",
+    "bonferroni": "family-wise control at α = {alpha} over the P = K(K−1)/2 pairs by Bonferroni: every CI at level 1 − α/P.",
 }
 
 
-CI_METHODS = {"percentile": "percentile bootstrap", "bca": "bias-corrected and accelerated (BCa) bootstrap",
-              "skew_t": "Hall's skewness-corrected t (jackknife SE and skewness)"}
+CI_METHODS = {
+    "percentile": "percentile bootstrap",
+    "bca": "bias-corrected and accelerated (BCa) bootstrap",
+    "skew_t": "Hall's skewness-corrected t (jackknife SE and skewness)",
+}
 
 
 #: the CI level rule (stats.ci_level) in the protocol's estimates item, after the CI method
 CI_LEVEL_WORDS = {
     "audited": ", computed for each leaderboard cell at the level at which the calibration audit found it to cover {confidence} "
-               "on a population like the cell's (never below {confidence}; the CI's tooltip names it), and at {confidence} "
-               "where no population was calibrated",
+    "on a population like the cell's (never below {confidence}; the CI's tooltip names it), and at {confidence} "
+    "where no population was calibrated",
     "nominal": "",
 }
 
 
 SEPARABLE = {
     "sign_flip_bootstrap_t": "A pair is separable when two tests of its mean difference both reject, Holm-adjusted at α = "
-                             "{alpha} over the pairs: the sign-flip permutation test ({n_resamples} random flips of the per-case "
-                             "differences' signs; exact when the models are exchangeable) and the studentized bootstrap test "
-                             "({n_resamples} resamples of the differences centred at their mean; valid when they are not, e.g. "
-                             "one model fails now and then). The Δ interval printed beside the verdict, the union of the two "
-                             "tests' inversions, is the one that decides it, each at the Holm step level of its pair (not "
-                             "simultaneous intervals).",
+    "{alpha} over the pairs: the sign-flip permutation test ({n_resamples} random flips of the per-case "
+    "differences' signs; exact when the models are exchangeable) and the studentized bootstrap test "
+    "({n_resamples} resamples of the differences centred at their mean; valid when they are not, e.g. "
+    "one model fails now and then). The Δ interval printed beside the verdict, the union of the two "
+    "tests' inversions, is the one that decides it, each at the Holm step level of its pair (not "
+    "simultaneous intervals).",
     "sign_flip": "A pair is separable when the sign-flip permutation test of its mean difference ({n_resamples} random "
-                 "flips of the per-case differences' signs; beyond the last flip, Pinelis's tail bound), Holm-adjusted at α = {alpha} "
-                 "over the pairs, gives p < α; "
-                 "the Δ interval printed beside the verdict is the one that decides it, each at the Holm step level of its pair.",
+    "flips of the per-case differences' signs; beyond the last flip, Pinelis's tail bound), Holm-adjusted at α = {alpha} "
+    "over the pairs, gives p < α; "
+    "the Δ interval printed beside the verdict is the one that decides it, each at the Holm step level of its pair.",
     "bootstrap_ci": "A pair is separable by bootstrap when its adjusted CI excludes 0.",
 }
 
@@ -132,9 +137,7 @@ procedures separate it.</p>"""
 def _protocol(results: Results) -> str:
     """The methodology (docs/methodology.md, sections 3-5) filled with the parameters this results file was computed with."""
     s = results["analysis"]["settings"]
-    directions = ", ".join(
-        f"{html.escape(m)} ({'higher' if v['higher_is_better'] else 'lower'} is better)" for m, v in results["metrics"].items()
-    )
+    directions = ", ".join(f"{html.escape(m)} ({'higher' if v['higher_is_better'] else 'lower'} is better)" for m, v in results["metrics"].items())
     regions = {r: v["nsd_tolerance_mm"] for r, v in (results["dataset"].get("regions") or {}).items()}
     stated = results["dataset"].get("nsd_tolerance_mm") or {}  # a published set whose source states its tolerance
     tolerances = ", ".join(f"{html.escape(r)} {mm:g} mm" for r, mm in (regions or stated).items()) or "as in the source"
@@ -173,15 +176,20 @@ def methodology_page(all_results: list[Results]) -> str:
     groups: dict[str, list[Results]] = {}
     for r in all_results:
         groups.setdefault(_protocol(r), []).append(r)
-    parts = ["<h1>Methodology</h1>",
-             f"<p>How segbench scores cases and compares models, in brief. The full methodology, with every rule and "
-             f"default, is <code>{METHODOLOGY_DOC}</code> in the segbench repository; the section numbers below are "
-             f"its sections. Every number on this site is read from the results files written by the compare stage; "
-             f"the parameters below are read from those files too.</p>"]
+    parts = [
+        "<h1>Methodology</h1>",
+        f"<p>How segbench scores cases and compares models, in brief. The full methodology, with every rule and "
+        f"default, is <code>{METHODOLOGY_DOC}</code> in the segbench repository; the section numbers below are "
+        f"its sections. Every number on this site is read from the results files written by the compare stage; "
+        f"the parameters below are read from those files too.</p>",
+    ]
     texts = list(groups)
     first = ", ".join(html.escape(r["dataset"]["name"]) for r in groups[texts[0]])
-    parts.append(f'<h2 id="protocol">Protocol</h2><p>As used for {first}' + ("; the other sets differ only where said below" if len(texts) > 1 else "")
-                 + f".</p>{texts[0]}")
+    parts.append(
+        f'<h2 id="protocol">Protocol</h2><p>As used for {first}'
+        + ("; the other sets differ only where said below" if len(texts) > 1 else "")
+        + f".</p>{texts[0]}"
+    )
     shared = set(_protocol_items(texts[0]))
     for text in texts[1:]:
         names = ", ".join(html.escape(r["dataset"]["name"]) for r in groups[text])
@@ -201,8 +209,7 @@ def methodology_page(all_results: list[Results]) -> str:
         ]
         for r in all_results
     ]
-    parts.append(tables.table(["dataset", "licence", "citation", "data version", "segbench", "settings"], rows,
-                              "Datasets, licences and citations", "params"))
+    parts.append(tables.table(["dataset", "licence", "citation", "data version", "segbench", "settings"], rows, "Datasets, licences and citations", "params"))
     sources = sorted({m["source"] for r in all_results for m in r["models"].values() if kind(m) == "published" and m.get("source")})
     if sources:
         parts.append("<h2>Published sources</h2><ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in sources) + "</ul>")

@@ -52,17 +52,23 @@ def structure_body(results: Results, structure: str, anchor: Callable[[str], str
         parts.append(disclosure("Plots: means with CIs, rank frequencies", plots(figs, f"{key}-a")))
         if cell.get("significance") and len(cell["ranking"]["order"]) > 1:
             alignment = settings.get("case_alignment", "shared")
-            note = (f'<p class="note" id="{anchor(f"{metric}-alignment")}">Pairwise CIs and the significance map: '
-                    f"<code>{html.escape(alignment)}</code> cases ({html.escape(ALIGNMENTS[alignment])})"
-                    + (f"; {alignment_text(cell)}" if cell.get("alignment") else ".") + "</p>")
-            parts.append(disclosure("Significance map (Wilcoxon-Holm) and case alignment",
-                                     note + plots([figures.significance_map(cell, models)], f"{key}-sig")))
+            note = (
+                f'<p class="note" id="{anchor(f"{metric}-alignment")}">Pairwise CIs and the significance map: '
+                f"<code>{html.escape(alignment)}</code> cases ({html.escape(ALIGNMENTS[alignment])})"
+                + (f"; {alignment_text(cell)}" if cell.get("alignment") else ".")
+                + "</p>"
+            )
+            parts.append(
+                disclosure("Significance map (Wilcoxon-Holm) and case alignment", note + plots([figures.significance_map(cell, models)], f"{key}-sig"))
+            )
         if cell.get("schemes") and cell.get("ranking") and len(cell["ranking"]["order"]) > 1:
             parts.append(disclosure("Rank under each ranking scheme", plots([figures.scheme_lines(cell, models)], f"{key}-schemes")))
         published = (results.get("source_analysis") or {}).get("structures", {}).get(structure, {}).get(metric)
         if published:
-            parts.append(f'<details id="{anchor(f"{metric}-source")}"><summary>The source\'s verdicts and Wilcoxon-Holm: '
-                         f"{co_winners(cell, published)}</summary>{tables.source_pairs(cell, published, metric)}</details>")
+            parts.append(
+                f'<details id="{anchor(f"{metric}-source")}"><summary>The source\'s verdicts and Wilcoxon-Holm: '
+                f"{co_winners(cell, published)}</summary>{tables.source_pairs(cell, published, metric)}</details>"
+            )
         if not per_case:
             continue
         parts.append(disclosure("Per-case scores", plots([figures.per_case(cell, models, metric, block["case_ids"])], f"{key}-cases")))
@@ -82,33 +88,37 @@ def _headline(cell: Cell, metric: str) -> str:
     if not v or v["code"] == "single_model":
         return '<p class="headline">Fewer than two ranked models: nothing to compare.</p>'
     first = v["first"]
-    text = (f"#1 <strong>{html.escape(first)}</strong> ({html.escape(estimate(cell['models'][first], cell, metric))}, "
-            f"P(rank 1) = {html.escape(p_rank1_text(cell, first))}) versus #2 <strong>{html.escape(v['second'])}</strong>: "  # type: ignore[arg-type]  # two ranked models
-            f"{verdict_html(v['pairs'][0])}.")
+    text = (
+        f"#1 <strong>{html.escape(first)}</strong> ({html.escape(estimate(cell['models'][first], cell, metric))}, "
+        f"P(rank 1) = {html.escape(p_rank1_text(cell, first))}) versus #2 <strong>{html.escape(v['second'])}</strong>: "  # type: ignore[arg-type]  # two ranked models
+        f"{verdict_html(v['pairs'][0])}."
+    )
     power: Mapping[str, Any] = cell.get("power") or {}
     if power.get("n_required") is not None:
-        text += (f" Separating them at {fmt(power['power'] * 100, 0)}% power would need about {power['n_required']} cases "
-                 f"(this set has {power['n_cases']}).")
+        text += f" Separating them at {fmt(power['power'] * 100, 0)}% power would need about {power['n_required']} cases (this set has {power['n_cases']})."
     text += f" Co-winners (not separable from #1, ranking by mean): {html.escape(', '.join(v['co_winners']))}."
     if ties_note(cell):
         text += f" {ties_note(cell)}"
     loo = cell.get("loo")
     if loo:
-        text += (f" Removing one case changes the winner for {fmt(loo['winner_change_share'] * 100, 1)}% of cases "
-                 f"and some rank for {fmt(loo['any_rank_change_share'] * 100, 1)}%.")
+        text += (
+            f" Removing one case changes the winner for {fmt(loo['winner_change_share'] * 100, 1)}% of cases "
+            f"and some rank for {fmt(loo['any_rank_change_share'] * 100, 1)}%."
+        )
     return f'<p class="headline">{text}</p>'
 
 
 def source_text(results: Results) -> str:
     """One line: the source's bootstrap settings, and where the two procedures are explained (the methodology page)."""
     protocol = results["source_analysis"]["protocol"]
-    return (f"<p>The source's own analysis: paired-bootstrap CIs, Bonferroni-adjusted (B = {protocol['n_resamples']:,}, "
-            f"seed {protocol['seed']}), beside segbench's Wilcoxon-Holm map; how the two differ: "
-            '<a href="methodology.html#source-procedures">methodology</a>.</p>')
+    return (
+        f"<p>The source's own analysis: paired-bootstrap CIs, Bonferroni-adjusted (B = {protocol['n_resamples']:,}, "
+        f"seed {protocol['seed']}), beside segbench's Wilcoxon-Holm map; how the two differ: "
+        '<a href="methodology.html#source-procedures">methodology</a>.</p>'
+    )
 
 
-ALIGNMENTS = {"shared": "every pair on the cases every model has",
-              "pairwise_complete": "each pair on the cases both of its models have, Touchstone's protocol"}
+ALIGNMENTS = {"shared": "every pair on the cases every model has", "pairwise_complete": "each pair on the cases both of its models have, Touchstone's protocol"}
 
 
 def alignment_text(cell: Cell) -> str:
@@ -116,16 +126,20 @@ def alignment_text(cell: Cell) -> str:
     other = cell["alignment"]
     changes = other["changes"]
     co = other["significance"]["co_winners"]
-    head = (f"<strong>co-winners change</strong> to {html.escape(', '.join(co))} (here: "
-            f"{html.escape(', '.join(cell['significance']['co_winners']))})" if changes["co_winners"] else "same co-winners")
+    head = (
+        f"<strong>co-winners change</strong> to {html.escape(', '.join(co))} (here: {html.escape(', '.join(cell['significance']['co_winners']))})"
+        if changes["co_winners"]
+        else "same co-winners"
+    )
     pairs = ", ".join(f"{html.escape(a)} over {html.escape(b)}" for a, b in changes["significant"])
-    return (f"under <code>{html.escape(other['protocol'])}</code>: {head}; {len(changes['significant'])} Wilcoxon verdict(s) "
-            f"differ{f' ({pairs})' if pairs else ''}, {len(changes['separable'])} separability verdict(s) differ.")
+    return (
+        f"under <code>{html.escape(other['protocol'])}</code>: {head}; {len(changes['significant'])} Wilcoxon verdict(s) "
+        f"differ{f' ({pairs})' if pairs else ''}, {len(changes['separable'])} separability verdict(s) differ."
+    )
 
 
 def co_winners(cell: Cell, published: SourceCell) -> str:
     """'Co-winners by the source's CIs: A, B, C; by Wilcoxon-Holm: A, B.'"""
     by_ci = source_co_winners(published, display_order(cell))
     by_rank = (cell.get("significance") or {}).get("co_winners") or []
-    return (f"Co-winners by the source's CIs: {html.escape(', '.join(by_ci))}; "
-            f"by Wilcoxon-Holm: {html.escape(', '.join(by_rank))}.")
+    return f"Co-winners by the source's CIs: {html.escape(', '.join(by_ci))}; by Wilcoxon-Holm: {html.escape(', '.join(by_rank))}."

@@ -47,8 +47,9 @@ class _SAMMed3D:
             raise ValueError(f"stand-in: SAM-Med3D takes a (1, 1, 128, 128, 128) crop, got {np.asarray(image).shape}")
         return image
 
-    def mask_decoder(self, image_embeddings: Any, image_pe: Any, sparse_prompt_embeddings: tuple, dense_prompt_embeddings: np.ndarray,
-                     multimask_output: bool = False) -> tuple:
+    def mask_decoder(
+        self, image_embeddings: Any, image_pe: Any, sparse_prompt_embeddings: tuple, dense_prompt_embeddings: np.ndarray, multimask_output: bool = False
+    ) -> tuple:
         logits = np.where(dense_prompt_embeddings > 0, 4.0, -4.0).astype(np.float32)
         for point, label in zip(*sparse_prompt_embeddings, strict=True):
             logits[ball(logits.shape, np.asarray(point) / 4)] = 4.0 if label == 1 else -4.0

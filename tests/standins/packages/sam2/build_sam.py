@@ -25,23 +25,40 @@ class _Predictor:
         log_event(TOOL, "init_state", frames=frames.shape[0], video_height=video_height, video_width=video_width)
         return {"depth": frames.shape[0], "height": video_height, "width": video_width, "prompts": {}}
 
-    def add_new_points_or_box(self, inference_state: dict, frame_idx: int, obj_id: int, points: Any = None, labels: Any = None,
-                              clear_old_points: bool = True, normalize_coords: bool = True, box: Any = None) -> tuple:
+    def add_new_points_or_box(
+        self,
+        inference_state: dict,
+        frame_idx: int,
+        obj_id: int,
+        points: Any = None,
+        labels: Any = None,
+        clear_old_points: bool = True,
+        normalize_coords: bool = True,
+        box: Any = None,
+    ) -> tuple:
         if (points is None) != (labels is None) or (points is None and box is None):
             raise ValueError("stand-in: points and labels together, and at least one of points or box")
         mask = np.zeros((inference_state["height"], inference_state["width"]), dtype=bool)
         if box is not None:
             x0, y0, x1, y1 = (int(v) for v in box)
-            mask[y0:y1 + 1, x0:x1 + 1] = True
+            mask[y0 : y1 + 1, x0 : x1 + 1] = True
         for (x, y), label in zip(points if points is not None else [], labels if labels is not None else [], strict=True):
             mask[ball(mask.shape, (y, x))] = label == 1
         inference_state["prompts"][int(frame_idx)] = mask
-        log_event(TOOL, "add_new_points_or_box", frame_idx=int(frame_idx), obj_id=obj_id, points=None if points is None else np.asarray(points).tolist(),
-                  labels=None if labels is None else np.asarray(labels).tolist(), box=None if box is None else np.asarray(box).tolist())
+        log_event(
+            TOOL,
+            "add_new_points_or_box",
+            frame_idx=int(frame_idx),
+            obj_id=obj_id,
+            points=None if points is None else np.asarray(points).tolist(),
+            labels=None if labels is None else np.asarray(labels).tolist(),
+            box=None if box is None else np.asarray(box).tolist(),
+        )
         return frame_idx, [obj_id], torch.from_numpy(np.where(mask, 1.0, -1.0)[None, None])
 
-    def propagate_in_video(self, inference_state: dict, start_frame_idx: int | None = None, max_frame_num_to_track: int | None = None,
-                           reverse: bool = False) -> Any:
+    def propagate_in_video(
+        self, inference_state: dict, start_frame_idx: int | None = None, max_frame_num_to_track: int | None = None, reverse: bool = False
+    ) -> Any:
         prompts = inference_state["prompts"]
         start = max(prompts) if reverse else min(prompts)
         frames = range(start, -1, -1) if reverse else range(start, inference_state["depth"])

@@ -16,8 +16,15 @@ TOOL = "nnInteractive"
 
 
 class nnInteractiveInferenceSession:  # noqa: N801 - the real class name
-    def __init__(self, device: Any, use_torch_compile: bool = False, verbose: bool = False, torch_n_threads: int = 8, do_autozoom: bool = True,
-                 interactions_storage: str = "auto") -> None:
+    def __init__(
+        self,
+        device: Any,
+        use_torch_compile: bool = False,
+        verbose: bool = False,
+        torch_n_threads: int = 8,
+        do_autozoom: bool = True,
+        interactions_storage: str = "auto",
+    ) -> None:
         log_event(TOOL, "__init__", device=str(device), do_autozoom=do_autozoom)
         self.buffer: np.ndarray | None = None
 
@@ -52,11 +59,18 @@ class nnInteractiveInferenceSession:  # noqa: N801 - the real class name
         if 1 not in sizes:
             raise ValueError(f"stand-in: {bbox_coords} is a 3D box; nnInteractive_v1.0 supports 2D boxes only")
         self.buffer[tuple(slice(int(a), int(b)) for a, b in bbox_coords)] = int(include_interaction)
-        log_event(TOOL, "add_bbox_interaction", bbox_coords=[[int(a), int(b)] for a, b in bbox_coords], include_interaction=include_interaction,
-                  run_prediction=run_prediction)
+        log_event(
+            TOOL,
+            "add_bbox_interaction",
+            bbox_coords=[[int(a), int(b)] for a, b in bbox_coords],
+            include_interaction=include_interaction,
+            run_prediction=run_prediction,
+        )
 
-    def add_point_interaction(self, coordinates: tuple, include_interaction: bool, run_prediction: bool = True,
-                              override_capability_checks: bool = False) -> None:
+    def add_point_interaction(
+        self, coordinates: tuple, include_interaction: bool, run_prediction: bool = True, override_capability_checks: bool = False
+    ) -> None:
         self.buffer[ball(self.buffer.shape, coordinates)] = int(include_interaction)
-        log_event(TOOL, "add_point_interaction", coordinates=[int(c) for c in coordinates], include_interaction=include_interaction,
-                  run_prediction=run_prediction)
+        log_event(
+            TOOL, "add_point_interaction", coordinates=[int(c) for c in coordinates], include_interaction=include_interaction, run_prediction=run_prediction
+        )

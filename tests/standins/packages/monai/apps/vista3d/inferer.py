@@ -16,16 +16,36 @@ from _standin_log import ball, log_event
 TOOL = "monai"
 
 
-def point_based_window_inferer(inputs: Any, roi_size: list, predictor: Any, point_coords: Any, point_labels: Any, class_vector: Any = None,
-                               prompt_class: Any = None, prev_mask: Any = None, point_start: int = 0, center_only: bool = True, margin: int = 5,
-                               **kwargs: Any) -> Any:
+def point_based_window_inferer(
+    inputs: Any,
+    roi_size: list,
+    predictor: Any,
+    point_coords: Any,
+    point_labels: Any,
+    class_vector: Any = None,
+    prompt_class: Any = None,
+    prev_mask: Any = None,
+    point_start: int = 0,
+    center_only: bool = True,
+    margin: int = 5,
+    **kwargs: Any,
+) -> Any:
     image = np.asarray(inputs)
     coords, labels = np.asarray(point_coords), np.asarray(point_labels)
     if image.ndim != 5 or coords.shape[0] != 1 or coords.shape[2] != 3 or labels.shape != coords.shape[:2]:
         raise ValueError(f"stand-in: inputs (1, 1, H, W, D), point_coords (1, N, 3), point_labels (1, N); got {image.shape}, {coords.shape}, {labels.shape}")
-    log_event(TOOL, "point_based_window_inferer", point_coords=coords[0].tolist(), point_labels=labels[0].tolist(), roi_size=list(roi_size),
-              transpose=kwargs.get("transpose"), with_coord=kwargs.get("with_coord"), center_only=center_only, prev_mask=prev_mask is not None,
-              intensity=[float(image.min()), float(image.max())])
+    log_event(
+        TOOL,
+        "point_based_window_inferer",
+        point_coords=coords[0].tolist(),
+        point_labels=labels[0].tolist(),
+        roi_size=list(roi_size),
+        transpose=kwargs.get("transpose"),
+        with_coord=kwargs.get("with_coord"),
+        center_only=center_only,
+        prev_mask=prev_mask is not None,
+        intensity=[float(image.min()), float(image.max())],
+    )
     spatial = image.shape[2:]
     logits = np.full(spatial, np.nan, dtype=np.float32)
     for point in coords[0]:
