@@ -22,14 +22,8 @@ import segauge
 
 from segbench.scoring.engine import score_case
 from segbench.scoring.settings import Region
-from segbench.scoring.surface import (
-    Mesh,
-    cell_codes,
-    config_table,
-    directed_distances,
-    subface_templates,
-    surface_mesh,
-)
+from segbench.scoring.surface import directed_distances
+from segbench.scoring.surface_mesh import Mesh, cell_codes, config_table, subface_templates, surface_mesh
 
 SPACING = (1.5, 0.6, 0.6)
 R_IN, R_OUT = 9.0, 12.0

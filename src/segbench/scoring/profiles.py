@@ -44,7 +44,8 @@ import numba
 import numpy as np
 from segauge.metrics.distance import SurfaceDistances
 
-from segbench.scoring.surface import CORNERS, cell_codes, surface_distances
+from segbench.scoring.surface import surface_distances
+from segbench.scoring.surface_mesh import CORNERS, cell_codes
 from segbench.scoring.surface_summaries import distance_metrics
 from segbench.scoring.surfacenets import surfacenets_surface_distances
 
