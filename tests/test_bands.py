@@ -10,7 +10,7 @@ from conftest import KITS_META, PUBLISHED, ROOT
 from segbench.bands import LEVELS, level_order
 from segbench.config import dataset_from_conf
 from segbench.datasets.cases import load_metadata
-from segbench.published import read_segauge_results
+from segbench.published_segauge import read_segauge_results
 from segbench.stats.inputs import group_labels
 
 

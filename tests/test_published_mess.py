@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from projects import working_folder
-from segbench.published import files_version, read_nnunet_summaries, read_segauge_results, read_touchstone
+from segbench.published import files_version, read_nnunet_summaries, read_touchstone
+from segbench.published_segauge import read_segauge_results
 from segbench.report.pages import standalone_dataset_page
 from tests_support import published_pipeline
 

@@ -44,7 +44,7 @@ from scipy.stats import norm
 
 from conftest import KITS_META, PUBLISHED
 from segbench.cli import main
-from segbench.published import read_segauge_analysis, read_segauge_results
+from segbench.published_segauge import read_segauge_analysis, read_segauge_results
 from segbench.stats import StatsSettings, analyze, recompute
 from segbench.stats.source import SOURCE_RULE
 from segbench.validation import compose_params

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from conftest import KITS_META, SEGAUGE_KITS, TOUCHSTONE
-from segbench.published import read_segauge_results, read_touchstone
+from segbench.published import read_touchstone
+from segbench.published_segauge import read_segauge_results
 from segbench.stats import StatsSettings, analyze
 
 

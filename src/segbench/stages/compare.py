@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from segbench import published, stats, tracking
+from segbench import published, published_segauge, stats, tracking
 from segbench.config import Params
 from segbench.datasets.cases import data_version
 from segbench.interactive import scores as interactive_scores
@@ -89,7 +89,7 @@ def _published_analysis(params: Params, name: str) -> dict[str, Any] | None:
     """The analysis a published set's file publishes beside its scores (segauge results files), else None."""
     if name not in params.published or params.published_set(name).format != "segauge_results":
         return None
-    return published.read_segauge_analysis(params.published_set(name).path)
+    return published_segauge.read_segauge_analysis(params.published_set(name).path)
 
 
 def run_compare(params: Params, name: str, root: Path | None = None) -> None:
