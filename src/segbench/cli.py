@@ -6,10 +6,8 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import logging
 import os
-import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 import yaml
 
 from segbench import __version__
+from segbench.console import PrintableFormatter, full_disk, full_disk_line, printable
 
 DESCRIPTION = """\
 segbench: a reproducible, statistics-first benchmark for 3D medical image segmentation.
@@ -740,26 +739,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: C0 and C1 control characters but newline and tab, and the bidirectional overrides and isolates (which reorder how the
-#: rest of a line reads)
-_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """``text`` for a terminal: each control character but newline and tab written as its escape (ESC as ``\\x1b``), so
-    that a name taken from a file (a team's stray prediction, a published model) can neither drive the terminal that
-    shows it (clear it, retitle it) nor hide or reorder words (a carriage return writing over its line, a right-to-left
-    override)."""
-    return _CONTROL_CHARACTERS.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
-
-
-class _PrintableFormatter(logging.Formatter):
-    """Log lines through :func:`printable`: warnings name files of a team's folder."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return printable(super().format(record))
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run a subcommand; bad input (segbench's ValueError, KeyError, RuntimeError) and what the machine refuses (OSError: a
     missing file, a permission, a full disk) is one line ``segbench <command>: error: ...`` and exit code 1;
@@ -769,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "show":
         _check_show(parser, args)
     handler = logging.StreamHandler()
-    handler.setFormatter(_PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(PrintableFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     try:
         args.func(args)
@@ -780,48 +759,6 @@ def main(argv: list[str] | None = None) -> int:
         print(printable(f"segbench {args.command}: error: {full_disk_line(full) if full is not None else exc}"), file=sys.stderr)
         return 1
     return 0
-
-
-def full_disk(exc: BaseException | None) -> OSError | None:
-    """The "no space left on device" error behind ``exc`` (itself, or what it was raised from: MLflow and pandas wrap
-    it in messages that do not say so), SQLite's "database or disk is full" as one naming the tracking store's file
-    (SQLAlchemy's traceback names no file), else None."""
-    import sqlite3
-
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            return exc
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-            from segbench import tracking
-
-            store = tracking.sqlite_path(tracking.tracking_uri())
-            return OSError(errno.ENOSPC, "the MLflow tracking store cannot grow", str(store) if store else None)
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
-def full_disk_line(error: OSError) -> str:
-    """A full disk in one line: the folder whose filesystem is full, the bytes free there and what to do (every write
-    is atomic, so nothing half-written is left; an MLflow run being logged is marked FAILED)."""
-    import shutil
-    import tempfile
-
-    named = error.filename2 or error.filename  # a copy's error names its source first, then the file it writes
-    folder = Path(named).parent if named else Path(tempfile.gettempdir())
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    folder = folder.resolve()
-    while folder != folder.parent and folder.parent.stat().st_dev == folder.stat().st_dev:  # up to the full filesystem's top
-        folder = folder.parent
-    free = shutil.disk_usage(folder).free
-    needed = f"{error.strerror}, " if error.strerror and error.strerror != os.strerror(errno.ENOSPC) else ""
-    return (
-        f"no space left on the device of {folder} ({needed}{free} bytes free there{f', writing {named}' if named else ''}); "
-        f"free space there (temporaries go to TMPDIR={tempfile.gettempdir()}: point it at a larger disk) and rerun; "
-        "nothing half-written was kept"
-    )
 
 
 if __name__ == "__main__":

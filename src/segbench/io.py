@@ -12,10 +12,11 @@ import errno
 import functools
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -188,6 +189,36 @@ def copy_file_atomic(source: Path, target: Path) -> None:
 def write_json_atomic(target: Path, data: Any) -> None:
     """Write ``data`` as canonical JSON (sorted keys, fixed indentation) so equal data is byte-equal."""
     write_text_atomic(target, json.dumps(data, sort_keys=True, indent=1, allow_nan=False) + "\n")
+
+
+def json_ready(obj: Any) -> object:
+    """Plain-Python copy: numpy scalars/arrays -> float/int/bool/list, non-finite floats -> None."""
+    kind = type(obj)
+    if kind is float:  # the common leaves first: exact type checks are much cheaper than the ABC checks below
+        return obj if math.isfinite(obj) else None
+    if kind is np.float64:
+        value = float(obj)
+        return value if math.isfinite(value) else None
+    if kind is str or kind is int or kind is bool or obj is None:
+        return obj
+    if kind is dict:
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, Mapping):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":
+        return obj.tolist()
+    if isinstance(obj, np.ndarray) and obj.dtype.kind == "f" and np.isfinite(obj).all():
+        return obj.tolist()  # fast path for the per-case columns
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        value = float(obj)
+        return value if math.isfinite(value) else None
+    return obj
 
 
 def save_label_map_atomic(target: Path, labels: np.ndarray, like: nib.Nifti1Image) -> None:

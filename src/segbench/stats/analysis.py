@@ -11,7 +11,6 @@ is byte-identical for identical inputs and settings.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -22,6 +21,8 @@ from typing import Any, NamedTuple, TypedDict, cast
 import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
+
+from segbench.io import json_ready
 
 from .clusters import add_clustered, case_clusters, verdict_changes
 from .identical import identical_to_reference
@@ -787,33 +788,3 @@ def _alignment_changes(shared: Alignment, complete: Alignment) -> AlignmentChang
         "significant": [[x, y] for x in sig_s for y in sig_s[x] if sig_s[x][y] != sig_c[x][y]],
         "separable": [[p["a"], p["b"]] for p, q in zip(shared["pairwise"], complete["pairwise"]) if p["separable"] != q["separable"]],
     }
-
-
-def json_ready(obj: Any) -> object:
-    """Plain-Python copy: numpy scalars/arrays -> float/int/bool/list, non-finite floats -> None."""
-    kind = type(obj)
-    if kind is float:  # the common leaves first: exact type checks are much cheaper than the ABC checks below
-        return obj if math.isfinite(obj) else None
-    if kind is np.float64:
-        value = float(obj)
-        return value if math.isfinite(value) else None
-    if kind is str or kind is int or kind is bool or obj is None:
-        return obj
-    if kind is dict:
-        return {str(k): json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, Mapping):
-        return {str(k): json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":
-        return obj.tolist()
-    if isinstance(obj, np.ndarray) and obj.dtype.kind == "f" and np.isfinite(obj).all():
-        return obj.tolist()  # fast path for the per-case columns
-    if isinstance(obj, (list, tuple, np.ndarray)):
-        return [json_ready(v) for v in obj]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        value = float(obj)
-        return value if math.isfinite(value) else None
-    return obj

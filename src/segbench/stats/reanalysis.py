@@ -11,7 +11,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from .analysis import CiLevels, analyze_structures, json_ready
+from segbench.io import json_ready
+
+from .analysis import CiLevels, analyze_structures
 from .inputs import StructureMatrices
 from .ranges import range_violations
 from .results import Analysis
