@@ -444,16 +444,7 @@ def evaluate(
             "name": name,
         }
         return _evaluate_through_intake(gt, predictions, dataset, pred_configs, label_map, options)
-    if not predictions:
-        raise ValueError("no prediction folder given (--pred NAME=DIR or --pred-config FILE)")
-    unknown = sorted(set(simulated) - set(predictions))
-    if unknown:
-        raise ValueError(f"simulated names {unknown} are not models (have {sorted(predictions)})")
-    if dataset and not (Path(conf) / "dataset").is_dir():
-        raise FileNotFoundError(
-            f"dataset {dataset!r}: {Path(conf).resolve()} is not a segbench config folder (no dataset/ in it): "
-            "give conf= (--conf) the project's conf/, or the structures (--structures NAME=ID ...)"
-        )
+    _check_folders_request(predictions, simulated, dataset, Path(conf))
     config = dataset_from_conf(Path(conf), dataset, Path(conf).resolve().parent) if dataset else None
     gt_labels = None if config else label_map_file(Path(gt))
     # the label ids a map may hold: the dataset's or the label map's; with neither, the schema is unknown and unchecked
@@ -466,6 +457,39 @@ def evaluate(
     # every team's folder is checked before any is scored; then one team at a time is staged and scored, so the
     # temporary folder holds one team's copies, not every prediction of the run
     teams = [(model, folder, *_checked_team(model, Path(folder), references, cases, ignored, missing)) for model, folder in predictions.items()]
+    scored = _scored_teams(teams, simulated, references, cases, chosen, allowed, dicom_labels, missing, workers, progress, profile, extra)
+    return _analysed(scored, chosen, profile, Path(gt), config, metadata, cases, predictions, simulated, missing, settings, name)
+
+
+def _check_folders_request(predictions: Mapping[str, Path | str], simulated: Collection[str], dataset: str | None, conf: Path) -> None:
+    """Refuse a folders request that names no model, marks a non-model simulated, or names a dataset without a config folder."""
+    if not predictions:
+        raise ValueError("no prediction folder given (--pred NAME=DIR or --pred-config FILE)")
+    unknown = sorted(set(simulated) - set(predictions))
+    if unknown:
+        raise ValueError(f"simulated names {unknown} are not models (have {sorted(predictions)})")
+    if dataset and not (conf / "dataset").is_dir():
+        raise FileNotFoundError(
+            f"dataset {dataset!r}: {conf.resolve()} is not a segbench config folder (no dataset/ in it): "
+            "give conf= (--conf) the project's conf/, or the structures (--structures NAME=ID ...)"
+        )
+
+
+def _scored_teams(
+    teams: Sequence[tuple[str, Path | str, dict[str, list[Path]], dict[str, Path]]],
+    simulated: Collection[str],
+    references: Mapping[str, Path],
+    cases: Sequence[str],
+    chosen: Sequence[Region],
+    allowed: set[int] | None,
+    dicom_labels: Mapping[str, int] | None,
+    missing: str,
+    workers: int,
+    progress: bool,
+    profile: str,
+    extra: Sequence[str],
+) -> pd.DataFrame:
+    """Every checked team scored in turn (:func:`_scored_team`, one staging folder at a time), its rows named by model and kind."""
     scored_teams = []
     for model, folder, listed, files in teams:
         if len(teams) > 1:
@@ -474,8 +498,7 @@ def evaluate(
         scored.insert(0, "model", model)
         scored.insert(1, "kind", "simulated" if model in simulated else "predictions")
         scored_teams.append(scored)
-    scored = pd.concat(scored_teams, ignore_index=True)
-    return _analysed(scored, chosen, profile, Path(gt), config, metadata, cases, predictions, simulated, missing, settings, name)
+    return pd.concat(scored_teams, ignore_index=True)
 
 
 def _configured_references(gt: Path, config: DatasetConfig | None) -> tuple[dict[str, Path], set[str]]:

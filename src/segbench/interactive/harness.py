@@ -193,7 +193,7 @@ def run_case(
     step_in, step_out = inputs / f"{case.case_id}.npz", outputs / f"{case.case_id}.npz"
     clicks: list[dict[str, list]] = [{"fg": [], "bg": []} for _ in range(case.n_classes)]
     order: list[list] = [[] for _ in range(case.n_classes)]
-    segs: np.ndarray | None = np.zeros(case.gts.shape, dtype=np.uint8)
+    segs = np.zeros(case.gts.shape, dtype=np.uint8)
     steps: list[dict[str, Any]] = []
     predictions, called = [], []
     elapsed = wall_s = cpu_s = 0.0  # elapsed: on the time limit's clock
@@ -205,51 +205,16 @@ def run_case(
         if stopped or elapsed > limit_s:
             steps.append(_step(step, "box" if step == 1 else "click", case.n_classes))
             continue
-        added = None
-        if step == 1:
-            write_step_input(step_in, case, None, None, None)
-        else:
-            added = protocol.step_clicks(segs, case.gts, case.n_classes)  # type: ignore[arg-type]  # an array after every step that ran
-            for i, click in enumerate(added):
-                order[i].append(None if click is None else click.kind)
-                if click is not None:
-                    clicks[i][click.kind].append(list(click.zyx))
-            write_step_input(step_in, case, clicks, order, segs)
+        added = _write_step_input(step_in, step, case, segs, clicks, order)
         step_out.unlink(missing_ok=True)
         seconds, cpu_seconds, status, reason = call(limit_s - elapsed, clock)
         wall_s, cpu_s = wall_s + seconds, cpu_s + cpu_seconds
         elapsed = wall_s if clock == "wall" else cpu_s
         stopped = status is None
-        try:
-            segs, output, flag = read_step_output(step_out, case.gts.shape, case.n_classes) if status is not None else (None, "stopped_at_time_limit", None)
-        except CaseError as exc:
-            segs, output, reason, flag = None, "invalid", str(exc), None
-        if flag:
-            reason = f"{reason}; {flag}" if reason else flag
-        if segs is None:
-            segs = np.zeros(case.gts.shape, dtype=np.uint8)
+        segs, output, reason = _step_output(step_out, case, status, reason)
         predictions.append(segs)
         called.append(step)
-        dice, nsd = protocol.class_scores(segs, case.gts, case.n_classes, case.spacing, nsd_profile)
-        nsd_computed = nsd is not None  # only when the step's mean Dice > 0.2
-        nsd = nsd if nsd is not None else [0.0] * case.n_classes
-        steps.append(
-            _step(
-                step,
-                "box" if step == 1 else "click",
-                case.n_classes,
-                clicks=None if added is None else [None if c is None else {"kind": c.kind, "zyx": list(c.zyx)} for c in added],
-                running_time_s=seconds,
-                exit_status=status,
-                output=output,
-                dsc_per_class=dice,
-                nsd_per_class=nsd,
-                nsd_computed=nsd_computed,
-                dsc=float(np.mean(dice)),
-                nsd=float(np.mean(nsd)),
-                **({"reason": reason} if reason else {}),
-            )
-        )
+        steps.append(_scored_step(step, case, segs, added, seconds, status, output, reason, nsd_profile))
     record = {
         "steps": steps,
         "clicks": clicks,
@@ -259,6 +224,70 @@ def run_case(
         "stopped_at_time_limit": stopped,
     }
     return record, predictions, called
+
+
+def _write_step_input(
+    step_in: Path, step: int, case: Case, segs: np.ndarray, clicks: list[dict[str, list]], order: list[list]
+) -> list[protocol.Click | None] | None:
+    """Write the step's model input: the box step's case keys, or a click step's with this step's clicks (added to
+    ``clicks`` and ``order``) and the previous prediction; returns the clicks added (None for the box step)."""
+    if step == 1:
+        write_step_input(step_in, case, None, None, None)
+        return None
+    added = protocol.step_clicks(segs, case.gts, case.n_classes)
+    for i, click in enumerate(added):
+        order[i].append(None if click is None else click.kind)
+        if click is not None:
+            clicks[i][click.kind].append(list(click.zyx))
+    write_step_input(step_in, case, clicks, order, segs)
+    return added
+
+
+def _step_output(step_out: Path, case: Case, status: int | None, reason: str | None) -> tuple[np.ndarray, str, str | None]:
+    """The step's prediction (all-zero when there is no usable one), its output status and its reason with any flag
+    appended: the model's npz read and checked, unless the call was stopped at the time limit (``status`` None)."""
+    try:
+        segs, output, flag = read_step_output(step_out, case.gts.shape, case.n_classes) if status is not None else (None, "stopped_at_time_limit", None)
+    except CaseError as exc:
+        segs, output, reason, flag = None, "invalid", str(exc), None
+    if flag:
+        reason = f"{reason}; {flag}" if reason else flag
+    if segs is None:
+        segs = np.zeros(case.gts.shape, dtype=np.uint8)
+    return segs, output, reason
+
+
+def _scored_step(
+    step: int,
+    case: Case,
+    segs: np.ndarray,
+    added: list[protocol.Click | None] | None,
+    seconds: float,
+    status: int | None,
+    output: str,
+    reason: str | None,
+    nsd_profile: str,
+) -> dict[str, Any]:
+    """The record of a step the model was called for: its clicks, time, exit status and output, and its per-class
+    Dice and NSD (NSD only when the step's mean Dice > 0.2, else zeros) against the reference."""
+    dice, nsd = protocol.class_scores(segs, case.gts, case.n_classes, case.spacing, nsd_profile)
+    nsd_computed = nsd is not None  # only when the step's mean Dice > 0.2
+    nsd = nsd if nsd is not None else [0.0] * case.n_classes
+    return _step(
+        step,
+        "box" if step == 1 else "click",
+        case.n_classes,
+        clicks=None if added is None else [None if c is None else {"kind": c.kind, "zyx": list(c.zyx)} for c in added],
+        running_time_s=seconds,
+        exit_status=status,
+        output=output,
+        dsc_per_class=dice,
+        nsd_per_class=nsd,
+        nsd_computed=nsd_computed,
+        dsc=float(np.mean(dice)),
+        nsd=float(np.mean(nsd)),
+        **({"reason": reason} if reason else {}),
+    )
 
 
 def _row(case: Case, record: dict[str, Any], limit_s: float, clock: str, reference: str, scoring: protocol.Scoring) -> tuple[dict[str, Any], dict[str, float]]:
@@ -334,70 +363,93 @@ def interact_cases(
         case = load_case(case_id, image_file, gts_file)
         limit_s = protocol.time_limit(case.n_classes, seconds_per_class)
         workdir = folder / "work" / case_id
-        substitutions = {
-            "python": sys.executable,
-            "input_dir": str(workdir / "inputs"),
-            "output_dir": str(workdir / "outputs"),
-            "input": str(workdir / "inputs" / f"{case_id}.npz"),
-            "output": str(workdir / "outputs" / f"{case_id}.npz"),
-            "case": case_id,
-            "cases_file": str(workdir / "inputs" / "cases.txt"),
-            "device": device,
-            "device_gpu": device.replace("cuda", "gpu"),
-            "weights_dir": str(weights_dir(model).resolve()),
-            "adapters_dir": str(ADAPTERS_DIR),
-        }
+        substitutions = _command_substitutions(model, workdir, case_id, device)
         (workdir / "inputs").mkdir(parents=True, exist_ok=True)
         (workdir / "inputs" / "cases.txt").write_text(case_id + "\n", encoding="utf-8")
         call = container_call(*image, workdir, case_id, device) if image else host_call(*model_command(model, substitutions))
         with container.capped_folder(workdir / "outputs", image[2].max_output_bytes, image[2].max_output_files) if image else contextlib.nullcontext():
             record, predictions, called = run_case(case, call, workdir, limit_s, clock, scoring.nsd_profile)
         row, measured = _row(case, record, limit_s, clock, kind, scoring)
-        if row["over_time"]:
-            log.warning(
-                "case %s: model calls took %.1f s (%s clock) > %g s (%s classes x %g s): scored 0",
-                case_id,
-                row["TotalRunningTime" if clock == "wall" else "TotalCPUTime"],
-                clock,
-                limit_s,
-                case.n_classes,
-                seconds_per_class,
-            )
-        log.info(
-            "case %s: DSC %s, DSC_AUC %.3f, NSD_AUC %.3f vs %s",
-            case_id,
-            " ".join(f"{s['dsc']:.3f}" for s in record["steps"]),
-            row["DSC_AUC"],
-            row["NSD_AUC"],
-            REFERENCE_LABELS[kind],
-        )
+        _log_case(case, row, record, kind, clock, limit_s, seconds_per_class)
         save_npz_atomic(
             folder / "segs" / f"{case_id}.npz",
             segs=predictions[-1] if predictions else np.zeros_like(case.gts),
             all_segs=np.stack(predictions) if predictions else np.zeros((0, *case.gts.shape), np.uint8),
             steps=np.array(called),
         )
-        write_json_atomic(
-            folder / "records" / f"{case_id}.json",
-            {
-                "case_id": case_id,
-                "case_file": str(image_file),
-                "reference": REFERENCE_LABELS[kind],
-                "classes": class_names(cases_dir, case_id, case.n_classes),
-                "spacing": list(case.spacing),
-                "boxes": case.boxes,
-                "time_limit_s": limit_s,
-                "time_limit_clock": clock,
-                "over_time": row["over_time"],
-                "measured_before_time_limit": measured,
-                "steps": [{k: v for k, v in s.items() if k != "running_time_s"} for s in record["steps"]],  # times: the table's
-                "clicks": record["clicks"],
-                "clicks_order": record["clicks_order"],
-            },
-        )
+        write_json_atomic(folder / "records" / f"{case_id}.json", _case_record(cases_dir, case, record, row, measured, kind, limit_s, clock))
         rows.append(row)
         shutil.rmtree(workdir, ignore_errors=True)
     (folder / ROWS_FILE).write_bytes(pickle.dumps(rows))
+
+
+def _command_substitutions(model: ModelConfig, workdir: Path, case_id: str, device: str) -> dict[str, str]:
+    """The placeholders of a host model's command for one case: its step files and folders in ``workdir``, the
+    interpreter, the device, and where the weights and adapters are."""
+    return {
+        "python": sys.executable,
+        "input_dir": str(workdir / "inputs"),
+        "output_dir": str(workdir / "outputs"),
+        "input": str(workdir / "inputs" / f"{case_id}.npz"),
+        "output": str(workdir / "outputs" / f"{case_id}.npz"),
+        "case": case_id,
+        "cases_file": str(workdir / "inputs" / "cases.txt"),
+        "device": device,
+        "device_gpu": device.replace("cuda", "gpu"),
+        "weights_dir": str(weights_dir(model).resolve()),
+        "adapters_dir": str(ADAPTERS_DIR),
+    }
+
+
+def _log_case(case: Case, row: dict[str, Any], record: dict[str, Any], kind: str, clock: str, limit_s: float, seconds_per_class: float) -> None:
+    """Log the case's outcome: a warning when its model calls exceeded the time limit (scored 0), then its scores."""
+    if row["over_time"]:
+        log.warning(
+            "case %s: model calls took %.1f s (%s clock) > %g s (%s classes x %g s): scored 0",
+            case.case_id,
+            row["TotalRunningTime" if clock == "wall" else "TotalCPUTime"],
+            clock,
+            limit_s,
+            case.n_classes,
+            seconds_per_class,
+        )
+    log.info(
+        "case %s: DSC %s, DSC_AUC %.3f, NSD_AUC %.3f vs %s",
+        case.case_id,
+        " ".join(f"{s['dsc']:.3f}" for s in record["steps"]),
+        row["DSC_AUC"],
+        row["NSD_AUC"],
+        REFERENCE_LABELS[kind],
+    )
+
+
+def _case_record(
+    cases_dir: Path,
+    case: Case,
+    record: dict[str, Any],
+    row: dict[str, Any],
+    measured: dict[str, float],
+    kind: str,
+    limit_s: float,
+    clock: str,
+) -> dict[str, Any]:
+    """The case's ``records/<case>.json``: its prompts, per-step scores and time limit, enough to replay and audit the
+    run (the running times stay in the table)."""
+    return {
+        "case_id": case.case_id,
+        "case_file": str(case.image_file),
+        "reference": REFERENCE_LABELS[kind],
+        "classes": class_names(cases_dir, case.case_id, case.n_classes),
+        "spacing": list(case.spacing),
+        "boxes": case.boxes,
+        "time_limit_s": limit_s,
+        "time_limit_clock": clock,
+        "over_time": row["over_time"],
+        "measured_before_time_limit": measured,
+        "steps": [{k: v for k, v in s.items() if k != "running_time_s"} for s in record["steps"]],  # times: the table's
+        "clicks": record["clicks"],
+        "clicks_order": record["clicks_order"],
+    }
 
 
 def interact(

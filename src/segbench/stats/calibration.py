@@ -430,22 +430,12 @@ def audit(
     pairs #1-#2 and #1-last, and the simulated population's first equal model against its worst, centred to no
     difference (:func:`real_shapes`), under ``"shapes"``.
     """
-    from concurrent.futures import ProcessPoolExecutor
-
     simulated = [
         Population(SIMULATED, s, tuple(models), tuple(equal), dict(metrics), v) for s, (_, v) in population(rows, models, structures, list(metrics)).items()
     ]
     tasks = [Task(pop, n, draws, wilcoxon_draws) for pop in simulated for n in n_cases]
     tasks += [Task(pop, n, d, w) for pops, d, w in real for pop in pops for n in n_cases if n <= pop.values.shape[2]]
-    jobs = [(t, n_resamples, seed, settings) for t in tasks]
-    level_jobs = [(t, seed, settings.confidence) for t in tasks]
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            done = list(pool.map(_audit_task, jobs))
-            levels = list(pool.map(_level_task, level_jobs))
-    else:
-        done = [_audit_task(j) for j in jobs]
-        levels = [_level_task(j) for j in level_jobs]
+    done, levels = _run_tasks(tasks, n_resamples, seed, settings, workers)
     level_table = {
         kind: [row for task, rows in zip(tasks, levels) if (task.population.source == SIMULATED) == (kind == SIMULATED) for row in rows]
         for kind in (SIMULATED, "real")
@@ -455,21 +445,7 @@ def audit(
         by_pop.setdefault(task.population.name, (task.population, {}))[1][task.n] = res
     summary = summarize([v for v in by_pop.values() if v[0].source == SIMULATED], settings)
     real_summary = summarize([v for v in by_pop.values() if v[0].source != SIMULATED], settings)
-    plan = {task.population.name: task for task in tasks}
-    real_pops = {
-        pop.name: {
-            "source": pop.source,
-            "structure": pop.structure,
-            "models": list(pop.models),
-            "equal": list(pop.equal),
-            "n_audited": sorted(by_n),
-            "draws": plan[pop.name].draws,
-            "wilcoxon_draws": min(plan[pop.name].wilcoxon_draws, plan[pop.name].draws),
-            **describe(pop),
-        }
-        for pop, by_n in by_pop.values()
-        if pop.source != SIMULATED
-    }
+    real_pops = _real_descriptions(tasks, by_pop)
     shape_audit = None
     if shapes is not None:
         pops = [*simulated, *(pop for pops, _, _ in real for pop in pops)]
@@ -491,6 +467,45 @@ def audit(
         "levels": level_table[SIMULATED],
         "real": {"population": real_pops, **real_summary, "levels": level_table["real"]},
         **({"shapes": shape_audit} if shape_audit is not None else {}),
+    }
+
+
+def _run_tasks(
+    tasks: Sequence[Task], n_resamples: int, seed: int, settings: StatsSettings, workers: int
+) -> tuple[list[dict[str, np.ndarray]], list[list[dict]]]:
+    """Every (population, n) task's stacked sample results (:func:`_audit_task`), then its calibrated levels
+    (:func:`_level_task`), in task order: in ``workers`` processes, or in this one when ``workers`` is 1."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = [(t, n_resamples, seed, settings) for t in tasks]
+    level_jobs = [(t, seed, settings.confidence) for t in tasks]
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            done = list(pool.map(_audit_task, jobs))
+            levels = list(pool.map(_level_task, level_jobs))
+    else:
+        done = [_audit_task(j) for j in jobs]
+        levels = [_level_task(j) for j in level_jobs]
+    return done, levels
+
+
+def _real_descriptions(tasks: Sequence[Task], by_pop: Mapping[str, tuple[Population, Mapping[int, Any]]]) -> dict[str, dict]:
+    """The audit's ``real.population``: per published population its models, the n it was audited at, the samples drawn
+    per n (its task's plan) and :func:`describe`'s summary, so that the page can say what each rate stands on."""
+    plan = {task.population.name: task for task in tasks}
+    return {
+        pop.name: {
+            "source": pop.source,
+            "structure": pop.structure,
+            "models": list(pop.models),
+            "equal": list(pop.equal),
+            "n_audited": sorted(by_n),
+            "draws": plan[pop.name].draws,
+            "wilcoxon_draws": min(plan[pop.name].wilcoxon_draws, plan[pop.name].draws),
+            **describe(pop),
+        }
+        for pop, by_n in by_pop.values()
+        if pop.source != SIMULATED
     }
 
 

@@ -192,12 +192,9 @@ def audit_shape(shape: Shape, n: int, draws: int, n_resamples: int, seed: int, s
     a, b = pair_indices(k)
     truth_diff = shape.values[a].mean(axis=1) - shape.values[b].mean(axis=1)
     truth_mean = shape.values.mean(axis=1)
-    null = np.abs(truth_diff) < 1e-9 * max(1.0, float(np.abs(shape.values).mean()))
-    right = np.sign(truth_diff) * (1.0 if shape.higher_is_better else -1.0)
     separable = {p: np.zeros((draws, a.size)) for p in PROCEDURES}
     covered = {p: np.zeros((draws, a.size), dtype=bool) for p in PROCEDURES}
     model_covered = {m: np.zeros((draws, k), dtype=bool) for m in MODEL_CI_METHODS}
-    level = np.full(k, 1.0 - settings.confidence)
     # the models that fail in the population, and the samples in which one of them never does (no test can tell it
     # there from a model better on every case: the limit the cells state, not an error of the test)
     failing = np.zeros((0, n_population), dtype=bool) if shape.failed is None else shape.failed[shape.failed.any(axis=1)]
@@ -207,32 +204,79 @@ def audit_shape(shape: Shape, n: int, draws: int, n_resamples: int, seed: int, s
             cases = rng.integers(0, n_population, n)
             sample = shape.values[:, cases]
             unseen[r] = bool((~failing[:, cases].any(axis=1)).any())
-            diff = sample[a].mean(axis=1) - sample[b].mean(axis=1)
-            sign = np.sign(diff) * (1.0 if shape.higher_is_better else -1.0)
-            both = cast(MeanTest, mean_test(sample, a, b, PROCEDURES[1], n_resamples, settings.alpha, rng, rng))  # the new procedure's test
-            tests: tuple[PairTest, PairTest] = (both.flips, both)
-            for procedure, test in zip(PROCEDURES, tests):  # the old test is the new one's sign flips
-                sep = separability(
-                    None,
-                    diff,
-                    None,
-                    alpha=settings.alpha,
-                    correction=settings.multiple_comparison,
-                    ci_method=settings.ci_method,
-                    test=test,
-                    p_boot=np.zeros(a.size),
-                )
-                separable[procedure][r] = np.where(sep["separable"], sign, 0.0)
-                low, high = test.interval(np.full(a.size, settings.alpha))
-                covered[procedure][r] = (low <= truth_diff) & (truth_diff <= high)
-            moments, _ = bootstrap_means(np.concatenate([sample, sample**2]), n_resamples, rng)  # one set of resamples
-            boot, boot_squares = moments[:, :k], moments[:, k:]
-            for method in MODEL_CI_METHODS:
-                if method == "studentized":
-                    low, high = studentized_bounds(boot, boot_squares, sample.mean(axis=1), (sample**2).mean(axis=1), n, 1.0 - settings.confidence, "none")
-                else:
-                    low, high = intervals(np.sort(boot, axis=0), sample.mean(axis=1), jackknife_means(sample), level, method, presorted=True)
-                model_covered[method][r] = (low <= truth_mean) & (truth_mean <= high)
+            for procedure, (verdict, hits) in _pair_verdicts(sample, a, b, truth_diff, shape.higher_is_better, n_resamples, settings, rng).items():
+                separable[procedure][r], covered[procedure][r] = verdict, hits
+            for method, hits in _model_coverage(sample, truth_mean, n_resamples, settings, rng).items():
+                model_covered[method][r] = hits
+    return _shape_rows(shape, n, draws, truth_diff, separable, covered, model_covered, unseen)
+
+
+def _pair_verdicts(
+    sample: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    truth_diff: np.ndarray,
+    higher_is_better: bool,
+    n_resamples: int,
+    settings: StatsSettings,
+    rng: np.random.Generator,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """One sample's pairs under each procedure, as the board decides (Holm over every pair): the signed separable
+    verdicts (+1 the first model of the pair called better, -1 the second, 0 neither) and whether each pair's interval
+    of the mean difference holds the truth. One test serves both procedures: the old one is the new one's sign flips."""
+    diff = sample[a].mean(axis=1) - sample[b].mean(axis=1)
+    sign = np.sign(diff) * (1.0 if higher_is_better else -1.0)
+    both = cast(MeanTest, mean_test(sample, a, b, PROCEDURES[1], n_resamples, settings.alpha, rng, rng))  # the new procedure's test
+    tests: tuple[PairTest, PairTest] = (both.flips, both)
+    out = {}
+    for procedure, test in zip(PROCEDURES, tests):  # the old test is the new one's sign flips
+        sep = separability(
+            None,
+            diff,
+            None,
+            alpha=settings.alpha,
+            correction=settings.multiple_comparison,
+            ci_method=settings.ci_method,
+            test=test,
+            p_boot=np.zeros(a.size),
+        )
+        low, high = test.interval(np.full(a.size, settings.alpha))
+        out[procedure] = (np.where(sep["separable"], sign, 0.0), (low <= truth_diff) & (truth_diff <= high))
+    return out
+
+
+def _model_coverage(sample: np.ndarray, truth_mean: np.ndarray, n_resamples: int, settings: StatsSettings, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Per method of ``MODEL_CI_METHODS``, whether each model's CI of its mean on this (K, n) sample holds its
+    population mean; one set of bootstrap resamples serves every method, as in the analysis."""
+    k, n = sample.shape
+    level = np.full(k, 1.0 - settings.confidence)
+    moments, _ = bootstrap_means(np.concatenate([sample, sample**2]), n_resamples, rng)  # one set of resamples
+    boot, boot_squares = moments[:, :k], moments[:, k:]
+    out = {}
+    for method in MODEL_CI_METHODS:
+        if method == "studentized":
+            low, high = studentized_bounds(boot, boot_squares, sample.mean(axis=1), (sample**2).mean(axis=1), n, 1.0 - settings.confidence, "none")
+        else:
+            low, high = intervals(np.sort(boot, axis=0), sample.mean(axis=1), jackknife_means(sample), level, method, presorted=True)
+        out[method] = (low <= truth_mean) & (truth_mean <= high)
+    return out
+
+
+def _shape_rows(
+    shape: Shape,
+    n: int,
+    draws: int,
+    truth_diff: np.ndarray,
+    separable: Mapping[str, np.ndarray],
+    covered: Mapping[str, np.ndarray],
+    model_covered: Mapping[str, np.ndarray],
+    unseen: np.ndarray,
+) -> dict[str, list[dict]]:
+    """The type-I, power and coverage rows of one (shape, n) from its samples' verdicts and coverage: the pairs with no
+    true difference give the type-I rate (also over the samples where every failing model failed) and the intervals'
+    coverage, the others the power in the right direction."""
+    null = np.abs(truth_diff) < 1e-9 * max(1.0, float(np.abs(shape.values).mean()))
+    right = np.sign(truth_diff) * (1.0 if shape.higher_is_better else -1.0)
     cell = {"shape": shape.name, "kind": shape.kind, "metric": shape.metric, "n": n, "draws": draws, "skewness": shape.skewness}
     rows: dict[str, list[dict]] = {"type1": [], "power": [], "coverage": []}
     for procedure in PROCEDURES:

@@ -55,52 +55,63 @@ def calibration_page(audit: dict[str, Any], all_results: list[Results]) -> str:
         + "</ul>",
     )
     parts.append(_levels_section(audit))
-    nominal, alpha = format_level(audit["stats"]["confidence"]), audit["stats"]["alpha"]
     for structure in audit["population"]:
         parts.append(f"<h2>{html.escape(structure)}</h2>")
-        coverage = [r for r in audit["coverage"] if r["structure"] == structure]
-        keys = sorted({(r["metric"], r["n"]) for r in coverage}, key=lambda k: (list(audit["population"][structure]["metrics"]).index(k[0]), k[1]))
-        rows = []
-        for metric, n in keys:
-            by_method = {r["method"]: r for r in coverage if (r["metric"], r["n"]) == (metric, n)}
-            row = [(html.escape(metric), metric), (str(n), n)]
-            for method in sorted(by_method):
-                r = by_method[method]
-                row += [(_rate(r), r["rate"]), (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"])]
-            rows.append(row)
-        methods = sorted({r["method"] for r in coverage})
-        headers = ["metric", "n"] + [h for m in methods for h in (f"{m} coverage", f"{m}: CI below / above the truth")]
-        caption = f"{html.escape(structure)}: coverage of the {nominal} CI of a model's mean (target {nominal})"
-        parts.append(disclosure(f"Coverage by metric, n and CI method ({len(rows)} rows)", tables.table(headers, rows, caption, "calibration")))
-        type1 = [r for r in audit["type1"] if r["structure"] == structure]
-        rows = [
-            [
-                (html.escape(r["metric"]), r["metric"]),
-                (str(r["n"]), r["n"]),
-                (html.escape(r["procedure"].replace("_", " ")), r["procedure"]),
-                (_rate(r), r["rate"]),
-                (str(r["draws"]), r["draws"]),
-                ("exceeds" if r["rate"] > alpha + 2 * r["mc_se"] else "within", int(r["rate"] > alpha + 2 * r["mc_se"])),
-            ]
-            for r in type1
-        ]
-        parts.append(
-            disclosure(
-                f"Type-I error by metric, n and procedure ({len(rows)} rows)",
-                tables.table(
-                    ["metric", "n", "procedure", "type-I error", "samples", f"{format_level(alpha)} + 2 MC SE"],
-                    rows,
-                    f"{html.escape(structure)}: family-wise type-I error among the equal-quality models (alpha {format_level(alpha)})",
-                    "calibration",
-                ),
-            )
-        )
+        parts.append(_coverage_by_method(audit, structure))
+        parts.append(_type1_by_procedure(audit, structure))
         for metric in audit["population"][structure]["metrics"]:
             fig = figures.power_curve(audit["power"], structure, metric, calibration.verdict_procedure(audit["stats"]), audit["stats"]["power"])
             parts.append(figures.to_div(fig, f"power-{slug(structure)}-{slug(metric)}"))
     parts.append(_real_populations(audit))
     parts.append(_shapes_section(audit))
     return render("segbench calibration audit", "\n".join(parts), nav_bar(all_results))
+
+
+def _coverage_by_method(audit: dict[str, Any], structure: str) -> str:
+    """The simulated ``structure``'s coverage table (behind a disclosure): per metric and n, each CI method's coverage of
+    the population mean and how often its CI fell below or above it, so that a miss shows its side."""
+    nominal = format_level(audit["stats"]["confidence"])
+    coverage = [r for r in audit["coverage"] if r["structure"] == structure]
+    keys = sorted({(r["metric"], r["n"]) for r in coverage}, key=lambda k: (list(audit["population"][structure]["metrics"]).index(k[0]), k[1]))
+    rows = []
+    for metric, n in keys:
+        by_method = {r["method"]: r for r in coverage if (r["metric"], r["n"]) == (metric, n)}
+        row = [(html.escape(metric), metric), (str(n), n)]
+        for method in sorted(by_method):
+            r = by_method[method]
+            row += [(_rate(r), r["rate"]), (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"])]
+        rows.append(row)
+    methods = sorted({r["method"] for r in coverage})
+    headers = ["metric", "n"] + [h for m in methods for h in (f"{m} coverage", f"{m}: CI below / above the truth")]
+    caption = f"{html.escape(structure)}: coverage of the {nominal} CI of a model's mean (target {nominal})"
+    return disclosure(f"Coverage by metric, n and CI method ({len(rows)} rows)", tables.table(headers, rows, caption, "calibration"))
+
+
+def _type1_by_procedure(audit: dict[str, Any], structure: str) -> str:
+    """The simulated ``structure``'s type-I table (behind a disclosure): per metric, n and procedure the family-wise
+    rate of a false verdict among the equal-quality models, and whether it exceeds alpha by more than two MC SEs."""
+    alpha = audit["stats"]["alpha"]
+    type1 = [r for r in audit["type1"] if r["structure"] == structure]
+    rows = [
+        [
+            (html.escape(r["metric"]), r["metric"]),
+            (str(r["n"]), r["n"]),
+            (html.escape(r["procedure"].replace("_", " ")), r["procedure"]),
+            (_rate(r), r["rate"]),
+            (str(r["draws"]), r["draws"]),
+            ("exceeds" if r["rate"] > alpha + 2 * r["mc_se"] else "within", int(r["rate"] > alpha + 2 * r["mc_se"])),
+        ]
+        for r in type1
+    ]
+    return disclosure(
+        f"Type-I error by metric, n and procedure ({len(rows)} rows)",
+        tables.table(
+            ["metric", "n", "procedure", "type-I error", "samples", f"{format_level(alpha)} + 2 MC SE"],
+            rows,
+            f"{html.escape(structure)}: family-wise type-I error among the equal-quality models (alpha {format_level(alpha)})",
+            "calibration",
+        ),
+    )
 
 
 def calibration_takeaways(audit: dict[str, Any]) -> list[str]:
@@ -215,8 +226,6 @@ def _real_populations(audit: dict[str, Any]) -> str:
     if not real.get("population"):
         return ""
     s = audit["stats"]
-    method, procedure = s["ci_method"], calibration.verdict_procedure(s)
-    low, high = s["confidence"] - MARGIN, s["alpha"] + MARGIN
     parts = [
         '<h2 id="real">Real populations: published per-case scores</h2>',
         "<p>The same audit on real models' published per-case scores, whose distributions have what simulated ones lack "
@@ -226,83 +235,98 @@ def _real_populations(audit: dict[str, Any]) -> str:
         f"Leaderboard cells of these sets and structures read their audited rate here. ⚠: more than {format_points(MARGIN)} below "
         f"{format_level(s['confidence'])} coverage, or above {format_level(s['alpha'])} type-I error.</p>",
     ]
-    pops = real["population"]
-    for source in dict.fromkeys(p["source"] for p in pops.values()):
-        mine = [p for p in pops.values() if p["source"] == source]
-        sizes = sorted({n for p in mine for n in p["n_audited"]})
-        coverage = {(r["structure"], r["metric"], r["n"], r["method"]): r for r in real["coverage"] if r["source"] == source}
-        type1 = {(r["structure"], r["metric"], r["n"], r["procedure"]): r for r in real["type1"] if r["source"] == source}
-        rows = []
-        for pop in mine:
-            for metric in pop["metrics"]:
-                row = [(html.escape(pop["structure"]), pop["structure"]), (html.escape(metric), metric), (str(pop["n_cases"]), pop["n_cases"])]
-                for table, key, bad in ((coverage, method, lambda r: r["rate"] < low), (type1, procedure, lambda r: r["rate"] > high)):
-                    for n in sizes:
-                        r = table.get((pop["structure"], metric, n, key))
-                        row.append(_flagged(r, bad(r)) if r else ("–", None))
-                rows.append(row)
-        headers = (
-            ["structure", "metric", "cases"]
-            + [f"{method} coverage, n = {n}" for n in sizes]
-            + [f"type-I ({procedure.replace('_', ' ')}), n = {n}" for n in sizes]
-        )
-        models = "; ".join(f"{p['structure']}: {', '.join(p['models'])}" for p in mine)
-        parts.append(
-            f"<h3>{html.escape(source)}</h3>"
-            + tables.table(
-                headers,
-                rows,
-                f"{html.escape(source)}: the leaderboard's {html.escape(method)} CI and its "
-                f"separable verdict ({html.escape(procedure.replace('_', ' '))}), by structure, metric and n",
-                "calibration",
-            )
-            + disclosure(f"Models per structure ({len(mine)} populations)", f"<p>{html.escape(models)}.</p>")
-        )
-        full = [
-            [
-                (html.escape(st), st),
-                (html.escape(m), m),
-                (str(n), n),
-                (html.escape(k), k),
-                (_rate(r), r["rate"]),
-                (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"]),
-            ]
-            for (st, m, n, k), r in coverage.items()
-        ]
-        parts.append(
-            disclosure(
-                f"Coverage by structure, metric, n and CI method ({len(full)} rows)",
-                tables.table(
-                    ["structure", "metric", "n", "CI method", "coverage", "CI below / above the truth"],
-                    full,
-                    f"{html.escape(source)}: coverage of the {format_level(s['confidence'])} CI of a model's mean",
-                    "calibration",
-                ),
-            )
-        )
-        full = [
-            [
-                (html.escape(st), st),
-                (html.escape(m), m),
-                (str(n), n),
-                (html.escape(k.replace("_", " ")), k),
-                (_rate(r), r["rate"]),
-                (str(r["draws"]), r["draws"]),
-            ]
-            for (st, m, n, k), r in type1.items()
-        ]
-        parts.append(
-            disclosure(
-                f"Type-I error by structure, metric, n and procedure ({len(full)} rows)",
-                tables.table(
-                    ["structure", "metric", "n", "procedure", "type-I error", "samples"],
-                    full,
-                    f"{html.escape(source)}: family-wise type-I error among the equal pair",
-                    "calibration",
-                ),
-            )
-        )
+    for source in dict.fromkeys(p["source"] for p in real["population"].values()):
+        parts.append(_real_source(audit, source))
     return "".join(parts)
+
+
+def _real_source(audit: dict[str, Any], source: str) -> str:
+    """One published set of the real populations: its headline table (the leaderboard's CI and verdict by structure,
+    metric and n), the models of each population, then every CI method and procedure behind disclosures."""
+    real = audit["real"]
+    s = audit["stats"]
+    method, procedure = s["ci_method"], calibration.verdict_procedure(s)
+    low, high = s["confidence"] - MARGIN, s["alpha"] + MARGIN
+    mine = [p for p in real["population"].values() if p["source"] == source]
+    sizes = sorted({n for p in mine for n in p["n_audited"]})
+    coverage = {(r["structure"], r["metric"], r["n"], r["method"]): r for r in real["coverage"] if r["source"] == source}
+    type1 = {(r["structure"], r["metric"], r["n"], r["procedure"]): r for r in real["type1"] if r["source"] == source}
+    rows = []
+    for pop in mine:
+        for metric in pop["metrics"]:
+            row = [(html.escape(pop["structure"]), pop["structure"]), (html.escape(metric), metric), (str(pop["n_cases"]), pop["n_cases"])]
+            for table, key, bad in ((coverage, method, lambda r: r["rate"] < low), (type1, procedure, lambda r: r["rate"] > high)):
+                for n in sizes:
+                    r = table.get((pop["structure"], metric, n, key))
+                    row.append(_flagged(r, bad(r)) if r else ("–", None))
+            rows.append(row)
+    headers = (
+        ["structure", "metric", "cases"] + [f"{method} coverage, n = {n}" for n in sizes] + [f"type-I ({procedure.replace('_', ' ')}), n = {n}" for n in sizes]
+    )
+    models = "; ".join(f"{p['structure']}: {', '.join(p['models'])}" for p in mine)
+    return (
+        f"<h3>{html.escape(source)}</h3>"
+        + tables.table(
+            headers,
+            rows,
+            f"{html.escape(source)}: the leaderboard's {html.escape(method)} CI and its "
+            f"separable verdict ({html.escape(procedure.replace('_', ' '))}), by structure, metric and n",
+            "calibration",
+        )
+        + disclosure(f"Models per structure ({len(mine)} populations)", f"<p>{html.escape(models)}.</p>")
+        + _real_coverage_by_method(source, coverage, s["confidence"])
+        + _real_type1_by_procedure(source, type1)
+    )
+
+
+def _real_coverage_by_method(source: str, coverage: dict[tuple, dict[str, Any]], confidence: float) -> str:
+    """A published set's coverage rows by structure, metric, n and every CI method (behind a disclosure), with the
+    side of the truth its misses fell on."""
+    full = [
+        [
+            (html.escape(st), st),
+            (html.escape(m), m),
+            (str(n), n),
+            (html.escape(k), k),
+            (_rate(r), r["rate"]),
+            (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"]),
+        ]
+        for (st, m, n, k), r in coverage.items()
+    ]
+    return disclosure(
+        f"Coverage by structure, metric, n and CI method ({len(full)} rows)",
+        tables.table(
+            ["structure", "metric", "n", "CI method", "coverage", "CI below / above the truth"],
+            full,
+            f"{html.escape(source)}: coverage of the {format_level(confidence)} CI of a model's mean",
+            "calibration",
+        ),
+    )
+
+
+def _real_type1_by_procedure(source: str, type1: dict[tuple, dict[str, Any]]) -> str:
+    """A published set's type-I rows by structure, metric, n and every procedure (behind a disclosure): the
+    family-wise rate of a false verdict between its equal pair."""
+    full = [
+        [
+            (html.escape(st), st),
+            (html.escape(m), m),
+            (str(n), n),
+            (html.escape(k.replace("_", " ")), k),
+            (_rate(r), r["rate"]),
+            (str(r["draws"]), r["draws"]),
+        ]
+        for (st, m, n, k), r in type1.items()
+    ]
+    return disclosure(
+        f"Type-I error by structure, metric, n and procedure ({len(full)} rows)",
+        tables.table(
+            ["structure", "metric", "n", "procedure", "type-I error", "samples"],
+            full,
+            f"{html.escape(source)}: family-wise type-I error among the equal pair",
+            "calibration",
+        ),
+    )
 
 
 def _shapes_section(audit: dict[str, Any]) -> str:
@@ -314,22 +338,7 @@ def _shapes_section(audit: dict[str, Any]) -> str:
     if not shapes:
         return ""
     alpha = audit["stats"]["alpha"]
-    described = {p["shape"]: p for p in shapes["populations"]}
     tests = list(SHAPE_TESTS)
-
-    def by_shape(rows: list[dict], kind: str) -> list[list[tuple[str, Any]]]:
-        keyed = {(r["shape"], r["n"], r["procedure"]): r for r in rows if r["kind"] == kind}
-        out = []
-        for shape, n in dict.fromkeys((r["shape"], r["n"]) for r in rows if r["kind"] == kind):
-            row = [(html.escape(shape), shape), (f"{described[shape]['skewness']:+.1f}", described[shape]["skewness"]), (str(n), n)]
-            row += [
-                _flagged(keyed[shape, n, t], keyed[shape, n, t]["rate"] > alpha + 2 * keyed[shape, n, t]["mc_se"]) if (shape, n, t) in keyed else ("–", None)
-                for t in tests
-            ]
-            row.append(_seen(keyed.get((shape, n, tests[-1])), alpha))
-            out.append(row)
-        return out
-
     headers = [
         "population",
         "skewness of the differences",
@@ -358,12 +367,12 @@ def _shapes_section(audit: dict[str, Any]) -> str:
         f"<ul>{synthetic}</ul>",
         tables.table(
             headers,
-            by_shape(shapes["type1"], "synthetic"),
+            _shape_type1_rows(shapes, "synthetic", alpha),
             f"Family-wise rate of a false 'separable' (target {format_level(alpha)}), synthetic populations",
             "calibration",
         ),
     ]
-    real = by_shape(shapes["type1"], "real")
+    real = _shape_type1_rows(shapes, "real", alpha)
     if real:
         parts.append(
             disclosure(
@@ -371,38 +380,67 @@ def _shapes_section(audit: dict[str, Any]) -> str:
                 tables.table(headers, real, "Rate of a false 'separable' on real pairs centred to no difference", "calibration"),
             )
         )
+    parts.append(_shapes_coverage(shapes, audit["stats"]["confidence"], alpha))
+    parts.append(_shapes_power(shapes))
+    return "".join(parts)
+
+
+def _shape_type1_rows(shapes: dict[str, Any], kind: str, alpha: float) -> list[list[tuple[str, Any]]]:
+    """The type-I rows of the shape audit's ``kind`` ("synthetic" or "real") populations: per population and n its
+    skewness, each test's family-wise rate (⚠ above alpha + 2 MC SEs) side by side, and the board's test's rate over
+    the samples in which every failing model failed (:func:`_seen`)."""
+    described = {p["shape"]: p for p in shapes["populations"]}
+    tests = list(SHAPE_TESTS)
+    rows = shapes["type1"]
+    keyed = {(r["shape"], r["n"], r["procedure"]): r for r in rows if r["kind"] == kind}
+    out = []
+    for shape, n in dict.fromkeys((r["shape"], r["n"]) for r in rows if r["kind"] == kind):
+        row = [(html.escape(shape), shape), (f"{described[shape]['skewness']:+.1f}", described[shape]["skewness"]), (str(n), n)]
+        row += [
+            _flagged(keyed[shape, n, t], keyed[shape, n, t]["rate"] > alpha + 2 * keyed[shape, n, t]["mc_se"]) if (shape, n, t) in keyed else ("–", None)
+            for t in tests
+        ]
+        row.append(_seen(keyed.get((shape, n, tests[-1])), alpha))
+        out.append(row)
+    return out
+
+
+def _shapes_coverage(shapes: dict[str, Any], confidence: float, alpha: float) -> str:
+    """The shape audit's coverage rows (behind a disclosure): per population and n, the intervals of the mean
+    difference (the tests inverted at alpha) and each model's CI at the confidence."""
     coverage = [
         [(html.escape(r["shape"]), r["shape"]), (str(r["n"]), r["n"]), (html.escape(r["interval"]), r["interval"]), (_rate(r), r["rate"])]
         for r in shapes["coverage"]
     ]
-    parts.append(
-        disclosure(
-            f"Coverage of the 95% interval of the mean difference and of each model's CI ({len(coverage)} rows)",
-            tables.table(
-                ["population", "n", "interval", "coverage"],
-                coverage,
-                f"Coverage at {format_level(audit['stats']['confidence'])} (intervals of the difference at alpha {format_level(alpha)}, one pair at a time)",
-                "calibration",
-            ),
-        )
+    return disclosure(
+        f"Coverage of the 95% interval of the mean difference and of each model's CI ({len(coverage)} rows)",
+        tables.table(
+            ["population", "n", "interval", "coverage"],
+            coverage,
+            f"Coverage at {format_level(confidence)} (intervals of the difference at alpha {format_level(alpha)}, one pair at a time)",
+            "calibration",
+        ),
     )
+
+
+def _shapes_power(shapes: dict[str, Any]) -> str:
+    """The shape audit's power rows (behind a disclosure): per graded population and n, each test's share of samples
+    that separate the better model in the right direction, so that the new test's price in power shows."""
+    tests = list(SHAPE_TESTS)
     power = {(r["shape"], r["n"], r["procedure"]): r for r in shapes["power"]}
     rows = [
         [(html.escape(shape), shape), (str(n), n), *((_rate(power[shape, n, t]), power[shape, n, t]["rate"]) for t in tests)]
         for shape, n in dict.fromkeys((r["shape"], r["n"]) for r in shapes["power"])
     ]
-    parts.append(
-        disclosure(
-            f"Power on graded populations ({len(rows)} rows)",
-            tables.table(
-                ["population", "n", *(f"power, {SHAPE_TESTS[t]}" for t in tests)],
-                rows,
-                "Share of samples separating the better model in the right direction",
-                "calibration",
-            ),
-        )
+    return disclosure(
+        f"Power on graded populations ({len(rows)} rows)",
+        tables.table(
+            ["population", "n", *(f"power, {SHAPE_TESTS[t]}" for t in tests)],
+            rows,
+            "Share of samples separating the better model in the right direction",
+            "calibration",
+        ),
     )
-    return "".join(parts)
 
 
 def _seen(entry: dict[str, Any] | None, alpha: float) -> tuple[str, Any]:
