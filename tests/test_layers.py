@@ -13,7 +13,7 @@ from import_graph import closure, cycles, graph, module_files
 #: bottom to top: a module imports only from its own layer and those below; a module belongs to the layer of the
 #: longest prefix of its name listed here (docs/architecture.md's table says what each layer does)
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("segbench", "segbench.io", "segbench.metrics", "segbench.rows", "segbench.bands", "segbench.units", "segbench.schema")),
+    ("base", ("segbench", "segbench.io", "segbench.json_fields", "segbench.metrics", "segbench.rows", "segbench.bands", "segbench.units", "segbench.schema")),
     ("engines", ("segbench.scoring", "segbench.stats", "segbench.tracking")),
     (
         "schemas",
@@ -28,12 +28,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("interactive rules", ("segbench.interactive.protocol", "segbench.interactive.scores")),
-    ("readers and views", ("segbench.published", "segbench.report")),
+    ("readers and views", ("segbench.published", "segbench.published_segauge", "segbench.report")),
     ("inputs", ("segbench.datasets", "segbench.models", "segbench.interactive")),
     ("configuration", ("segbench.config", "segbench.stats_settings", "segbench.validation")),
     ("assembly", ("segbench.results_document", "segbench.calibration", "segbench.export", "segbench.crossdataset", "segbench.pruning")),
     ("wiring", ("segbench.stages", "segbench.evaluation")),
-    ("face", ("segbench.cli",)),
+    ("face", ("segbench.cli", "segbench.console")),
 )
 #: packages whose ``__init__.py`` imports nothing: importing one of their modules runs it, so they sit in the base layer
 #: whatever the layers of their modules
