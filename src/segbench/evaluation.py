@@ -457,7 +457,8 @@ def evaluate(
     # every team's folder is checked before any is scored; then one team at a time is staged and scored, so the
     # temporary folder holds one team's copies, not every prediction of the run
     teams = [(model, folder, *_checked_team(model, Path(folder), references, cases, ignored, missing)) for model, folder in predictions.items()]
-    scored = _scored_teams(teams, simulated, references, cases, chosen, allowed, dicom_labels, missing, workers, progress, profile, extra)
+    request = _ScoringRequest(references, cases, chosen, allowed, dicom_labels, missing, workers, progress, profile, extra)
+    scored = _scored_teams(teams, simulated, request)
     return _analysed(scored, chosen, profile, Path(gt), config, metadata, cases, predictions, simulated, missing, settings, name)
 
 
@@ -475,26 +476,32 @@ def _check_folders_request(predictions: Mapping[str, Path | str], simulated: Col
         )
 
 
+@dataclass(frozen=True)
+class _ScoringRequest:
+    """What every team of one evaluation is scored with: the references and their cases, the structures, the labels a
+    file may hold, the missing-case policy, the pool and the metric profiles."""
+
+    references: Mapping[str, Path]
+    cases: Sequence[str]
+    chosen: Sequence[Region]
+    allowed: set[int] | None
+    dicom_labels: Mapping[str, int] | None
+    missing: str
+    workers: int
+    progress: bool
+    profile: str
+    extra: Sequence[str]
+
+
 def _scored_teams(
-    teams: Sequence[tuple[str, Path | str, dict[str, list[Path]], dict[str, Path]]],
-    simulated: Collection[str],
-    references: Mapping[str, Path],
-    cases: Sequence[str],
-    chosen: Sequence[Region],
-    allowed: set[int] | None,
-    dicom_labels: Mapping[str, int] | None,
-    missing: str,
-    workers: int,
-    progress: bool,
-    profile: str,
-    extra: Sequence[str],
+    teams: Sequence[tuple[str, Path | str, dict[str, list[Path]], dict[str, Path]]], simulated: Collection[str], request: _ScoringRequest
 ) -> pd.DataFrame:
     """Every checked team scored in turn (:func:`_scored_team`, one staging folder at a time), its rows named by model and kind."""
     scored_teams = []
     for model, folder, listed, files in teams:
         if len(teams) > 1:
-            log.info("model %s: scoring %d cases", model, len(cases))
-        scored = _scored_team(model, Path(folder), listed, files, references, cases, chosen, allowed, dicom_labels, missing, workers, progress, profile, extra)
+            log.info("model %s: scoring %d cases", model, len(request.cases))
+        scored = _scored_team(model, Path(folder), listed, files, request)
         scored.insert(0, "model", model)
         scored.insert(1, "kind", "simulated" if model in simulated else "predictions")
         scored_teams.append(scored)
@@ -707,35 +714,21 @@ def _evaluate_through_intake(
     return result
 
 
-def _scored_team(
-    model: str,
-    folder: Path,
-    listed: Mapping[str, list[Path]],
-    files: Mapping[str, Path],
-    references: Mapping[str, Path],
-    cases: Sequence[str],
-    chosen: Sequence[Region],
-    allowed: set[int] | None,
-    dicom_labels: Mapping[str, int] | None,
-    missing: str,
-    workers: int,
-    progress: bool,
-    profile: str,
-    extra: Sequence[str],
-) -> pd.DataFrame:
-    """One team's rows, every case of ``cases`` (a case without a scoreable file scored as missing, under ``missing``'s
-    policy): its files staged as private copies (:func:`_staged`) in a temporary folder of its own, scored in one pool
+def _scored_team(model: str, folder: Path, listed: Mapping[str, list[Path]], files: Mapping[str, Path], request: _ScoringRequest) -> pd.DataFrame:
+    """One team's rows, every case of ``request.cases`` (a case without a scoreable file scored as missing, under the
+    request's policy): its files staged as private copies (:func:`_staged`) in a temporary folder of its own, scored in one pool
     with one progress bar, and the folder removed; an error names the team's file, never the copy."""
     originals: dict[str, str] = {}  # staged copy -> the team's file, for error messages
     triples = []
+    references, missing = request.references, request.missing
     with tempfile.TemporaryDirectory(prefix="segbench-evaluate-") as tmp:
-        for c in cases:
+        for c in request.cases:
             staged = None
             if c in files:
                 try:
                     if len(listed[c]) > 1:
                         raise intake.IntakeError(f"{folder}: {_two_files(c, listed[c])}; refused unread")
-                    staged = _staged(files[c], references[c], Path(tmp), allowed, dicom_labels)
+                    staged = _staged(files[c], references[c], Path(tmp), request.allowed, request.dicom_labels)
                     originals[str(staged)] = str(files[c])
                 except ValueError as exc:  # refused unread, or a file that cannot be staged (copied, converted, drawn)
                     _unscoreable(model, c, exc, missing)
@@ -745,13 +738,13 @@ def _scored_team(
         try:
             scored = score_cases(
                 triples,
-                chosen,
-                workers=workers,
-                progress=progress,
-                allowed_labels=allowed,
-                dicom_labels=dicom_labels,
-                profile=profile,
-                extra_profiles=extra,
+                request.chosen,
+                workers=request.workers,
+                progress=request.progress,
+                allowed_labels=request.allowed,
+                dicom_labels=request.dicom_labels,
+                profile=request.profile,
+                extra_profiles=request.extra,
                 failed=failed,
             )
         except (ValueError, OSError) as exc:
