@@ -1,7 +1,7 @@
 """Lesion-wise scoring against panoptica 2.1.7 and brats-evaluation 0.0.10: time per case and structure on whole KiTS23 label maps.
 
 For each case and structure (tumor, cyst): the whole reference label map as decoded, a SIMULATED
-prediction (tests/lesion_cases.py: missed, split, bridged and added lesions), both as full-size
+prediction (tests/support/lesion_cases.py: missed, split, bridged and added lesions), both as full-size
 boolean arrays; then, best of ``--repeat`` on one thread each, in this process:
 ``score_lesions`` (table and case scores) under the ``panoptica`` profile against panoptica's
 evaluator with the same rule and per-instance metrics (26-connected components, naive IoU >= 0.5;
@@ -26,7 +26,7 @@ from pathlib import Path
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import brats_evaluation as brats  # noqa: E402
 import numpy as np  # noqa: E402

@@ -16,6 +16,8 @@ import segbench  # noqa: F401  (first: it pins OpenBLAS's kernels before numpy l
 import pandas as pd
 import pytest
 
+from repo_paths import KITS_LABELS, ROOT, TOUCHSTONE
+
 if TYPE_CHECKING:
     from projects import Projects
 
@@ -23,14 +25,6 @@ if TYPE_CHECKING:
 # workers inherit COLUMNS=80 and LINES=24, and `segbench show` wraps at COLUMNS when piped).
 for _terminal_size in ("COLUMNS", "LINES"):
     os.environ.pop(_terminal_size, None)
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "data"
-KITS_LABELS = DATA / "kits23" / "labels"
-PUBLISHED = DATA / "published"
-TOUCHSTONE = PUBLISHED / "touchstone_totalsegmentator"
-SEGAUGE_KITS = PUBLISHED / "segauge_benchmark" / "kits23_seed.json"
-KITS_META = DATA / "kits23" / "kits23.json"
 
 
 def _require(path: Path) -> Path:
@@ -67,7 +61,7 @@ def tracking_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture(scope="session")
 def projects(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Projects]:
-    """The one project factory (tests/projects.py): new DVC projects, and each experiment reproduced once per session,
+    """The one project factory (tests/support/projects.py): new DVC projects, and each experiment reproduced once per session,
     shared for reading and copied for changing; the session fails if a test wrote to a shared one."""
     from projects import Projects  # on first use: it loads segbench.config and nibabel (a second), which many modules never need
 

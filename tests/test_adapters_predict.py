@@ -2,7 +2,7 @@
 
 Each model runs through its real config (command line, environment wrapping, input layout, output
 pattern and reader, label map); its environment is a folder whose bin/ holds a stand-in named like
-the real executable (tests/standins/). The stand-ins write TotalSegmentator's real recorded outputs
+the real executable (tests/support/standins/). The stand-ins write TotalSegmentator's real recorded outputs
 (data/totalseg_example), or, for the other models, that recording rewritten into the model's
 published label ids and written in its documented layout. Case ct2's image and reference sit on a
 flipped grid while the model writes the original one, so the resampling path runs; the second run
@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from adapters_support import MODEL_CLASS_LIST, REAL_MODELS, ROOT, classes, flipped, load, to_schema, translate
+from repo_paths import STANDINS
 from segbench.config import load_params, model_from_conf
 from segbench.models.image_build import REGION_GROWING, build_image, default_cache
 from segbench.models.runner import ModelRunError
@@ -33,7 +34,6 @@ from segbench.scoring.engine import score_cases
 from segbench.validation import compose_params
 from tests_support import podman_runtime, use_runtime
 
-STANDINS = Path(__file__).parent / "standins"
 #: model -> its executable (argv[0] of its command) and the recording it replays
 EXECUTABLE = {
     "totalsegmentator": "TotalSegmentator",

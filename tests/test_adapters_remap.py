@@ -1,6 +1,6 @@
 """Real TotalSegmentator outputs remapped by the adapters into the KiTS, AMOS and BTCV schemas.
 
-Expected masks are computed from TotalSegmentator's published class list (tests/fixtures), not from
+Expected masks are computed from TotalSegmentator's published class list (tests/support/fixtures), not from
 the configs under test; every remapped mask must equal its source mask voxel for voxel.
 """
 

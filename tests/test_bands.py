@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from conftest import KITS_META, PUBLISHED, ROOT
+from repo_paths import KITS_META, PUBLISHED, ROOT
 from segbench.bands import LEVELS, level_order
 from segbench.config import dataset_from_conf
 from segbench.datasets.cases import load_metadata

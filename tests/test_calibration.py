@@ -14,18 +14,16 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
+from repo_paths import ROOT
 from segbench import published
 from segbench.config import ConfigError, load_params, parse_params
 from segbench.stats import StatsSettings, calibration
-
-ROOT = Path(__file__).resolve().parents[1]
 
 #: the documented gate configuration (docs/methodology.md, "Calibration audit"): the default CI and separable verdict
 GATE = {"structure": "tumor", "n": 40, "method": StatsSettings().ci_method, "cases": 80, "procedure": calibration.verdict_procedure(StatsSettings().to_dict())}

@@ -33,6 +33,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from repo_paths import ROOT
 from segbench import cli
 from segbench.config import model_from_conf
 from segbench.interactive import cases, harness, protocol, submissions
@@ -43,7 +44,6 @@ from segbench.models.runner import ADAPTERS_DIR, ModelRunError
 from segbench.stats import reanalyze
 from tests_support import interruptible, podman_runtime, use_runtime, write_tar
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "totalseg_example"
 ORGANS = {"spleen": 1, "kidney_right": 2, "kidney_left": 3, "liver": 5}  # TotalSegmentator v2 ids
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import TOTALSEG_EXAMPLE
 from segbench.interactive import cases, submissions
 from segbench.models import container
 from tests_support import write_tar
@@ -194,7 +195,7 @@ def test_a_team_name_that_cannot_name_files_ends_that_team_only(tmp_path: Path, 
     if shutil.which("podman") is None:
         return
     cases_dir = tmp_path / "cases"
-    example = Path(__file__).resolve().parents[1] / "data" / "totalseg_example"
+    example = TOTALSEG_EXAMPLE
     cases.convert([("ct_sm", example / "ct_sm.nii.gz", example / "seg_total.nii.gz")], {"spleen": 1}, cases_dir, seed=2025, reference="pseudo")
     monkeypatch.setenv(container.RUNTIME_ENV, "podman")
     results = submissions.evaluate_submissions(folder, cases_dir, tmp_path / "out")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from repo_paths import ROOT
 from segbench.config import dataset_from_conf
 from segbench.datasets.cases import load_metadata
 from segbench.schema import ConfigError

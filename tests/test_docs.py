@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
+
 CITING = ["README.md", "dvc.yaml", "docs", "src", "tests", "conf"]
 CITATION = re.compile(r"(?:docs/|\]\()((?:[\w-]+)\.md)#([\w-]+)")
 

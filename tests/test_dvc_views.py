@@ -1,7 +1,7 @@
 """DVC's own views of the leaderboard: `dvc exp show` and `dvc metrics show` carry the heads, `dvc plots` the CIs;
 and `dvc status` after a change of the statistics settings: only the leaderboards are stale, never the scores.
 
-The session's small experiment (tests/projects.py: 4 real KiTS23 cases, 2 simulated models and a small published set,
+The session's small experiment (tests/support/projects.py: 4 real KiTS23 cases, 2 simulated models and a small published set,
 B = 500), reproduced, is read as it is; a copy of it, its outputs committed, runs `dvc exp run -S ...` exactly as a user
 changes an experiment; the heads of every leaderboard must then be columns of `dvc exp show --json`.
 """

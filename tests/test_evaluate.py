@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import ROOT
+from repo_paths import ROOT
 from segbench import evaluation
 from segbench.config import parse_params
 from segbench.models import intake, simulated
@@ -563,7 +563,7 @@ def test_a_file_that_is_not_a_results_document_is_an_error_naming_it(small: Path
 
 def test_dicom_seg_and_rtstruct_predictions_score_as_the_same_map_in_nifti(tmp_path: Path) -> None:
     """The real 20-slice CT series of data/totalseg_example: a perturbed TotalSegmentator output as NIfTI for one model,
-    as DICOM-SEG on the series for another and as RTSTRUCT for a third (tests/dicom_series.py's writers), on two cases.
+    as DICOM-SEG on the series for another and as RTSTRUCT for a third (tests/support/dicom_series.py's writers), on two cases.
     The RTSTRUCT team's folder holds both cases' series, each its own series UID: each RTSTRUCT is drawn on its own."""
     from scipy import ndimage
 

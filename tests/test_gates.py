@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
+
 GATES = ROOT / ".ci" / "gates"
 
 INIT = '"""A package small enough for the gates to check in seconds."""\n'

@@ -1,6 +1,6 @@
 """Lesion-wise scoring (segbench.scoring.instances): hand-built cases with known matches per rule, and
 agreement with panoptica 2.1.7 and brats-evaluation 0.0.10 on real KiTS23 tumors and cysts with
-SIMULATED predictions (tests/lesion_cases.py: a missed, a split, a bridged and an added lesion).
+SIMULATED predictions (tests/support/lesion_cases.py: a missed, a split, a bridged and an added lesion).
 
 Agreement tolerance: counts, matches and stratum recalls exactly; every score and volume within a
 relative 1e-9 (observed: equal to the last bit or to a few ulp). The packages are in the

@@ -7,7 +7,7 @@
    point_labels, MedSAM2's per-frame (x, y) points and [x0, y0, x1, y1] boxes).
 2. Round trip: ``segbench interact`` (its CLI entry, in the test's process) with each model's real config (command, venv wrapping, weights
    folder, device) on a hand-built two-class case. Only the environment is a stand-in: its
-   ``bin/python`` runs the real entry point with tests/standins/packages first on the path, where
+   ``bin/python`` runs the real entry point with tests/support/standins/packages first on the path, where
    packages named like the real ones (torch, nnInteractive, medim, monai, sam2) log every call. The
    clicks the harness recorded must reach the model API, in order, in the model's convention.
 """
@@ -26,14 +26,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from repo_paths import ROOT, STANDINS
 from segbench import cli
 from segbench.config import model_from_conf
 from segbench.interactive import cases, protocol
 from segbench.models.envs import create_commands
 
-ROOT = Path(__file__).resolve().parents[1]
 ENTRYPOINTS = ROOT / "src" / "segbench" / "models" / "entrypoints"
-STANDINS = Path(__file__).parent / "standins"
 sys.path.insert(0, str(ENTRYPOINTS))  # the entry points import their shared step module from their own folder
 
 import interactive_step  # noqa: E402

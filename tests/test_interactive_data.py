@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from repo_paths import TOTALSEG_EXAMPLE
 from segbench.cli import main
 from segbench.config import ConfigError, parse_params
 from segbench.datasets.dicom_series import DicomSeriesError, read_series
@@ -20,7 +21,7 @@ from segbench.interactive import scores
 from segbench.validation import compose_params
 from tests_support import in_directory
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "totalseg_example"
+EXAMPLE = TOTALSEG_EXAMPLE
 
 
 def test_dicom_series_lies_on_the_grid_of_totalsegmentators_output() -> None:

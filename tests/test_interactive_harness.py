@@ -21,11 +21,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from repo_paths import ROOT, STANDINS
 from segbench.config import model_from_conf
 from segbench.interactive import cases, harness, protocol
 
-ROOT = Path(__file__).resolve().parents[1]
-STANDIN = ROOT / "tests" / "standins" / "interactive_plan.py"
+STANDIN = STANDINS / "interactive_plan.py"
 
 
 def _gts() -> np.ndarray:

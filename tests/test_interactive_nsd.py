@@ -8,16 +8,14 @@ script (CVPR25_iter_eval.py) calls surface-distance's functions with the referen
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy import ndimage
 from surface_distance import compute_surface_dice_at_tolerance, compute_surface_distances
 
+from repo_paths import ROOT
 from segbench.interactive import cases, protocol
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "totalseg_example"
 ORGANS = {"spleen": 1, "kidney_right": 2, "kidney_left": 3, "liver": 5, "stomach": 6}  # TotalSegmentator v2 ids
 SOURCES = [

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from repo_paths import ROOT
 from segbench.interactive import cases, harness, protocol
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "totalseg_example"
 ORGANS = {"spleen": 1, "kidney_right": 2, "kidney_left": 3, "liver": 5}  # TotalSegmentator v2 ids
 

@@ -1,6 +1,6 @@
 """The layers of src/segbench (docs/architecture.md#layers): no import circle, no module importing a layer above its
 own, and the configuration light, so that every stage (each imports it) depends on no engine, reader or view
-through it. The import graph is tests/import_graph.py's: every import statement, those inside functions too."""
+through it. The import graph is tests/support/import_graph.py's: every import statement, those inside functions too."""
 
 from __future__ import annotations
 

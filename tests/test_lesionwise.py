@@ -1,5 +1,5 @@
 """Lesion-wise scores of case files (segbench.scoring.lesionwise) and their analysis (segbench.stats.lesions), on real
-KiTS23 label maps with SIMULATED predictions that miss, split, bridge and add lesions (tests/lesion_cases.py)."""
+KiTS23 label maps with SIMULATED predictions that miss, split, bridge and add lesions (tests/support/lesion_cases.py)."""
 
 from __future__ import annotations
 

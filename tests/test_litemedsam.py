@@ -18,15 +18,15 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from repo_paths import CLASS_LISTS_JSON, ROOT
 from segbench.config import model_from_conf
 from segbench.models.envs import create_commands
 from segbench.models.weights import weights_status
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "src" / "segbench" / "models" / "entrypoints" / "litemedsam_segment.py"
 ENV_PYTHON = ROOT / "envs" / "litemedsam" / "bin" / "python"
 EXAMPLE = ROOT / "data" / "totalseg_example"
-CLASS_LISTS = json.loads((ROOT / "tests" / "fixtures" / "published_class_lists.json").read_text(encoding="utf-8"))
+CLASS_LISTS = json.loads(CLASS_LISTS_JSON.read_text(encoding="utf-8"))
 TOTAL_IDS = {name: int(k) for k, name in CLASS_LISTS["totalsegmentator_total"]["classes"].items()}  # TotalSegmentator v2 ids
 ORGANS = ("spleen", "kidney_left")  # classes 1, 2 of the case
 SLICES = slice(9, 14)  # five axial slices (3 mm) holding both organs: five encoder passes

@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from repo_paths import SRC
 from segbench import rows, units
 from segbench.scoring import engine, instances, settings
 from segbench.stats import lesions
-
-SRC = Path(__file__).resolve().parents[1] / "src"
 
 #: the literals the derived lists replaced, as they were written before the table
 BEFORE_METRICS = ("dice", "iou", "hd", "hd95", "assd", "masd", "nsd")

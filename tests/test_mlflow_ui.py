@@ -1,8 +1,8 @@
 """MLflow the way its users browse it: a real store built by the stages, a real `mlflow server`, real Chromium.
 
-The session's small experiment (tests/projects.py), reproduced: predict -> score -> track -> compare for two simulated
+The session's small experiment (tests/support/projects.py), reproduced: predict -> score -> track -> compare for two simulated
 models on four real KiTS23 cases and import -> track -> compare for a real published set (B = 500). `mlflow server`
-(tests/services.py) serves a copy of that store on the loopback interface; headless Chromium opens the experiment and
+(tests/support/services.py) serves a copy of that store on the loopback interface; headless Chromium opens the experiment and
 reads the runs table.
 """
 
@@ -19,6 +19,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from browser import Browser, find_chromium
+from mlflow_pages import RUNS_READY, RUNS_TABLE
 from projects import SMALL, SMALL_PUBLISHED, Projects
 from projects import SMALL_CASES as CASES
 from projects import SMALL_MODELS as MODELS
@@ -51,21 +52,6 @@ def _runs(project: Path, dataset: str) -> list:
     client = MlflowClient(tracking_uri(project))
     experiment = client.get_experiment_by_name(tracking.experiment_name(dataset))
     return client.search_runs([experiment.experiment_id])
-
-
-# true once the runs view shows every run named (%s: a JSON list of names)
-RUNS_READY = """((names) => JSON.stringify({ready: document.readyState === 'complete' && location.hash.includes('/runs')
-  && names.every(n => document.body.innerText.includes(n)) && document.body.innerText.includes('Dataset'), plots: 0}))(%s)"""
-# the runs table as DOM text: column headers, and per row the text of its pinned and scrolling parts together
-RUNS_TABLE = """(() => {
-  const rows = {};
-  document.querySelectorAll('.ag-row[row-index]').forEach(r => {
-    const i = r.getAttribute('row-index');
-    rows[i] = ((rows[i] || '') + ' ' + r.innerText.replace(/\\s+/g, ' ')).trim();
-  });
-  return JSON.stringify({url: location.href, rows: Object.values(rows),
-    header: Array.from(document.querySelectorAll('[role=columnheader]')).map(h => h.innerText.trim())});
-})()"""
 
 
 # true once MLflow's artifact view has shown an HTML artifact in its iframe for 8 s (plotly draws inside it)

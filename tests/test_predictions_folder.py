@@ -1,6 +1,6 @@
 """A folder of predictions made elsewhere onto the leaderboard by configuration only (kind ``predictions``,
 conf/predictions/), with real dvc, MLflow and KiTS23 label maps. The folders are fabricated from the SIMULATED model
-sim_dilate_1mm's predictions in the session's small experiment (tests/projects.py): 3 of its 4 cases, so the example's
+sim_dilate_1mm's predictions in the session's small experiment (tests/support/projects.py): 3 of its 4 cases, so the example's
 scores there equal sim_dilate_1mm's."""
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ import yaml
 
 from projects import SMALL, Projects
 from projects import SMALL_CASES as CASES
+from repo_paths import DOCS
 from segbench.config import parse_params
 from segbench.models.runner import predict
 from segbench.validation import compose_params
 from tests_support import command_env, commit_all, in_directory
 from tests_support import run_command as run
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
+GUIDE = DOCS / "guide.md"
 HELD = CASES[:3]  # the cases the folder holds
 SOURCE = "sim_dilate_1mm"  # the SIMULATED model of the experiment whose files the folder holds
 
@@ -155,8 +156,8 @@ def test_mlflow_s_runs_table_shows_the_partial_model_s_own_means_and_coverage(pr
     from mlflow.tracking import MlflowClient
 
     from browser import Browser, find_chromium
+    from mlflow_pages import RUNS_READY, RUNS_TABLE
     from services import mlflow_server
-    from test_mlflow_ui import RUNS_READY, RUNS_TABLE
 
     chromium = find_chromium()
     assert chromium, "chromium not found: apt-get install chromium"

@@ -19,12 +19,12 @@ import pytest
 import yaml
 
 from projects import working_folder
+from repo_paths import TOUCHSTONE
 from segbench.published import files_version, read_nnunet_summaries, read_touchstone
 from segbench.published_segauge import read_segauge_results
 from segbench.report.pages import standalone_dataset_page
 from tests_support import published_pipeline
 
-TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
 MODELS = ("MONAI_UNETR", "nnU-Net_U-Net", "MONAI_SegVol")
 N_CASES = 120
 # the clinical file renamed, tab-separated, keyed by "series" = the case id without its "s" ("s0007" -> "0007")

@@ -42,7 +42,7 @@ import pytest
 import yaml
 from scipy.stats import norm
 
-from conftest import KITS_META, PUBLISHED
+from repo_paths import KITS_META, PUBLISHED
 from segbench.cli import main
 from segbench.published_segauge import read_segauge_analysis, read_segauge_results
 from segbench.stats import StatsSettings, analyze, recompute

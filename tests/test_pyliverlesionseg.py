@@ -18,11 +18,11 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from repo_paths import ROOT
 from segbench.config import model_from_conf
 from segbench.models.envs import create_commands
 from segbench.models.weights import weights_status
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "src" / "segbench" / "models" / "entrypoints" / "pyliverlesionseg_segment.py"
 ENV_PYTHON = ROOT / "envs" / "pyliverlesionseg" / "bin" / "python"
 WEIGHTS = ROOT / "models" / "pyliverlesionseg"

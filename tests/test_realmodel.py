@@ -13,12 +13,12 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 
+from repo_paths import ROOT
 from segbench.cli import _root, build_parser
 from segbench.config import load_params
 from segbench.datasets.dicom_series import read_series
 from segbench.stages.realmodel_cases import run_cases
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "totalseg_example"
 #: the overrides realmodel/dvc.yaml's header and .ci/run compose realmodel/params.yaml with
 OVERRIDES = [

@@ -2,7 +2,7 @@
 artifact or results file; a kill at the moment of each write; a damaged or missing tracking store behind DVC's run
 cache; a run left RUNNING; a copied and a moved project; a full TMPDIR, project disk or artifacts folder. Each ends in
 the committed outputs byte for byte, or in one line naming the file and the fix; never in a changed number on a
-board. Real dvc, real SIGKILLs (tests/gate), a real tmpfs."""
+board. Real dvc, real SIGKILLs (tests/support/gate), a real tmpfs."""
 
 from __future__ import annotations
 

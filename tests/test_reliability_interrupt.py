@@ -34,7 +34,7 @@ def project(projects: Projects) -> Path:
 
 def _kill_at(proj: Path, gate: Path, pattern: str, on: str = "write", passes: int = 0) -> str:
     """Start `dvc repro`, wait until one of its processes is held at the gate (it opened a path matching ``pattern``;
-    tests/gate/sitecustomize.py), SIGKILL the whole process group there; returns the held path."""
+    tests/support/gate/sitecustomize.py), SIGKILL the whole process group there; returns the held path."""
     return kill_at_gate(["dvc", "repro"], proj, gate_env(gate, pattern, on, passes), pattern)
 
 

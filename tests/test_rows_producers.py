@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from repo_paths import ROOT
 from segbench import published, rows, tracking
 from segbench.config import load_params
 from segbench.scoring.lesionwise import score_cases_and_lesions
 from segbench.scoring.profiles import PROFILES
 from segbench.scoring.settings import LesionSetting, Region, lesion_structures
 
-ROOT = Path(__file__).resolve().parents[1]
 REGIONS = [Region("kidney", (1, 2), 2.0), Region("tumor", (2,), 2.0, detection=True)]
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
+from repo_paths import ROOT
 from segbench.config import ConfigError, load_params
 from segbench.models.simulated import add_blob, displace_boundary, miss_largest_lesion, shift
 from segbench.scoring.engine import score_case, score_cases
@@ -33,8 +34,6 @@ from tests_support import tumour_crop
 
 sd = pytest.importorskip("surface_distance")
 from surface_distance_reference import package_metrics  # noqa: E402  (after the skip: it imports surface_distance)
-
-ROOT = Path(__file__).resolve().parents[1]
 
 LABELS = ROOT / "data" / "kits23" / "labels"
 REGIONS = (

@@ -21,12 +21,11 @@ import numpy as np
 import pytest
 import segauge
 
+from repo_paths import ROOT
 from segbench.scoring.engine import score_case
 from segbench.scoring.settings import Region
 from simulate_kits import KINDS, simulate
 from tests_support import tumour_crop
-
-ROOT = Path(__file__).resolve().parents[1]
 
 LABELS = ROOT / "data" / "kits23" / "labels"
 pytestmark = pytest.mark.skipif(not LABELS.is_dir(), reason="data bundle not pulled (dvc pull)")

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from repo_paths import DATA, ROOT
 from segbench.stats.verdicts import CODE_WORDS
 from site_data import kits_like_results, segauge_results, touchstone_results
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 TOUCHSTONE = DATA / "published" / "touchstone_totalsegmentator"
 ROW_COLUMNS = [
     "dataset",
@@ -370,7 +370,7 @@ def test_the_default_run_fits_one_screen_with_every_cell_s_first_and_verdict() -
     the repro with SEGBENCH_DEFAULT_RUN=required, where their absence fails it."""
     from segbench.report.terminal import lesion_view
 
-    files = sorted((Path(__file__).resolve().parents[1] / "results").glob("*.json"))
+    files = sorted((ROOT / "results").glob("*.json"))
     if not files:
         why = "results/ has no results JSON: run `dvc repro` (or `dvc checkout`) first; this test reads the default run's results"
         if os.environ.get("SEGBENCH_DEFAULT_RUN") == "required":

@@ -16,15 +16,12 @@ from pathlib import Path
 import pytest
 
 from browser import Browser, find_chromium
+from repo_paths import KITS_META, SEGAUGE_MODAL, TOUCHSTONE
 from segbench.io import write_json_atomic
 from segbench.report import build_site
 from segbench.stats.reanalysis import recompute
 from segbench.stats.verdicts import CODE_WORDS, format_level
 from site_data import TOUCHSTONE_SOURCE, add_audited, calibration_audit, kits_like_results, segauge_results, touchstone_results
-
-TOUCHSTONE = Path(__file__).resolve().parents[1] / "data" / "published" / "touchstone_totalsegmentator"
-SEGAUGE_MODAL = Path(__file__).resolve().parents[1] / "data" / "published" / "segauge_benchmark" / "kits23_modal.json"
-KITS_META = Path(__file__).resolve().parents[1] / "data" / "kits23" / "kits23.json"
 
 
 @pytest.fixture(scope="session")

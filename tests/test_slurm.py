@@ -21,6 +21,7 @@ import yaml
 from projects import SMALL, Projects
 from projects import SMALL_CASES as CASES
 from projects import SMALL_MODELS as MODELS
+from repo_paths import ROOT
 from segbench.config import ConfigError
 from segbench.models.slurm import executor_from_environ, options_from_environ, shard_runner_from_environ
 from services import SlurmCluster, slurm_cluster, wait_until
@@ -189,7 +190,7 @@ def test_interact_stage_on_slurm_reproduces_the_committed_local_run(
 
 @pytest.mark.extended
 @pytest.mark.skipif(
-    not (Path(__file__).parents[1] / "envs" / "litemedsam" / "bin" / "python").exists(),
+    not (ROOT / "envs" / "litemedsam" / "bin" / "python").exists(),
     reason="envs/litemedsam is absent: build it with `segbench env create litemedsam` (.ci/run does)",
 )
 def test_litemedsam_interact_stage_on_slurm_reproduces_the_committed_local_run(

@@ -1,7 +1,7 @@
 """Each DVC stage depends on exactly the source its command imports (docs/architecture.md#stage-dependencies).
 
 A stage's command is a ``segbench`` subcommand; its source is what the subcommand's handler in ``cli.py`` imports, and
-``segbench.config`` when it reads params.yaml, closed over the import graph (tests/import_graph.py): the modules that
+``segbench.config`` when it reads params.yaml, closed over the import graph (tests/support/import_graph.py): the modules that
 loading them loads, defaults of every config section included. A dependency fewer and a change that alters the
 stage's outputs leaves `dvc repro` with nothing to do; one more and an unrelated edit reruns it (a compare-only edit
 rerunning the score matrix). ``cli.py`` itself is no dependency: a handler passes the parsed arguments to one stage
@@ -23,9 +23,9 @@ import yaml
 
 import import_graph
 from projects import SMALL
+from repo_paths import ROOT
 from segbench.cli import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
 PIPELINES = ("dvc.yaml", "calibration/dvc.yaml", "interactive/dvc.yaml", "realmodel/dvc.yaml")
 CLI = import_graph.SRC / "segbench" / "cli.py"
 #: what a module runs as a program rather than imports: the model adapters' scripts (``models.runner.ADAPTERS_DIR``)

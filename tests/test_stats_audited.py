@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from repo_paths import ROOT
 from segbench.stats import AuditTables, BoardCell, StatsSettings, audited, population_data
 from segbench.stats.audited import nearest_n
 
-ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = StatsSettings().to_dict()  # skew_t CIs, the verdict's test: procedure meantest_holm
 AUDIT = {"confidence": 0.95, "alpha": 0.05, "multiple_comparison": "holm"}
 

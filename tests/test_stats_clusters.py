@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from repo_paths import ROOT
 from segbench.config import ConfigError, parse_params
 from segbench.stats import StatsSettings, analyze, reanalyze
 from segbench.stats.clusters import MISSING, cluster_counts, cluster_indices, clustered_means
@@ -130,7 +130,7 @@ def test_bad_field_or_single_cluster_is_refused_by_name(field: str, sites: dict,
 
 
 def test_config_cluster_field_must_be_a_field_name() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     raw = compose_params(root / "conf")
     assert parse_params(raw, root).published_set("touchstone_totalsegmentator").cluster_field == "institute"
     raw["published"]["touchstone_totalsegmentator"]["cluster_field"] = ["institute"]

@@ -13,7 +13,7 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import KITS_META, PUBLISHED
+from repo_paths import KITS_META, PUBLISHED
 from segbench.published_segauge import read_segauge_results
 from segbench.stats import StatsSettings, analyze, reanalyze
 from segbench.stats.verdicts import incoherent_pairs

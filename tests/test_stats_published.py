@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import KITS_META, SEGAUGE_KITS, TOUCHSTONE
+from repo_paths import KITS_META, SEGAUGE_KITS, TOUCHSTONE
 from segbench.published import read_touchstone
 from segbench.published_segauge import read_segauge_results
 from segbench.stats import StatsSettings, analyze

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import KITS_META, PUBLISHED
+from repo_paths import KITS_META, PUBLISHED
 from segbench.published_segauge import read_segauge_results
 from segbench.stats import StatsSettings, analyze, reanalyze
 from segbench.stats.levels import coverage_by_level

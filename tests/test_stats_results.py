@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KITS_META, PUBLISHED, ROOT
+from repo_paths import KITS_META, PUBLISHED, ROOT
 from segbench.published_segauge import read_segauge_results
 from segbench.stats import StatsSettings, analyze
 from segbench.stats import results as types_

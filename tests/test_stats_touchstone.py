@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from conftest import TOUCHSTONE
+from repo_paths import TOUCHSTONE
 from segbench.stats import StatsSettings, analyze, reanalyze
 
 METRICS = {"dice": True, "nsd": True}

@@ -1,7 +1,7 @@
 """The pipeline against a shared MLflow tracking server on PostgreSQL with proxied artifacts, started here on loopback.
 
 Concurrent workers (separate `segbench track` processes, and `dvc queue start -j 2`) log each score bundle once,
-and compare reads the rows back from the server. The services are real (tests/services.py).
+and compare reads the rows back from the server. The services are real (tests/support/services.py).
 """
 
 from __future__ import annotations

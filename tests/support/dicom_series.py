@@ -12,7 +12,9 @@ import numpy as np
 import pydicom
 from pydicom.sr.codedict import codes
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "totalseg_example"
+from repo_paths import TOTALSEG_EXAMPLE
+
+EXAMPLE = TOTALSEG_EXAMPLE
 LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0, 1.0])
 
 

@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+from repo_paths import SRC
+
 PACKAGE = "segbench"
 
 

@@ -1,4 +1,4 @@
-"""A gate the interruption tests put on PYTHONPATH of the commands they start (tests/tests_support.py, ``gate_env``).
+"""A gate the interruption tests put on PYTHONPATH of the commands they start (tests/support/tests_support.py, ``gate_env``).
 
 A Python process that opens a file matching ``SEGBENCH_TEST_GATE`` (an fnmatch pattern on the absolute path) for
 ``SEGBENCH_TEST_GATE_ON`` (``write``, the default, or ``read``), after ``SEGBENCH_TEST_GATE_PASS`` earlier such opens

@@ -1,5 +1,5 @@
 """Helpers shared by tests (not fixtures): working directories, commands, score bundles and label maps.
-(Projects, new or reproduced: tests/projects.py.)"""
+(Projects, new or reproduced: tests/support/projects.py.)"""
 
 from __future__ import annotations
 
@@ -23,11 +23,9 @@ import pandas as pd
 import yaml
 from scipy import ndimage
 
+from repo_paths import GATE
 from segbench import tracking
 from segbench.models import container
-
-#: holds the sitecustomize.py that stops a command's Python process at a moment the test chooses (``gate_env``)
-GATE = Path(__file__).resolve().parent / "gate"
 
 
 @contextlib.contextmanager
@@ -66,7 +64,7 @@ def interruptible(args: list[str], **popen: object) -> subprocess.Popen:
 def gate_env(folder: Path, pattern: str, on: str = "write", passes: int = 0, argv: str = "") -> dict[str, str]:
     """``command_env()`` for a command whose Python process that opens a path matching ``pattern`` for ``on``
     (write or read), after ``passes`` such opens, writes ``folder/started.<pid>`` and waits for ``folder/release``
-    (tests/gate/sitecustomize.py). ``argv``: only processes with this word among their arguments (e.g. ``track``
+    (tests/support/gate/sitecustomize.py). ``argv``: only processes with this word among their arguments (e.g. ``track``
     for `segbench track`, not the dvc that hashes the same files)."""
     env = command_env()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(GATE), env.get("PYTHONPATH", "")) if p)

@@ -1,20 +1,20 @@
 """Helpers for the adapter tests: the published class lists and the real recorded model outputs.
 
-Expectations here are written from the published class lists (tests/fixtures/published_class_lists.json),
+Expectations here are written from the published class lists (tests/support/fixtures/published_class_lists.json),
 independently of the model configs under test.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import nibabel as nib
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import CLASS_LISTS_JSON, ROOT
+
 EXAMPLE = ROOT / "data" / "totalseg_example"
-CLASS_LISTS = json.loads((Path(__file__).parent / "fixtures" / "published_class_lists.json").read_text(encoding="utf-8"))
+CLASS_LISTS = json.loads(CLASS_LISTS_JSON.read_text(encoding="utf-8"))
 
 REAL_MODELS = [
     "totalsegmentator",
