@@ -7,7 +7,7 @@ boolean arrays; then, best of ``--repeat`` on one thread each, in this process:
 evaluator with the same rule and per-instance metrics (26-connected components, naive IoU >= 0.5;
 Dice, IoU, HD, HD95, ASSD, NSD; no global metrics), and under the ``brats`` profile against
 brats-evaluation's METs evaluator (bipartite Dice, Dice/NSD/HD95 per lesion, and its global
-Dice/NSD/HD95, which segbench's case scores already hold) on the "et" group. Outputs agree (tests/test_instances.py).
+Dice/NSD/HD95, which segbench's case scores already hold) on the "et" group. Outputs agree (tests/scoring/test_instances.py).
 
     envs/lesion-reference/bin/python benchmarks/bench_instances.py > benchmarks/results_bench_instances.txt
 """

@@ -1,5 +1,5 @@
 """The real 20-slice CT series of data/totalseg_example as a DICOM source: its slices, its grid as an empty NIfTI
-image, and a highdicom DICOM-SEG of a label map on it (tests/test_scoring_dicom.py, tests/test_evaluate.py)."""
+image, and a highdicom DICOM-SEG of a label map on it (tests/scoring/test_scoring_dicom.py, tests/pipeline/test_evaluate.py)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ under ``if TYPE_CHECKING:`` (never run) and those of the root package's ``__geta
 Python API, loaded on first use of that name, which no module of the package uses (``segbench evaluate`` imports
 ``segbench.evaluation`` itself). A package's own lazy ``__getattr__`` elsewhere counts as the package's import.
 Importing ``segbench.a.b`` runs ``segbench/__init__.py`` and ``segbench/a/__init__.py`` first, so loading a module
-that imports ``segbench.a.b`` loads those as well. The layer test (tests/test_layers.py) and the stage-dependency test
-(tests/test_stage_dependencies.py) read it.
+that imports ``segbench.a.b`` loads those as well. The layer test (tests/contracts/test_layers.py) and the stage-dependency test
+(tests/contracts/test_stage_dependencies.py) read it.
 """
 
 from __future__ import annotations

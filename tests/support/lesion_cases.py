@@ -1,6 +1,6 @@
 """Real KiTS23 lesion masks and SIMULATED predictions of them that miss, split, merge and add lesions.
 
-Shared by tests/test_instances.py and benchmarks/bench_instances.py. The reference is a KiTS23
+Shared by tests/scoring/test_instances.py and benchmarks/bench_instances.py. The reference is a KiTS23
 label map (0 background, 1 kidney, 2 tumor, 3 cyst; data/README.md) cropped to the kidneys' box;
 the prediction is SIMULATED from it by fixed, seeded edits (no model ran), each chosen to exercise
 one matching situation: a missed lesion (FN), a split lesion (one-to-many), two lesions bridged

@@ -3,7 +3,7 @@
 Each kind is a typical or a gross segmentation error, made from the reference itself so the
 expected behaviour is known: boundary errors (dilate, erode, shift), lesion-level errors (a lesion
 removed, a spurious lesion added) and gross errors (a whole kidney missed, an organ-sized blob).
-Shared by tests/test_scoring_vs_segauge.py and benchmarks/bench_scoring.py.
+Shared by tests/scoring/test_scoring_vs_segauge.py and benchmarks/bench_scoring.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """DeepMind's surface-distance package on one pair of masks: the reference the deepmind profile must equal
-(tests/test_scoring_profiles.py) and is timed beside (benchmarks/bench_profiles.py)."""
+(tests/scoring/test_scoring_profiles.py) and is timed beside (benchmarks/bench_profiles.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The classical baseline (region growing, seconds per step) runs on the bundle's three real scans (CT, MR,
 CT DICOM series) against TotalSegmentator's outputs, a PSEUDO-REFERENCE. LiteMedSAM is left out here
-(minutes on a CPU; tests/test_litemedsam.py runs it); the committed interactive/dvc.lock has its run.
+(minutes on a CPU; tests/interactive/test_litemedsam.py runs it); the committed interactive/dvc.lock has its run.
 """
 
 from __future__ import annotations

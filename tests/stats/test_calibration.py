@@ -193,7 +193,7 @@ def small_audit(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "n_resamples": 1000,
         "real": {},
     }
-    raw["calibration"].pop("shapes")  # the failure shapes have their own tests (tests/test_stats_failure_shapes.py)
+    raw["calibration"].pop("shapes")  # the failure shapes have their own tests (tests/stats/test_stats_failure_shapes.py)
     (proj / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     for step in ("score", "audit"):

@@ -1,7 +1,7 @@
 """The real-model pipeline's own pieces (realmodel/dvc.yaml; docs/guide.md#a-real-model-run-here): its params are the
 composition of conf/, its cases are the bundle's files (liver masks of the pseudo-reference and of the shipped output, the
 DICOM series read into NIfTI), and a stage run with ``--params realmodel/params.yaml`` writes under realmodel/.
-The model itself: tests/test_pyliverlesionseg.py; the whole pipeline's rerun, byte for byte: .ci/run.
+The model itself: tests/models/test_pyliverlesionseg.py; the whole pipeline's rerun, byte for byte: .ci/run.
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ def project(root: Path, messy: tuple[Path, dict[str, Any]], tmp_path: Path, trac
                 "format": "touchstone",
                 "path": str(folder),
                 "evaluated_on": "totalsegmentator",
-                "source": "tests/test_published_mess.py",
+                "source": "tests/published/test_published_mess.py",
                 "metrics": {"dice": True, "nsd": True},
                 "subgroups": ["gender"],
                 "cluster_field": "institute",
@@ -314,7 +314,7 @@ def test_touchstone_folder_without_its_metadata_file_imports_by_config_alone(
                 "format": "touchstone",
                 "path": str(folder),
                 "evaluated_on": "dap_atlas",
-                "source": "tests/test_published_mess.py",
+                "source": "tests/published/test_published_mess.py",
                 "metrics": {"dice": True, "nsd": True},
                 **metadata,
             }

@@ -130,7 +130,7 @@ def _set(fmt: str, path: Path, metrics: dict[str, bool], options: dict[str, Any]
         "format": fmt,
         "path": str(path),
         "evaluated_on": "demo",
-        "source": "written by tests/test_published_formats.py",
+        "source": "written by tests/published/test_published_formats.py",
         "metrics": metrics,
         "options": options,
     }
