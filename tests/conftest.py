@@ -1,4 +1,5 @@
-"""Shared fixtures: the project root, the real data bundle, an isolated MLflow store, and the project factory.
+"""Shared fixtures: the project root, the real data bundle, an isolated MLflow store, the project factory, and the
+session's small experiment reproduced (shared, read only) or copied (one per module).
 
 The tests run on the real data bundle; a missing bundle is a failure (run `dvc pull data.dvc`), not a skip.
 """
@@ -68,3 +69,25 @@ def projects(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     factory = Projects(root, tmp_path_factory)
     yield factory
     factory.check_unchanged()
+
+
+@pytest.fixture
+def small_run(projects: Projects) -> Path:
+    """The session's small experiment (``projects.SMALL``: 4 real KiTS23 cases, 2 SIMULATED models, a small published
+    set, B = 500) in a new DVC project from this repo's pipeline files, reproduced once per session and shared by the
+    tests that read it: read only (the session fails if a test wrote to it)."""
+    from projects import SMALL
+
+    return projects.reproduced(SMALL)
+
+
+@pytest.fixture(scope="module")
+def committed_copy(projects: Projects) -> Path:
+    """A copy of the small experiment reproduced, everything committed (`git status` clean): the baseline a module's
+    tests change, in order (one copy per module)."""
+    from projects import SMALL
+    from tests_support import commit_all
+
+    proj = projects.copy(SMALL)
+    commit_all(proj, "the small experiment reproduced")
+    return proj

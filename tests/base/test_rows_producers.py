@@ -29,7 +29,7 @@ def _case(folder: Path, name: str, labels: np.ndarray) -> Path:
 
 
 @pytest.fixture(scope="module")
-def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def engine_tables(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The engine's rows, lesion table and per-lesion table of three cases: a close prediction, a missed tumour and a
     missing prediction (the worst case), under every profile."""
     folder = tmp_path_factory.mktemp("cases")
@@ -49,8 +49,8 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[pd.DataFrame, pd.D
     return score_cases_and_lesions(cases, REGIONS, setting, progress=False, allowed_labels={0, 1, 2}, profile=names[0], extra_profiles=names[1:])
 
 
-def test_the_engines_rows_under_every_profile_keep_the_contract(scored: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> None:
-    table, lesion_rows, instance_rows = scored
+def test_the_engines_rows_under_every_profile_keep_the_contract(engine_tables: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> None:
+    table, lesion_rows, instance_rows = engine_tables
     assert table["metric_profile"].nunique() > 1 and table["worst_case"].any()  # every profile; the missing prediction
     for name, produced in (("rows", table), ("lesion table", lesion_rows), ("per-lesion table", instance_rows)):
         assert not produced.empty, name
@@ -58,8 +58,8 @@ def test_the_engines_rows_under_every_profile_keep_the_contract(scored: tuple[pd
         assert [c for c in produced.columns if rows.kind(str(c)) is not None], f"{name}: no column the contract checks"
 
 
-def test_a_score_bundle_written_and_read_back_keeps_the_contract(scored: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame], tmp_path: Path) -> None:
-    table = scored[0].assign(model="toy", kind="simulated")
+def test_a_score_bundle_written_and_read_back_keeps_the_contract(engine_tables: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame], tmp_path: Path) -> None:
+    table = engine_tables[0].assign(model="toy", kind="simulated")
     record = {
         "tags": {key: "toy" for key in tracking.REQUIRED_RECORD["tags"]},
         "params": {key: "toy" for key in tracking.REQUIRED_RECORD["params"]},

@@ -94,7 +94,7 @@ def _team_table(dsc: list[list[float]], seconds: list[float]) -> pd.DataFrame:
 
 
 @pytest.fixture
-def published_project(tmp_path: Path, root: Path, tracking_store: str) -> Path:
+def cvpr25_folder(tmp_path: Path, root: Path, tracking_store: str) -> Path:
     folder = tmp_path / "cvpr25"
     folder.mkdir()
     rising = [[0.5, 0.6, 0.7, 0.8, 0.85, 0.9], [0.4, 0.5, 0.6, 0.7, 0.8, 0.9], [0.6, 0.6, 0.7, 0.7, 0.8, 0.8], [0.3, 0.5, 0.6, 0.6, 0.7, 0.8]]
@@ -121,11 +121,11 @@ def published_project(tmp_path: Path, root: Path, tracking_store: str) -> Path:
     return tmp_path
 
 
-def test_published_challenge_tables_go_through_the_statistics(published_project: Path) -> None:
-    with in_directory(published_project):
+def test_published_challenge_tables_go_through_the_statistics(cvpr25_folder: Path) -> None:
+    with in_directory(cvpr25_folder):
         for argv in (["import", "--published", "cvpr25_demo"], ["track", "--dataset", "cvpr25_demo"], ["compare", "--dataset", "cvpr25_demo"]):
             assert main(argv) == 0, argv
-    results = json.loads((published_project / "results" / "cvpr25_demo.json").read_text())
+    results = json.loads((cvpr25_folder / "results" / "cvpr25_demo.json").read_text())
     block = results["analysis"]["structures"]["mean_over_classes"]
     auc = block["metrics"]["DSC_AUC"]
     # team_a's AUC by hand: case 0 = (0.6+0.7)/2 + (0.7+0.8)/2 + (0.8+0.85)/2 + (0.85+0.9)/2 = 3.1
@@ -145,47 +145,47 @@ def test_published_challenge_tables_go_through_the_statistics(published_project:
         (lambda t: t.assign(CaseName=["a.npz", "a.npz", "b.npz", "c.npz"]), "case 'a.npz' appears more than once"),
     ],
 )
-def test_malformed_published_tables_are_errors_naming_the_file(published_project: Path, change, message: str) -> None:
-    path = published_project / "cvpr25" / "team_b_metrics.csv"
+def test_malformed_published_tables_are_errors_naming_the_file(cvpr25_folder: Path, change, message: str) -> None:
+    path = cvpr25_folder / "cvpr25" / "team_b_metrics.csv"
     change(pd.read_csv(path)).to_csv(path, index=False)
     from segbench.published import read_cvpr25_metrics
 
     with pytest.raises(ValueError, match=f"team_b_metrics.csv: .*{message}"):
-        read_cvpr25_metrics(published_project / "cvpr25")
+        read_cvpr25_metrics(cvpr25_folder / "cvpr25")
 
 
-def test_published_tables_must_list_the_same_cases(published_project: Path) -> None:
-    path = published_project / "cvpr25" / "team_b_metrics.csv"
+def test_published_tables_must_list_the_same_cases(cvpr25_folder: Path) -> None:
+    path = cvpr25_folder / "cvpr25" / "team_b_metrics.csv"
     pd.read_csv(path).iloc[:3].to_csv(path, index=False)
     from segbench.published import read_cvpr25_metrics
 
     with pytest.raises(ValueError, match=r"team_b_metrics.csv: cases differ from team_a_metrics.csv's: missing \['case_3'\]"):
-        read_cvpr25_metrics(published_project / "cvpr25")
+        read_cvpr25_metrics(cvpr25_folder / "cvpr25")
 
 
-def test_tables_of_the_older_protocol_need_their_version(published_project: Path) -> None:
+def test_tables_of_the_older_protocol_need_their_version(cvpr25_folder: Path) -> None:
     """Before 2025-03-25 the challenge's AUC took the box step too (up to 5): such a table is refused under the final
     version's bound of 4, and read with options.protocol_version 2025-03-04, its rows naming that scoring."""
     from segbench.interactive.protocol import Scoring
     from segbench.published import read_cvpr25_metrics
 
-    for path in (published_project / "cvpr25").glob("*_metrics.csv"):
+    for path in (cvpr25_folder / "cvpr25").glob("*_metrics.csv"):
         table = pd.read_csv(path)
         table.loc[0, [f"DSC_{s}" for s in range(1, 7)]] = 0.95  # case 0 at 0.95 from the box step on
         dsc = table[[f"DSC_{s}" for s in range(1, 7)]].to_numpy()
         table["DSC_AUC"] = ((dsc[:, 1:] + dsc[:, :-1]) / 2).sum(axis=1)  # all 6 steps at x = 0..5
         table.to_csv(path, index=False)
     with pytest.raises(ValueError, match="team_a_metrics.csv: case 'case_0.npz', column 'DSC_AUC': 4.75 outside 0..4"):
-        read_cvpr25_metrics(published_project / "cvpr25")
-    rows = read_cvpr25_metrics(published_project / "cvpr25", Scoring("2025-03-04")).set_index(["model", "case_id"])
+        read_cvpr25_metrics(cvpr25_folder / "cvpr25")
+    rows = read_cvpr25_metrics(cvpr25_folder / "cvpr25", Scoring("2025-03-04")).set_index(["model", "case_id"])
     # team_a, case 1: (0.4+0.5)/2 + 2.8 (its click steps, above) = 3.25; case 0: 5 x 0.95
     assert rows.loc[("team_a", "case_1"), "DSC_AUC"] == pytest.approx(3.25)
     assert rows.loc[("team_a", "case_0"), "DSC_AUC"] == pytest.approx(4.75)
     assert set(rows["metric_profile"]) == {"cvpr25_interactive 2025-03-04 (NSD: deepmind_surfel_area_weighted (the challenge's SurfaceDice.py))"}
-    raw = yaml.safe_load((published_project / "params.yaml").read_text())
+    raw = yaml.safe_load((cvpr25_folder / "params.yaml").read_text())
     raw["published"]["cvpr25_demo"]["options"] = {"protocol_version": "2025-03"}
     with pytest.raises(ConfigError, match="published set 'cvpr25_demo'.*protocol_version must be one of 2025-03-25, 2025-03-04, got '2025-03'"):
-        parse_params(raw, published_project)
+        parse_params(raw, cvpr25_folder)
 
 
 def test_convert_command_takes_a_dicom_series(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

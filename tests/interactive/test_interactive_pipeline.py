@@ -27,13 +27,13 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def project(projects: Projects) -> Path:
+def interactive_run(projects: Projects) -> Path:
     """The interactive pipeline reproduced (shared: read only)."""
     return projects.reproduced(INTERACTIVE)
 
 
-def test_results_carry_per_step_scores_per_case_and_per_organ(project: Path) -> None:
-    results = json.loads((project / "interactive" / "results" / "totalseg_example.json").read_text())
+def test_results_carry_per_step_scores_per_case_and_per_organ(interactive_run: Path) -> None:
+    results = json.loads((interactive_run / "interactive" / "results" / "totalseg_example.json").read_text())
     assert results["dataset"]["interactive"] and results["dataset"]["reference"] == "PSEUDO-REFERENCE"
     assert list(results["models"]) == ["region_growing"]
     assert results["metrics"]["TotalRunningTime"] == {"higher_is_better": False}
@@ -47,38 +47,38 @@ def test_results_carry_per_step_scores_per_case_and_per_organ(project: Path) -> 
         "kidney_left": 2,
         "kidney_right": 2,
     }
-    table = pd.read_csv(project / "interactive" / "scores" / "totalseg_example" / "region_growing" / "metrics.csv")
+    table = pd.read_csv(interactive_run / "interactive" / "scores" / "totalseg_example" / "region_growing" / "metrics.csv")
     assert sorted(table["CaseName"]) == ["ct.npz", "ct_dicom.npz", "mr.npz"] and (table["reference"] == "PSEUDO-REFERENCE").all()
     cell = structures["mean_over_classes"]["metrics"]["DSC_AUC"]["models"]["region_growing"]
     assert cell["mean"] == pytest.approx(table["DSC_AUC"].mean())
     assert cell["ci_low"] <= cell["mean"] <= cell["ci_high"]
     # a class row's AUC is the trapezoid over its own click steps
-    rows = pd.read_csv(project / "interactive" / "scores" / "totalseg_example" / "region_growing" / "per_case.csv")
+    rows = pd.read_csv(interactive_run / "interactive" / "scores" / "totalseg_example" / "region_growing" / "per_case.csv")
     liver = rows[(rows["structure"] == "liver") & (rows["case_id"] == "ct")].iloc[0]
     steps = [liver[f"DSC_{i}"] for i in range(2, 7)]
     assert liver["DSC_AUC"] == pytest.approx(sum((a + b) / 2 for a, b in zip(steps, steps[1:])))
 
 
-def test_mlflow_run_has_step_metrics_and_the_challenge_table(project: Path, tmp_path: Path) -> None:
+def test_mlflow_run_has_step_metrics_and_the_challenge_table(interactive_run: Path, tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
+    with sqlite3.connect(interactive_run / "mlruns" / "mlflow.db") as db:
         (run_id,) = db.execute("SELECT run_uuid FROM runs WHERE name = 'region_growing' AND status = 'FINISHED'").fetchone()
         history = db.execute("SELECT step, value FROM metrics WHERE run_uuid = ? AND key = 'DSC' ORDER BY step", (run_id,)).fetchall()
         tags = dict(db.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (run_id,)).fetchall())
         leaderboards = db.execute("SELECT COUNT(*) FROM runs WHERE name = 'leaderboard' AND status = 'FINISHED'").fetchone()[0]
-    table = pd.read_csv(project / "interactive" / "scores" / "totalseg_example" / "region_growing" / "metrics.csv")
+    table = pd.read_csv(interactive_run / "interactive" / "scores" / "totalseg_example" / "region_growing" / "metrics.csv")
     assert [s for s, _ in history] == [1, 2, 3, 4, 5, 6]
     assert [v for _, v in history] == pytest.approx([table[f"DSC_{i}"].mean() for i in range(1, 7)])
     assert tags["segbench.reference"] == "PSEUDO-REFERENCE" and tags["segbench.kind"] == "interactive"
     assert leaderboards == 1
-    client = MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    client = MlflowClient(f"sqlite:///{interactive_run / 'mlruns' / 'mlflow.db'}")
     logged = json.loads(Path(client.download_artifacts(run_id, "per_case.json", str(tmp_path))).read_text())
     assert set(scores.REQUIRED_COLUMNS) <= set(logged["columns"])
 
 
-def test_site_draws_the_interaction_curves(project: Path, tmp_path: Path) -> None:
-    page = project / "interactive" / "site" / "totalseg_example.html"
+def test_site_draws_the_interaction_curves(interactive_run: Path, tmp_path: Path) -> None:
+    page = interactive_run / "interactive" / "site" / "totalseg_example.html"
     text = page.read_text(encoding="utf-8")
     assert "Interaction curves" in text and "PSEUDO-REFERENCE" in text
     chromium = find_chromium()

@@ -55,8 +55,8 @@ def _write(path: Path, image: nib.Nifti1Image) -> None:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project whose amos22 (CT) and btcv (MR) datasets are built from data/totalseg_example."""
+def adapters_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose amos22 (CT) and btcv (MR) datasets are built from data/totalseg_example."""
     proj = tmp_path_factory.mktemp("adapters") / "proj"
     shutil.copytree(ROOT / "models", proj / "models", ignore=shutil.ignore_patterns("*/"))
     shutil.copy(ROOT / "data.dvc", proj / "data.dvc")  # predictions record the data bundle version they were made from
@@ -129,21 +129,21 @@ def scored(project: Path, model: str, dataset: str) -> tuple[dict, dict[str, lis
     return manifest, dice
 
 
-def test_unverified_weights_are_refused_without_the_flag(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(project)
-    params = load_params(project / "params.yaml")
+def test_unverified_weights_are_refused_without_the_flag(adapters_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(adapters_folder)
+    params = load_params(adapters_folder / "params.yaml")
     with pytest.raises(ModelRunError, match="weights are unpinned .*--allow-unverified-weights"):
-        runner_predict(params.dataset("amos22"), params.model("totalsegmentator"), project / "predictions" / "refused")
-    assert not calls(project, "totalsegmentator") and not (project / "predictions" / "refused").exists(), "the model must not run"
+        runner_predict(params.dataset("amos22"), params.model("totalsegmentator"), adapters_folder / "predictions" / "refused")
+    assert not calls(adapters_folder, "totalsegmentator") and not (adapters_folder / "predictions" / "refused").exists(), "the model must not run"
 
 
 @pytest.mark.parametrize("model", [m for m in REAL_MODELS if m != "totalsegmentator_mr"])
-def test_predict_remaps_resamples_and_scores(project: Path, model: str) -> None:
-    result = predict(project, model, "amos22", "--allow-unverified-weights")
+def test_predict_remaps_resamples_and_scores(adapters_folder: Path, model: str) -> None:
+    result = predict(adapters_folder, model, "amos22", "--allow-unverified-weights")
     assert result.returncode == 0, result.stderr
-    made = calls(project, model)
+    made = calls(adapters_folder, model)
     assert len(made) == (2 if model.startswith("totalsegmentator") else 1)  # per-case tool vs one call per dataset
-    manifest, dice = scored(project, model, "amos22")
+    manifest, dice = scored(adapters_folder, model, "amos22")
     assert manifest["missing"] == [] and not manifest["weights"]["publishable"]
     assert manifest["weights"]["status"] in ("unpinned", "missing")
     na = sorted(r for r, v in manifest["regions"].items() if v["status"] == "not_applicable")
@@ -165,42 +165,42 @@ def test_predict_remaps_resamples_and_scores(project: Path, model: str) -> None:
         assert {"aorta", "inferior_vena_cava", "esophagus", "duodenum"} <= set(na)
 
 
-def test_mr_adapter_on_an_mr_dataset(project: Path) -> None:
-    params = load_params(project / "params.yaml")
+def test_mr_adapter_on_an_mr_dataset(adapters_folder: Path) -> None:
+    params = load_params(adapters_folder / "params.yaml")
     with pytest.raises(ModelRunError, match="segments MR images; dataset 'amos22' is CT"):
-        runner_predict(params.dataset("amos22"), params.model("totalsegmentator_mr"), project / "predictions" / "refused_mr")
-    result = predict(project, "totalsegmentator_mr", "btcv", "--allow-unverified-weights")
+        runner_predict(params.dataset("amos22"), params.model("totalsegmentator_mr"), adapters_folder / "predictions" / "refused_mr")
+    result = predict(adapters_folder, "totalsegmentator_mr", "btcv", "--allow-unverified-weights")
     assert result.returncode == 0, result.stderr
-    manifest, dice = scored(project, "totalsegmentator_mr", "btcv")
+    manifest, dice = scored(adapters_folder, "totalsegmentator_mr", "btcv")
     assert manifest["regions"]["portal_vein_and_splenic_vein"]["status"] == "scored"
     assert dice and all(v == 1.0 for values in dice.values() for v in values), dice
 
 
-def test_cached_predictions_are_not_rerun_and_a_lost_case_resumes(project: Path) -> None:
+def test_cached_predictions_are_not_rerun_and_a_lost_case_resumes(adapters_folder: Path) -> None:
     model = "stunet_base"
-    assert predict(project, model, "amos22", "--allow-unverified-weights").returncode == 0
-    before = len(calls(project, model))
-    assert predict(project, model, "amos22", "--allow-unverified-weights").returncode == 0
-    assert len(calls(project, model)) == before, "a fully cached dataset must not run the model"
-    (project / "predictions" / "amos22" / model / "ct2.nii.gz").unlink()
-    assert predict(project, model, "amos22", "--allow-unverified-weights").returncode == 0
-    last = calls(project, model)[-1]["argv"]
+    assert predict(adapters_folder, model, "amos22", "--allow-unverified-weights").returncode == 0
+    before = len(calls(adapters_folder, model))
+    assert predict(adapters_folder, model, "amos22", "--allow-unverified-weights").returncode == 0
+    assert len(calls(adapters_folder, model)) == before, "a fully cached dataset must not run the model"
+    (adapters_folder / "predictions" / "amos22" / model / "ct2.nii.gz").unlink()
+    assert predict(adapters_folder, model, "amos22", "--allow-unverified-weights").returncode == 0
+    last = calls(adapters_folder, model)[-1]["argv"]
     staged = Path(last[last.index("-i") + 1])
-    assert len(calls(project, model)) == before + 1
-    assert (project / "predictions" / "amos22" / model / "ct2.nii.gz").is_file() and not staged.exists()
+    assert len(calls(adapters_folder, model)) == before + 1
+    assert (adapters_folder / "predictions" / "amos22" / model / "ct2.nii.gz").is_file() and not staged.exists()
 
 
-def test_the_published_image_config_runs_through_the_container_path(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_published_image_config_runs_through_the_container_path(adapters_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """conf/model/totalsegmentator_roi_image.yaml as configured (command, variables, invocation per case, output pattern, label
     map), its image replaced by a stand-in: Debian with python3 and the TotalSegmentator stand-in, pinned as any archive is.
     Every call is one isolated podman run; the case's staged image must be readable inside (a symlink's target is not mounted)."""
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed (apt-get install podman runc debootstrap)")
-    monkeypatch.chdir(project)
-    params = load_params(project / "params.yaml")
+    monkeypatch.chdir(adapters_folder)
+    params = load_params(adapters_folder / "params.yaml")
     dataset, configured = params.dataset("amos22"), model_from_conf(ROOT / "conf", "totalsegmentator_roi_image")
     with pytest.raises(ModelRunError, match="image docker.io/wasserth/totalsegmentator:2.18.0 is not pinned by digest.*--allow-unverified-weights"):
-        runner_predict(dataset, configured, project / "predictions" / "refused_image")
+        runner_predict(dataset, configured, adapters_folder / "predictions" / "refused_image")
     wrapper = tmp_path / "TotalSegmentator"
     wrapper.write_text('#!/bin/sh\nexec python3 /workspace/TotalSegmentator.py "$@"\n', encoding="utf-8")
     wrapper.chmod(0o755)
@@ -228,11 +228,11 @@ def test_the_published_image_config_runs_through_the_container_path(project: Pat
     model = dataclasses.replace(configured, image=dataclasses.replace(configured.image, archive=built.archive, sha256=built.sha256, reference=None, spec=spec))
     runtime = podman_runtime()
     use_runtime(monkeypatch, runtime)
-    out = project / "predictions" / "amos22" / "totalsegmentator_roi_image"
-    manifest = runner_predict(dataset, model, out, device="cpu", weights_dir=project / "recordings")
+    out = adapters_folder / "predictions" / "amos22" / "totalsegmentator_roi_image"
+    manifest = runner_predict(dataset, model, out, device="cpu", weights_dir=adapters_folder / "recordings")
     assert manifest["missing"] == [] and manifest["weights"]["status"] == "verified" and manifest["weights"]["publishable"]
     assert sorted(p.name for p in out.glob("*.nii.gz")) == ["ct1.nii.gz", "ct2.nii.gz"]
-    _, dice = scored(project, "totalsegmentator_roi_image", "amos22")
+    _, dice = scored(adapters_folder, "totalsegmentator_roi_image", "amos22")
     assert min(dice["liver"]) > 0.95 and dice["liver"][0] == dice["liver"][1]  # as the venv adapter's run (the recording holds the liver)
     flagged = sorted(r for r, v in manifest["regions"].items() if v["status"] == "flagged")
     assert flagged == ["kidney_left", "kidney_right", "pancreas", "spleen"], manifest["regions"]
@@ -241,6 +241,8 @@ def test_the_published_image_config_runs_through_the_container_path(project: Pat
     # the same image answering with a symlink to a file of the host: refused unread, the case missing with its reason
     linking = dataclasses.replace(spec, command=("/bin/sh", "-c", "ln -s /etc/hostname {output_dir}/{case}.nii.gz"))
     hostile = dataclasses.replace(model, image=dataclasses.replace(model.image, spec=linking))
-    manifest = runner_predict(dataset, hostile, project / "predictions" / "amos22" / "hostile", device="cpu", weights_dir=project / "recordings")
+    manifest = runner_predict(
+        dataset, hostile, adapters_folder / "predictions" / "amos22" / "hostile", device="cpu", weights_dir=adapters_folder / "recordings"
+    )
     assert manifest["missing"] == ["ct1", "ct2"] and sorted(manifest["refused"]) == ["ct1", "ct2"]
     assert manifest["refused"]["ct1"].endswith("out/ct1/ct1.nii.gz: a symlink, not a regular file; refused unread"), manifest["refused"]

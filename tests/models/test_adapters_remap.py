@@ -29,15 +29,15 @@ RECORDINGS = {
 
 
 @pytest.fixture(scope="module")
-def params() -> Params:
+def remap_params() -> Params:
     raw = compose_params(ROOT / "conf", [f"model=[{','.join(REAL_MODELS)}]", f"dataset=[{','.join(DATASETS)}]"])
     return parse_params(raw, ROOT)
 
 
 @pytest.mark.parametrize("model_name", REAL_MODELS)
-def test_label_map_has_the_published_names(params: Params, model_name: str) -> None:
+def test_label_map_has_the_published_names(remap_params: Params, model_name: str) -> None:
     published = classes(MODEL_CLASS_LIST[model_name])
-    label_map = params.model(model_name).label_map
+    label_map = remap_params.model(model_name).label_map
     assert {i: published[i] for i in label_map} == label_map, "a native id names a different structure than the published list"
     if model_name != "totalsegmentator_roi":  # the roi-subset adapter lists exactly its subset
         assert label_map == published
@@ -45,8 +45,8 @@ def test_label_map_has_the_published_names(params: Params, model_name: str) -> N
 
 @pytest.mark.parametrize("recording", sorted(RECORDINGS))
 @pytest.mark.parametrize("dataset_name", ["kits23", "amos22", "btcv"])
-def test_recorded_output_remaps_voxel_for_voxel(params: Params, recording: str, dataset_name: str) -> None:
-    model, dataset = params.model(RECORDINGS[recording]), params.dataset(dataset_name)
+def test_recorded_output_remaps_voxel_for_voxel(remap_params: Params, recording: str, dataset_name: str) -> None:
+    model, dataset = remap_params.model(RECORDINGS[recording]), remap_params.dataset(dataset_name)
     native, _ = load(recording)
     remapped = remap_labels(native, native_to_dataset(model, dataset), Path(recording))
     published = classes(MODEL_CLASS_LIST[model.name])
@@ -69,8 +69,8 @@ def test_recorded_output_remaps_voxel_for_voxel(params: Params, recording: str, 
     assert must <= present, f"{recording} -> {dataset_name}: {must - present} not mapped"
 
 
-def test_kits_kidney_is_both_tumor_free_kidneys(params: Params) -> None:
-    model, kits = params.model("totalsegmentator"), params.dataset("kits23")
+def test_kits_kidney_is_both_tumor_free_kidneys(remap_params: Params) -> None:
+    model, kits = remap_params.model("totalsegmentator"), remap_params.dataset("kits23")
     native, _ = load("seg_total.nii.gz")
     remapped = remap_labels(native, native_to_dataset(model, kits), Path("seg_total.nii.gz"))
     assert np.array_equal(remapped == 1, np.isin(native, [2, 3]))  # kidney_right, kidney_left
@@ -79,15 +79,15 @@ def test_kits_kidney_is_both_tumor_free_kidneys(params: Params) -> None:
     assert regions["tumor"]["status"] == regions["mass"]["status"] == "not_applicable"
 
 
-def test_mask_folder_reader_rebuilds_the_multilabel_output(tmp_path: Path, params: Params) -> None:
+def test_mask_folder_reader_rebuilds_the_multilabel_output(tmp_path: Path, remap_params: Params) -> None:
     """TotalSegmentator without --ml writes one mask per structure; the reader must rebuild --ml's map."""
     native, image = load("seg_total_fast.nii.gz")
     published = classes("totalsegmentator_total")
     for label in np.unique(native)[1:]:
         nib.save(nib.Nifti1Image((native == label).astype(np.uint8), image.affine), tmp_path / f"{published[int(label)]}.nii.gz")
-    rebuilt, rebuilt_image = read_mask_folder(tmp_path, params.model("totalsegmentator_fast").label_map)
+    rebuilt, rebuilt_image = read_mask_folder(tmp_path, remap_params.model("totalsegmentator_fast").label_map)
     assert np.array_equal(rebuilt, native)
     assert np.allclose(rebuilt_image.affine, image.affine)
     nib.save(nib.Nifti1Image(np.ones(native.shape, np.uint8), image.affine), tmp_path / "not_a_structure.nii.gz")
     with pytest.raises(ValueError, match="not_a_structure"):
-        read_mask_folder(tmp_path, params.model("totalsegmentator_fast").label_map)
+        read_mask_folder(tmp_path, remap_params.model("totalsegmentator_fast").label_map)

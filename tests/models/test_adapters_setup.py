@@ -41,14 +41,14 @@ SUBSTITUTIONS = {
 
 
 @pytest.fixture(scope="module")
-def params() -> Params:
+def setup_params() -> Params:
     raw = compose_params(ROOT / "conf", [f"model=[{','.join(REAL_MODELS)}]", "dataset=[kits23,amos22,totalsegmentator,btcv,msd_spleen]"])
     return parse_params(raw, ROOT)
 
 
 @pytest.mark.parametrize("model", REAL_MODELS)
-def test_env_create_builds_a_pinned_venv(params: Params, model: str) -> None:
-    config = params.model(model)
+def test_env_create_builds_a_pinned_venv(setup_params: Params, model: str) -> None:
+    config = setup_params.model(model)
     commands = create_commands(config, Path("/p"))
     venv = config.environment["path"]
     assert commands[0] == [config.environment["python"], "-m", "venv", f"/p/{venv}"]
@@ -59,8 +59,8 @@ def test_env_create_builds_a_pinned_venv(params: Params, model: str) -> None:
     assert not any("{" in part for command in commands for part in command), "unfilled placeholder"
 
 
-def test_env_create_for_conda_and_container(params: Params, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    base = params.model("totalsegmentator")
+def test_env_create_for_conda_and_container(setup_params: Params, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    base = setup_params.model("totalsegmentator")
     conda = dataclasses.replace(base, environment={**base.environment, "type": "conda", "name": "ts", "channels": ["conda-forge"]})
     commands = create_commands(conda)
     assert commands[0] == ["conda", "create", "-y", "-n", "ts", "-c", "conda-forge", "python=3.11"]
@@ -88,8 +88,8 @@ def test_cli_env_create_dry_run_prints_the_commands(tmp_path: Path) -> None:
     assert "monai.bundle download --name wholeBody_ct_segmentation --version 0.2.7" in result.stderr
 
 
-def test_model_command_wraps_the_same_argv_for_each_environment(params: Params) -> None:
-    base = params.model("stunet_base")
+def test_model_command_wraps_the_same_argv_for_each_environment(setup_params: Params) -> None:
+    base = setup_params.model("stunet_base")
     argv, variables = model_command(base, SUBSTITUTIONS)
     assert argv[0].endswith("envs/stunet/bin/nnUNet_predict") and argv[1:3] == ["-i", "/s/in"]
     assert variables["RESULTS_FOLDER"] == "/w"
@@ -97,15 +97,15 @@ def test_model_command_wraps_the_same_argv_for_each_environment(params: Params) 
     assert conda[:5] == ["conda", "run", "--no-capture-output", "-n", "stunet"] and conda[5] == "nnUNet_predict"
     with pytest.raises(ModelRunError, match="a container model runs through its image"):
         model_command(model_from_conf(ROOT / "conf", "totalsegmentator_roi_image"), SUBSTITUTIONS)
-    ts, _ = model_command(params.model("totalsegmentator"), SUBSTITUTIONS)
+    ts, _ = model_command(setup_params.model("totalsegmentator"), SUBSTITUTIONS)
     assert ts[1:] == ["-i", "/s/in/c1.nii.gz", "-o", "/s/out/c1.nii.gz", "--ml", "-ta", "total", "-d", "gpu:1"]
 
 
-def test_weights_pins_are_import_url_files_and_verified_by_md5(tmp_path: Path, params: Params) -> None:
+def test_weights_pins_are_import_url_files_and_verified_by_md5(tmp_path: Path, setup_params: Params) -> None:
     for model in REAL_MODELS:
-        status = weights_status(params.model(model), ROOT)
+        status = weights_status(setup_params.model(model), ROOT)
         assert status["url"].startswith("https://") and status["status"] in ("unpinned", "missing", "verified", "mismatch")
-    monai = params.model("monai_wholebody")
+    monai = setup_params.model("monai_wholebody")
     (tmp_path / "models").mkdir()
     pin = yaml.safe_load((ROOT / "models" / "monai_wholebody.dvc").read_text())
     weights = tmp_path / "models" / pin["outs"][0]["path"]
@@ -135,8 +135,8 @@ def test_manual_download_prints_steps_then_ingests_a_local_copy(tmp_path: Path) 
     assert (btcv.reference_dir / "label0001.nii.gz").is_file() and (btcv.image_dir / "img0001.nii.gz").is_file()
 
 
-def test_archive_download_checks_the_md5_and_ingests(tmp_path: Path, params: Params) -> None:
-    spleen = _relocated(params, "msd_spleen", tmp_path)
+def test_archive_download_checks_the_md5_and_ingests(tmp_path: Path, setup_params: Params) -> None:
+    spleen = _relocated(setup_params, "msd_spleen", tmp_path)
     seg, image = load("seg_total.nii.gz")
     staged = tmp_path / "staged" / "Task09_Spleen"
     for folder in ("imagesTr", "labelsTr"):
@@ -152,8 +152,8 @@ def test_archive_download_checks_the_md5_and_ingests(tmp_path: Path, params: Par
     assert sorted(p.name for p in spleen.reference_dir.iterdir()) == ["spleen_2.nii.gz"]
 
 
-def test_totalsegmentator_ingest_composes_the_schema_from_masks(tmp_path: Path, params: Params) -> None:
-    dataset = _relocated(params, "totalsegmentator", tmp_path)
+def test_totalsegmentator_ingest_composes_the_schema_from_masks(tmp_path: Path, setup_params: Params) -> None:
+    dataset = _relocated(setup_params, "totalsegmentator", tmp_path)
     seg, image = load("seg_total.nii.gz")
     case = tmp_path / "download" / "s0001"
     (case / "segmentations").mkdir(parents=True)

@@ -58,15 +58,6 @@ def test_a_link_out_of_the_folder_or_a_lying_header_is_refused_unread(root: Path
     assert (tmp_path / "out" / f"{CASES[0]}.nii.gz").is_file() and manifest["regions"]["kidney_and_mass"]["spot_check_dice"] == 1.0
 
 
-@pytest.fixture(scope="module")
-def project(projects: Projects) -> Path:
-    """The small experiment reproduced and committed, before any folder of predictions is added (a copy: this module's
-    tests change it, in order)."""
-    proj = projects.copy(SMALL)
-    commit_all(proj, "the small experiment reproduced")
-    return proj
-
-
 def fabricate(project: Path, folder: Path) -> None:
     """The folder a user would bring: the held cases' files of SOURCE, nothing else."""
     folder.mkdir(parents=True)
@@ -89,11 +80,11 @@ def board_estimates(results: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) -> None:
-    before = json.loads((project / "results" / "kits23.json").read_text())
-    fabricate(project, project / "userdata" / "example_subset")
-    run(["dvc", "add", "-q", "userdata/example_subset"], project)  # as userdata/README.md does: data in DVC, never in git
-    out = exp_run(project, "predictions=[example_subset]")
+def test_a_folder_joins_by_config_only_and_moves_no_other_number(committed_copy: Path) -> None:
+    before = json.loads((committed_copy / "results" / "kits23.json").read_text())
+    fabricate(committed_copy, committed_copy / "userdata" / "example_subset")
+    run(["dvc", "add", "-q", "userdata/example_subset"], committed_copy)  # as userdata/README.md does: data in DVC, never in git
+    out = exp_run(committed_copy, "predictions=[example_subset]")
     assert ran_stages(out) == {
         "predictions@example_subset",
         "score-predictions@example_subset",
@@ -102,7 +93,7 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
         "cross-dataset",
         "report",
     }, out  # cross-dataset reads every results file
-    results = json.loads((project / "results" / "kits23.json").read_text())
+    results = json.loads((committed_copy / "results" / "kits23.json").read_text())
     coverage = results["coverage"]
     assert coverage["policy"] == coverage["applied"] == "own_cases"
     assert coverage["models"] == {"example_subset": {"n_cases": 3, "of": 4, "missing": sorted(set(CASES) - set(HELD))}}
@@ -116,16 +107,16 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
     assert dice["example_subset"] == dice[SOURCE]
     held = [before["analysis"]["structures"]["kidney_and_mass"]["case_ids"].index(c) for c in own["case_ids"]]
     assert dice[SOURCE] == [before["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]["per_case"][SOURCE][i] for i in held]
-    manifest = json.loads((project / "predictions" / "kits23" / "example_subset" / "manifest.json").read_text())
+    manifest = json.loads((committed_copy / "predictions" / "kits23" / "example_subset" / "manifest.json").read_text())
     assert manifest["kind"] == "predictions" and manifest["source"]["path"] == "userdata/example_subset" and manifest["source"]["files"] == 3
     assert manifest["missing"] == sorted(set(CASES) - set(HELD), key=CASES.index)
     # every view says it: segbench show, the site, MLflow (the model's run and the leaderboard's), and reanalyze checks it
-    shown = run(["segbench", "show"], project)
+    shown = run(["segbench", "show"], committed_copy)
     assert "example_subset: 3 of 4 cases (no prediction for 1; estimated on its own cases, beside the leaderboard)" in shown
-    assert "example_subset, 3 of 4 cases (beside the leaderboard):" in run(["segbench", "show", "--detail"], project)
-    page = (project / "site" / "kits23--kidney_and_mass.html").read_text()
+    assert "example_subset, 3 of 4 cases (beside the leaderboard):" in run(["segbench", "show", "--detail"], committed_copy)
+    page = (committed_copy / "site" / "kits23--kidney_and_mass.html").read_text()
     assert "example_subset, 3 of 4 cases (beside the leaderboard)" in page
-    with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
+    with sqlite3.connect(committed_copy / "mlruns" / "mlflow.db") as db:
         tags = dict(
             db.execute(
                 "SELECT t.key, t.value FROM tags t JOIN runs r USING (run_uuid) WHERE r.name IN ('example_subset', 'leaderboard') AND t.key LIKE '%coverage%'"
@@ -133,12 +124,12 @@ def test_a_folder_joins_by_config_only_and_moves_no_other_number(project: Path) 
         )
     assert tags["segbench.coverage"] == "3 of 4 cases (no prediction for 1)"
     assert tags["coverage.example_subset"].startswith("3 of 4 cases")
-    assert "every statistic re-derived" in run(["segbench", "reanalyze", "results/kits23.json"], project)
+    assert "every statistic re-derived" in run(["segbench", "reanalyze", "results/kits23.json"], committed_copy)
     # the run's headline means are over its own 3 cases (SOURCE's numbers there), never with the 4th counted as a failure
-    metrics = _run_metrics(project, "example_subset")
+    metrics = _run_metrics(committed_copy, "example_subset")
     assert metrics["n_cases"] == 3 and metrics["coverage"] == 0.75
     assert metrics["kidney_and_mass.dice.mean"] == round(float(np.mean(dice[SOURCE])), 3) > 0.5
-    table = {(r["model"], r["structure"], r["metric"]): r for r in json.loads(run(["segbench", "show", "--format", "json"], project))}
+    table = {(r["model"], r["structure"], r["metric"]): r for r in json.loads(run(["segbench", "show", "--format", "json"], committed_copy))}
     assert table[("example_subset", "kidney_and_mass", "dice")]["coverage"] == 0.75
     assert table[("example_subset", "kidney_and_mass", "dice")]["n"] == 3
 
@@ -150,7 +141,7 @@ def _run_metrics(project: Path, name: str) -> dict[str, float]:
 
 
 @pytest.mark.slow
-def test_mlflow_s_runs_table_shows_the_partial_model_s_own_means_and_coverage(project: Path, tmp_path: Path) -> None:
+def test_mlflow_s_runs_table_shows_the_partial_model_s_own_means_and_coverage(committed_copy: Path, tmp_path: Path) -> None:
     """After the folder joined (the test above): the experiment's saved runs view in Chromium shows the model's n_cases and
     coverage columns and its Dice over its own cases, as the terminal prints it."""
     from mlflow.tracking import MlflowClient
@@ -161,9 +152,9 @@ def test_mlflow_s_runs_table_shows_the_partial_model_s_own_means_and_coverage(pr
 
     chromium = find_chromium()
     assert chromium, "chromium not found: apt-get install chromium"
-    uri = f"sqlite:///{project / 'mlruns' / 'mlflow.db'}"
+    uri = f"sqlite:///{committed_copy / 'mlruns' / 'mlflow.db'}"
     experiment = MlflowClient(uri).get_experiment_by_name("segbench/kits23")
-    metrics = _run_metrics(project, "example_subset")
+    metrics = _run_metrics(committed_copy, "example_subset")
     link = f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning&viewStateShareKey=segbench"
     with mlflow_server(uri, tmp_path / "server", workers=1) as server, Browser(chromium, tmp_path / "profile", timeout=180) as browser:
         visit = browser.visit(f"{server.uri}/{link}", script=RUNS_TABLE, width=2600, ready=RUNS_READY % json.dumps(["example_subset"]))
@@ -175,28 +166,28 @@ def test_mlflow_s_runs_table_shows_the_partial_model_s_own_means_and_coverage(pr
 
 
 @pytest.mark.slow
-def test_a_folder_imported_with_dvc_import_reproduces_on_a_new_clone(project: Path, tmp_path: Path) -> None:
+def test_a_folder_imported_with_dvc_import_reproduces_on_a_new_clone(committed_copy: Path, tmp_path: Path) -> None:
     """`dvc import` of a folder from another DVC repository; the project pushed, cloned, pulled: `dvc repro` reruns nothing."""
     source = tmp_path / "lab"
     source.mkdir()
     run(["git", "init", "-q"], source)
     run(["dvc", "init", "-q"], source)
-    fabricate(project, source / "preds")
+    fabricate(committed_copy, source / "preds")
     run(["dvc", "add", "-q", "preds"], source)
     run(["dvc", "remote", "add", "-d", "store", str(tmp_path / "lab-remote")], source)
     run(["dvc", "push", "-q"], source)
     commit_all(source, "predictions")
-    run(["dvc", "import", "-q", str(source), "preds", "-o", "userdata/imported"], project)
-    config = yaml.safe_load((project / "conf" / "predictions" / "example_subset.yaml").read_text())["example_subset"]
-    (project / "conf" / "predictions" / "imported.yaml").write_text(yaml.safe_dump({"imported": {**config, "path": "userdata/imported"}}))
-    commit_all(project, "import a folder of predictions")  # its .dvc file in git, as a user commits it before an experiment
-    out = exp_run(project, "predictions=[imported]")
+    run(["dvc", "import", "-q", str(source), "preds", "-o", "userdata/imported"], committed_copy)
+    config = yaml.safe_load((committed_copy / "conf" / "predictions" / "example_subset.yaml").read_text())["example_subset"]
+    (committed_copy / "conf" / "predictions" / "imported.yaml").write_text(yaml.safe_dump({"imported": {**config, "path": "userdata/imported"}}))
+    commit_all(committed_copy, "import a folder of predictions")  # its .dvc file in git, as a user commits it before an experiment
+    out = exp_run(committed_copy, "predictions=[imported]")
     assert "predictions@imported" in ran_stages(out) and not {s for s in ran_stages(out) if s.startswith(("predict@", "score@"))}
-    run(["dvc", "remote", "add", "-d", "-f", "own", str(tmp_path / "remote")], project)
-    run(["dvc", "push", "-q"], project)
-    commit_all(project, "with an imported folder of predictions")
+    run(["dvc", "remote", "add", "-d", "-f", "own", str(tmp_path / "remote")], committed_copy)
+    run(["dvc", "push", "-q"], committed_copy)
+    commit_all(committed_copy, "with an imported folder of predictions")
     clone = tmp_path / "clone"
-    run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
+    run(["git", "clone", "-q", str(committed_copy), str(clone)], tmp_path)
     run(["dvc", "pull", "-q"], clone)
     assert (clone / "userdata" / "imported" / f"{HELD[0]}.nii.gz").is_file()
     out = run(["dvc", "repro"], clone)

@@ -20,11 +20,11 @@ import pytest
 import yaml
 
 from browser import Browser, find_chromium
-from projects import SMALL, Projects
+from projects import SMALL
 from projects import SMALL_MODELS as MODELS
 from segbench.stats.heads import ci_words
 from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS, format_estimate
-from tests_support import command_env, commit_all, run_command
+from tests_support import command_env, run_command
 
 pytestmark = pytest.mark.slow
 # the README's `dvc exp show` preset: one leaderboard cell (#1, mean [CI], verdict) across the experiments
@@ -36,30 +36,15 @@ VEGA_READY = """(() => {
 })()"""
 
 
-@pytest.fixture
-def project(projects: Projects) -> Path:
-    """The small experiment reproduced (shared: read only)."""
-    return projects.reproduced(SMALL)
-
-
-@pytest.fixture(scope="module")
-def committed(projects: Projects) -> Path:
-    """A copy of the small experiment reproduced, its outputs committed: the baseline a user's experiments start from
-    (this module's tests change it)."""
-    proj = projects.copy(SMALL)
-    commit_all(proj, "baseline run")
-    return proj
-
-
 def _exp_show(project: Path) -> list[dict]:
     """`dvc exp show --json`, parsed (stdout only: dvc may log to stderr)."""
     result = subprocess.run(["dvc", "exp", "show", "--json"], cwd=project, env=command_env(), capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
 
-def test_a_statistics_setting_reruns_the_leaderboards_only(committed: Path) -> None:
+def test_a_statistics_setting_reruns_the_leaderboards_only(committed_copy: Path) -> None:
     """Scores (and imported score sets) carry no statistic, so a new CI method leaves them and their MLflow runs alone."""
-    project = committed
+    project = committed_copy
     params_file = project / "params.yaml"
     before = params_file.read_text(encoding="utf-8")
     params = yaml.safe_load(before)
@@ -90,15 +75,15 @@ def _head_cells(results: dict) -> list[tuple[str, str, dict, int]]:
     ]
 
 
-def test_metrics_files_hold_every_leaderboard_head(project: Path) -> None:
-    results = json.loads((project / "results" / "kits23.json").read_text())
+def test_metrics_files_hold_every_leaderboard_head(small_run: Path) -> None:
+    results = json.loads((small_run / "results" / "kits23.json").read_text())
     cells = _head_cells(results)
     assert "lesions/tumor/pq_dice.json" in [path for path, *_ in cells]
-    assert sorted(p.relative_to(project / "metrics" / "kits23").as_posix() for p in (project / "metrics" / "kits23").rglob("*.json")) == sorted(
+    assert sorted(p.relative_to(small_run / "metrics" / "kits23").as_posix() for p in (small_run / "metrics" / "kits23").rglob("*.json")) == sorted(
         path for path, *_ in cells
     )
     for path, metric, cell, n in cells:
-        head = json.loads((project / "metrics" / "kits23" / path).read_text())
+        head = json.loads((small_run / "metrics" / "kits23" / path).read_text())
         first = cell["ranking"]["order"][0]
         estimate = cell["models"][first]
         code = cell["verdict"]["code"]  # the verdict in the words every view prints, its number beside for plots
@@ -111,7 +96,7 @@ def test_metrics_files_hold_every_leaderboard_head(project: Path) -> None:
             "n": n,
             "mean_ci": mean_ci,
         }  # the mean as mean_ci prints it, not 16 digits
-    shown = subprocess.run(["dvc", "metrics", "show"], cwd=project, env=command_env(), capture_output=True, text=True, check=True)
+    shown = subprocess.run(["dvc", "metrics", "show"], cwd=small_run, env=command_env(), capture_output=True, text=True, check=True)
     assert shown.stderr == ""  # no "DVC failed to load some metrics"
     header, *rows = shown.stdout.splitlines()
     assert header.split() == ["Path", "first", "mean", "mean_ci", "n", "verdict", "verdict_number"]
@@ -120,10 +105,10 @@ def test_metrics_files_hold_every_leaderboard_head(project: Path) -> None:
     assert _widest_line(shown.stdout) <= 200
 
 
-def test_a_fresh_clone_has_nothing_to_act_on(committed: Path, root: Path) -> None:
+def test_a_fresh_clone_has_nothing_to_act_on(committed_copy: Path, root: Path) -> None:
     """After the README's two commands: `dvc status dvc.yaml` (the README's) is clean and `dvc metrics show` warns of
     nothing, although the interactive pipeline, present in every clone, has never run there."""
-    project = committed
+    project = committed_copy
     for name in ("interactive/dvc.yaml", "interactive/dvc.lock", "interactive/.gitignore"):
         (project / name).parent.mkdir(exist_ok=True)
         shutil.copy(root / name, project / name)
@@ -142,9 +127,9 @@ def test_a_fresh_clone_has_nothing_to_act_on(committed: Path, root: Path) -> Non
         shutil.rmtree(project / "dvc_plots", ignore_errors=True)
 
 
-def test_plot_rows_are_each_models_mean_and_ci(project: Path, tmp_path: Path) -> None:
-    results = json.loads((project / "results" / "kits23.json").read_text())
-    with (project / "plots" / "kits23.csv").open() as handle:
+def test_plot_rows_are_each_models_mean_and_ci(small_run: Path, tmp_path: Path) -> None:
+    results = json.loads((small_run / "results" / "kits23.json").read_text())
+    with (small_run / "plots" / "kits23.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 3 * 5 * len(MODELS)  # regions x metrics x models
     row = next(r for r in rows if r["cell"] == "tumor hd95" and r["model"] == "sim_missed_lesion")
@@ -154,7 +139,7 @@ def test_plot_rows_are_each_models_mean_and_ci(project: Path, tmp_path: Path) ->
     # each row names its CI as the site's plots do: the method used and, for a calibrated cell, its level
     assert row["interval"] == ci_words(results["analysis"]["settings"], cell["ci_confidence"]) and "skewness-corrected t" in row["interval"]
     out = tmp_path / "plots_html"
-    run_command(["dvc", "plots", "show", "--out", str(out)], project)
+    run_command(["dvc", "plots", "show", "--out", str(out)], small_run)
     page = (out / "index.html").read_text()
     assert "ci_high" in page and "sim_missed_lesion" in page  # the mean_ci template, filled with the rows
     assert json.dumps(row["interval"])[1:-1] in page and "bootstrap CI" not in page
@@ -165,8 +150,8 @@ def test_plot_rows_are_each_models_mean_and_ci(project: Path, tmp_path: Path) ->
     assert visit.errors == [] and visit.remote_requests == [] and visit.plots == page.count("vegaEmbed(") >= 1
 
 
-def test_exp_run_shows_the_heads_in_exp_show(committed: Path, root: Path) -> None:
-    project = committed
+def test_exp_run_shows_the_heads_in_exp_show(committed_copy: Path, root: Path) -> None:
+    project = committed_copy
     # -S recomposes params.yaml from conf/ (Hydra), so the experiment restates the project's own overrides
     changed = [o for o in SMALL.overrides if not o.startswith("stats.n_resamples=")] + ["stats.n_resamples=300"]
     assert len(changed) == len(SMALL.overrides)  # B changed, nothing else

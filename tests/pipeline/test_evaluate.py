@@ -44,7 +44,7 @@ METRIC_COLUMNS = ["dice", "iou", "hd", "hd95", "assd", "masd", "nsd", "det_preci
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, kits_labels: Path) -> Path:
+def evaluate_folder(tmp_path_factory: pytest.TempPathFactory, kits_labels: Path) -> Path:
     """A folder with ``gt/`` (the three references) and each simulated model's predictions where the score stage
     reads them (``predictions/kits23/<model>/``, with a manifest excluding no region)."""
     folder = tmp_path_factory.mktemp("evaluate")
@@ -71,8 +71,8 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_report_reanalyze_read(project: Path) -> None:
-    out = project / "cli"
+def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_report_reanalyze_read(evaluate_folder: Path) -> None:
+    out = evaluate_folder / "cli"
     printed = _run(
         [
             sys.executable,
@@ -81,7 +81,7 @@ def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_rep
             "evaluate",
             "--gt",
             "gt",
-            *_pred_args(project),
+            *_pred_args(evaluate_folder),
             "--dataset",
             "kits23",
             "--conf",
@@ -94,7 +94,7 @@ def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_rep
             "--width",
             "200",
         ],
-        project,
+        evaluate_folder,
     ).stdout
     assert "2 models, all SIMULATED" in printed and re.search(r"mean \[95[\d.–]*% CI\]", printed)
     results = json.loads((out / "results" / "kits23.json").read_text(encoding="utf-8"))
@@ -105,51 +105,58 @@ def test_cli_prints_a_leaderboard_with_cis_and_verdicts_and_writes_what_show_rep
     assert (out / "site" / "index.html").is_file() and (out / "site" / "kits23--tumor.html").is_file()
     per_case = pd.read_csv(out / evaluation.PER_CASE_FILE, dtype={"case_id": str})
     assert sorted(set(per_case["case_id"])) == list(CASES) and set(per_case["model"]) == set(MODELS)
-    assert "every statistic re-derived" in _run([sys.executable, "-m", "segbench.cli", "reanalyze", str(out / "results" / "kits23.json")], project).stdout
-    shown = _run([sys.executable, "-m", "segbench.cli", "show", "--results", str(out / "results"), "--width", "200", "--detail"], project).stdout
+    assert (
+        "every statistic re-derived" in _run([sys.executable, "-m", "segbench.cli", "reanalyze", str(out / "results" / "kits23.json")], evaluate_folder).stdout
+    )
+    shown = _run([sys.executable, "-m", "segbench.cli", "show", "--results", str(out / "results"), "--width", "200", "--detail"], evaluate_folder).stdout
     v = results["analysis"]["structures"]["tumor"]["metrics"]["dice"]["verdict"]
     assert f"#1 {v['first']} versus #2 {v['second']}: " in " ".join(shown.split())
-    _run([sys.executable, "-m", "segbench.cli", "report", "--results", str(out / "results"), "--out", str(project / "site2")], project)
-    assert (project / "site2" / "kits23.html").is_file()
+    _run([sys.executable, "-m", "segbench.cli", "report", "--results", str(out / "results"), "--out", str(evaluate_folder / "site2")], evaluate_folder)
+    assert (evaluate_folder / "site2" / "kits23.html").is_file()
 
 
-def test_api_from_a_plain_script_without_main_guard_with_a_pool(project: Path) -> None:
+def test_api_from_a_plain_script_without_main_guard_with_a_pool(evaluate_folder: Path) -> None:
     """workers=2 starts a spawn pool, whose workers would re-run an unguarded script."""
-    script = project / "plain.py"
+    script = evaluate_folder / "plain.py"
     script.write_text(
         textwrap.dedent(f"""\
         import segbench
 
-        result = segbench.evaluate({str(project / "gt")!r}, {{m: {str(project)!r} + "/predictions/kits23/" + m for m in {list(MODELS)!r}}},
+        result = segbench.evaluate({str(evaluate_folder / "gt")!r}, {{m: {str(evaluate_folder)!r} + "/predictions/kits23/" + m for m in {list(MODELS)!r}}},
                                    dataset="kits23", conf={str(ROOT / "conf")!r}, simulated={list(MODELS)!r}, workers=2, progress=False)
         print(result.summary(width=200, cells=True))
         print(result.by_subgroup("gender").to_csv(index=False))
-        result.to_json({str(project / "api" / "kits23.json")!r})
-        print("SITE", result.to_html({str(project / "api" / "site")!r}))
+        result.to_json({str(evaluate_folder / "api" / "kits23.json")!r})
+        print("SITE", result.to_html({str(evaluate_folder / "api" / "site")!r}))
         """),
         encoding="utf-8",
     )
-    done = _run([sys.executable, str(script)], project)
+    done = _run([sys.executable, str(script)], evaluate_folder)
     assert "Traceback" not in done.stderr and done.stdout.count("2 models, all SIMULATED") == 1
     assert re.search(r"mean \[95[\d.–]*% CI\]", done.stdout) and "\n  tumor dice " in done.stdout  # summary(cells=True): a line per cell
     assert "structure,metric,gender,n,tested,model,mean,ci_low,ci_high" in done.stdout
-    assert (project / "api" / "site" / "index.html").is_file()
-    assert json.loads((project / "api" / "kits23.json").read_text(encoding="utf-8"))["dataset"]["name"] == "kits23"
+    assert (evaluate_folder / "api" / "site" / "index.html").is_file()
+    assert json.loads((evaluate_folder / "api" / "kits23.json").read_text(encoding="utf-8"))["dataset"]["name"] == "kits23"
 
 
-def test_numbers_equal_the_score_stage_on_the_same_cases(project: Path) -> None:
+def test_numbers_equal_the_score_stage_on_the_same_cases(evaluate_folder: Path) -> None:
     raw = compose_params(
         ROOT / "conf",
         ["model=[sim_erode_1mm,sim_dilate_1mm]", "dataset=kits23", f"dataset.kits23.cases=[{','.join(CASES)}]", "scoring.sensitivity_profiles=[]"],
     )
     raw["scoring"].pop("lesions", None)
     params = parse_params(raw, ROOT)
-    with in_directory(project):
+    with in_directory(evaluate_folder):
         for model in MODELS:
             run_score(params, "kits23", model, workers=1)
-    stage = pd.concat([pd.read_csv(scores_dir("kits23", m, project) / "per_case.csv", dtype={"case_id": str}) for m in MODELS], ignore_index=True)
+    stage = pd.concat([pd.read_csv(scores_dir("kits23", m, evaluate_folder) / "per_case.csv", dtype={"case_id": str}) for m in MODELS], ignore_index=True)
     result = evaluation.evaluate(
-        project / "gt", {m: predictions_dir("kits23", m, project) for m in MODELS}, dataset="kits23", conf=ROOT / "conf", simulated=MODELS, progress=False
+        evaluate_folder / "gt",
+        {m: predictions_dir("kits23", m, evaluate_folder) for m in MODELS},
+        dataset="kits23",
+        conf=ROOT / "conf",
+        simulated=MODELS,
+        progress=False,
     )
     ours = result.per_case
     key = ["model", "case_id", "structure"]

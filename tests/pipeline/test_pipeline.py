@@ -36,20 +36,13 @@ def mlflow_runs(project: Path) -> list[tuple[str, str, str]]:
 EXPECTED_RUNS = sorted([(f"segbench/{d}", m, "FINISHED") for d, models in (("kits23", MODELS), (SMALL_PUBLISHED, PUBLISHED)) for m in [*models, "leaderboard"]])
 
 
-@pytest.fixture
-def project(projects: Projects) -> Path:
-    """A new project from this repo's pipeline files, with the data pulled from the shared remote, reproduced (shared by
-    the session's pipeline-level tests: read only)."""
-    return projects.reproduced(SMALL)
-
-
 def base_commit(project: Path) -> str:
     """The commit the project's `dvc repro` ran on (a copy's tests commit on top of it)."""
     return run(["git", "rev-list", "--max-parents=0", "HEAD"], project).strip()
 
 
-def test_repro_produces_results_site_and_one_mlflow_run_per_pair(project: Path) -> None:
-    results = json.loads((project / "results" / "kits23.json").read_text())
+def test_repro_produces_results_site_and_one_mlflow_run_per_pair(small_run: Path) -> None:
+    results = json.loads((small_run / "results" / "kits23.json").read_text())
     assert sorted(results["models"]) == MODELS
     assert all(m["simulated"] and m["kind"] == "simulated" for m in results["models"].values())
     structures = results["analysis"]["structures"]
@@ -57,51 +50,51 @@ def test_repro_produces_results_site_and_one_mlflow_run_per_pair(project: Path) 
     kidney = structures["kidney_and_mass"]["metrics"]["dice"]
     assert kidney["models"]["sim_dilate_1mm"]["n"] == len(CASES)
     assert 0 < kidney["models"]["sim_dilate_1mm"]["ci_low"] <= kidney["models"]["sim_dilate_1mm"]["mean"] <= kidney["models"]["sim_dilate_1mm"]["ci_high"] < 1
-    assert mlflow_runs(project) == EXPECTED_RUNS
+    assert mlflow_runs(small_run) == EXPECTED_RUNS
     # the deepmind profile's rows went score -> MLflow -> compare; no model fails a case of these four
     sensitivity = results["sensitivity"]
     assert sensitivity["profiles"]["baseline"] == "segauge" and sensitivity["profiles"]["variants"]["deepmind"]["run"]
     assert sensitivity["missing_policy"]["n_failed_rows"] == 0 and not sensitivity["missing_policy"]["variants"]["drop_failed"]["run"]
-    assert (project / "scores" / "kits23" / "sim_dilate_1mm" / "per_case_profiles.csv").is_file()
-    assert "Implementation sensitivity" in (project / "site" / "kits23.html").read_text()
-    published = json.loads((project / "results" / "segauge_kits23_seed.json").read_text())
+    assert (small_run / "scores" / "kits23" / "sim_dilate_1mm" / "per_case_profiles.csv").is_file()
+    assert "Implementation sensitivity" in (small_run / "site" / "kits23.html").read_text()
+    published = json.loads((small_run / "results" / "segauge_kits23_seed.json").read_text())
     assert all(m["kind"] == "published" for m in published["models"].values())
-    assert "SIMULATED" in (project / "site" / "index.html").read_text()
-    assert "plotly.min.js" in (project / "site" / "kits23--kidney_and_mass.html").read_text()
-    assert (project / "site" / "plotly.min.js").stat().st_size > 1_000_000
+    assert "SIMULATED" in (small_run / "site" / "index.html").read_text()
+    assert "plotly.min.js" in (small_run / "site" / "kits23--kidney_and_mass.html").read_text()
+    assert (small_run / "site" / "plotly.min.js").stat().st_size > 1_000_000
 
 
-def test_lesion_wise_scores_go_score_mlflow_compare_site(project: Path) -> None:
+def test_lesion_wise_scores_go_score_mlflow_compare_site(small_run: Path) -> None:
     """scoring.lesions (conf/config.yaml): per-lesion tables from the score stage, MLflow artifacts of each model's run,
     read back by compare into the results' lesions block (by case, by lesion, matching rules), drawn on the site."""
     import pandas as pd
 
-    results = json.loads((project / "results" / "kits23.json").read_text())
+    results = json.loads((small_run / "results" / "kits23.json").read_text())
     lesions = results["lesions"]
     assert lesions["profile"] == "brats" and set(lesions["sensitivity"]["variants"]) == {"panoptica", "panoptica_merge", "brats2023"}
     tumor = lesions["case"]["structures"]["tumor"]
     assert tumor["n_cases"] == len(CASES) and {"rq", "pq_dice", "lesion_dice"} <= set(tumor["metrics"])
     for model in MODELS:
-        table = pd.read_csv(project / "scores" / "kits23" / model / "instances.csv", dtype={"case_id": str})
+        table = pd.read_csv(small_run / "scores" / "kits23" / model / "instances.csv", dtype={"case_id": str})
         mine = table[(table.structure == "tumor") & (table.lesion_profile == "brats")]
         counts = lesions["counts"]["tumor"][model]
         assert (counts["tp"], counts["fn"], counts["fp"]) == tuple(int((mine.status == s).sum()) for s in ("TP", "FN", "FP"))
         assert lesions["lesion"]["structures"]["tumor"]["metrics"]["detected"]["models"][model]["n"] == counts["tp"] + counts["fn"]
-    artifacts = sorted(p.name for p in (project / "mlruns").rglob("*.csv") if p.name in ("instances.csv", "per_case_lesions.csv"))
+    artifacts = sorted(p.name for p in (small_run / "mlruns").rglob("*.csv") if p.name in ("instances.csv", "per_case_lesions.csv"))
     assert artifacts == ["instances.csv"] * len(MODELS) + ["per_case_lesions.csv"] * len(MODELS)
-    assert 'id="lesions"' in (project / "site" / "kits23.html").read_text()
+    assert 'id="lesions"' in (small_run / "site" / "kits23.html").read_text()
 
 
-def test_results_record_the_version_of_everything_used(project: Path) -> None:
+def test_results_record_the_version_of_everything_used(small_run: Path) -> None:
     """Data (data.dvc md5), weights, model, segbench and segauge per model; the git commit only in MLflow.
 
     The commit is no part of any DVC output (they must not change with every commit); each MLflow run
     records the commit it was logged at."""
-    results = json.loads((project / "results" / "kits23.json").read_text())
-    data_md5 = yaml.safe_load((project / "data.dvc").read_text())["outs"][0]["md5"]
+    results = json.loads((small_run / "results" / "kits23.json").read_text())
+    data_md5 = yaml.safe_load((small_run / "data.dvc").read_text())["outs"][0]["md5"]
     assert results["dataset"]["version"] == data_md5 and results["segbench_version"] == segbench.__version__
     for model, entry in results["models"].items():
-        config = yaml.safe_load((project / "conf" / "model" / f"{model}.yaml").read_text())[model]
+        config = yaml.safe_load((small_run / "conf" / "model" / f"{model}.yaml").read_text())[model]
         assert entry["versions"] == {
             "dataset": "kits23",
             "dataset_version": data_md5,
@@ -115,13 +108,13 @@ def test_results_record_the_version_of_everything_used(project: Path) -> None:
             "segbench_version": segbench.__version__,
             "weights_version": "none",  # a simulated model has no weights
         }
-    with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
+    with sqlite3.connect(small_run / "mlruns" / "mlflow.db") as db:
         commits = db.execute("SELECT DISTINCT value FROM tags WHERE key = 'mlflow.source.git.commit'").fetchall()
-    assert commits == [(base_commit(project),)]
+    assert commits == [(base_commit(small_run),)]
 
 
-def test_second_repro_reruns_nothing(project: Path) -> None:
-    out = run(["dvc", "repro"], project)
+def test_second_repro_reruns_nothing(small_run: Path) -> None:
+    out = run(["dvc", "repro"], small_run)
     assert "Running stage" not in out, out
 
 
@@ -160,15 +153,15 @@ def _output_digests(project: Path) -> dict[Path, str]:
     return {path.relative_to(project): hashlib.sha256(path.read_bytes()).hexdigest() for path in files}
 
 
-def test_fresh_clone_recomputing_everything_writes_the_same_bytes(project: Path, tmp_path: Path) -> None:
+def test_fresh_clone_recomputing_everything_writes_the_same_bytes(small_run: Path, tmp_path: Path) -> None:
     """The same commit cloned afresh, only the data pulled: every stage reruns, every output file is the same."""
     clone = tmp_path / "scratch"
-    run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
-    run(["git", "checkout", "-q", base_commit(project)], clone)
+    run(["git", "clone", "-q", str(small_run), str(clone)], tmp_path)
+    run(["git", "checkout", "-q", base_commit(small_run)], clone)
     run(["dvc", "pull", "-q", "data.dvc"], clone)
     out = run(["dvc", "repro"], clone)
     for stage in ("predict@kits23-sim_dilate_1mm", "score@kits23-sim_missed_lesion", "import@segauge_kits23_seed", "compare@kits23"):
         assert f"Running stage '{stage}'" in out, out
-    outputs = _output_digests(project)
+    outputs = _output_digests(small_run)
     assert {path.parts[0] for path in outputs} == {"predictions", "scores", "tracking", "results", "metrics", "plots", "crossdataset", "site"}
     assert _output_digests(clone) == outputs

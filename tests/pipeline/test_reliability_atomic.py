@@ -68,14 +68,14 @@ def test_a_folder_write_replaces_the_folder_whole_or_not_at_all(tmp_path: Path) 
 
 
 @pytest.fixture
-def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
+def one_case_folder(root: Path, tmp_path: Path, tracking_store: str) -> Path:
     return working_folder(root, tmp_path, [f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASE}]", "stats.n_resamples=100", "published=[]"])
 
 
-def test_partial_prediction_is_not_scored_and_is_removed_on_resume(project: Path) -> None:
-    predictions = project / "predictions" / "kits23" / MODEL
+def test_partial_prediction_is_not_scored_and_is_removed_on_resume(one_case_folder: Path) -> None:
+    predictions = one_case_folder / "predictions" / "kits23" / MODEL
     partial = predictions / f".{CASE}.nii.gz{PARTIAL_MARK}k1ll3d.nii.gz"  # as a postprocess killed mid-save leaves it
-    with in_directory(project):
+    with in_directory(one_case_folder):
         assert main(["predict", "--dataset", "kits23", "--model", MODEL]) == 0
         partial.write_bytes(b"\x1f\x8b half a label map")
         assert main(["score", "--dataset", "kits23", "--model", MODEL, "--workers", "1"]) == 0  # not an unknown case

@@ -29,7 +29,7 @@ SCORE_STAGE = f"score@kits23-{MODEL}"
 
 
 @pytest.fixture
-def project(projects: Projects) -> Path:
+def fresh_copy(projects: Projects) -> Path:
     """A copy of the small experiment reproduced, everything committed: `git status` starts clean."""
     proj = projects.copy(SMALL)
     commit_all(proj, "reproduced")
@@ -113,27 +113,27 @@ def test_scored_rows_out_of_range_are_never_written(touchstone_rows, tmp_path: P
     assert not out.exists() or not list(out.iterdir())
 
 
-def test_a_changed_score_bundle_is_refused_and_its_stage_writes_it_again(project: Path) -> None:
+def test_a_changed_score_bundle_is_refused_and_its_stage_writes_it_again(fresh_copy: Path) -> None:
     """30 lines dropped, or one bit flipped (Dice 0.9... -> 1.9...): track and compare refuse, naming the file and
     the score stage whose output is authoritative; following that advice gives the committed outputs back."""
-    before = _outputs(project)
+    before = _outputs(fresh_copy)
     relative = Path("scores", "kits23", MODEL, "per_case.csv")
-    table = project / relative
+    table = fresh_copy / relative
     original = table.read_bytes()
     lines = original.decode().splitlines(keepends=True)
     table.write_text("".join(lines[:1] + lines[1 + min(30, len(lines) - 2) :]), encoding="utf-8")
     for command in (["track", "--dataset", "kits23", "--model", MODEL], ["compare", "--dataset", "kits23"]):
-        line = _segbench_error(_fails(["segbench", *command], project), command[0])
+        line = _segbench_error(_fails(["segbench", *command], fresh_copy), command[0])
         assert f"{relative}: not the file stage {SCORE_STAGE} wrote" in line and f"`dvc repro -f -s {SCORE_STAGE}` writes it again" in line, line
     table.write_bytes(original)
     _flip_first(table, "dice")
-    line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], project), "track")
+    line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], fresh_copy), "track")
     assert f"{relative}: not the file stage {SCORE_STAGE} wrote" in line, line
-    run_command(["dvc", "repro", "-f", "-s", SCORE_STAGE], project)
+    run_command(["dvc", "repro", "-f", "-s", SCORE_STAGE], fresh_copy)
     assert table.read_bytes() == original
-    run_command(["dvc", "repro"], project)
-    assert _outputs(project) == before
-    _clean(project)
+    run_command(["dvc", "repro"], fresh_copy)
+    assert _outputs(fresh_copy) == before
+    _clean(fresh_copy)
 
 
 def _model_run_artifact(proj: Path, name: str) -> Path:
@@ -146,40 +146,40 @@ def _model_run_artifact(proj: Path, name: str) -> Path:
     return Path(urlparse(uri).path) / name
 
 
-def test_a_changed_mlflow_artifact_is_refused_and_logged_again_from_its_bundle(project: Path) -> None:
+def test_a_changed_mlflow_artifact_is_refused_and_logged_again_from_its_bundle(fresh_copy: Path) -> None:
     """A bit flipped in the per-case table a model run holds: compare refuses, naming the artifact, the line and the
     value; deleting that run as told logs it again from the score bundle, and the board is the committed one."""
-    before = _outputs(project)
-    artifact = _model_run_artifact(project, "per_case.csv")
+    before = _outputs(fresh_copy)
+    artifact = _model_run_artifact(fresh_copy, "per_case.csv")
     number, value = _flip_first(artifact, "dice")
-    line = _segbench_error(_fails(["dvc", "repro", "-f", "-s", "compare@kits23"], project), "compare")
+    line = _segbench_error(_fails(["dvc", "repro", "-f", "-s", "compare@kits23"], fresh_copy), "compare")
     assert f"{artifact.as_uri()}: line {number}" in line and f"column 'dice': {float(value)!r} is not a number in [0, 1]" in line, line
     delete = line.split("`")[1]  # MLFLOW_TRACKING_URI=... mlflow runs delete --run-id ...
     variable, command = delete.split(" ", 1)
-    run_command(command.split(), project, env={**command_env(), variable.split("=", 1)[0]: variable.split("=", 1)[1]})
-    run_command(["dvc", "repro", "-f", "-s", "compare@kits23"], project)
-    assert _outputs(project) == before
+    run_command(command.split(), fresh_copy, env={**command_env(), variable.split("=", 1)[0]: variable.split("=", 1)[1]})
+    run_command(["dvc", "repro", "-f", "-s", "compare@kits23"], fresh_copy)
+    assert _outputs(fresh_copy) == before
 
 
 def _cache_object(proj: Path, md5: str) -> Path:
     return proj / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
 
 
-def test_a_results_file_that_is_not_what_compare_wrote_is_refused_by_every_reader(project: Path) -> None:
+def test_a_results_file_that_is_not_what_compare_wrote_is_refused_by_every_reader(fresh_copy: Path) -> None:
     """One byte changed in the DVC cache object of results/kits23.json, then `dvc checkout`: show, report and
     export refuse it naming the file and `dvc repro -f -s compare@kits23`, which gives the committed file back; a
     results file dvc.lock records but the folder lacks is named by show, never skipped."""
-    results = project / "results" / "kits23.json"
+    results = fresh_copy / "results" / "kits23.json"
     before = results.read_bytes()
-    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    lock = yaml.safe_load((fresh_copy / "dvc.lock").read_text())
     (md5,) = [o["md5"] for o in lock["stages"]["compare@kits23"]["outs"] if o["path"] == "results/kits23.json"]
-    cached = _cache_object(project, md5)
+    cached = _cache_object(fresh_copy, md5)
     changed = before.replace(b'"mean": 0.', b'"mean": 1.', 1)
     assert changed != before
     cached.chmod(0o644)
     cached.write_bytes(changed)
     results.unlink()
-    run_command(["dvc", "checkout", "results/kits23.json"], project)
+    run_command(["dvc", "checkout", "results/kits23.json"], fresh_copy)
     assert results.read_bytes() == changed
     for command in (
         ["show"],
@@ -187,16 +187,16 @@ def test_a_results_file_that_is_not_what_compare_wrote_is_refused_by_every_reade
         ["export", "--dataset", "kits23", "--format", "generic_csv", "--out", "out.csv"],
         ["report", "--results", "results", "--out", "site2"],
     ):
-        line = _segbench_error(_fails(["segbench", *command], project), command[0])
+        line = _segbench_error(_fails(["segbench", *command], fresh_copy), command[0])
         assert "results/kits23.json: not the file stage compare@kits23 wrote" in line and "`dvc repro -f -s compare@kits23`" in line, line
     cached.unlink()  # the damaged copy goes; compare writes the bytes again
-    run_command(["dvc", "repro", "-f", "-s", "compare@kits23"], project)
+    run_command(["dvc", "repro", "-f", "-s", "compare@kits23"], fresh_copy)
     assert results.read_bytes() == before
-    assert "KiTS23" in run_command(["segbench", "show", "kits23"], project)
+    assert "KiTS23" in run_command(["segbench", "show", "kits23"], fresh_copy)
     results.unlink()
-    line = _segbench_error(_fails(["segbench", "show"], project), "show")
-    assert line.startswith(f"segbench show: error: results/kits23.json: missing, though {project / 'dvc.lock'} records it"), line
-    run_command(["dvc", "checkout", "results/kits23.json"], project)
+    line = _segbench_error(_fails(["segbench", "show"], fresh_copy), "show")
+    assert line.startswith(f"segbench show: error: results/kits23.json: missing, though {fresh_copy / 'dvc.lock'} records it"), line
+    run_command(["dvc", "checkout", "results/kits23.json"], fresh_copy)
 
 
 @pytest.mark.parametrize(
@@ -208,72 +208,72 @@ def test_a_results_file_that_is_not_what_compare_wrote_is_refused_by_every_reade
         ("site", ".*.html.partial-*", "report"),
     ],
 )
-def test_a_kill_at_each_write_leaves_no_debris(project: Path, tmp_path: Path, write: str, pattern: str, stage: str) -> None:
+def test_a_kill_at_each_write_leaves_no_debris(fresh_copy: Path, tmp_path: Path, write: str, pattern: str, stage: str) -> None:
     """SIGKILL at the moment compare or report creates the temporary of a results, metrics, plots or site file: a
     plain `dvc repro` then leaves the committed outputs, a clean `git status` and a clean `dvc status`."""
-    before = _outputs(project)
+    before = _outputs(fresh_copy)
     pattern = f"*/.dvc/tmp/segbench-partial/{pattern}"
     # passes=1: the first open creates the temporary (mkstemp), the second one writes into it
-    held = kill_at_gate(["dvc", "repro", "-f", "-s", stage], project, gate_env(tmp_path / "gate", pattern, passes=1), pattern)
+    held = kill_at_gate(["dvc", "repro", "-f", "-s", stage], fresh_copy, gate_env(tmp_path / "gate", pattern, passes=1), pattern)
     assert Path(held).exists()  # the killed writer's temporary, in DVC's scratch folder
-    run_command(["dvc", "repro"], project)
-    assert _outputs(project) == before
-    _clean(project)
+    run_command(["dvc", "repro"], fresh_copy)
+    assert _outputs(fresh_copy) == before
+    _clean(fresh_copy)
 
 
-def test_a_damaged_tracking_store_is_named_in_one_line_and_rebuilt_from_the_bundles(project: Path) -> None:
+def test_a_damaged_tracking_store_is_named_in_one_line_and_rebuilt_from_the_bundles(fresh_copy: Path) -> None:
     """mlflow.db truncated to half: compare fails in one line naming the file and the fix; following it logs every
     run again from the score bundles and writes the committed results."""
-    before = _outputs(project)
-    db = project / "mlruns" / "mlflow.db"
+    before = _outputs(fresh_copy)
+    db = fresh_copy / "mlruns" / "mlflow.db"
     with open(db, "r+b") as stream:
         stream.truncate(db.stat().st_size // 2)
-    line = _segbench_error(_fails(["dvc", "repro", "-f", "-s", "compare@kits23"], project), "compare")
+    line = _segbench_error(_fails(["dvc", "repro", "-f", "-s", "compare@kits23"], fresh_copy), "compare")
     assert line.startswith(f"segbench compare: error: {db}: the MLflow tracking store cannot be read"), line
     for command in line.split("`")[1::2]:
-        run_command(["bash", "-c", command], project)
-    assert _outputs(project) == before
+        run_command(["bash", "-c", command], fresh_copy)
+    assert _outputs(fresh_copy) == before
     with contextlib.closing(sqlite3.connect(db)) as connection:
         names = {name for (name,) in connection.execute("SELECT name FROM runs WHERE status = 'FINISHED'")}
     assert set(SMALL_MODELS) | {"leaderboard"} <= names
 
 
-def test_compare_reruns_rather_than_restoring_from_dvc_s_run_cache(project: Path) -> None:
+def test_compare_reruns_rather_than_restoring_from_dvc_s_run_cache(fresh_copy: Path) -> None:
     """A plain `dvc repro` that must make results/kits23.json again runs compare, which opens the store, instead of
     restoring it from DVC's run cache (its outputs `persist`): a damaged store is named in one line; a missing one is
     logged again from the score bundles, the outputs the committed ones."""
-    before = _outputs(project)
-    store = project / "mlruns"
+    before = _outputs(fresh_copy)
+    store = fresh_copy / "mlruns"
     db = store / "mlflow.db"
     with open(db, "r+b") as stream:
         stream.truncate(db.stat().st_size // 2)
-    (project / "results" / "kits23.json").unlink()
-    line = _segbench_error(_fails(["dvc", "repro"], project), "compare")
+    (fresh_copy / "results" / "kits23.json").unlink()
+    line = _segbench_error(_fails(["dvc", "repro"], fresh_copy), "compare")
     assert line.startswith(f"segbench compare: error: {db}: the MLflow tracking store cannot be read"), line
     shutil.rmtree(store)
-    run_command(["dvc", "repro"], project)
-    assert _outputs(project) == before
+    run_command(["dvc", "repro"], fresh_copy)
+    assert _outputs(fresh_copy) == before
     with contextlib.closing(sqlite3.connect(db)) as connection:
         names = {name for (name,) in connection.execute("SELECT name FROM runs WHERE status = 'FINISHED'")}
     assert set(SMALL_MODELS) | {"leaderboard"} <= names
-    _clean(project)
+    _clean(fresh_copy)
 
 
-def test_a_run_left_running_by_a_killed_track_is_marked_failed_by_the_next_stage(project: Path, tmp_path: Path) -> None:
+def test_a_run_left_running_by_a_killed_track_is_marked_failed_by_the_next_stage(fresh_copy: Path, tmp_path: Path) -> None:
     """`segbench track` killed while its run is RUNNING (copying the table into the run): the next stage that opens
     the store marks that run FAILED, naming it in a warning."""
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     (tmp_path / "store").mkdir()
     env = {**gate_env(tmp_path / "gate", "*/artifacts/per_case.csv", argv="track"), "SEGBENCH_TRACKING_URI": uri}
-    kill_at_gate(["segbench", "track", "--dataset", "kits23", "--model", MODEL], project, env, "track copying its table")
+    kill_at_gate(["segbench", "track", "--dataset", "kits23", "--model", MODEL], fresh_copy, env, "track copying its table")
     query = "SELECT name, status FROM runs"
     with contextlib.closing(sqlite3.connect(tmp_path / "store" / "mlflow.db")) as db:
         assert db.execute(query).fetchall() == [(MODEL, "RUNNING")]
-    log = run_command(["segbench", "track", "--dataset", "kits23", "--model", SMALL_MODELS[1]], project, tracking_uri=uri)
+    log = run_command(["segbench", "track", "--dataset", "kits23", "--model", SMALL_MODELS[1]], fresh_copy, tracking_uri=uri)
     assert "was left RUNNING by process" in log and "marked FAILED" in log, log
     with contextlib.closing(sqlite3.connect(tmp_path / "store" / "mlflow.db")) as db:
         assert sorted(db.execute(query).fetchall()) == [(MODEL, "FAILED"), (SMALL_MODELS[1], "FINISHED")]
-    assert tracking.WRITER_TAG not in run_command(["segbench", "show", "kits23", "--format", "json"], project)
+    assert tracking.WRITER_TAG not in run_command(["segbench", "show", "kits23", "--format", "json"], fresh_copy)
 
 
 def _stamps(folder: Path) -> dict[str, tuple[int, int]]:
@@ -307,20 +307,20 @@ def _tmpfs(folder: Path, size: str) -> None:
         pytest.skip("mounting a tmpfs needs root (mount -t tmpfs)")
 
 
-def test_a_full_tmpdir_is_one_line_naming_the_folder(project: Path, tmp_path: Path) -> None:
+def test_a_full_tmpdir_is_one_line_naming_the_folder(fresh_copy: Path, tmp_path: Path) -> None:
     """TMPDIR on a 4 kB tmpfs (compare downloads each run's table there): one line naming the folder and the bytes
     free, no traceback; the leaderboard's outputs are the committed ones after a rerun with room."""
-    before = _outputs(project)
+    before = _outputs(fresh_copy)
     full = tmp_path / "full"
     _tmpfs(full, "4k")
     try:
-        line = _segbench_error(_fails(["segbench", "compare", "--dataset", "kits23"], project, env={**command_env(), "TMPDIR": str(full)}), "compare")
+        line = _segbench_error(_fails(["segbench", "compare", "--dataset", "kits23"], fresh_copy, env={**command_env(), "TMPDIR": str(full)}), "compare")
     finally:
         subprocess.run(["umount", str(full)], check=True)
     assert f"no space left on the device of {full} (" in line and "bytes needed to download" in line and "bytes free there" in line, line
-    run_command(["dvc", "repro"], project)
-    assert _outputs(project) == before
-    _clean(project)
+    run_command(["dvc", "repro"], fresh_copy)
+    assert _outputs(fresh_copy) == before
+    _clean(fresh_copy)
 
 
 def _fill(disk: Path, leave: int) -> Path:
@@ -369,7 +369,7 @@ def test_a_full_project_disk_is_one_line_naming_it_and_loses_nothing(projects: P
         subprocess.run(["umount", "--lazy", str(disk)], check=True)
 
 
-def test_a_full_artifacts_folder_is_one_line_and_keeps_no_half_copied_table(project: Path, tmp_path: Path) -> None:
+def test_a_full_artifacts_folder_is_one_line_and_keeps_no_half_copied_table(fresh_copy: Path, tmp_path: Path) -> None:
     """The store's artifacts folder on an 8 kB tmpfs: track fails in one line naming that folder, the file it copies
     into it (not the one it copies from) and the bytes that needs; its run is marked FAILED and no half-copied table
     stays."""
@@ -378,7 +378,7 @@ def test_a_full_artifacts_folder_is_one_line_and_keeps_no_half_copied_table(proj
     _tmpfs(store / "artifacts", "8k")
     try:
         env = {**command_env(), "SEGBENCH_TRACKING_URI": f"sqlite:///{store / 'mlflow.db'}"}
-        line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], project, env), "track")
+        line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], fresh_copy, env), "track")
         assert re.match(
             rf"segbench track: error: no space left on the device of {re.escape(str(store / 'artifacts'))} \(\d+ bytes needed, "
             rf"\d+ bytes free there, writing {re.escape(str(store / 'artifacts'))}/",

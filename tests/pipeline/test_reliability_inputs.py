@@ -26,7 +26,7 @@ MODEL = "sim_dilate_1mm"
 
 
 @pytest.fixture
-def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
+def crafted_folder(root: Path, tmp_path: Path, tracking_store: str) -> Path:
     working_folder(root, tmp_path, [f"model=[{MODEL}]", f"dataset.kits23.cases=[{CASE}]", "stats.n_resamples=100", "published=[]"])
     (tmp_path / "predictions" / "kits23" / MODEL).mkdir(parents=True)
     (tmp_path / "predictions" / "kits23" / MODEL / "manifest.json").write_text('{"regions": {}}')  # as predict writes it
@@ -62,14 +62,14 @@ def _labels(reference: nib.Nifti1Image) -> np.ndarray:
     return np.asarray(reference.dataobj).astype(np.uint8)
 
 
-def test_shape_mismatch(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
-    _save(project, _labels(reference)[:-1], reference.affine)
-    code, err = _score(project, capsys)
+def test_shape_mismatch(crafted_folder: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+    _save(crafted_folder, _labels(reference)[:-1], reference.affine)
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and CASE in err and "shape" in err
 
 
 def test_a_header_claiming_another_grid_is_refused_before_its_voxels_are_decoded(
-    project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture
+    crafted_folder: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture
 ) -> None:
     """A 27 GB grid claimed over 1 KB (or over a gzip bomb): the headers are compared first, so the error is the grid's,
     not one found after inflating what the header claims."""
@@ -79,9 +79,9 @@ def test_a_header_claiming_another_grid_is_refused_before_its_voxels_are_decoded
     header.set_sform(reference.affine, code=1)
     header.set_qform(reference.affine, code=1)
     header.set_data_offset(352)
-    path = _prediction(project)
+    path = _prediction(crafted_folder)
     path.write_bytes(gzip.compress(header.binaryblock + b"\0" * 4 + bytes(1024)))
-    code, err = _score(project, capsys)
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and CASE in err and "shape" in err and "(3000, 3000, 3000)" in err and "voxel data" not in err, err
 
 
@@ -100,111 +100,111 @@ def _other_spacing(affine: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("change", [_flip_axis, _shift_origin, _other_spacing], ids=["flipped-axis", "shifted-origin", "other-spacing"])
-def test_affine_mismatch(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture, change) -> None:
-    _save(project, _labels(reference), change(reference.affine))
-    code, err = _score(project, capsys)
+def test_affine_mismatch(crafted_folder: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture, change) -> None:
+    _save(crafted_folder, _labels(reference), change(reference.affine))
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and CASE in err and ("affine" in err or "spacing" in err), err
 
 
-def test_out_of_schema_label(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+def test_out_of_schema_label(crafted_folder: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
     data = _labels(reference)
     data[0, 0, 0] = 7
-    _save(project, data, reference.affine)
-    code, err = _score(project, capsys)
+    _save(crafted_folder, data, reference.affine)
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and CASE in err and "7" in err
 
 
-def test_non_integer_and_nan_labels(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+def test_non_integer_and_nan_labels(crafted_folder: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
     data = _labels(reference).astype(np.float32)
     data[0, 0, 0] = 0.5
-    _save(project, data, reference.affine)
-    code, err = _score(project, capsys)
+    _save(crafted_folder, data, reference.affine)
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and "non-integer" in err
     data[0, 0, 0] = np.nan
-    _save(project, data, reference.affine)
-    code, err = _score(project, capsys)
+    _save(crafted_folder, data, reference.affine)
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and "NaN" in err
 
 
-def test_truncated_and_empty_files(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
-    path = _save(project, _labels(reference), reference.affine)
+def test_truncated_and_empty_files(crafted_folder: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+    path = _save(crafted_folder, _labels(reference), reference.affine)
     blob = path.read_bytes()
     path.write_bytes(blob[: len(blob) // 2])
-    code, err = _score(project, capsys)
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and str(path.name) in err and "cannot read" in err
     path.write_bytes(b"")
-    code, err = _score(project, capsys)
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and "empty" in err
     path.write_bytes(gzip.compress(b"not a nifti at all"))
-    code, err = _score(project, capsys)
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and "cannot read" in err
 
 
-def test_prediction_for_unknown_case(project: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
-    _save(project, _labels(reference), reference.affine)
-    _save(project, _labels(reference), reference.affine, case="case_99999")
-    code, err = _score(project, capsys)
+def test_prediction_for_unknown_case(crafted_folder: Path, reference: nib.Nifti1Image, capsys: pytest.CaptureFixture) -> None:
+    _save(crafted_folder, _labels(reference), reference.affine)
+    _save(crafted_folder, _labels(reference), reference.affine, case="case_99999")
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and "case_99999" in err and "unknown cases" in err
 
 
-def test_missing_prediction_is_scored_worst_case_and_counted(project: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture) -> None:
-    code, _ = _score(project, capsys)
+def test_missing_prediction_is_scored_worst_case_and_counted(crafted_folder: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture) -> None:
+    code, _ = _score(crafted_folder, capsys)
     assert code == 0
     assert (
         f"1 of 1 cases have no prediction file; each is scored as the worst case and flagged prediction_missing, and the leaderboard "
         f"applies missing_predictions to them (docs/methodology.md#41-coverage): {CASE}"
     ) in caplog.text
-    rows = pd.read_csv(project / "scores" / "kits23" / MODEL / "per_case.csv")
+    rows = pd.read_csv(crafted_folder / "scores" / "kits23" / MODEL / "per_case.csv")
     assert rows["prediction_missing"].all() and rows["worst_case"].all()
     assert (rows["dice"] == 0).all() and np.isfinite(rows["hd95"]).all()
     assert (rows["hd95"] == rows["worst_case_value_mm"]).all()
-    record = json.loads((project / "scores" / "kits23" / MODEL / "run.json").read_text())
+    record = json.loads((crafted_folder / "scores" / "kits23" / MODEL / "run.json").read_text())
     assert record["metrics"]["n_missing_prediction"] == 1 and record["metrics"]["n_worst_case"] == len(rows)
-    with in_directory(project):
+    with in_directory(crafted_folder):
         stages = (["track", "--dataset", "kits23", "--model", MODEL], ["compare", "--dataset", "kits23"], ["report", "--results", "results", "--out", "site"])
         for argv in stages:
             assert main(argv) == 0, argv
-    results = json.loads((project / "results" / "kits23.json").read_text())
+    results = json.loads((crafted_folder / "results" / "kits23.json").read_text())
     estimate = results["analysis"]["structures"]["kidney_and_mass"]["metrics"]["dice"]["models"][MODEL]
     assert estimate["n_missing_prediction"] == 1 and estimate["mean"] == 0
     # its only case lacks a prediction: no case is covered by every model, so the missing case counts as a failure, said
     assert results["coverage"]["applied"] == "worst_case" and results["coverage"]["reason"] == "no case is covered by every model"
-    assert "(1 without a prediction)" in (project / "site" / "kits23--kidney_and_mass.html").read_text()
+    assert "(1 without a prediction)" in (crafted_folder / "site" / "kits23--kidney_and_mass.html").read_text()
 
 
-def test_duplicate_case_ids_in_params(project: Path, capsys: pytest.CaptureFixture) -> None:
-    params = yaml.safe_load((project / "params.yaml").read_text())
+def test_duplicate_case_ids_in_params(crafted_folder: Path, capsys: pytest.CaptureFixture) -> None:
+    params = yaml.safe_load((crafted_folder / "params.yaml").read_text())
     params["dataset"]["kits23"]["cases"] = [CASE, CASE]
-    (project / "params.yaml").write_text(yaml.safe_dump(params))
-    code, err = _score(project, capsys)
+    (crafted_folder / "params.yaml").write_text(yaml.safe_dump(params))
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and "duplicate case ids" in err
 
 
 @pytest.mark.parametrize("section, name", [("dataset", "amos22"), ("model", "no_such_model")])
-def test_params_naming_unknown_dataset_or_model(project: Path, capsys: pytest.CaptureFixture, section: str, name: str) -> None:
+def test_params_naming_unknown_dataset_or_model(crafted_folder: Path, capsys: pytest.CaptureFixture, section: str, name: str) -> None:
     args = {"dataset": "kits23", "model": MODEL, section: name}
-    with in_directory(project):
+    with in_directory(crafted_folder):
         code = main(["score", "--dataset", args["dataset"], "--model", args["model"]])
     assert code == 1 and f"unknown {section} {name!r}" in capsys.readouterr().err
 
 
-def test_region_the_model_does_not_segment_gets_no_rows_not_a_zero(project: Path, reference: nib.Nifti1Image, capsys) -> None:
-    _save(project, _labels(reference), reference.affine)
+def test_region_the_model_does_not_segment_gets_no_rows_not_a_zero(crafted_folder: Path, reference: nib.Nifti1Image, capsys) -> None:
+    _save(crafted_folder, _labels(reference), reference.affine)
     manifest = {"regions": {"tumor": {"status": "not_applicable", "reason": "model does not segment ['tumor']"}}}
-    (_prediction(project).parent / "manifest.json").write_text(json.dumps(manifest))
-    code, _ = _score(project, capsys)
+    (_prediction(crafted_folder).parent / "manifest.json").write_text(json.dumps(manifest))
+    code, _ = _score(crafted_folder, capsys)
     assert code == 0
-    rows = pd.read_csv(project / "scores" / "kits23" / MODEL / "per_case.csv")
+    rows = pd.read_csv(crafted_folder / "scores" / "kits23" / MODEL / "per_case.csv")
     assert sorted(rows["structure"]) == ["kidney_and_mass", "mass"]
-    record = json.loads((project / "scores" / "kits23" / MODEL / "run.json").read_text())
+    record = json.loads((crafted_folder / "scores" / "kits23" / MODEL / "run.json").read_text())
     assert "not_applicable" in record["params"]["scoring.excluded_regions"]
 
 
-def test_model_label_map_naming_a_structure_the_dataset_lacks(project: Path, capsys: pytest.CaptureFixture) -> None:
-    params = yaml.safe_load((project / "params.yaml").read_text())
+def test_model_label_map_naming_a_structure_the_dataset_lacks(crafted_folder: Path, capsys: pytest.CaptureFixture) -> None:
+    params = yaml.safe_load((crafted_folder / "params.yaml").read_text())
     params["model"][MODEL]["label_map"][2] = "liver"
-    (project / "params.yaml").write_text(yaml.safe_dump(params))
-    code, err = _score(project, capsys)
+    (crafted_folder / "params.yaml").write_text(yaml.safe_dump(params))
+    code, err = _score(crafted_folder, capsys)
     assert code == 1 and f"model {MODEL!r} labels ['liver'] that dataset 'kits23' does not have" in err
 
 

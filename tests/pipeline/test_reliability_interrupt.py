@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def project(projects: Projects) -> Path:
+def fresh_project(projects: Projects) -> Path:
     return projects.new([f"model=[{MODEL}]", f"dataset.kits23.cases=[{','.join(CASES)}]", "stats.n_resamples=200", "published=[]"])
 
 
@@ -45,42 +45,42 @@ def _no_temp_files(proj: Path) -> None:
         assert path.name.startswith("."), path
 
 
-def test_kill_during_predict_resumes_without_recomputing_finished_cases(project: Path, tmp_path: Path) -> None:
+def test_kill_during_predict_resumes_without_recomputing_finished_cases(fresh_project: Path, tmp_path: Path) -> None:
     """Killed while predict reads the model's output for the second case: the first case's prediction is in place
     and the rerun predicts only the other two."""
-    out_dir = project / "predictions" / "kits23" / MODEL
-    _kill_at(project, tmp_path / "gate", f"*/.{MODEL}.staging/out/{CASES[1]}.nii.gz", on="read")
+    out_dir = fresh_project / "predictions" / "kits23" / MODEL
+    _kill_at(fresh_project, tmp_path / "gate", f"*/.{MODEL}.staging/out/{CASES[1]}.nii.gz", on="read")
     done = {p.name: p.stat().st_mtime_ns for p in out_dir.glob("case_*.nii.gz")}
     assert sorted(done) == [f"{CASES[0]}.nii.gz"]
-    log = run_command(["dvc", "repro"], project)
+    log = run_command(["dvc", "repro"], fresh_project)
     assert "Running stage 'compare@kits23'" in log
     for name, mtime in done.items():
         assert (out_dir / name).stat().st_mtime_ns == mtime, f"{name} was recomputed"
     assert sorted(p.name for p in out_dir.glob("case_*.nii.gz")) == [f"{c}.nii.gz" for c in CASES]
-    assert "Running stage" not in run_command(["dvc", "repro"], project)
+    assert "Running stage" not in run_command(["dvc", "repro"], fresh_project)
 
 
-def test_kill_during_score_and_compare_reruns_to_the_same_results(project: Path, tmp_path: Path) -> None:
+def test_kill_during_score_and_compare_reruns_to_the_same_results(fresh_project: Path, tmp_path: Path) -> None:
     """Score killed while writing its per-case table (its temporary file open, the table absent); compare killed
     while its leaderboard run is RUNNING (logging the results artifact): the rerun finishes both, the same bytes."""
-    scores = project / "scores" / "kits23" / MODEL
+    scores = fresh_project / "scores" / "kits23" / MODEL
     # passes=1: the first open creates the temporary file (mkstemp), the second one writes the table into it
-    held = _kill_at(project, tmp_path / "gate-score", f"*/{SCRATCH}/.per_case.csv{PARTIAL_MARK}*", passes=1)
-    assert Path(held).parent == (project / SCRATCH).resolve() and Path(held).is_file(), held  # DVC's scratch folder
+    held = _kill_at(fresh_project, tmp_path / "gate-score", f"*/{SCRATCH}/.per_case.csv{PARTIAL_MARK}*", passes=1)
+    assert Path(held).parent == (fresh_project / SCRATCH).resolve() and Path(held).is_file(), held  # DVC's scratch folder
     assert not (scores / "per_case.csv").exists()
-    _no_temp_files(project)
-    _kill_at(project, tmp_path / "gate-compare", "*/artifacts/kits23.json")
-    _no_temp_files(project)
-    log = run_command(["dvc", "repro"], project)
+    _no_temp_files(fresh_project)
+    _kill_at(fresh_project, tmp_path / "gate-compare", "*/artifacts/kits23.json")
+    _no_temp_files(fresh_project)
+    log = run_command(["dvc", "repro"], fresh_project)
     assert "Running stage 'predict" not in log and "Running stage 'score" not in log
-    results = (project / "results" / "kits23.json").read_bytes()
-    with sqlite3.connect(project / "mlruns" / "mlflow.db") as db:
+    results = (fresh_project / "results" / "kits23.json").read_bytes()
+    with sqlite3.connect(fresh_project / "mlruns" / "mlflow.db") as db:
         runs = db.execute("SELECT name, status FROM runs").fetchall()
     # the leaderboard run the kill left RUNNING is FAILED now, and logged again
     assert sorted(r for r in runs if r[1] != "FAILED") == [("leaderboard", "FINISHED"), (MODEL, "FINISHED")]
     assert [name for name, status in runs if status == "FAILED"] == ["leaderboard"]
-    run_command(["dvc", "repro", "-f", "compare@kits23"], project)
-    assert (project / "results" / "kits23.json").read_bytes() == results
+    run_command(["dvc", "repro", "-f", "compare@kits23"], fresh_project)
+    assert (fresh_project / "results" / "kits23.json").read_bytes() == results
 
 
 PUBLISHED = "touchstone_totalsegmentator"

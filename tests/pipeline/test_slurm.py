@@ -40,7 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
 
 
 @pytest.fixture(scope="module")
-def project(projects: Projects) -> tuple[Path, dict[str, dict[str, str]]]:
+def local_copy(projects: Projects) -> tuple[Path, dict[str, dict[str, str]]]:
     """A project whose predict stages ran locally (a copy of the small experiment reproduced: this module's tests
     change it), with the sha256 of every file each wrote."""
     proj = projects.copy(SMALL)
@@ -71,10 +71,10 @@ def _wrapped(project: Path, model: str, script: str, first_argument: str) -> Pat
     return path
 
 
-def test_predict_stage_on_slurm_writes_the_local_bytes(project: tuple[Path, dict], cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_predict_stage_on_slurm_writes_the_local_bytes(local_copy: tuple[Path, dict], cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     """`dvc repro` of the predict stages with SEGBENCH_EXECUTOR=slurm, shards of 3 and 1 cases: every file (predictions,
     manifest, run stamp) has the local run's sha256, and dvc.lock is rewritten byte for byte."""
-    proj, local = project
+    proj, local = local_copy
     lock = (proj / "dvc.lock").read_bytes()
     shutil.rmtree(proj / "predictions")
     _on_slurm(monkeypatch, cluster, cases_per_task="3")
@@ -87,10 +87,10 @@ def test_predict_stage_on_slurm_writes_the_local_bytes(project: tuple[Path, dict
 
 
 def test_a_shard_that_fails_once_is_resubmitted_and_the_bytes_stay_the_same(
-    project: tuple[Path, dict], cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    local_copy: tuple[Path, dict], cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first task to start exits 3 (the model's command fails once); its shard alone is resubmitted and succeeds."""
-    proj, local = project
+    proj, local = local_copy
     marker = tmp_path / "failed-once"
     params = _wrapped(proj, "sim_dilate_1mm", 'if mkdir "$0" 2>/dev/null; then exit 3; fi; exec "$@"', str(marker))
     _on_slurm(monkeypatch, cluster, cases_per_task="2", retries="1")
@@ -103,11 +103,11 @@ def test_a_shard_that_fails_once_is_resubmitted_and_the_bytes_stay_the_same(
 
 
 def test_a_shard_that_keeps_failing_stops_the_stage_and_keeps_the_others(
-    project: tuple[Path, dict], cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
+    local_copy: tuple[Path, dict], cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The shard holding case_00110 fails on every attempt: after 1 + 1 tries the stage exits 1 naming the shard,
     its cases and logs; the other shard's predictions are in place (a rerun resumes from them)."""
-    proj, local = project
+    proj, local = local_copy
     params = _wrapped(proj, "sim_missed_lesion", 'if grep -q case_00110 "$0"; then exit 3; fi; exec "$@"', "{cases_file}")
     _on_slurm(monkeypatch, cluster, cases_per_task="2", retries="1")
     args = ["segbench", "--params", str(params), "predict", "--dataset", "kits23", "--model", "sim_missed_lesion"]
@@ -130,13 +130,13 @@ HELD_UNTIL_RELEASED = 'touch "$0/started.$$"; n=0; until [ -e "$0/release" ]; do
 
 
 def test_interrupting_the_stage_cancels_its_array_job(
-    project: tuple[Path, dict], cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    local_copy: tuple[Path, dict], cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C on the stage while its tasks run: the job leaves the queue (scancel), no task keeps a GPU busy.
 
     The model blocks in every task until the test releases it, so the interrupt lands on running tasks however
     busy the machine is, and only a cancel can empty the queue."""
-    proj, _ = project
+    proj, _ = local_copy
     gate = tmp_path / "gate"
     gate.mkdir()
     params = _wrapped(proj, "sim_dilate_1mm", HELD_UNTIL_RELEASED, str(gate))

@@ -144,7 +144,7 @@ def _write_nnunet(folder: Path, cases: dict[str, dict[str, dict[str, tuple[float
 
 
 @pytest.fixture
-def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
+def formats_folder(root: Path, tmp_path: Path, tracking_store: str) -> Path:
     """A working folder with the three formats' files and a params.yaml selecting them (B = 200)."""
     (tmp_path / "challenger.csv").write_text(CHALLENGER_CSV, encoding="utf-8")
     (tmp_path / "generic.csv").write_text(GENERIC_CSV, encoding="utf-8")
@@ -191,8 +191,8 @@ def test_every_format_has_its_reader() -> None:
     assert list(PUBLISHED_FORMATS) == list(READERS)
 
 
-def test_challenger_csv_failed_cases_score_na_value(project: Path) -> None:
-    results = published_pipeline(project, "challenger_demo")
+def test_challenger_csv_failed_cases_score_na_value(formats_folder: Path) -> None:
+    results = published_pipeline(formats_folder, "challenger_demo")
     assert set(results["models"]) == {"A1", "A2", "A3"}
     for structure, means in CHALLENGER_MEANS.items():
         assert results["analysis"]["structures"][structure]["n_cases"] == 5  # the failed cases stay in, counted against A3
@@ -202,8 +202,8 @@ def test_challenger_csv_failed_cases_score_na_value(project: Path) -> None:
     assert _ranking(_cell(results, "spleen", "dice")) == ["A2", "A1", "A3"]
 
 
-def test_generic_csv_maps_columns_and_lower_is_better(project: Path) -> None:
-    results = published_pipeline(project, "generic_demo")
+def test_generic_csv_maps_columns_and_lower_is_better(formats_folder: Path) -> None:
+    results = published_pipeline(formats_folder, "generic_demo")
     assert results["analysis"]["structures"]["kidney"]["n_cases"] == 4
     for metric, means in GENERIC_MEANS.items():
         cell = _cell(results, "kidney", metric)
@@ -212,8 +212,8 @@ def test_generic_csv_maps_columns_and_lower_is_better(project: Path) -> None:
     assert _ranking(_cell(results, "kidney", "hd95")) == ["swin", "unet"]  # 4.0 mm beats 5.25 mm
 
 
-def test_nnunet_summaries_compare_trainers(project: Path) -> None:
-    results = published_pipeline(project, "nnunet_demo")
+def test_nnunet_summaries_compare_trainers(formats_folder: Path) -> None:
+    results = published_pipeline(formats_folder, "nnunet_demo")
     assert set(results["models"]) == set(NNUNET)
     for structure, means in NNUNET_MEANS.items():
         cell = _cell(results, structure, "dice")
@@ -240,35 +240,35 @@ def test_nnunet_summaries_compare_trainers(project: Path) -> None:
         (lambda t: t.replace("c2,A1,spleen,0.82", ",A1,spleen,0.82"), ["challenger.csv", "row 18", "column 'case'", "empty case"]),
     ],
 )
-def test_challenger_csv_malformed(project: Path, capsys: pytest.CaptureFixture, edit: Any, expected: list[str]) -> None:
-    path = project / "challenger.csv"
+def test_challenger_csv_malformed(formats_folder: Path, capsys: pytest.CaptureFixture, edit: Any, expected: list[str]) -> None:
+    path = formats_folder / "challenger.csv"
     path.write_text(edit(CHALLENGER_CSV), encoding="utf-8")
-    err = _import_error(project, "challenger_demo", capsys)
+    err = _import_error(formats_folder, "challenger_demo", capsys)
     assert all(part in err for part in expected), err
 
 
-def test_failed_case_without_na_value_is_refused(project: Path, capsys: pytest.CaptureFixture) -> None:
-    params = yaml.safe_load((project / "params.yaml").read_text())
+def test_failed_case_without_na_value_is_refused(formats_folder: Path, capsys: pytest.CaptureFixture) -> None:
+    params = yaml.safe_load((formats_folder / "params.yaml").read_text())
     del params["published"]["challenger_demo"]["options"]["na_value"]
-    (project / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
-    err = _import_error(project, "challenger_demo", capsys)  # both failed cases in one run
+    (formats_folder / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    err = _import_error(formats_folder, "challenger_demo", capsys)  # both failed cases in one run
     assert "challenger.csv: 2 faults:\n  row 14, column 'value': 'NA' (model 'A3', case 'c3', structure 'liver') is a failed case" in err
     assert "\n  no row (model 'A3', case 'c5', structure 'spleen') is a failed case" in err and "na_value.dice" in err
-    (project / "challenger.csv").write_text(CHALLENGER_CSV.replace("c3,A3,liver,NA", "c3,A3,liver,0.0"), encoding="utf-8")
-    assert "challenger.csv: no row (model 'A3', case 'c5', structure 'spleen') is a failed case" in _import_error(project, "challenger_demo", capsys)
+    (formats_folder / "challenger.csv").write_text(CHALLENGER_CSV.replace("c3,A3,liver,NA", "c3,A3,liver,0.0"), encoding="utf-8")
+    assert "challenger.csv: no row (model 'A3', case 'c5', structure 'spleen') is a failed case" in _import_error(formats_folder, "challenger_demo", capsys)
 
 
-def test_every_fault_of_a_file_in_one_run(project: Path, capsys: pytest.CaptureFixture) -> None:
+def test_every_fault_of_a_file_in_one_run(formats_folder: Path, capsys: pytest.CaptureFixture) -> None:
     """Three faults of three kinds in one file: one run names all three, in one error; past MAX_FAULTS the rest are
     counted."""
-    path = project / "challenger.csv"
+    path = formats_folder / "challenger.csv"
     three = (
         CHALLENGER_CSV.replace("c4,A2,liver,0.90", "c4,A2,liver,0.9o")
         .replace("c2,A1,spleen,0.82", ",A1,spleen,0.82")
         .replace("c5,A1,spleen,0.85", "c4,A1,spleen,0.85")
     )
     path.write_text(three, encoding="utf-8")
-    err = _import_error(project, "challenger_demo", capsys)
+    err = _import_error(formats_folder, "challenger_demo", capsys)
     assert "challenger.csv: 3 faults:" in err, err
     for fault in (
         "row 18, column 'case': empty case",
@@ -278,22 +278,22 @@ def test_every_fault_of_a_file_in_one_run(project: Path, capsys: pytest.CaptureF
         assert f"\n  {fault}" in err, err
     lines = CHALLENGER_CSV.splitlines()
     path.write_text("\n".join([lines[0], *(line.rsplit(",", 1)[0] + ",x" for line in lines[1:13])]) + "\n", encoding="utf-8")
-    err = _import_error(project, "challenger_demo", capsys)
+    err = _import_error(formats_folder, "challenger_demo", capsys)
     assert "challenger.csv: 12 faults:" in err and err.count("is not a finite number") == MAX_FAULTS and "\n  and 2 more" in err, err
 
 
-def test_na_value_filled_cells_count_as_missing_and_filled(project: Path) -> None:
-    summary = published_pipeline(project, "challenger_demo")["dataset"]["import_summary"]
+def test_na_value_filled_cells_count_as_missing_and_filled(formats_folder: Path) -> None:
+    summary = published_pipeline(formats_folder, "challenger_demo")["dataset"]["import_summary"]
     assert (summary["cells_missing"], summary["cells_filled"]) == (2, 2)  # A3's NA for c3 liver and its missing c5 spleen row
     assert "3 models, 5 cases, 2 structures; 2 cells missing (2 of them filled by na_value);" in summary["text"]
 
 
-def test_generic_csv_malformed(project: Path, capsys: pytest.CaptureFixture) -> None:
-    path = project / "generic.csv"
+def test_generic_csv_malformed(formats_folder: Path, capsys: pytest.CaptureFixture) -> None:
+    path = formats_folder / "generic.csv"
     path.write_text(GENERIC_CSV.replace("p03,swin,0.90,3.0", "p03,swin,0.90,inf"), encoding="utf-8")
-    assert "generic.csv: row 8, column 'HD95 (mm)': 'inf' is not a finite number" in _import_error(project, "generic_demo", capsys)
+    assert "generic.csv: row 8, column 'HD95 (mm)': 'inf' is not a finite number" in _import_error(formats_folder, "generic_demo", capsys)
     path.write_text(GENERIC_CSV.replace("DSC", "Dice"), encoding="utf-8")
-    assert "generic.csv: row 1 (header): no column 'DSC' (the dice column)" in _import_error(project, "generic_demo", capsys)
+    assert "generic.csv: row 1 (header): no column 'DSC' (the dice column)" in _import_error(formats_folder, "generic_demo", capsys)
 
 
 @pytest.mark.parametrize(
@@ -305,29 +305,31 @@ def test_generic_csv_malformed(project: Path, capsys: pytest.CaptureFixture) -> 
         (lambda d: d.pop("abd_003"), "cases differ from summary.json's: missing ['abd_003']"),
     ],
 )
-def test_nnunet_malformed(project: Path, capsys: pytest.CaptureFixture, edit: Any, expected: str) -> None:
+def test_nnunet_malformed(formats_folder: Path, capsys: pytest.CaptureFixture, edit: Any, expected: str) -> None:
     second = {case: dict(labels) for case, labels in NNUNET["nnUNetTrainerNoMirroring"].items()}
     edit(second)
-    _write_nnunet(project / "nnunet", {"nnUNetTrainerNoMirroring": second})
-    err = _import_error(project, "nnunet_demo", capsys)
+    _write_nnunet(formats_folder / "nnunet", {"nnUNetTrainerNoMirroring": second})
+    err = _import_error(formats_folder, "nnunet_demo", capsys)
     assert "nnUNetTrainerNoMirroring/summary.json" in err and expected in err, err
 
 
-def test_nnunet_duplicate_case_missing_label_nan_dice(project: Path, capsys: pytest.CaptureFixture) -> None:
-    path = project / "nnunet" / "nnUNetTrainer" / "summary.json"
+def test_nnunet_duplicate_case_missing_label_nan_dice(formats_folder: Path, capsys: pytest.CaptureFixture) -> None:
+    path = formats_folder / "nnunet" / "nnUNetTrainer" / "summary.json"
     doc = json.loads(path.read_text())
     doc["metric_per_case"][2]["reference_file"] = doc["metric_per_case"][0]["reference_file"]
     path.write_text(json.dumps(doc), encoding="utf-8")
-    err = _import_error(project, "nnunet_demo", capsys)
+    err = _import_error(formats_folder, "nnunet_demo", capsys)
     assert "summary.json: metric_per_case[2].reference_file: case 'abd_001' again (first at metric_per_case[0])" in err
     doc = _summary(NNUNET["nnUNetTrainer"])
     del doc["metric_per_case"][1]["metrics"]["2"]
     path.write_text(json.dumps(doc), encoding="utf-8")
-    assert "summary.json: case 'abd_002', metric_per_case[1].metrics.2: missing" in _import_error(project, "nnunet_demo", capsys)
+    assert "summary.json: case 'abd_002', metric_per_case[1].metrics.2: missing" in _import_error(formats_folder, "nnunet_demo", capsys)
     doc = _summary(NNUNET["nnUNetTrainer"])
     doc["metric_per_case"][1]["metrics"]["1"]["Dice"] = float("nan")  # NaN where the reference holds the label
     path.write_text(json.dumps(doc), encoding="utf-8")
-    assert "summary.json: case 'abd_002', metric_per_case[1].metrics.1.Dice: nan is not a number in [0, 1]" in _import_error(project, "nnunet_demo", capsys)
+    assert "summary.json: case 'abd_002', metric_per_case[1].metrics.1.Dice: nan is not a number in [0, 1]" in _import_error(
+        formats_folder, "nnunet_demo", capsys
+    )
 
 
 @pytest.mark.parametrize(
@@ -365,19 +367,19 @@ def test_published_options_validated(root: Path, fmt: str, metrics: dict[str, bo
         ("generic_demo", "generic_csv", None, {"columns": {"case": "case", "model": "model", "structure": "structure"}}),
     ],
 )
-def test_export_then_import_gives_the_same_statistics(project: Path, name: str, fmt: str, metric: str | None, options: dict[str, Any]) -> None:
-    source = project / ("challenger.csv" if fmt == "challenger_csv" else "generic.csv")
+def test_export_then_import_gives_the_same_statistics(formats_folder: Path, name: str, fmt: str, metric: str | None, options: dict[str, Any]) -> None:
+    source = formats_folder / ("challenger.csv" if fmt == "challenger_csv" else "generic.csv")
     table = pd.read_csv(source)
     numbers = table.columns[3:] if fmt == "challenger_csv" else table.columns[2:]
     table[numbers] = table[numbers] / 3  # values of 17 significant digits: the export must not round them
     table.to_csv(source, index=False)
-    results = published_pipeline(project, name)
-    exported = project / f"{name}_export.csv"
+    results = published_pipeline(formats_folder, name)
+    exported = formats_folder / f"{name}_export.csv"
     argv = ["export", "--dataset", name, "--format", fmt, "--out", str(exported)] + (["--metric", metric] if metric else [])
-    with in_directory(project):
+    with in_directory(formats_folder):
         assert main(argv) == 0
-    params = yaml.safe_load((project / "params.yaml").read_text())
+    params = yaml.safe_load((formats_folder / "params.yaml").read_text())
     params["published"]["round_trip"] = {**params["published"][name], "format": fmt, "path": str(exported), "options": options}
-    (project / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
-    again = published_pipeline(project, "round_trip")
+    (formats_folder / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    again = published_pipeline(formats_folder, "round_trip")
     assert json.dumps(again["analysis"], sort_keys=True) == json.dumps(results["analysis"], sort_keys=True)

@@ -17,7 +17,7 @@ TOUCHSTONE_ORGANS = ["aorta", "gall_bladder", "kidney_left", "kidney_right", "li
 
 
 @pytest.fixture
-def project(root: Path, tmp_path: Path, tracking_store: str) -> Path:
+def published_folder(root: Path, tmp_path: Path, tracking_store: str) -> Path:
     """A working folder whose params.yaml selects both published sets (B = 200) and points at the real data."""
     return working_folder(root, tmp_path, ["published=[touchstone_totalsegmentator,segauge_kits23_seed]", "stats.n_resamples=200"])
 
@@ -29,8 +29,8 @@ def _pipeline(project: Path, name: str) -> dict:
     return json.loads((project / "results" / f"{name}.json").read_text())
 
 
-def test_touchstone_means_and_sds_equal_the_csvs(project: Path, root: Path) -> None:
-    results = _pipeline(project, "touchstone_totalsegmentator")
+def test_touchstone_means_and_sds_equal_the_csvs(published_folder: Path, root: Path) -> None:
+    results = _pipeline(published_folder, "touchstone_totalsegmentator")
     assert len(results["models"]) == 19
     assert all(m["kind"] == "published" and not m["contaminated"] for m in results["models"].values())
     folder = root / "data" / "published" / "touchstone_totalsegmentator"
@@ -46,8 +46,8 @@ def test_touchstone_means_and_sds_equal_the_csvs(project: Path, root: Path) -> N
                 assert estimate["sd"] == pytest.approx(table[organ].std(skipna=True), abs=5e-5), (model, organ, metric)
 
 
-def test_segauge_results_file_keeps_contamination_claims(project: Path) -> None:
-    results = _pipeline(project, "segauge_kits23_seed")
+def test_segauge_results_file_keeps_contamination_claims(published_folder: Path) -> None:
+    results = _pipeline(published_folder, "segauge_kits23_seed")
     models = results["models"]
     assert set(models) == {"TotalSegmentator", "TotalSegmentator-fast"}
     # both list the TotalSegmentator dataset as training data; they are evaluated on KiTS23, so not contaminated
@@ -56,13 +56,13 @@ def test_segauge_results_file_keeps_contamination_claims(project: Path) -> None:
     assert kidney["mean"] == pytest.approx(np.mean([0.9142942896804057, 0.9111212598343535, 0.8924224058021208]))
 
 
-def test_reanalyze_passes_on_results_and_names_a_tampered_number(project: Path, capsys: pytest.CaptureFixture) -> None:
-    _pipeline(project, "segauge_kits23_seed")
-    path = project / "results" / "segauge_kits23_seed.json"
+def test_reanalyze_passes_on_results_and_names_a_tampered_number(published_folder: Path, capsys: pytest.CaptureFixture) -> None:
+    _pipeline(published_folder, "segauge_kits23_seed")
+    path = published_folder / "results" / "segauge_kits23_seed.json"
     assert main(["reanalyze", str(path)]) == 0
     results = json.loads(path.read_text())
     results["analysis"]["structures"]["kidney"]["metrics"]["dice"]["models"]["TotalSegmentator"]["mean"] += 0.01
-    tampered = project / "tampered.json"
+    tampered = published_folder / "tampered.json"
     tampered.write_text(json.dumps(results))
     assert main(["reanalyze", str(tampered)]) == 1
     assert "differ from a recomputation" in capsys.readouterr().err

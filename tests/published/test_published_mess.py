@@ -199,7 +199,7 @@ def _project(root: Path, tmp_path: Path, sets: dict[str, dict[str, Any]]) -> Pat
 
 
 @pytest.fixture
-def project(root: Path, messy: tuple[Path, dict[str, Any]], tmp_path: Path, tracking_store: str) -> Path:
+def messy_import_folder(root: Path, messy: tuple[Path, dict[str, Any]], tmp_path: Path, tracking_store: str) -> Path:
     """A working folder whose params.yaml names the messy set by configuration only (B = 200)."""
     folder, _ = messy
     return _project(
@@ -222,9 +222,9 @@ def project(root: Path, messy: tuple[Path, dict[str, Any]], tmp_path: Path, trac
     )
 
 
-def test_messy_set_imports_by_config_and_reports_its_summary(project: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_messy_set_imports_by_config_and_reports_its_summary(messy_import_folder: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("INFO"):
-        published_pipeline(project, "messy_touchstone")
+        published_pipeline(messy_import_folder, "messy_touchstone")
     line = (
         "3 models, 120 cases, 9 structures; 1 cells missing; 2 exact duplicate rows dropped; 1 conflicting duplicate rows "
         "resolved; 1 one-sided cells treated as not reported; repeated cases in MONAI_UNETR/dsc.csv "
@@ -233,7 +233,7 @@ def test_messy_set_imports_by_config_and_reports_its_summary(project: Path, capl
         "one_sided_missing: missing"
     )
     assert f"messy_touchstone: imported {line}" in caplog.text
-    results = json.loads((project / "results" / "messy_touchstone.json").read_text())
+    results = json.loads((messy_import_folder / "results" / "messy_touchstone.json").read_text())
     summary = results["dataset"]["import_summary"]
     assert summary["cells_missing"] == 1 and summary["one_sided_missing"] == {"MONAI_SegVol": [["s0006", "spleen"]]}
     assert summary["cases_without_metadata"] == 2

@@ -57,7 +57,7 @@ MC_SES = 4.0
 
 
 @pytest.fixture(scope="module")
-def results(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+def modal_results(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """results/segauge_kits23_modal.json of import -> track -> compare with segbench's default statistics."""
     project = tmp_path_factory.mktemp("modal")
     raw = compose_params(root / "conf", [f"published=[{NAME}]"])
@@ -96,19 +96,19 @@ def _endpoint_se(level: float, width: float, b_ours: int) -> float:
     return math.sqrt(q * (1.0 - q) * (1.0 / SOURCE_B + 1.0 / b_ours)) / norm.pdf(z) * width / (2.0 * z)
 
 
-def test_means_equal_the_published_means(results: dict, source: dict) -> None:
+def test_means_equal_the_published_means(modal_results: dict, source: dict) -> None:
     for model in source["models"]:
         for metric, summary in model["per_organ"]["kidney"]["summary"].items():
-            ours = _ours(results, metric)["models"][model["name"]]
+            ours = _ours(modal_results, metric)["models"][model["name"]]
             assert ours["n"] == 20
             assert abs(ours["mean"] - summary["value"]) <= 1e-12, (model["name"], metric)
     for metric, block in source["analysis"]["kidney"].items():
         for stat in block["ranking"]["stats"]:
-            assert abs(_ours(results, metric)["models"][stat["name"]]["mean"] - stat["score"]) <= 1e-12, (stat["name"], metric)
+            assert abs(_ours(modal_results, metric)["models"][stat["name"]]["mean"] - stat["score"]) <= 1e-12, (stat["name"], metric)
 
 
-def test_pairwise_verdicts_identical_under_bonferroni(results: dict, source: dict) -> None:
-    beside = results["source_analysis"]["structures"]["kidney"]
+def test_pairwise_verdicts_identical_under_bonferroni(modal_results: dict, source: dict) -> None:
+    beside = modal_results["source_analysis"]["structures"]["kidney"]
     verdicts = []
     for metric, block in source["analysis"]["kidney"].items():
         ours = beside[metric]["segbench"]
@@ -122,20 +122,20 @@ def test_pairwise_verdicts_identical_under_bonferroni(results: dict, source: dic
     assert verdicts.count(True) == 2  # NSD MOOSE > CT-FM and ASSD TotalSegmentator < CT-FM, as published
 
 
-def test_source_analysis_is_what_analyze_gives_under_bonferroni(results: dict) -> None:
+def test_source_analysis_is_what_analyze_gives_under_bonferroni(modal_results: dict) -> None:
     """The stored recomputation equals a fresh ``analyze`` of the file's rows with Bonferroni (same B, seed)."""
     rows = read_segauge_results(MODAL, KITS_META)
-    settings = StatsSettings(**{**results["analysis"]["settings"], "multiple_comparison": "bonferroni", **SOURCE_RULE})
-    fresh = analyze(rows, metrics={m: v["higher_is_better"] for m, v in results["metrics"].items()}, settings=settings)
-    for metric, cell in results["source_analysis"]["structures"]["kidney"].items():
+    settings = StatsSettings(**{**modal_results["analysis"]["settings"], "multiple_comparison": "bonferroni", **SOURCE_RULE})
+    fresh = analyze(rows, metrics={m: v["higher_is_better"] for m, v in modal_results["metrics"].items()}, settings=settings)
+    for metric, cell in modal_results["source_analysis"]["structures"]["kidney"].items():
         assert cell["segbench"]["pairwise"] == fresh["structures"]["kidney"]["metrics"][metric]["pairwise"], metric
 
 
-def test_p_best_within_monte_carlo_error(results: dict, source: dict) -> None:
-    b_ours = results["analysis"]["settings"]["n_resamples"]
+def test_p_best_within_monte_carlo_error(modal_results: dict, source: dict) -> None:
+    b_ours = modal_results["analysis"]["settings"]["n_resamples"]
     for metric, block in source["analysis"]["kidney"].items():
         assert block["ranking"]["n_resamples"] == SOURCE_B
-        ranking = _ours(results, metric)["ranking"]
+        ranking = _ours(modal_results, metric)["ranking"]
         for stat in block["ranking"]["stats"]:
             theirs, ours = stat["p_best"], ranking["p_rank1"][stat["name"]]
             pooled = (SOURCE_B * theirs + b_ours * ours) / (SOURCE_B + b_ours)
@@ -144,10 +144,10 @@ def test_p_best_within_monte_carlo_error(results: dict, source: dict) -> None:
             assert ranking["rank_interval"][stat["name"]] == [stat["rank_ci_low"], stat["rank_ci_high"]], (metric, stat["name"])
 
 
-def test_cis_within_monte_carlo_error(results: dict, source: dict) -> None:
+def test_cis_within_monte_carlo_error(modal_results: dict, source: dict) -> None:
     """The source's percentile bootstrap CIs against segbench's under the same rule (its default is skew_t, 5.3)."""
-    b_ours = results["analysis"]["settings"]["n_resamples"]
-    percentile = recompute(results["analysis"], ci_method="percentile")["structures"]["kidney"]["metrics"]
+    b_ours = modal_results["analysis"]["settings"]["n_resamples"]
+    percentile = recompute(modal_results["analysis"], ci_method="percentile")["structures"]["kidney"]["metrics"]
     for model in source["models"]:
         for metric, summary in model["per_organ"]["kidney"]["summary"].items():
             ours = percentile[metric]["models"][model["name"]]
@@ -157,31 +157,39 @@ def test_cis_within_monte_carlo_error(results: dict, source: dict) -> None:
     for metric, block in source["analysis"]["kidney"].items():
         for theirs in block["pairwise"]:
             entry = next(
-                e for e in results["source_analysis"]["structures"]["kidney"][metric]["segbench"]["pairwise"] if {e["a"], e["b"]} == {theirs["a"], theirs["b"]}
+                e
+                for e in modal_results["source_analysis"]["structures"]["kidney"][metric]["segbench"]["pairwise"]
+                if {e["a"], e["b"]} == {theirs["a"], theirs["b"]}
             )
             low, high = _oriented(entry, theirs["a"])
             se = _endpoint_se(entry["ci_level"], high - low, b_ours)
             assert abs(low - theirs["ci_low"]) <= MC_SES * se and abs(high - theirs["ci_high"]) <= MC_SES * se, (metric, theirs)
 
 
-def test_model_metadata_hd95_and_tolerance_are_the_sources(results: dict) -> None:
-    models = results["models"]
+def test_model_metadata_hd95_and_tolerance_are_the_sources(modal_results: dict) -> None:
+    models = modal_results["models"]
     assert {m: (e["licence"], e["versions"]["model_version"], e["trained_on"], e["contaminated"]) for m, e in models.items()} == {
         "TotalSegmentator": ("Apache-2.0", "2.14.0", ["totalsegmentator"], False),
         "CT-FM": ("Apache-2.0", "unknown", ["totalsegmentator"], False),
         "MOOSE": ("CC-BY-4.0", "unknown", [], False),
     }
-    assert _ours(results, "dice")["ranking"]["order"] == ["MOOSE", "TotalSegmentator", "CT-FM"]
-    assert results["hd95_definition"] == "as published by the source (segauge 0.2.0)"
-    assert results["dataset"]["nsd_tolerance_mm"] == {"kidney": 2.0}
-    assert results["source_analysis"]["protocol"] == {"confidence": 0.95, "n_resamples": 2000, "seed": 0, "nsd_tolerance_mm": 2.0, "segauge_version": "0.2.0"}
+    assert _ours(modal_results, "dice")["ranking"]["order"] == ["MOOSE", "TotalSegmentator", "CT-FM"]
+    assert modal_results["hd95_definition"] == "as published by the source (segauge 0.2.0)"
+    assert modal_results["dataset"]["nsd_tolerance_mm"] == {"kidney": 2.0}
+    assert modal_results["source_analysis"]["protocol"] == {
+        "confidence": 0.95,
+        "n_resamples": 2000,
+        "seed": 0,
+        "nsd_tolerance_mm": 2.0,
+        "segauge_version": "0.2.0",
+    }
 
 
-def test_reanalyze_checks_the_source_block(results: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_reanalyze_checks_the_source_block(modal_results: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = tmp_path / "modal.json"
-    path.write_text(json.dumps(results))
+    path.write_text(json.dumps(modal_results))
     assert main(["reanalyze", str(path)]) == 0
-    tampered = copy.deepcopy(results)
+    tampered = copy.deepcopy(modal_results)
     tampered["source_analysis"]["structures"]["kidney"]["dice"]["segbench"]["pairwise"][1]["separable"] = True
     path.write_text(json.dumps(tampered))
     assert main(["reanalyze", str(path)]) == 1

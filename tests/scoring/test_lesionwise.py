@@ -92,7 +92,7 @@ def test_setting_is_checked_at_the_boundary() -> None:
 
 
 @pytest.fixture(scope="module")
-def scored(case_files) -> tuple[pd.DataFrame, pd.DataFrame]:
+def lesion_tables(case_files) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Three SIMULATED models on the four cases: the reference itself with one lesion structure simulated, the
     simulated map, and no prediction for one case (every lesion missed)."""
     triples = {name: [] for name in ("sim_lesions", "sim_tumor_only", "sim_one_missing")}
@@ -108,8 +108,8 @@ def scored(case_files) -> tuple[pd.DataFrame, pd.DataFrame]:
     return rows, instances
 
 
-def test_lesion_analysis_by_case_by_lesion_and_by_matching_rule(scored) -> None:
-    rows, instances = scored
+def test_lesion_analysis_by_case_by_lesion_and_by_matching_rule(lesion_tables) -> None:
+    rows, instances = lesion_tables
     block = lesion_analysis(rows, instances, profile="brats", settings=StatsSettings(n_resamples=300, scheme_resamples=50))
     case = block["case"]["structures"]["tumor"]
     assert case["n_cases"] == 4 and set(case["metrics"]) == {"rq", "pq_dice", "recall", "lesion_dice", "lesion_hd95"}
@@ -137,12 +137,12 @@ def test_lesion_analysis_by_case_by_lesion_and_by_matching_rule(scored) -> None:
         lesion_analysis(rows, instances, profile="monai", settings=StatsSettings(n_resamples=300))
 
 
-def test_a_lone_model_without_predictions_leaves_sq_unanalysed_and_the_page_says_so(scored) -> None:
+def test_a_lone_model_without_predictions_leaves_sq_unanalysed_and_the_page_says_so(lesion_tables) -> None:
     """One model, one case, no prediction file: every lesion missed, so no SQ (no matched lesion anywhere); the block
     says None there and the page says there is nothing to analyse instead of failing."""
     from segbench.report.lesions import lesion_section
 
-    rows, instances = scored
+    rows, instances = lesion_tables
     keep = lambda t: t[(t.model == "sim_one_missing") & (t.case_id == "case_00037")]  # noqa: E731
     block = lesion_analysis(
         keep(rows), keep(instances), profile="brats", settings=StatsSettings(n_resamples=200, scheme_resamples=50), contaminated={"sim_one_missing": False}

@@ -37,7 +37,7 @@ def _rows() -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def results() -> dict:
+def schemes_analysis() -> dict:
     return analyze(_rows(), metrics={"dice": True, "nsd": True}, settings=StatsSettings(n_resamples=200, scheme_resamples=300))
 
 
@@ -47,8 +47,8 @@ def _p_one_sided(t_plus: float, m: int) -> float:
     return float(ndtr(-(t_plus - mean - 0.5) / sd))
 
 
-def test_schemes_equal_hand_derived_challenger_values(results: dict) -> None:
-    sc = results["structures"]["organ"]["metrics"]["dice"]["schemes"]
+def test_schemes_equal_hand_derived_challenger_values(schemes_analysis: dict) -> None:
+    sc = schemes_analysis["structures"]["organ"]["metrics"]["dice"]["schemes"]
     # aggregate-then-rank: mean(B) = mean(A) + sum(ALT)/10 = mean(A) - 0.001; C, D tied
     assert sc["ranks"]["mean"] == {"A": 1, "B": 2, "C": 3, "D": 3}
     # medians: A 0.6 + 0.011 * 4.5 = 0.6495, B (0.637 + 0.652) / 2 = 0.6445
@@ -67,9 +67,9 @@ def test_schemes_equal_hand_derived_challenger_values(results: dict) -> None:
     assert sc["stability"]["mean"]["p_rank1"]["C"] == 0.0 and sc["stability"]["test_then_rank"]["p_rank1"]["C"] == 0.0
 
 
-def test_consensus_is_the_mean_of_average_tie_ranks(results: dict) -> None:
+def test_consensus_is_the_mean_of_average_tie_ranks(schemes_analysis: dict) -> None:
     # dice ranks (1, 2, 3, 3) -> average ties (1, 2, 3.5, 3.5); nsd (B first) (2, 1, 3.5, 3.5)
-    con = results["consensus"]
+    con = schemes_analysis["consensus"]
     assert con["tasks"] == ["organ/dice", "organ/nsd"]
     assert con["mean_rank"] == {"A": 1.5, "B": 1.5, "C": 3.5, "D": 3.5}
     assert con["rank"] == {"A": 1, "B": 1, "C": 3, "D": 3} and con["order"] == ["A", "B", "C", "D"]

@@ -17,7 +17,7 @@ FILES = {"dice": "dsc.csv", "nsd": "nsd.csv"}
 
 
 @pytest.fixture(scope="module")
-def results(touchstone_rows: pd.DataFrame) -> dict:
+def touchstone_analysis(touchstone_rows: pd.DataFrame) -> dict:
     return analyze(touchstone_rows, metrics=METRICS, settings=StatsSettings(n_resamples=400), subgroup_fields=["gender", "manufacturer", "age_band"])
 
 
@@ -26,7 +26,7 @@ def _csvs(metric: str) -> dict[str, pd.DataFrame]:
 
 
 @pytest.mark.parametrize("metric", METRICS)
-def test_means_and_sds_equal_direct_csv_computation(results: dict, metric: str) -> None:
+def test_means_and_sds_equal_direct_csv_computation(touchstone_analysis: dict, metric: str) -> None:
     """Per organ and model, mean and SD over the shared cases equal pandas on the raw CSVs (4 decimals).
 
     Verified facts about the files this test relies on: 17 models score all 743 scans, two
@@ -43,7 +43,7 @@ def test_means_and_sds_equal_direct_csv_computation(results: dict, metric: str) 
     assert all(e.equals(first) for e in empty.values())
     plain_differs = False
     for organ in first.columns:
-        cell = results["structures"][organ]
+        cell = touchstone_analysis["structures"][organ]
         present = [c for c in common if not first.at[c, organ]]
         assert cell["case_ids"] == present
         assert cell["n_absent"] == int(first[organ].sum()) + sum(
@@ -70,9 +70,9 @@ def _holm(p: list[float]) -> list[float]:
     return out
 
 
-def test_significance_map_equals_direct_wilcoxon_loop(results: dict) -> None:
+def test_significance_map_equals_direct_wilcoxon_loop(touchstone_analysis: dict) -> None:
     """Every cell of every organ/metric map equals scipy.stats.wilcoxon per ordered pair + Holm."""
-    for organ, cell in results["structures"].items():
+    for organ, cell in touchstone_analysis["structures"].items():
         for metric, res in cell["metrics"].items():
             per_case = res["per_case"]
             models = res["ranking"]["order"]
@@ -106,14 +106,14 @@ def _direct_pairwise_complete(metric: str, organ: str, models: list[str]) -> tup
     return pairs, p, _holm(p)
 
 
-def test_pairwise_complete_alignment_equals_touchstone_loop(results: dict) -> None:
+def test_pairwise_complete_alignment_equals_touchstone_loop(touchstone_analysis: dict) -> None:
     """Touchstone's own protocol (docs/methodology.md#513-case-alignment): p-values, verdicts and co-winners of all 18 cells.
 
     The shared-case analysis stays the primary one here; the alignment block carries Touchstone's
     protocol and names the cells where the choice changes the co-winners (5 of 18 on these files).
     """
     changed = []
-    for organ, cell in results["structures"].items():
+    for organ, cell in touchstone_analysis["structures"].items():
         for metric, res in cell["metrics"].items():
             models = res["ranking"]["order"]
             pairs, p, adjusted = _direct_pairwise_complete(metric, organ, models)
@@ -127,11 +127,11 @@ def test_pairwise_complete_alignment_equals_touchstone_loop(results: dict) -> No
     assert len(changed) == 5 and ("kidney_left", "dice") in changed and ("kidney_right", "nsd") in changed
 
 
-def test_pairs_on_the_shared_cases_get_one_test_under_both_alignments(results: dict) -> None:
+def test_pairs_on_the_shared_cases_get_one_test_under_both_alignments(touchstone_analysis: dict) -> None:
     """A pair whose common cases are the shared ones is one test under both protocols: the same sign-flip p-value (not
     another draw of it), so `changes` lists only what the case sets (and Holm over the other pairs) change."""
     on_shared = 0
-    for organ, cell in results["structures"].items():
+    for organ, cell in touchstone_analysis["structures"].items():
         for metric, res in cell["metrics"].items():
             shared = {(p["a"], p["b"]): p for p in res["pairwise"]}
             for pair in res["alignment"]["pairwise"]:
@@ -201,8 +201,8 @@ def _leaf_differences(a: object, b: object, path: tuple) -> list[tuple]:
     return [path] if a != b else []
 
 
-def test_reanalyze_rederives_everything_and_reports_tampering(results: dict) -> None:
-    stored = json.loads(json.dumps(results))
+def test_reanalyze_rederives_everything_and_reports_tampering(touchstone_analysis: dict) -> None:
+    stored = json.loads(json.dumps(touchstone_analysis))
     assert reanalyze(stored) == []
     stored["structures"]["liver"]["metrics"]["dice"]["per_case"]["MONAI_UNETR"][0] += 0.5
     diffs = reanalyze(stored)

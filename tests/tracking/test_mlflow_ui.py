@@ -30,15 +30,9 @@ from services import mlflow_server
 from tests_support import in_directory, run_command
 
 
-@pytest.fixture
-def project(projects: Projects) -> Path:
-    """A project on the real data whose stages have logged both datasets into its own store (shared: read only)."""
-    return projects.reproduced(SMALL)
-
-
 @pytest.fixture(scope="module")
 def served(projects: Projects, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    """A copy of that project, and `mlflow server` on its store (bound to 127.0.0.1 on a free port, always stopped)."""
+    """A copy of the small experiment reproduced, and `mlflow server` on its store (bound to 127.0.0.1 on a free port, always stopped)."""
     proj = projects.copy(SMALL)
     with mlflow_server(tracking_uri(proj), tmp_path_factory.mktemp("mlflow_server"), workers=1) as server:
         yield proj, server.uri
@@ -150,37 +144,37 @@ def _model_run(project: Path, model: str):
     return next(r for r in _runs(project, "kits23") if r.info.run_name == model)
 
 
-def test_each_run_has_its_dataset_as_an_mlflow_input(project: Path, root: Path) -> None:
+def test_each_run_has_its_dataset_as_an_mlflow_input(small_run: Path, root: Path) -> None:
     """Name, data.dvc md5 as digest, the reference folder as source, one profile row per case."""
     data_md5 = yaml.safe_load((root / "data.dvc").read_text())["outs"][0]["md5"]
-    for run in _runs(project, "kits23"):
+    for run in _runs(small_run, "kits23"):
         (dataset_input,) = run.inputs.dataset_inputs
         dataset = dataset_input.dataset
         assert (dataset.name, dataset.digest) == ("kits23", data_md5), run.info.run_name
         assert json.loads(dataset.profile)["num_rows"] == len(CASES)
         assert json.loads(dataset.source)["uri"].endswith("data/kits23/labels")
         assert {t.key: t.value for t in dataset_input.tags} == {"mlflow.data.context": "evaluation"}
-    experiment = MlflowClient(tracking_uri(project)).get_experiment_by_name("segbench/kits23")
+    experiment = MlflowClient(tracking_uri(small_run)).get_experiment_by_name("segbench/kits23")
     assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
 
 
-def test_runs_carry_source_and_commit_tags_and_results_do_not(project: Path) -> None:
-    commit = run_command(["git", "rev-parse", "HEAD"], project).strip()
-    for run in _runs(project, "kits23") + _runs(project, SMALL_PUBLISHED):
+def test_runs_carry_source_and_commit_tags_and_results_do_not(small_run: Path) -> None:
+    commit = run_command(["git", "rev-parse", "HEAD"], small_run).strip()
+    for run in _runs(small_run, "kits23") + _runs(small_run, SMALL_PUBLISHED):
         tags = run.data.tags
         assert tags["mlflow.source.git.commit"] == commit
         assert tags["mlflow.source.type"] == "LOCAL"
         assert tags["mlflow.source.name"] == ("segbench compare" if tags["segbench.kind"] == "leaderboard" else "segbench track")
-    for path in [*(project / "scores").rglob("*"), *(project / "results").glob("*.json")]:
+    for path in [*(small_run / "scores").rglob("*"), *(small_run / "results").glob("*.json")]:
         if path.is_file():
             assert commit not in path.read_text(encoding="utf-8"), path
 
 
-def test_per_case_table_is_an_mlflow_table_equal_to_the_csv(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri(project))  # load_table searches the default store
-    client = MlflowClient(tracking_uri(project))
+def test_per_case_table_is_an_mlflow_table_equal_to_the_csv(small_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri(small_run))  # load_table searches the default store
+    client = MlflowClient(tracking_uri(small_run))
     for model in MODELS:
-        run = _model_run(project, model)
+        run = _model_run(small_run, model)
         assert {a.path for a in client.list_artifacts(run.info.run_id)} == {
             "per_case.csv",
             "per_case.json",
@@ -190,17 +184,17 @@ def test_per_case_table_is_an_mlflow_table_equal_to_the_csv(project: Path, monke
             "run.json",
         }
         table = client.load_table(run.info.experiment_id, "per_case.json", run_ids=[run.info.run_id])
-        csv = pd.read_csv(project / "scores" / "kits23" / model / "per_case.csv", dtype={"case_id": str})
+        csv = pd.read_csv(small_run / "scores" / "kits23" / model / "per_case.csv", dtype={"case_id": str})
         assert sorted(set(table["case_id"])) == CASES
         pd.testing.assert_frame_equal(table[["case_id", "structure", "dice", "hd95"]], csv[["case_id", "structure", "dice", "hd95"]], check_dtype=False)
 
 
-def test_model_runs_carry_means_and_counts_only(project: Path) -> None:
+def test_model_runs_carry_means_and_counts_only(small_run: Path) -> None:
     """A model run's headline metrics are its plain means (equal to the leaderboard's on these shared cases) and counts;
     CIs and ranks belong to the leaderboard run."""
-    results = json.loads((project / "results" / "kits23.json").read_text())
+    results = json.loads((small_run / "results" / "kits23.json").read_text())
     for model in MODELS:
-        metrics = _model_run(project, model).data.metrics
+        metrics = _model_run(small_run, model).data.metrics
         assert not [k for k in metrics if "ci_" in k or "rank" in k], metrics
         for structure, block in results["analysis"]["structures"].items():
             assert metrics[f"{structure}.n_cases"] == block["n_cases"] == len(CASES) - block["n_absent"]
@@ -271,12 +265,12 @@ def test_leaderboard_run_is_linked_summarised_and_reused(projects: Projects, tmp
     assert again == [board.info.run_id]
 
 
-def test_leaderboard_page_is_self_contained(project: Path, tmp_path: Path) -> None:
+def test_leaderboard_page_is_self_contained(small_run: Path, tmp_path: Path) -> None:
     """The page logged with the leaderboard draws every plot offline, with no other file beside it."""
     chromium = find_chromium()
     assert chromium, "chromium not found: apt-get install chromium"
-    client = MlflowClient(tracking_uri(project))
-    (board,) = [r for r in _runs(project, "kits23") if r.data.tags["segbench.kind"] == tracking.LEADERBOARD_KIND]
+    client = MlflowClient(tracking_uri(small_run))
+    (board,) = [r for r in _runs(small_run, "kits23") if r.data.tags["segbench.kind"] == tracking.LEADERBOARD_KIND]
     page = Path(client.download_artifacts(board.info.run_id, "kits23.html", str(tmp_path)))
     assert sorted(p.name for p in page.parent.iterdir()) == ["kits23.html"]
     with Browser(chromium, tmp_path / "profile", timeout=120) as browser:
