@@ -1,13 +1,13 @@
 """Lesion-wise scoring against panoptica 2.1.7 and brats-evaluation 0.0.10: time per case and structure on whole KiTS23 label maps.
 
 For each case and structure (tumor, cyst): the whole reference label map as decoded, a SIMULATED
-prediction (tests/lesion_cases.py: missed, split, bridged and added lesions), both as full-size
+prediction (tests/support/lesion_cases.py: missed, split, bridged and added lesions), both as full-size
 boolean arrays; then, best of ``--repeat`` on one thread each, in this process:
 ``score_lesions`` (table and case scores) under the ``panoptica`` profile against panoptica's
 evaluator with the same rule and per-instance metrics (26-connected components, naive IoU >= 0.5;
 Dice, IoU, HD, HD95, ASSD, NSD; no global metrics), and under the ``brats`` profile against
 brats-evaluation's METs evaluator (bipartite Dice, Dice/NSD/HD95 per lesion, and its global
-Dice/NSD/HD95, which segbench's case scores already hold) on the "et" group. Outputs agree (tests/test_instances.py).
+Dice/NSD/HD95, which segbench's case scores already hold) on the "et" group. Outputs agree (tests/scoring/test_instances.py).
 
     envs/lesion-reference/bin/python benchmarks/bench_instances.py > benchmarks/results_bench_instances.txt
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import brats_evaluation as brats  # noqa: E402
 import numpy as np  # noqa: E402

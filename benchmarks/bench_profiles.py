@@ -19,7 +19,7 @@ from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the package's metrics, which the tests check the profile against
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # the package's metrics, which the tests check the profile against
 
 import nibabel as nib  # noqa: E402
 import numpy as np  # noqa: E402

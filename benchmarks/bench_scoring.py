@@ -1,6 +1,6 @@
 """Scoring speed and agreement on real KiTS23 cases: segauge vs segbench's engine vs the decode floor.
 
-For each case a simulated prediction (tests/simulate_kits.py; kinds cycle, the last cases are
+For each case a simulated prediction (tests/support/simulate_kits.py; kinds cycle, the last cases are
 gross errors) is written as NIfTI; then, in this one run and on this machine:
 
 * decode floor: nibabel load + decompress of reference and prediction;
@@ -41,7 +41,7 @@ import nibabel as nib
 import numpy as np
 import segauge
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the simulated errors, which the tests score too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))  # the simulated errors, which the tests score too
 from segbench.scoring.engine import score_case  # noqa: E402
 from segbench.scoring.settings import Region
 from simulate_kits import GROSS_KINDS, KINDS, simulate  # noqa: E402

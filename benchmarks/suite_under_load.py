@@ -1,7 +1,7 @@
 """The test suite (or a pytest selection) beside an artificial CPU load: proof that no test depends on timing.
 
     python benchmarks/suite_under_load.py                          # the whole suite, 2 busy processes beside it
-    python benchmarks/suite_under_load.py tests/test_slurm.py -k interrupting
+    python benchmarks/suite_under_load.py tests/pipeline/test_slurm.py -k interrupting
 
 Starts ``--busy`` processes that spin on the CPU (each one stops itself after ``--limit-min`` minutes, even if this
 script is killed), runs ``python -m pytest -q --durations=25`` with the given arguments (``tests`` by default) in

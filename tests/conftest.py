@@ -1,4 +1,5 @@
-"""Shared fixtures: the project root, the real data bundle, an isolated MLflow store, and the project factory.
+"""Shared fixtures: the project root, the real data bundle, an isolated MLflow store, the project factory, and the
+session's small experiment reproduced (shared, read only) or copied (one per module).
 
 The tests run on the real data bundle; a missing bundle is a failure (run `dvc pull data.dvc`), not a skip.
 """
@@ -16,6 +17,8 @@ import segbench  # noqa: F401  (first: it pins OpenBLAS's kernels before numpy l
 import pandas as pd
 import pytest
 
+from repo_paths import KITS_LABELS, ROOT, TOUCHSTONE
+
 if TYPE_CHECKING:
     from projects import Projects
 
@@ -23,14 +26,6 @@ if TYPE_CHECKING:
 # workers inherit COLUMNS=80 and LINES=24, and `segbench show` wraps at COLUMNS when piped).
 for _terminal_size in ("COLUMNS", "LINES"):
     os.environ.pop(_terminal_size, None)
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "data"
-KITS_LABELS = DATA / "kits23" / "labels"
-PUBLISHED = DATA / "published"
-TOUCHSTONE = PUBLISHED / "touchstone_totalsegmentator"
-SEGAUGE_KITS = PUBLISHED / "segauge_benchmark" / "kits23_seed.json"
-KITS_META = DATA / "kits23" / "kits23.json"
 
 
 def _require(path: Path) -> Path:
@@ -67,10 +62,32 @@ def tracking_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture(scope="session")
 def projects(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Projects]:
-    """The one project factory (tests/projects.py): new DVC projects, and each experiment reproduced once per session,
+    """The one project factory (tests/support/projects.py): new DVC projects, and each experiment reproduced once per session,
     shared for reading and copied for changing; the session fails if a test wrote to a shared one."""
     from projects import Projects  # on first use: it loads segbench.config and nibabel (a second), which many modules never need
 
     factory = Projects(root, tmp_path_factory)
     yield factory
     factory.check_unchanged()
+
+
+@pytest.fixture
+def small_run(projects: Projects) -> Path:
+    """The session's small experiment (``projects.SMALL``: 4 real KiTS23 cases, 2 SIMULATED models, a small published
+    set, B = 500) in a new DVC project from this repo's pipeline files, reproduced once per session and shared by the
+    tests that read it: read only (the session fails if a test wrote to it)."""
+    from projects import SMALL
+
+    return projects.reproduced(SMALL)
+
+
+@pytest.fixture(scope="module")
+def committed_copy(projects: Projects) -> Path:
+    """A copy of the small experiment reproduced, everything committed (`git status` clean): the baseline a module's
+    tests change, in order (one copy per module)."""
+    from projects import SMALL
+    from tests_support import commit_all
+
+    proj = projects.copy(SMALL)
+    commit_all(proj, "the small experiment reproduced")
+    return proj

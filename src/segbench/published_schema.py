@@ -1,6 +1,6 @@
 """The published section's schema and its format registry: a ``published:`` entry (docs/published.md) checked into a
 ``PublishedConfig``, and per format (``PUBLISHED_FORMATS``) the options it takes and how they become its reader's
-arguments. The readers live in ``published.py`` (``READERS``, by the same names; tests/test_published_formats.py
+arguments. The readers live in ``published.py`` (``READERS``, by the same names; tests/published/test_published_formats.py
 checks the two agree); this module loads none of them, so a configuration is checked without pandas.
 """
 

@@ -8,7 +8,7 @@ loads and runs. Both steps are cached outside git (``SEGBENCH_IMAGE_CACHE``, def
 instant; the archive's sha256 and the installed package versions are written beside it.
 
 The region-growing baseline runs on Debian 13 (trixie), and its predictions equal the host command's byte
-for byte (tests/test_container.py). The same model on Debian 12 (bookworm) has numpy 1.24, as many team
+for byte (tests/models/test_container.py). The same model on Debian 12 (bookworm) has numpy 1.24, as many team
 images do: it checks that segbench's step files, written by numpy 2, are read by numpy 1.x with equal arrays.
 
 LiteMedSAM's image (:func:`litemedsam_recipe`) carries its venv's packages over Debian 12's Python 3.11; its predictions

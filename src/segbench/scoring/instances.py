@@ -5,7 +5,7 @@ are matched with the prediction instances under a rule, and each reference insta
 missed) and each unmatched prediction instance becomes a row of a table; the case's scores (RQ, SQ,
 PQ, detection precision/recall/F1, BraTS-style lesion-wise Dice/HD95, FP/FN volumes, recall by
 lesion-volume stratum) are reductions of that table. The rules and their edge cases are those of
-panoptica 2.1.7 and brats-evaluation 0.0.10 (tested against both, tests/test_instances.py) and of
+panoptica 2.1.7 and brats-evaluation 0.0.10 (tested against both, tests/scoring/test_instances.py) and of
 the BraTS 2023 lesion-wise script (dilation and merge; hand-built cases only: no package ships it).
 
 Everything that only needs voxel counts (Dice, IoU, every matching score) comes from one overlap

@@ -3,7 +3,7 @@ better, the metric-definition and lesion profiles by name, and the lesion-wise s
 
 The engine's modules import these (``engine.py``, ``profiles.py``, ``instances.py``, ``lesionwise.py``); the
 configuration imports only this module, so checking ``params.yaml`` loads neither numba nor numpy. The profile
-names here and the engine's profiles agree (tests/test_layers.py).
+names here and the engine's profiles agree (tests/config/test_schemas.py).
 """
 
 from __future__ import annotations

@@ -4,6 +4,6 @@
 ``bundles`` writes the score bundle three of them produce.
 
 Each stage reads the files of the stage before it and writes its own outputs atomically, and each DVC stage depends
-on exactly the source its command imports (tests/test_stage_dependencies.py derives it from the import graph). So this
+on exactly the source its command imports (tests/contracts/test_stage_dependencies.py derives it from the import graph). So this
 package imports nothing here: a stage module loads only its own imports.
 """

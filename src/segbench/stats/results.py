@@ -3,7 +3,7 @@
 
 Every level is a ``TypedDict``: plain dicts at run time (the analysis builds and writes the same dicts; the types only
 name their keys), so a reader's typo'd key is a type error and a new key without its type fails
-tests/test_stats_results.py, which walks every results file against these types. ``dict[str, X]`` levels are keyed by
+tests/stats/test_stats_results.py, which walks every results file against these types. ``dict[str, X]`` levels are keyed by
 names (model, structure, metric, subgroup field or group, case id, scheme); lists of models are in rank order unless
 said otherwise. JSON-serialisable: str, bool, int, float, None, lists, dicts; NaN is None;
 ``json.dumps(results, sort_keys=True)`` is byte-identical for identical inputs and settings.
