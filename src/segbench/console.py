@@ -53,12 +53,15 @@ def full_disk(exc: BaseException | None) -> OSError | None:
 
 def full_disk_line(error: OSError) -> str:
     """A full disk in one line: the folder whose filesystem is full, the bytes free there and what to do (every write
-    is atomic, so nothing half-written is left; an MLflow run being logged is marked FAILED)."""
+    is atomic, so nothing half-written is left; an MLflow run being logged is marked FAILED).
+
+    An error naming no file (a worker process's) names the temporaries' folder, read without
+    ``tempfile.gettempdir()``: its first call writes a probe file, which fails when the disk is full."""
     import shutil
-    import tempfile
 
     named = error.filename2 or error.filename  # a copy's error names its source first, then the file it writes
-    folder = Path(named).parent if named else Path(tempfile.gettempdir())
+    temporaries = _temporaries_folder()
+    folder = Path(named).parent if named else temporaries
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     folder = folder.resolve()
@@ -68,6 +71,14 @@ def full_disk_line(error: OSError) -> str:
     needed = f"{error.strerror}, " if error.strerror and error.strerror != os.strerror(errno.ENOSPC) else ""
     return (
         f"no space left on the device of {folder} ({needed}{free} bytes free there{f', writing {named}' if named else ''}); "
-        f"free space there (temporaries go to TMPDIR={tempfile.gettempdir()}: point it at a larger disk) and rerun; "
+        f"free space there (temporaries go to TMPDIR={temporaries}: point it at a larger disk) and rerun; "
         "nothing half-written was kept"
     )
+
+
+def _temporaries_folder() -> Path:
+    """Where Python puts temporaries: the folder ``tempfile`` settled on if it has, else the first of TMPDIR, TEMP and
+    TMP that is set, else /tmp (``tempfile``'s own order, without its writing probe)."""
+    import tempfile
+
+    return Path(tempfile.tempdir or next((os.environ[name] for name in ("TMPDIR", "TEMP", "TMP") if os.environ.get(name)), "/tmp"))

@@ -7,11 +7,13 @@ board. Real dvc, real SIGKILLs (tests/support/gate), a real tmpfs."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
 import sqlite3
 import subprocess
+import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -20,6 +22,7 @@ import yaml
 
 from projects import SMALL, SMALL_MODELS, Projects, copy_project
 from segbench import rows, tracking
+from segbench.console import full_disk_line
 from tests_support import command_env, commit_all, gate_env, kill_at_gate, run_command
 
 pytestmark = pytest.mark.slow
@@ -321,6 +324,27 @@ def test_a_full_tmpdir_is_one_line_naming_the_folder(fresh_copy: Path, tmp_path:
     run_command(["dvc", "repro"], fresh_copy)
     assert _outputs(fresh_copy) == before
     _clean(fresh_copy)
+
+
+def test_a_full_disk_error_naming_no_file_is_one_line_when_no_temporary_folder_is_usable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's "no space left" names no file, and on a full machine every folder ``tempfile.gettempdir()`` would probe
+    is full too (it then raises, as it did on a CI machine whose disk the tests had filled): the line still names TMPDIR's
+    full filesystem, built without that probe."""
+    full = tmp_path / "full"
+    _tmpfs(full, "4k")
+    try:
+        _fill(full, 0)
+        monkeypatch.setenv("TMPDIR", str(full))
+        monkeypatch.setattr(tempfile, "tempdir", None)
+
+        def no_usable_folder() -> str:
+            raise FileNotFoundError(errno.ENOENT, f"No usable temporary directory found in {[str(full), '/tmp']}")
+
+        monkeypatch.setattr(tempfile, "gettempdir", no_usable_folder)
+        line = full_disk_line(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
+    assert line.startswith(f"no space left on the device of {full} (0 bytes free there); ") and f"TMPDIR={full}:" in line, line
 
 
 def _fill(disk: Path, leave: int) -> Path:
