@@ -7,15 +7,14 @@ import html
 from collections.abc import Callable
 from typing import Literal
 
+from segbench.formats import format_level, format_points
 from segbench.stats.audited import MARGIN
 from segbench.stats.results import (
     AuditedCell,
     AuditEntry,
 )
-from segbench.stats.verdicts import format_level
 
 from .document import Results
-from .numbers import format_points
 
 
 class CellAudit(AuditedCell):

@@ -14,13 +14,13 @@ from typing import Any
 import plotly.graph_objects as go
 
 from segbench.bands import level_order
+from segbench.formats import ci_head, fmt, fmt_p, format_level
 from segbench.stats.heads import ci_words
 from segbench.stats.results import Consensus, Settings, Structure
-from segbench.stats.verdicts import format_level
 
 from .document import Cell, Models
 from .marks import display_order, is_ranked, short_mark
-from .numbers import ci_head, ci_level, digits, fmt, fmt_p
+from .numbers import ci_level, digits
 
 ROW_HEIGHT = 26
 # Per-case points are drawn individually up to this many cases; above it only the box and outliers.

@@ -6,13 +6,14 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from segbench.formats import ci_head, fmt, fmt_rank, format_level
 from segbench.stats.results import Identical, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
-from segbench.stats.verdicts import format_level, pair_verdict, wilcoxon_text
+from segbench.stats.verdicts import pair_verdict, wilcoxon_text
 
 from .audit import CellAudit, audit_legend, audit_margin, audit_of, coverage_note, limit_note, type1_note
 from .document import Cell, Models, Results
 from .marks import display_order, identical_text, is_ranked, kind, markers
-from .numbers import ci_head, ci_level, digits, estimate_html, fmt, fmt_rank
+from .numbers import ci_level, digits, estimate_html
 from .pairs import (
     VERDICT_ORDER,
     against_source,

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import pandas as pd
 
+from segbench.formats import ci_head, fmt_rank
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.results import Verdict, VerdictPair
 from segbench.stats.verdicts import CODE_WORDS
@@ -22,7 +23,7 @@ from segbench.stats.verdicts import CODE_WORDS
 from .audit import audit_of, audit_words
 from .document import Cell, Results
 from .marks import coverage_notes, display_order, identical_note, markers, own_case_lines, unit_sentence
-from .numbers import ci_head, ci_level, estimate, fmt_rank
+from .numbers import ci_level, estimate
 from .pairs import next_verdict, p_rank1_text, tied_first_note
 from .summary import TABLE_COLUMNS, leaderboard_table
 

@@ -35,11 +35,12 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from segbench.formats import format_level
+
 from .analysis import CiLevels
 from .calibration import SIMULATED, verdict_procedure
 from .limits import cell_limit
 from .results import Audited
-from .verdicts import format_level
 
 #: how far (in rate, 0.015 = 1.5 points) coverage may fall below the confidence, or type-I error rise above alpha,
 #: before the board flags the cell

@@ -8,14 +8,13 @@ import html
 import math
 from typing import Any
 
+from segbench.formats import format_level, format_points
 from segbench.stats import calibration
 from segbench.stats.audited import MARGIN
-from segbench.stats.verdicts import format_level
 
 from .. import figures, tables
 from ..marks import identical_text
 from ..markup import disclosure, slug
-from ..numbers import format_points
 from .frame import METHODOLOGY_DOC, Results, nav_bar, render
 
 

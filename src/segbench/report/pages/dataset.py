@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
+from segbench.formats import fmt
 from segbench.stats.heads import ci_words
 from segbench.stats.results import DatasetBlock, VerdictChanges
 
@@ -14,7 +15,6 @@ from .. import figures, tables
 from ..lesions import lesion_section
 from ..marks import identical_counts, unit_sentence
 from ..markup import disclosure, slug
-from ..numbers import fmt
 from ..pairs import against_source, pair
 from .frame import Results, nav_bar, notes, plots, render, structure_page_name
 from .structure import ALIGNMENTS, alignment_text, co_winners, source_text, structure_body

@@ -9,7 +9,7 @@ import json
 import re
 from string import Template
 
-from segbench.stats.verdicts import format_level
+from segbench.formats import format_level
 
 from .. import tables
 from ..marks import kind

@@ -8,6 +8,7 @@ import html
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from segbench.formats import fmt
 from segbench.stats.results import SourceCell
 
 from .. import figures, tables
@@ -15,7 +16,7 @@ from ..audit import audit_of
 from ..document import Cell
 from ..marks import display_order, own_case_lines
 from ..markup import disclosure, slug
-from ..numbers import estimate, fmt
+from ..numbers import estimate
 from ..pairs import p_rank1_text, source_co_winners, ties_note, verdict_html
 from .frame import Results, nav_bar, notes, plots, render
 
