@@ -1,11 +1,12 @@
 """How every view writes a number: a metric's unit and decimals, an estimate with its interval, a coverage level, a
-p-value, percentage points, a rank. One function per kind of number, so the site, the terminal, MLflow's notes and the
-statistics' sentences print the same value alike."""
+p-value, a share as a percentage, a ratio, a correlation, a count, a rank. One function per kind of number, so the site,
+the terminal, MLflow's notes and the statistics' sentences print the same value alike; none writes a format spec of
+its own. (The site's plotly hover templates keep theirs: d3 formats, applied in the browser.)"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from segbench.metrics import metric as table_row
 
@@ -36,26 +37,87 @@ def fmt(value: float | None, digits: int) -> str:
     return MISSING if value is None else f"{value:.{digits}f}"
 
 
+def fixed_interval(low: float | None, high: float | None, digits: int) -> str:
+    """'[0.901, 0.922]': an interval's ends at fixed decimals (a figure's label; ``format_estimate`` for the leaderboards)."""
+    return f"[{fmt(low, digits)}, {fmt(high, digits)}]"
+
+
+def fixed_estimate(value: float | None, low: float | None, high: float | None, digits: int) -> str:
+    """'0.912 [0.901, 0.922]': an estimate and its interval at fixed decimals, no unit (a figure's label)."""
+    return f"{fmt(value, digits)} {fixed_interval(low, high, digits)}"
+
+
+def number(value: float, significant: int = 6) -> str:
+    """The shortest plain form to ``significant`` digits ('0.05', '3', '1.5'): alpha, a tolerance, a count that may
+    be fractional (a median, a rank)."""
+    return f"{value:.{significant}g}"
+
+
+def signed(value: float) -> str:
+    """A change with its sign: '+2', '-1', '+0'."""
+    return f"{value:+g}"
+
+
+def count(n: int) -> str:
+    """A count with thousands separators: '10,000'."""
+    return f"{n:,}"
+
+
 def fmt_rank(rank: float) -> str:
     """Whole ranks as integers; a bootstrap quantile between two ranks with up to three digits."""
-    return f"{rank:.3g}"
+    return number(rank, 3)
+
+
+def skewness(value: float) -> str:
+    """A skewness with its sign and one decimal: '+1.8'."""
+    return f"{value:+.1f}"
+
+
+def correlation(value: float | None) -> str:
+    """A rank correlation (Spearman's rho, Kendall's tau) with two decimals: '0.83'."""
+    return fmt(value, 2)
+
+
+def ratio(value: float | None) -> str:
+    """A ratio of two widths with two decimals: '1.24'."""
+    return fmt(value, 2)
+
+
+def percent_value(share: float, digits: int = 1) -> str:
+    """A share (0.941) in percent without the sign: '94.1'; e.g. a Monte-Carlo SE after '±'."""
+    return f"{100 * share:.{digits}f}"
+
+
+def percent(share: float, digits: int = 1) -> str:
+    """A share (0.941) as a percentage: '94.1%' ('94%' with no decimals)."""
+    return f"{percent_value(share, digits)}%"
+
+
+def percent_span(shares: Sequence[float]) -> str:
+    """'90.0–93.9%' from the lowest share to the highest, '5.0%' where they print alike."""
+    low, high = percent_value(min(shares)), percent_value(max(shares))
+    return f"{low}%" if low == high else f"{low}–{high}%"
+
+
+def rate_with_se(rate: float, mc_se: float, digits: int = 1) -> str:
+    """A simulated rate with its Monte-Carlo standard error, in percent: '94.1% ± 1.2'."""
+    return f"{percent(rate, digits)} ± {percent_value(mc_se, digits)}"
 
 
 def format_points(share: float) -> str:
     """A difference of rates in percentage points, '1.5 points' for 0.015 (the audit's ``MARGIN``), '1 point' for 0.01."""
     points = round(100.0 * share, 6)
-    return f"{points:g} point{'' if points == 1 else 's'}"
+    return f"{number(points)} point{'' if points == 1 else 's'}"
 
 
 def format_level(level: float) -> str:
     """A coverage level as a percentage, exact to two decimals with the fewest digits ('95%', '97.05%', '99.53%'), and
     with more where those would round a level below 1 up to 100 ('99.996%'): no label reads '100%' unless it is."""
-    percent = level * 100.0
-    shown = round(percent, 2)
-    n_digits = next(n for n in range(3) if float(f"{percent:.{n}f}") == shown)
-    while level < 1.0 and float(f"{percent:.{n_digits}f}") >= 100.0 and n_digits < _MAX_DIGITS:
+    shown = round(level * 100.0, 2)
+    n_digits = next(n for n in range(3) if float(percent_value(level, n)) == shown)
+    while level < 1.0 and float(percent_value(level, n_digits)) >= 100.0 and n_digits < _MAX_DIGITS:
         n_digits += 1
-    return f"{percent:.{n_digits}f}%"
+    return percent(level, n_digits)
 
 
 def ci_head(levels: Iterable[float]) -> str:

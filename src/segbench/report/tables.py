@@ -6,7 +6,7 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from segbench.formats import ci_head, fmt, fmt_rank, format_level
+from segbench.formats import ci_head, count, fmt, fmt_rank, format_level, ratio
 from segbench.stats.results import Identical, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
 from segbench.stats.verdicts import pair_verdict, wilcoxon_text
 
@@ -260,8 +260,8 @@ def source_pairs(cell: Cell, published: SourceCell, metric: str) -> str:
     correction = "Bonferroni" if published["correction"] == "bonferroni" else "no correction (one pair)"
     headers = [
         "pair",
-        f"source: bootstrap CI ({correction}, {level}, B = {published['n_resamples']:,})",
-        f"segbench: same correction ({level}, B = {ours['n_resamples']:,})",
+        f"source: bootstrap CI ({correction}, {level}, B = {count(published['n_resamples'])})",
+        f"segbench: same correction ({level}, B = {count(ours['n_resamples'])})",
         "Wilcoxon-Holm (one-sided, all ordered pairs)",
         "Wilcoxon-Holm versus the source",
     ]
@@ -328,8 +328,8 @@ def clustered(structures: dict[str, Structure], link_of: Callable[[str, str], st
                     (f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>', structure),
                     (html.escape(metric), metric),
                     (str(c["n_clusters"]), c["n_clusters"]),
-                    (fmt(median, 2), median),
-                    (f"{fmt(ratios[0], 2)} - {fmt(ratios[-1], 2)}" if ratios else "n/a", ratios[0] if ratios else None),
+                    (ratio(median), median),
+                    (f"{ratio(ratios[0])} - {ratio(ratios[-1])}" if ratios else "n/a", ratios[0] if ratios else None),
                     (html.escape(first or "n/a"), first),
                     (f"{fmt(p1['case'], 3)} / {fmt(p1['cluster'], 3)}" if p1 else "n/a", p1["cluster"] if p1 else None),
                     (f"{separable[0]} / {separable[1]} of {len(c['pairwise'])}", separable[1]),

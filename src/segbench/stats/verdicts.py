@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from segbench.formats import format_estimate, format_level, format_p
+from segbench.formats import format_estimate, format_level, format_p, number
 
 #: the flat views' number for each code (MLflow metrics, DVC metrics): ordered from "a is better" down
 CODE_NUMBER: dict[str, float] = {"separable": 1.0, "borderline": 0.5, "not_separable": 0.0, "aggregation_disagrees": -1.0}
@@ -140,7 +140,7 @@ def intervals_sentence(pairwise_test: str, correction: str, alpha: float, ci_met
     """
     method = INTERVAL_METHODS.get(pairwise_test, f"paired bootstrap {ci_method} CIs")
     if correction == "holm":
-        return f"Δ intervals: {method}, each at the Holm step level of its pair (verdicts family-wise at α {alpha:g}; intervals not simultaneous)"
+        return f"Δ intervals: {method}, each at the Holm step level of its pair (verdicts family-wise at α {number(alpha)}; intervals not simultaneous)"
     return f"Δ intervals: {method}, Bonferroni, simultaneous {format_level(1.0 - alpha)}"
 
 
