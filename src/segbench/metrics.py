@@ -1,7 +1,7 @@
 """The metric table: each metric once, with which way is better, its unit, its range rule, what scores it and whether
 the leaderboard analyses it. Every list of metrics derives from it: the scored metrics and their directions
 (``scoring.settings``), the rows table's columns and leaderboard metrics (``scoring.engine``), the per-lesion metrics
-(``scoring.instances``), the lesion analysis's directions (``stats.lesions``), a metric's unit (``units``) and the range
+(``scoring.instances``), the lesion analysis's directions (``stats.lesions``), a metric's unit (``formats``) and the range
 rule of its column (``rows.KINDS``). Adding a metric is one row of ``TABLE`` plus its computation
 (docs/architecture.md#where-a-new-thing-goes).
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from repo_paths import SRC
-from segbench import rows, units
+from segbench import formats, rows
 from segbench.scoring import engine, instances, settings
 from segbench.stats import lesions
 
@@ -110,7 +110,7 @@ def test_unit_is_the_rule_it_was() -> None:
         "x_masd",
         "hd95_definition",
     ]
-    assert {n: units.unit(n) for n in names} == {n: _unit_before(n) for n in names}
+    assert {n: formats.unit(n) for n in names} == {n: _unit_before(n) for n in names}
 
 
 #: a toy metric added the way docs/architecture.md says: one row of the table (set before any module derives its
@@ -127,10 +127,9 @@ import nibabel as nib
 import numpy as np
 import pandas as pd
 
-from segbench import rows as rows_table, units
+from segbench import formats, rows as rows_table
 from segbench.scoring import engine, instances, settings
 from segbench.stages.bundles import headline_metrics
-from segbench.stats.verdicts import format_estimate
 
 scored = engine._score_region
 
@@ -165,7 +164,7 @@ assert shifted["cyst"]["centroid_mm"] == 0.0
 assert list(engine.ANALYZED_METRICS.items())[-3:] == [("hd95", False), ("assd", False), ("centroid_mm", False)]
 table = pd.DataFrame([*shifted.values(), *missing.values()]).assign(model="toy")
 assert headline_metrics(table, engine.ANALYZED_METRICS)["toy"]["kidney.centroid_mm.mean"] == round((2.0 + missing["kidney"]["worst_case_value_mm"]) / 2, 2)
-assert units.unit("centroid_mm") == "mm" and format_estimate(2.0, 1.5, 2.5, "centroid_mm", False) == "2.00 [1.50, 2.50] mm"
+assert formats.unit("centroid_mm") == "mm" and formats.format_estimate(2.0, 1.5, 2.5, "centroid_mm", False) == "2.00 [1.50, 2.50] mm"
 # and the rows check holds it to a distance's range
 assert rows_table.KINDS["centroid_mm"] == metrics.MEASURE
 rows_table.check_rows(table, "toy.csv", "fix")

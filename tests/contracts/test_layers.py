@@ -13,7 +13,7 @@ from import_graph import closure, cycles, graph, module_files
 #: bottom to top: a module imports only from its own layer and those below; a module belongs to the layer of the
 #: longest prefix of its name listed here (docs/architecture.md's table says what each layer does)
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("segbench", "segbench.io", "segbench.json_fields", "segbench.metrics", "segbench.rows", "segbench.bands", "segbench.units", "segbench.schema")),
+    ("base", ("segbench", "segbench.io", "segbench.json_fields", "segbench.metrics", "segbench.rows", "segbench.bands", "segbench.formats", "segbench.schema")),
     ("engines", ("segbench.scoring", "segbench.stats", "segbench.tracking")),
     (
         "schemas",

@@ -17,10 +17,11 @@ import pytest
 
 from browser import Browser, find_chromium
 from repo_paths import KITS_META, SEGAUGE_MODAL, TOUCHSTONE
+from segbench.formats import format_level
 from segbench.io import write_json_atomic
 from segbench.report import build_site
 from segbench.stats.reanalysis import recompute
-from segbench.stats.verdicts import CODE_WORDS, format_level
+from segbench.stats.verdicts import CODE_WORDS
 from site_data import TOUCHSTONE_SOURCE, add_audited, calibration_audit, kits_like_results, segauge_results, touchstone_results
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from segbench.formats import format_estimate, format_level
 from segbench.stats import StatsSettings, analyze
-from segbench.stats.verdicts import format_estimate, format_level
 
 
 def _cell(values: dict[str, np.ndarray], metric: str = "dice", higher: bool = True) -> dict:

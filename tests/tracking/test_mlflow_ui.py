@@ -25,7 +25,8 @@ from projects import SMALL_CASES as CASES
 from projects import SMALL_MODELS as MODELS
 from segbench import tracking
 from segbench.cli import main
-from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS, format_estimate
+from segbench.formats import format_estimate
+from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS
 from services import mlflow_server
 from tests_support import in_directory, run_command
 

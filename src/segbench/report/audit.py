@@ -7,15 +7,14 @@ import html
 from collections.abc import Callable
 from typing import Literal
 
+from segbench.formats import format_level, format_points, percent, rate_with_se
 from segbench.stats.audited import MARGIN
 from segbench.stats.results import (
     AuditedCell,
     AuditEntry,
 )
-from segbench.stats.verdicts import format_level
 
 from .document import Results
-from .numbers import format_points
 
 
 class CellAudit(AuditedCell):
@@ -75,7 +74,7 @@ def _audit_title(entry: AuditEntry, what: str, structure: str) -> str:
     several = f"; the least favourable of {entry['candidates']} populations" if entry["candidates"] > 1 else ""
     return (
         f"{what} audited at n = {entry['n']} (this board: {entry['n_board']} cases) on {entry['population']} ({kind}{several}): "
-        f"{100 * entry['rate']:.1f}% ± {100 * entry['mc_se']:.1f} (Monte-Carlo SE); target {format_level(entry['target'])}"
+        f"{rate_with_se(entry['rate'], entry['mc_se'])} (Monte-Carlo SE); target {format_level(entry['target'])}"
     )
 
 
@@ -140,7 +139,7 @@ def _audit_note(
     at = f" @n={entry['n']}" if with_n else ""
     return (
         f' <span class="audit{" warn" if warn else ""}" title="{html.escape(title)}">{"⚠ " if warn else ""}'
-        f"{label} {100 * entry['rate']:.1f}%{at}{_mark(entry)}</span>"
+        f"{label} {percent(entry['rate'])}{at}{_mark(entry)}</span>"
     )
 
 
@@ -171,12 +170,12 @@ def audit_words(audit: CellAudit, structure: str) -> str:
     if c is None and t is None:
         return f"Not audited: {(audit.get('reason') or NO_AUDIT).removeprefix('not audited: ')}."
     cov = (
-        f"CI covers {100 * c['rate']:.1f}% at n = {c['n']}{_where(c, structure)}{_level_words(c)}{' (under-covers)' if c['under_covers'] else ''}"
+        f"CI covers {percent(c['rate'])} at n = {c['n']}{_where(c, structure)}{_level_words(c)}{' (under-covers)' if c['under_covers'] else ''}"
         if c
         else "CI not audited"
     )
     err = (
-        f'"separable" wrong for equal models {100 * t["rate"]:.1f}% at n = {t["n"]}{_where(t, structure)}{" (above alpha)" if t["exceeds_alpha"] else ""}'
+        f'"separable" wrong for equal models {percent(t["rate"])} at n = {t["n"]}{_where(t, structure)}{" (above alpha)" if t["exceeds_alpha"] else ""}'
         if t
         else "verdict not audited"
     )

@@ -14,6 +14,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
+from segbench.formats import number, percent
+
 from .document import Results
 from .marks import kind
 
@@ -96,12 +98,12 @@ def share_text(share: Share) -> str:
     """'3 of 18 (17%)', or 'no cells' for n = 0."""
     if not share["n"] or share["share"] is None:
         return "no cells"
-    return f"{share['count']} of {share['n']} ({share['share']:.0%})"
+    return f"{share['count']} of {share['n']} ({percent(share['share'], 0)})"
 
 
 def _median_text(summary: BoardSummary) -> str:
     median = summary["co_winners_median"]
-    return "no cells" if median is None else f"{median:g} (n = {summary['co_winners_n']})"
+    return "no cells" if median is None else f"{number(median)} (n = {summary['co_winners_n']})"
 
 
 def _row(summary: BoardSummary) -> tuple[str, str, str, str]:

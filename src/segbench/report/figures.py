@@ -14,13 +14,13 @@ from typing import Any
 import plotly.graph_objects as go
 
 from segbench.bands import level_order
+from segbench.formats import ci_head, correlation, count, fixed_estimate, fixed_interval, fmt, fmt_p, format_level, percent, ratio
 from segbench.stats.heads import ci_words
 from segbench.stats.results import Consensus, Settings, Structure
-from segbench.stats.verdicts import format_level
 
 from .document import Cell, Models
 from .marks import display_order, is_ranked, short_mark
-from .numbers import ci_head, ci_level, digits, fmt, fmt_p
+from .numbers import ci_level, digits
 
 ROW_HEIGHT = 26
 # Per-case points are drawn individually up to this many cases; above it only the box and outliers.
@@ -113,7 +113,7 @@ def forest(cell: Cell, models: Models, metric: str, settings: Settings) -> go.Fi
                     "thickness": 1.5,
                     "width": 4,
                 },
-                text=[f"{fmt(est[i]['mean'], n)} [{fmt(est[i]['ci_low'], n)}, {fmt(est[i]['ci_high'], n)}]" for i in idx],
+                text=[fixed_estimate(est[i]["mean"], est[i]["ci_low"], est[i]["ci_high"], n) for i in idx],
                 hovertemplate=f"%{{y}}<br>{ci_head([ci_level(cell, settings)])} %{{text}}<extra></extra>",
             )
         )
@@ -159,7 +159,7 @@ def step_curves(block: Structure, models: Models, name: str, steps: int, setting
                     "thickness": 1.2,
                     "width": 4,
                 },
-                text=[f"{fmt(c['mean'], 3)} [{fmt(c['ci_low'], 3)}, {fmt(c['ci_high'], 3)}]" for c in cells],
+                text=[fixed_estimate(c["mean"], c["ci_low"], c["ci_high"], 3) for c in cells],
                 hovertemplate=f"%{{x}}: {ci_head(levels)} %{{text}}<extra>" + html.escape(model) + "</extra>",
             )
         )
@@ -181,12 +181,12 @@ def blob(cell: Cell, models: Models, settings: Settings) -> go.Figure:
     total = sum(ranking["rank_frequency"][names[0]]) or 1
     xs, ys, sizes, texts = [], [], [], []
     for name, label in zip(names, labels):
-        for rank, count in enumerate(ranking["rank_frequency"][name], start=1):
-            if count:
+        for rank, times in enumerate(ranking["rank_frequency"][name], start=1):
+            if times:
                 xs.append(rank)
                 ys.append(label)
-                sizes.append(count / total)
-                texts.append(f"{count / total:.1%}")
+                sizes.append(times / total)
+                texts.append(percent(times / total))
     segments_x: list[float | None] = []
     segments_y: list[str | None] = []
     for name, label in zip(names, labels):
@@ -224,7 +224,7 @@ def blob(cell: Cell, models: Models, settings: Settings) -> go.Figure:
     )
     _model_axis(fig, labels)
     fig.update_xaxes(dtick=1, range=[0.5, len(names) + 0.5])
-    return _finish(fig, f"Rank over bootstrap resamples (Kendall's τ to the full ranking: median {fmt(ranking['kendall_tau']['median'], 2)})", "rank")
+    return _finish(fig, f"Rank over bootstrap resamples (Kendall's τ to the full ranking: median {correlation(ranking['kendall_tau']['median'])})", "rank")
 
 
 def significance_map(cell: Cell, models: Models) -> go.Figure:
@@ -329,9 +329,7 @@ def subgroups(cell: Cell, models: Models, metric: str, field: str, settings: Set
                     "array": [_gap(e["ci_high"], e["mean"]) for e in ests],
                     "arrayminus": [_gap(e["mean"], e["ci_low"]) for e in ests],
                 },
-                text=[
-                    f"{g}: {fmt(e['mean'], digits(cell))} [{fmt(e['ci_low'], digits(cell))}, {fmt(e['ci_high'], digits(cell))}]" for g, e in zip(groups, ests)
-                ],
+                text=[f"{g}: {fixed_estimate(e['mean'], e['ci_low'], e['ci_high'], digits(cell))}" for g, e in zip(groups, ests)],
                 hovertemplate=f"{_plain(name)}<br>%{{text}}<extra></extra>",
             )
         )
@@ -362,7 +360,7 @@ def leave_one_out(block: Structure) -> go.Figure:
                 x=[block["metrics"][m]["loo"][key] for m in metrics],  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
                 name=_plain(name),
                 orientation="h",
-                text=[f"{block['metrics'][m]['loo'][key]:.1%}" for m in metrics],  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
+                text=[percent(block["metrics"][m]["loo"][key]) for m in metrics],  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
                 textposition="outside",
                 marker={"color": color, "pattern": {"shape": pattern}},
             )
@@ -385,7 +383,7 @@ def scheme_lines(cell: Cell, models: Models) -> go.Figure:
     """Each ranked model's rank under every ranking scheme (challengeR's line plot), Kendall's tau to the mean's ranking in the axis labels."""
     block = cell["schemes"]
     schemes = list(SCHEME_LABELS)
-    ticks = [f"{SCHEME_LABELS[s]}<br>tau {fmt(block['kendall_tau']['mean'][s], 2)}" for s in schemes]
+    ticks = [f"{SCHEME_LABELS[s]}<br>tau {correlation(block['kendall_tau']['mean'][s])}" for s in schemes]
     fig = go.Figure()
     for i, name in enumerate(cell["ranking"]["order"]):
         label = _labels([name], models)[0]
@@ -462,7 +460,7 @@ def ranking_heatmap(consensus: Consensus, models: Models) -> go.Figure:
     fig.update_xaxes(type="category", tickangle=-40 if n > 4 else 0, showgrid=False)
     fig.update_yaxes(type="category", autorange="reversed", title="consensus rank", showgrid=False)
     fig.update_layout(height=160 + ROW_HEIGHT * n)
-    return _finish(fig, f"Ranking heatmap: share of {consensus['n_resamples']:,} bootstrap resamples giving each consensus rank", "")
+    return _finish(fig, f"Ranking heatmap: share of {count(consensus['n_resamples'])} bootstrap resamples giving each consensus rank", "")
 
 
 def cluster_widths(structures: dict[str, Structure], models: Models, settings: Settings) -> go.Figure:
@@ -475,16 +473,16 @@ def cluster_widths(structures: dict[str, Structure], models: Models, settings: S
     labels = _labels(names, models)
 
     def ci(entry: Mapping[str, Any] | None, prefix: str) -> str:
-        return "n/a" if entry is None else f"[{fmt(entry[prefix + 'ci_low'], 3)}, {fmt(entry[prefix + 'ci_high'], 3)}]"
+        return "n/a" if entry is None else fixed_interval(entry[prefix + "ci_low"], entry[prefix + "ci_high"], 3)
 
-    ratio = [[(c["models"].get(n) or {}).get("width_ratio") for _, c in cells] for n in names]
+    widths = [[(c["models"].get(n) or {}).get("width_ratio") for _, c in cells] for n in names]
     hover = [[f"{ci(c['models'].get(n), '')} by {c['field']} (cluster), {ci(c['models'].get(n), 'case_')} (case)" for _, c in cells] for n in names]
     fig = go.Figure(
         go.Heatmap(
-            z=ratio,
+            z=widths,
             x=[t for t, _ in cells],
             y=labels,
-            text=[[fmt(v, 2) for v in row] for row in ratio],
+            text=[[ratio(v) for v in row] for row in widths],
             texttemplate="%{text}",
             customdata=hover,
             colorscale="Oranges",
@@ -510,7 +508,7 @@ def power_curve(power_rows: list[dict[str, Any]], structure: str, metric: str, p
     colours = TEMPLATE.layout.colorway
     for k, (better, worse) in enumerate(pairs):
         own = sorted((r for r in rows if (r["better"], r["worse"]) == (better, worse)), key=lambda r: r["n"])
-        label = f"{better} > {worse} (d_z {own[0]['effect_size']:.2f})"
+        label = f"{better} > {worse} (d_z {fmt(own[0]['effect_size'], 2)})"
         colour = colours[k % len(colours)]
         fig.add_trace(
             go.Scatter(

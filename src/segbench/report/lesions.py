@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from typing import cast
 
+from segbench.formats import fmt
 from segbench.stats.audited import LESIONS as NOT_AUDITED
 from segbench.stats.results import Analysis, Lesions
 
@@ -14,7 +15,6 @@ from . import tables
 from .audit import audit_of
 from .document import Models, Results
 from .markup import disclosure, slug
-from .numbers import fmt
 
 #: what each lesion-wise metric is, in words a reader of the table needs
 METRIC_WORDS = {

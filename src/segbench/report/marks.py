@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from segbench.formats import count, percent
 from segbench.stats.missing_cases import coverage_text
 from segbench.stats.results import (
     Identical,
@@ -103,8 +104,8 @@ def unit_sentence(results: Results) -> str:
     largest = max(sizes.values()) / sum(sizes.values())
     n = changes["n_cells"]
     return (
-        f"Unit: the case. The verdicts treat the {sum(sizes.values()):,} cases as independent: they speak for cases like "
-        f"these, from these {len(sizes)} {field} clusters (the largest holds {100 * largest:.0f}%), not for a new {field}. "
+        f"Unit: the case. The verdicts treat the {count(sum(sizes.values()))} cases as independent: they speak for cases like "
+        f"these, from these {len(sizes)} {field} clusters (the largest holds {percent(largest, 0)}), not for a new {field}. "
         f"Resampling {field}s instead (clustered bootstrap, a sensitivity analysis) changes {len(changes['first_second'])} "
         f"of {n} #1-versus-#2 verdicts and {len(changes['co_winners'])} of {n} co-winner sets (why the case: methodology, 5.16)."
     )

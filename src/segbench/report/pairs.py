@@ -8,6 +8,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from segbench.formats import fmt, format_estimate, format_p
 from segbench.stats.results import (
     Pair,
     SourceCell,
@@ -15,10 +16,9 @@ from segbench.stats.results import (
     Verdict,
     VerdictPair,
 )
-from segbench.stats.verdicts import CODE_WORDS, format_estimate, format_p
+from segbench.stats.verdicts import CODE_WORDS
 
 from .document import Cell
-from .numbers import fmt
 
 
 def pair(cell: Cell, a: str, b: str) -> Pair | None:

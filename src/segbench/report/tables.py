@@ -6,13 +6,14 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from segbench.formats import ci_head, count, fmt, fmt_rank, format_level, ratio
 from segbench.stats.results import Identical, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
-from segbench.stats.verdicts import format_level, pair_verdict, wilcoxon_text
+from segbench.stats.verdicts import pair_verdict, wilcoxon_text
 
 from .audit import CellAudit, audit_legend, audit_margin, audit_of, coverage_note, limit_note, type1_note
 from .document import Cell, Models, Results
 from .marks import display_order, identical_text, is_ranked, kind, markers
-from .numbers import ci_head, ci_level, digits, estimate_html, fmt, fmt_rank
+from .numbers import ci_level, digits, estimate_html
 from .pairs import (
     VERDICT_ORDER,
     against_source,
@@ -259,8 +260,8 @@ def source_pairs(cell: Cell, published: SourceCell, metric: str) -> str:
     correction = "Bonferroni" if published["correction"] == "bonferroni" else "no correction (one pair)"
     headers = [
         "pair",
-        f"source: bootstrap CI ({correction}, {level}, B = {published['n_resamples']:,})",
-        f"segbench: same correction ({level}, B = {ours['n_resamples']:,})",
+        f"source: bootstrap CI ({correction}, {level}, B = {count(published['n_resamples'])})",
+        f"segbench: same correction ({level}, B = {count(ours['n_resamples'])})",
         "Wilcoxon-Holm (one-sided, all ordered pairs)",
         "Wilcoxon-Holm versus the source",
     ]
@@ -327,8 +328,8 @@ def clustered(structures: dict[str, Structure], link_of: Callable[[str, str], st
                     (f'<a href="{link_of(structure, metric)}">{html.escape(structure)}</a>', structure),
                     (html.escape(metric), metric),
                     (str(c["n_clusters"]), c["n_clusters"]),
-                    (fmt(median, 2), median),
-                    (f"{fmt(ratios[0], 2)} - {fmt(ratios[-1], 2)}" if ratios else "n/a", ratios[0] if ratios else None),
+                    (ratio(median), median),
+                    (f"{ratio(ratios[0])} - {ratio(ratios[-1])}" if ratios else "n/a", ratios[0] if ratios else None),
                     (html.escape(first or "n/a"), first),
                     (f"{fmt(p1['case'], 3)} / {fmt(p1['cluster'], 3)}" if p1 else "n/a", p1["cluster"] if p1 else None),
                     (f"{separable[0]} / {separable[1]} of {len(c['pairwise'])}", separable[1]),

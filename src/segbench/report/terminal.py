@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import pandas as pd
 
+from segbench.formats import ci_head, fmt_rank, percent, percent_span
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.results import Verdict, VerdictPair
 from segbench.stats.verdicts import CODE_WORDS
@@ -22,7 +23,7 @@ from segbench.stats.verdicts import CODE_WORDS
 from .audit import audit_of, audit_words
 from .document import Cell, Results
 from .marks import coverage_notes, display_order, identical_note, markers, own_case_lines, unit_sentence
-from .numbers import ci_head, ci_level, estimate, fmt_rank
+from .numbers import ci_level, estimate
 from .pairs import next_verdict, p_rank1_text, tied_first_note
 from .summary import TABLE_COLUMNS, leaderboard_table
 
@@ -121,8 +122,8 @@ def _audit_once(results: Results, cells: Sequence[tuple[str, str, Cell, int]]) -
     audits = [audit_of(results, s, m) for s, m in compared]
 
     def span(key: str) -> str | None:
-        rates = sorted(100 * a[key]["rate"] for a in audits if a[key] is not None)  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
-        return None if not rates else f"{rates[0]:.1f}%" if f"{rates[0]:.1f}" == f"{rates[-1]:.1f}" else f"{rates[0]:.1f}–{rates[-1]:.1f}%"
+        rates = [a[key]["rate"] for a in audits if a[key] is not None]  # type: ignore[literal-required]  # one of the block's keys (the loop's literals)
+        return percent_span(rates) if rates else None
 
     coverage, type1 = span("coverage"), span("type1")
     if coverage is None and type1 is None:
@@ -305,7 +306,7 @@ def _unit_short(results: Results) -> str:
     largest = max(labels.count(label) for label in set(labels)) / len(labels)
     n = changes["n_cells"]
     return (
-        f"Unit: the case, from {len(set(labels))} {clusters['field']} clusters (the largest {100 * largest:.0f}%); resampling "
+        f"Unit: the case, from {len(set(labels))} {clusters['field']} clusters (the largest {percent(largest, 0)}); resampling "
         f"{clusters['field']}s instead changes {len(changes['first_second'])} of {n} #1-versus-#2 verdicts and "
         f"{len(changes['co_winners'])} of {n} co-winner sets (methodology 5.16)."
     )

@@ -35,11 +35,12 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from segbench.formats import format_level, number
+
 from .analysis import CiLevels
 from .calibration import SIMULATED, verdict_procedure
 from .limits import cell_limit
 from .results import Audited
-from .verdicts import format_level
 
 #: how far (in rate, 0.015 = 1.5 points) coverage may fall below the confidence, or type-I error rise above alpha,
 #: before the board flags the cell
@@ -244,8 +245,8 @@ def audited(tables: AuditTables | None, cell: BoardCell) -> dict | None:
             coverage |= {"method": method, "target": target, "under_covers": coverage["rate"] < target - MARGIN}
     if not math.isclose(float(s["alpha"]), float(audit["alpha"])) or s["multiple_comparison"] != audit["multiple_comparison"]:
         reasons.append(
-            f"the audit's verdicts ran at alpha {float(audit['alpha']):g} with {audit['multiple_comparison']}, this board's at "
-            f"{float(s['alpha']):g} with {s['multiple_comparison']}"
+            f"the audit's verdicts ran at alpha {number(float(audit['alpha']))} with {audit['multiple_comparison']}, this board's at "
+            f"{number(float(s['alpha']))} with {s['multiple_comparison']}"
         )
     else:
         procedure = verdict_procedure(s)

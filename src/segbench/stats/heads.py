@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .verdicts import CODE_NUMBER, CODE_WORDS, base_digits, format_estimate, format_level, interval_digits
+from segbench.formats import base_digits, format_estimate, format_level, interval_digits
+
+from .verdicts import CODE_NUMBER, CODE_WORDS
 
 PLOT_COLUMNS = ("cell", "model", "mean", "ci_low", "ci_high", "interval")
 #: the CI methods' short names, for column heads and plot titles (the methodology words them in full)

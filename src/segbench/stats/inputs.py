@@ -13,6 +13,8 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from segbench.formats import number
+
 from .settings import StatsSettings
 
 _REQUIRED = ("model", "case_id", "structure", "reference_present")
@@ -110,7 +112,10 @@ def group_labels(column: pd.Series) -> pd.Series:
         values = column.astype(np.float64)
         edges: np.ndarray | list[float] = np.unique(np.quantile(values.dropna(), [0.25, 0.5, 0.75])) if values.notna().any() else []
         bounds = [-np.inf, *edges, np.inf]
-        labels = [f"<{hi:g}" if lo == -np.inf else (f">={lo:g}" if hi == np.inf else f"{lo:g}-<{hi:g}") for lo, hi in zip(bounds[:-1], bounds[1:])]
+        labels = [
+            f"<{number(hi)}" if lo == -np.inf else (f">={number(lo)}" if hi == np.inf else f"{number(lo)}-<{number(hi)}")
+            for lo, hi in zip(bounds[:-1], bounds[1:])
+        ]
         column = pd.cut(values, bounds, right=False, labels=labels)
     return pd.Series([None if pd.isna(v) else str(v) for v in column], index=column.index, dtype=object)
 

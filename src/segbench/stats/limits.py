@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from segbench.formats import percent, skewness
+
 from .results import Limit
 
 #: the synthetic shapes with rare failures (stats.shapes.failure_shapes)
@@ -82,9 +84,9 @@ def cell_limit(first: np.ndarray, second: np.ndarray, metric: str, higher: bool,
             nearest,
             n,
             alpha,
-            f"Cases too few for this shape: #1 - #2 differences have skewness {skew:+.1f}; on the audited population "
-            f"nearest it ({nearest['shape']}, skewness {float(nearest['skewness']):+.1f}, n = {int(nearest['n'])}) "
-            f"'separable' was wrong in {_percent(nearest)} of samples, not {alpha:.0%}.",
+            f"Cases too few for this shape: #1 - #2 differences have skewness {skewness(skew)}; on the audited population "
+            f"nearest it ({nearest['shape']}, skewness {skewness(float(nearest['skewness']))}, n = {int(nearest['n'])}) "
+            f"'separable' was wrong in {_percent(nearest)} of samples, not {percent(alpha, 0)}.",
         )
     rare = at_n[at_n["shape"].astype(str).str.contains(RARE_FAILURES)]
     if not rare.empty:
@@ -97,7 +99,7 @@ def cell_limit(first: np.ndarray, second: np.ndarray, metric: str, higher: bool,
                 alpha,
                 f"Failures rarer than {_share(3.0 / n)} of cases can go unseen on {n} cases: where a model fails that "
                 f"rarely (audited: {worst['shape']}, n = {int(worst['n'])}) 'separable' was wrong in {_percent(worst)} "
-                f"of samples, not {alpha:.0%}{_unseen_words(worst)}.",
+                f"of samples, not {percent(alpha, 0)}{_unseen_words(worst)}.",
             )
     return None
 
@@ -109,15 +111,15 @@ def _unseen_words(row: pd.Series) -> str:
     if not (math.isfinite(share) and math.isfinite(seen)) or share <= 0.0:
         return ""
     return (
-        f": in {share:.0%} of samples a failing model never failed, and no test can tell it there from a better "
-        f"one; where each failed at least once, {seen:.1%}"
+        f": in {percent(share, 0)} of samples a failing model never failed, and no test can tell it there from a better "
+        f"one; where each failed at least once, {percent(seen)}"
     )
 
 
 def _share(p: float) -> str:
-    return f"{min(p, 1.0):.0%}" if p >= 0.01 else f"{p:.1%}"
+    return percent(min(p, 1.0), 0) if p >= 0.01 else percent(p)
 
 
 def _percent(row: pd.Series) -> str:
     rate, se = float(row["rate"]), float(row["mc_se"])
-    return f"{rate:.0%} (± {max(se, 0.0005):.1%})" if math.isfinite(se) else f"{rate:.0%}"
+    return f"{percent(rate, 0)} (± {percent(max(se, 0.0005))})" if math.isfinite(se) else percent(rate, 0)

@@ -29,6 +29,8 @@ import numpy as np
 from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
+from segbench.formats import number
+
 from .pairwise import MeanTest, PairTest, mean_test, pair_indices, separability
 from .resampling import bootstrap_means, intervals, jackknife_means, rng_for, studentized_bounds
 from .settings import StatsSettings
@@ -144,13 +146,13 @@ def graded(shape: Shape, effect: float) -> Shape:
     step = effect * diffs.std() * (1.0 if shape.higher_is_better else -1.0)
     values = np.stack([shape.values[0] + step, shape.values[-1]])
     return Shape(
-        f"{shape.name}+{effect:g}sd",
+        f"{shape.name}+{number(effect)}sd",
         shape.kind,
         shape.metric,
         shape.higher_is_better,
         (shape.models[0], shape.models[-1]),
         values,
-        f"{shape.description}; the steady model better by {effect:g} SD",
+        f"{shape.description}; the steady model better by {number(effect)} SD",
         None if shape.failed is None else shape.failed[[0, -1]],
     )
 
@@ -169,7 +171,7 @@ def centred_pairs(name: str, metric: str, higher: bool, models: Sequence[str], v
                 higher,
                 (models[i], models[j]),
                 np.stack([values[i] - shift, values[j]]),
-                f"real pair centred: {models[i]} minus its mean difference {shift:.4g} against {models[j]}",
+                f"real pair centred: {models[i]} minus its mean difference {number(shift, 4)} against {models[j]}",
             )
         )
     return out

@@ -15,18 +15,17 @@ one code:
 Co-winners follow the leaderboard's own ranking (aggregate-then-rank by mean): #1 and every ranked
 model whose pair with #1 is not ``separable``; each excluded model says which model excludes it and why.
 Every p-value is printed with its direction, and intervals are printed with as many decimals as it
-takes for one that excludes 0 not to print as touching it (``format_estimate``).
+takes for one that excludes 0 not to print as touching it (``segbench.formats.format_estimate``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from segbench.units import base_digits, unit
+from segbench.formats import format_estimate, format_level, format_p, number
 
 #: the flat views' number for each code (MLflow metrics, DVC metrics): ordered from "a is better" down
 CODE_NUMBER: dict[str, float] = {"separable": 1.0, "borderline": 0.5, "not_separable": 0.0, "aggregation_disagrees": -1.0}
@@ -39,76 +38,6 @@ CODE_WORDS: dict[str, str] = {
     "single_model": "only one ranked model",
 }
 SCHEME = "mean"  # the leaderboard's ranking scheme, on which co-winners are defined
-_MAX_DIGITS = 8
-#: an end of an interval that holds 0 this close to 0, relative to the interval's larger end, is 0 to the test that made
-#: it (the sign-flip interval's ends carry a tie slack of 1e-9 of the mean |difference|): it prints as 0
-_TIE_SCALE = 1e-8
-
-
-def _fmt(value: float, n_digits: int) -> str:
-    text = f"{value:.{n_digits}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no '-0.00'
-
-
-def interval_digits(low: float | None, high: float | None, n_digits: int, value: float | None = None) -> int:
-    """The fewest decimals from ``n_digits`` on at which no non-zero bound prints as 0, two different bounds do not
-    print alike, and the estimate does not print like a bound it differs from: an interval that excludes 0 never
-    prints touching it, nor a narrow one as a point. An interval that holds 0 and ends within ties of it
-    (``_TIE_SCALE``) prints that end as 0, not as 0.00000001 at eight decimals."""
-    if low is None or high is None:
-        return n_digits
-    bounds: tuple[float, ...] = (low, high)
-    if low <= 0.0 <= high:
-        scale = max(abs(low), abs(high))
-        bounds = tuple(0.0 if abs(b) <= _TIE_SCALE * scale else b for b in bounds)
-
-    def unresolved(n: int) -> bool:
-        shown = [float(f"{b:.{n}f}") for b in bounds]
-        estimate = None if value is None else float(f"{value:.{n}f}")
-        return (
-            any(s == 0 and b != 0 for s, b in zip(shown, bounds))
-            or (shown[0] == shown[1] and bounds[0] != bounds[1])
-            or any(estimate == s and value != b for s, b in zip(shown, bounds))
-        )
-
-    while n_digits < _MAX_DIGITS and unresolved(n_digits):
-        n_digits += 1
-    return n_digits
-
-
-def format_estimate(value: float | None, low: float | None, high: float | None, metric: str, higher_is_better: bool) -> str:
-    """'0.912 [0.901, 0.922]' or '-175.05 [-257.90, -101.46] mm': an estimate, its CI and the metric's unit.
-
-    An en dash stands for a missing number; a missing or unbounded interval (an end None or infinite: too few cases for
-    the test to reject anything, stored as None) leaves only the estimate.
-    """
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        low = high = None
-    n = interval_digits(low, high, base_digits(higher_is_better), value)
-    suffix = f" {unit(metric)}" if unit(metric) else ""
-    if low is None:
-        return f"{_fmt(value, n)}{suffix}"
-    return f"{_fmt(value, n)} [{_fmt(low, n)}, {_fmt(high, n)}]{suffix}"  # type: ignore[arg-type]  # high is None only with low
-
-
-def format_level(level: float) -> str:
-    """A coverage level as a percentage, exact to two decimals with the fewest digits ('95%', '97.05%', '99.53%'), and
-    with more where those would round a level below 1 up to 100 ('99.996%'): no label reads '100%' unless it is."""
-    percent = level * 100.0
-    shown = round(percent, 2)
-    n_digits = next(n for n in range(3) if float(f"{percent:.{n}f}") == shown)
-    while level < 1.0 and float(f"{percent:.{n_digits}f}") >= 100.0 and n_digits < _MAX_DIGITS:
-        n_digits += 1
-    return f"{percent:.{n_digits}f}%"
-
-
-def format_p(p: float | None) -> str:
-    """'p_adj = 0.325' or 'p_adj < 0.001' (Holm-adjusted; the caller states the direction)."""
-    if p is None:
-        return "p_adj = –"
-    return "p_adj < 0.001" if p < 0.001 else f"p_adj = {p:.3f}"
 
 
 def _pair_counts(cell: Mapping[str, Any], a: str, b: str, pairwise_complete: bool) -> tuple[int, int, int, int]:
@@ -211,7 +140,7 @@ def intervals_sentence(pairwise_test: str, correction: str, alpha: float, ci_met
     """
     method = INTERVAL_METHODS.get(pairwise_test, f"paired bootstrap {ci_method} CIs")
     if correction == "holm":
-        return f"Δ intervals: {method}, each at the Holm step level of its pair (verdicts family-wise at α {alpha:g}; intervals not simultaneous)"
+        return f"Δ intervals: {method}, each at the Holm step level of its pair (verdicts family-wise at α {number(alpha)}; intervals not simultaneous)"
     return f"Δ intervals: {method}, Bonferroni, simultaneous {format_level(1.0 - alpha)}"
 
 

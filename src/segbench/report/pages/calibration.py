@@ -8,14 +8,13 @@ import html
 import math
 from typing import Any
 
+from segbench.formats import format_level, format_points, percent, percent_span, percent_value, rate_with_se, ratio, skewness
 from segbench.stats import calibration
 from segbench.stats.audited import MARGIN
-from segbench.stats.verdicts import format_level
 
 from .. import figures, tables
 from ..marks import identical_text
 from ..markup import disclosure, slug
-from ..numbers import format_points
 from .frame import METHODOLOGY_DOC, Results, nav_bar, render
 
 
@@ -79,7 +78,7 @@ def _coverage_by_method(audit: dict[str, Any], structure: str) -> str:
         row = [(html.escape(metric), metric), (str(n), n)]
         for method in sorted(by_method):
             r = by_method[method]
-            row += [(_rate(r), r["rate"]), (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"])]
+            row += [(_rate(r), r["rate"]), _misses(r)]
         rows.append(row)
     methods = sorted({r["method"] for r in coverage})
     headers = ["metric", "n"] + [h for m in methods for h in (f"{m} coverage", f"{m}: CI below / above the truth")]
@@ -126,18 +125,18 @@ def calibration_takeaways(audit: dict[str, Any]) -> list[str]:
             coverage = [r for r in audit["coverage"] if (r["structure"], r["metric"], r["method"]) == (structure, metric, method)]
             type1 = [r for r in audit["type1"] if (r["structure"], r["metric"]) == (structure, metric)]
             sizes = sorted({r["n"] for r in coverage})
-            rates = {proc: _span([r["rate"] for r in type1 if r["procedure"] == proc]) for proc in dict.fromkeys(r["procedure"] for r in type1)}
+            rates = {proc: percent_span([r["rate"] for r in type1 if r["procedure"] == proc]) for proc in dict.fromkeys(r["procedure"] for r in type1)}
             others = "; ".join(f"{PROCEDURE_NAMES.get(proc, proc.replace('_', ' '))} {span}" for proc, span in rates.items() if proc != board)
             levels = [r for r in audit.get("levels", []) if (r["structure"], r["metric"], r["method"]) == (structure, metric, method)]
             calibrated = (
-                f", and at the audit-calibrated levels the leaderboards use ({_span([r['level'] for r in levels])}) "
-                f"{_span([r['rate'] for r in levels])} out of sample"
+                f", and at the audit-calibrated levels the leaderboards use ({percent_span([r['level'] for r in levels])}) "
+                f"{percent_span([r['rate'] for r in levels])} out of sample"
                 if levels and audit["stats"].get("ci_level") == "audited"
                 else ""
             )
             lines.append(
                 f"{structure} {metric}: {format_level(audit['stats']['confidence'])} {method} CIs cover "
-                f"{_span([r['rate'] for r in coverage])} at the nominal level (n = {sizes[0]}..{sizes[-1]}){calibrated}; "
+                f"{percent_span([r['rate'] for r in coverage])} at the nominal level (n = {sizes[0]}..{sizes[-1]}){calibrated}; "
                 f"the separable verdict by "
                 f"{PROCEDURE_NAMES.get(board, board).removesuffix(' separates')} is wrong for equal models "
                 f"{rates.get(board, 'n/a')} (target {format_level(audit['stats']['alpha'])}); other rules: {others}"
@@ -179,10 +178,10 @@ def _levels_section(audit: dict[str, Any]) -> str:
             (html.escape(r["metric"]), r["metric"]),
             (str(r["n"]), r["n"]),
             (f"{format_level(r['level'])}{' (capped)' if r['capped'] else ''}", r["level"]),
-            (f"{100 * r['nominal_rate']:.1f}%", r["nominal_rate"]),
+            (percent(r["nominal_rate"]), r["nominal_rate"]),
             _flagged(r, r["rate"] < low),
             (f"{format_level(r['level_halves_min'])}–{format_level(r['level_halves_max'])}", r["level_halves_max"]),
-            (f"×{r['width_ratio']:.2f}", r["width_ratio"]),
+            (f"×{ratio(r['width_ratio'])}", r["width_ratio"]),
         ]
         for r in rows_in
     ]
@@ -215,7 +214,7 @@ def _levels_section(audit: dict[str, Any]) -> str:
 
 def _flagged(entry: dict[str, Any], bad: bool) -> tuple[str, float]:
     """A rate as a table cell: '94.1%' ('⚠ 91.2%' when ``bad``), its Monte-Carlo SE as the tooltip."""
-    return (f'<span title="± {100 * entry["mc_se"]:.1f} (Monte-Carlo SE)">{"⚠ " if bad else ""}{100 * entry["rate"]:.1f}%</span>', entry["rate"])
+    return (f'<span title="± {percent_value(entry["mc_se"])} (Monte-Carlo SE)">{"⚠ " if bad else ""}{percent(entry["rate"])}</span>', entry["rate"])
 
 
 def _real_populations(audit: dict[str, Any]) -> str:
@@ -289,7 +288,7 @@ def _real_coverage_by_method(source: str, coverage: dict[tuple, dict[str, Any]],
             (str(n), n),
             (html.escape(k), k),
             (_rate(r), r["rate"]),
-            (f"{100 * r['miss_below']:.1f}% / {100 * r['miss_above']:.1f}%", r["miss_below"] + r["miss_above"]),
+            _misses(r),
         ]
         for (st, m, n, k), r in coverage.items()
     ]
@@ -395,7 +394,7 @@ def _shape_type1_rows(shapes: dict[str, Any], kind: str, alpha: float) -> list[l
     keyed = {(r["shape"], r["n"], r["procedure"]): r for r in rows if r["kind"] == kind}
     out = []
     for shape, n in dict.fromkeys((r["shape"], r["n"]) for r in rows if r["kind"] == kind):
-        row = [(html.escape(shape), shape), (f"{described[shape]['skewness']:+.1f}", described[shape]["skewness"]), (str(n), n)]
+        row = [(html.escape(shape), shape), (skewness(described[shape]["skewness"]), described[shape]["skewness"]), (str(n), n)]
         row += [
             _flagged(keyed[shape, n, t], keyed[shape, n, t]["rate"] > alpha + 2 * keyed[shape, n, t]["mc_se"]) if (shape, n, t) in keyed else ("–", None)
             for t in tests
@@ -451,14 +450,13 @@ def _seen(entry: dict[str, Any] | None, alpha: float) -> tuple[str, Any]:
         return ("–", None)
     seen = {"rate": entry["rate_seen"], "mc_se": entry["mc_se_seen"]}
     text, key = _flagged(seen, seen["rate"] > alpha + 2 * seen["mc_se"])
-    return (f"{text} ({100 * share:.1f}% of samples)", key)
+    return (f"{text} ({percent(share)} of samples)", key)
 
 
-def _rate(entry: dict[str, Any], digits_: int = 1) -> str:
-    return f"{100 * entry['rate']:.{digits_}f}% ± {100 * entry['mc_se']:.{digits_}f}"
+def _rate(entry: dict[str, Any]) -> str:
+    return rate_with_se(entry["rate"], entry["mc_se"])
 
 
-def _span(rates: list[float]) -> str:
-    """'90.0–93.9%' (or '5.0%' when every rate is the same), rates as shares."""
-    low, high = f"{100 * min(rates):.1f}", f"{100 * max(rates):.1f}"
-    return f"{low}%" if low == high else f"{low}–{high}%"
+def _misses(entry: dict[str, Any]) -> tuple[str, float]:
+    """How often a CI fell below / above the truth, as a table cell: '2.1% / 3.0%'."""
+    return (f"{percent(entry['miss_below'])} / {percent(entry['miss_above'])}", entry["miss_below"] + entry["miss_above"])

@@ -8,6 +8,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from segbench.formats import correlation, fmt, number, percent, signed
+
 from ..markup import disclosure, slug
 from .frame import Results, nav_bar, render
 
@@ -23,11 +25,11 @@ def _among(first: str, flag: bool | None, other: str) -> str:
 
 def cell_summary(pair: dict[str, Any], structure: str, metric: str, cell: dict[str, Any]) -> str:
     """One line per structure and metric: rho [CI], models, the largest move, each #1 against the other's co-winners."""
-    level = f"{cell['confidence']:.0%}"
-    moved = f"rank moves most: {', '.join(cell['moved_most'])} ({cell['largest_move']:g} places)" if cell["moved_most"] else "no model changes rank"
+    level = percent(cell["confidence"], 0)
+    moved = f"rank moves most: {', '.join(cell['moved_most'])} ({number(cell['largest_move'])} places)" if cell["moved_most"] else "no model changes rank"
     return (
-        f"{structure} {metric}: Spearman rho {cell['spearman']:.2f} [{cell['ci_low']:.2f}, {cell['ci_high']:.2f}] ({level} bootstrap, "
-        f"{cell['n_models']} models, {cell['n_cases_a']} and {cell['n_cases_b']} cases); {moved}; "
+        f"{structure} {metric}: Spearman rho {correlation(cell['spearman'])} [{correlation(cell['ci_low'])}, {correlation(cell['ci_high'])}] "
+        f"({level} bootstrap, {cell['n_models']} models, {cell['n_cases_a']} and {cell['n_cases_b']} cases); {moved}; "
         f"{_among('#1 ' + cell['first_a'], cell['first_a_among_b_co_winners'], pair['b'])}; "
         f"{_among('#1 ' + cell['first_b'], cell['first_b_among_a_co_winners'], pair['a'])}"
     )
@@ -41,8 +43,8 @@ def _table(pair: dict[str, Any], cell: dict[str, Any]) -> str:
         f"<th>board rank {html.escape(pair['a'])}</th><th>board rank {html.escape(pair['b'])}</th></tr>"
     )
     rows = "".join(
-        f"<tr><td>{html.escape(r['model'])}</td><td>{html.escape(r['model_b'])}</td><td>{r['rank_a']:g}</td><td>{r['rank_b']:g}</td>"
-        f"<td>{r['move']:+g}</td><td>{r['mean_a']:.4f}</td><td>{r['mean_b']:.4f}</td><td>{r['board_rank_a']}</td><td>{r['board_rank_b']}</td></tr>"
+        f"<tr><td>{html.escape(r['model'])}</td><td>{html.escape(r['model_b'])}</td><td>{number(r['rank_a'])}</td><td>{number(r['rank_b'])}</td>"
+        f"<td>{signed(r['move'])}</td><td>{fmt(r['mean_a'], 4)}</td><td>{fmt(r['mean_b'], 4)}</td><td>{r['board_rank_a']}</td><td>{r['board_rank_b']}</td></tr>"
         for r in cell["models"]
     )
     return f"<table><thead>{head}</thead><tbody>{rows}</tbody></table>"

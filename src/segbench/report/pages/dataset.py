@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
+from segbench.formats import count, fmt, percent
 from segbench.stats.heads import ci_words
 from segbench.stats.results import DatasetBlock, VerdictChanges
 
@@ -14,7 +15,6 @@ from .. import figures, tables
 from ..lesions import lesion_section
 from ..marks import identical_counts, unit_sentence
 from ..markup import disclosure, slug
-from ..numbers import fmt
 from ..pairs import against_source, pair
 from .frame import Results, nav_bar, notes, plots, render, structure_page_name
 from .structure import ALIGNMENTS, alignment_text, co_winners, source_text, structure_body
@@ -138,8 +138,8 @@ def _consensus_section(results: Results) -> str:
         '<h2 id="consensus">Consensus across structures and metrics</h2>'
         f"<p>challengeR's consensus: each model's mean rank over the {len(con['tasks'])} structure x metric rankings "
         f"(by mean; ties at their average rank). #1 <strong>{html.escape(first)}</strong>, mean rank "
-        f"{fmt(con['mean_rank'][first], 2)}, consensus rank 1 in {fmt(con['p_rank1'][first] * 100, 1)}% of "
-        f"{con['n_resamples']:,} bootstrap resamples (docs/methodology.md, 5.15).</p>"
+        f"{fmt(con['mean_rank'][first], 2)}, consensus rank 1 in {percent(con['p_rank1'][first])} of "
+        f"{count(con['n_resamples'])} bootstrap resamples (docs/methodology.md, 5.15).</p>"
         + plots([figures.podium(con, results["models"]), figures.ranking_heatmap(con, results["models"])], f"{key}-consensus")
     )
 

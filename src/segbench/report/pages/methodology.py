@@ -9,7 +9,7 @@ import json
 import re
 from string import Template
 
-from segbench.stats.verdicts import format_level
+from segbench.formats import count, format_level, number
 
 from .. import tables
 from ..marks import kind
@@ -140,12 +140,12 @@ def _protocol(results: Results) -> str:
     directions = ", ".join(f"{html.escape(m)} ({'higher' if v['higher_is_better'] else 'lower'} is better)" for m, v in results["metrics"].items())
     regions = {r: v["nsd_tolerance_mm"] for r, v in (results["dataset"].get("regions") or {}).items()}
     stated = results["dataset"].get("nsd_tolerance_mm") or {}  # a published set whose source states its tolerance
-    tolerances = ", ".join(f"{html.escape(r)} {mm:g} mm" for r, mm in (regions or stated).items()) or "as in the source"
+    tolerances = ", ".join(f"{html.escape(r)} {number(mm)} mm" for r, mm in (regions or stated).items()) or "as in the source"
     if stated and not regions:
         tolerances += " (as published by the source)"
     definition = str(results.get("hd95_definition"))
     explained = f": {HD95_DEFINITIONS[definition]}" if definition in HD95_DEFINITIONS else ""
-    alpha = f"{s['alpha']:g}"
+    alpha = number(s["alpha"])
     imported = all(kind(m) == "published" for m in results["models"].values())
     return PROTOCOL.substitute(
         metrics=directions,
@@ -155,14 +155,14 @@ def _protocol(results: Results) -> str:
         tolerances=tolerances,
         confidence=format_level(s["confidence"]),
         ci_method=html.escape(CI_METHODS[s["ci_method"]] + CI_LEVEL_WORDS[s.get("ci_level", "nominal")].format(confidence=format_level(s["confidence"]))),
-        n_resamples=f"{s['n_resamples']:,}",
+        n_resamples=count(s["n_resamples"]),
         seed=s["seed"],
         pairwise=html.escape(PAIRWISE[s["multiple_comparison"]].format(alpha=alpha)),
-        separable=html.escape(SEPARABLE[s.get("pairwise_test", "bootstrap_ci")].format(alpha=alpha, n_resamples=f"{s['n_resamples']:,}")),
+        separable=html.escape(SEPARABLE[s.get("pairwise_test", "bootstrap_ci")].format(alpha=alpha, n_resamples=count(s["n_resamples"]))),
         alpha=alpha,
         subgroup_fields=html.escape(", ".join(results["analysis"].get("subgroup_fields") or []) or "none"),
         subgroup_min_cases=s["subgroup_min_cases"],
-        power=f"{s['power'] * 100:g}",
+        power=number(100 * s["power"]),
     )
 
 

@@ -8,6 +8,7 @@ import html
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from segbench.formats import count, percent
 from segbench.stats.results import SourceCell
 
 from .. import figures, tables
@@ -15,7 +16,7 @@ from ..audit import audit_of
 from ..document import Cell
 from ..marks import display_order, own_case_lines
 from ..markup import disclosure, slug
-from ..numbers import estimate, fmt
+from ..numbers import estimate
 from ..pairs import p_rank1_text, source_co_winners, ties_note, verdict_html
 from .frame import Results, nav_bar, notes, plots, render
 
@@ -95,15 +96,15 @@ def _headline(cell: Cell, metric: str) -> str:
     )
     power: Mapping[str, Any] = cell.get("power") or {}
     if power.get("n_required") is not None:
-        text += f" Separating them at {fmt(power['power'] * 100, 0)}% power would need about {power['n_required']} cases (this set has {power['n_cases']})."
+        text += f" Separating them at {percent(power['power'], 0)} power would need about {power['n_required']} cases (this set has {power['n_cases']})."
     text += f" Co-winners (not separable from #1, ranking by mean): {html.escape(', '.join(v['co_winners']))}."
     if ties_note(cell):
         text += f" {ties_note(cell)}"
     loo = cell.get("loo")
     if loo:
         text += (
-            f" Removing one case changes the winner for {fmt(loo['winner_change_share'] * 100, 1)}% of cases "
-            f"and some rank for {fmt(loo['any_rank_change_share'] * 100, 1)}%."
+            f" Removing one case changes the winner for {percent(loo['winner_change_share'])} of cases "
+            f"and some rank for {percent(loo['any_rank_change_share'])}."
         )
     return f'<p class="headline">{text}</p>'
 
@@ -112,7 +113,7 @@ def source_text(results: Results) -> str:
     """One line: the source's bootstrap settings, and where the two procedures are explained (the methodology page)."""
     protocol = results["source_analysis"]["protocol"]
     return (
-        f"<p>The source's own analysis: paired-bootstrap CIs, Bonferroni-adjusted (B = {protocol['n_resamples']:,}, "
+        f"<p>The source's own analysis: paired-bootstrap CIs, Bonferroni-adjusted (B = {count(protocol['n_resamples'])}, "
         f"seed {protocol['seed']}), beside segbench's Wilcoxon-Holm map; how the two differ: "
         '<a href="methodology.html#source-procedures">methodology</a>.</p>'
     )
