@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from mlflow.tracking import MlflowClient
 
 from projects import working_folder
+from segbench import tracking
 from segbench.cli import main
 from tests_support import in_directory
 
@@ -66,3 +68,51 @@ def test_reanalyze_passes_on_results_and_names_a_tampered_number(project: Path, 
     tampered.write_text(json.dumps(results))
     assert main(["reanalyze", str(tampered)]) == 1
     assert "differ from a recomputation" in capsys.readouterr().err
+
+
+def test_compare_reads_a_bundle_only_to_restore_a_run_the_store_lacks(project: Path, tracking_store: str, capsys: pytest.CaptureFixture) -> None:
+    """The rows come from the store only: a bundle made unreadable after tracking leaves the board as it was, since
+    its run is in the store. A run the store lacks is logged again from its bundle, which is read and checked then:
+    the unreadable one is refused naming its file, and a marker naming another fingerprint than its bundle's is named."""
+    name = "segauge_kits23_seed"
+    _pipeline(project, name)
+    results = project / "results" / f"{name}.json"
+    board = results.read_bytes()
+    fast = project / "scores" / name / "TotalSegmentator-fast"
+    kept = {path: path.read_bytes() for path in fast.iterdir()}
+    for path in kept:
+        path.write_bytes(b"not a score bundle\n")
+    results.unlink()
+    with in_directory(project):
+        assert main(["compare", "--dataset", name]) == 0
+    assert results.read_bytes() == board
+    client = MlflowClient(tracking_store)
+    experiment = client.get_experiment_by_name(tracking.experiment_name(name)).experiment_id
+
+    def fingerprint(model: str) -> str:
+        return json.loads((project / "tracking" / name / f"{model}.json").read_text())["fingerprint"]
+
+    def runs(model: str) -> list[str]:
+        """The ids of the store's (active) runs of ``model``'s bundle."""
+        return [r.info.run_id for r in client.search_runs([experiment], filter_string=f"tags.`{tracking.FINGERPRINT_TAG}` = '{fingerprint(model)}'")]
+
+    (deleted,) = runs("TotalSegmentator")
+    client.delete_run(deleted)
+    with in_directory(project):
+        assert main(["compare", "--dataset", name]) == 0
+    assert results.read_bytes() == board
+    assert len(runs("TotalSegmentator")) == 1 and runs("TotalSegmentator") != [deleted]  # logged again from its bundle
+    client.delete_run(runs("TotalSegmentator-fast")[0])
+    capsys.readouterr()
+    with in_directory(project):
+        assert main(["compare", "--dataset", name]) == 1
+    assert f"scores/{name}/TotalSegmentator-fast/run.json: not a readable score bundle's run record" in capsys.readouterr().err
+    for path, content in kept.items():
+        path.write_bytes(content)
+    marker = project / "tracking" / name / "TotalSegmentator-fast.json"
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "fingerprint": "0" * 64}), encoding="utf-8")
+    with in_directory(project):
+        assert main(["compare", "--dataset", name]) == 1
+    error = capsys.readouterr().err
+    assert f"names fingerprint 000000000000, not that of scores/{name}/TotalSegmentator-fast (" in error
+    assert "the track stage logs that bundle and writes the marker again" in error

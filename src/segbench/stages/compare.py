@@ -98,7 +98,7 @@ def run_compare(params: Params, name: str, root: Path | None = None) -> None:
     root = output_root(params, name) if root is None else root
     block, models, metrics, subgroups, cluster_field = _leaderboard_setup(params, name)
     markers = {m: json.loads(tracking_marker(name, m, root).read_text(encoding="utf-8")) for m in sorted(models)}
-    _restore_runs(name, markers, root)
+    _restore_missing_runs(name, markers, root)
     runs = tracking.read_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()})
     rows = runs.rows
     for model, entry in models.items():
@@ -201,13 +201,16 @@ def _lesion_block(runs: tracking.TrackedRuns, covered: stats.Coverage, contamina
     )
 
 
-def _restore_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Path(".")) -> None:
+def _restore_missing_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Path(".")) -> None:
     """Log the score bundles whose runs the store lacks, e.g. after `dvc pull` on a new machine.
 
-    The track markers come from the DVC cache there, so no track stage reruns; the runs compare reads
-    are restored here from the pulled bundles (idempotent: a run already in the store is reused).
+    The track markers come from the DVC cache there, so no track stage reruns; the store is looked up first by each
+    marker's fingerprint (``tracking.missing_runs``), and only a run it lacks is restored here from its pulled bundle
+    (read and checked: ``tracking.ScoreBundle.read``). A run the store holds is never compared with its bundle: the
+    rows compare reads come from the store only.
     """
-    for model, marker in markers.items():
+    for model in tracking.missing_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()}):
+        marker = markers[model]
         bundle = tracking.ScoreBundle.read(scores_dir(name, model, root))  # checked: the bytes its stage wrote, every metric in range
         if bundle.fingerprint != marker["fingerprint"]:
             path = tracking_marker(name, model, root)
@@ -218,6 +221,7 @@ def _restore_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Pa
                 f"({bundle.fingerprint[:12]}), which is the authoritative copy (the bytes its stage wrote, checked against dvc.lock): "
                 f"{stage} logs that bundle and writes the marker again"
             )
+        log.info("MLflow run of %s, %s (fingerprint %s) not in the store: logged from %s", name, model, bundle.fingerprint[:12], scores_dir(name, model, root))
         tracking.log_bundle(bundle)
 
 
