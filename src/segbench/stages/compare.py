@@ -41,7 +41,8 @@ def _board_models(params: Params, name: str, root: Path) -> list[str]:
         return sorted(p.stem for p in tracking_marker(name, "*", root).parent.glob("*.json"))
     if name in params.interactive_datasets:
         return list(params.interactive_models)
-    return [m.name for m in params.models.values() if m.source is None or m.source.dataset == name]  # a folder of predictions is one dataset's
+    dataset = params.dataset(name)  # an unknown name is an error naming the ones params.yaml has, before any marker is read
+    return [m.name for m in params.models.values() if m.source is None or m.source.dataset == dataset.name]  # a folder of predictions is one dataset's
 
 
 def _leaderboard_setup(
