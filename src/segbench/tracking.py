@@ -11,7 +11,9 @@ view (the headline columns MLflow's runs table shows; MLflow 3.17 shows no metri
 Each run is shaped for MLflow's UI: the experiment is of MLflow's model-training kind, the run has the
 dataset as an MLflow dataset input (name, data.dvc md5, source, one row per case), the source tags with
 the git commit it was logged at (kept out of the score bundle, so no DVC output depends on the commit),
-and the per-case table as an MLflow table besides the CSV that compare reads.
+and the per-case table as an MLflow table besides the CSV and the run record (``run.json``) that compare reads: the
+rows compare analyses come from the store only (``read_runs``), a bundle is read only to log a run the store lacks
+(``missing_runs``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ EXPERIMENT_KIND = "custom_model_development"
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 PER_CASE_ARTIFACT = "per_case.csv"
 PER_CASE_TABLE = "per_case.json"
+#: the score bundle's run record (tags, params, metrics and what its stage adds, e.g. a published set's import summary),
+#: kept as a file of the bundle and an artifact of its run: compare reads it back with the rows
+RECORD_ARTIFACT = "run.json"
 #: the leaderboard run's table of every leaderboard (an MLflow table: mean, CI, ranks, verdicts per model)
 LEADERBOARD_TABLE = "leaderboard.json"
 #: the experiment's saved runs view, opened by ``?viewStateShareKey=segbench`` (MLflow's shared-view tag)
@@ -201,9 +206,9 @@ def leaderboard_fingerprint(dataset: str, results_name: str, results: bytes, mod
 
 @dataclass(frozen=True)
 class TrackedRuns:
-    """What compare reads back from MLflow: every model's per-case rows, segbench tags and run id, and the optional
-    tables of the runs that have them (empty otherwise): the rows under the other metric-definition profiles, the
-    lesion-wise scores and the per-lesion table."""
+    """What compare reads back from MLflow: every model's per-case rows, segbench tags, run id and run record (the
+    bundle's ``run.json``, as logged), and the optional tables of the runs that have them (empty otherwise): the rows
+    under the other metric-definition profiles, the lesion-wise scores and the per-lesion table."""
 
     rows: pd.DataFrame
     tags: dict[str, dict[str, str]]
@@ -211,6 +216,7 @@ class TrackedRuns:
     profile_rows: pd.DataFrame
     lesion_rows: pd.DataFrame = field(default_factory=pd.DataFrame)
     instance_rows: pd.DataFrame = field(default_factory=pd.DataFrame)
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def git_commit() -> str:
@@ -562,7 +568,7 @@ def log_bundle(bundle: ScoreBundle, uri: str | None = None) -> str:
             (Path(tmp) / PER_CASE_ARTIFACT).write_bytes(bundle.per_case_csv)
             for name, content in bundle.tables.items():
                 (Path(tmp) / name).write_bytes(content)
-            (Path(tmp) / "run.json").write_text(json.dumps(record, sort_keys=True, indent=1), encoding="utf-8")
+            (Path(tmp) / RECORD_ARTIFACT).write_text(json.dumps(record, sort_keys=True, indent=1), encoding="utf-8")
             _log_artifacts(client, run_id, Path(tmp))
 
     return _log_once(client, experiment_id, bundle.fingerprint, record["tags"]["segbench.model"], record["tags"], "segbench track", fill)
@@ -662,8 +668,33 @@ def _download(client, run, name: str, folder: str, size: int) -> bytes:
         ) from error
 
 
+def missing_runs(dataset: str, fingerprints: Mapping[str, str], uri: str | None = None) -> list[str]:
+    """The models of ``fingerprints`` (model -> a score bundle's fingerprint) the store holds no FINISHED run of, in
+    name order: the runs compare must log from their bundles before it reads them (after `dvc pull` on a new machine,
+    or a store moved aside). Looked up by fingerprint as :func:`log_bundle` looks a bundle up: a run found is kept and
+    its later duplicates deleted (:func:`_keep_first`), and nothing but the store is read."""
+    uri = uri or tracking_uri()
+    client = store_client(uri)
+    experiment = client.get_experiment_by_name(experiment_name(dataset))
+    if experiment is None:
+        return sorted(fingerprints)
+    return [model for model, fingerprint in sorted(fingerprints.items()) if _keep_first(client, experiment.experiment_id, fingerprint) is None]
+
+
+def _read_record(content: bytes, where: str, fix: str) -> dict[str, Any]:
+    """A run record (``run.json``) from its bytes; bytes that are no JSON object are an error naming ``where``."""
+    try:
+        record = json.loads(content)
+    except UNREADABLE as exc:
+        raise TrackingError(f"{where}: not a readable run record ({exc}); {fix}") from None
+    if not isinstance(record, dict):
+        raise TrackingError(f"{where}: not a run record (a JSON {type(record).__name__}, not an object); {fix}")
+    return record
+
+
 def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None) -> TrackedRuns:
-    """Per-case rows, tags and run ids of the FINISHED model runs with the given fingerprints (model -> fingerprint).
+    """Per-case rows, tags, run ids and run records of the FINISHED model runs with the given fingerprints (model ->
+    fingerprint).
 
     Exactly one run per fingerprint must exist: none means the track stage has not logged it, two
     means the store holds duplicate claims for the same (dataset, model, versions). Leaderboard runs
@@ -675,7 +706,7 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
     if experiment is None:
         raise TrackingError(f"tracking store {uri} has no experiment {experiment_name(dataset)!r}; run `dvc repro` (track stage)")
     tables: dict[str, list[pd.DataFrame]] = {name: [] for name in (PER_CASE_ARTIFACT, *OPTIONAL_ARTIFACTS)}
-    tags, run_ids = {}, {}
+    tags, run_ids, records = {}, {}, {}
     for model, fingerprint in sorted(fingerprints.items()):
         runs = [
             r
@@ -703,6 +734,8 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
                 )
                 for name in names
             }
+            where = f"MLflow run {run.info.run_id}: {run.info.artifact_uri}/{RECORD_ARTIFACT}"
+            records[model] = _read_record(_download(client, run, RECORD_ARTIFACT, tmp, logged.get(RECORD_ARTIFACT, 0)), where, fix)
         if any("model" in t and (t["model"] != model).any() for t in read.values()):
             raise TrackingError(f"MLflow run {run.info.run_id}: per-case table is not model {model!r}")
         for name, table in read.items():
@@ -710,4 +743,4 @@ def read_runs(dataset: str, fingerprints: dict[str, str], uri: str | None = None
         tags[model] = {k: v for k, v in run.data.tags.items() if k.startswith("segbench.") and k not in (FINGERPRINT_TAG, WRITER_TAG)}
         run_ids[model] = run.info.run_id
     joined = {name: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame() for name, parts in tables.items()}
-    return TrackedRuns(joined[PER_CASE_ARTIFACT], tags, run_ids, joined[PROFILES_ARTIFACT], joined[LESIONS_ARTIFACT], joined[INSTANCES_ARTIFACT])
+    return TrackedRuns(joined[PER_CASE_ARTIFACT], tags, run_ids, joined[PROFILES_ARTIFACT], joined[LESIONS_ARTIFACT], joined[INSTANCES_ARTIFACT], records)

@@ -116,18 +116,24 @@ def test_scored_rows_out_of_range_are_never_written(touchstone_rows, tmp_path: P
     assert not out.exists() or not list(out.iterdir())
 
 
-def test_a_changed_score_bundle_is_refused_and_its_stage_writes_it_again(fresh_copy: Path) -> None:
-    """30 lines dropped, or one bit flipped (Dice 0.9... -> 1.9...): track and compare refuse, naming the file and
-    the score stage whose output is authoritative; following that advice gives the committed outputs back."""
+def test_a_changed_score_bundle_is_refused_and_its_stage_writes_it_again(fresh_copy: Path, tmp_path: Path) -> None:
+    """30 lines dropped, or one bit flipped (Dice 0.9... -> 1.9...): track refuses, and so does compare when it must
+    log the bundle's run again (a store without it, as on a new machine after `dvc pull`), naming the file and the score
+    stage whose output is authoritative; following that advice gives the committed outputs back. Compare reads a bundle
+    only then: with the run in the store, its rows come from the store and the board is the committed one."""
     before = _outputs(fresh_copy)
     relative = Path("scores", "kits23", MODEL, "per_case.csv")
     table = fresh_copy / relative
     original = table.read_bytes()
     lines = original.decode().splitlines(keepends=True)
     table.write_text("".join(lines[:1] + lines[1 + min(30, len(lines) - 2) :]), encoding="utf-8")
-    for command in (["track", "--dataset", "kits23", "--model", MODEL], ["compare", "--dataset", "kits23"]):
-        line = _segbench_error(_fails(["segbench", *command], fresh_copy), command[0])
+    (tmp_path / "mlruns").mkdir()
+    new_machine = {**command_env(), "SEGBENCH_TRACKING_URI": f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"}  # a store lacking every run
+    for command, env in ((["track", "--dataset", "kits23", "--model", MODEL], None), (["compare", "--dataset", "kits23"], new_machine)):
+        line = _segbench_error(_fails(["segbench", *command], fresh_copy, env), command[0])
         assert f"{relative}: not the file stage {SCORE_STAGE} wrote" in line and f"`dvc repro -f -s {SCORE_STAGE}` writes it again" in line, line
+    run_command(["segbench", "compare", "--dataset", "kits23"], fresh_copy)
+    assert _outputs(fresh_copy) == before
     table.write_bytes(original)
     _flip_first(table, "dice")
     line = _segbench_error(_fails(["segbench", "track", "--dataset", "kits23", "--model", MODEL], fresh_copy), "track")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
+from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
@@ -88,6 +90,31 @@ def test_missing_and_duplicate_runs_are_errors(tracking_store: str) -> None:
         client.set_terminated(run.info.run_id, "FINISHED")
     with pytest.raises(tracking.TrackingError, match="2 MLflow runs claim"):
         tracking.read_runs("toy", {"sim_a": bundle.fingerprint})
+
+
+def test_runs_come_back_with_their_record_and_the_store_is_searched_by_fingerprint(tracking_store: str) -> None:
+    """read_runs gives each model's run record as its bundle holds it (a record that is no JSON object is refused,
+    naming the artifact); missing_runs names the models no FINISHED run holds the fingerprint of (every one before the
+    experiment exists, a run left RUNNING is none), and keeps the first of duplicate runs as logging does."""
+    a, b = score_bundle("sim_a"), score_bundle("sim_b", dice=(0.7, 0.8))
+    fingerprints = {"sim_b": b.fingerprint, "sim_a": a.fingerprint}
+    assert tracking.missing_runs("toy", fingerprints) == ["sim_a", "sim_b"]
+    tracking.log_bundle(a)
+    client = MlflowClient(tracking_store)
+    experiment = client.get_experiment_by_name("segbench/toy").experiment_id
+    client.create_run(experiment, tags={tracking.FINGERPRINT_TAG: b.fingerprint})  # left RUNNING: no run of b
+    assert tracking.missing_runs("toy", fingerprints) == ["sim_b"]
+    tracking.log_bundle(b)
+    duplicate = client.create_run(experiment, tags={tracking.FINGERPRINT_TAG: a.fingerprint}).info.run_id
+    client.set_terminated(duplicate, "FINISHED")
+    assert tracking.missing_runs("toy", fingerprints) == []
+    assert client.get_run(duplicate).info.lifecycle_stage == "deleted"
+    runs = tracking.read_runs("toy", fingerprints)
+    assert runs.records == {"sim_a": a.record, "sim_b": b.record}
+    artifact = Path(urlparse(client.get_run(runs.run_ids["sim_b"]).info.artifact_uri).path) / tracking.RECORD_ARTIFACT
+    artifact.write_text("[1]", encoding="utf-8")
+    with pytest.raises(tracking.TrackingError, match=f"{runs.run_ids['sim_b']}: .*/run.json: not a run record \\(a JSON list"):
+        tracking.read_runs("toy", fingerprints)
 
 
 def test_store_location_ignores_queued_experiment_workspaces(tmp_path, monkeypatch) -> None:

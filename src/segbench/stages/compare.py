@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from segbench import published, published_segauge, stats, tracking
+from segbench import stats, tracking
 from segbench.config import Params
 from segbench.datasets.cases import data_version
 from segbench.interactive import scores as interactive_scores
@@ -21,7 +21,7 @@ from segbench.interactive.schema import REFERENCE_LABELS
 from segbench.io import atomic_dir, recorded, write_json_atomic, write_text_atomic
 from segbench.results_document import analysed_document, dataset_block
 from segbench.scoring.engine import ANALYZED_METRICS
-from segbench.stages.bundles import LESION_PROFILE_TAG
+from segbench.stages.bundles import LESION_PROFILE_TAG, PublishedFacts, published_facts
 from segbench.stages.paths import calibration_results_dir, metrics_dir, output_root, plot_file, results_file, scores_dir, tracking_marker
 from segbench.stats.results import Lesions
 from segbench.stats_settings import stats_settings
@@ -34,36 +34,52 @@ AUDIT_TABLES = ("coverage.csv", "type1.csv", "levels.csv", "real_coverage.csv", 
 SHAPES_TABLE = "shapes_type1.csv"
 
 
-def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[str, stats.ModelEntry], dict[str, bool], tuple[str, ...], str | None]:
-    """What compare needs besides the rows: dataset block, model entries, metrics, subgroup fields, cluster field."""
+def _board_models(params: Params, name: str, root: Path) -> list[str]:
+    """The models of leaderboard ``name``, in the order of its results: a published set's are those its track stage
+    logged (one marker each), an interactive dataset's its interactive models, a dataset's the models run on it."""
     if name in params.published:
+        return sorted(p.stem for p in tracking_marker(name, "*", root).parent.glob("*.json"))
+    if name in params.interactive_datasets:
+        return list(params.interactive_models)
+    dataset = params.dataset(name)  # an unknown name is an error naming the ones params.yaml has, before any marker is read
+    return [m.name for m in params.models.values() if m.source is None or m.source.dataset == dataset.name]  # a folder of predictions is one dataset's
+
+
+def _leaderboard_setup(
+    params: Params, name: str, model_names: list[str], facts: PublishedFacts | None
+) -> tuple[dict[str, Any], dict[str, stats.ModelEntry], dict[str, bool], tuple[str, ...], str | None]:
+    """What compare needs besides the rows: dataset block, model entries, metrics, subgroup fields, cluster field.
+    ``facts``: a published set's import summary and its models' claims as its model runs carry them
+    (``bundles.published_facts``): its files are not read again."""
+    if facts is not None:
         source = params.published_set(name)
-        models = sorted(p.stem for p in tracking_marker(name, "*").parent.glob("*.json"))
-        attrs = published.read_set(source).attrs
-        # a segauge results file declares each model's version, licence and training sets (contaminated_on)
-        claims = attrs.get("models", {})
-        trained = {m: tuple(sorted({*source.trained_on.get(m, ()), *claims.get(m, {}).get("contaminated_on", ())})) for m in models}
+        claims = facts.claims
+        # a segauge results file declares each model's licence and training sets (contaminated_on)
+        trained = {m: tuple(sorted({*source.trained_on.get(m, ()), *claims[m].get("contaminated_on", ())})) for m in model_names}
         entries = {
             m: stats.model_entry(
-                m, "published", source.evaluated_on, trained_on=trained[m], source=source.source, licence=claims.get(m, {}).get("licence") or source.licence
+                m, "published", source.evaluated_on, trained_on=trained[m], source=source.source, licence=claims[m].get("licence") or source.licence
             )
-            for m in models
+            for m in model_names
         }
-        block = {
+        block: dict[str, Any] = {
             "name": name,
             "title": source.title,
             "licence": source.licence,
             "citation": source.citation,
             "source": source.source,
             "evaluated_on": source.evaluated_on,
-            "import_summary": attrs["import_summary"],
+            "import_summary": facts.import_summary,
         }
         if source.case_alignment:  # the source's own protocol; both alignments are in the analysis
             block["source_case_alignment"] = source.case_alignment
         return block, entries, source.metrics, source.subgroups, source.cluster_field
     if name in params.interactive_datasets:
         interactive = params.interactive_dataset(name)
-        entries = {m.name: stats.model_entry(m.title, m.kind, name, trained_on=m.trained_on, licence=m.licence) for m in params.interactive_models.values()}
+        entries = {
+            m.name: stats.model_entry(m.title, m.kind, name, trained_on=m.trained_on, licence=m.licence)
+            for m in (params.interactive_models[n] for n in model_names)
+        }
         block = {
             "name": name,
             "title": interactive.title,
@@ -79,27 +95,21 @@ def _leaderboard_setup(params: Params, name: str) -> tuple[dict[str, Any], dict[
     dataset = params.dataset(name)
     entries = {
         m.name: stats.model_entry(m.title, m.kind, dataset.name, trained_on=m.trained_on, licence=m.licence, simulated=m.is_simulated)
-        for m in params.models.values()
-        if m.source is None or m.source.dataset == name
-    }  # a folder of predictions is one dataset's
+        for m in (params.models[n] for n in model_names)
+    }
     return dataset_block(dataset), entries, ANALYZED_METRICS, dataset.subgroups, dataset.cluster_field
-
-
-def _published_analysis(params: Params, name: str) -> dict[str, Any] | None:
-    """The analysis a published set's file publishes beside its scores (segauge results files), else None."""
-    if name not in params.published or params.published_set(name).format != "segauge_results":
-        return None
-    return published_segauge.read_segauge_analysis(params.published_set(name).path)
 
 
 def run_compare(params: Params, name: str, root: Path | None = None) -> None:
     """Compare stage: per-case rows read back FROM MLFLOW -> statistics (docs/methodology.md#5-statistics-protocol) -> results/<name>.json
     under ``root`` (default: the dataset's, :func:`~segbench.stages.paths.output_root`)."""
     root = output_root(params, name) if root is None else root
-    block, models, metrics, subgroups, cluster_field = _leaderboard_setup(params, name)
-    markers = {m: json.loads(tracking_marker(name, m, root).read_text(encoding="utf-8")) for m in sorted(models)}
-    _restore_runs(name, markers, root)
+    model_names = _board_models(params, name, root)
+    markers = {m: json.loads(tracking_marker(name, m, root).read_text(encoding="utf-8")) for m in sorted(model_names)}
+    _restore_missing_runs(name, markers, root)
     runs = tracking.read_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()})
+    facts = published_facts(name, runs.records) if name in params.published else None
+    block, models, metrics, subgroups, cluster_field = _leaderboard_setup(params, name, model_names, facts)
     rows = runs.rows
     for model, entry in models.items():
         entry["versions"] = {k.removeprefix("segbench."): v for k, v in sorted(runs.tags[model].items())}
@@ -126,9 +136,8 @@ def run_compare(params: Params, name: str, root: Path | None = None) -> None:
     if not runs.lesion_rows.empty:
         results["lesions"] = _lesion_block(runs, covered, contaminated, settings)
     results["audited"] = stats.audited_board(tables, analysis, source=source, data=data, lesions=stats.audited_lesions if "lesions" in results else None)
-    source_analysis = _published_analysis(params, name)
-    if source_analysis is not None:
-        results["source_analysis"] = stats.beside_source(analysis, source_analysis)
+    if facts is not None and facts.source_analysis is not None:  # the analysis a segauge results file publishes
+        results["source_analysis"] = stats.beside_source(analysis, facts.source_analysis)
     write_json_atomic(results_file(name, root), results)
     with atomic_dir(metrics_dir(name, root)) as heads:
         for (structure, metric), head in stats.leaderboard_heads(analysis).items():
@@ -201,13 +210,16 @@ def _lesion_block(runs: tracking.TrackedRuns, covered: stats.Coverage, contamina
     )
 
 
-def _restore_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Path(".")) -> None:
+def _restore_missing_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Path(".")) -> None:
     """Log the score bundles whose runs the store lacks, e.g. after `dvc pull` on a new machine.
 
-    The track markers come from the DVC cache there, so no track stage reruns; the runs compare reads
-    are restored here from the pulled bundles (idempotent: a run already in the store is reused).
+    The track markers come from the DVC cache there, so no track stage reruns; the store is looked up first by each
+    marker's fingerprint (``tracking.missing_runs``), and only a run it lacks is restored here from its pulled bundle
+    (read and checked: ``tracking.ScoreBundle.read``). A run the store holds is never compared with its bundle: the
+    rows compare reads come from the store only.
     """
-    for model, marker in markers.items():
+    for model in tracking.missing_runs(name, {m: marker["fingerprint"] for m, marker in markers.items()}):
+        marker = markers[model]
         bundle = tracking.ScoreBundle.read(scores_dir(name, model, root))  # checked: the bytes its stage wrote, every metric in range
         if bundle.fingerprint != marker["fingerprint"]:
             path = tracking_marker(name, model, root)
@@ -218,6 +230,7 @@ def _restore_runs(name: str, markers: dict[str, dict[str, Any]], root: Path = Pa
                 f"({bundle.fingerprint[:12]}), which is the authoritative copy (the bytes its stage wrote, checked against dvc.lock): "
                 f"{stage} logs that bundle and writes the marker again"
             )
+        log.info("MLflow run of %s, %s (fingerprint %s) not in the store: logged from %s", name, model, bundle.fingerprint[:12], scores_dir(name, model, root))
         tracking.log_bundle(bundle)
 
 
