@@ -3,7 +3,7 @@
 5,160 cases x 20 models x 9 structures x dice, nsd of SIMULATED rows (bench_stats.simulated_rows: per-model skill,
 per-case difficulty, noise; nothing here is a real model's score) go through a real MLflow server on PostgreSQL
 with proxied artifacts (tests/support/services.py starts both on loopback in a temp dir), one score bundle and run per
-model via segbench.tracking.log_bundle. Then compare's path: the rows read back from the server
+model via segbench.tracking.runs.log_bundle. Then compare's path: the rows read back from the server
 (tracking.read_runs) and stats.analyze with the default settings. Track and compare each run in a child process,
 so each peak resident memory is its own. Goal: compare <= 60 s and <= 2 GB; track throughput in rows/s.
 
@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))  # the service starters the 
 
 from bench_stats import FIELDS, METRICS, simulated_rows  # noqa: E402
 
-from segbench import tracking  # noqa: E402
 from segbench.stats import StatsSettings, analyze  # noqa: E402
+from segbench.tracking import runs as tracking  # noqa: E402
 from services import tracking_server  # noqa: E402
 
 DATASET = "scale_simulated"

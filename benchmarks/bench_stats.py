@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from segbench.bands import age_band
-from segbench.published import read_touchstone
+from segbench.base.bands import age_band
+from segbench.published.readers import read_touchstone
 from segbench.stats import StatsSettings, analyze
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,11 +4,11 @@ Hydra imports every module of the ``hydra_plugins`` namespace. This one hooks se
 composition, so a typo fails before any stage runs and names the valid values:
 
 - it registers the ``${segbench.validate:}`` resolver of conf/config.yaml: the whole composition through
-  ``segbench.config.parse_params`` and ``segbench.stats_settings`` (settings, ranges, models x
+  ``segbench.config.params.parse_params`` and ``segbench.config.stats_settings`` (settings, ranges, models x
   datasets, configured case ids);
 - and, last on Hydra's config search path, a config source that answers for a config no other source has in one of
   conf/'s groups (``-S 'model=[sim_dilate_1m]'``): Hydra's own message for a list item names neither the group's
-  configs nor anything but its search path, this one lists them (``segbench.config.unknown_config``).
+  configs nor anything but its search path, this one lists them (``segbench.config.params.unknown_config``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from hydra.errors import MissingConfigException
 from hydra.plugins.config_source import ConfigResult, ConfigSource
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
-from segbench.config import unknown_config
-from segbench.validation import register_validation
+from segbench.config.params import unknown_config
+from segbench.config.validation import register_validation
 
 register_validation()
 

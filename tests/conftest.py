@@ -46,14 +46,14 @@ def kits_labels() -> Path:
 
 @pytest.fixture(scope="session")
 def touchstone_rows() -> pd.DataFrame:
-    from segbench.published import read_touchstone
+    from segbench.published.readers import read_touchstone
 
     return read_touchstone(_require(TOUCHSTONE))
 
 
 @pytest.fixture
 def tracking_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh embedded MLflow store (SQLite + artifacts) in a temp dir, used by segbench.tracking."""
+    """A fresh embedded MLflow store (SQLite + artifacts) in a temp dir, used by segbench.tracking.runs."""
     uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
     (tmp_path / "mlruns").mkdir()
     monkeypatch.setenv("SEGBENCH_TRACKING_URI", uri)
@@ -64,7 +64,7 @@ def tracking_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def projects(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Projects]:
     """The one project factory (tests/support/projects.py): new DVC projects, and each experiment reproduced once per session,
     shared for reading and copied for changing; the session fails if a test wrote to a shared one."""
-    from projects import Projects  # on first use: it loads segbench.config and nibabel (a second), which many modules never need
+    from projects import Projects  # on first use: it loads segbench.config.params and nibabel (a second), which many modules never need
 
     factory = Projects(root, tmp_path_factory)
     yield factory

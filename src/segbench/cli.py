@@ -52,7 +52,7 @@ Methodology (metric conventions, failure rules, statistics): docs/methodology.md
 
 
 def _params(args: argparse.Namespace):
-    from segbench.config import load_params
+    from segbench.config.params import load_params
 
     return load_params(args.params)
 
@@ -76,14 +76,14 @@ def _cmd_predict(args: argparse.Namespace) -> None:
 
 
 def _cmd_env(args: argparse.Namespace) -> None:
-    from segbench.config import model_from_conf
+    from segbench.config.params import model_from_conf
     from segbench.models.envs import create
 
     create(model_from_conf(Path(args.conf), args.model), dry_run=args.dry_run)
 
 
 def _cmd_data(args: argparse.Namespace) -> None:
-    from segbench.config import dataset_from_conf
+    from segbench.config.params import dataset_from_conf
     from segbench.datasets.download import fetch
 
     fetch(dataset_from_conf(Path(args.conf), args.dataset, Path(".")), source=args.source)
@@ -171,7 +171,7 @@ def _cmd_interact(args: argparse.Namespace) -> None:
         return
     if not (args.cases and args.out):
         raise ValueError("give --dataset (from params.yaml) or both --cases and --out")
-    from segbench.config import model_from_conf
+    from segbench.config.params import model_from_conf
     from segbench.interactive.harness import interact
     from segbench.interactive.protocol import Scoring
 
@@ -321,7 +321,7 @@ def _show_width(requested: int | None) -> int | None:
 
 def _cmd_show(args: argparse.Namespace) -> None:
     """Print leaderboards and verdicts from results/<dataset>.json in the terminal, or as md, tsv or json."""
-    from segbench.io import recorded_files
+    from segbench.base.io import recorded_files
     from segbench.report.terminal import render
     from segbench.stats.results_file import read_results
 
@@ -377,7 +377,7 @@ def _check_show(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 def _cmd_prune_runs(args: argparse.Namespace) -> None:
     """Delete (--purge: for good; --dry-run: only list) the MLflow runs of results/' datasets no checked-out output names."""
-    from segbench.pruning import prune_runs
+    from segbench.assembly.pruning import prune_runs
 
     stale = prune_runs(Path(args.results), dry_run=args.dry_run, purge=args.purge)
     done = "would delete" if args.dry_run else "purged" if args.purge else "deleted"
@@ -388,7 +388,7 @@ def _cmd_prune_runs(args: argparse.Namespace) -> None:
 
 
 def _cmd_export(args: argparse.Namespace) -> None:
-    from segbench.export import export_results
+    from segbench.assembly.export import export_results
     from segbench.stats.results_file import read_results
 
     path = args.results or Path("results") / f"{args.dataset}.json"
@@ -463,8 +463,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
 
 def _cmd_params(args: argparse.Namespace) -> None:
     """Compose conf/ with Hydra and validate it: print it, --check it against params.yaml, or --write it there."""
-    from segbench.io import write_text_atomic
-    from segbench.validation import compose_params
+    from segbench.base.io import write_text_atomic
+    from segbench.config.validation import compose_params
 
     composed = compose_params(Path(args.conf), args.overrides)
     if args.write:

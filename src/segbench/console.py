@@ -42,7 +42,7 @@ def full_disk(exc: BaseException | None) -> OSError | None:
         if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             return exc
         if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-            from segbench import tracking
+            from segbench.tracking import runs as tracking
 
             store = tracking.sqlite_path(tracking.tracking_uri())
             return OSError(errno.ENOSPC, "the MLflow tracking store cannot grow", str(store) if store else None)

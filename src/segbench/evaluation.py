@@ -30,14 +30,14 @@ import numpy as np
 import pandas as pd
 
 from segbench import stats
-from segbench.bands import level_order
-from segbench.config import dataset_from_conf
+from segbench.assembly.results_document import analysed_document, regions_block
+from segbench.base.bands import level_order
+from segbench.base.io import UNREADABLE, save_label_map_atomic, write_json_atomic, write_text_atomic
+from segbench.config.params import dataset_from_conf
 from segbench.datasets.cases import load_metadata
 from segbench.datasets.schema import DatasetConfig
-from segbench.io import UNREADABLE, save_label_map_atomic, write_json_atomic, write_text_atomic
 from segbench.models import intake
 from segbench.models.schema import ModelConfig
-from segbench.results_document import analysed_document, regions_block
 from segbench.scoring.engine import ANALYZED_METRICS, score_cases
 from segbench.scoring.geometry import GeometryError, resample_to_reference
 from segbench.scoring.labelmaps import load_label_map, load_nifti, nifti_image, validated_labels

@@ -1,4 +1,4 @@
-"""One age band (segbench.bands): a patient falls in the same group on a scored dataset and on a published set, and
+"""One age band (segbench.base.bands): a patient falls in the same group on a scored dataset and on a published set, and
 every view shows a field's groups in their order."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 
 from repo_paths import KITS_META, PUBLISHED, ROOT
-from segbench.bands import LEVELS, level_order
-from segbench.config import dataset_from_conf
+from segbench.base.bands import LEVELS, level_order
+from segbench.config.params import dataset_from_conf
 from segbench.datasets.cases import load_metadata
-from segbench.published_segauge import read_segauge_results
+from segbench.published.segauge import read_segauge_results
 from segbench.stats.inputs import group_labels
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from repo_paths import SRC
-from segbench import formats, rows
+from segbench.base import formats, rows
 from segbench.scoring import engine, instances, settings
 from segbench.stats import lesions
 
@@ -120,14 +120,14 @@ TOY = r"""
 import math
 from pathlib import Path
 
-import segbench.metrics as metrics
+import segbench.base.metrics as metrics
 metrics.TABLE = (*metrics.TABLE, metrics.Metric("centroid_mm", False, "mm", metrics.MEASURE, metrics.REGION, analysed=True))
 
 import nibabel as nib
 import numpy as np
 import pandas as pd
 
-from segbench import formats, rows as rows_table
+from segbench.base import formats, rows as rows_table
 from segbench.scoring import engine, instances, settings
 from segbench.stages.bundles import headline_metrics
 
@@ -178,7 +178,7 @@ print("toy metric flows")
 
 
 def test_a_toy_metric_is_one_table_row_plus_its_computation(tmp_path: Path) -> None:
-    """Adding a metric is one row of ``segbench.metrics.TABLE`` plus its computation: in a fresh interpreter whose table
+    """Adding a metric is one row of ``segbench.base.metrics.TABLE`` plus its computation: in a fresh interpreter whose table
     holds one more row, the toy is a scored metric with its direction, a column of the rows table in its place, scored
     by the empty-mask rules of a distance, analysed on the leaderboard, shown with its unit and checked in its range."""
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}

@@ -1,4 +1,4 @@
-"""Every producer of per-case rows writes a table the rows contract (``segbench.rows``) accepts: the scoring engine (rows
+"""Every producer of per-case rows writes a table the rows contract (``segbench.base.rows``) accepts: the scoring engine (rows
 under every profile, the lesion-wise tables), each published set's reader on the real bundle, and a score bundle read
 back. The contract is checked where rows enter (``check_rows``); this test holds each producer to it on real output,
 so a producer that starts writing a value out of its column's range fails here, not at a reader's door."""
@@ -13,11 +13,13 @@ import pandas as pd
 import pytest
 
 from repo_paths import ROOT
-from segbench import published, rows, tracking
-from segbench.config import load_params
+from segbench.base import rows
+from segbench.config.params import load_params
+from segbench.published import readers as published
 from segbench.scoring.lesionwise import score_cases_and_lesions
 from segbench.scoring.profiles import PROFILES
 from segbench.scoring.settings import LesionSetting, Region, lesion_structures
+from segbench.tracking import runs as tracking
 
 REGIONS = [Region("kidney", (1, 2), 2.0), Region("tumor", (2,), 2.0, detection=True)]
 

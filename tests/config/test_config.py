@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from adapters_support import CLASS_LISTS
-from segbench.config import ConfigError, load_params, parse_params
+from segbench.config.params import ConfigError, load_params, parse_params
+from segbench.config.validation import compose_params
 from segbench.models.vocabulary import TOTALSEGMENTATOR_NAMES
-from segbench.validation import compose_params
 
 
 def test_committed_params_equal_the_composition_of_conf(root: Path) -> None:

@@ -182,7 +182,7 @@ def test_a_predictions_folder_missing_or_outside_the_project_fails_at_compositio
 def test_dvc_composition_is_segbenchs(dvc_project: Path, tmp_path: Path) -> None:
     """DVC's own composition function (as `dvc exp run -S` calls it, plugins from the project root, in a fresh process)
     loads the resolver and yields segbench's composition, `validated: true` included."""
-    from segbench.validation import compose_params
+    from segbench.config.validation import compose_params
 
     out = tmp_path / "composed.yaml"
     code = (

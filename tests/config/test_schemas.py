@@ -3,7 +3,7 @@ runner defines (profiles, layouts, output readers, the coverage default), so tha
 
 from __future__ import annotations
 
-from segbench import config
+from segbench.config import params as config
 from segbench.models import layouts
 from segbench.models.schema import INPUT_LAYOUT_NAMES, OUTPUT_FORMATS
 from segbench.scoring import instances, profiles

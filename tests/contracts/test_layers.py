@@ -13,7 +13,7 @@ from import_graph import closure, cycles, graph, module_files
 #: bottom to top: a module imports only from its own layer and those below; a module belongs to the layer of the
 #: longest prefix of its name listed here (docs/architecture.md's table says what each layer does)
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("segbench", "segbench.io", "segbench.json_fields", "segbench.metrics", "segbench.rows", "segbench.bands", "segbench.formats", "segbench.schema")),
+    ("base", ("segbench", "segbench.base")),
     ("engines", ("segbench.scoring", "segbench.stats", "segbench.tracking")),
     (
         "schemas",
@@ -23,35 +23,46 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "segbench.models.structures",
             "segbench.models.vocabulary",
             "segbench.interactive.schema",
-            "segbench.published_schema",
-            "segbench.calibration_schema",
+            "segbench.published.schema",
+            "segbench.assembly.calibration_schema",
         ),
     ),
     ("interactive rules", ("segbench.interactive.protocol", "segbench.interactive.scores")),
-    ("readers and views", ("segbench.published", "segbench.published_segauge", "segbench.report")),
+    ("readers and views", ("segbench.published", "segbench.report")),
     ("inputs", ("segbench.datasets", "segbench.models", "segbench.interactive")),
-    ("configuration", ("segbench.config", "segbench.stats_settings", "segbench.validation")),
-    ("assembly", ("segbench.results_document", "segbench.calibration", "segbench.export", "segbench.crossdataset", "segbench.pruning")),
+    ("configuration", ("segbench.config",)),
+    ("assembly", ("segbench.assembly",)),
     ("wiring", ("segbench.stages", "segbench.evaluation")),
     ("face", ("segbench.cli", "segbench.console")),
 )
 #: packages whose ``__init__.py`` imports nothing: importing one of their modules runs it, so they sit in the base layer
 #: whatever the layers of their modules
-BARE_PACKAGES = ("segbench.datasets", "segbench.models", "segbench.interactive", "segbench.scoring")
+BARE_PACKAGES = (
+    "segbench.base",
+    "segbench.scoring",
+    "segbench.tracking",
+    "segbench.published",
+    "segbench.datasets",
+    "segbench.models",
+    "segbench.interactive",
+    "segbench.config",
+    "segbench.assembly",
+)
 #: what the configuration must not load, even lazily: every stage imports it, so each of these would become a
 #: dependency of every stage (a statistics edit would rerun the score stages)
 NOT_IN_CONFIG = (
     "segbench.stats",
     "segbench.report",
-    "segbench.published",
+    "segbench.published.readers",
+    "segbench.published.segauge",
     "segbench.models.container",
     "segbench.models.runner",
     "segbench.datasets.cases",
     "segbench.interactive.cases",
     "segbench.interactive.harness",
     "segbench.scoring.engine",
-    "segbench.stats_settings",
-    "segbench.validation",
+    "segbench.config.stats_settings",
+    "segbench.config.validation",
 )
 HEAVY = ("numpy", "pandas", "scipy", "numba", "nibabel", "SimpleITK", "mlflow")
 
@@ -84,15 +95,15 @@ def test_no_import_circle() -> None:
 
 
 def test_the_configuration_loads_no_engine_reader_or_view() -> None:
-    loaded = closure(["segbench.config"])
+    loaded = closure(["segbench.config.params"])
     assert loaded <= set(module_files())
     assert not [m for m in sorted(loaded) if any(m == n or m.startswith(n + ".") for n in NOT_IN_CONFIG)]
 
 
 def test_importing_the_configuration_loads_no_heavy_library() -> None:
-    code = f"import segbench.config, sys; print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
+    code = f"import segbench.config.params, sys; print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]", f"import segbench.config loads {out.strip()}"
+    assert out.strip() == "[]", f"import segbench.config.params loads {out.strip()}"
 
 
 #: a module a reader takes in at once: over this many lines it holds more than one job

@@ -1,7 +1,7 @@
 """Each DVC stage depends on exactly the source its command imports (docs/architecture.md#stage-dependencies).
 
 A stage's command is a ``segbench`` subcommand; its source is what the subcommand's handler in ``cli.py`` imports, and
-``segbench.config`` when it reads params.yaml, closed over the import graph (tests/support/import_graph.py): the modules that
+``segbench.config.params`` when it reads params.yaml, closed over the import graph (tests/support/import_graph.py): the modules that
 loading them loads, defaults of every config section included. A dependency fewer and a change that alters the
 stage's outputs leaves `dvc repro` with nothing to do; one more and an unrelated edit reruns it (a compare-only edit
 rerunning the score matrix). ``cli.py`` itself is no dependency: a handler passes the parsed arguments to one stage
@@ -61,7 +61,7 @@ def command_modules(command: str) -> set[str]:
     handler = _handler(command)
     starts = import_graph.imported_modules(import_graph.import_nodes(handler), "segbench.cli")
     if any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_params" for node in ast.walk(handler)):
-        starts.add("segbench.config")
+        starts.add("segbench.config.params")
     loaded = import_graph.closure(starts)
     programs = {run for module, runs in RUNS.items() if module in loaded for run in runs if run.startswith("segbench.")}
     return loaded | import_graph.closure(programs)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from repo_paths import ROOT
-from segbench.config import dataset_from_conf
+from segbench.base.schema import ConfigError
+from segbench.config.params import dataset_from_conf
 from segbench.datasets.cases import load_metadata
-from segbench.schema import ConfigError
 
 KITS_RECORD = (
     '{"case_id": "case_00000", "gender": "female", "age_at_nephrectomy": 50, "bmi": 30.1, "malignant": true, '

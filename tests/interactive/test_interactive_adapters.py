@@ -28,7 +28,7 @@ import pytest
 
 from repo_paths import ROOT, STANDINS
 from segbench import cli
-from segbench.config import model_from_conf
+from segbench.config.params import model_from_conf
 from segbench.interactive import cases, protocol
 from segbench.models.envs import create_commands
 

@@ -15,10 +15,10 @@ import yaml
 
 from repo_paths import TOTALSEG_EXAMPLE
 from segbench.cli import main
-from segbench.config import ConfigError, parse_params
+from segbench.config.params import ConfigError, parse_params
+from segbench.config.validation import compose_params
 from segbench.datasets.dicom_series import DicomSeriesError, read_series
 from segbench.interactive import scores
-from segbench.validation import compose_params
 from tests_support import in_directory
 
 EXAMPLE = TOTALSEG_EXAMPLE
@@ -148,7 +148,7 @@ def test_published_challenge_tables_go_through_the_statistics(cvpr25_folder: Pat
 def test_malformed_published_tables_are_errors_naming_the_file(cvpr25_folder: Path, change, message: str) -> None:
     path = cvpr25_folder / "cvpr25" / "team_b_metrics.csv"
     change(pd.read_csv(path)).to_csv(path, index=False)
-    from segbench.published import read_cvpr25_metrics
+    from segbench.published.readers import read_cvpr25_metrics
 
     with pytest.raises(ValueError, match=f"team_b_metrics.csv: .*{message}"):
         read_cvpr25_metrics(cvpr25_folder / "cvpr25")
@@ -157,7 +157,7 @@ def test_malformed_published_tables_are_errors_naming_the_file(cvpr25_folder: Pa
 def test_published_tables_must_list_the_same_cases(cvpr25_folder: Path) -> None:
     path = cvpr25_folder / "cvpr25" / "team_b_metrics.csv"
     pd.read_csv(path).iloc[:3].to_csv(path, index=False)
-    from segbench.published import read_cvpr25_metrics
+    from segbench.published.readers import read_cvpr25_metrics
 
     with pytest.raises(ValueError, match=r"team_b_metrics.csv: cases differ from team_a_metrics.csv's: missing \['case_3'\]"):
         read_cvpr25_metrics(cvpr25_folder / "cvpr25")
@@ -167,7 +167,7 @@ def test_tables_of_the_older_protocol_need_their_version(cvpr25_folder: Path) ->
     """Before 2025-03-25 the challenge's AUC took the box step too (up to 5): such a table is refused under the final
     version's bound of 4, and read with options.protocol_version 2025-03-04, its rows naming that scoring."""
     from segbench.interactive.protocol import Scoring
-    from segbench.published import read_cvpr25_metrics
+    from segbench.published.readers import read_cvpr25_metrics
 
     for path in (cvpr25_folder / "cvpr25").glob("*_metrics.csv"):
         table = pd.read_csv(path)

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from repo_paths import ROOT, STANDINS
-from segbench.config import model_from_conf
+from segbench.config.params import model_from_conf
 from segbench.interactive import cases, harness, protocol
 
 STANDIN = STANDINS / "interactive_plan.py"

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from repo_paths import CLASS_LISTS_JSON, ROOT
-from segbench.config import model_from_conf
+from segbench.config.params import model_from_conf
 from segbench.models.envs import create_commands
 from segbench.models.weights import weights_status
 

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from adapters_support import DATASETS, REAL_MODELS, ROOT
-from segbench.config import parse_params
-from segbench.validation import compose_params
+from segbench.config.params import parse_params
+from segbench.config.validation import compose_params
 
 
 @pytest.mark.parametrize("dataset", DATASETS)

@@ -26,12 +26,12 @@ import yaml
 
 from adapters_support import MODEL_CLASS_LIST, REAL_MODELS, ROOT, classes, flipped, load, to_schema, translate
 from repo_paths import STANDINS
-from segbench.config import load_params, model_from_conf
+from segbench.config.params import load_params, model_from_conf
+from segbench.config.validation import compose_params
 from segbench.models.image_build import REGION_GROWING, build_image, default_cache
 from segbench.models.runner import ModelRunError
 from segbench.models.runner import predict as runner_predict
 from segbench.scoring.engine import score_cases
-from segbench.validation import compose_params
 from tests_support import podman_runtime, use_runtime
 
 #: model -> its executable (argv[0] of its command) and the recording it replays

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from adapters_support import DATASETS, MODEL_CLASS_LIST, REAL_MODELS, ROOT, classes, load, source_ids, to_schema
-from segbench.config import Params, parse_params
+from segbench.config.params import Params, parse_params
+from segbench.config.validation import compose_params
 from segbench.models.layouts import read_mask_folder
 from segbench.models.runner import applicability, native_to_dataset, remap_labels
-from segbench.validation import compose_params
 
 #: recorded output -> the adapter whose native ids it carries
 RECORDINGS = {

@@ -20,12 +20,12 @@ import pytest
 import yaml
 
 from adapters_support import REAL_MODELS, ROOT, classes, load
-from segbench.config import ConfigError, Params, dataset_from_conf, model_from_conf, parse_params
+from segbench.config.params import ConfigError, Params, dataset_from_conf, model_from_conf, parse_params
+from segbench.config.validation import compose_params
 from segbench.datasets.download import fetch
 from segbench.models.envs import create_commands
 from segbench.models.runner import ModelRunError, model_command
 from segbench.models.weights import weights_status
-from segbench.validation import compose_params
 
 SUBSTITUTIONS = {
     "python": "/usr/bin/python3",

@@ -35,9 +35,9 @@ import yaml
 
 from repo_paths import ROOT
 from segbench import cli
-from segbench.config import model_from_conf
+from segbench.base.io import file_digest
+from segbench.config.params import model_from_conf
 from segbench.interactive import cases, harness, protocol, submissions
-from segbench.io import file_digest
 from segbench.models import container
 from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache, litemedsam_recipe
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError

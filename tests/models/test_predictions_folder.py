@@ -21,9 +21,9 @@ import yaml
 from projects import SMALL, Projects
 from projects import SMALL_CASES as CASES
 from repo_paths import DOCS
-from segbench.config import parse_params
+from segbench.config.params import parse_params
+from segbench.config.validation import compose_params
 from segbench.models.runner import predict
-from segbench.validation import compose_params
 from tests_support import command_env, commit_all, in_directory
 from tests_support import run_command as run
 

@@ -22,7 +22,7 @@ import yaml
 from browser import Browser, find_chromium
 from projects import SMALL
 from projects import SMALL_MODELS as MODELS
-from segbench.formats import format_estimate
+from segbench.base.formats import format_estimate
 from segbench.stats.heads import ci_words
 from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS
 from tests_support import command_env, run_command

@@ -25,7 +25,8 @@ import pytest
 
 from repo_paths import ROOT
 from segbench import evaluation
-from segbench.config import parse_params
+from segbench.config.params import parse_params
+from segbench.config.validation import compose_params
 from segbench.models import intake, simulated
 from segbench.report.terminal import render
 from segbench.scoring.geometry import GeometryError, resample_to_reference
@@ -33,7 +34,6 @@ from segbench.scoring.settings import Region
 from segbench.stages.paths import predictions_dir, scores_dir
 from segbench.stages.score import run_score
 from segbench.stats.results_file import read_results
-from segbench.validation import compose_params
 from tests_support import command_env, in_directory
 
 #: three of the default 78 cases with small label maps (fast to simulate and score)

@@ -15,7 +15,7 @@ import numpy as np
 
 from repo_paths import ROOT
 from segbench.cli import _root, build_parser
-from segbench.config import load_params
+from segbench.config.params import load_params
 from segbench.datasets.dicom_series import read_series
 from segbench.stages.realmodel_cases import run_cases
 
@@ -86,10 +86,10 @@ def test_the_record_stage_puts_the_measurements_on_the_model_s_mlflow_run(tracki
     fingerprint) as run.* tags, never as segbench.* tags, which compare copies into the results."""
     from mlflow.tracking import MlflowClient
 
-    from segbench import tracking
-    from segbench.io import write_json_atomic
+    from segbench.base.io import write_json_atomic
     from segbench.stages.paths import runs_file, tracking_marker
     from segbench.stages.realmodel_record import run_record
+    from segbench.tracking import runs as tracking
     from tests_support import score_bundle
 
     bundle = score_bundle()

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from projects import working_folder
+from segbench.base.io import PARTIAL_MARK, atomic_dir, remove_partial_files, write_json_atomic
 from segbench.cli import main
-from segbench.io import PARTIAL_MARK, atomic_dir, remove_partial_files, write_json_atomic
 from tests_support import in_directory
 
 CASE = "case_00110"
@@ -24,7 +24,7 @@ def test_a_writer_killed_mid_file_leaves_the_old_target(tmp_path: Path) -> None:
     target.write_bytes(b"the previous, complete file")
     # the writer writes half its bytes and waits, so the kill lands mid-file every time
     write = (
-        "import sys, time; from segbench.io import atomic_path\n"
+        "import sys, time; from segbench.base.io import atomic_path\n"
         "with atomic_path(sys.argv[1], suffix='.nii.gz') as tmp:\n"
         "    tmp.write_bytes(b'half of a new file'); time.sleep(600)"
     )

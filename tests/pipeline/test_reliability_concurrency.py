@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from projects import Projects
-from segbench import tracking
+from segbench.tracking import runs as tracking
 from tests_support import commit_all, gate_env, run_command, run_queue, score_bundle
 
 

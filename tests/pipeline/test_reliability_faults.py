@@ -21,8 +21,9 @@ import pytest
 import yaml
 
 from projects import SMALL, SMALL_MODELS, Projects, copy_project
-from segbench import rows, tracking
+from segbench.base import rows
 from segbench.console import full_disk_line
+from segbench.tracking import runs as tracking
 from tests_support import command_env, commit_all, gate_env, kill_at_gate, run_command
 
 pytestmark = pytest.mark.slow
@@ -84,7 +85,7 @@ def _flip_first(path: Path, column: str) -> tuple[int, str]:
 
 
 def test_the_range_of_each_metric_is_checked_naming_file_line_and_value(touchstone_rows) -> None:
-    """One rule per column (segbench.rows): fractions in [0, 1], distances finite and >= 0, counts whole, flags
+    """One rule per column (segbench.base.rows): fractions in [0, 1], distances finite and >= 0, counts whole, flags
     True or False; the first refused cell named by line, identity and value."""
     table = touchstone_rows.head(20).reset_index(drop=True).copy()
     assert rows.check_rows(table, "t.csv", "fix") is table

@@ -222,7 +222,7 @@ def _non_numeric_cell(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _dice_out_of_range(table: pd.DataFrame) -> pd.DataFrame:
-    """A Dice above 1 (a flipped bit, a score in another scale): within no metric's range (segbench.rows)."""
+    """A Dice above 1 (a flipped bit, a score in another scale): within no metric's range (segbench.base.rows)."""
     table.loc[1, "aorta"] = "1.8954"
     return table
 

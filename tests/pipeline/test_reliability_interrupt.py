@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import pytest
 
 from projects import Projects
-from segbench.io import PARTIAL_MARK, SCRATCH
+from segbench.base.io import PARTIAL_MARK, SCRATCH
 from tests_support import gate_env, kill_at_gate, run_command
 
 CASES = ["case_00030", "case_00110", "case_00210"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from segbench.tracking import git_commit
+from segbench.tracking.runs import git_commit
 from tests_support import commit_all, in_directory, run_command
 
 

@@ -22,7 +22,7 @@ from projects import SMALL, Projects
 from projects import SMALL_CASES as CASES
 from projects import SMALL_MODELS as MODELS
 from repo_paths import ROOT
-from segbench.config import ConfigError
+from segbench.config.params import ConfigError
 from segbench.models.slurm import executor_from_environ, options_from_environ, shard_runner_from_environ
 from services import SlurmCluster, slurm_cluster, wait_until
 from tests_support import command_env, commit_all, interruptible, lock_outs

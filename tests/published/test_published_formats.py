@@ -16,10 +16,10 @@ import yaml
 
 from projects import working_folder
 from segbench.cli import main
-from segbench.config import ConfigError, parse_params
-from segbench.published import MAX_FAULTS, READERS
-from segbench.published_schema import PUBLISHED_FORMATS
-from segbench.validation import compose_params
+from segbench.config.params import ConfigError, parse_params
+from segbench.config.validation import compose_params
+from segbench.published.readers import MAX_FAULTS, READERS
+from segbench.published.schema import PUBLISHED_FORMATS
 from tests_support import in_directory, published_pipeline
 
 # challengeR's long table (R's write.csv style: quoted header, NA for a missing value). liver: A3 failed on c3 (NA);

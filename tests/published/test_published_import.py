@@ -12,11 +12,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from projects import working_folder
-from segbench import tracking
 from segbench.cli import main
-from segbench.published_segauge import read_segauge_analysis
+from segbench.config.validation import compose_params
+from segbench.published.segauge import read_segauge_analysis
 from segbench.stages.bundles import published_facts
-from segbench.validation import compose_params
+from segbench.tracking import runs as tracking
 from tests_support import in_directory
 
 TOUCHSTONE_ORGANS = ["aorta", "gall_bladder", "kidney_left", "kidney_right", "liver", "pancreas", "postcava", "spleen", "stomach"]

@@ -20,8 +20,8 @@ import yaml
 
 from projects import working_folder
 from repo_paths import TOUCHSTONE
-from segbench.published import files_version, read_nnunet_summaries, read_touchstone
-from segbench.published_segauge import read_segauge_results
+from segbench.published.readers import files_version, read_nnunet_summaries, read_touchstone
+from segbench.published.segauge import read_segauge_results
 from segbench.report.pages import standalone_dataset_page
 from tests_support import published_pipeline
 

@@ -44,10 +44,10 @@ from scipy.stats import norm
 
 from repo_paths import KITS_META, PUBLISHED
 from segbench.cli import main
-from segbench.published_segauge import read_segauge_analysis, read_segauge_results
+from segbench.config.validation import compose_params
+from segbench.published.segauge import read_segauge_analysis, read_segauge_results
 from segbench.stats import StatsSettings, analyze, recompute
 from segbench.stats.source import SOURCE_RULE
-from segbench.validation import compose_params
 from tests_support import in_directory
 
 MODAL = PUBLISHED / "segauge_benchmark" / "kits23_modal.json"

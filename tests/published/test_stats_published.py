@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from repo_paths import KITS_META, SEGAUGE_KITS, TOUCHSTONE
-from segbench.published import read_touchstone
-from segbench.published_segauge import read_segauge_results
+from segbench.published.readers import read_touchstone
+from segbench.published.segauge import read_segauge_results
 from segbench.stats import StatsSettings, analyze
 
 

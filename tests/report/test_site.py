@@ -17,8 +17,8 @@ import pytest
 
 from browser import Browser, find_chromium
 from repo_paths import KITS_META, SEGAUGE_MODAL, TOUCHSTONE
-from segbench.formats import format_level
-from segbench.io import write_json_atomic
+from segbench.base.formats import format_level
+from segbench.base.io import write_json_atomic
 from segbench.report import build_site
 from segbench.stats.reanalysis import recompute
 from segbench.stats.verdicts import CODE_WORDS
@@ -403,7 +403,7 @@ def test_a_ci_bound_the_range_rule_set_is_marked_with_why(results_files: list[Pa
 def test_distance_plots_spanning_magnitudes_use_a_log_axis_and_ordinal_groups_keep_their_order(results_files: list[Path], tmp_path: Path) -> None:
     """Tumour HD95 with one model far off (a missed lesion: 260 mm) and the others 0.2 mm apart: the means plot draws a log
     axis, which says so, so the close models stay apart; overlap scores stay linear. Age bands read in the order of their
-    definition (segbench.bands), the statistics' quartile bands of a numeric field in the order of their values."""
+    definition (segbench.base.bands), the statistics' quartile bands of a numeric field in the order of their values."""
     results = load(results_files[1])
     cell = results["analysis"]["structures"]["tumor"]["metrics"]["hd95"]
     far = cell["ranking"]["order"][-1]

@@ -16,7 +16,7 @@ import pytest
 from scipy import ndimage
 
 from repo_paths import ROOT
-from segbench.config import ConfigError, load_params
+from segbench.config.params import ConfigError, load_params
 from segbench.models.simulated import add_blob, displace_boundary, miss_largest_lesion, shift
 from segbench.scoring.engine import score_case, score_cases
 from segbench.scoring.labelmaps import nonzero_box

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from repo_paths import ROOT
-from segbench import published
-from segbench.config import ConfigError, load_params, parse_params
+from segbench.config.params import ConfigError, load_params, parse_params
+from segbench.published import readers as published
 from segbench.stats import StatsSettings, calibration
 
 #: the documented gate configuration (docs/methodology.md, "Calibration audit"): the default CI and separable verdict

@@ -171,7 +171,7 @@ def test_compare_reads_the_projects_audit_tables(tmp_path: Path) -> None:
     """The audit tables as compare reads them: every Touchstone organ's cell its own organ's numbers, the KiTS23 ones the
     simulated tumor population's, a fresh project without calibration/results/ none (the field is null)."""
     from segbench import stats
-    from segbench.config import load_params
+    from segbench.config.params import load_params
     from segbench.stages import compare
 
     params = load_params(ROOT / "params.yaml")

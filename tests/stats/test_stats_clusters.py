@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from repo_paths import ROOT
-from segbench.config import ConfigError, parse_params
+from segbench.config.params import ConfigError, parse_params
+from segbench.config.validation import compose_params
 from segbench.stats import StatsSettings, analyze, reanalyze
 from segbench.stats.clusters import MISSING, cluster_counts, cluster_indices, clustered_means
 from segbench.stats.resampling import bootstrap_means, intervals
-from segbench.validation import compose_params
 
 SIZES = [3, 7, 12, 20, 41]  # unequal cluster sizes
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from repo_paths import KITS_META, PUBLISHED
-from segbench.published_segauge import read_segauge_results
+from segbench.published.segauge import read_segauge_results
 from segbench.stats import StatsSettings, analyze, reanalyze
 from segbench.stats.levels import coverage_by_level
 from segbench.stats.ranges import range_violations

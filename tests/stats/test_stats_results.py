@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from repo_paths import KITS_META, PUBLISHED, ROOT
-from segbench.published_segauge import read_segauge_results
+from segbench.published.segauge import read_segauge_results
 from segbench.stats import StatsSettings, analyze
 from segbench.stats import results as types_
 from segbench.stats.results_file import type_problems

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from repo_paths import KITS_META, PUBLISHED
-from segbench.published_segauge import read_segauge_results
+from segbench.published.segauge import read_segauge_results
 from segbench.stats import StatsSettings, analyze
 from segbench.stats.ranking import identical_groups, rank_min
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from segbench.formats import format_estimate, format_level
+from segbench.base.formats import format_estimate, format_level
 from segbench.stats import StatsSettings, analyze
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from segbench.validation import compose_params
+from segbench.config.validation import compose_params
 from tests_support import commit_all, run_command
 
 #: the small experiment the pipeline-level tests share (test_pipeline, test_dvc_views, test_mlflow_ui, test_slurm,

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from segbench.bands import age_band
-from segbench.io import write_json_atomic
-from segbench.published import read_touchstone
-from segbench.published_segauge import read_segauge_analysis, read_segauge_results
+from segbench.base.bands import age_band
+from segbench.base.io import write_json_atomic
+from segbench.published.readers import read_touchstone
+from segbench.published.segauge import read_segauge_analysis, read_segauge_results
 from segbench.stats import analyze, beside_source, sensitivity
 from segbench.stats.settings import StatsSettings
 

@@ -24,8 +24,8 @@ import yaml
 from scipy import ndimage
 
 from repo_paths import GATE
-from segbench import tracking
 from segbench.models import container
+from segbench.tracking import runs as tracking
 
 
 @contextlib.contextmanager

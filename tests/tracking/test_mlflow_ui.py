@@ -23,10 +23,10 @@ from mlflow_pages import RUNS_READY, RUNS_TABLE
 from projects import SMALL, SMALL_PUBLISHED, Projects
 from projects import SMALL_CASES as CASES
 from projects import SMALL_MODELS as MODELS
-from segbench import tracking
+from segbench.base.formats import format_estimate
 from segbench.cli import main
-from segbench.formats import format_estimate
 from segbench.stats.verdicts import CODE_NUMBER, CODE_WORDS
+from segbench.tracking import runs as tracking
 from services import mlflow_server
 from tests_support import in_directory, run_command
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from segbench import tracking
+from segbench.tracking import runs as tracking
 from tests_support import score_bundle
 
 

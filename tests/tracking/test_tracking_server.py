@@ -18,7 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from projects import Projects
-from segbench import tracking
+from segbench.tracking import runs as tracking
 from services import TrackingServer, tracking_server, wait_until
 from tests_support import commit_all, gate_env, run_command, run_queue, score_bundle
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from segbench.bands import AGE_BAND, age_band
+from segbench.base.bands import AGE_BAND, age_band
+from segbench.base.io import UNREADABLE
+from segbench.base.schema import ConfigError
 from segbench.datasets.schema import DatasetConfig
-from segbench.io import UNREADABLE
-from segbench.schema import ConfigError
 
 CaseList = list[str]
 
@@ -97,7 +97,7 @@ METADATA_READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
 def load_metadata(dataset: DatasetConfig, cases: CaseList) -> pd.DataFrame:
     """Configured metadata fields for ``cases`` as ``meta.<field>`` columns, indexed by case id.
 
-    ``age_band`` (``segbench.bands``, as for published sets) is derived from the first configured field whose name
+    ``age_band`` (``segbench.base.bands``, as for published sets) is derived from the first configured field whose name
     starts with ``age``.
     """
     if dataset.metadata_file is None or not dataset.metadata_fields:

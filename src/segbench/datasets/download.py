@@ -26,9 +26,9 @@ from typing import Any, cast
 import nibabel as nib
 import numpy as np
 
+from segbench.base.io import copy_file_atomic, file_digest, save_label_map_atomic
+from segbench.base.schema import ConfigError
 from segbench.datasets.schema import DatasetConfig
-from segbench.io import copy_file_atomic, file_digest, save_label_map_atomic
-from segbench.schema import ConfigError
 
 ZENODO_API = "https://zenodo.org/api/records/{record}"
 

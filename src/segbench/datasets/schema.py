@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from segbench.schema import ConfigError, cluster_field, require
+from segbench.base.schema import ConfigError, cluster_field, require
 from segbench.scoring.settings import Region
 
 

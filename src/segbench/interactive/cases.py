@@ -20,10 +20,10 @@ from typing import Any, cast
 import nibabel as nib
 import numpy as np
 
+from segbench.base.io import atomic_path, write_json_atomic
 from segbench.datasets.dicom_series import read_series
 from segbench.interactive.protocol import BOX_KEYS, boxes_of_labels
 from segbench.interactive.schema import REFERENCE_KINDS
-from segbench.io import atomic_path, write_json_atomic
 from segbench.models import intake
 from segbench.scoring.geometry import check_same_grid
 

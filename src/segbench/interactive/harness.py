@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from segbench import __version__
+from segbench.base.io import write_json_atomic, write_text_atomic
 from segbench.interactive import protocol
 from segbench.interactive.cases import (
     Case,
@@ -43,7 +44,6 @@ from segbench.interactive.cases import (
     write_step_input,
 )
 from segbench.interactive.schema import PSEUDO_LABEL, REFERENCE_LABELS
-from segbench.io import write_json_atomic, write_text_atomic
 from segbench.models import container
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError, model_command
 from segbench.models.schema import ModelConfig

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from segbench.schema import ConfigError, require
+from segbench.base.schema import ConfigError, require
 
 #: whether a dataset's reference is a manual annotation or a model's output standing in for one
 REFERENCE_KINDS = ("manual", "pseudo")

@@ -30,12 +30,12 @@ from typing import Any
 import pandas as pd
 
 from segbench import __version__, stats
+from segbench.base.io import file_digest, write_json_atomic
 from segbench.interactive import protocol
 from segbench.interactive.cases import list_cases, reference_kind
 from segbench.interactive.harness import interact
 from segbench.interactive.schema import REFERENCE_LABELS
 from segbench.interactive.scores import METRICS, interactive_rows, summary
-from segbench.io import file_digest, write_json_atomic
 from segbench.models import container
 from segbench.models.runner import ModelRunError
 from segbench.models.schema import image_model

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from segbench.io import file_digest, write_json_atomic
+from segbench.base.io import file_digest, write_json_atomic
 from segbench.models import intake
 from segbench.models.schema import ContainerSpec as ContainerSpec  # the spec a model's image: block becomes
 

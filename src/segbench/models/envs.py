@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from segbench.base.schema import ConfigError
 from segbench.models.schema import ModelConfig
-from segbench.schema import ConfigError
 
 
 def _formatted(argv: list[str], values: dict[str, str]) -> list[str]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from segbench.io import file_digest, write_json_atomic
+from segbench.base.io import file_digest, write_json_atomic
 from segbench.models.runner import ADAPTERS_DIR
 
 MIRROR = "http://deb.debian.org/debian"

@@ -28,16 +28,16 @@ from typing import Any, cast
 import nibabel as nib
 import numpy as np
 
+from segbench.base.io import remove_partial_files, save_label_map_atomic, write_json_atomic
+from segbench.base.schema import ConfigError
 from segbench.datasets.cases import case_ids, data_version, reference_path
 from segbench.datasets.schema import DatasetConfig
-from segbench.io import remove_partial_files, save_label_map_atomic, write_json_atomic
 from segbench.models import container, intake
 from segbench.models.layouts import INPUT_LAYOUTS, OUTPUT_READERS, find_output
 from segbench.models.schema import ModelConfig
 from segbench.models.structures import compose
 from segbench.models.weights import PUBLISHABLE, weights_status
 from segbench.models.weights import weights_dir as default_weights_dir
-from segbench.schema import ConfigError
 from segbench.scoring.geometry import GeometryError, check_same_grid, resample_to_reference
 from segbench.scoring.labelmaps import load_nifti
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from segbench.schema import ConfigError, require
+from segbench.base.schema import ConfigError, require
 
 ENVIRONMENT_TYPES = ("harness", "venv", "conda", "container")
 #: "interactive": a promptable model run step by step on box and click prompts (segbench interact, docs/interactive.md);

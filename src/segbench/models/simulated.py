@@ -41,7 +41,7 @@ import numba
 import numpy as np
 from scipy import ndimage
 
-from segbench.io import save_label_map_atomic
+from segbench.base.io import save_label_map_atomic
 from segbench.models.schema import simulated_parser
 from segbench.scoring.labelmaps import load_nifti, nonzero_box
 

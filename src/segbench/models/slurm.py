@@ -37,10 +37,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from segbench.base.schema import ConfigError
 from segbench.datasets.schema import DatasetConfig
 from segbench.models.runner import Executor, ModelRunError, predict_cases
 from segbench.models.schema import ModelConfig
-from segbench.schema import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from segbench.io import file_digest
+from segbench.base.io import file_digest
+from segbench.base.schema import ConfigError
 from segbench.models.schema import ModelConfig
-from segbench.schema import ConfigError
 
 #: statuses; only "verified" (or "none" for models without weights) may be published
 PUBLISHABLE = ("verified", "none")

@@ -7,7 +7,7 @@ import html
 from collections.abc import Callable
 from typing import Literal
 
-from segbench.formats import format_level, format_points, percent, rate_with_se
+from segbench.base.formats import format_level, format_points, percent, rate_with_se
 from segbench.stats.audited import MARGIN
 from segbench.stats.results import (
     AuditedCell,

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
-from segbench.formats import number, percent
+from segbench.base.formats import number, percent
 
 from .document import Results
 from .marks import kind

@@ -13,8 +13,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from segbench.bands import level_order
-from segbench.formats import ci_head, correlation, count, fixed_estimate, fixed_interval, fmt, fmt_p, format_level, percent, ratio
+from segbench.base.bands import level_order
+from segbench.base.formats import ci_head, correlation, count, fixed_estimate, fixed_interval, fmt, fmt_p, format_level, percent, ratio
 from segbench.stats.heads import ci_words
 from segbench.stats.results import Consensus, Settings, Structure
 

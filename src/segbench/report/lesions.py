@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from typing import cast
 
-from segbench.formats import fmt
+from segbench.base.formats import fmt
 from segbench.stats.audited import LESIONS as NOT_AUDITED
 from segbench.stats.results import Analysis, Lesions
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from segbench.formats import count, percent
+from segbench.base.formats import count, percent
 from segbench.stats.missing_cases import coverage_text
 from segbench.stats.results import (
     Identical,

@@ -1,11 +1,11 @@
 """The number formats that read a leaderboard cell: its metric's decimals, the level its CIs are at, a model's mean with
-its CI as every view writes it (``segbench.formats`` holds the formats themselves; nothing is recomputed)."""
+its CI as every view writes it (``segbench.base.formats`` holds the formats themselves; nothing is recomputed)."""
 
 from __future__ import annotations
 
 import html
 
-from segbench.formats import base_digits, format_estimate
+from segbench.base.formats import base_digits, format_estimate
 from segbench.stats.results import (
     ModelEstimate,
     Settings,

@@ -8,7 +8,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from segbench.formats import fmt, format_estimate, format_p
+from segbench.base.formats import fmt, format_estimate, format_p
 from segbench.stats.results import (
     Pair,
     SourceCell,

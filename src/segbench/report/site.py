@@ -12,7 +12,7 @@ from typing import Any
 
 from plotly.offline import get_plotlyjs
 
-from segbench.io import read_json, write_text_atomic
+from segbench.base.io import read_json, write_text_atomic
 from segbench.stats.results_file import read_results
 
 from . import pages

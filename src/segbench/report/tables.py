@@ -6,7 +6,7 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from segbench.formats import ci_head, count, fmt, fmt_rank, format_level, ratio
+from segbench.base.formats import ci_head, count, fmt, fmt_rank, format_level, ratio
 from segbench.stats.results import Identical, Settings, SourceCell, Structure, Variant, Verdict, VerdictPair
 from segbench.stats.verdicts import pair_verdict, wilcoxon_text
 

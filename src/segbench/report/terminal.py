@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from segbench.formats import ci_head, fmt_rank, percent, percent_span
+from segbench.base.formats import ci_head, fmt_rank, percent, percent_span
 from segbench.stats.audited import LESIONS as LESIONS_NOT_AUDITED
 from segbench.stats.results import Verdict, VerdictPair
 from segbench.stats.verdicts import CODE_WORDS

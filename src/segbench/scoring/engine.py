@@ -20,7 +20,7 @@ import pandas as pd
 from segauge.metrics.detection import detection_scores
 from segauge.metrics.distance import SurfaceDistances
 
-from segbench.metrics import REGION, analysed, names
+from segbench.base.metrics import REGION, analysed, names
 from segbench.scoring.geometry import check_same_grid, check_spacing, resample_to_reference
 from segbench.scoring.labelmaps import (
     NonzeroCrop,

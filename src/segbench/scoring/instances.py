@@ -28,7 +28,7 @@ from scipy import ndimage
 from scipy.optimize import linear_sum_assignment
 from segauge.metrics.distance import SurfaceDistances
 
-from segbench.metrics import REGION, directions, names
+from segbench.base.metrics import REGION, directions, names
 from segbench.scoring.labelmaps import nonzero_box
 from segbench.scoring.profiles import Profile, Spacing, edge_voxel_distances, get_profile
 
@@ -40,7 +40,7 @@ CONNECTIVITY: dict[int, np.ndarray] = {
     26: np.array([[0, -1, 1], [-1, 0, 1], [-1, -1, 1], [-1, 1, 1]]),
 }
 MATCHING_METRICS: tuple[str, ...] = ("iou", "dice")
-#: a lesion's metrics: a region's (``segbench.metrics.TABLE``)
+#: a lesion's metrics: a region's (``segbench.base.metrics.TABLE``)
 INSTANCE_METRICS: tuple[str, ...] = names(REGION)
 #: Margin (voxels) of a pair's box: the array's edge never touches a mask whose surface is measured.
 BOX_MARGIN = 2

@@ -12,9 +12,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from segbench.metrics import DETECTION, REGION, directions, names
+from segbench.base.metrics import DETECTION, REGION, directions, names
 
-#: the metrics of each region, then those of a detection region (``segbench.metrics.TABLE``)
+#: the metrics of each region, then those of a detection region (``segbench.base.metrics.TABLE``)
 METRICS: tuple[str, ...] = names(REGION)
 DETECTION_METRICS: tuple[str, ...] = names(DETECTION)
 HIGHER_IS_BETTER: dict[str, bool] = directions([*METRICS, *DETECTION_METRICS])

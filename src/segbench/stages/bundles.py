@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 import segbench
+from segbench.base.formats import base_digits, unit
 from segbench.datasets.cases import data_version
-from segbench.formats import base_digits, unit
 
 #: the run tag naming the lesion profile a bundle's lesion-wise tables were scored under (compare checks every model has one)
 LESION_PROFILE_TAG = "segbench.lesion_profile"
@@ -31,7 +31,7 @@ SET_FACTS = {"import_summary": "import summaries", "source_analysis": "published
 
 def shown_mean(values: pd.Series, present: np.ndarray, metric: str) -> float:
     """The mean of ``values`` over the ``present`` cases, rounded as every view prints a mean without its CI
-    (``segbench.formats.base_digits``): an MLflow run's headline, which MLflow's runs table would show to 16 digits."""
+    (``segbench.base.formats.base_digits``): an MLflow run's headline, which MLflow's runs table would show to 16 digits."""
     return round(float(values.to_numpy(dtype=np.float64)[present].mean()), base_digits(unit(metric) != "mm"))
 
 

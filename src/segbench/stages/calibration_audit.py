@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from segbench import published
-from segbench.config import ConfigError, Params
-from segbench.io import write_json_atomic, write_text_atomic
+from segbench.base.io import write_json_atomic, write_text_atomic
+from segbench.config.params import ConfigError, Params
+from segbench.config.stats_settings import stats_settings
+from segbench.published import readers as published
 from segbench.stages.paths import calibration_results_dir, calibration_scores_dir
 from segbench.stats import calibration, shapes
-from segbench.stats_settings import stats_settings
 
 
 def run_calibration_audit(params: Params) -> list[Path]:

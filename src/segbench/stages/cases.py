@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from segbench.config import Params
+from segbench.config.params import Params
 from segbench.interactive.cases import convert
 from segbench.stages.paths import cases_dir
 

@@ -13,18 +13,19 @@ from typing import Any, cast
 
 import pandas as pd
 
-from segbench import stats, tracking
-from segbench.config import Params
+from segbench import stats
+from segbench.assembly.results_document import analysed_document, dataset_block
+from segbench.base.io import atomic_dir, recorded, write_json_atomic, write_text_atomic
+from segbench.config.params import Params
+from segbench.config.stats_settings import stats_settings
 from segbench.datasets.cases import data_version
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.schema import REFERENCE_LABELS
-from segbench.io import atomic_dir, recorded, write_json_atomic, write_text_atomic
-from segbench.results_document import analysed_document, dataset_block
 from segbench.scoring.engine import ANALYZED_METRICS
 from segbench.stages.bundles import LESION_PROFILE_TAG, PublishedFacts, published_facts
 from segbench.stages.paths import calibration_results_dir, metrics_dir, output_root, plot_file, results_file, scores_dir, tracking_marker
 from segbench.stats.results import Lesions
-from segbench.stats_settings import stats_settings
+from segbench.tracking import runs as tracking
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from segbench.crossdataset import cross_pair
-from segbench.io import write_json_atomic
+from segbench.assembly.crossdataset import cross_pair
+from segbench.base.io import write_json_atomic
 from segbench.report.boards import is_simulated
 from segbench.stats.results_file import read_results
 

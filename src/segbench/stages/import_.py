@@ -8,10 +8,12 @@ import logging
 import os
 from pathlib import Path
 
-from segbench import published, published_segauge, tracking
-from segbench.config import Params
+from segbench.config.params import Params
+from segbench.published import readers as published
+from segbench.published import segauge as published_segauge
 from segbench.stages.bundles import PUBLISHED_SECTION, headline_metrics, published_record, version_tags
 from segbench.stages.paths import scores_dir
+from segbench.tracking import runs as tracking
 
 log = logging.getLogger(__name__)
 

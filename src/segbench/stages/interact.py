@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
-from segbench import tracking
-from segbench.config import Params
+from segbench.config.params import Params
 from segbench.interactive import scores as interactive_scores
 from segbench.interactive.harness import interact
 from segbench.interactive.schema import REFERENCE_LABELS
 from segbench.models.slurm import shard_runner_from_environ
 from segbench.stages.bundles import headline_metrics, version_tags
 from segbench.stages.paths import INTERACTIVE_ROOT, cases_dir, predictions_dir, scores_dir
+from segbench.tracking import runs as tracking
 
 
 def run_interact(params: Params, dataset_name: str, model_name: str, device: str | None = None, allow_unverified_weights: bool = False) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from segbench.config import Params
+    from segbench.config.params import Params
 
 #: where the interactive benchmark (interactive/dvc.yaml) keeps its outputs, laid out as the main pipeline's
 INTERACTIVE_ROOT = Path("interactive")

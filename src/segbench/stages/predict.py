@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from segbench.config import Params
+from segbench.config.params import Params
 from segbench.models.runner import predict
 from segbench.models.slurm import executor_from_environ
 from segbench.stages.paths import predictions_dir

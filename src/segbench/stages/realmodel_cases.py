@@ -10,10 +10,10 @@ from typing import Any, cast
 
 import yaml
 
-from segbench.config import Params
+from segbench.base.io import atomic_path, copy_file_atomic, save_label_map_atomic
+from segbench.base.schema import ConfigError
+from segbench.config.params import Params
 from segbench.datasets.cases import reference_path
-from segbench.io import atomic_path, copy_file_atomic, save_label_map_atomic
-from segbench.schema import ConfigError
 
 
 def _sources(params_file: Path, dataset: str) -> tuple[dict[str, dict[str, Any]], int]:

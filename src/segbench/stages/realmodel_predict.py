@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from segbench.config import Params
-from segbench.io import file_digest, write_json_atomic
+from segbench.base.io import file_digest, write_json_atomic
+from segbench.config.params import Params
 from segbench.models.weights import weights_status
 from segbench.stages.paths import runs_file
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from segbench import tracking
-from segbench.io import read_json
+from segbench.base.io import read_json
 from segbench.stages.paths import runs_file, tracking_marker
+from segbench.tracking import runs as tracking
 
 #: the record's tags on the model's MLflow run (not ``segbench.*``: compare copies those into the results)
 RECORD_TAG_PREFIX = "run."

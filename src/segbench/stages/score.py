@@ -13,8 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from segbench import tracking
-from segbench.config import Params
+from segbench.config.params import Params
 from segbench.datasets.cases import case_ids, load_metadata, reference_path
 from segbench.datasets.schema import DatasetConfig
 from segbench.models.schema import ModelConfig
@@ -24,6 +23,7 @@ from segbench.scoring.lesionwise import score_cases_and_lesions
 from segbench.scoring.settings import DEFAULT_PROFILE, LesionSetting
 from segbench.stages.bundles import LESION_PROFILE_TAG, headline_metrics, shown_mean, version_tags
 from segbench.stages.paths import predictions_dir, scores_dir
+from segbench.tracking import runs as tracking
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from segbench import tracking
-from segbench.io import write_json_atomic
+from segbench.base.io import write_json_atomic
 from segbench.stages.paths import scores_dir, tracking_marker
+from segbench.tracking import runs as tracking
 
 
 def run_track(dataset_name: str, model_name: str | None = None, root: Path = Path(".")) -> None:

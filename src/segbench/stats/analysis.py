@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from segbench.io import json_ready
+from segbench.base.io import json_ready
 
 from .clusters import add_clustered, case_clusters, verdict_changes
 from .identical import identical_to_reference

@@ -35,7 +35,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from segbench.formats import format_level, number
+from segbench.base.formats import format_level, number
 
 from .analysis import CiLevels
 from .calibration import SIMULATED, verdict_procedure

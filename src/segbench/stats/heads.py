@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from segbench.formats import base_digits, format_estimate, format_level, interval_digits
+from segbench.base.formats import base_digits, format_estimate, format_level, interval_digits
 
 from .verdicts import CODE_NUMBER, CODE_WORDS
 

@@ -13,7 +13,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from segbench.formats import number
+from segbench.base.formats import number
 
 from .settings import StatsSettings
 
@@ -106,7 +106,7 @@ def group_labels(column: pd.Series) -> pd.Series:
 
     Numeric fields (e.g. age) are banded at the quartiles of the dataset's cases: '<q1', 'q1-<q2',
     'q2-<q3', '>=q3' with the edges written out (repeated edges merge bands). Fixed clinical bands are
-    the reader's job (see segbench.bands.age_band, exported as meta.age_band).
+    the reader's job (see segbench.base.bands.age_band, exported as meta.age_band).
     """
     if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
         values = column.astype(np.float64)

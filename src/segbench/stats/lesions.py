@@ -28,7 +28,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from segbench.metrics import directions
+from segbench.base.metrics import directions
 
 from .analysis import analyze
 from .results import Analysis, Lesions

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from segbench.formats import percent, skewness
+from segbench.base.formats import percent, skewness
 
 from .results import Limit
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from segbench.io import json_ready
+from segbench.base.io import json_ready
 
 from .analysis import CiLevels, analyze_structures
 from .inputs import StructureMatrices

@@ -668,7 +668,7 @@ class SourcePair(TypedDict):
 
 
 class SourceCell(TypedDict, total=False):
-    """A source's published analysis of one cell (its own keys, published.py), with segbench's beside it."""
+    """A source's published analysis of one cell (its own keys, published/readers.py), with segbench's beside it."""
 
     ci_level: float
     correction: str
@@ -709,7 +709,7 @@ class CoverageBlock(TypedDict):
 
 
 class ResultsDocument(TypedDict):
-    """``results/<name>.json``: one leaderboard, whichever way its rows were obtained (results_document.py)."""
+    """``results/<name>.json``: one leaderboard, whichever way its rows were obtained (assembly/results_document.py)."""
 
     segbench_version: str
     dataset: DatasetBlock

@@ -11,7 +11,7 @@ import typing
 from pathlib import Path
 from typing import Any, cast
 
-from segbench.io import changed_since_recorded, file_digest, read_json
+from segbench.base.io import changed_since_recorded, file_digest, read_json
 
 from .results import ResultsDocument
 

@@ -29,7 +29,7 @@ import numpy as np
 from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
-from segbench.formats import number
+from segbench.base.formats import number
 
 from .pairwise import MeanTest, PairTest, mean_test, pair_indices, separability
 from .resampling import bootstrap_means, intervals, jackknife_means, rng_for, studentized_bounds

@@ -25,7 +25,7 @@ SOURCE_RULE: dict[str, Any] = {"ci_method": "percentile", "pairwise_test": "boot
 
 
 def beside_source(analysis: Mapping[str, Any], published: Mapping[str, Any]) -> SourceAnalysis:
-    """``published`` (``segbench.published.read_segauge_analysis`` layout) with a "segbench" block per cell.
+    """``published`` (``segbench.published.segauge.read_segauge_analysis`` layout) with a "segbench" block per cell.
 
     The block: {"correction", "alpha", "n_resamples", "ci_method", "pairwise_test", "pairwise": [segbench's pairwise
     entries]}, the entries as in the analysis (a ranked above b, CI level per pair) but under the source's correction,

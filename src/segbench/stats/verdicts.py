@@ -15,7 +15,7 @@ one code:
 Co-winners follow the leaderboard's own ranking (aggregate-then-rank by mean): #1 and every ranked
 model whose pair with #1 is not ``separable``; each excluded model says which model excludes it and why.
 Every p-value is printed with its direction, and intervals are printed with as many decimals as it
-takes for one that excludes 0 not to print as touching it (``segbench.formats.format_estimate``).
+takes for one that excludes 0 not to print as touching it (``segbench.base.formats.format_estimate``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from segbench.formats import format_estimate, format_level, format_p, number
+from segbench.base.formats import format_estimate, format_level, format_p, number
 
 #: the flat views' number for each code (MLflow metrics, DVC metrics): ordered from "a is better" down
 CODE_NUMBER: dict[str, float] = {"separable": 1.0, "borderline": 0.5, "not_separable": 0.0, "aggregation_disagrees": -1.0}

@@ -8,7 +8,7 @@ import html
 import math
 from typing import Any
 
-from segbench.formats import format_level, format_points, percent, percent_span, percent_value, rate_with_se, ratio, skewness
+from segbench.base.formats import format_level, format_points, percent, percent_span, percent_value, rate_with_se, ratio, skewness
 from segbench.stats import calibration
 from segbench.stats.audited import MARGIN
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from segbench.formats import correlation, fmt, number, percent, signed
+from segbench.base.formats import correlation, fmt, number, percent, signed
 
 from ..markup import disclosure, slug
 from .frame import Results, nav_bar, render

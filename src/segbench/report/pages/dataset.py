@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from segbench.formats import count, fmt, percent
+from segbench.base.formats import count, fmt, percent
 from segbench.stats.heads import ci_words
 from segbench.stats.results import DatasetBlock, VerdictChanges
 

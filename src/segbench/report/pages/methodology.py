@@ -9,7 +9,7 @@ import json
 import re
 from string import Template
 
-from segbench.formats import count, format_level, number
+from segbench.base.formats import count, format_level, number
 
 from .. import tables
 from ..marks import kind

@@ -8,7 +8,7 @@ import html
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from segbench.formats import count, percent
+from segbench.base.formats import count, percent
 from segbench.stats.results import SourceCell
 
 from .. import figures, tables

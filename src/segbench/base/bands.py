@@ -1,7 +1,7 @@
 """Ordinal subgroups (docs/methodology.md#59-subgroups): the one ``age_band`` every reader derives, and the order in
 which every view shows a field's groups.
 
-Scored datasets (``segbench.datasets``) and published sets (``segbench.published``) both derive ``age_band`` here, so
+Scored datasets (``segbench.datasets``) and published sets (``segbench.published.readers``) both derive ``age_band`` here, so
 the same patient falls in the same group under the same name on every board. Nothing of segbench is imported: the
 readers below and the views above (``segbench.report``, ``segbench.evaluation``) import this.
 """

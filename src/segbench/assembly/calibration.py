@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from segbench.base.io import write_text_atomic
 from segbench.datasets.cases import case_ids, reference_path
 from segbench.datasets.schema import DatasetConfig
-from segbench.io import write_text_atomic
 from segbench.models.simulated import predict_models
 from segbench.scoring.engine import map_cases, score_case
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from segbench.config import ConfigError, compose_conf, parse_params, resolved
+from segbench.config.params import ConfigError, compose_conf, parse_params, resolved
+from segbench.config.stats_settings import stats_settings
 from segbench.datasets.cases import case_ids
-from segbench.stats_settings import stats_settings
 
 #: the resolver conf/config.yaml's ``validated`` key calls (``${segbench.validate:}``; hydra_plugins/ registers it
 #: inside DVC's own composition): a typo fails there, before any stage runs or any output is removed

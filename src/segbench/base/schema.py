@@ -1,8 +1,8 @@
 """What every section's schema shares: the error a bad parameter raises and the small checks several sections make.
 
 Each section of ``params.yaml`` has its schema (a dataclass and its validator) beside the module that owns it
-(``datasets/schema.py``, ``models/schema.py``, ``published_schema.py``, ``interactive/schema.py``,
-``calibration_schema.py``); ``config.py`` composes them. Schemas import nothing heavy, so checking a composition
+(``datasets/schema.py``, ``models/schema.py``, ``published/schema.py``, ``interactive/schema.py``,
+``assembly/calibration_schema.py``); ``config/params.py`` composes them. Schemas import nothing heavy, so checking a composition
 (``segbench params``, DVC's Hydra validation) loads no engine.
 """
 

@@ -3,7 +3,7 @@ models on the same structure and metric, the two rankings side by side, their Sp
 percentile bootstrap interval (cases resampled within each set, independently), the models whose rank moves most, and
 whether each set's #1 is among the other's co-winners.
 
-An assembly over results documents (as ``results_document.py`` assembles one): it takes their cells (``per_case`` on the
+An assembly over results documents (as ``assembly/results_document.py`` assembles one): it takes their cells (``per_case`` on the
 shared cases, ``ranking``, ``verdict``) and returns plain dicts; which published model is which across sets is the
 caller's ``aliases``. It sits outside ``stats/`` so that the stages loading the whole statistics engine (compare, the
 calibration audit) do not depend on it.

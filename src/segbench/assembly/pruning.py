@@ -17,8 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from segbench import tracking
-from segbench.io import recorded, recorded_files
+from segbench.base.io import recorded, recorded_files
+from segbench.tracking import runs as tracking
 
 #: the tag prefix by which a leaderboard run names the model runs it was computed from
 RUN_TAG = "segbench.run."

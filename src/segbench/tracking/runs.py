@@ -36,8 +36,8 @@ from typing import Any
 
 import pandas as pd
 
-from segbench.io import UNREADABLE, changed_since_recorded, file_digest, read_json, recorded, write_json_atomic, write_text_atomic
-from segbench.rows import check_rows
+from segbench.base.io import UNREADABLE, changed_since_recorded, file_digest, read_json, recorded, write_json_atomic, write_text_atomic
+from segbench.base.rows import check_rows
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class ScoreBundle:
     def read(cls, folder: Path) -> ScoreBundle:
         """The bundle in ``folder``, checked where its rows enter the pipeline: each file is the one its stage wrote
         (the md5 ``dvc.lock`` records), the run record has the fields every run needs and each metric keeps its range
-        (``segbench.rows``); any fault is an error naming the file and how to write it again."""
+        (``segbench.base.rows``); any fault is an error naming the file and how to write it again."""
         folder = Path(folder)
         for name in ("run.json", PER_CASE_ARTIFACT, *OPTIONAL_ARTIFACTS):
             if (folder / name).is_file():
@@ -123,7 +123,7 @@ class ScoreBundle:
     def write(cls, folder: Path, rows: pd.DataFrame, record: dict[str, Any], tables: Mapping[str, pd.DataFrame] = {}) -> ScoreBundle:
         """Write the bundle of ``rows`` (the per-case table), ``record`` (the run record) and ``tables`` (of
         ``OPTIONAL_ARTIFACTS``) into ``folder`` atomically, each file at once; an optional table not given is removed.
-        Every table is checked first (``segbench.rows``): a value out of its metric's range is never written."""
+        Every table is checked first (``segbench.base.rows``): a value out of its metric's range is never written."""
         folder = Path(folder)
         fault = "a fault of the stage that scored them, not of the inputs: please report it with this line"
         for name, table in ((PER_CASE_ARTIFACT, rows), *tables.items()):

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from segbench.io import write_text_atomic
-from segbench.published_schema import CHALLENGER_COLUMNS
+from segbench.base.io import write_text_atomic
+from segbench.published.schema import CHALLENGER_COLUMNS
 
 EXPORT_FORMATS = ("challenger_csv", "generic_csv")
 

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from segbench.bands import AGE_BAND, age_band
-from segbench.io import UNREADABLE
-from segbench.json_fields import field, integer, number, probability
+from segbench.base.bands import AGE_BAND, age_band
+from segbench.base.io import UNREADABLE
+from segbench.base.json_fields import field, integer, number, probability
 
 SEGAUGE_METRICS = ("dice", "hd95", "nsd", "assd")
 

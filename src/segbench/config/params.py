@@ -6,7 +6,7 @@ dictionaries, so an unknown dataset, model or structure fails at this boundary w
 
 Each section is checked by its schema beside the module that owns it (``datasets/schema.py`` ...); this module
 composes them into ``Params``, checks what spans sections and holds Hydra's composition. It imports no engine, so
-a stage does not depend on one through it; the statistics settings are checked in ``stats_settings.py``.
+a stage does not depend on one through it; the statistics settings are checked in ``config/stats_settings.py``.
 """
 
 from __future__ import annotations
@@ -17,20 +17,20 @@ from typing import Any, TypeVar
 
 import yaml
 
-from segbench.calibration_schema import CalibrationConfig, parse_calibration
+from segbench.assembly.calibration_schema import CalibrationConfig, parse_calibration
+from segbench.base.schema import ConfigError
 from segbench.datasets.schema import DatasetConfig, parse_dataset
 from segbench.interactive.schema import InteractiveDatasetConfig, parse_interactive_dataset
 from segbench.models.schema import ModelConfig, parse_model, parse_predictions
 from segbench.models.structures import StructureError, unknown_names
 from segbench.models.structures import compose as compose_structures
-from segbench.published_schema import PublishedConfig, parse_published
-from segbench.schema import ConfigError
+from segbench.published.schema import PublishedConfig, parse_published
 from segbench.scoring.settings import DEFAULT_PROFILE, PROFILE_NAMES, LesionSetting, lesion_structures
 
 #: ``missing_predictions`` when params.yaml has none: the leaderboard's default coverage policy (segbench.stats.missing_cases)
 DEFAULT_COVERAGE = "own_cases"
 #: conf/config.yaml's key that DVC's own composition (``dvc exp run -S``) resolves by validating the whole composition
-#: (``${segbench.validate:}``, segbench.validation); params.yaml records ``validated: true``
+#: (``${segbench.validate:}``, segbench.config.validation); params.yaml records ``validated: true``
 VALIDATED_KEY = "validated"
 
 T = TypeVar("T")
@@ -45,7 +45,7 @@ class Params:
     published: dict[str, PublishedConfig]
     interactive_datasets: dict[str, InteractiveDatasetConfig]
     interactive_models: dict[str, ModelConfig]
-    #: the ``stats:`` block as composed; ``segbench.stats_settings`` checks it and builds the engine's settings
+    #: the ``stats:`` block as composed; ``segbench.config.stats_settings`` checks it and builds the engine's settings
     stats: dict[str, Any]
     scoring: dict[str, Any]
     calibration: CalibrationConfig | None = None
@@ -82,7 +82,7 @@ def _named(configs: dict[str, T], name: str, what: str) -> T:
 def parse_params(raw: dict[str, Any], root: Path) -> Params:
     """Validate a composed parameter dictionary, each section by its schema and then across sections (names, label
     vocabularies, models x datasets); paths are resolved against ``root``. The statistics settings are checked by
-    ``segbench.stats_settings``."""
+    ``segbench.config.stats_settings``."""
     for key in ("dataset", "model"):
         if not isinstance(raw.get(key), dict) or not raw[key]:
             raise ConfigError(f"params: {key!r} must map at least one name to its config")

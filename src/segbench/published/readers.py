@@ -1,7 +1,7 @@
 """Readers for published per-case score files -> the long rows table of ``segbench.stats.analyze`` (``read_set``: a set by its format).
 
 Rows: one per (model, case_id, structure) with ``reference_present`` (bool), one float column per metric
-and case metadata as ``meta.<field>`` columns, including ``meta.age_band`` (``segbench.bands``).
+and case metadata as ``meta.<field>`` columns, including ``meta.age_band`` (``segbench.base.bands``).
 Malformed input (missing columns, non-numeric cells, duplicate rows) raises ValueError naming the file,
 the row and the column.
 """
@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from segbench.bands import AGE_BAND, age_band
-from segbench.io import UNREADABLE
-from segbench.json_fields import field, integer
-from segbench.published_schema import NNUNET_METRICS, TOUCHSTONE_FILES
-from segbench.published_segauge import read_segauge_results
-from segbench.rows import check_rows
+from segbench.base.bands import AGE_BAND, age_band
+from segbench.base.io import UNREADABLE
+from segbench.base.json_fields import field, integer
+from segbench.base.rows import check_rows
+from segbench.published.schema import NNUNET_METRICS, TOUCHSTONE_FILES
+from segbench.published.segauge import read_segauge_results
 
 if TYPE_CHECKING:
     from segbench.interactive.protocol import Scoring
-    from segbench.published_schema import PublishedConfig
+    from segbench.published.schema import PublishedConfig
 
 TOUCHSTONE_META = "metaTotalSeg.csv"
 
@@ -603,7 +603,7 @@ READERS: dict[str, Callable[[PublishedConfig], pd.DataFrame]] = {
 
 
 def read_set(source: PublishedConfig) -> pd.DataFrame:
-    """Rows of a published score set by its format's reader, checked (``segbench.rows``), its ``metadata`` joined;
+    """Rows of a published score set by its format's reader, checked (``segbench.base.rows``), its ``metadata`` joined;
     ``rows.attrs["import_summary"]`` says what the import found and what its policies did (docs/published.md); segauge
     results keep each model's version, licence and training sets in ``rows.attrs["models"]``."""
     rows = check_rows(

@@ -1,6 +1,6 @@
 """The calibration section's schema: the ``calibration:`` block (calibration/dvc.yaml, docs/methodology.md "Calibration
 audit") checked into a ``CalibrationConfig``: its own population dataset, simulated models of known quality, the
-sizes of the audit's draws, and the published sets audited as real populations. ``calibration.py`` and
+sizes of the audit's draws, and the published sets audited as real populations. ``assembly/calibration.py`` and
 ``stats/calibration.py`` run the audit it describes.
 """
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from segbench.base.schema import ConfigError, require
 from segbench.datasets.schema import DatasetConfig, parse_dataset
 from segbench.models.schema import simulated_parser
-from segbench.published_schema import PublishedConfig, parse_published
-from segbench.schema import ConfigError, require
+from segbench.published.schema import PublishedConfig, parse_published
 from segbench.scoring.settings import HIGHER_IS_BETTER
 
 

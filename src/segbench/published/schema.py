@@ -1,6 +1,6 @@
 """The published section's schema and its format registry: a ``published:`` entry (docs/published.md) checked into a
 ``PublishedConfig``, and per format (``PUBLISHED_FORMATS``) the options it takes and how they become its reader's
-arguments. The readers live in ``published.py`` (``READERS``, by the same names; tests/published/test_published_formats.py
+arguments. The readers live in ``published/readers.py`` (``READERS``, by the same names; tests/published/test_published_formats.py
 checks the two agree); this module loads none of them, so a configuration is checked without pandas.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from segbench.base.schema import ConfigError, cluster_field, require
 from segbench.interactive.schema import NSD_PROFILE, PROTOCOL_VERSION, Scoring
-from segbench.schema import ConfigError, cluster_field, require
 
 #: Touchstone's metric files in each model folder by default
 TOUCHSTONE_FILES = {"dice": "dsc.csv", "nsd": "nsd.csv"}
@@ -56,7 +56,7 @@ class PublishedConfig:
 
 def parse_published(name: str, raw: dict[str, Any], root: Path) -> PublishedConfig:
     """A ``published:`` entry checked: its format and options, metrics, metadata (its case alignment is checked with the
-    statistics settings: ``segbench.stats_settings``)."""
+    statistics settings: ``segbench.config.stats_settings``)."""
     where = f"published set {name!r}"
     fmt = str(require(raw, "format", where))
     if fmt not in PUBLISHED_FORMATS:

@@ -5,7 +5,7 @@ interact stages), its copy logged to MLflow (which compare reads back), a publis
 readers) and the scoring of predictions. Each reader calls :func:`check_rows` where the rows enter, so a number out of
 its metric's range (a flipped bit, a hand edit, a published file in percent) stops there, naming the file, the row
 and the value, and never reaches a leaderboard. The rule per column is written once: a metric's in the metric table
-(``segbench.metrics``), another column's here, both in ``KINDS``.
+(``segbench.base.metrics``), another column's here, both in ``KINDS``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from segbench.metrics import COUNT, FLAG, FRACTION, MEASURE, names
+from segbench.base.metrics import COUNT, FLAG, FRACTION, MEASURE, names
 
 #: the columns of a rows table that are no metric of the metric table, by kind
 OTHER_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -23,7 +23,7 @@ OTHER_COLUMNS: dict[str, tuple[str, ...]] = {
     COUNT: ("n_reference", "n_prediction", "tp", "fp", "fn", "reference_id"),
     FLAG: ("reference_present", "prediction_present", "prediction_missing", "worst_case"),
 }
-#: each metric or column of a rows table -> its kind: the metrics' from the metric table (``segbench.metrics``), then the
+#: each metric or column of a rows table -> its kind: the metrics' from the metric table (``segbench.base.metrics``), then the
 #: other columns', kind by kind; a cell left empty (a metric not defined for the row: a structure the reference lacks, a
 #: lesion quality without a matched lesion) is no value and is not checked here
 KINDS: dict[str, str] = {name: k for k in (FRACTION, MEASURE, COUNT, FLAG) for name in (*names(kind=k), *OTHER_COLUMNS.get(k, ()))}

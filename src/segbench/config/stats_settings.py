@@ -1,14 +1,14 @@
 """The statistics settings of ``params.yaml`` (docs/methodology.md#51-settings), checked by the engine's own rules.
 
-``config.py`` checks every section but the statistics: their rules are the engine's (``segbench.stats``), which the
+``config/params.py`` checks every section but the statistics: their rules are the engine's (``segbench.stats``), which the
 configuration does not import, so that no stage depends on the engine through it. A stage that analyses builds its
-``StatsSettings`` here, and DVC's validation (``validation.py``) checks them when the parameters are composed, not
+``StatsSettings`` here, and DVC's validation (``config/validation.py``) checks them when the parameters are composed, not
 first at the compare stage after every score is recomputed.
 """
 
 from __future__ import annotations
 
-from segbench.config import ConfigError, Params
+from segbench.config.params import ConfigError, Params
 from segbench.stats.missing_cases import COVERAGE_POLICIES
 from segbench.stats.settings import CASE_ALIGNMENTS, StatsSettings
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from segbench.metrics import metric as table_row
+from segbench.base.metrics import metric as table_row
 
 #: what stands for a missing number
 MISSING = "–"
@@ -19,7 +19,7 @@ _TIE_SCALE = 1e-8
 
 
 def unit(metric: str) -> str:
-    """The unit of a metric's values, from the metric table (``segbench.metrics``): 'mm' for surface distances, '' for
+    """The unit of a metric's values, from the metric table (``segbench.base.metrics``): 'mm' for surface distances, '' for
     overlap scores in [0, 1]; a name the table does not hold takes the unit of the metric after its last '_' (``sq_hd``:
     the SQ of ``hd``), '' if that is none either (the interactive protocol's ``DSC_AUC``)."""
     name = metric.lower()
