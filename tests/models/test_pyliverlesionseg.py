@@ -78,6 +78,12 @@ def test_network_sizes_are_the_published_segment_sizes(port) -> None:
     assert port.upsampled_sizes(port.INPUT_SIZE) == [(19, 16, 16), (55, 46, 46), port.OUTPUT_SIZE]
 
 
+def _run_port(folder: Path, weights: Path) -> subprocess.CompletedProcess[str]:
+    """The model's script in its own venv on ``folder``'s in/ and cases.txt, writing out/, with ``weights``."""
+    argv = [str(ENV_PYTHON), str(SCRIPT), "--input", str(folder / "in"), "--output", str(folder / "out"), "--cases", str(folder / "cases.txt")]
+    return subprocess.run([*argv, "--weights", str(weights)], capture_output=True, text=True, check=False)
+
+
 @needs_env
 def test_weights_are_the_wheels_and_a_changed_file_never_runs(tmp_path: Path) -> None:
     """The installed weights match the pin's md5 (the predict stage's check) and the script's sha256; a copy with one byte
@@ -93,23 +99,7 @@ def test_weights_are_the_wheels_and_a_changed_file_never_runs(tmp_path: Path) ->
     target.write_bytes(bytes(data))
     (tmp_path / "in").mkdir()
     (tmp_path / "cases.txt").write_text("ct\n", encoding="utf-8")
-    result = subprocess.run(
-        [
-            str(ENV_PYTHON),
-            str(SCRIPT),
-            "--input",
-            str(tmp_path / "in"),
-            "--output",
-            str(tmp_path / "out"),
-            "--cases",
-            str(tmp_path / "cases.txt"),
-            "--weights",
-            str(changed),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = _run_port(tmp_path, changed)
     assert result.returncode == 2, result.stderr
     assert str(target) in result.stderr and "591ea17c" in result.stderr and "refusing to run" in result.stderr
     assert not (tmp_path / "out").exists()
@@ -146,23 +136,7 @@ def test_liver_dice_on_the_3mm_ct(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "ct.nii.gz").symlink_to(EXAMPLE / "ct_sm.nii.gz")
     (tmp_path / "cases.txt").write_text("ct\n", encoding="utf-8")
-    result = subprocess.run(
-        [
-            str(ENV_PYTHON),
-            str(SCRIPT),
-            "--input",
-            str(tmp_path / "in"),
-            "--output",
-            str(tmp_path / "out"),
-            "--cases",
-            str(tmp_path / "cases.txt"),
-            "--weights",
-            str(WEIGHTS),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = _run_port(tmp_path, WEIGHTS)
     assert result.returncode == 0, result.stderr
     prediction = nib.load(tmp_path / "out" / "ct.nii.gz")
     ct = nib.load(EXAMPLE / "ct_sm.nii.gz")
