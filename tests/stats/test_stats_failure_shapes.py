@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from segbench.stats import analyze
+from segbench.stats.bootstrap_t import studentized_bootstrap
 from segbench.stats.limits import cell_limit
-from segbench.stats.pairwise import MeanTest, mean_test, pair_indices, separability, studentized_bootstrap
-from segbench.stats.resampling import rng_for
+from segbench.stats.pairwise import MeanTest, mean_test, pair_indices, separability
+from segbench.stats.resampling import bootstrap_means, rng_for
 from segbench.stats.settings import StatsSettings
 from segbench.stats.shapes import PROCEDURES, audit_shape, centred_pairs, failure_shapes, graded
 
@@ -56,6 +58,42 @@ def test_the_factored_sums_give_the_same_test() -> None:
     factored = studentized_bootstrap(values[a] - values[b], 2000, np.random.default_rng(1), 0.05, factors=(values, a, b))
     assert np.array_equal(plain.p, factored.p)
     np.testing.assert_allclose(plain.largest, factored.largest, rtol=1e-9)
+
+
+def test_the_board_s_studentized_test_runs_on_the_structure_s_own_resamples() -> None:
+    """The verdict's studentized half shares the means' case resamples (drawn once per structure): each pair's
+    p_bootstrap_t equals a plain loop of T* over the resamples the structure's bootstrap of the means draws, the pair
+    oriented as the board ranks it (the better model first, here not the first by name), for both metrics."""
+    rng = np.random.default_rng(7)
+    n, models = 40, ["m_a", "m_b", "m_c"]
+    skill = {"m_a": 0.78, "m_b": 0.88, "m_c": 0.83}  # rank order b, c, a
+    difficulty = rng.normal(0, 0.05, n)
+    dice = {m: np.clip(skill[m] + difficulty + rng.normal(0, 0.03, n), 0, 1) for m in models}
+    dice["m_b"][[3, 17]] = 0.2  # the leader fails now and then: skewed differences
+    rows = pd.DataFrame(
+        [
+            {"model": m, "case_id": f"case_{i:02d}", "structure": "liver", "reference_present": True, "dice": d, "nsd": d - 0.02 + rng.normal(0, 0.01)}
+            for m in models
+            for i, d in enumerate(dice[m])
+        ]
+    )
+    settings = StatsSettings(n_resamples=999)
+    cell_of = analyze(rows, metrics={"dice": True, "nsd": True}, settings=settings)["structures"]["liver"]["metrics"]
+    wide = {metric: rows.pivot(index="model", columns="case_id", values=metric).loc[models].to_numpy() for metric in ("dice", "nsd")}
+    drawn: list[np.ndarray] = []
+    bootstrap_means(np.concatenate(list(wide.values())), 999, rng_for(settings.seed, "liver"), on_chunk=lambda counts, sums: drawn.append(counts.copy()))
+    counts = np.concatenate(drawn)
+    for metric, values in wide.items():
+        pairs = cell_of[metric]["pairwise"]
+        assert [(p["a"], p["b"]) for p in pairs] == [("m_b", "m_c"), ("m_b", "m_a"), ("m_c", "m_a")]
+        for pair in pairs:
+            d = values[models.index(pair["a"])] - values[models.index(pair["b"])]
+            e = d - d.mean()
+            t = d.mean() / (d.std(ddof=1) / np.sqrt(n))
+            mean_star = counts @ e / n
+            t_star = mean_star / np.sqrt(np.maximum(counts @ e**2 - n * mean_star**2, 0) / (n - 1) / n)
+            p = min(1.0, 2 * (1 + min((t_star >= t).sum(), (t_star <= t).sum())) / 1000)
+            assert pair["p_bootstrap_t"] == pytest.approx(p, abs=2 / 1000), (metric, pair)
 
 
 def test_both_tests_together_reject_only_where_both_do_and_invert_to_the_union() -> None:

@@ -11,19 +11,17 @@ is byte-identical for identical inputs and settings.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple, TypedDict, cast
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from segbench.base.io import json_ready
 
+from .bootstrap_t import StudentizedBootstrap, StudentizedTally
 from .clusters import add_clustered, case_clusters, verdict_changes
 from .identical import identical_to_reference
 from .inputs import StructureMatrices, prepare, validate
@@ -38,7 +36,7 @@ from .pairwise import (
     wilcoxon_map,
 )
 from .power import cases_needed
-from .ranking import identical_groups, leave_one_out, rank_min, ranking_stability
+from .ranking import identical_groups, leave_one_out, rank_min, rank_order, ranking_stability
 from .resampling import bootstrap_means, bounded_ends, intervals, jackknife_means, resample_counts, rng_for
 from .results import (
     Alignment,
@@ -57,6 +55,7 @@ from .results import (
     Significance,
     Structure,
 )
+from .scheduling import run_steps, single_threaded_blas, step_threads
 from .schemes import consensus, pair_ranks, schemes
 from .settings import StatsSettings
 from .subgroups import group_indices, subgroup_block
@@ -75,6 +74,7 @@ class _Context:
     union: tuple[np.ndarray, list[str], np.ndarray] | None  # see _union_values
     reported: dict[tuple[str, ...], tuple[list[str], np.ndarray, np.ndarray]]  # see _all_reported
     counts: np.ndarray  # (scheme_resamples, n) case counts of the scheme resamples, shared by the metrics
+    studentized: StudentizedBootstrap | None  # the verdict's studentized bootstrap of the ranked pairs (_studentized_tallies)
 
 
 def analyze(
@@ -101,16 +101,6 @@ def analyze(
     return analyze_structures(
         structures, models, metrics, settings, list(subgroup_fields), contaminated, case_clusters(rows, cluster_field), identical, ci_levels
     )
-
-
-def _single_threaded_blas() -> threadpool_limits:
-    """BLAS on one thread while the statistics run.
-
-    The products here are small (chunk x n by n x K); threaded OpenBLAS is slower on them on a shared
-    2-core machine (timed: benchmarks/README.md), and one thread makes the summation order, hence the output bytes,
-    independent of the machine's core count.
-    """
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def analyze_structures(
@@ -163,8 +153,8 @@ def analyze_structures(
         for metric in metrics:
             steps["cell", name, metric] = (partial(cell, name, metric), [("resamples", name)])
         steps["clustered", name] = (partial(clustered, name, structures[name]), [("cell", name, metric) for metric in metrics])
-    with _single_threaded_blas():
-        _scheduled(steps, _threads(len(structures) * len(metrics)))
+    with single_threaded_blas():
+        run_steps(steps, step_threads(len(structures) * len(metrics)))
         out = {name: blocks[name] for name in structures}
         tasks = [(f"{name}/{metric}", task) for name in structures for metric in metrics if (task := analysed[name, metric][1]) is not None]
         consensus = _consensus(tasks, settings)
@@ -181,35 +171,6 @@ def analyze_structures(
             }
         ),
     )
-
-
-def _threads(n_tasks: int) -> int:
-    """Threads for the structures' steps: the cores this process may use, at most one per step that can run at once."""
-    return max(1, min(len(os.sched_getaffinity(0)), n_tasks))
-
-
-def _scheduled(steps: Mapping[Hashable, tuple[Callable[[], None], Sequence[Hashable]]], threads: int) -> None:
-    """Run every step (key -> (function, the keys of the steps it waits for)) once those have run, on ``threads`` threads.
-
-    A free thread takes the first ready step in the mapping's order (which lists every step after the ones it waits for):
-    with each structure's steps listed together, the threads finish the structures they began (and free their resamples)
-    before they begin another, and the steps, smaller than a structure, keep the cores busy to the end (nine whole
-    structures on two threads left one thread idle while the ninth ran).
-    """
-    if threads == 1:
-        for run, _ in steps.values():
-            run()
-        return
-    waiting, done = dict(steps), set[Hashable]()
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        running: dict[Future, Hashable] = {}
-        while waiting or running:
-            for key in [k for k, (_, after) in waiting.items() if done.issuperset(after)][: threads - len(running)]:
-                running[pool.submit(waiting.pop(key)[0])] = key
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                future.result()  # a step's error stops the run
-                done.add(running.pop(future))
 
 
 def _consensus(tasks: list[tuple[str, _TaskRanks]], settings: StatsSettings) -> Consensus | None:
@@ -275,14 +236,21 @@ class _Resamples:
     groups: dict[str, dict[str, np.ndarray]]  # field -> group -> positions among the shared cases
     group_boot: dict[str, dict[str, _Boot]]
     group_ci: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]  # at settings.confidence
+    studentized: dict[str, StudentizedBootstrap]  # metric -> the verdict's studentized bootstrap of its ranked pairs
 
 
 def _resamples(
-    s: StructureMatrices, structure: str, n_models: int, metrics: Mapping[str, bool], settings: StatsSettings, confidences: Mapping[str, float]
+    s: StructureMatrices,
+    structure: str,
+    ranked: np.ndarray,
+    metrics: Mapping[str, bool],
+    settings: StatsSettings,
+    confidences: Mapping[str, float],
 ) -> _Resamples:
-    """The resample matrix of one structure (seeded by the structure) and its subgroups' columns, their CIs, and the scheme
-    resamples (seeded by the structure and "schemes")."""
-    n = len(s.case_ids)
+    """The resample matrix of one structure (seeded by the structure) and its subgroups' columns, their CIs, the scheme
+    resamples (seeded by the structure and "schemes") and, on the same case resamples as the means, each metric's
+    studentized bootstrap test of its ranked models' pairs (:func:`_studentized_tallies`)."""
+    n, n_models = len(s.case_ids), len(s.models)
     groups = {f: group_indices(s.case_meta[f]) for f in sorted(s.case_meta)} if n else {}
     flat = [(f, g, idx) for f, gs in groups.items() for g, idx in gs.items()]
     full = None
@@ -290,14 +258,40 @@ def _resamples(
     if n:
         stacked = np.concatenate([s.values[m] for m in metrics])
         rng = rng_for(settings.seed, structure)
-        boot, boots = bootstrap_means(stacked, settings.n_resamples, rng, [idx for _, _, idx in flat])
+        tallies = _studentized_tallies(stacked, s.models, ranked, metrics, settings)
+
+        def tally(counts: np.ndarray, sums: np.ndarray) -> None:
+            for test in tallies.values():
+                test.add(counts, sums)
+
+        boot, boots = bootstrap_means(stacked, settings.n_resamples, rng, [idx for _, _, idx in flat], on_chunk=tally if tallies else None)
+        studentized = {metric: tally.result() for metric, tally in tallies.items()}
         full = _Boot.of(stacked, boot)
         for k, (f, g, idx) in enumerate(flat):
             group_boot[f][g] = _Boot.of(stacked[:, idx], boots[:, k])
     ci = full.ci(np.repeat([confidences[m] for m in metrics], n_models), settings.ci_method) if full is not None else None
     counts = resample_counts(n, settings.scheme_resamples, rng_for(settings.seed, structure, "schemes")) if n else None
     group_ci = {f: {g: b.ci(settings.confidence, settings.ci_method) for g, b in gb.items()} for f, gb in group_boot.items()}
-    return _Resamples(full, ci, counts, groups, group_boot, group_ci)
+    return _Resamples(full, ci, counts, groups, group_boot, group_ci, studentized if n else {})
+
+
+def _studentized_tallies(
+    stacked: np.ndarray, models: list[str], ranked: np.ndarray, metrics: Mapping[str, bool], settings: StatsSettings
+) -> dict[str, StudentizedTally]:
+    """Per metric, the studentized bootstrap half of the verdict's test (sign_flip_bootstrap_t) of its ranked models'
+    pairs in the order :func:`_compare` ranks them, on the rows of ``stacked`` (metric by metric, the models in
+    order), to be tallied from the structure's own case resamples: the test shares the means' resamples, so its cases
+    are drawn once per structure for the means and both metrics (timed: benchmarks/README.md)."""
+    idx = np.flatnonzero(ranked)
+    if settings.pairwise_test != "sign_flip_bootstrap_t" or idx.size < 2:
+        return {}
+    n_models, (a, b), means = len(models), pair_indices(idx.size), stacked.mean(axis=1)  # the means as _Boot.of takes them
+    tallies = {}
+    for i, (metric, higher) in enumerate(metrics.items()):
+        rows = i * n_models + idx
+        rows = rows[rank_order(means[rows], [models[k] for k in idx], higher)]
+        tallies[metric] = StudentizedTally(stacked[rows[a]] - stacked[rows[b]], settings.n_resamples, settings.alpha, factors=(stacked, rows[a], rows[b]))
+    return tallies
 
 
 def _analyze_structure(
@@ -317,7 +311,7 @@ def _analyze_structure(
     One resample matrix per structure serves all metrics, models and subgroups (paired across all).
     """
     n_models = len(models)
-    res = _resamples(s, structure, n_models, metrics, settings, confidences)
+    res = _resamples(s, structure, ranked, metrics, settings, confidences)
     all_reported = _all_reported(s, models, metrics, structure, settings, confidences)
     return {
         metric: partial(
@@ -377,7 +371,7 @@ def _cell(
     idx = np.flatnonzero(ranked)
     if res.full is None or not idx.size:
         return result, None
-    context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, res.counts)  # type: ignore[arg-type]  # set with res.full
+    context = _Context(structure, metric, _union_values(s, values, [models[k] for k in idx], metric), reported_boots, res.counts, res.studentized.get(metric))  # type: ignore[arg-type]  # set with res.full
     compared = _compare(values[idx], [models[k] for k in idx], higher, res.full, cols, idx, settings, context)
     result.update(compared.cell)  # type: ignore[typeddict-item]  # _Comparisons' keys are MetricCell's
     result["verdict"] = cell_verdict(
@@ -535,15 +529,15 @@ def _compare(
     cols = np.arange(cols.start, cols.stop)[idx]
     means, boot = full.means[cols], full.boot[:, cols]
     jack = None if full.jack is None else full.jack[:, cols]
+    order = rank_order(means, names, higher)
     full_ranks = rank_min(means[None, :], higher)[0]
-    order = sorted(range(len(names)), key=lambda k: (full_ranks[k], names[k]))
     names = [names[k] for k in order]
     values, means, boot, full_ranks = values[order], means[order], boot[:, order], full_ranks[order]
     jack = None if jack is None else jack[:, order]
 
     ranking = _ranking(values, names, boot, full_ranks, higher, settings)
     a, b = pair_indices(len(names))
-    test = _mean_test(values, a, b, settings, context.structure, context.metric) if a.size else None
+    test = _mean_test(values, a, b, settings, context.studentized, context.structure, context.metric) if a.size else None
     pairwise = _pairwise(names, a, b, means, boot, jack, test, settings)
     paired = pair_ranks(values)  # one sort of the pairs' differences for the map and the test-then-rank scheme
     significance = _significance(wilcoxon_map(values, higher, settings.alpha, paired), names, ("p_value", "p_adjusted", "significant"))
@@ -651,9 +645,12 @@ def _power(values: np.ndarray, names: list[str], pairwise: list[Pair], significa
     )
 
 
-def _mean_test(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: StatsSettings, *keys: str) -> PairTest | None:
+def _mean_test(
+    values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: StatsSettings, studentized: StudentizedBootstrap | None, *keys: str
+) -> PairTest | None:
     """The separable verdict's test of the pairs (a, b) of the (K, n) ``values`` (:func:`pairwise.mean_test`), its
-    draws from the seed and ``keys`` (docs/methodology.md#55-pairwise-separability); None under ``bootstrap_ci``."""
+    draws from the seed and ``keys`` (docs/methodology.md#55-pairwise-separability), its studentized bootstrap half
+    ``studentized`` where the structure's resamples already tallied it; None under ``bootstrap_ci``."""
     if settings.pairwise_test == "bootstrap_ci":
         return None
     return mean_test(
@@ -664,7 +661,7 @@ def _mean_test(values: np.ndarray, a: np.ndarray, b: np.ndarray, settings: Stats
         settings.n_resamples,
         settings.alpha,
         rng_for(settings.seed, *keys, "sign_flips"),
-        rng_for(settings.seed, *keys, "bootstrap_t"),
+        rng_for(settings.seed, *keys, "bootstrap_t") if studentized is None else studentized,
     )
 
 
@@ -719,7 +716,7 @@ def _pairwise_complete(
             test = None if shared_test is None else shared_test.part(pairs)
         else:
             test = _mean_test(
-                union[:, cases], a[pairs], b[pairs], settings, context.structure, context.metric, "pairwise_complete", *(case_ids[c] for c in cases)
+                union[:, cases], a[pairs], b[pairs], settings, None, context.structure, context.metric, "pairwise_complete", *(case_ids[c] for c in cases)
             )
         if test is not None:
             tests.append((pairs, test))

@@ -37,9 +37,10 @@ import pandas as pd
 from scipy import stats as sps
 from threadpoolctl import threadpool_limits
 
+from .bootstrap_t import studentized_bootstrap
 from .identical import identical_to_reference
 from .levels import level_rows, population_truth
-from .pairwise import MeanTest, pair_indices, separability, sign_flips, studentized_bootstrap, wilcoxon_map
+from .pairwise import MeanTest, pair_indices, separability, sign_flips, wilcoxon_map
 from .power import cases_needed, paired_t_power
 from .resampling import bootstrap_means, intervals, jackknife_means, rng_for, studentized_bounds
 from .settings import CI_METHODS, StatsSettings

@@ -10,7 +10,8 @@ import numpy as np
 from scipy import stats
 from scipy.special import ndtr, ndtri
 
-from .resampling import CHUNK_ENTRIES, _case_draws, _tally, intervals, sort_columns
+from .bootstrap_t import StudentizedBootstrap, studentized_bootstrap
+from .resampling import CHUNK_ENTRIES, intervals, smallest_first, sort_columns, tail_count_needed
 from .schemes import PairRanks, signed_rank_z
 
 
@@ -127,19 +128,6 @@ def separability(
     return out
 
 
-def flip_count_needed(alpha: np.ndarray | float, n_flips: int) -> np.ndarray:
-    """The fewest reaching flips c at which p = (1 + c) / (n_flips + 1) >= alpha, per alpha.
-
-    ceil(alpha (n_flips + 1) - 1), moved by one where floating point puts it across the comparison the test itself
-    makes, so that "p >= alpha" and "count >= c" are the same statement. 0 or less: every count passes.
-    """
-    alpha = np.asarray(alpha, dtype=np.float64)
-    c = np.ceil(alpha * (n_flips + 1.0) - 1.0)
-    c -= (c / (n_flips + 1.0) >= alpha) & (c > 0)  # c - 1 flips already pass
-    c += (1.0 + c) / (n_flips + 1.0) < alpha  # c flips do not pass yet
-    return c.astype(np.int64)
-
-
 @dataclass(frozen=True)
 class SignFlips:
     """The sign-flip test of P pairs' mean differences, kept so that it can be inverted into intervals.
@@ -163,13 +151,13 @@ class SignFlips:
     def interval(self, alpha: np.ndarray, columns: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
         """The (low, high) of the mean differences δ the test does not reject at level ``alpha`` (one per column).
 
-        Accepted: count(δ) >= c (:func:`flip_count_needed`); where c <= 0 also where no flip reaches but the tail
+        Accepted: count(δ) >= c (:func:`~segbench.stats.resampling.tail_count_needed`); where c <= 0 also where no flip reaches but the tail
         bound's p-value at δ is >= alpha, which holds while |mean - δ| <= :func:`tail_bound_radius`. So p(0) < alpha
         exactly when 0 is outside the interval.
         """
         alpha = np.asarray(alpha, dtype=np.float64)
         lowest, highest, slack = self.lowest[:, columns], self.highest[:, columns], self.slack[columns]
-        count = flip_count_needed(alpha, self.n_flips)
+        count = tail_count_needed(alpha, self.n_flips)
         row = np.clip(count, 1, lowest.shape[0]) - 1
         at = np.arange(lowest.shape[1])
         low, high = lowest[row, at] - slack, highest[row, at] + slack
@@ -223,7 +211,7 @@ def sign_flips(
     total = diffs.sum(axis=1)
     tolerance = 1e-9 * np.abs(diffs).sum(axis=1)
     slack = tolerance / max(n, 1)
-    keep = int(min(max(int(flip_count_needed(alpha, n_flips)), 1), n_flips))
+    keep = int(min(max(int(tail_count_needed(alpha, n_flips)), 1), n_flips))
     reach = np.zeros(n_pairs)
     chunk = max(1, CHUNK_ENTRIES // max(n, 1))
     # per pair one contiguous row of lo_s and one of -hi_s: the selections below partition contiguous memory
@@ -242,15 +230,15 @@ def sign_flips(
     for start in range(0, n_flips, chunk):
         size = min(chunk, n_flips - start)
         if filled + size > capacity:  # trim now and then, not per chunk: one partition per pair in most cases
-            _smallest(lows[:, :filled], keep)
-            _smallest(highs[:, :filled], keep)
+            smallest_first(lows[:, :filled], keep)
+            smallest_first(highs[:, :filled], keep)
             filled = keep
         # a fair bit per case: the top bit of a 32-bit draw, the bit integers(0, 2) returns from the same stream
         _signs(_uint32_draws(rng, size, n), signs, signs_sum)
         _flip_intervals(signs[:size] @ product, first, second, bound, signs[:size], diffs, signs_sum[:size], total, n, slack, lows, highs, filled, reach)
         filled += size
-    lowest = np.ascontiguousarray(np.sort(_smallest(lows[:, :filled], keep), axis=1).T)
-    highest = -np.ascontiguousarray(np.sort(_smallest(highs[:, :filled], keep), axis=1).T)
+    lowest = np.ascontiguousarray(np.sort(smallest_first(lows[:, :filled], keep), axis=1).T)
+    highest = -np.ascontiguousarray(np.sort(smallest_first(highs[:, :filled], keep), axis=1).T)
     p = (1.0 + reach) / (n_flips + 1.0)
     beyond = reach == 0
     p[beyond] = np.minimum(p[beyond], sign_flip_tail_bound(diffs[beyond], tolerance[beyond]))
@@ -417,14 +405,6 @@ def _ends(total: float, flip_sum: float, n: int, m: float) -> tuple[float, float
     return min(over_flipped, over_unflipped), max(over_flipped, over_unflipped)
 
 
-def _smallest(values: np.ndarray, k: int) -> np.ndarray:
-    """The k smallest of each row of (P, R) ``values``, in no order (all of them when R <= k), moved to its first k
-    columns in place (a view: no copy of the rows)."""
-    if values.shape[1] > k:
-        values.partition(k - 1, axis=1)
-    return values[:, :k]
-
-
 def tail_bound_radius(spread: np.ndarray, n: np.ndarray, tolerance: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """The largest |mean - δ| at which :func:`sign_flip_tail_bound` of the differences d - δ is still >= alpha.
 
@@ -454,174 +434,6 @@ def sign_flip_tail_bound(diffs: np.ndarray, tolerance: np.ndarray | float = 0.0)
     spread = np.sqrt((diffs**2).sum(axis=1))
     z = np.divide(np.maximum(np.abs(diffs.sum(axis=1)) - tolerance, 0.0), spread, out=np.zeros(diffs.shape[0]), where=spread > 0)
     return np.minimum(1.0, 2.0 * PINELIS_CONSTANT * ndtr(-z))
-
-
-@dataclass(frozen=True)
-class StudentizedBootstrap:
-    """The studentized bootstrap test of P pairs' mean differences with centred resampling (bootstrap-t; Hall & Wilson
-    1991), equal-tailed, kept so that it can be inverted into intervals.
-
-    T = mean / se of the differences (se = SD / sqrt(n)); each resample of the cases gives T* = (mean* - mean) / se*,
-    which is T's null distribution whatever the differences' shape (centring makes the resamples' mean difference 0
-    without assuming the models exchangeable). Each tail is counted on its own, p = 2 min(1 + #{T* >= T},
-    1 + #{T* <= T}) / (B + 1), capped at 1: skewed differences (rare failures) give T* a heavy tail on one side only,
-    and each side is tested against its own. T* does not depend on the tested value δ (shifting every difference by δ
-    leaves it unchanged), so the δ the test accepts at level alpha are [mean - q_hi se, mean - q_lo se], q_lo and q_hi
-    the c-th smallest and largest T* (:func:`flip_count_needed` at alpha / 2): the equal-tailed bootstrap-t interval.
-    """
-
-    p: np.ndarray  #: (P,) p-value of 'mean difference = 0'
-    n_resamples: int
-    smallest: np.ndarray  #: (k, P) the k smallest T* per pair, ascending
-    largest: np.ndarray  #: (k, P) the k largest T* per pair, descending
-    mean: np.ndarray  #: (P,) mean difference
-    se: np.ndarray  #: (P,) its standard error
-    t: np.ndarray  #: (P,) T at 0, as the p-value compared it
-
-    PER_PAIR: ClassVar[tuple[str, ...]] = ("p", "smallest", "largest", "mean", "se", "t")
-
-    def interval(self, alpha: np.ndarray, columns: np.ndarray | slice = slice(None)) -> tuple[np.ndarray, np.ndarray]:
-        """The (low, high) of the mean differences δ the test does not reject at level ``alpha`` (one per column):
-        [mean - q_hi se, mean - q_lo se], unbounded where no count of resamples can reject (alpha (B + 1) / 2 <= 1).
-        Kept on the side of 0 that p(0) says where the rounding of those ends could put one across it, so p(0) < alpha
-        exactly when 0 is outside the interval."""
-        alpha = np.asarray(alpha, dtype=np.float64)
-        smallest, largest = self.smallest[:, columns], self.largest[:, columns]
-        mean, se, t = self.mean[columns], self.se[columns], self.t[columns]
-        count = flip_count_needed(alpha / 2.0, self.n_resamples)
-        at, row = np.arange(largest.shape[1]), np.clip(count, 1, largest.shape[0]) - 1
-        q_low, q_high = smallest[row, at], largest[row, at]
-        with np.errstate(invalid="ignore"):
-            low, high = mean - q_high * se, mean - q_low * se
-        low[np.isnan(low)], high[np.isnan(high)] = -np.inf, np.inf  # inf * 0 (no spread, a resample that moved): every δ
-        accepts_zero = ((q_low <= t) & (t <= q_high)) | (count <= 0)
-        low[accepts_zero & (low > 0)] = 0.0
-        high[accepts_zero & (high < 0)] = 0.0
-        above, below = ~accepts_zero & (mean > 0) & (low <= 0), ~accepts_zero & (mean < 0) & (high >= 0)
-        low[above], high[below] = np.nextafter(0.0, 1.0), np.nextafter(0.0, -1.0)
-        unbounded = count <= 0
-        low[unbounded], high[unbounded] = -np.inf, np.inf
-        return low, high
-
-    def part(self, columns: np.ndarray | slice) -> StudentizedBootstrap:
-        """The test of the pairs at ``columns`` only."""
-        return replace(self, **{name: getattr(self, name)[..., columns] for name in self.PER_PAIR})
-
-
-def studentized_bootstrap(
-    diffs: np.ndarray,
-    n_resamples: int,
-    rng: np.random.Generator,
-    alpha: float,
-    factors: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-) -> StudentizedBootstrap:
-    """The studentized bootstrap test (:class:`StudentizedBootstrap`) of 'mean difference = 0' per row of (P, n) paired
-    differences, ``n_resamples`` case resamples drawn with replacement from ``rng`` and shared by the rows (paired).
-
-    Per resample and pair: the resampled sum of the centred differences e = d - mean and of their squares, from two
-    products of the (chunk, n) case counts; ``factors`` (values (K, n), a, b) with diffs = values[a] - values[b] gives
-    the first from the K models' values (K columns instead of P). A resample whose differences are all equal has se* =
-    0: T* is infinite (the sign of its mean's move) where its mean moved and 0 where it did not. With fewer than two
-    cases there is no SE: p = 1. Kept for the intervals: the k smallest and largest T* per pair, k the count needed in
-    one tail at ``alpha``.
-    """
-    n_pairs, n = diffs.shape
-    mean = diffs.mean(axis=1) if n else np.zeros(n_pairs)
-    centred = diffs - mean[:, None]
-    # differences equal to their mean but for its rounding are equal: no spread (all differences alike have se = 0)
-    centred[np.abs(centred) <= 1e-12 * np.abs(diffs).mean(axis=1, keepdims=True)] = 0.0
-    squares = centred**2
-    se = np.sqrt(squares.sum(axis=1) / max(n - 1, 1) / max(n, 1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(se > 0, mean / se, np.sign(mean) * np.inf)
-    t[(se == 0) & (mean == 0)] = 0.0
-    keep = int(min(max(int(flip_count_needed(alpha / 2.0, n_resamples)), 1), n_resamples))
-    if n < 2:
-        return StudentizedBootstrap(
-            p=np.ones(n_pairs),
-            n_resamples=n_resamples,
-            smallest=np.full((keep, n_pairs), -np.inf),
-            largest=np.full((keep, n_pairs), np.inf),
-            mean=mean,
-            se=np.full(n_pairs, np.nan),
-            t=np.zeros(n_pairs),
-        )
-    up, down = np.zeros(n_pairs, dtype=np.int64), np.zeros(n_pairs, dtype=np.int64)
-    chunk = max(1, CHUNK_ENTRIES // n)
-    capacity = min(n_resamples, 4 * keep + chunk)
-    lows, highs = np.empty((n_pairs, capacity)), np.empty((n_pairs, capacity))  # T* and -T*: their k smallest
-    counts_buffer = np.empty((min(chunk, n_resamples), n))
-    if factors is None:
-        first_product, first, second, shift = centred.T, np.arange(n_pairs), np.full(n_pairs, -1), np.zeros(n_pairs)
-        bound = n * np.finfo(np.float64).eps * np.abs(centred).sum(axis=1) / n
-    else:
-        values, first, second = factors
-        first_product, shift = np.ascontiguousarray(values.T), n * mean  # sum of c_i d_i minus n mean is the centred sum
-        absolute = np.abs(values).sum(axis=1)
-        bound = 4.0 * n * np.finfo(np.float64).eps * (absolute[first] + absolute[second]) / n
-    square_product = np.ascontiguousarray(squares.T)
-    filled = 0
-    for start in range(0, n_resamples, chunk):
-        size = min(chunk, n_resamples - start)
-        if filled + size > capacity:
-            _smallest(lows[:, :filled], keep)
-            _smallest(highs[:, :filled], keep)
-            filled = keep
-        counts = counts_buffer[:size]
-        counts.fill(0.0)
-        _tally(_case_draws(n, size, rng), counts)
-        _studentized_tails(counts @ first_product, first, second, shift, bound, counts @ square_product, n, t, lows, highs, filled, up, down)
-        filled += size
-    smallest = np.ascontiguousarray(np.sort(_smallest(lows[:, :filled], keep), axis=1).T)
-    largest = -np.ascontiguousarray(np.sort(_smallest(highs[:, :filled], keep), axis=1).T)
-    p = np.minimum(1.0, 2.0 * (1.0 + np.minimum(up, down)) / (n_resamples + 1.0))
-    return StudentizedBootstrap(p=p, n_resamples=n_resamples, smallest=smallest, largest=largest, mean=mean, se=se, t=t)
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def _studentized_tails(
-    sums: np.ndarray,
-    first: np.ndarray,
-    second: np.ndarray,
-    shift: np.ndarray,
-    bound: np.ndarray,
-    squares: np.ndarray,
-    n: int,
-    t: np.ndarray,
-    lows: np.ndarray,
-    highs: np.ndarray,
-    at: int,
-    up: np.ndarray,
-    down: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    """Per resample r (rows of ``sums`` and ``squares``) and pair p: T* = m / se*, m the mean of the resampled centred
-    differences (sums[r, first[p]] - sums[r, second[p]] - shift[p], over n; no second term where it is -1; 0 within
-    its rounding ``bound``) and se* from their sum of squares; stored as lows[p, at + r] = T* and highs[p, at + r] =
-    -T*, and up[p], down[p] count T* >= t[p] and T* <= t[p]."""
-    n_rows = sums.shape[0]
-    for p in range(first.shape[0]):
-        a, b, s, bar, tiny = first[p], second[p], shift[p], t[p], bound[p]
-        above, below = 0, 0
-        for r in range(n_rows):
-            total = sums[r, a] - s if b < 0 else sums[r, a] - sums[r, b] - s
-            m = total / n
-            if abs(m) <= tiny:
-                m = 0.0
-            variance = max((squares[r, p] - n * m * m) / (n - 1), 0.0)
-            if variance > 0.0:
-                stat = m / np.sqrt(variance / n)
-            elif m > 0.0:
-                stat = np.inf
-            elif m < 0.0:
-                stat = -np.inf
-            else:
-                stat = 0.0
-            lows[p, at + r] = stat
-            highs[p, at + r] = -stat
-            above += np.int64(stat >= bar)  # type: ignore[assignment]  # numba kernel: the counts are int64 there
-            below += np.int64(stat <= bar)  # type: ignore[assignment]  # numba kernel: the counts are int64 there
-        up[p] += above
-        down[p] += below
 
 
 @dataclass(frozen=True)
@@ -666,18 +478,24 @@ def mean_test(
     n_resamples: int,
     alpha: float,
     flip_rng: np.random.Generator,
-    bootstrap_rng: np.random.Generator,
+    bootstrap: np.random.Generator | StudentizedBootstrap,
 ) -> PairTest:
     """The separable verdict's test of the pairs (a[p], b[p]) of the (K, n) ``values``: under ``sign_flip_bootstrap_t``
-    the sign flips (from ``flip_rng``) and the studentized bootstrap (from ``bootstrap_rng``) together (:class:`MeanTest`),
-    under ``sign_flip`` the sign flips alone; ``n_resamples`` draws each, intervals kept down to level ``alpha``."""
+    the sign flips (from ``flip_rng``) and the studentized bootstrap together (:class:`MeanTest`), under ``sign_flip``
+    the sign flips alone; ``n_resamples`` draws each, intervals kept down to level ``alpha``. ``bootstrap``: the
+    generator the studentized bootstrap draws its resamples from, or that test of the same pairs already tallied from
+    resamples it shares (a structure's bootstrap of the means, :class:`StudentizedTally`)."""
     used, at = np.unique(np.concatenate([a, b]), return_inverse=True)
     rows, first, second = values[used], at[: a.size], at[a.size :]
     diffs = rows[first] - rows[second]
     flips = sign_flips(diffs, n_resamples, flip_rng, alpha, factors=(rows, first, second))
     if pairwise_test == "sign_flip":
         return flips
-    return MeanTest(flips, studentized_bootstrap(diffs, n_resamples, bootstrap_rng, alpha, factors=(rows, first, second)))
+    if isinstance(bootstrap, StudentizedBootstrap):
+        if not np.array_equal(bootstrap.mean, diffs.mean(axis=1)):
+            raise ValueError("mean_test: the studentized bootstrap given was tallied for other pairs")
+        return MeanTest(flips, bootstrap)
+    return MeanTest(flips, studentized_bootstrap(diffs, n_resamples, bootstrap, alpha, factors=(rows, first, second)))
 
 
 def holm(p_values: np.ndarray) -> np.ndarray:

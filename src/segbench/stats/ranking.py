@@ -23,6 +23,12 @@ def rank_min(means: np.ndarray, higher_is_better: bool) -> np.ndarray:
     return 1 + better.sum(axis=2)
 
 
+def rank_order(means: np.ndarray, names: list[str], higher: bool) -> list[int]:
+    """The models' positions in rank order (the rank of the mean, then the name): the order a cell's pairs are in."""
+    full_ranks = rank_min(means[None, :], higher)[0]
+    return sorted(range(len(names)), key=lambda k: (full_ranks[k], names[k]))
+
+
 def identical_groups(values: np.ndarray, names: list[str]) -> list[list[str]]:
     """Groups of two or more models whose (K, n) per-case ``values`` are equal on every case, each in the order of
     ``names``, the groups in the order of their first member: models that tie in every resample and every ranking."""

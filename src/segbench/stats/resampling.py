@@ -41,20 +41,22 @@ def bootstrap_means(
     rng: np.random.Generator,
     groups: Sequence[np.ndarray] = (),
     draw: Callable[[int, np.random.Generator], np.ndarray] | None = None,
+    on_chunk: Callable[[np.ndarray, np.ndarray], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Means of ``values`` (K rows x n cases) over ``n_resamples`` paired case resamples -> (B, K).
 
     Second result (B, G, K): per array of case indices in ``groups``, the mean of the resampled cases in that group,
     from the same resamples. The overall means are one product of the counts and the values, whatever the groups.
-    Two equal ways to the group sums, by cost: with cells of at least ``CELL_MIN_CASES`` cases on average
-    (:class:`CaseCells`: the cases in the same groups, e.g. sharing every subgroup field's level), the counts are
-    taken in cell order and one product per cell gives its sums, a group's adding its cells' (one product's worth of
-    multiply-adds for any number of groups; faster with many groups; timed: benchmarks/README.md); with smaller
-    cells, whose products are too thin for BLAS, the counts multiply [values masked to group 1 | ... | group
-    indicators] at once.
+    Two equal ways to the group sums, by cost: with cells (:class:`CaseCells`: cases in the same groups) of at least
+    ``CELL_MIN_CASES`` cases on average, one product per cell, a group's sums adding its cells' (one product's worth
+    of multiply-adds for any number of groups; timed: benchmarks/README.md); with smaller cells, too thin for BLAS,
+    one product with [values masked to group 1 | ... | group indicators].
     ``draw(size, rng)``: the (size, n) counts of another resampling scheme (clusters.cluster_counts), whose
     resamples may hold more or fewer than n cases; each mean then divides by its resample's case count.
+    ``on_chunk(counts, sums)``: gets each chunk's (size, n) counts and (size, K) sums, for a test on these resamples.
     """
+    if draw is not None and on_chunk is not None:
+        raise ValueError("bootstrap_means: on_chunk shares the case resamples, which draw replaces")
     n_rows, n_cases = values.shape
     n_groups = len(groups)
     cells = CaseCells.of(n_cases, groups)
@@ -69,8 +71,7 @@ def bootstrap_means(
         masked = np.ascontiguousarray(np.concatenate([(values.T[:, None, :] * indicator[:, :, None]).reshape(n_cases, n_groups * n_rows), indicator], axis=1))
     out = np.empty((n_resamples, n_rows))
     group_out = np.empty((n_resamples, n_groups, n_rows))
-    # resamples per chunk as wide as the masked design (an odd chunk of draws leaves a half of a 32-bit draw unused):
-    # both ways draw the same resamples
+    # chunks as wide as the masked design (an odd chunk leaves half a 32-bit draw unused): both ways, the same resamples
     chunk = max(1, CHUNK_ENTRIES // max(n_cases, n_rows * (n_groups + 1) + n_groups, 1))
     # the count matrices of every chunk in the same memory (fresh pages per chunk cost more than the tally)
     counts_buffer = np.empty((min(chunk, n_resamples), n_cases)) if draw is None else None
@@ -93,6 +94,8 @@ def bootstrap_means(
         # the overall means in a product of their own: the same bits whatever the groups (a wider product may add in
         # another order, and a leaderboard's means would then move with its subgroup fields)
         sums = counts @ overall
+        if on_chunk is not None:
+            on_chunk(counts, sums)
         rows = slice(start, start + size)
         out[rows] = sums if draw is None else sums / counts.sum(axis=1, keepdims=True)
         if by_cell:
@@ -452,3 +455,25 @@ def studentized_bounds(
     step = se * slope_est
     with np.errstate(over="ignore", invalid="ignore"):
         return (back(np.where(step > 0, f_est - step * t_high, f_est)), back(np.where(step > 0, f_est - step * t_low, f_est)))
+
+
+def tail_count_needed(alpha: np.ndarray | float, n_flips: int) -> np.ndarray:
+    """The fewest reaching resamples (sign flips, bootstrap resamples) c at which p = (1 + c) / (n_flips + 1) >= alpha, per
+    alpha.
+
+    ceil(alpha (n_flips + 1) - 1), moved by one where floating point puts it across the comparison the test itself
+    makes, so that "p >= alpha" and "count >= c" are the same statement. 0 or less: every count passes.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    c = np.ceil(alpha * (n_flips + 1.0) - 1.0)
+    c -= (c / (n_flips + 1.0) >= alpha) & (c > 0)  # c - 1 flips already pass
+    c += (1.0 + c) / (n_flips + 1.0) < alpha  # c flips do not pass yet
+    return c.astype(np.int64)
+
+
+def smallest_first(values: np.ndarray, k: int) -> np.ndarray:
+    """The k smallest of each row of (P, R) ``values``, in no order (all of them when R <= k), moved to its first k
+    columns in place (a view: no copy of the rows)."""
+    if values.shape[1] > k:
+        values.partition(k - 1, axis=1)
+    return values[:, :k]
