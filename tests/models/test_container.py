@@ -380,7 +380,7 @@ def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(
     (folder / "README.txt").write_text("not a submission", encoding="utf-8")
     use_runtime(monkeypatch, runtime)
     for built in (good, clickless):  # the evaluation loads each image itself, then removes it
-        container.remove_image(runtime, container.archive_image_id(built.archive))
+        runtime.call("rmi", "--force", container.archive_image_id(built.archive))
     out = tmp_path / "out"
     out.mkdir()
     (out / "crash").write_text("a file where team crash's folder goes", encoding="utf-8")
@@ -938,7 +938,7 @@ def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(
     saved = runtime.call("save", "-m", "--format", "docker-archive", "-o", str(folder / "twin.tar"), image, stray.tag, timeout=600)
     assert saved.returncode == 0, saved.stderr
     _misnamed(stray.archive, folder / "misnamed.tar", "cd" * 32)
-    container.remove_image(runtime, stray_id)
+    runtime.call("rmi", "--force", stray_id)
     # every image id the teams' archives name or hold: the cheater's borrowed one, the twin's two, the misnamed one's name
     # and content (the stray image), the long name's and the stray team's
     with tarfile.open(folder / "twin.tar") as tar:

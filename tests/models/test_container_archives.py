@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from repo_paths import TOTALSEG_EXAMPLE
+from segbench import cli
 from segbench.interactive import cases, submissions
 from segbench.models import container
 from tests_support import write_tar
@@ -207,3 +208,32 @@ def test_a_team_name_that_cannot_name_files_ends_that_team_only(tmp_path: Path, 
     for name, reason in bad.items():
         assert reason in entries[name.lower()]["reason"]
     assert json.loads((tmp_path / "out" / submissions.LEADERBOARD_FILE).read_text(encoding="utf-8"))["dataset"]["submissions"] == entries
+
+
+def test_untrusted_submissions_run_on_podman_and_docker_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docker has one image store per daemon, where a team's archive can name an image it did not bring or re-point
+    another's tag: the organiser's path runs podman (the default even where docker comes first on PATH) and refuses docker
+    with its reason before any team is read."""
+    programs = tmp_path / "bin"
+    programs.mkdir()
+    for program in ("docker", "podman"):
+        (programs / program).write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+        (programs / program).chmod(0o755)
+    monkeypatch.setenv("PATH", str(programs))
+    monkeypatch.delenv(container.RUNTIME_ENV, raising=False)
+    assert container.Runtime.from_environment().program == "docker"  # the trusted path's default: the first on PATH
+    assert submissions.untrusted_runtime().program == "podman"
+    monkeypatch.setenv(container.RUNTIME_ENV, "docker")
+    argv = ["interact", "--submissions", str(tmp_path / "absent"), "--cases", str(tmp_path), "--out", str(tmp_path / "out")]
+    assert cli.main(argv) == 1
+    line = capsys.readouterr().err.strip()
+    assert line == (
+        "segbench interact: error: SEGBENCH_CONTAINER_RUNTIME=docker: untrusted submissions run only on podman, which gives each "
+        "team an image store of its own (docker has one store per daemon, where a team could run or re-tag another's image); set it to podman"
+    ), line
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(container.ContainerError, match="an image store of a team's own needs podman"):
+        with container.private_store(container.Runtime("docker")):
+            pass
