@@ -619,7 +619,7 @@ def _evaluate(argv: list[str], runtime: container.Runtime, tmpdir: Path) -> subp
         container.GLOBAL_FLAGS_ENV: " ".join(runtime.global_flags),
         container.RUN_FLAGS_ENV: " ".join(runtime.run_flags),
     }
-    return subprocess.Popen([sys.executable, "-c", code, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return interruptible([sys.executable, "-c", code, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 #: how much more the evaluator's peak RSS (MB) may be over the attacker's folder than with the honest team alone: half the
@@ -885,6 +885,38 @@ def test_a_store_whose_owner_lives_is_kept_and_one_whose_owner_ended_is_removed(
         if holder.poll() is None:
             holder.kill()
             holder.wait()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_terminated_or_interrupted_run_removes_its_teams_store_at_once(
+    runtime: container.Runtime, case_folder: Path, tmp_path: Path, run_tmpdir: Path, signum: int
+) -> None:
+    """SIGTERM (a `kill`, a scheduler ending the job) ended the run without its way out: the team's store, its overlays
+    and its running container stayed until the next run. Now SIGTERM, like SIGINT, stops the container and removes the
+    store before the run exits."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    (folder / "teama.tar").symlink_to(build_image(REGION_GROWING, default_cache()).archive)
+    argv = ["interact", "--submissions", str(folder), "--cases", str(case_folder), "--out", str(tmp_path / "out"), "--memory", "1g", "--cpus", "1"]
+    run = _evaluate(argv, runtime, run_tmpdir)
+    try:
+        running: list[str] = []
+        while not running:  # the team's store holds its image, and a container of it runs
+            assert run.poll() is None, run.stdout.read()
+            stores = list(run_tmpdir.glob(f"{container.STORE_PREFIX}*"))
+            if stores and (stores[0] / "root").is_dir():
+                running = container._in_store(runtime, stores[0]).call("ps", "-q").stdout.split()
+            time.sleep(0.2)
+        run.send_signal(signum)
+        printed = run.communicate(timeout=120)[0]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    # SIGTERM exits with 128 + its number (SystemExit); SIGINT's KeyboardInterrupt ends python by that signal
+    assert run.returncode == {signal.SIGTERM: 128 + signal.SIGTERM, signal.SIGINT: -signal.SIGINT}[signum], printed
+    assert list(run_tmpdir.iterdir()) == [] and _mounts_below(run_tmpdir) == [], (list(run_tmpdir.iterdir()), _mounts_below(run_tmpdir))
+    assert not (tmp_path / "out" / submissions.LEADERBOARD_FILE).exists()
 
 
 #: a team whose model writes its prediction and a log beside it

@@ -18,13 +18,16 @@ read it), with a CI per team and metric, ranking stability, pairwise verdicts an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
+import signal
+import threading
 import time
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,7 +134,7 @@ def evaluate_team(
     """Load one team's image into a podman image store of its own, run it, remove the store; returns its
     entry of the leaderboard's ``submissions`` (status, reason, times) and its rows for the statistics (None when it was
     not evaluated). Any error inside the team's evaluation, MemoryError included, ends only this team, its reason in the
-    entry; an interrupt (KeyboardInterrupt) still stops the run."""
+    entry; an interrupt (KeyboardInterrupt) or SIGTERM still stops the run, once the team's store is removed."""
     start = time.perf_counter()
     sha256 = file_digest(submission.archive, "sha256")
     entry: dict[str, Any] = {"archive": submission.archive.name, "sha256": sha256}
@@ -145,7 +148,8 @@ def evaluate_team(
     table_file = team_dir / f"{submission.team}_metrics.csv"
     try:
         model = image_model(submission.team, {"archive": str(submission.archive), "sha256": sha256, **limits})
-        with container.private_store(runtime) as team_runtime:  # a store of the team's own, removed with everything in it
+        # a store of the team's own, removed with everything in it on every way out: an error, an interrupt, a `kill`
+        with _terminate_as_exit(), container.private_store(runtime) as team_runtime:
             container.load_image(team_runtime, submission.archive, sha256)
             interact(
                 cases_dir,
@@ -264,6 +268,26 @@ def evaluate_submissions(
     results["dataset"]["container"] = container_settings(limits)
     write_json_atomic(out_dir / LEADERBOARD_FILE, results)
     return results
+
+
+@contextlib.contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """While inside, SIGTERM (a `kill`, a scheduler ending the job) raises SystemExit(143) in the main thread, as SIGINT
+    raises KeyboardInterrupt, so that every way out runs: the running container stopped and removed (container.run), the
+    team's store with its images and mounts removed (container.private_store). Only SIGKILL leaves a store, for the next
+    run's sweep (container.remove_orphaned_stores)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may handle signals
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def untrusted_runtime(environ: Mapping[str, str] | None = None) -> container.Runtime:
