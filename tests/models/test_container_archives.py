@@ -18,7 +18,7 @@ from repo_paths import TOTALSEG_EXAMPLE
 from segbench import cli
 from segbench.interactive import cases, submissions
 from segbench.models import container
-from tests_support import write_tar
+from tests_support import header_bomb, write_tar
 
 DIGEST = "ab" * 32
 
@@ -103,27 +103,11 @@ def test_a_gzip_bomb_is_refused_before_it_fills_the_disk(tmp_path: Path, monkeyp
             pass
 
 
-def _header(name: str, size: int, kind: bytes) -> bytes:
-    """One raw ustar member header (what tarfile would refuse to write for a lying size)."""
-    block = bytearray(512)
-    block[: len(name)] = name.encode()
-    block[100:108], block[108:116], block[116:124] = b"0000644\0", b"0000000\0", b"0000000\0"
-    block[124:136], block[136:148] = f"{size:011o}\0".encode(), b"00000000000\0"
-    block[156:157], block[257:263] = kind, b"ustar\0"
-    block[148:156] = b" " * 8
-    block[148:156] = f"{sum(block):06o}\0 ".encode()
-    return bytes(block)
-
-
 @pytest.mark.parametrize(("kind", "words"), [(b"L", "GNU long name"), (b"x", "pax")])
 def test_a_long_name_or_pax_header_bomb_is_refused_while_streaming(tmp_path: Path, kind: bytes, words: str) -> None:
     """A 1-2 MB archive whose member header carries 1 GiB of long name: reading its manifest cost 2.1 GB of RSS per MB (here 256 MiB)."""
     claimed = 1 << 28
-    archive = tmp_path / "bomb.tar.gz"
-    with gzip.open(archive, "wb", compresslevel=9) as target:
-        target.write(_header("././@LongLink", claimed, kind))
-        for _ in range(claimed >> 24):
-            target.write(bytes(1 << 24))
+    archive = header_bomb(tmp_path / "bomb.tar.gz", kind, claimed)
     assert archive.stat().st_size < 1 << 20
     tracemalloc.start()
     try:
