@@ -769,6 +769,14 @@ def _hostile_archives(folder: Path, organisers_image: str) -> None:
     assert all((folder / name).stat().st_size < 10 << 20 for name in ("cheater.tar", "evil.tar", "paxbomb.tar.gz", "layerbomb.tar", "xzbomb.tar.gz"))
 
 
+def _organiser_images(runtime: container.Runtime) -> list[str]:
+    """The organiser's store's images (id and names), but the stand-in that tests/models/test_adapters_predict.py loads
+    and removes in its own pytest worker meanwhile (the suite runs test files side by side): the store as this test
+    can hold it to equal before and after."""
+    listed = runtime.call("images", "--no-trunc", "--format", "{{.ID}} {{.Names}}").stdout.splitlines()
+    return sorted(line for line in listed if "segbench-test-totalsegmentator-standin" not in line)
+
+
 def test_every_attack_at_once_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run_resumes(
     runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path, run_tmpdir: Path
 ) -> None:
@@ -802,7 +810,7 @@ def test_every_attack_at_once_is_flagged_the_honest_team_scores_as_alone_and_a_k
     assert saved.returncode == 0, saved.stderr
     _misnamed(stray.archive, both / "misnamed.tar", "cd" * 32)
     runtime.call("rmi", "--force", stray_id)
-    images_before = sorted(runtime.call("images", "-q", "--no-trunc").stdout.split())
+    images_before = _organiser_images(runtime)
     common = ["interact", "--cases", str(case_folder), "--memory", "1g", "--cpus", "1", "--max-output-mb", str(ATTACK_OUTPUT_MB)]
 
     run = _evaluate([*common, "--submissions", str(alone), "--out", str(tmp_path / "out_alone")], runtime, run_tmpdir, ATTACK_IMAGE_CAP)
@@ -862,7 +870,7 @@ def test_every_attack_at_once_is_flagged_the_honest_team_scores_as_alone_and_a_k
     assert f"removing the image store {killed_stores[0]}: the run that made it has ended" in printed, printed
     assert list(run_tmpdir.iterdir()) == [] and _mounts_below(run_tmpdir) == [], (list(run_tmpdir.iterdir()), _mounts_below(run_tmpdir))
     # the organiser's store is as it was: nothing a team loaded, no tag re-pointed, the borrowed image still there
-    assert sorted(runtime.call("images", "-q", "--no-trunc").stdout.split()) == images_before
+    assert _organiser_images(runtime) == images_before
 
     # every output attack flagged on its step with its one-line reason; the valid segs beside a bomb are read, the bomb never
     steps = {
