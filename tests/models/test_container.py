@@ -25,6 +25,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,7 +43,7 @@ from segbench.models import container
 from segbench.models.image_build import REGION_GROWING, REGION_GROWING_NUMPY1, build_image, default_cache, litemedsam_recipe
 from segbench.models.runner import ADAPTERS_DIR, ModelRunError
 from segbench.stats import reanalyze
-from tests_support import interruptible, podman_runtime, use_runtime, write_tar
+from tests_support import header_bomb, interruptible, podman_runtime, use_runtime, write_tar
 
 EXAMPLE = ROOT / "data" / "totalseg_example"
 ORGANS = {"spleen": 1, "kidney_right": 2, "kidney_left": 3, "liver": 5}  # TotalSegmentator v2 ids
@@ -380,7 +381,7 @@ def test_a_folder_of_submissions_is_evaluated_team_by_team_with_a_leaderboard(
     (folder / "README.txt").write_text("not a submission", encoding="utf-8")
     use_runtime(monkeypatch, runtime)
     for built in (good, clickless):  # the evaluation loads each image itself, then removes it
-        container.remove_image(runtime, container.archive_image_id(built.archive))
+        runtime.call("rmi", "--force", container.archive_image_id(built.archive))
     out = tmp_path / "out"
     out.mkdir()
     (out / "crash").write_text("a file where team crash's folder goes", encoding="utf-8")
@@ -565,7 +566,8 @@ def test_a_container_output_that_is_not_a_regular_file_is_refused(
     assert list(outputs.iterdir()) == []
 
 
-#: a hostile submission: each step's output is another of the issue's attacks (the step read from the input's clicks)
+#: a hostile submission: each step's output is another of the issue's attacks (the step read from the input's clicks; the
+#: second case's first two steps other ones)
 ATTACKER_PREDICT = r"""set -e
 for input in /workspace/inputs/*.npz; do
 output="/workspace/outputs/$(basename "$input")"
@@ -587,7 +589,15 @@ def npz(members):
                 for _ in range(zeros >> 20):
                     member.write(bytes(1 << 20))
 segs = header(shape) + bytes(int(np.prod(shape)))
-if step == 1:  # an absolute symlink to a file the host holds (the mountinfo trick)
+second = os.path.basename(out).startswith("mr_sm")  # the second case: other attacks on its first two steps
+if second and step == 1:  # a file written and unlinked while kept open, past the outputs cap (UNLINKED_WRITER)
+    os.execvp("bash", ["bash", "/workspace/unlinked.sh"])
+elif second and step == 2:  # valid segs among 70,000 empty members (a million cost the old reader 974 MB and 97 s)
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("segs.npy", segs)
+        for i in range(70_000):
+            archive.writestr(f"e{i}", b"")
+elif step == 1:  # an absolute symlink to a file the host holds (the mountinfo trick)
     os.symlink("/etc/passwd", out)
 elif step == 2:  # valid segs, and a member whose header claims 30 GB
     npz([("segs", segs, 0), ("bomb", header((30000, 1000, 1000)), 0)])
@@ -604,12 +614,15 @@ done
 """
 
 
-def _evaluate(argv: list[str], runtime: container.Runtime, tmpdir: Path) -> subprocess.Popen:
+def _evaluate(argv: list[str], runtime: container.Runtime, tmpdir: Path, image_cap: int | None = None) -> subprocess.Popen:
     """``segbench interact --submissions`` in a child python with ``tmpdir`` as its TMPDIR (the teams' stores and inflated
-    archives go there, away from other tests'), which prints its own peak RSS (KB) last."""
+    archives go there, away from other tests'), which prints last its own peak RSS and its largest child's (KB: the
+    podman calls it waited for). ``image_cap``: its image archives' cap (container.MAX_IMAGE_BYTES), else the default."""
+    cap = f"from segbench.models import container\ncontainer.MAX_IMAGE_BYTES = {image_cap}\n" if image_cap is not None else ""
     code = (
-        "import resource, sys\nfrom segbench import cli\nstatus = cli.main(sys.argv[1:])\n"
-        "print('peak RSS KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\nsys.exit(status)"
+        f"import resource, sys\nfrom segbench import cli\n{cap}status = cli.main(sys.argv[1:])\n"
+        "print('peak RSS KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "sys.exit(status)"
     )
     env = {
         **os.environ,
@@ -619,7 +632,7 @@ def _evaluate(argv: list[str], runtime: container.Runtime, tmpdir: Path) -> subp
         container.GLOBAL_FLAGS_ENV: " ".join(runtime.global_flags),
         container.RUN_FLAGS_ENV: " ".join(runtime.run_flags),
     }
-    return subprocess.Popen([sys.executable, "-c", code, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return interruptible([sys.executable, "-c", code, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 #: how much more the evaluator's peak RSS (MB) may be over the attacker's folder than with the honest team alone: half the
@@ -636,9 +649,10 @@ ATTACK_OUTPUT_MB = 16
 OWN_FILES_BYTES = 16 << 20
 
 
-def _peak_mb(printed: str) -> float:
-    """The peak RSS (MB) an ``_evaluate`` run printed last."""
-    return int(printed.strip().splitlines()[-1].split()[-1]) / 1024
+def _peak_mb(printed: str) -> tuple[float, float]:
+    """The peak RSS (MB) an ``_evaluate`` run printed last: its own, and its largest child's."""
+    own, child = printed.strip().splitlines()[-1].split()[-2:]
+    return int(own) / 1024, int(child) / 1024
 
 
 def _peak_rss_mb_so_far(pid: int) -> float:
@@ -714,11 +728,11 @@ def _peak_disk(*tops: Path, period_s: float = 0.2) -> Iterator[dict]:
 
 
 def _unpacked_bytes(archive: Path, block: int) -> int:
-    """What the layers of the docker save ``archive`` take unpacked on a file system of ``block``-byte blocks: each member
+    """What the layers of the docker save ``archive`` (of every image it holds) take unpacked on a file system of ``block``-byte blocks: each member
     in whole blocks, a folder one block more (an upper bound of what a store holds of the image)."""
     total = 0
     with tarfile.open(archive) as outer:
-        for layer in json.loads(outer.extractfile("manifest.json").read())[0]["Layers"]:
+        for layer in {layer for image in json.loads(outer.extractfile("manifest.json").read()) for layer in image["Layers"]}:
             with tarfile.open(fileobj=outer.extractfile(layer), mode="r|*") as members:
                 total += sum(-(-member.size // block) * block + (block if member.isdir() else 0) for member in members)
     return total
@@ -730,33 +744,85 @@ def _mounts_below(folder: Path) -> list[str]:
     return [p for p in points if p == str(folder) or p.startswith(f"{folder}/")]
 
 
-def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run_resumes(
-    runtime: container.Runtime, case_folder: Path, tmp_path: Path, run_tmpdir: Path
+#: the image archives' cap (container.MAX_IMAGE_BYTES) of the run with every attacker: room for the largest honest archive
+#: (the twin's two images, 742 MB), none for a compression bomb of BOMB_BYTES
+ATTACK_IMAGE_CAP = 1 << 30
+BOMB_BYTES = ATTACK_IMAGE_CAP + (64 << 20)
+
+
+def _hostile_archives(folder: Path, organisers_image: str) -> None:
+    """The teams of this suite whose archives are refused before or by ``podman load``: a manifest naming the organiser's
+    image (borrowing it), an image id `--all.json`, a pax header bomb, an xz archive named .tar.gz and a gzip'd layer in a
+    plain archive, each inflating past ATTACK_IMAGE_CAP (written in chunks: the test holds none of it)."""
+    write_tar(folder / "cheater.tar", {"manifest.json": json.dumps([{"Config": f"{organisers_image}.json", "Layers": []}]).encode()})
+    write_tar(folder / "evil.tar", {"manifest.json": json.dumps([{"Config": "--all.json", "Layers": []}]).encode()})
+    header_bomb(folder / "paxbomb.tar.gz", b"x", 1 << 28)
+    manifest = json.dumps([{"Config": f"{'ab' * 32}.json", "Layers": ["layer.tar"]}]).encode()
+    layer = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip
+    gzipped = b"".join(layer.compress(bytes(1 << 24)) for _ in range(BOMB_BYTES >> 24)) + layer.flush()
+    write_tar(folder / "layerbomb.tar", {"manifest.json": manifest, "layer.tar": gzipped})
+    with lzma.open(folder / "xzbomb.tar.gz", "wb", preset=0) as xz, tarfile.open(fileobj=xz, mode="w|") as tar, open("/dev/zero", "rb") as zeros:
+        for name, size, data in (("manifest.json", len(manifest), io.BytesIO(manifest)), ("layer.tar", BOMB_BYTES, zeros)):
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, data)
+    assert all((folder / name).stat().st_size < 10 << 20 for name in ("cheater.tar", "evil.tar", "paxbomb.tar.gz", "layerbomb.tar", "xzbomb.tar.gz"))
+
+
+def _organiser_images(runtime: container.Runtime) -> list[str]:
+    """The organiser's store's images (id and names), but the stand-in that tests/models/test_adapters_predict.py loads
+    and removes in its own pytest worker meanwhile (the suite runs test files side by side): the store as this test
+    can hold it to equal before and after."""
+    listed = runtime.call("images", "--no-trunc", "--format", "{{.ID}} {{.Names}}").stdout.splitlines()
+    return sorted(line for line in listed if "segbench-test-totalsegmentator-standin" not in line)
+
+
+def test_every_attack_at_once_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run_resumes(
+    runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path, run_tmpdir: Path
 ) -> None:
+    """One evaluation of the honest team beside every attacking team of this suite (issue 65's acceptance): hostile outputs
+    on every step (symlink, header and deflate bombs, a 256 MiB extra member, FIFO, folder, a file unlinked while open past
+    the outputs cap, 70,000 zip members), a stray log.txt (team `Équipe Zoë`: a valid name), an archive borrowing the
+    organiser's image, one of two images, one whose config id is wrong, an id `--all.json`, a pax header bomb, an xz and
+    a gzip'd-layer bomb, a 230-letter name. Killed with SIGKILL once the honest team has finished its first case, then run
+    again: the rerun removes the killed run's store and resumes. Each attacker is flagged with its reason, the honest
+    team's files are a run's without the attackers byte for byte, the evaluator's peak RSS stays under 1 GB, the disk
+    within the caps, the leaderboard is written and the organiser's store lists the images it listed before."""
     honest = build_image(REGION_GROWING, default_cache())
-    script = tmp_path / "predict.sh"
-    script.write_text(ATTACKER_PREDICT, encoding="utf-8")
-    attacker = build_image(
-        dataclasses.replace(REGION_GROWING, tag="segbench-test-attacker:latest", files={**REGION_GROWING.files, "predict.sh": script}), default_cache()
-    )
+    for name, text in (("attacker.sh", ATTACKER_PREDICT), ("unlinked.sh", UNLINKED_WRITER), ("stray.sh", STRAY_PREDICT)):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    attacker_files = {**REGION_GROWING.files, "predict.sh": tmp_path / "attacker.sh", "unlinked.sh": tmp_path / "unlinked.sh"}
+    attacker = build_image(dataclasses.replace(REGION_GROWING, tag="segbench-test-attacker:latest", files=attacker_files), default_cache())
+    stray_files = {**REGION_GROWING.files, "predict.sh": tmp_path / "stray.sh"}
+    stray = build_image(dataclasses.replace(REGION_GROWING, tag="segbench-test-stray:latest", files=stray_files), default_cache())
     alone, both = tmp_path / "alone", tmp_path / "both"
     alone.mkdir()
     both.mkdir()
     (alone / "teama.tar").symlink_to(honest.archive)
     (both / "teama.tar").symlink_to(honest.archive)
     (both / "attacker.tar").symlink_to(attacker.archive)
+    (both / "Équipe Zoë.tar").symlink_to(stray.archive)
+    (both / ("x" * 230 + ".tar")).symlink_to(honest.archive)
+    _hostile_archives(both, image)
+    # two images in one archive (the second, tagged, used to stay in the store); a manifest whose config id is wrong
+    stray_id = container.load_image(runtime, stray.archive, stray.sha256)
+    saved = runtime.call("save", "-m", "--format", "docker-archive", "-o", str(both / "twin.tar"), image, stray.tag, timeout=600)
+    assert saved.returncode == 0, saved.stderr
+    _misnamed(stray.archive, both / "misnamed.tar", "cd" * 32)
+    runtime.call("rmi", "--force", stray_id)
+    images_before = _organiser_images(runtime)
     common = ["interact", "--cases", str(case_folder), "--memory", "1g", "--cpus", "1", "--max-output-mb", str(ATTACK_OUTPUT_MB)]
 
-    run = _evaluate([*common, "--submissions", str(alone), "--out", str(tmp_path / "out_alone")], runtime, run_tmpdir)
+    run = _evaluate([*common, "--submissions", str(alone), "--out", str(tmp_path / "out_alone")], runtime, run_tmpdir, ATTACK_IMAGE_CAP)
     printed = run.communicate()[0]
     assert run.returncode == 0, printed
-    alone_mb = _peak_mb(printed)
-    # the folder with the attacker first; killed once the honest team, second, has finished its first case: the attacker's
-    # whole evaluation is in this run, and its peak RSS is read before the kill. The disk its files and the teams' stores
-    # take is sampled through this run and the resumed one
+    alone_mb = _peak_mb(printed)[0]
+    # killed once the honest team (after 5 attackers) has finished its first case: their whole evaluation is in this run,
+    # and its peak RSS is read before the kill. The disk the runs' files and the teams' stores take is sampled throughout
     out = tmp_path / "out"
+    started = time.perf_counter()
     with _peak_disk(out, run_tmpdir) as disk:
-        run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime, run_tmpdir)
+        run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime, run_tmpdir, ATTACK_IMAGE_CAP)
         while not (out / "teama" / ".staging" / "local" / "segs" / "ct_sm.npz").exists():
             assert run.poll() is None, run.stdout.read()
             time.sleep(0.2)
@@ -765,57 +831,84 @@ def test_an_attacker_is_flagged_the_honest_team_scores_as_alone_and_a_killed_run
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
         assert not (out / "leaderboard.json").exists() and (out / ".finished" / "attacker.json").is_file()
-        assert len(killed_stores) == 1 and killed_stores[0].is_dir(), killed_stores  # teama's, its owner killed; the attacker's went with it
+        assert len(killed_stores) == 1 and killed_stores[0].is_dir(), killed_stores  # teama's, its owner killed; the attackers' went with them
         print(f"left by the killed run: {killed_stores[0]}, mounts below it: {_mounts_below(killed_stores[0])}")
-        run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime, run_tmpdir)
+        run = _evaluate([*common, "--submissions", str(both), "--out", str(out)], runtime, run_tmpdir, ATTACK_IMAGE_CAP)
         printed = run.communicate()[0]
+    seconds = time.perf_counter() - started
     assert run.returncode == 0, printed
-    assert "team attacker (1 of 2): finished in an earlier run with the same archive, cases and settings; not rerun" in printed
-    assert "team teama (2 of 2): " in printed and "teama: 2 cases" in printed
-    peak_mb = _peak_mb(printed)
+    teams = len(list(both.iterdir()))
+    assert f"team attacker (1 of {teams}): finished in an earlier run with the same archive, cases and settings; not rerun" in printed
+    assert f"team teama (7 of {teams}): " in printed and "teama: 2 cases" in printed
+    peak_mb, child_mb = _peak_mb(printed)
     print(
-        f"evaluator peak RSS: {killed_mb:.0f} MB over the attacker's evaluation (killed run), {peak_mb:.0f} MB in the resumed run, "
-        f"{alone_mb:.0f} MB with the honest team alone"
+        f"every attack at once: {seconds:.0f} s for the killed run and the resumed one; evaluator peak RSS {killed_mb:.0f} MB in the "
+        f"killed run, {peak_mb:.0f} MB in the resumed one (its largest child {child_mb:.0f} MB), {alone_mb:.0f} MB with the honest team alone"
     )
     for mb in (killed_mb, peak_mb):
         assert mb < alone_mb + ATTACK_SLACK_MB, f"the evaluator's peak RSS was {mb:.0f} MB, {alone_mb:.0f} MB with the honest team alone"
-        assert mb * (1 << 20) < MAX_EVALUATOR_RSS, f"the evaluator's peak RSS was {mb:.0f} MB, more than the acceptance's 1 GB"
+    for mb in (killed_mb, peak_mb, child_mb):
+        assert mb * (1 << 20) < MAX_EVALUATOR_RSS, f"a peak RSS of {mb:.0f} MB, more than the acceptance's 1 GB"
     # the disk: one team's store at a time, which holds its image twice while it loads (podman's copy of the archive in
-    # the store's tmp, and its layers unpacked, each file in whole blocks; a plain tar is not inflated by segbench first),
-    # one call's outputs (the cap; a tmpfs here, so no disk at all) and segbench's own files. Nothing of a team is in
-    # TMPDIR outside its store
+    # the store's tmp, and its layers unpacked, each file in whole blocks), or one archive inflated by segbench (at most
+    # the cap); one call's outputs (the cap; a tmpfs here, so no disk at all) and segbench's own files
     block = os.statvfs(run_tmpdir).f_frsize
-    image_bytes = max(built.archive.stat().st_size + _unpacked_bytes(built.archive, block) for built in (honest, attacker))
+    loaded = (honest.archive, attacker.archive, stray.archive, both / "twin.tar")
+    image_bytes = max(max(path.stat().st_size + _unpacked_bytes(path, block) for path in loaded), ATTACK_IMAGE_CAP)
     bound = image_bytes + (ATTACK_OUTPUT_MB << 20) + OWN_FILES_BYTES
     print(
-        f"disk growth: peak {disk['files'] / 1e6:.0f} MB in --out and TMPDIR (bound {bound / 1e6:.0f} MB: the image archive and its "
-        f"layers unpacked, {image_bytes / 1e6:.0f} MB, the outputs cap of {ATTACK_OUTPUT_MB} MiB, {OWN_FILES_BYTES >> 20} MiB of own "
-        f"files); the file system's use peaked {(disk['filesystem'] - disk['filesystem_before']) / 1e6:.0f} MB over its start (other "
-        f"processes included); left in --out: {_disk_bytes(out) / 1e6:.1f} MB"
+        f"disk growth: peak {disk['files'] / 1e6:.0f} MB in --out and TMPDIR (bound {bound / 1e6:.0f} MB: the largest image archive "
+        f"and its layers unpacked, or the archive cap, {image_bytes / 1e6:.0f} MB, the outputs cap of {ATTACK_OUTPUT_MB} MiB, "
+        f"{OWN_FILES_BYTES >> 20} MiB of own files); the file system's use peaked {(disk['filesystem'] - disk['filesystem_before']) / 1e6:.0f} MB "
+        f"over its start (other processes included); left in --out: {_disk_bytes(out) / 1e6:.1f} MB"
     )
     assert disk["files"] <= bound, f"the runs took {disk['files']:,} bytes of disk at their peak, more than the caps allow ({bound:,})"
     assert _disk_bytes(out) < OWN_FILES_BYTES
-    assert all(name.startswith(container.STORE_PREFIX) for name in disk["names"][run_tmpdir]), disk["names"][run_tmpdir]
+    # nothing of a team in TMPDIR outside its store, but an archive segbench inflates (then removes)
+    assert all(name.startswith((container.STORE_PREFIX, "segbench-image-")) for name in disk["names"][run_tmpdir]), disk["names"][run_tmpdir]
     # the killed run's store, its overlays and containers are removed by the resumed run; nothing of either is left
     assert f"removing the image store {killed_stores[0]}: the run that made it has ended" in printed, printed
     assert list(run_tmpdir.iterdir()) == [] and _mounts_below(run_tmpdir) == [], (list(run_tmpdir.iterdir()), _mounts_below(run_tmpdir))
+    # the organiser's store is as it was: nothing a team loaded, no tag re-pointed, the borrowed image still there
+    assert _organiser_images(runtime) == images_before
 
-    # every attack flagged on its step with its one-line reason; the valid segs beside a bomb are read, the bomb never
-    record = json.loads((out / "attacker" / "records" / "ct_sm.json").read_text())
-    outputs = [(s["output"], s.get("reason", "")) for s in record["steps"]]
+    # every output attack flagged on its step with its one-line reason; the valid segs beside a bomb are read, the bomb never
+    steps = {
+        case: [(s["output"], s.get("reason", "")) for s in json.loads((out / "attacker" / "records" / f"{case}.json").read_text())["steps"]]
+        for case in ("ct_sm", "mr_sm")
+    }
+    outputs = steps["ct_sm"]
     assert outputs[0][0] != "ok" and outputs[0][1].endswith("ct_sm.npz: a symlink, not a regular file; refused unread"), outputs
-    # the valid segs beside a header bomb or a huge member is scored, the step flagged with what was left unread
     extra = r".*ct_sm\.npz: extra members not read: '{}' \(claims {} bytes, \d+ compressed\); scored from 'segs'"
     assert outputs[1][0] == "extra_members" and re.fullmatch(extra.format(r"bomb\.npy", 128), outputs[1][1]), outputs
     assert outputs[3][0] == "extra_members" and re.fullmatch(extra.format(r"zeros\.npy", 268435584), outputs[3][1]), outputs
     assert outputs[2][0] == "invalid" and "key 'segs': inflates past the" in outputs[2][1], outputs
     assert outputs[4][1].endswith("a FIFO, not a regular file; refused unread") and outputs[5][1].endswith("a folder, not a regular file; refused unread")
+    written = re.fullmatch(r"exited with status 3: wrote (\d+) bytes: No space left on device", steps["mr_sm"][0][1])
+    assert written and int(written[1]) <= ATTACK_OUTPUT_MB << 20, steps["mr_sm"][0]
+    assert re.search(r"mr_sm\.npz: its zip directory claims 70,001 members in [\d,]+ bytes, .*refused unparsed", steps["mr_sm"][1][1]), steps["mr_sm"][1]
     results = json.loads((out / "leaderboard.json").read_text())
-    assert results["dataset"]["submissions"]["attacker"]["n_cases_with_failed_steps"] == 2
+    entries = results["dataset"]["submissions"]
+    assert entries["attacker"]["n_cases_with_failed_steps"] == 2
     flagged = pd.read_csv(out / "attacker" / "attacker_metrics.csv").set_index("CaseName")["failed_steps"]
     assert {"2", "4"} <= set(str(flagged["ct_sm.npz"]).split(";")), flagged  # the flagged steps are named in the team's rows
+    record = json.loads((out / "équipe zoë" / "records" / "ct_sm.json").read_text(encoding="utf-8"))
+    assert record["steps"][0]["reason"] == "wrote 'log.txt' in /workspace/outputs besides ct_sm.npz; the step's outputs are refused", record["steps"][0]
+    assert entries["équipe zoë"]["n_cases_with_failed_steps"] == 2
+    refused = {
+        "cheater": "cheater.tar: podman load exited with status",
+        "misnamed": f"loaded, but podman has no image {'cd' * 32}",
+        "x" * 230: "more than 100",
+        "evil": "manifest.json's image config '--all.json' is not a sha256 digest",
+        "paxbomb": f"paxbomb.tar.gz: member 1's pax header claims {1 << 28:,} bytes, more than 1,048,576",
+        "xzbomb": f"xzbomb.tar.gz: decompresses to more than {ATTACK_IMAGE_CAP:,} bytes",
+        "layerbomb": f"layerbomb.tar: layer 'layer.tar' (gzip) inflates past the room left under the cap of {ATTACK_IMAGE_CAP:,} bytes",
+    }
+    for team, reason in refused.items():
+        assert entries[team]["status"] == "not_evaluated" and reason in entries[team]["reason"], (team, entries[team])
+    assert sorted(results["models"]) == ["attacker", "teama", "twin", "équipe zoë"] and results["analysis"] is not None
     assert results["dataset"]["container"]["user"] == "65534:65534" and results["dataset"]["container"]["root_allowed"] is False
-    # the honest team's outputs are those of a run without the attacker, byte for byte
+    # the honest team's outputs are those of a run without the attackers, byte for byte
     for name in ("segs/ct_sm.npz", "segs/mr_sm.npz", "records/ct_sm.json", "records/mr_sm.json"):
         assert (out / "teama" / name).read_bytes() == (tmp_path / "out_alone" / "teama" / name).read_bytes(), name
     scores = [c for c in harness.COLUMNS if "Time" not in c]
@@ -887,6 +980,39 @@ def test_a_store_whose_owner_lives_is_kept_and_one_whose_owner_ended_is_removed(
             holder.wait()
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_terminated_or_interrupted_run_removes_its_teams_store_at_once(
+    runtime: container.Runtime, case_folder: Path, tmp_path: Path, run_tmpdir: Path, signum: int
+) -> None:
+    """SIGTERM (a `kill`, a scheduler ending the job) ended the run without its way out: the team's store, its overlays
+    and its running container stayed until the next run. Now SIGTERM, like SIGINT, stops the container and removes the
+    store before the run exits."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    (folder / "teama.tar").symlink_to(build_image(REGION_GROWING, default_cache()).archive)
+    argv = ["interact", "--submissions", str(folder), "--cases", str(case_folder), "--out", str(tmp_path / "out"), "--memory", "1g", "--cpus", "1"]
+    run = _evaluate(argv, runtime, run_tmpdir)
+    try:
+        running: list[str] = []
+        while not running:  # the team's store holds its image, and a container of it runs
+            assert run.poll() is None, run.stdout.read()
+            stores = list(run_tmpdir.glob(f"{container.STORE_PREFIX}*"))
+            if stores and (stores[0] / "root").is_dir():
+                running = container._in_store(runtime, stores[0]).call("ps", "-q").stdout.split()
+            time.sleep(0.2)
+        run.send_signal(signum)
+        printed = run.communicate(timeout=120)[0]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    # SIGTERM exits with 128 + its number (SystemExit); SIGINT's KeyboardInterrupt ends python by that signal
+    assert run.returncode == {signal.SIGTERM: 128 + signal.SIGTERM, signal.SIGINT: -signal.SIGINT}[signum], printed
+    assert list(run_tmpdir.iterdir()) == [] and _mounts_below(run_tmpdir) == [], (list(run_tmpdir.iterdir()), _mounts_below(run_tmpdir))
+    assert _mounts_below(tmp_path / "out") == [], "the running case's outputs file system is still mounted"
+    assert not (tmp_path / "out" / submissions.LEADERBOARD_FILE).exists()
+
+
 #: a team whose model writes its prediction and a log beside it
 STRAY_PREDICT = """set -e
 for input in /workspace/inputs/*.npz; do
@@ -910,62 +1036,6 @@ def _misnamed(source: Path, target: Path, wrong: str) -> None:
             elif member.name == config:
                 member.name = f"{wrong}.json"
             out.addfile(member, data)
-
-
-def test_a_team_can_neither_borrow_an_image_nor_leave_one_behind(
-    runtime: container.Runtime, image: str, case_folder: Path, tmp_path: Path, run_tmpdir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A 10 KB archive holding only a manifest that names an image of the organiser's store was scored as that image, and
-    the image was then deleted; an archive of two images left the second, tagged; one whose config id is wrong left its
-    image, tagged. Each team now loads into a store of its
-    own: the borrowing archive is refused, the organiser's store is as it was. A stray log.txt fails its step, not the
-    team (named `Équipe Zoë`: a space and non-ASCII letters are a valid team); a 230-letter name ends only its own team."""
-    good = build_image(REGION_GROWING, default_cache())
-    script = tmp_path / "predict.sh"
-    script.write_text(STRAY_PREDICT, encoding="utf-8")
-    stray = build_image(
-        dataclasses.replace(REGION_GROWING, tag="segbench-test-stray:latest", files={**REGION_GROWING.files, "predict.sh": script}), default_cache()
-    )
-    folder = tmp_path / "submissions"
-    folder.mkdir()
-    (folder / "Équipe Zoë.tar").symlink_to(stray.archive)
-    (folder / ("x" * 230 + ".tar")).symlink_to(good.archive)
-    write_tar(folder / "cheater.tar", {"manifest.json": json.dumps([{"Config": f"{image}.json", "RepoTags": ["cheater:latest"], "Layers": []}]).encode()})
-    assert (folder / "cheater.tar").stat().st_size < 20_000
-    stray_id = container.archive_image_id(stray.archive)
-    # two images in one archive (the second, tagged, used to stay in the store); a manifest whose config id is wrong
-    container.load_image(runtime, stray.archive, stray.sha256)
-    saved = runtime.call("save", "-m", "--format", "docker-archive", "-o", str(folder / "twin.tar"), image, stray.tag, timeout=600)
-    assert saved.returncode == 0, saved.stderr
-    _misnamed(stray.archive, folder / "misnamed.tar", "cd" * 32)
-    container.remove_image(runtime, stray_id)
-    # every image id the teams' archives name or hold: the cheater's borrowed one, the twin's two, the misnamed one's name
-    # and content (the stray image), the long name's and the stray team's
-    with tarfile.open(folder / "twin.tar") as tar:
-        twin_ids = {Path(entry["Config"]).name.removesuffix(".json") for entry in json.loads(tar.extractfile("manifest.json").read())}
-    named = {container.archive_image_id(folder / name) for name in ("cheater.tar", "misnamed.tar", "Équipe Zoë.tar", "x" * 230 + ".tar")}
-    team_ids = {f"sha256:{i}" for i in {*twin_ids, *named, stray_id}}
-    assert twin_ids == {image, stray_id} and named == {image, "cd" * 32, stray_id}
-    before = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
-    monkeypatch.setattr(tempfile, "tempdir", str(run_tmpdir))  # the teams' stores in a TMPDIR of the test's own
-    monkeypatch.setenv("TMPDIR", str(run_tmpdir))
-    use_runtime(monkeypatch, runtime)
-    results = submissions.evaluate_submissions(folder, case_folder, tmp_path / "out", limits={"memory": "1g", "cpus": 1})
-    after = set(runtime.call("images", "-q", "--no-trunc").stdout.split())
-    # tests running in parallel (pytest-xdist, other sessions) may add images to the organiser's store meanwhile, but none
-    # the run added came from a team's archive
-    assert f"sha256:{image}" in before and before <= after and not (after - before) & team_ids, (after - before) & team_ids
-    assert f"sha256:{stray_id}" not in after
-    assert list(run_tmpdir.iterdir()) == [], "a team's store (or its inflated archive) was left behind"
-    entries = results["dataset"]["submissions"]
-    assert entries["cheater"]["status"] == "not_evaluated" and "cheater.tar: podman load exited with status" in entries["cheater"]["reason"]
-    assert entries["misnamed"]["status"] == "not_evaluated" and f"loaded, but podman has no image {'cd' * 32}" in entries["misnamed"]["reason"]
-    assert entries["twin"]["status"] == "evaluated" and runtime.call("image", "inspect", stray.tag).returncode != 0  # its second image and tag: gone
-    assert entries["x" * 230]["status"] == "not_evaluated" and "more than 100" in entries["x" * 230]["reason"]
-    assert entries["équipe zoë"]["status"] == "evaluated" and entries["équipe zoë"]["n_cases_with_failed_steps"] == 2
-    record = json.loads((tmp_path / "out" / "équipe zoë" / "records" / "ct_sm.json").read_text(encoding="utf-8"))
-    assert record["steps"][0]["reason"] == "wrote 'log.txt' in /workspace/outputs besides ct_sm.npz; the step's outputs are refused", record["steps"][0]
-    assert results["analysis"] is not None and sorted(results["models"]) == ["twin", "équipe zoë"]
 
 
 #: writes into a file it has unlinked while keeping it open (the polled cap never sees it), as far as the file system lets it

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from repo_paths import TOTALSEG_EXAMPLE
+from segbench import cli
 from segbench.interactive import cases, submissions
 from segbench.models import container
-from tests_support import write_tar
+from tests_support import header_bomb, write_tar
 
 DIGEST = "ab" * 32
 
@@ -102,27 +103,11 @@ def test_a_gzip_bomb_is_refused_before_it_fills_the_disk(tmp_path: Path, monkeyp
             pass
 
 
-def _header(name: str, size: int, kind: bytes) -> bytes:
-    """One raw ustar member header (what tarfile would refuse to write for a lying size)."""
-    block = bytearray(512)
-    block[: len(name)] = name.encode()
-    block[100:108], block[108:116], block[116:124] = b"0000644\0", b"0000000\0", b"0000000\0"
-    block[124:136], block[136:148] = f"{size:011o}\0".encode(), b"00000000000\0"
-    block[156:157], block[257:263] = kind, b"ustar\0"
-    block[148:156] = b" " * 8
-    block[148:156] = f"{sum(block):06o}\0 ".encode()
-    return bytes(block)
-
-
 @pytest.mark.parametrize(("kind", "words"), [(b"L", "GNU long name"), (b"x", "pax")])
 def test_a_long_name_or_pax_header_bomb_is_refused_while_streaming(tmp_path: Path, kind: bytes, words: str) -> None:
     """A 1-2 MB archive whose member header carries 1 GiB of long name: reading its manifest cost 2.1 GB of RSS per MB (here 256 MiB)."""
     claimed = 1 << 28
-    archive = tmp_path / "bomb.tar.gz"
-    with gzip.open(archive, "wb", compresslevel=9) as target:
-        target.write(_header("././@LongLink", claimed, kind))
-        for _ in range(claimed >> 24):
-            target.write(bytes(1 << 24))
+    archive = header_bomb(tmp_path / "bomb.tar.gz", kind, claimed)
     assert archive.stat().st_size < 1 << 20
     tracemalloc.start()
     try:
@@ -207,3 +192,32 @@ def test_a_team_name_that_cannot_name_files_ends_that_team_only(tmp_path: Path, 
     for name, reason in bad.items():
         assert reason in entries[name.lower()]["reason"]
     assert json.loads((tmp_path / "out" / submissions.LEADERBOARD_FILE).read_text(encoding="utf-8"))["dataset"]["submissions"] == entries
+
+
+def test_untrusted_submissions_run_on_podman_and_docker_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docker has one image store per daemon, where a team's archive can name an image it did not bring or re-point
+    another's tag: the organiser's path runs podman (the default even where docker comes first on PATH) and refuses docker
+    with its reason before any team is read."""
+    programs = tmp_path / "bin"
+    programs.mkdir()
+    for program in ("docker", "podman"):
+        (programs / program).write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+        (programs / program).chmod(0o755)
+    monkeypatch.setenv("PATH", str(programs))
+    monkeypatch.delenv(container.RUNTIME_ENV, raising=False)
+    assert container.Runtime.from_environment().program == "docker"  # the trusted path's default: the first on PATH
+    assert submissions.untrusted_runtime().program == "podman"
+    monkeypatch.setenv(container.RUNTIME_ENV, "docker")
+    argv = ["interact", "--submissions", str(tmp_path / "absent"), "--cases", str(tmp_path), "--out", str(tmp_path / "out")]
+    assert cli.main(argv) == 1
+    line = capsys.readouterr().err.strip()
+    assert line == (
+        "segbench interact: error: SEGBENCH_CONTAINER_RUNTIME=docker: untrusted submissions run only on podman, which gives each "
+        "team an image store of its own (docker has one store per daemon, where a team could run or re-tag another's image); set it to podman"
+    ), line
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(container.ContainerError, match="an image store of a team's own needs podman"):
+        with container.private_store(container.Runtime("docker")):
+            pass

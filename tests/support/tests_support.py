@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -201,4 +202,26 @@ def write_tar(path: Path, members: dict[str, bytes], gzipped: bool = False) -> P
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _tar_header(name: str, size: int, kind: bytes) -> bytes:
+    """One raw ustar member header (what tarfile would refuse to write for a lying size)."""
+    block = bytearray(512)
+    block[: len(name)] = name.encode()
+    block[100:108], block[108:116], block[116:124] = b"0000644\0", b"0000000\0", b"0000000\0"
+    block[124:136], block[136:148] = f"{size:011o}\0".encode(), b"00000000000\0"
+    block[156:157], block[257:263] = kind, b"ustar\0"
+    block[148:156] = b" " * 8
+    block[148:156] = f"{sum(block):06o}\0 ".encode()
+    return bytes(block)
+
+
+def header_bomb(path: Path, kind: bytes, claimed: int) -> Path:
+    """A gzip'd tar whose first member header is a GNU long name (``kind`` b"L") or pax header (b"x") claiming ``claimed``
+    bytes, followed by them (zeros): a team archive of well under 1 MB for 256 MiB claimed."""
+    with gzip.open(path, "wb", compresslevel=9) as target:
+        target.write(_tar_header("././@LongLink", claimed, kind))
+        for _ in range(claimed >> 24):
+            target.write(bytes(1 << 24))
     return path

@@ -18,11 +18,16 @@ read it), with a CI per team and metric, ranking stability, pairwise verdicts an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import shutil
+import signal
+import threading
 import time
 import unicodedata
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,10 +131,10 @@ def evaluate_team(
     reference: str | None,
     device: str,
 ) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    """Load one team's image into a store of its own (podman; docker's one store otherwise), run it, remove it; returns its
+    """Load one team's image into a podman image store of its own, run it, remove the store; returns its
     entry of the leaderboard's ``submissions`` (status, reason, times) and its rows for the statistics (None when it was
     not evaluated). Any error inside the team's evaluation, MemoryError included, ends only this team, its reason in the
-    entry; an interrupt (KeyboardInterrupt) still stops the run."""
+    entry; an interrupt (KeyboardInterrupt) or SIGTERM still stops the run, once the team's store is removed."""
     start = time.perf_counter()
     sha256 = file_digest(submission.archive, "sha256")
     entry: dict[str, Any] = {"archive": submission.archive.name, "sha256": sha256}
@@ -141,30 +146,23 @@ def evaluate_team(
         return {**entry, "status": "not_evaluated", "reason": _reason(exc), "seconds": time.perf_counter() - start}, None
 
     table_file = team_dir / f"{submission.team}_metrics.csv"
-    image = None
     try:
         model = image_model(submission.team, {"archive": str(submission.archive), "sha256": sha256, **limits})
-        with container.private_store(runtime) as team_runtime:  # podman: a store of the team's own, removed with everything in it
-            try:
-                image = container.load_image(team_runtime, submission.archive, sha256, fresh=True)
-                interact(
-                    cases_dir,
-                    model,
-                    team_dir,
-                    reference=reference,
-                    seconds_per_class=seconds_per_class,
-                    time_limit_clock="wall",
-                    scoring=scoring,
-                    device=device,
-                    table_file=table_file,
-                    runtime=team_runtime,
-                )
-            finally:
-                if image is not None and team_runtime is runtime:  # docker's one store: the script removes each team's image after its cases
-                    try:
-                        container.remove_image(runtime, image)
-                    except container.ContainerError as exc:
-                        log.error("team %s: %s", submission.team, exc)
+        # a store of the team's own, removed with everything in it on every way out: an error, an interrupt, a `kill`
+        with _terminate_as_exit(), container.private_store(runtime) as team_runtime:
+            container.load_image(team_runtime, submission.archive, sha256)
+            interact(
+                cases_dir,
+                model,
+                team_dir,
+                reference=reference,
+                seconds_per_class=seconds_per_class,
+                time_limit_clock="wall",
+                scoring=scoring,
+                device=device,
+                table_file=table_file,
+                runtime=team_runtime,
+            )
         table, rows = team_rows(submission.team, team_dir, scoring)
     except Exception as exc:  # noqa: BLE001 - one team's failure, whatever its kind, must not end the others' evaluation
         return not_evaluated(exc)
@@ -217,10 +215,11 @@ def evaluate_submissions(
     """Evaluate every team of ``folder`` on ``cases_dir`` (see the module docstring); writes and returns the leaderboard.
 
     ``limits``: the ``image:`` keys applied to every team (``memory``, ``cpus``, ``pids_limit``; the command and mounts
-    default to the challenge's). The runtime and its machine flags come from the environment (segbench.models.container).
+    default to the challenge's). The runtime is podman (:func:`untrusted_runtime`), its machine flags from the environment
+    (segbench.models.container).
     """
+    runtime = untrusted_runtime()
     submissions = find_submissions(folder)
-    runtime = container.Runtime.from_environment()
     container.remove_orphaned_stores(runtime)  # the team stores of runs killed before their way out (their owner has ended)
     kind = reference_kind(cases_dir, reference)
     out_dir = Path(out_dir)
@@ -269,6 +268,40 @@ def evaluate_submissions(
     results["dataset"]["container"] = container_settings(limits)
     write_json_atomic(out_dir / LEADERBOARD_FILE, results)
     return results
+
+
+@contextlib.contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """While inside, SIGTERM (a `kill`, a scheduler ending the job) raises SystemExit(143) in the main thread, as SIGINT
+    raises KeyboardInterrupt, so that every way out runs: the running container stopped and removed (container.run), the
+    team's store with its images and mounts removed (container.private_store). Only SIGKILL leaves a store, for the next
+    run's sweep (container.remove_orphaned_stores)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may handle signals
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def untrusted_runtime(environ: Mapping[str, str] | None = None) -> container.Runtime:
+    """The runtime for the teams' images: podman, unless the environment names another, which is refused. Each team's
+    archive goes into a podman image store of its own (container.private_store); docker has one store per daemon, where a
+    team could name an image it did not bring or re-point another image's tag."""
+    environ = os.environ if environ is None else environ
+    runtime = container.Runtime.from_environment({**environ, container.RUNTIME_ENV: environ.get(container.RUNTIME_ENV) or "podman"})
+    if runtime.program != "podman":
+        raise container.ContainerError(
+            f"{container.RUNTIME_ENV}={runtime.program}: untrusted submissions run only on podman, which gives each team an image "
+            f"store of its own ({runtime.program} has one store per daemon, where a team could run or re-tag another's image); set it to podman"
+        )
+    return runtime
 
 
 def container_settings(limits: dict[str, Any]) -> dict[str, Any]:

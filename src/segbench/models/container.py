@@ -369,11 +369,10 @@ def _uncompressed(archive: Path) -> Iterator[tuple[Path, int, str]]:
         yield plain, limit, bound
 
 
-def load_image(runtime: Runtime, archive: Path, sha256: str, fresh: bool = False) -> str:
+def load_image(runtime: Runtime, archive: Path, sha256: str) -> str:
     """Check ``archive`` against its pinned ``sha256``, load it unless the runtime has that image already; returns the image id.
-
-    ``fresh``: the archive must bring its image (a team's: an archive naming an image already in the store, which it did not
-    bring, is refused rather than run as that image)."""
+    A team's archive is loaded into an empty store (:func:`private_store`), where an image it names but does not bring is
+    no image."""
     archive = Path(archive)
     if not archive.is_file():
         raise ContainerError(f"image archive {archive} does not exist")
@@ -382,11 +381,6 @@ def load_image(runtime: Runtime, archive: Path, sha256: str, fresh: bool = False
         raise ContainerError(f"image archive {archive}: sha256 {actual}, pinned {sha256}; refusing to load it")
     with read_archive(archive) as (tar, image):
         if runtime.call("image", "inspect", image).returncode == 0:
-            if fresh:
-                raise ContainerError(
-                    f"image archive {archive}: names image {image}, already in {runtime.program}'s store before it was "
-                    "loaded; a team's archive must bring its own image; refusing it"
-                )
             return image
         result = runtime.call("load", "-i", str(tar))
     if result.returncode != 0:
@@ -398,16 +392,13 @@ def load_image(runtime: Runtime, archive: Path, sha256: str, fresh: bool = False
 
 @contextlib.contextmanager
 def private_store(runtime: Runtime) -> Iterator[Runtime]:
-    """``runtime`` with an image store of its own, new and empty, removed with everything in it on the way out.
-
-    podman: ``--root``, ``--runroot`` and ``--tmpdir`` in a ``segbench-store-*`` folder of TMPDIR, so what a team's archive
+    """``runtime`` (podman) with an image store of its own, new and empty, removed with everything in it on the way out:
+    ``--root``, ``--runroot`` and ``--tmpdir`` in a ``segbench-store-*`` folder of TMPDIR, so what a team's archive
     loads can neither name an image it did not bring nor outlive the team, and no tag of the organiser's store can be
     re-pointed. The folder records its owner (:func:`store_owner`), so that a run killed before its way out leaves a store
-    the next run removes (:func:`remove_orphaned_stores`). docker has one store per daemon: ``runtime`` itself (load with
-    ``fresh=True``, and remove what was loaded)."""
+    the next run removes (:func:`remove_orphaned_stores`). docker has one store per daemon, so no store of a team's own."""
     if runtime.program != "podman":
-        yield runtime
-        return
+        raise ContainerError(f"{runtime.program} has one image store per daemon: an image store of a team's own needs podman")
     folder = Path(tempfile.mkdtemp(prefix=STORE_PREFIX))
     try:
         write_json_atomic(folder / STORE_OWNER, store_owner())
@@ -550,13 +541,6 @@ def with_values(spec: ContainerSpec, values: Mapping[str, str]) -> ContainerSpec
         )
     except (KeyError, IndexError) as exc:
         raise ContainerError(f"image command, variables or mounts: unknown placeholder {exc}; known {sorted(values)}") from exc
-
-
-def remove_image(runtime: Runtime, image: str) -> None:
-    """Remove a loaded image (the challenge removes each team's image after its cases)."""
-    result = runtime.call("rmi", "--force", image)
-    if result.returncode != 0 and "no such image" not in result.stderr.lower() and "image not known" not in result.stderr.lower():
-        raise ContainerError(f"{runtime.program} rmi {image} exited with status {result.returncode}: {result.stderr.strip()}")
 
 
 def gpu_flags(runtime: Runtime, device: str) -> list[str]:
