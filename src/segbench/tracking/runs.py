@@ -398,7 +398,7 @@ def _experiment_id(client, uri: str, dataset: str) -> str:
         found = client.get_experiment_by_name(experiment_name(dataset))
         if found is not None:
             if found.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
-                client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+                _set_experiment_tag(client, found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             return found.experiment_id
         db = sqlite_path(uri)
         artifacts = (db.parent / "artifacts").as_uri() if db else None
@@ -516,17 +516,28 @@ def _log_values(client, run_id: str, params: dict[str, Any], metrics: dict[str, 
         client.log_batch(run_id, metrics=metrics_list[start : start + 1000])
 
 
+def _set_experiment_tag(client, experiment_id: str, key: str, value: str) -> None:
+    """``client.set_experiment_tag``, tried twice (:func:`_twice`; two queued experiments' compare stages setting the
+    same new tag hit ``experiment_tag_pk``)."""
+    _twice(f"MLflow experiment {experiment_id}: its tag {key}", lambda: client.set_experiment_tag(experiment_id, key, value))
+
+
 def _log_inputs(client, run_id: str, datasets: list) -> None:
-    """``client.log_inputs``, tried twice: MLflow's server checks for the dataset row, then inserts it, so two
-    workers logging the same dataset at once can hit its unique key (``datasets.dataset_pk``); by then the
-    row exists and the second try links it to the run."""
+    """``client.log_inputs``, tried twice (:func:`_twice`; two workers logging the same dataset hit ``datasets.dataset_pk``)."""
+    _twice(f"MLflow run {run_id}: its dataset input", lambda: client.log_inputs(run_id, datasets=datasets))
+
+
+def _twice(what: str, write: Callable[[], object]) -> None:
+    """``write()``, and once more after an MLflow error: MLflow's server looks a row up, then inserts it, so two workers
+    writing the same new row at once can hit its unique key; by then the row exists and the second try updates or
+    links it."""
     from mlflow.exceptions import MlflowException
 
     try:
-        client.log_inputs(run_id, datasets=datasets)
+        write()
     except MlflowException as error:
-        log.info("MLflow run %s: logging its dataset input again after %s", run_id, str(error).splitlines()[0])
-        client.log_inputs(run_id, datasets=datasets)
+        log.info("%s: written again after %s", what, str(error).splitlines()[0])
+        write()
 
 
 def _dataset_input(record: dict[str, Any], rows: pd.DataFrame):
@@ -625,8 +636,8 @@ def log_leaderboard(board: Leaderboard, uri: str | None = None) -> str:
     client = store_client(uri)
     experiment_id = _experiment_id(client, uri, board.dataset)
     view, description = _runs_view(experiment_id, board.view)
-    client.set_experiment_tag(experiment_id, VIEW_TAG, view)
-    client.set_experiment_tag(experiment_id, MLFLOW_RUN_NOTE, description)
+    _set_experiment_tag(client, experiment_id, VIEW_TAG, view)
+    _set_experiment_tag(client, experiment_id, MLFLOW_RUN_NOTE, description)
     tags = {**board.tags, "segbench.dataset": board.dataset, KIND_TAG: LEADERBOARD_KIND, **{f"segbench.run.{m}": r for m, r in board.model_runs.items()}}
 
     def fill(run_id: str) -> None:
